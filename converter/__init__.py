@@ -1,1 +1,5 @@
-"""converter package."""
+"""Legacy CUDA kernels → rKernels (libclang analysis, source-range rewriting)."""
+from .convert import CONVERTER_VERSION, ConversionError, ConversionResult, convert_file, convert_source
+from .parse import parse_cuda
+
+__all__ = ["CONVERTER_VERSION", "ConversionError", "ConversionResult", "convert_file", "convert_source", "parse_cuda"]

@@ -6,6 +6,9 @@
 //
 // Protocol for an executor (legacy wrapper or vDevice interpreter), run by *every* thread of the vEU:
 //   rt::Task t = rt::make_task(slot, id, grid, block, smem, dyn_smem);
+// Shared memory of a vEU: static rt::TaskSlot; the dynamic buffer holds, for the rTask it runs, first the
+// rKernel's dynamic (extern __shared__) bytes — so legacy `extern __shared__` arrays need no rewriting, they
+// alias the start of the dynamic buffer as in CUDA — then, 16-byte aligned, its lifted static layout struct.
 //   rt::begin_task(t);                       // thread 0 (re)initialises the barrier; vEU-wide sync
 //   if (t.tid < t.nthreads) { K__rtask(t, args...); rt::end_task(t); }   // end_task = arrive_and_drop
 //   __syncthreads();                          // vEU-wide: the shared buffer may be reused after this
@@ -126,6 +129,12 @@ inline void bar_wait(TaskSlot* s, u64 token) {
 }
 #endif
 
+// Start of the block's dynamic shared memory (C++ linkage, so extern "C" kernels can use it too).
+__device__ __forceinline__ char* dynamic_smem() {
+  extern __shared__ __align__(16) char rt_dynamic_smem_base[];
+  return rt_dynamic_smem_base;
+}
+
 // ---- executor side ---------------------------------------------------------------------------------------
 __device__ __forceinline__ void begin_task(Task& t) {
   if (t.tid == 0) {
@@ -177,7 +186,7 @@ __device__ __forceinline__ TaskGroup this_task(Task& t) { TaskGroup g; g.t = &t;
 __device__ __forceinline__ void sync(const TaskGroup& g) { g.sync(); }
 
 // A tile of N (power of two, <= 32) consecutive threads of the rTask; masks exclude lanes outside the rTask.
-template <unsigned N>
+template <unsigned N, class Parent = void>
 struct Tile {
   static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "tiles of 1..32 threads, a power of two");
   unsigned rank_in_task;  // thread rank within the rTask
@@ -214,12 +223,12 @@ __device__ __forceinline__ Tile<N> tiled_partition(const TaskGroup& g) {
   r.mask = g.t->lanemask & tile_bits;
   return r;
 }
-template <unsigned N>
-__device__ __forceinline__ void sync(const Tile<N>& g) { g.sync(); }
+template <unsigned N, class P>
+__device__ __forceinline__ void sync(const Tile<N, P>& g) { g.sync(); }
 
 // cg::reduce over a tile: butterfly with the tile's own shuffles.
-template <unsigned N, class T, class Op>
-__device__ __forceinline__ T reduce(const Tile<N>& g, T v, Op op) {
+template <unsigned N, class P, class T, class Op>
+__device__ __forceinline__ T reduce(const Tile<N, P>& g, T v, Op op) {
   for (unsigned o = 1; o < N; o <<= 1) {
     T other = g.shfl_xor(v, o);
     // lanes outside the rTask do not exist in the legacy block: keep own value when the partner is absent
@@ -239,14 +248,22 @@ __device__ __forceinline__ T reduce(const Tile<N>& g, T v, Op op) {
   const dim3 gridDim = (t).grid;                                    \
   (void)threadIdx; (void)blockIdx; (void)blockDim; (void)gridDim
 
+// Shadows the block-wide and warp-wide intrinsics for bodies that reach them through macros (a macro cannot be
+// edited at its use site): a local callable of the same name takes precedence over the builtin.
+#define RT_SHADOW_INTRINSICS(t)                                                                      \
+  auto __syncthreads = [&]() { ::rt::sync(t); };                                                     \
+  auto __syncthreads_count = [&](int p) { return ::rt::sync_count(t, p); };                         \
+  auto __syncthreads_and = [&](int p) { return ::rt::sync_and(t, p); };                             \
+  auto __syncthreads_or = [&](int p) { return ::rt::sync_or(t, p); };                               \
+  (void)__syncthreads; (void)__syncthreads_count; (void)__syncthreads_and; (void)__syncthreads_or
+
 // Body of the plain __global__ wrapper that runs one rTask per legacy block (no surplus threads there).
 #define RT_RUN_AS_KERNEL(smem_ptr, call)                                                             \
   do {                                                                                               \
     __shared__ ::rt::TaskSlot __rt_slot;                                                             \
-    extern __shared__ __align__(16) char __rt_dynamic_smem[];                                        \
     unsigned __rt_id = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);               \
     ::rt::Task __rt = ::rt::make_task(&__rt_slot, __rt_id, gridDim, blockDim, (char*)(smem_ptr),       \
-                                      __rt_dynamic_smem);                                            \
+                                      ::rt::dynamic_smem());                                            \
     ::rt::begin_task(__rt);                                                                          \
     { call; }                                                                                        \
     ::rt::end_task(__rt);                                                                            \

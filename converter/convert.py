@@ -1,0 +1,775 @@
+"""Rewrite legacy __global__ kernels into rKernels: a list of edits on source ranges, the rest untouched."""
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from dataclasses import dataclass, field
+
+import clang.cindex as ci
+
+from .parse import ParsedSource, parse_cuda
+
+K = ci.CursorKind
+CONVERTER_VERSION = "1"
+INDEX_VARS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
+BARRIERS = {"__syncthreads": "rt::sync", "__syncthreads_count": "rt::sync_count",
+            "__syncthreads_and": "rt::sync_and", "__syncthreads_or": "rt::sync_or"}
+WARP_MASKED = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
+               "__all_sync", "__any_sync", "__uni_sync", "__match_any_sync", "__match_all_sync",
+               "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync",
+               "__reduce_or_sync", "__reduce_xor_sync", "__syncwarp"}
+CG_CALLS = {"this_thread_block": "rt::this_task", "tiled_partition": "rt::tiled_partition",
+            "sync": "rt::sync", "reduce": "rt::reduce"}
+CG_TYPES = {"thread_block": "rt::TaskGroup", "thread_block_tile": "rt::Tile"}
+TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
+                 "surf1Dread", "surf2Dread", "surf3Dread", "surf1Dwrite", "surf2Dwrite", "surf3Dwrite"}
+ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b")
+STRIP_RE = re.compile(r"\b(__shared__|static|volatile|extern)\b\s*")
+
+
+class ConversionError(Exception):
+    """A file that cannot be converted; `diagnostics` holds one `file:line:col: error: …` line per problem."""
+
+    def __init__(self, diagnostics: list[str]):
+        super().__init__("\n".join(diagnostics))
+        self.diagnostics = diagnostics
+
+
+@dataclass
+class Edit:
+    start: int
+    end: int
+    text: str
+
+
+@dataclass
+class SharedVar:
+    name: str
+    member: str
+    decl_text: str        # member declaration (no storage keywords), e.g. "float tile[16][17]"
+    volatile: bool
+    size: int | None      # bytes, None when it depends on template arguments
+    align: int | None
+    stmt: ci.Cursor | None
+
+
+@dataclass
+class Func:
+    cursor: ci.Cursor
+    name: str
+    qualname: str
+    start: int
+    end: int
+    body: ci.Cursor
+    is_kernel: bool
+    is_template: bool
+    uses_indices: bool = False
+    shared: list[SharedVar] = field(default_factory=list)
+    extern_shared: bool = False
+    barrier_sites: list[tuple[int, str]] = field(default_factory=list)
+    warp_sites: list[ci.Cursor] = field(default_factory=list)
+    barrier_calls: list[ci.Cursor] = field(default_factory=list)
+    cg_calls: list[tuple[ci.Cursor, str]] = field(default_factory=list)
+    cg_types: list[tuple[ci.Cursor, str]] = field(default_factory=list)
+    calls: list[tuple[ci.Cursor, str]] = field(default_factory=list)
+    global_shared: set[str] = field(default_factory=set)
+    macro_intrinsics: bool = False
+    refusals: list[tuple[int, str]] = field(default_factory=list)
+    features: set[str] = field(default_factory=set)
+
+    @property
+    def needs_context(self) -> bool:
+        return bool(self.uses_indices or self.shared or self.barrier_sites or self.warp_sites
+                    or self.cg_calls or self.cg_types or self.global_shared)
+
+
+@dataclass
+class ConversionResult:
+    """Converted source text plus one metadata dict per rKernel, and the kernels that were refused."""
+    output: str
+    rkernels: list[dict]
+    refused: list[dict]
+    warnings: list[str]
+
+
+class _Tokens:
+    """The main file's tokens with their byte offsets, for locating names, parentheses and qualifiers."""
+
+    def __init__(self, src: ParsedSource):
+        toks = [t for t in src.tu.get_tokens(extent=src.tu.cursor.extent)
+                if t.location.file is not None and t.location.file.name == src.filename]
+        self.spell = [t.spelling for t in toks]
+        self.start = [t.extent.start.offset for t in toks]
+        self.end = [t.extent.end.offset for t in toks]
+        self.kind = [t.kind for t in toks]
+
+    def at(self, offset: int) -> int:
+        """Index of the token starting at offset, or -1."""
+        i = bisect.bisect_left(self.start, offset)
+        return i if i < len(self.start) and self.start[i] == offset else -1
+
+    def first_from(self, offset: int) -> int:
+        return bisect.bisect_left(self.start, offset)
+
+    def qualified_start(self, i: int) -> int:
+        """Index of the first token of the qualified name ending at token i (`a::b::name`, `::name`)."""
+        while i >= 2 and self.spell[i - 1] == "::" and self.kind[i - 2] == ci.TokenKind.IDENTIFIER:
+            i -= 2
+        if i >= 1 and self.spell[i - 1] == "::":
+            i -= 1
+        return i
+
+    def matching(self, i: int, open_: str, close: str) -> int:
+        """Index of the token closing the bracket opened at i."""
+        depth = 0
+        for j in range(i, len(self.spell)):
+            s = self.spell[j]
+            if s == open_:
+                depth += 1
+            elif s == close:
+                depth -= 1
+            elif close == ">" and s == ">>":
+                depth -= 2
+            if depth <= 0 and j > i:
+                return j
+        return -1
+
+
+def _diag(src: ParsedSource, offset: int, msg: str, level: str = "error") -> str:
+    line, col = src.location(offset)
+    return f"{src.filename}:{line}:{col}: {level}: {msg}"
+
+
+def _attrs(c: ci.Cursor) -> set:
+    return {ch.kind for ch in c.get_children() if ch.kind.is_attribute()}
+
+
+def _in_cg(ref: ci.Cursor | None) -> bool:
+    p = ref.semantic_parent if ref is not None else None
+    while p is not None and p.kind != K.TRANSLATION_UNIT:
+        if p.spelling == "cooperative_groups":
+            return True
+        p = p.semantic_parent
+    return False
+
+
+def _qualname(c: ci.Cursor) -> str:
+    parts = [c.spelling]
+    p = c.semantic_parent
+    while p is not None and p.kind in (K.NAMESPACE, K.STRUCT_DECL, K.CLASS_DECL):
+        if p.spelling:
+            parts.append(p.spelling)
+        p = p.semantic_parent
+    return "::".join(reversed(parts))
+
+
+class Converter:
+    """Analyses one translation unit and produces the edits that turn its kernels into rKernels."""
+
+    def __init__(self, src: ParsedSource):
+        self.src = src
+        self.raw = src.text.encode()
+        self.tok = _Tokens(src)
+        self.funcs: dict[str, Func] = {}          # by USR
+        self.by_name: dict[str, list[Func]] = {}
+        self.global_shared: dict[str, SharedVar] = {}
+        self.warnings: list[str] = []
+
+    # ---- analysis -------------------------------------------------------------------------------------
+    def collect(self) -> None:
+        self._collect(self.src.tu.cursor)
+        for f in self.funcs.values():
+            self._analyse(f)
+
+    def _collect(self, parent: ci.Cursor) -> None:
+        for c in parent.get_children():
+            if not self.src.is_main(c):
+                continue
+            if c.kind in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
+                self._collect(c)
+            elif c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and c.is_definition():
+                attrs = _attrs(c)
+                body = next((ch for ch in c.get_children() if ch.kind == K.COMPOUND_STMT), None)
+                if body is None or not (attrs & {K.CUDAGLOBAL_ATTR, K.CUDADEVICE_ATTR}):
+                    continue
+                f = Func(c, c.spelling, _qualname(c), c.extent.start.offset, c.extent.end.offset, body,
+                         K.CUDAGLOBAL_ATTR in attrs, c.kind == K.FUNCTION_TEMPLATE)
+                self.funcs[c.get_usr()] = f
+                self.by_name.setdefault(c.spelling, []).append(f)
+            elif c.kind == K.VAR_DECL and K.CUDASHARED_ATTR in _attrs(c):
+                self.global_shared[c.spelling] = self._shared_var(c, None, c.spelling, c)
+
+    def _shared_var(self, var: ci.Cursor, stmt: ci.Cursor | None, member: str, first: ci.Cursor) -> SharedVar:
+        """Member declaration text for a __shared__ variable, from its own source text."""
+        name_off = var.location.offset
+        first_name_off = first.location.offset
+        head_start = (stmt or var).extent.start.offset
+        prefix = self.raw[head_start:first_name_off].decode()
+        suffix = self.raw[name_off + len(var.spelling.encode()):var.extent.end.offset].decode()
+        volatile = bool(re.search(r"\bvolatile\b", prefix))
+        prefix = STRIP_RE.sub("", prefix).strip()
+        size, align = var.type.get_size(), var.type.get_align()
+        return SharedVar(var.spelling, member, f"{prefix} {member}{suffix}".strip(), volatile,
+                         size if size > 0 else None, align if align > 0 else None, stmt)
+
+    def _analyse(self, f: Func) -> None:
+        body_tokens = range(self.tok.first_from(f.body.extent.start.offset),
+                            self.tok.first_from(f.body.extent.end.offset))
+        for i in body_tokens:
+            if self.tok.spell[i] == "<<<":
+                f.refusals.append((self.tok.start[i], "dynamic parallelism (a kernel launch inside a kernel) "
+                                   "cannot run as an rTask"))
+        for c in f.body.walk_preorder():
+            k = c.kind
+            if k == K.DECL_REF_EXPR:
+                ref = c.referenced
+                if ref is None:
+                    continue
+                if ref.spelling in INDEX_VARS and not self.src.is_main(ref):
+                    f.uses_indices = True
+                elif ref.kind == K.VAR_DECL and ref.spelling in self.global_shared and self.src.is_main(ref) \
+                        and ref.semantic_parent.kind != K.COMPOUND_STMT and K.CUDASHARED_ATTR in _attrs(ref):
+                    f.global_shared.add(ref.spelling)
+                if ref.kind == K.VAR_DECL and ref.type.spelling.startswith(("texture<", "surface<")):
+                    f.refusals.append((c.extent.start.offset, f"texture/surface reference '{ref.spelling}' "
+                                       "(removed in CUDA 12) cannot run as an rTask"))
+            elif k == K.DECL_STMT:
+                vars_ = [v for v in c.get_children() if v.kind == K.VAR_DECL]
+                shared = [v for v in vars_ if K.CUDASHARED_ATTR in _attrs(v)]
+                if not shared:
+                    continue
+                if len(shared) != len(vars_):
+                    f.refusals.append((c.extent.start.offset, "a declaration mixing __shared__ and other variables"))
+                    continue
+                for v in shared:
+                    if v.storage_class == ci.StorageClass.EXTERN:
+                        f.extern_shared = True
+                        f.features.add("dynamic_shared")
+                    else:
+                        f.shared.append(self._shared_var(v, c, v.spelling, shared[0]))
+                        f.features.add("static_shared")
+                if f.extern_shared and len(shared) > sum(1 for v in shared if v.storage_class == ci.StorageClass.EXTERN) \
+                        and any(v.storage_class == ci.StorageClass.EXTERN for v in shared):
+                    f.refusals.append((c.extent.start.offset, "extern and static __shared__ in one declaration"))
+            elif k == K.CALL_EXPR:
+                self._call(f, c)
+            elif k in (K.TYPE_REF, K.TEMPLATE_REF):
+                ref = c.referenced
+                name = ref.spelling if ref is not None else ""
+                if _in_cg(ref):
+                    if name in CG_TYPES:
+                        f.cg_types.append((c, name))
+                        f.features.add("cooperative_groups")
+                    elif name == "grid_group":
+                        f.refusals.append((c.extent.start.offset, "grid-wide synchronisation (grid_group) "
+                                           "cannot run as an rTask"))
+            elif k == K.ASM_STMT:
+                text = self.raw[c.extent.start.offset:c.extent.end.offset].decode(errors="replace")
+                m = ASM_SPECIAL_RE.search(text)
+                if m:
+                    f.refusals.append((c.extent.start.offset, f"inline asm reads %{m.group(1)}, which has no "
+                                       "meaning inside an rTask"))
+                else:
+                    f.features.add("inline_asm")
+
+    def call_name(self, c: ci.Cursor) -> str:
+        """The called function's name; dependent calls in templates have no spelling, so read the tokens."""
+        if c.spelling:
+            return c.spelling
+        callee = next(iter(c.get_children()), None)
+        if callee is None:
+            return ""
+        i = self.tok.first_from(callee.extent.start.offset)
+        name = ""
+        while i < len(self.tok.spell) and self.tok.start[i] < callee.extent.end.offset:
+            if self.tok.spell[i] == "<":
+                break
+            if self.tok.kind[i] == ci.TokenKind.IDENTIFIER:
+                name = self.tok.spell[i]
+            i += 1
+        return name
+
+    def _call(self, f: Func, c: ci.Cursor) -> None:
+        name = self.call_name(c)
+        ref = c.referenced
+        off = c.extent.start.offset
+        if name in BARRIERS and (ref is None or not self.src.is_main(ref)):
+            f.barrier_sites.append((off, name))
+            f.features.add("barrier" if name == "__syncthreads" else "barrier_reduction")
+            if self._direct(c, name):
+                f.barrier_calls.append(c)
+            else:
+                f.macro_intrinsics = True
+                f.features.add("macro_barrier")
+        elif name in WARP_MASKED and (ref is None or not self.src.is_main(ref)):
+            f.features.add("warp_intrinsics")
+            if self._direct(c, name):
+                f.warp_sites.append(c)
+            else:
+                f.refusals.append((off, f"warp intrinsic {name} reached through a macro: its mask cannot be "
+                                   "restricted to the rTask's lanes"))
+        elif name in TEXTURE_CALLS:
+            f.refusals.append((off, f"texture/surface access {name} cannot run as an rTask"))
+        elif name == "this_grid" and (ref is None or _in_cg(ref)):
+            f.refusals.append((off, "grid-wide synchronisation (this_grid) cannot run as an rTask"))
+        elif name in CG_CALLS and _in_cg(ref) and (ref is None or ref.kind != K.CXX_METHOD):
+            f.cg_calls.append((c, name))
+            f.features.add("cooperative_groups")
+            if name == "sync":
+                f.barrier_sites.append((off, "cg::sync"))
+        elif name == "sync" and ref is not None and ref.kind == K.CXX_METHOD and _in_cg(ref) \
+                and ref.semantic_parent.spelling in ("thread_block", "thread_group"):
+            f.barrier_sites.append((off, "thread_block.sync"))
+        else:
+            target = self._resolve(c)
+            if target is not None:
+                f.calls.append((c, target))
+                if target in self.funcs and self.funcs[target].is_kernel:
+                    f.refusals.append((off, "dynamic parallelism (a kernel launch inside a kernel) cannot run as an rTask"))
+
+    def _direct(self, call: ci.Cursor, name: str) -> bool:
+        i = self.tok.at(call.extent.start.offset)
+        if i >= 0 and self.tok.qualified_start(i) == i and i + 2 < len(self.tok.spell) \
+                and self.tok.spell[i + 1] == "::":  # qualified call such as ::__syncthreads()
+            i = self._call_name_token(call, name)
+        return i >= 0 and self.tok.spell[i] == name
+
+    def _resolve(self, call: ci.Cursor) -> str | None:
+        ref = call.referenced
+        if ref is not None:
+            usr = ref.get_usr()
+            if usr in self.funcs:
+                return usr
+            tmpl = ref.get_definition()
+            if tmpl is not None and tmpl.get_usr() in self.funcs:
+                return tmpl.get_usr()
+            if ref.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and ref.spelling in self.by_name:
+                cands = self.by_name[ref.spelling]
+                return cands[0].cursor.get_usr() if len(cands) == 1 else None
+            return None
+        # dependent calls inside templates: resolve by name among this file's device functions
+        cands = self.by_name.get(self.call_name(call), [])
+        return cands[0].cursor.get_usr() if len(cands) == 1 else None
+
+    # ---- reachability ---------------------------------------------------------------------------------
+    def reach(self, f: Func) -> list[Func]:
+        """Device functions reachable from f (DFS order, f excluded)."""
+        seen: dict[str, Func] = {}
+
+        def visit(g: Func) -> None:
+            for _, usr in g.calls:
+                h = self.funcs.get(usr)
+                if h is not None and usr not in seen and h is not f:
+                    seen[usr] = h
+                    visit(h)
+        visit(f)
+        return list(seen.values())
+
+    def needs_ctx(self, f: Func, memo: dict | None = None) -> bool:
+        memo = {} if memo is None else memo
+        key = f.cursor.get_usr()
+        if key in memo:
+            return memo[key]
+        memo[key] = f.needs_context
+        res = f.needs_context or any(self.needs_ctx(self.funcs[u], memo) for _, u in f.calls if u in self.funcs)
+        memo[key] = res
+        return res
+
+    def needs_smem(self, f: Func, memo: dict | None = None) -> bool:
+        memo = {} if memo is None else memo
+        key = f.cursor.get_usr()
+        if key in memo:
+            return memo[key]
+        memo[key] = bool(f.shared or f.global_shared)
+        res = memo[key] or any(self.needs_smem(self.funcs[u], memo) for _, u in f.calls if u in self.funcs)
+        memo[key] = res
+        return res
+
+    # ---- edits ----------------------------------------------------------------------------------------
+    def template_header(self, f: Func) -> tuple[str, list[str], int]:
+        """(`template <...>` text, parameter names, index of its closing token) of a function template."""
+        if not f.is_template:
+            return "", [], -1
+        i = self.tok.at(f.start)
+        if i < 0 or self.tok.spell[i] != "template":
+            return "", [], -1
+        j = self.tok.matching(i + 1, "<", ">")
+        text = self.raw[self.tok.start[i]:self.tok.end[j]].decode()
+        names = [ch.spelling for ch in f.cursor.get_children()
+                 if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER, K.TEMPLATE_TEMPLATE_PARAMETER)]
+        return text, names, j
+
+    def _paren_after_name(self, f: Func) -> int:
+        i = self.tok.at(f.cursor.location.offset)
+        while i < len(self.tok.spell) and self.tok.spell[i] != "(":
+            i += 1
+        return i
+
+    def body_edits(self, f: Func, layout_members: dict[str, str], clones: dict[str, Func],
+                   smem_callees: set[str]) -> list[Edit]:
+        """Edits inside a function's body: prelude, shared variables, barriers, warp masks, cg, calls."""
+        edits: list[Edit] = []
+        prelude = []
+        if f.uses_indices:
+            prelude.append("RT_LEGACY_INDICES(__rt);")
+        if f.macro_intrinsics:
+            prelude.append("RT_SHADOW_INTRINSICS(__rt);")
+        for g in sorted(f.global_shared):
+            prelude.append(f"auto& {g} = __rt_sh.{layout_members[('', g)]};")
+        if prelude:
+            edits.append(Edit(f.body.extent.start.offset + 1, f.body.extent.start.offset + 1, " " + " ".join(prelude)))
+        stmts: dict[int, list[SharedVar]] = {}
+        for v in f.shared:
+            stmts.setdefault(v.stmt.extent.start.offset, []).append(v)
+        for start, vs in stmts.items():
+            end = vs[0].stmt.extent.end.offset
+            text = " ".join(f"{'volatile ' if v.volatile else ''}auto& {v.name} = "
+                            f"__rt_sh.{layout_members[(f.qualname, v.name)]};" for v in vs)
+            edits.append(Edit(start, end, text))
+        for c in f.barrier_calls:
+            edits += self._rename_call(c, BARRIERS[self.call_name(c)], "__rt")
+        for c in f.warp_sites:
+            edits += self._mask_first_arg(c)
+        for c, name in f.cg_calls:
+            i = self.tok.at(c.extent.start.offset)
+            if i < 0:
+                continue
+            j = i
+            while j < len(self.tok.spell) and self.tok.spell[j] != name:
+                j += 1
+            q = self.tok.qualified_start(j)
+            if name == "this_thread_block":
+                edits.append(Edit(self.tok.start[q], c.extent.end.offset, "rt::this_task(__rt)"))
+            else:
+                edits.append(Edit(self.tok.start[q], self.tok.end[j], CG_CALLS[name]))
+        for c, name in f.cg_types:
+            j = self.tok.at(c.extent.end.offset - len(name))
+            if j < 0:
+                j = self.tok.first_from(c.extent.start.offset)
+                while j < len(self.tok.spell) and self.tok.spell[j] != name:
+                    j += 1
+            q = self.tok.qualified_start(j)
+            edits.append(Edit(self.tok.start[q], self.tok.end[j], CG_TYPES[name]))
+        for c, usr in f.calls:
+            if usr in clones:
+                extra = "__rt, __rt_sh" if usr in smem_callees else "__rt"
+                edits += self._rename_call(c, clones[usr].name + "__rt", extra, keep_qualifier=True)
+        return edits
+
+    def _call_name_token(self, c: ci.Cursor, name: str) -> int:
+        i = self.tok.first_from(c.extent.start.offset)
+        end = c.extent.end.offset
+        while i < len(self.tok.spell) and self.tok.start[i] < end:
+            if self.tok.spell[i] == name:
+                return i
+            i += 1
+        return -1
+
+    def _rename_call(self, c: ci.Cursor, new: str, extra: str, keep_qualifier: bool = False) -> list[Edit]:
+        name = self.call_name(c)
+        i = self._call_name_token(c, name)
+        if i < 0:
+            raise _Refuse(c.extent.start.offset, f"call to {name} reached through a macro cannot be rewritten")
+        q = i if keep_qualifier else self.tok.qualified_start(i)
+        j = i + 1
+        if j < len(self.tok.spell) and self.tok.spell[j] == "<":
+            j = self.tok.matching(j, "<", ">") + 1
+        if j >= len(self.tok.spell) or self.tok.spell[j] != "(":
+            raise _Refuse(c.extent.start.offset, f"call to {name}: cannot find its argument list")
+        sep = "" if self.tok.spell[j + 1] == ")" else ", "
+        return [Edit(self.tok.start[q], self.tok.end[i], new),
+                Edit(self.tok.end[j], self.tok.end[j], extra + sep)]
+
+    def _mask_first_arg(self, c: ci.Cursor) -> list[Edit]:
+        i = self._call_name_token(c, self.call_name(c))
+        j = i + 1
+        if j < len(self.tok.spell) and self.tok.spell[j] == "<":
+            j = self.tok.matching(j, "<", ">") + 1
+        if self.tok.spell[j + 1] == ")":
+            return [Edit(self.tok.end[j], self.tok.end[j], "rt::warp_mask(__rt, 0xffffffffu)")]
+        args = list(c.get_arguments())
+        if args and args[0].extent.start.offset >= self.tok.end[j]:
+            a0s, a0e = args[0].extent.start.offset, args[0].extent.end.offset
+        else:  # dependent call: the first argument runs to the first top-level comma
+            depth, k = 0, j + 1
+            while k < len(self.tok.spell):
+                s = self.tok.spell[k]
+                if s in "([{":
+                    depth += 1
+                elif s in ")]}":
+                    if depth == 0:
+                        break
+                    depth -= 1
+                elif s == "," and depth == 0:
+                    break
+                k += 1
+            a0s, a0e = self.tok.start[j + 1], self.tok.end[k - 1]
+        return [Edit(a0s, a0s, "rt::warp_mask(__rt, "), Edit(a0e, a0e, ")")]
+
+
+class _Refuse(Exception):
+    def __init__(self, offset: int, msg: str):
+        super().__init__(msg)
+        self.offset, self.msg = offset, msg
+
+
+def _apply_range(raw: bytes, edits: list[Edit], start: int, end: int) -> str:
+    out, pos = [], start
+    for e in sorted(edits, key=lambda e: (e.start, e.end)):
+        if e.start < pos:
+            raise ValueError(f"overlapping edits at offset {e.start}")
+        out.append(raw[pos:e.start])
+        out.append(e.text.encode())
+        pos = e.end
+    out.append(raw[pos:end])
+    return b"".join(out).decode()
+
+
+def _layout_bytes(members: list[SharedVar]) -> int | None:
+    off, max_align = 0, 1
+    for m in members:
+        if m.size is None or m.align is None:
+            return None
+        off = (off + m.align - 1) // m.align * m.align + m.size
+        max_align = max(max_align, m.align)
+    return (off + max_align - 1) // max_align * max_align if members else 0
+
+
+def convert_source(text: str, filename: str, kernels: list[str] | None = None, strict: bool = False,
+                   include_dirs: list[str] | None = None) -> ConversionResult:
+    """Convert every (or every named) __global__ kernel of a CUDA source into an rKernel plus a wrapper."""
+    src = parse_cuda(text, filename, include_dirs)
+    conv = Converter(src)
+    conv.collect()
+    errors = src.errors()
+    all_kernels = [f for f in conv.funcs.values() if f.is_kernel]
+    if not all_kernels:
+        if errors:
+            d = errors[0]
+            raise ConversionError([f"{filename}:{d.location.line}:{d.location.column}: error: not a CUDA/C++ "
+                                   f"source this tool can read: {d.spelling}"])
+        raise ConversionError([f"{filename}:1:1: error: no __global__ kernel found"])
+    if kernels:
+        names = {k for k in kernels}
+        missing = names - {f.name for f in all_kernels} - {f.qualname for f in all_kernels}
+        if missing:
+            raise ConversionError([f"{filename}:1:1: error: no __global__ kernel named '{m}'" for m in sorted(missing)])
+        chosen = [f for f in all_kernels if f.name in names or f.qualname in names]
+    else:
+        chosen = all_kernels
+    warnings = [f"{filename}:1:1: warning: header '{h}' not found; parsed as empty" for h in src.missing_includes]
+
+    edits: list[Edit] = []
+    rkernels: list[dict] = []
+    refused: list[dict] = []
+    clones_needed: dict[str, Func] = {}
+    smem_callees: set[str] = set()
+    for f in chosen:
+        reach = conv.reach(f)
+        problems = [(o, m) for g in [f] + reach for (o, m) in g.refusals]
+        for d in errors:
+            o = src.offset(d.location.line, d.location.column)
+            if any(g.start <= o < g.end for g in [f] + reach):
+                problems.append((o, d.spelling))
+        for g in reach:
+            for v in g.shared:
+                if v.size is None and g.is_template:
+                    problems.append((v.stmt.extent.start.offset, f"static __shared__ '{v.name}' of a size that "
+                                     f"depends on the template arguments of device function '{g.name}'"))
+        if problems:
+            refused.append({"name": f.qualname, "diagnostics": [_diag(src, o, m) for o, m in problems]})
+            continue
+        try:
+            ctx_callees = [g for g in reach if conv.needs_ctx(g)]
+            kedits, meta = _convert_kernel(conv, f, ctx_callees)
+        except _Refuse as r:
+            refused.append({"name": f.qualname, "diagnostics": [_diag(src, r.offset, r.msg)]})
+            continue
+        edits += kedits
+        rkernels.append(meta)
+        for g in ctx_callees:
+            clones_needed[g.cursor.get_usr()] = g
+            if conv.needs_smem(g):
+                smem_callees.add(g.cursor.get_usr())
+    if strict and refused:
+        raise ConversionError([d for r in refused for d in r["diagnostics"]])
+    if not rkernels:
+        raise ConversionError([d for r in refused for d in r["diagnostics"]])
+    # clones of callees, inserted after each original
+    for usr, g in clones_needed.items():
+        edits.append(Edit(g.end, g.end, _clone_text(conv, g, clones_needed, smem_callees)))
+    edits.append(Edit(0, 0, f'#include "rtask_runtime.cuh"\n#line 1 "{filename}"\n'))
+    out = _apply_range(conv.raw, edits, 0, len(conv.raw))
+    return ConversionResult(out, rkernels, refused, warnings)
+
+
+def _member_names(conv: Converter, f: Func, reach: list[Func]) -> tuple[dict, list[SharedVar]]:
+    """Layout struct members: the kernel's own shared variables, then its callees', then file-scope ones."""
+    members: dict = {}
+    order: list[SharedVar] = []
+    used: set[str] = set()
+
+    def add(owner: str, v: SharedVar, base: str) -> None:
+        name, n = base, 1
+        while name in used:
+            name, n = f"{base}_{n}", n + 1
+        used.add(name)
+        members[(owner, v.name)] = name
+        decl = re.sub(r"\b" + re.escape(v.member) + r"\b", name, v.decl_text, count=1)
+        order.append(SharedVar(v.name, name, decl, v.volatile, v.size, v.align, v.stmt))
+    for v in f.shared:
+        add(f.qualname, v, v.name)
+    for g in reach:
+        for v in g.shared:
+            add(g.qualname, v, f"{g.name}__{v.name}")
+    globals_used = set(f.global_shared).union(*[g.global_shared for g in reach]) if reach else set(f.global_shared)
+    for name in sorted(globals_used):
+        add("", conv.global_shared[name], name)
+    return members, order
+
+
+def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[list[Edit], dict]:
+    src, tok = conv.src, conv.tok
+    clones = {g.cursor.get_usr(): g for g in ctx_callees}
+    smem_callees = {u for u, g in clones.items() if conv.needs_smem(g)}
+    members, order = _member_names(conv, f, ctx_callees)
+    theader, tnames, _ = conv.template_header(f)
+    targs = f"<{', '.join(tnames)}>" if tnames else ""
+    layout = f"{f.name}__rt_shared" if order else None
+    edits = conv.body_edits(f, members, clones, smem_callees)
+    if layout:
+        edits.append(Edit(f.body.extent.start.offset + 1, f.body.extent.start.offset + 1,
+                          f" auto& __rt_sh = *reinterpret_cast<{layout}{targs}*>(__rt.smem);"))
+    # signature: __global__ -> __device__, drop __launch_bounds__, rename, add the task parameter
+    launch_bounds = None
+    name_i = tok.at(f.cursor.location.offset)
+    i = tok.first_from(f.start)
+    extern_c = False
+    while i < name_i:
+        s = tok.spell[i]
+        if s == "__global__":
+            edits.append(Edit(tok.start[i], tok.end[i], "__device__"))
+        elif s == "__launch_bounds__":
+            j = tok.matching(i + 1, "(", ")")
+            launch_bounds = conv.raw[tok.end[i + 1]:tok.start[j]].decode().strip()
+            end = tok.start[j + 1] if j + 1 < len(tok.start) else tok.end[j]
+            edits.append(Edit(tok.start[i], end, ""))
+            i = j
+        i += 1
+    k = name_i - 1
+    while k >= 0 and tok.start[k] >= f.start - 40 and tok.spell[k] in ("__global__", "void", "static", "inline",
+                                                                          "__device__", "__host__", ")"):
+        k -= 1
+    if k >= 1 and tok.spell[k] == '"C"' and tok.spell[k - 1] == "extern":
+        extern_c = True
+    if name_i < 0:
+        raise _Refuse(f.start, "cannot locate the kernel's name (declared through a macro?)")
+    edits.append(Edit(tok.start[name_i], tok.end[name_i], f"{f.name}__rtask"))
+    lp = conv._paren_after_name(f)
+    rp = tok.matching(lp, "(", ")")
+    params = [c for c in f.cursor.get_children() if c.kind == K.PARM_DECL]
+    edits.append(Edit(tok.end[lp], tok.end[lp], "rt::Task& __rt" + (", " if params else "")))
+    param_text = conv.raw[tok.end[lp]:tok.start[rp]].decode()
+    # layout struct before the kernel, wrapper after it
+    line, col = src.location(f.start)
+    fname = src.filename
+    if layout:
+        members_text = " ".join(f"{m.decl_text};" for m in order)
+        pre = ("\n" if col != 1 else "") + (theader + " " if theader else "") + \
+            f"struct {layout} {{ {members_text} }};\n#line {line} \"{fname}\"\n"
+        if col != 1:
+            pre += " " * (col - 1)
+        edits.append(Edit(f.start, f.start, pre))
+    argnames = ", ".join(p.spelling for p in params)
+    lb = f"__launch_bounds__({launch_bounds}) " if launch_bounds else ""
+    sh_decl = f"__shared__ {layout}{targs} __rt_sh; " if layout else ""
+    sh_ptr = "&__rt_sh" if layout else "(char*)0"
+    end_line, _ = src.location(f.end)
+    wrapper = (f"\n// rtransform: plain launch of {f.name}__rtask, one legacy block per rTask\n"
+               + (theader + "\n" if theader else "")
+               + ('extern "C" ' if extern_c else "")
+               + f"__global__ void {lb}{f.name}({param_text}) {{\n  {sh_decl}\n"
+               f"  RT_RUN_AS_KERNEL({sh_ptr}, ({f.name}__rtask{targs}(__rt{', ' if params else ''}{argnames})));\n}}\n"
+               f"#line {end_line} \"{fname}\"")
+    edits.append(Edit(f.end, f.end, wrapper))
+    tparams = [{"name": c.spelling, "kind": "type" if c.kind == K.TEMPLATE_TYPE_PARAMETER else "value",
+                "type": None if c.kind == K.TEMPLATE_TYPE_PARAMETER else c.type.spelling}
+               for c in f.cursor.get_children()
+               if c.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER)]
+    features = set(f.features)
+    for g in ctx_callees:
+        features |= g.features
+    if len(tparams):
+        features.add("template")
+    if launch_bounds:
+        features.add("launch_bounds")
+    if extern_c:
+        features.add("extern_c")
+    if "::" in f.qualname:
+        features.add("namespace")
+    if f.uses_indices or any(g.uses_indices for g in ctx_callees):
+        features.add("indices")
+    barrier_sites = []
+    for g in [f] + ctx_callees:
+        for off, kind in g.barrier_sites:
+            ln, cl = src.location(off)
+            barrier_sites.append({"line": ln, "col": cl, "kind": kind, "function": g.qualname})
+    meta = {
+        "name": f.qualname,
+        "rkernel": f"{f.name}__rtask",
+        "wrapper": f.name,
+        "layout": layout,
+        "params": [{"name": p.spelling, "type": p.type.spelling} for p in params],
+        "template_params": tparams,
+        "static_smem_bytes": _layout_bytes(order),
+        "shared_variables": [{"member": m.member, "decl": m.decl_text, "bytes": m.size} for m in order],
+        "dynamic_smem": bool(f.extern_shared or any(g.extern_shared for g in ctx_callees)),
+        "barrier_sites": barrier_sites,
+        "features": sorted(features),
+        "launch_bounds": launch_bounds,
+        "callees_cloned": [g.qualname + "__rt" for g in ctx_callees],
+        "warnings": [],
+        "source": {"file": src.filename, "line": line},
+    }
+    return edits, meta
+
+
+def _clone_text(conv: Converter, g: Func, clones: dict[str, Func], smem_callees: set[str]) -> str:
+    """A copy of a device function that takes the rTask context (and the layout, if it uses shared memory)."""
+    tok = conv.tok
+    needs_sh = g.cursor.get_usr() in smem_callees
+    members = {(g.qualname, v.name): f"{g.name}__{v.name}" for v in g.shared}
+    members.update({("", n): n for n in g.global_shared})
+    edits = conv.body_edits(g, members, clones, smem_callees)
+    name_i = tok.at(g.cursor.location.offset)
+    edits.append(Edit(tok.start[name_i], tok.end[name_i], f"{g.name}__rt"))
+    lp = conv._paren_after_name(g)
+    params = [c for c in g.cursor.get_children() if c.kind == K.PARM_DECL]
+    extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "")
+    edits.append(Edit(tok.end[lp], tok.end[lp], extra + (", " if params else "")))
+    if needs_sh:
+        theader, _, close = conv.template_header(g)
+        if theader:
+            edits.append(Edit(tok.start[close], tok.start[close], ", class __RtL"))
+        else:
+            edits.append(Edit(g.start, g.start, "template <class __RtL> "))
+    line, _ = conv.src.location(g.start)
+    end_line, _ = conv.src.location(g.end)
+    body = _apply_range(conv.raw, edits, g.start, g.end)
+    fname = conv.src.filename
+    return (f"\n// rtransform: {g.name} with the rTask context\n#line {line} \"{fname}\"\n{body}\n"
+            f"#line {end_line} \"{fname}\"")
+
+
+def convert_file(path: str, kernels: list[str] | None = None, strict: bool = False) -> ConversionResult:
+    """Read and convert a file; a missing or unreadable file is a ConversionError."""
+    if not os.path.isfile(path):
+        raise ConversionError([f"{path}:1:1: error: no such file"])
+    try:
+        text = open(path, encoding="utf-8").read()
+    except UnicodeDecodeError:
+        raise ConversionError([f"{path}:1:1: error: not a text file (not UTF-8): not a CUDA/C++ source"])
+    if "\x00" in text:
+        raise ConversionError([f"{path}:1:1: error: binary file: not a CUDA/C++ source"])
+    return convert_source(text, path, kernels, strict)

@@ -1,0 +1,1 @@
+// parse stub: everything is in cuda_parse_prelude.h

@@ -107,7 +107,7 @@ __host__ __device__ __half __float2half_rn(float);
 __host__ __device__ __half __hadd(__half, __half); __host__ __device__ __half __hmul(__half, __half);
 __host__ __device__ __half2 __floats2half2_rn(float, float); __host__ __device__ float2 __half22float2(__half2);
 __host__ __device__ float __bfloat162float(__nv_bfloat16); __host__ __device__ __nv_bfloat16 __float2bfloat16(float);
-extern "C" int printf(const char*, ...);
+extern "C" __host__ __device__ int printf(const char*, ...);
 extern "C" void* memcpy(void*, const void*, size_t);
 extern "C" void* memset(void*, int, size_t);
 #define assert(x) ((void)0)
@@ -140,3 +140,26 @@ template <class T> struct greater { __device__ T operator()(T, T) const; };
 template <class T> struct less { __device__ T operator()(T, T) const; };
 template <class G, class T, class Op> __device__ T reduce(const G&, T, Op);
 }  // namespace cooperative_groups
+// Host API, declared so that host code in kernel files parses (rtransform never runs it).
+typedef int cudaError_t;
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+enum { cudaSuccess = 0 };
+extern "C" int cudaConfigureCall(dim3, dim3, size_t = 0, cudaStream_t = 0);
+template <class T> cudaError_t cudaMalloc(T**, size_t);
+template <class T> cudaError_t cudaMallocManaged(T**, size_t, unsigned = 1);
+cudaError_t cudaFree(void*);
+cudaError_t cudaMemcpy(void*, const void*, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpyAsync(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t = 0);
+cudaError_t cudaMemset(void*, int, size_t);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+const char* cudaGetErrorString(cudaError_t);
+cudaError_t cudaEventCreate(cudaEvent_t*);
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t);
+cudaError_t cudaEventElapsedTime(float*, cudaEvent_t, cudaEvent_t);
+cudaError_t cudaStreamCreate(cudaStream_t*);
+cudaError_t cudaStreamSynchronize(cudaStream_t);

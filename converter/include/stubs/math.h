@@ -1,0 +1,1 @@
+// parse stub: CUDA device declarations are in cuda_parse_prelude.h

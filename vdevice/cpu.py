@@ -1,0 +1,472 @@
+"""CPU execution of CUDA sources: g++ builds them against cuda_emu.h, ctypes runs their kernels on numpy data.
+
+Build: the source is wrapped (``#include "cuda_emu.h"``, the source, one ``extern "C"`` launcher per kernel
+expression), preprocessed with ``g++ -E``, its ``__shared__`` declarations are rewritten to per-block storage
+(:func:`rewrite_shared`), and the result is compiled into a shared library cached by the sha256 of that
+text and the compiler flags under ``$RAMMER_CACHE/emu`` (default ``~/.cache/rammer/emu``).
+
+Arguments of :meth:`CpuModule.launch`, in parameter order: a numpy array (any dimension, C-contiguous) or
+``None`` is passed as a pointer; a numpy scalar (``np.float32(1)``, ``np.int32(3)``...) or a Python
+int/float/bool (as int64/float64/bool) is passed by value: the launcher reads it as that dtype and converts
+it to the parameter's C++ type; a numpy structured scalar or ``bytes`` is copied into a class parameter of
+the same size.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+INCLUDE_DIR = Path(__file__).resolve().parent / "include"
+STUB_DIR = INCLUDE_DIR / "emu_stubs"
+DEFAULT_YIELD_BUDGET = 20_000_000
+DEFAULT_STACK_SIZE = 64 * 1024
+DEFAULT_STALL_TIMEOUT = 30.0      # seconds one thread may run without reaching a yield point
+# hidden + no GNU unique: each library keeps its own emulator state; stack-clash protection makes a frame
+# larger than the guard pages fault there instead of writing into the next fiber's stack.
+COMPILE_FLAGS = ("-std=c++20", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-strict-aliasing",
+                 "-fno-gnu-unique", "-fstack-clash-protection")
+_ERR_CAP = 8192
+_LAUNCH_LOCK = threading.Lock()   # one launch at a time: a module's scheduler state is global to its library
+_LIBS: dict[str, ctypes.CDLL] = {}
+
+
+class EmuError(RuntimeError):
+    """A launch failed: deadlock, watchdog, fault in device code, bad launch or bad arguments."""
+
+
+class EmuCompileError(RuntimeError):
+    """g++ could not build the source; the message holds the compiler's first error lines."""
+
+
+@dataclass(frozen=True)
+class LaunchStats:
+    """Counters of the last launch, for cost measurements."""
+    switches: int      # scheduler -> fiber switches
+    yields: int        # emu_yield / __nanosleep / polling atomics
+    turns: int         # block turns of the scheduler
+    blocks: int
+    threads: int
+    seconds: float
+
+
+class _Arg(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("size", ctypes.c_int), ("data", ctypes.c_void_p)]
+
+
+class _Cfg(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("dyn_smem", ctypes.c_ulonglong),
+                ("cooperative", ctypes.c_int), ("yield_budget", ctypes.c_longlong),
+                ("stack_size", ctypes.c_ulonglong), ("stall_ms", ctypes.c_longlong)]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_ulonglong) for n in ("switches", "yields", "turns", "blocks", "threads")] + [
+        ("seconds", ctypes.c_double)]
+
+
+# Argument kinds: must match emu::ArgKind in emu_launch.h.
+_PTR, _RAW = 0, 13
+_KINDS = {np.dtype(t): k for k, t in enumerate(
+    (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.float16,
+     np.float32, np.float64, np.bool_), start=1)}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# __shared__ rewrite (on preprocessed text)
+# ---------------------------------------------------------------------------------------------------------
+_MARK = "__emu_shared__"
+_SCAN_RE = re.compile(r'"(?:\\.|[^"\\\n])*"|(?<![0-9A-Za-z_])\'(?:\\.|[^\'\\\n])*\'|[{};]|\b' + _MARK + r"\b")
+_NS_BRACE_RE = re.compile(r'\bnamespace\b[^(){};]*$|\bextern\s*"C(?:\+\+)?"\s*$')
+_ATTR_RE = re.compile(r"__attribute__\s*\(\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\)|alignas\s*\((?:[^()]|\([^()]*\))*\)"
+                      r"|\[\[.*?\]\]")
+_FIRST_DECL_RE = re.compile(r"^(?P<type>.*?[\w>*&)\s])\s*(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$", re.S)
+_MORE_DECL_RE = re.compile(r"^(?P<ptr>[*&\s]*)(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$", re.S)
+
+
+@dataclass
+class _Mark:
+    """One __shared__ occurrence: where its declaration starts and whether it is at namespace scope."""
+    pos: int
+    start: int
+    namespace_scope: bool
+
+
+def _scan_marks(text: str) -> list[_Mark]:
+    """Finds every marker with its declaration start and scope (braces of namespaces/extern "C" only)."""
+    marks: list[_Mark] = []
+    stack: list[bool] = []      # True: a namespace-like brace
+    boundary = 0
+    for m in _SCAN_RE.finditer(text):
+        tok = m.group()
+        if tok == "{":
+            stack.append(bool(_NS_BRACE_RE.search(_strip_directives(text[boundary:m.start()]))))
+            boundary = m.end()
+        elif tok == "}":
+            if stack:
+                stack.pop()
+            boundary = m.end()
+        elif tok == ";":
+            boundary = m.end()
+        elif tok == _MARK:
+            marks.append(_Mark(m.start(), _decl_start(text, boundary, m.start()), all(stack)))
+    return marks
+
+
+def _strip_directives(s: str) -> str:
+    """Drops preprocessor lines (line markers, pragmas) from a stretch of preprocessed text."""
+    return re.sub(r"(?m)^[ \t]*#.*$", "", s)
+
+
+def _decl_start(text: str, boundary: int, mark: int) -> int:
+    """Start of the declaration holding the marker: after directives, labels and whitespace."""
+    start = boundary
+    for m in re.finditer(r"(?m)^[ \t]*#.*$", text[boundary:mark]):
+        start = boundary + m.end()
+    colons = list(re.finditer(r"(?<!:):(?!:)", text[start:mark]))
+    if colons:
+        start += colons[-1].end()
+    while start < mark and text[start].isspace():
+        start += 1
+    return start
+
+
+def _decl_end(text: str, pos: int) -> int:
+    """Index of the ';' ending the declaration that starts at pos, or -1 (braces: not a plain declaration)."""
+    depth = 0
+    for i in range(pos, min(len(text), pos + 4000)):
+        c = text[i]
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c in "{}":
+            return -1
+        elif c == ";" and depth == 0:
+            return i
+    return -1
+
+
+def _split_top(s: str) -> list[str]:
+    """Splits a declaration at commas outside (), [] and template brackets."""
+    parts, depth, angle, cur = [], 0, 0, []
+    for c in s:
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == "<" and depth == 0:
+            angle += 1
+        elif c == ">" and depth == 0:
+            angle -= 1
+        if c == "," and depth == 0 and angle == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    parts.append("".join(cur))
+    return parts
+
+
+def _declarators(spec: str) -> list[tuple[str, str, str]] | None:
+    """(type, name, dims) for each declarator of 'TYPE a[..], *b', or None when the form is not understood."""
+    parts = _split_top(spec)
+    first = _FIRST_DECL_RE.match(parts[0].strip())
+    if not first or not first.group("type").strip() or "=" in spec:
+        return None
+    out = [(first.group("type").strip(), first.group("name"), first.group("dims").strip())]
+    base = first.group("type").strip().rstrip("*& \t\n")
+    for p in parts[1:]:
+        m = _MORE_DECL_RE.match(p.strip())
+        if not m:
+            return None
+        out.append(((base + " " + m.group("ptr").strip()).strip(), m.group("name"), m.group("dims").strip()))
+    return out
+
+
+def _replacement(decl: str, namespace_scope: bool) -> str | None:
+    """C++ for one __shared__ declaration (without its ';'), or None to fall back to a plain static."""
+    prefix, _, suffix = decl.partition(_MARK)
+    prefix, suffix = _ATTR_RE.sub(" ", prefix), _ATTR_RE.sub(" ", suffix)
+    words = (prefix + " " + suffix).split()
+    if "template" in words or "typedef" in words:
+        return None
+    is_extern = "extern" in words
+    spec = " ".join(w for w in re.split(r"(\s+)", prefix + " " + suffix) if w.strip() not in ("extern", "static"))
+    decls = _declarators(" ".join(spec.split()))
+    if decls is None:
+        return None
+    if is_extern:
+        if len(decls) != 1 or decls[0][2].replace(" ", "") != "[]":
+            return None
+        t, name, _ = decls[0]
+        if namespace_scope:
+            return f"static {t} (&{name})[] = *({t}(*)[])::emu::ns_dyn_smem();"
+        return f"{t} (&{name})[] = *({t}(*)[])::emu::dyn_smem();"
+    if namespace_scope:
+        return " ".join(f"static {t} {n}{d}; static ::emu::NsShared {n}__emu_ns(&{n}, sizeof({n}));"
+                        for t, n, d in decls)
+    return " ".join(f"static ::emu::SharedSlot<{t} {d}> {n}__emu_slot; auto& {n} = {n}__emu_slot.get();"
+                    for t, n, d in decls)
+
+
+def rewrite_shared(text: str) -> str:
+    """Rewrites every __shared__ declaration of preprocessed text to per-block storage, keeping lines."""
+    if _MARK not in text:
+        return text
+    out, last = [], 0
+    for mk in _scan_marks(text):
+        if mk.pos < last:
+            continue
+        end = _decl_end(text, mk.pos)
+        new = _replacement(text[mk.start:end], mk.namespace_scope) if end > 0 else None
+        if new is None:   # unknown form: a plain static (wrong only for cooperative launches)
+            out.append(text[last:mk.pos] + "static")
+            last = mk.pos + len(_MARK)
+            continue
+        out.append(text[last:mk.start] + new + "\n" * text.count("\n", mk.start, end + 1))
+        last = end + 1
+    out.append(text[last:])
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# build
+# ---------------------------------------------------------------------------------------------------------
+def cache_dir() -> Path:
+    """Where built libraries live: $RAMMER_CACHE/emu or ~/.cache/rammer/emu."""
+    root = os.environ.get("RAMMER_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "rammer")
+    return Path(root) / "emu"
+
+
+def _compiler() -> str:
+    """The g++ to use ($CXX if set), or a clear error when there is none."""
+    cxx = os.environ.get("CXX", "g++")
+    path = shutil.which(cxx)
+    if not path:
+        raise EmuCompileError(f"C++ compiler '{cxx}' not found (set CXX or install g++)")
+    return path
+
+
+_VERSIONS: dict[str, str] = {}
+
+
+def _compiler_version(cxx: str) -> str:
+    """Compiler identity for the cache key."""
+    if cxx not in _VERSIONS:
+        _VERSIONS[cxx] = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+    return _VERSIONS[cxx]
+
+
+def _first_errors(stderr: str, limit: int = 12) -> str:
+    """The compiler's first error and the lines after it."""
+    lines = stderr.splitlines()
+    first = next((i for i, l in enumerate(lines) if re.search(r"\b(fatal )?error:", l)), 0)
+    return "\n".join(lines[first:first + limit])
+
+
+def _run_compiler(cmd: list[str], what: str) -> subprocess.CompletedProcess:
+    """Runs g++ and turns a failure into EmuCompileError."""
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise EmuCompileError(f"g++ timed out {what}") from None
+    if res.returncode != 0:
+        raise EmuCompileError(f"g++ failed {what}:\n{_first_errors(res.stderr)}")
+    return res
+
+
+def _stable_file(folder: Path, text: str, suffix: str) -> Path:
+    """Writes text to folder/<sha256>.suffix (atomically, once): a path that depends on the text only."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (hashlib.sha256(text.encode()).hexdigest()[:32] + suffix)
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return path
+
+
+def _launcher_source(kernels: Sequence[str]) -> str:
+    """One extern "C" launcher per kernel expression, one line each (compile errors name the line)."""
+    return "".join(
+        f'extern "C" __attribute__((visibility("default"))) int emu_launch_{i}(const ::emu::LaunchCfg* c, '
+        f"const ::emu::Arg* a, int n, char* e, int cap) {{ return ::emu::launch_kernel({k}, c, a, n, e, cap); }}\n"
+        for i, k in enumerate(kernels))
+
+
+def _check_kernel_expr(k: str) -> None:
+    """Kernel expressions are pasted into C++: refuse anything that is not a single expression."""
+    if not isinstance(k, str) or not k.strip() or re.search(r"[;{}\n]|//|/\*", k):
+        raise EmuError(f"bad kernel expression {k!r}: expected a __global__ function name or template-id")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# module
+# ---------------------------------------------------------------------------------------------------------
+class CpuModule:
+    """A CUDA source built for the CPU emulator; launch() runs one of its kernels on numpy buffers."""
+
+    def __init__(self, source: str, kernels: Sequence[str], include_dirs: Iterable[str] = (),
+                 defines: Mapping[str, Any] | None = None, *, name: str = "kernel.cu",
+                 opt: str = "-O1", stack_size: int = DEFAULT_STACK_SIZE,
+                 yield_budget: int = DEFAULT_YIELD_BUDGET, stall_timeout: float = DEFAULT_STALL_TIMEOUT) -> None:
+        self.kernels = list(dict.fromkeys(kernels))
+        for k in self.kernels:
+            _check_kernel_expr(k)
+        self.name = name  # the source's file name in messages; an existing path also serves quote includes
+        self.stack_size = stack_size
+        self.yield_budget = yield_budget
+        self.stall_timeout = stall_timeout
+        self.last_stats: LaunchStats | None = None
+        self._include_dirs = [str(INCLUDE_DIR), str(STUB_DIR)] + [str(Path(d).resolve()) for d in include_dirs]
+        self._quote_dirs = [str(Path(name).resolve().parent)] if Path(name).is_file() else []
+        self._defines = [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in (defines or {}).items()]
+        self._flags = [*COMPILE_FLAGS, opt]
+        self.library_path = self._build(source)
+        self._lib = self._load(self.library_path)
+        self._launchers = {k: self._bind(i) for i, k in enumerate(self.kernels)}
+
+    # -- build -------------------------------------------------------------------------------------------
+    def _wrapper(self, source: str) -> str:
+        """The text g++ preprocesses: the emulator header, the source at its own line numbers, launchers."""
+        name = self.name.replace("\\", "/").replace('"', "")
+        return (f'#include "cuda_emu.h"\n#line 1 "{name}"\n{source}\n'
+                f'#line 1 "<emu launchers>"\n{_launcher_source(self.kernels)}')
+
+    def _build(self, source: str) -> Path:
+        """Preprocesses, rewrites, and compiles unless the cache already holds the same text and flags."""
+        cxx = _compiler()
+        out_dir = cache_dir()
+        out_dir.mkdir(parents=True, exist_ok=True)
+        # #include "x.h" also searches the source file's folder, as when nvcc compiles that file
+        incs = [f"-iquote{d}" for d in self._quote_dirs] + [f"-I{d}" for d in self._include_dirs]
+        wrapper = _stable_file(out_dir / "src", self._wrapper(source), ".cu")  # its path is in line markers
+        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+            pre = _run_compiler([cxx, "-std=c++20", "-E", "-x", "c++", *incs, *self._defines, str(wrapper)],
+                                f"to preprocess {self.name}").stdout
+            text = rewrite_shared(pre)
+            # line markers name include paths (often fresh temp folders): they do not change the code
+            code = re.sub(r'^# \d+ "[^"\n]*".*$', "", text, flags=re.M)
+            key = hashlib.sha256("\0".join([code, *self._flags, cxx, _compiler_version(cxx)]).encode()).hexdigest()
+            lib = out_dir / f"{key[:32]}.so"
+            if lib.exists():
+                return lib
+            ii = Path(tmp) / "src.ii"
+            ii.write_text(text)
+            tmp_lib = Path(tmp) / "out.so"
+            try:
+                _run_compiler([cxx, *self._flags, "-x", "c++-cpp-output", str(ii), "-o", str(tmp_lib)],
+                              f"to compile {self.name}")
+            except EmuCompileError as e:
+                raise EmuCompileError(self._explain(str(e))) from None
+            os.replace(tmp_lib, lib)
+        return lib
+
+    def _explain(self, msg: str) -> str:
+        """Names the kernel expression when the error is in a generated launcher."""
+        m = re.search(r"<emu launchers>:(\d+)", msg)
+        if m and 0 < int(m.group(1)) <= len(self.kernels):
+            k = self.kernels[int(m.group(1)) - 1]
+            msg += f"\n(kernel expression {k!r} must name one __global__ function, template arguments included)"
+        return msg
+
+    @staticmethod
+    def _load(path: Path) -> ctypes.CDLL:
+        """Loads a built library once per process."""
+        key = str(path)
+        if key not in _LIBS:
+            lib = ctypes.CDLL(key)
+            lib.emu_last_stats.argtypes = [ctypes.POINTER(_Stats)]
+            lib.emu_last_stats.restype = None
+            _LIBS[key] = lib
+        return _LIBS[key]
+
+    def _bind(self, i: int):
+        """The ctypes function of launcher i."""
+        fn = getattr(self._lib, f"emu_launch_{i}")
+        fn.argtypes = [ctypes.POINTER(_Cfg), ctypes.POINTER(_Arg), ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        fn.restype = ctypes.c_int
+        return fn
+
+    # -- launch ------------------------------------------------------------------------------------------
+    def launch(self, kernel: str, grid: int | Sequence[int], block: int | Sequence[int], dyn_smem: int = 0,
+               args: Sequence[Any] = (), cooperative: bool = False, yield_budget: int | None = None,
+               stall_timeout: float | None = None) -> None:
+        """Runs kernel over grid x block threads; raises EmuError with the emulator's message on failure.
+
+        yield_budget bounds the polling of the whole launch; stall_timeout (seconds, 0 = off) bounds how
+        long one thread may run without reaching a yield point (a spin loop that never yields).
+        """
+        fn = self._launchers.get(kernel)
+        if fn is None:
+            raise EmuError(f"bad launch: kernel {kernel!r} was not built into this module (built: {self.kernels})")
+        budget = self.yield_budget if yield_budget is None else int(yield_budget)
+        if budget < 1:
+            raise EmuError(f"bad launch: yield_budget must be >= 1, got {budget}")
+        if not isinstance(dyn_smem, (int, np.integer)) or dyn_smem < 0:
+            raise EmuError(f"bad launch: dyn_smem must be a byte count >= 0, got {dyn_smem!r}")
+        stall = self.stall_timeout if stall_timeout is None else stall_timeout
+        cfg = _Cfg((ctypes.c_uint * 3)(*_dim3(grid, "grid")), (ctypes.c_uint * 3)(*_dim3(block, "block")),
+                   int(dyn_smem), int(bool(cooperative)), budget, int(self.stack_size), int(stall * 1000))
+        keep: list[Any] = []
+        argv = (_Arg * max(1, len(args)))(*[_pack(i, a, keep) for i, a in enumerate(args)])
+        err = ctypes.create_string_buffer(_ERR_CAP)
+        stats = _Stats()
+        with _LAUNCH_LOCK:
+            rc = fn(ctypes.byref(cfg), argv, len(args), err, _ERR_CAP)
+            self._lib.emu_last_stats(ctypes.byref(stats))
+        self.last_stats = LaunchStats(stats.switches, stats.yields, stats.turns, stats.blocks, stats.threads,
+                                      stats.seconds)
+        if rc:
+            raise EmuError(f"{kernel}: {err.value.decode(errors='replace')}")
+
+
+def _dim3(v: int | Sequence[int], what: str) -> tuple[int, int, int]:
+    """(x, y, z) from an int or a 1..3-tuple of positive ints."""
+    dims = [v] if isinstance(v, (int, np.integer)) else list(v)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and 0 < d < 2**32 for d in dims):
+        raise EmuError(f"bad launch: {what} must be a positive int or 1-3 positive ints, got {v!r}")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+def _pack(i: int, a: Any, keep: list[Any]) -> _Arg:
+    """One launcher slot for argument i (keep holds the buffers the slot points into)."""
+    if a is None:
+        return _Arg(_PTR, 8, None)
+    if isinstance(a, np.ndarray):
+        if a.dtype.hasobject:
+            raise EmuError(f"bad argument {i}: arrays of Python objects cannot be device buffers")
+        if not a.flags.c_contiguous:
+            raise EmuError(f"bad argument {i}: arrays must be C-contiguous (use np.ascontiguousarray)")
+        return _Arg(_PTR, 8, a.ctypes.data or None)
+    if isinstance(a, bool):
+        a = np.bool_(a)
+    elif isinstance(a, int):
+        a = np.int64(a)
+    elif isinstance(a, float):
+        a = np.float64(a)
+    if isinstance(a, (bytes, bytearray)):
+        buf = ctypes.create_string_buffer(bytes(a), len(a))
+        keep.append(buf)
+        return _Arg(_RAW, len(a), ctypes.addressof(buf))
+    if isinstance(a, np.generic):
+        arr = np.array(a)
+        keep.append(arr)
+        kind = _KINDS.get(arr.dtype, _RAW if arr.dtype.kind == "V" else None)
+        if kind is None:
+            raise EmuError(f"bad argument {i}: unsupported scalar dtype {arr.dtype}")
+        return _Arg(kind, arr.dtype.itemsize, arr.ctypes.data)
+    raise EmuError(f"bad argument {i}: expected a numpy array, numpy scalar, int, float, bool, bytes or None, "
+                   f"got {type(a).__name__}")

@@ -1,0 +1,91 @@
+// emu_cg.h — the block-level part of cooperative_groups on the emulator (thread_block, tiles, reduce).
+// Grid groups are left out on purpose: the converter refuses grid-wide sync. Part of cuda_emu.h.
+#pragma once
+
+namespace cooperative_groups {
+
+class thread_block {
+ public:
+  static void sync() { __syncthreads(); }
+  static unsigned thread_rank() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+  static unsigned size() { return blockDim.x * blockDim.y * blockDim.z; }
+  static unsigned num_threads() { return size(); }
+  static dim3 group_index() { return dim3(blockIdx); }
+  static dim3 thread_index() { return dim3(threadIdx); }
+  static dim3 group_dim() { return blockDim; }
+  static dim3 dim_threads() { return blockDim; }
+};
+inline thread_block this_thread_block() { return thread_block(); }
+
+// N consecutive threads of the block (N a power of two <= 32); lanes past the end of the block do not exist.
+template <unsigned N>
+class thread_block_tile {
+  static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "tiles of 1..32 threads, a power of two");
+  unsigned rank_ = 0;     // rank in the block
+  unsigned nthreads_ = 0; // threads in the block
+
+  unsigned shift() const { return (rank_ & 31u) / N * N; }
+  unsigned bits(unsigned warp_bits) const { return N == 32 ? warp_bits : (warp_bits >> shift()) & ((1u << N) - 1u); }
+  bool present(unsigned tile_lane) const { return rank_ / N * N + tile_lane < nthreads_; }
+
+ public:
+  thread_block_tile() = default;
+  explicit thread_block_tile(unsigned rank, unsigned nthreads) : rank_(rank), nthreads_(nthreads) {}
+  unsigned mask() const { return N == 32 ? 0xffffffffu : ((1u << N) - 1u) << shift(); }
+  unsigned thread_rank() const { return rank_ % N; }
+  static constexpr unsigned size() { return N; }
+  static constexpr unsigned num_threads() { return N; }
+  unsigned meta_group_rank() const { return rank_ / N; }
+  unsigned meta_group_size() const { return (nthreads_ + N - 1) / N; }
+  void sync() const { __syncwarp(mask()); }
+  template <class T> T shfl(T v, int src) const { return __shfl_sync(mask(), v, src, (int)N); }
+  template <class T> T shfl_down(T v, unsigned d) const { return __shfl_down_sync(mask(), v, d, (int)N); }
+  template <class T> T shfl_up(T v, unsigned d) const { return __shfl_up_sync(mask(), v, d, (int)N); }
+  template <class T> T shfl_xor(T v, unsigned m) const { return __shfl_xor_sync(mask(), v, (int)m, (int)N); }
+  unsigned ballot(int p) const { return bits(__ballot_sync(mask(), p)); }
+  int any(int p) const { return __any_sync(mask(), p); }
+  int all(int p) const { return __all_sync(mask(), p); }
+  template <class T> unsigned match_any(T v) const { return bits(__match_any_sync(mask(), v)); }
+  template <class T> unsigned match_all(T v, int& pred) const { return bits(__match_all_sync(mask(), v, &pred)); }
+
+  // Reduction to every thread of the tile; a partial tile (end of the block) gathers instead of a butterfly.
+  template <class T, class Op>
+  T reduce(T v, Op op) const {
+    if (present(N - 1)) {
+      for (unsigned o = 1; o < N; o <<= 1) v = op(v, shfl_xor(v, o));
+      return v;
+    }
+    T acc = shfl(v, 0);
+    for (unsigned l = 1; l < N; ++l) {
+      T other = shfl(v, (int)l);
+      if (present(l)) acc = op(acc, other);
+    }
+    return acc;
+  }
+};
+
+template <unsigned N>
+inline thread_block_tile<N> tiled_partition(const thread_block&) {
+  return thread_block_tile<N>(thread_block::thread_rank(), thread_block::size());
+}
+template <unsigned N, unsigned M>
+inline thread_block_tile<N> tiled_partition(const thread_block_tile<M>&) {
+  static_assert(N <= M, "a tile splits into smaller tiles");
+  return thread_block_tile<N>(thread_block::thread_rank(), thread_block::size());
+}
+
+inline void sync(const thread_block& g) { g.sync(); }
+template <unsigned N>
+inline void sync(const thread_block_tile<N>& g) { g.sync(); }
+
+template <class T> struct plus { T operator()(T a, T b) const { return a + b; } };
+template <class T> struct less { T operator()(T a, T b) const { return b < a ? b : a; } };
+template <class T> struct greater { T operator()(T a, T b) const { return a < b ? b : a; } };
+template <class T> struct bit_and { T operator()(T a, T b) const { return a & b; } };
+template <class T> struct bit_or { T operator()(T a, T b) const { return a | b; } };
+template <class T> struct bit_xor { T operator()(T a, T b) const { return a ^ b; } };
+
+template <unsigned N, class T, class Op>
+inline T reduce(const thread_block_tile<N>& g, T v, Op op) { return g.reduce(v, op); }
+
+}  // namespace cooperative_groups

@@ -2,7 +2,7 @@
 
 Public API:
     device_slice(text, filename, kernels=None, include_dirs=None) -> str
-    slice_source(text, filename, kernels=None, include_dirs=None) -> SliceResult   # text + what was dropped
+    slice_source(text, filename, kernels=None, include_dirs=None) -> SliceResult   # text, drops, kernel params
     kernel_params(text, filename, kernel, include_dirs=None) -> list[KernelParam]  # C types of a kernel's params
     SliceError: .diagnostics is a list of "file:line:col: error: msg" strings (str(e) is the first one)
 
@@ -71,6 +71,7 @@ class SliceResult:
     kernels: list[str]
     dropped_includes: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)   # qualified names of removed declarations
+    params: dict[str, list[KernelParam]] = field(default_factory=dict)  # per kernel (qualified name)
 
 
 def device_slice(text: str, filename: str, kernels: list[str] | None = None,
@@ -95,15 +96,19 @@ def slice_source(text: str, filename: str, kernels: list[str] | None = None,
     for d in dropped:
         _blank(raw, d.start, d.end)
     dropped_includes = _blank_includes(raw, parsed)
+    params = {d.qualname: _params(d.cursor) for d in roots}
     return SliceResult(raw.decode(), [d.qualname for d in roots], dropped_includes,
-                       [d.qualname for d in dropped])
+                       [d.qualname for d in dropped], params)
 
 
 def kernel_params(text: str, filename: str, kernel: str, include_dirs: list[str] | None = None) -> list[KernelParam]:
     """Parameters of __global__ `kernel` with canonical types from libclang."""
     parsed = parse_cuda(text, filename, include_dirs)
-    root = _roots(_collect(parsed), [kernel], filename)[0]
-    return [_param(a) for a in root.cursor.get_arguments()]
+    return _params(_roots(_collect(parsed), [kernel], filename)[0].cursor)
+
+
+def _params(kernel: ci.Cursor) -> list[KernelParam]:
+    return [_param(a) for a in kernel.get_children() if a.kind == CK.PARM_DECL]
 
 
 def _param(arg: ci.Cursor) -> KernelParam:

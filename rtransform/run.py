@@ -1,0 +1,190 @@
+"""`rtransform run`: launch one kernel of a CUDA file as its launch spec says, on the CPU emulator or a GPU.
+
+Public API:
+    run_command(file, spec, converted=False, device="cpu", save=None) -> int
+        Prints one line per output (and per problem); exit code 0 ok, 1 error, 2 no GPU.
+    run_file(file, spec_path, converted=False, device="cpu") -> RunResult
+        inputs: argument values before the launch; outputs: every argument after it (scalars unchanged).
+    prepare(file, spec_path, extra_include_dirs=()) -> Prepared   # read, slice, check the spec (shared with verify)
+    make_module(device, source, kernels, include_dirs)            # CpuModule or GpuModule
+    launch(module, expr, grid, block, dyn_smem, values) -> dict    # copies in, runs, returns the values after
+    RunError: one-line message + exit code.
+
+With --converted, FILE is a converted source (`rtransform convert` output): its __global__ wrapper has the legacy
+name and signature, so the same spec launches it unchanged.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from converter.slice import SliceError, slice_source
+from rtransform.spec import LaunchSpec, SpecError, check_params, load_spec, make_inputs
+
+RUNTIME_INCLUDE = Path(__file__).resolve().parent.parent / "vdevice" / "include"
+EXIT_ERROR, EXIT_NO_GPU = 1, 2
+
+
+class RunError(Exception):
+    """A run that cannot happen; str() is the one line to print, .code the exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Prepared:
+    """A kernel file ready to build: the device-only text, its include path and the checked spec."""
+    file: str
+    spec: LaunchSpec
+    text: str                      # device code only (host code blanked, lines kept)
+    include_dirs: list[str]
+    dropped_includes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    """Argument values before and after one launch."""
+    spec: LaunchSpec
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+
+
+def read_source(file: str) -> str:
+    """The text of a CUDA source file, or RunError saying why it cannot be read."""
+    if not os.path.isfile(file):
+        raise RunError(f"{file}: error: no such file")
+    try:
+        return Path(file).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise RunError(f"{file}: error: not a text file (not UTF-8)") from None
+    except OSError as e:
+        raise RunError(f"{file}: error: cannot read: {e.strerror}") from None
+
+
+def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = ()) -> Prepared:
+    """Read FILE and the spec, slice out the device code, and check the spec against the kernel's parameters."""
+    spec = _load(spec_path)
+    text = read_source(file)
+    include_dirs = [str(Path(file).resolve().parent), *extra_include_dirs]
+    try:
+        sliced = slice_source(text, file, [spec.kernel], include_dirs)
+        check_params(spec, sliced.params[sliced.kernels[0]])
+    except SliceError as e:
+        raise RunError(e.diagnostics[0]) from None
+    except SpecError as e:
+        raise RunError(str(e)) from None
+    return Prepared(file, spec, sliced.text, include_dirs, sliced.dropped_includes)
+
+
+def _load(spec_path: str) -> LaunchSpec:
+    try:
+        return load_spec(spec_path)
+    except SpecError as e:
+        raise RunError(str(e)) from None
+
+
+_MODULES: dict[tuple, Any] = {}
+_MAX_MODULES = 64
+
+
+def make_module(device: str, source: str, kernels: Sequence[str], include_dirs: Sequence[str]) -> Any:
+    """Build `source` for the device ('cpu' emulator or 'gpu'), once per process for the same inputs."""
+    key = (device, source, tuple(kernels), tuple(include_dirs))
+    if key not in _MODULES:
+        if len(_MODULES) >= _MAX_MODULES:
+            _MODULES.pop(next(iter(_MODULES)))
+        _MODULES[key] = _build_module(device, source, kernels, include_dirs)
+    return _MODULES[key]
+
+
+def _build_module(device: str, source: str, kernels: Sequence[str], include_dirs: Sequence[str]) -> Any:
+    try:
+        if device == "gpu":
+            from vdevice.gpu import GpuModule, NoGpuError
+            try:
+                return GpuModule(source, list(kernels), list(include_dirs))
+            except NoGpuError as e:
+                raise RunError(str(e), EXIT_NO_GPU) from None
+        if device != "cpu":
+            raise RunError(f"error: unknown device '{device}' (cpu or gpu)")
+        from vdevice.cpu import CpuModule
+        return CpuModule(source, list(kernels), list(include_dirs))
+    except RunError:
+        raise
+    except Exception as e:  # compiler failures come back as exceptions with the compiler's text
+        raise RunError(f"error: building for {device} failed: {first_error_line(e)}") from None
+
+
+def first_error_line(e: BaseException) -> str:
+    """The most telling line of an exception's text (the first compiler 'error:' line when there is one)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error" in ln]
+    return (errors or lines or [type(e).__name__])[0]
+
+
+def launch(module: Any, expr: str, grid: Sequence[int], block: Sequence[int], dyn_smem: int,
+           values: dict[str, Any], extra: Sequence[Any] = ()) -> dict[str, Any]:
+    """Launch with copies of `values` (in order) plus `extra` args; returns the copies after the launch."""
+    args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in values.items()}
+    try:
+        module.launch(expr, tuple(grid), tuple(block), dyn_smem, [*args.values(), *extra])
+    except Exception as e:  # emulator deadlock/fault or a CUDA error: one line, the run failed
+        raise RunError(f"error: launch of {expr} failed: {first_error_line(e)}") from None
+    return args
+
+
+def run_file(file: str, spec_path: str, converted: bool = False, device: str = "cpu") -> RunResult:
+    """Run the legacy kernel (or the converted wrapper) once as the spec says."""
+    prep = prepare(file, spec_path, [str(RUNTIME_INCLUDE)] if converted else [])
+    spec = prep.spec
+    module = make_module(device, prep.text, [spec.kernel_expr()], prep.include_dirs)
+    inputs = make_inputs(spec)
+    outputs = launch(module, spec.kernel_expr(), spec.grid, spec.block, spec.dynamic_smem, inputs)
+    return RunResult(spec, inputs, outputs)
+
+
+def save_npz(path: str, result: RunResult) -> None:
+    """Every argument as `in.NAME` (before) and `out.NAME` (after)."""
+    arrays = {f"in.{k}": np.asarray(v) for k, v in result.inputs.items()}
+    arrays.update({f"out.{k}": np.asarray(v) for k, v in result.outputs.items()})
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        np.savez(fh, **arrays)
+
+
+def describe(name: str, a: np.ndarray) -> str:
+    """One line about an output array: dtype, size and a few statistics."""
+    head = f"{name}: {a.dtype}[{a.size}]"
+    if a.size == 0:
+        return head
+    f = a.astype(np.float64)
+    return f"{head} min={f.min():.6g} max={f.max():.6g} sum={f.sum():.6g} first={f[:4].tolist()}"
+
+
+def run_command(file: str, spec: str, converted: bool = False, device: str = "cpu", save: str | None = None) -> int:
+    """CLI body of `rtransform run`; returns the exit status."""
+    try:
+        result = run_file(file, spec, converted=converted, device=device)
+        if save:
+            save_npz(save, result)
+    except RunError as e:
+        print(str(e), file=sys.stderr)
+        return e.code
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    s = result.spec
+    kind = "converted" if converted else "legacy"
+    print(f"ran {kind} {s.kernel_expr()} of {file} on {device}: grid {list(s.grid)} block {list(s.block)}")
+    for name in s.outputs:
+        print("  " + describe(name, result.outputs[name]))
+    if save:
+        print(f"saved in.* / out.* of {len(result.outputs)} argument(s) to {save}")
+    return 0

@@ -1,0 +1,221 @@
+"""`rtransform verify`: the legacy kernel against its rKernel run by a small persistent executor.
+
+Public API:
+    verify_command(file, spec, device="cpu", json_out=False) -> int
+        Prints the comparison (or JSON); exit 0 only if every output agrees, 1 otherwise, 2 when there is no GPU.
+    verify_file(file, spec_path, device="cpu", transform=None) -> VerifyResult
+        transform(converted_text) -> text lets tests corrupt the conversion before it is built.
+    executor_source(meta, spec) -> str            # the generated persistent __global__ (appended to the rKernel)
+    veu_threads(block_threads) -> int             # vEU width: larger than the legacy block, not a multiple of it
+    compare(name, legacy, rkernel, tolerance) -> OutputCheck
+
+The executor stresses what a conversion must survive inside a vDevice: fewer vEUs than rTasks (each vEU runs
+several, reusing its shared memory), vEUs wider than the legacy block (surplus threads), rTasks in a seeded
+shuffled order, and the rTask protocol of vdevice/include/rtask_runtime.cuh.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from converter import ConversionError, convert_source
+from rtransform.run import RUNTIME_INCLUDE, EXIT_ERROR, Prepared, RunError, launch, make_module, prepare
+from rtransform.spec import LaunchSpec, make_inputs, template_arg_text
+
+EXECUTOR = "__rt_verify_exec"
+MAX_VEUS = 3
+MAX_THREADS = 1024
+
+
+@dataclass
+class OutputCheck:
+    """How one output of the rKernel compares with the legacy kernel's."""
+    name: str
+    ok: bool
+    max_error: float
+    mismatches: int
+    first_index: int | None = None
+    legacy: Any = None
+    rkernel: Any = None
+
+    def line(self, tolerance: float) -> str:
+        """Human-readable verdict."""
+        if self.ok:
+            how = "bit-exact" if tolerance == 0 else f"max error {self.max_error:.3g} <= {tolerance:g}"
+            return f"{self.name}: ok ({how})"
+        return (f"{self.name}: DIFFERS at index {self.first_index}: legacy {self.legacy} vs rKernel {self.rkernel}; "
+                f"max error {self.max_error:.3g}, {self.mismatches} element(s) differ")
+
+
+@dataclass
+class VerifyResult:
+    """The outcome of one verification."""
+    file: str
+    kernel: str
+    device: str
+    rtasks: int
+    veus: int
+    veu_threads: int
+    block_threads: int
+    tolerance: float
+    outputs: list[OutputCheck] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """All outputs agree."""
+        return all(o.ok for o in self.outputs)
+
+    def summary(self) -> str:
+        """One line: verified, or which output differs where."""
+        bad = [o for o in self.outputs if not o.ok]
+        if not bad:
+            return f"verified: {len(self.outputs)} output(s) of {self.kernel} agree"
+        return "; ".join(o.line(self.tolerance) for o in bad)
+
+    def to_json(self) -> dict:
+        """Machine-readable form."""
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+
+def veu_threads(block_threads: int) -> int:
+    """A vEU width larger than the legacy block and not a multiple of it (when the block allows one)."""
+    base = -(-(block_threads + 37) // 32) * 32
+    for v in (base, base + 32, block_threads + 37, block_threads + 1):
+        if v <= MAX_THREADS and v % block_threads != 0:
+            return v
+    return min(block_threads + 37, MAX_THREADS) if block_threads < MAX_THREADS else block_threads
+
+
+def num_veus(rtasks: int) -> int:
+    """Fewer vEUs than rTasks, so that vEUs run several rTasks one after another."""
+    return max(1, min(MAX_VEUS, rtasks - 1))
+
+
+def task_order(spec: LaunchSpec) -> np.ndarray:
+    """The seeded shuffled order in which the vEUs take the rTasks."""
+    return np.random.default_rng(spec.seed + 1).permutation(spec.num_blocks()).astype(np.uint32)
+
+
+def executor_source(meta: dict, spec: LaunchSpec) -> str:
+    """A persistent __global__ that runs the rKernel's rTasks from an order array (rtask_runtime.cuh protocol)."""
+    qual = meta["name"].rsplit("::", 1)[0] + "::" if "::" in meta["name"] else ""
+    tparams = meta.get("template_params") or []
+    header = ("template <" + ", ".join(f"typename {p['name']}" if p["kind"] == "type" else f"{p['type']} {p['name']}"
+                                      for p in tparams) + ">\n") if tparams else ""
+    targs = "<" + ", ".join(p["name"] for p in tparams) + ">" if tparams else ""
+    params = "".join(f"{p['type']} {p['name']}, " for p in meta["params"])
+    args = "".join(f", {p['name']}" for p in meta["params"])
+    layout = meta.get("layout")
+    layout_decl = f"  __shared__ {qual}{layout}{targs} __rt_layout;\n" if layout else ""
+    smem = "reinterpret_cast<char*>(&__rt_layout)" if layout else "static_cast<char*>(nullptr)"
+    g, b = spec.grid, spec.block
+    return (
+        f"\n// ---- rtransform verify: persistent executor for {meta['name']} ----\n"
+        f"{header}__global__ void {EXECUTOR}({params}const unsigned* __rt_order, unsigned __rt_ntasks) {{\n"
+        f"  __shared__ ::rt::TaskSlot __rt_slot;\n{layout_decl}"
+        f"  extern __shared__ __align__(16) char __rt_dyn[];\n"
+        f"  const dim3 __rt_grid({g[0]}, {g[1]}, {g[2]}), __rt_block({b[0]}, {b[1]}, {b[2]});\n"
+        f"  for (unsigned __rt_i = blockIdx.x; __rt_i < __rt_ntasks; __rt_i += gridDim.x) {{\n"
+        f"    ::rt::Task __rt = ::rt::make_task(&__rt_slot, __rt_order[__rt_i], __rt_grid, __rt_block, {smem},\n"
+        f"                                      __rt_dyn);\n"
+        f"    ::rt::begin_task(__rt);\n"
+        f"    if (__rt.tid < __rt.nthreads) {{\n"
+        f"      {qual}{meta['rkernel']}{targs}(__rt{args});\n"
+        f"      ::rt::end_task(__rt);\n"
+        f"    }}\n"
+        f"    __syncthreads();\n"
+        f"  }}\n}}\n")
+
+
+def executor_expr(spec: LaunchSpec) -> str:
+    """The executor's name with the spec's template arguments."""
+    if not spec.template_args:
+        return EXECUTOR
+    return f"{EXECUTOR}<{', '.join(template_arg_text(a) for a in spec.template_args)}>"
+
+
+def convert(prep: Prepared) -> tuple[str, dict]:
+    """Convert the sliced legacy text; returns (converted text, the kernel's metadata) or RunError."""
+    try:
+        res = convert_source(prep.text, prep.file, [prep.spec.kernel], include_dirs=prep.include_dirs)
+    except ConversionError as e:
+        raise RunError(e.diagnostics[0]) from None
+    want = prep.spec.kernel
+    meta = next((m for m in res.rkernels if want in (m["name"], m["wrapper"])), None)
+    if meta is None:
+        refused = [d for r in res.refused for d in r.get("diagnostics", [])]
+        raise RunError(refused[0] if refused else f"{prep.file}: error: kernel '{want}' was not converted")
+    return res.output, meta
+
+
+def compare(name: str, legacy: np.ndarray, rkernel: np.ndarray, tolerance: float) -> OutputCheck:
+    """tolerance 0: the bits must match; else max |a-b| / (1 + |b|) (b = legacy) must be <= tolerance."""
+    a = np.asarray(rkernel).ravel()
+    b = np.asarray(legacy).ravel()
+    with np.errstate(all="ignore"):
+        af, bf = a.astype(np.float64), b.astype(np.float64)
+        err = np.abs(af - bf) / (1.0 + np.abs(bf))
+        same_nan = np.isnan(af) & np.isnan(bf)
+        err = np.where(same_nan, 0.0, np.where(np.isnan(err), np.inf, err))
+    if tolerance == 0:
+        width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+        bad = a.view(width) != b.view(width)
+    else:
+        bad = err > tolerance
+    max_error = float(err.max()) if err.size else 0.0
+    if not bad.any():
+        return OutputCheck(name, True, max_error, 0)
+    i = int(np.argmax(bad))
+    return OutputCheck(name, False, max_error, int(bad.sum()), i, b[i].item(), a[i].item())
+
+
+def verify_file(file: str, spec_path: str, device: str = "cpu",
+                transform: Callable[[str], str] | None = None) -> VerifyResult:
+    """Convert FILE's kernel, run legacy and persistent rKernel from the same inputs, compare the outputs."""
+    prep = prepare(file, spec_path)
+    spec = prep.spec
+    converted, meta = convert(prep)
+    if transform is not None:
+        converted = transform(converted)
+    inputs = make_inputs(spec)
+    legacy_mod = make_module(device, prep.text, [spec.kernel_expr()], prep.include_dirs)
+    legacy = launch(legacy_mod, spec.kernel_expr(), spec.grid, spec.block, spec.dynamic_smem, inputs)
+    order = task_order(spec)
+    threads, veus = veu_threads(spec.block_threads()), num_veus(spec.num_blocks())
+    exec_mod = make_module(device, converted + executor_source(meta, spec), [executor_expr(spec)],
+                           [*prep.include_dirs, str(RUNTIME_INCLUDE)])
+    rk = launch(exec_mod, executor_expr(spec), (veus, 1, 1), (threads, 1, 1), spec.dynamic_smem, inputs,
+                extra=[order, np.uint32(len(order))])
+    result = VerifyResult(file, spec.kernel_expr(), device, len(order), veus, threads, spec.block_threads(),
+                          spec.tolerance)
+    result.outputs = [compare(n, legacy[n], rk[n], spec.tolerance) for n in spec.outputs]
+    return result
+
+
+def report(result: VerifyResult) -> str:
+    """The human-readable report."""
+    head = (f"verify {result.file} {result.kernel} on {result.device}: {result.rtasks} rTasks, shuffled, on "
+            f"{result.veus} vEU(s) x {result.veu_threads} threads (legacy block {result.block_threads})")
+    lines = [head] + ["  " + o.line(result.tolerance) for o in result.outputs]
+    bad = sum(not o.ok for o in result.outputs)
+    lines.append("verified: all outputs agree" if not bad else f"FAILED: {bad} of {len(result.outputs)} output(s) differ")
+    return "\n".join(lines)
+
+
+def verify_command(file: str, spec: str, device: str = "cpu", json_out: bool = False) -> int:
+    """CLI body of `rtransform verify`; returns the exit status."""
+    try:
+        result = verify_file(file, spec, device=device)
+    except RunError as e:
+        if json_out:
+            print(json.dumps({"file": file, "ok": False, "error": str(e)}))
+        print(str(e), file=sys.stderr)
+        return e.code
+    print(json.dumps(result.to_json(), indent=2) if json_out else report(result))
+    return 0 if result.ok else EXIT_ERROR

@@ -1,0 +1,60 @@
+"""Run a binding's legacy launches for one node on the CPU emulator (vdevice.cpu) with numpy buffers."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterable
+
+import numpy as np
+
+from kernel_corpus.bindings import Binding, Launch, NodeInfo
+
+SCALAR_TYPES = {"int32": np.int32, "int64": np.int64, "uint32": np.uint32, "float32": np.float32,
+                "float64": np.float64}
+
+
+def kernel_exprs(pairs: Iterable[tuple[Binding, NodeInfo]]) -> dict[str, list[str]]:
+    """Per source file, the kernel expressions these (binding, node) pairs launch: one module per file."""
+    exprs: dict[str, set[str]] = defaultdict(set)
+    for binding, node in pairs:
+        exprs[binding.source] |= {launch.expr for launch in binding.launch(node)}
+    return {source: sorted(found) for source, found in exprs.items()}
+
+
+def build_module(source: str, exprs: list[str]):
+    """A CpuModule of one legacy source file instantiating the given kernel expressions."""
+    from vdevice.cpu import CpuModule  # imported late: the emulator is optional for the rest of the corpus
+
+    from kernel_corpus.bindings import LEGACY_DIR
+    return CpuModule((LEGACY_DIR / source).read_text(), kernels=exprs, include_dirs=[str(LEGACY_DIR)])
+
+
+def _argument(arg: tuple, inputs: list[np.ndarray | None], outputs: list[np.ndarray],
+              temps: dict[str, np.ndarray]):
+    """The numpy object the emulator receives for one launch argument."""
+    kind = arg[0]
+    if kind == "in":
+        if inputs[arg[1]] is None:
+            raise ValueError(f"launch argument {arg} names an absent input")
+        return inputs[arg[1]]
+    if kind == "out":
+        return outputs[arg[1]]
+    if kind == "temp":
+        _, name, nbytes = arg
+        if name not in temps:
+            temps[name] = np.full(-(-nbytes // 4), np.nan, dtype=np.float32)  # NaN: nothing may rely on contents
+        return temps[name]
+    if kind == "scalar":
+        return SCALAR_TYPES[arg[1]](arg[2])
+    raise ValueError(f"unknown launch argument kind {kind!r}")
+
+
+def run_launches(module, launches: list[Launch], node: NodeInfo,
+                 inputs: list[np.ndarray | None]) -> list[np.ndarray]:
+    """Launch in order; returns the outputs (pre-filled with NaN so unwritten elements show)."""
+    data = [None if x is None else np.ascontiguousarray(x, dtype=np.float32) for x in inputs]
+    outputs = [np.full(t.shape, np.nan, dtype=np.float32) for t in node.outputs]
+    temps: dict[str, np.ndarray] = {}
+    for launch in launches:
+        args = [_argument(a, data, outputs, temps) for a in launch.args]
+        module.launch(launch.expr, launch.grid, launch.block, launch.dynamic_smem, args)
+    return outputs

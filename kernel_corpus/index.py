@@ -1,0 +1,332 @@
+"""The corpus index: every rKernel of kernel_corpus/legacy with what a scheduler needs to know before running it.
+
+Per legacy kernel: conversion status (or the refusal), rKernel metadata (shared memory, barrier sites,
+features), the bindings (op type, variant) that launch it, rTask count and threads per rTask evaluated at
+reference shapes (the bindings compute geometry in code, so the index stores evaluations, not formulas),
+ptxas registers / spills / static shared memory per instantiation when nvcc is found, the verification
+status per instantiation, and `profile: {device: {shape_key: us_per_rtask}}` for the profiler to fill.
+
+`python -m kernel_corpus.index [--verify] [--no-nvcc] [-o PATH]` regenerates kernel_corpus/index.json;
+profiles and verification results of kernels whose source is unchanged are carried over from the previous
+index (a changed source drops them: they described other code).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+INDEX_PATH = Path(__file__).parent / "index.json"
+OPSET = 20  # Gelu needs 20
+CONST_INPUTS = ("starts", "ends", "axes", "steps", "split")  # ONNX inputs the bindings read as attributes
+SCHEMA = 1
+
+
+@dataclass
+class RefShape:
+    """One reference node: float input shapes, attributes; outputs from ONNX shape inference unless given."""
+    op_type: str
+    inputs: tuple
+    attrs: dict[str, Any] = field(default_factory=dict)
+    outputs: tuple | None = None  # custom ops (no ONNX schema) give their output shapes
+
+    def key(self) -> str:
+        """Readable shape key, unique per reference node: `Conv(1x16x32x32, 32x16x3x3; pads=1,1,1,1)`."""
+        shapes = ", ".join("x".join(map(str, s)) if s else "scalar" for s in self.inputs)
+        attrs = "; ".join(f"{k}={_attr_text(v)}" for k, v in sorted(self.attrs.items()))
+        return f"{self.op_type}({shapes}{'; ' + attrs if attrs else ''})"
+
+
+def _attr_text(v: Any) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def _same(ops: tuple[str, ...], *shapes: tuple, **attrs: Any) -> list[RefShape]:
+    return [RefShape(op, shapes, dict(attrs)) for op in ops]
+
+
+BINARY = ("Add", "Sub", "Mul", "Div")
+UNARY = ("Relu", "Sigmoid", "Tanh", "Gelu")
+POOL = ("MaxPool", "AveragePool")
+REFERENCE_SHAPES: list[RefShape] = [
+    RefShape("MatMul", ((1, 256), (256, 512))),
+    RefShape("MatMul", ((64, 128), (128, 96))),
+    RefShape("MatMul", ((2, 32, 64), (64, 48))),
+    RefShape("MatMul", ((1, 2048), (2048, 64))),
+    RefShape("Gemm", ((1, 512), (1024, 512), (1024,)), {"transB": 1}),
+    RefShape("Gemm", ((64, 128), (128, 256), (256,))),
+    RefShape("Gemm", ((1, 1024), (1024, 256), (256,))),
+    RefShape("Conv", ((1, 16, 32, 32), (32, 16, 3, 3)), {"pads": [1, 1, 1, 1]}),
+    RefShape("Conv", ((1, 32, 16, 16), (32, 1, 3, 3), (32,)), {"group": 32, "pads": [1, 1, 1, 1]}),
+    RefShape("Conv", ((1, 3, 64, 64), (16, 3, 7, 7)), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    *_same(BINARY, (4, 256), (4, 256)),
+    *_same(BINARY, (2, 64, 8, 8), (64, 1, 1)),
+    *_same(UNARY, (4, 1000)),
+    *_same(UNARY, (1, 64, 28, 28)),
+    RefShape("BatchNormalization", ((1, 64, 28, 28), (64,), (64,), (64,), (64,))),
+    RefShape("LSTMCellPointwise", ((1, 1024), (1, 256)), outputs=((1, 256), (1, 256))),
+    RefShape("LSTMCellPointwise", ((8, 512), (8, 128)), outputs=((8, 128), (8, 128))),
+    RefShape("Concat", ((1, 32, 8, 8), (1, 16, 8, 8)), {"axis": 1}),
+    RefShape("Split", ((1, 48, 8, 8),), {"axis": 1, "split": [16, 32]}),
+    RefShape("Slice", ((4, 64),), {"starts": [0], "ends": [32], "axes": [1]}),
+    RefShape("Transpose", ((2, 3, 4, 5),), {"perm": [0, 2, 3, 1]}),
+    RefShape("Transpose", ((128, 256),), {"perm": [1, 0]}),
+    *_same(POOL, (1, 16, 32, 32), kernel_shape=[2, 2], strides=[2, 2]),
+    *_same(POOL, (1, 64, 56, 56), kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+    RefShape("Softmax", ((8, 1000),), {"axis": -1}),
+    RefShape("Softmax", ((64, 128),), {"axis": -1}),
+    RefShape("LayerNormalization", ((16, 768), (768,), (768,)), {"axis": -1}),
+    RefShape("GlobalAveragePool", ((1, 512, 7, 7),)),
+]
+
+
+def reference_node(ref: RefShape):
+    """The NodeInfo of a reference shape; output shapes by ONNX shape inference (strict)."""
+    import onnx
+    from kernel_corpus.bindings import NodeInfo, TensorInfo
+    if ref.outputs is not None:
+        outputs = list(ref.outputs)
+    else:
+        inferred = onnx.shape_inference.infer_shapes(reference_model(ref), strict_mode=True)
+        outputs = [tuple(d.dim_value for d in o.type.tensor_type.shape.dim) for o in inferred.graph.output]
+    inputs = [TensorInfo(s) for s in ref.inputs]
+    if ref.op_type == "Slice":
+        inputs += [TensorInfo((len(v),), "int64") for k, v in ref.attrs.items() if k in CONST_INPUTS]
+    return NodeInfo(ref.op_type, ref.key(), inputs, [TensorInfo(s) for s in outputs], dict(ref.attrs), OPSET)
+
+
+def reference_model(ref: RefShape):
+    """A one-node ONNX model of a reference shape; constant operands become int64 initializers."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    consts = {k: v for k, v in ref.attrs.items() if k in CONST_INPUTS}
+    attrs = {k: v for k, v in ref.attrs.items() if k not in consts}
+    names = [f"x{i}" for i in range(len(ref.inputs))]
+    if ref.op_type == "Slice":
+        names += [k if k in consts else "" for k in ("starts", "ends", "axes", "steps")]
+    elif "split" in consts:
+        names.append("split")
+    while names and not names[-1]:
+        names.pop()
+    outs = [f"y{i}" for i in range(len(consts["split"]) if "split" in consts else 1)]
+    graph = helper.make_graph(
+        [helper.make_node(ref.op_type, names, outs, **attrs)], "ref",
+        [helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, s) for i, s in enumerate(ref.inputs)],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs],
+        initializer=[numpy_helper.from_array(np.array(v, dtype=np.int64), k) for k, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+# ---- building the index -----------------------------------------------------------------------------------
+def sha256_text(text: str) -> str:
+    """Digest of a source text (a changed source drops carried-over results)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def kernel_entries(source: str, text: str, outcome) -> dict[str, dict]:
+    """One entry per legacy kernel of a source: converter metadata or the refusal."""
+    meta = {rk["name"]: rk for rk in outcome.rkernels}
+    entries = {}
+    for k in outcome.kernels:
+        rk = meta.get(k.name, {})
+        entries[k.name] = {
+            "kernel": k.name, "source": source, "source_sha256": sha256_text(text),
+            "status": k.status, "reason": k.reason,
+            "rkernel": rk.get("rkernel"), "template_params": rk.get("template_params", []),
+            "params": rk.get("params", []), "static_smem_bytes": rk.get("static_smem_bytes"),
+            "dynamic_smem": rk.get("dynamic_smem"), "layout": rk.get("layout"),
+            "barrier_sites": rk.get("barrier_sites", []), "features": k.features,
+            "launch_bounds": rk.get("launch_bounds"),
+            "bindings": [], "instances": {}, "rtasks": [], "profile": {},
+        }
+    return entries
+
+
+def add_evaluations(entries: dict[tuple[str, str], dict], bindings, refs: list[RefShape]) -> list[str]:
+    """Evaluate every binding at the reference shapes of its op type; returns problems (one line each)."""
+    problems = []
+    for b in bindings:
+        for k in b.kernels:
+            entry = entries.get((b.source, k))
+            if entry is None:
+                problems.append(f"binding {b.name}: kernel {k} is not in the converter's view of {b.source}")
+                continue
+            entry["bindings"].append({"op_type": b.op_type, "variant": b.variant, "kind": b.kind, "note": b.note})
+        for ref in (r for r in refs if r.op_type == b.op_type):
+            node = reference_node(ref)
+            if b.applies(node) is not True:
+                continue
+            for launch in b.launch(node):
+                entry = entries.get((b.source, launch.kernel))
+                if entry is None:
+                    continue
+                entry["instances"].setdefault(launch.expr, {"template_args": list(launch.template_args)})
+                entry["rtasks"].append({
+                    "shape": ref.key(), "op_type": b.op_type, "variant": b.variant, "instance": launch.expr,
+                    "grid": list(launch.grid), "block": list(launch.block), "threads_per_rtask": launch.threads,
+                    "rtasks": launch.rtasks, "dynamic_smem": launch.dynamic_smem})
+    return problems
+
+
+def add_resources(entries: dict[tuple[str, str], dict], outputs: dict[str, str], nvcc: str) -> list[str]:
+    """Compile each converted source with its instances for sm_90 and store ptxas figures per instance."""
+    from kernel_corpus.bindings import LEGACY_DIR
+    from rtransform.batch import demangle_entry, parse_ptxas, run_ptxas, template_args_text
+    problems = []
+    for source, converted in outputs.items():
+        mine = [e for (s, _), e in entries.items() if s == source and e["status"] == "converted" and e["instances"]]
+        if not mine:
+            continue
+        exprs = [expr for e in mine for expr in e["instances"]]
+        lines = [converted] + [f"void* __rt_instance_{i}() {{ return (void*)&{x}; }}" for i, x in enumerate(exprs)]
+        ok, log = run_ptxas("\n".join(lines) + "\n", nvcc, [str(LEGACY_DIR)])
+        if not ok:
+            problems.append(f"{source}: nvcc failed: {log}")
+            continue
+        found = {demangle_entry(sym): res for sym, res in parse_ptxas(log).items()}
+        for e in mine:
+            for inst in e["instances"].values():
+                res = found.get((e["kernel"].split("::")[-1], template_args_text(inst["template_args"])))
+                inst.update(res or {"registers": None})
+    return problems
+
+
+def carry_over(entries: dict[tuple[str, str], dict], previous: dict | None) -> None:
+    """Keep the profiles and verification results of kernels whose source text is unchanged."""
+    for old in (previous or {}).get("rkernels", []):
+        entry = entries.get((old.get("source"), old.get("kernel")))
+        if entry is None or old.get("source_sha256") != entry["source_sha256"]:
+            continue
+        entry["profile"] = old.get("profile", {})
+        for expr, inst in old.get("instances", {}).items():
+            if expr in entry["instances"] and "verified" in inst:
+                entry["instances"][expr]["verified"] = inst["verified"]
+
+
+def build_index(previous: dict | None = None, nvcc: str | None = None) -> dict:
+    """The whole index as a JSON-ready dict (see the module docstring)."""
+    from converter import CONVERTER_VERSION
+    from kernel_corpus.bindings import LEGACY_DIR, registry
+    from rtransform.batch import convert_kernels
+    texts = {p.name: p.read_text() for p in sorted(LEGACY_DIR.glob("*.cu"))}
+    outcomes = {source: convert_kernels(text, str(LEGACY_DIR / source)) for source, text in texts.items()}
+    entries: dict[tuple[str, str], dict] = {}
+    for source, text in texts.items():
+        for name, e in kernel_entries(source, text, outcomes[source]).items():
+            entries[(source, name)] = e
+    problems = add_evaluations(entries, registry.all(), REFERENCE_SHAPES)
+    if nvcc:
+        problems += add_resources(entries, {s: o.output for s, o in outcomes.items() if o.output}, nvcc)
+    carry_over(entries, previous)
+    for e in entries.values():
+        for inst in e["instances"].values():
+            inst.setdefault("verified", "not verified")
+    return {"schema": SCHEMA, "generator": "python -m kernel_corpus.index", "converter_version": CONVERTER_VERSION,
+            "arch": "sm_90", "nvcc": bool(nvcc), "problems": problems,
+            "reference_shapes": [r.key() for r in REFERENCE_SHAPES],
+            "rkernels": [entries[k] for k in sorted(entries)]}
+
+
+def load_index(path: Path = INDEX_PATH) -> dict | None:
+    """The index on disk, or None when there is none (or it cannot be read)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Regenerate the index file."""
+    parser = argparse.ArgumentParser(prog="python -m kernel_corpus.index", description=__doc__.splitlines()[0])
+    parser.add_argument("-o", "--output", type=Path, default=INDEX_PATH, help="index file (default: %(default)s)")
+    parser.add_argument("--no-nvcc", action="store_true", help="skip ptxas registers even when nvcc is found")
+    parser.add_argument("--verify", action="store_true", help="verify every instance on the CPU (slow)")
+    args = parser.parse_args(argv)
+    from rtransform.batch import find_nvcc
+    from rtransform.cli import write_atomic
+    index = build_index(load_index(args.output), None if args.no_nvcc else find_nvcc())
+    if args.verify:
+        index["problems"] += verify_instances(index)
+    write_atomic(args.output, json.dumps(index, indent=1) + "\n")
+    n = len(index["rkernels"])
+    conv = sum(e["status"] == "converted" for e in index["rkernels"])
+    print(f"{args.output}: {n} kernels ({conv} converted), {len(index['problems'])} problems", file=sys.stderr)
+    for p in index["problems"]:
+        print(f"  {p}", file=sys.stderr)
+    return 0
+
+
+def verify_instances(index: dict, jobs: int | None = None) -> list[str]:
+    """Verify, per converted kernel, the instance of its smallest reference launch on the CPU.
+
+    Runs `convert-all --verify` over a copy of legacy/ with one generated launch spec per kernel; sets
+    `verified` (verified / differs / error) on those instances and returns one line per problem."""
+    import shutil
+    import tempfile
+    import yaml
+    from kernel_corpus.bindings import LEGACY_DIR
+    from rtransform.batch import convert_all
+    chosen: dict[tuple[str, str], str] = {}
+    with tempfile.TemporaryDirectory(prefix="corpus-verify-") as tmp:
+        src = Path(shutil.copytree(LEGACY_DIR, Path(tmp) / "src"))
+        for e in index["rkernels"]:
+            found = smallest_launch(e) if e["status"] == "converted" else None
+            if found is None:
+                continue
+            launch, node = found
+            name = e["kernel"].split("::")[-1]
+            (src / f"{name}.spec.yaml").write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))
+            chosen[(e["source"], e["kernel"])] = launch.expr
+        report = convert_all(src, Path(tmp) / "out", jobs=jobs, verify=True)
+    problems = []
+    by_key = {(e["source"], e["kernel"]): e for e in index["rkernels"]}
+    for f in report["files"]:
+        for k in f["kernels"]:
+            expr = chosen.get((f["path"], k["name"]))
+            if expr is None:
+                continue
+            by_key[(f["path"], k["name"])]["instances"][expr]["verified"] = k["verify"]
+            if k["verify"] != "verified":
+                problems.append(f"{f['path']}: {expr}: {k['verify']}: {k['verify_detail']}")
+    return problems
+
+
+def smallest_launch(entry: dict):
+    """(Launch, NodeInfo) of the entry's reference evaluation with the least work (rTasks x threads)."""
+    from kernel_corpus.bindings import registry
+    if not entry["rtasks"]:
+        return None
+    ev = min(entry["rtasks"], key=lambda r: (r["rtasks"] * r["threads_per_rtask"], r["shape"]))
+    ref = next(r for r in REFERENCE_SHAPES if r.key() == ev["shape"])
+    node = reference_node(ref)
+    launches = registry.get(ev["op_type"], ev["variant"]).launch(node)
+    return next((la, node) for la in launches if la.kernel == entry["kernel"] and la.expr == ev["instance"])
+
+
+def launch_spec(launch, node) -> dict:
+    """A launch spec (docs/ARCHITECTURE.md §3) for one corpus launch: inputs random in [0.5, 1.5) (valid
+    divisors and variances), outputs and temps zeroed and compared, scalars as the binding computed them."""
+    args, outputs = [], []
+    for i, a in enumerate(launch.args):
+        name = f"a{i}"
+        if a[0] == "scalar":
+            args.append({"name": name, "kind": "scalar", "dtype": a[1], "value": a[2]})
+            continue
+        if a[0] == "in":
+            args.append({"name": name, "kind": "buffer", "dtype": "float32", "size": node.inputs[a[1]].numel,
+                         "init": "random", "low": 0.5, "high": 1.5})
+            continue
+        size = node.outputs[a[1]].numel if a[0] == "out" else -(-a[2] // 4)
+        args.append({"name": name, "kind": "buffer", "dtype": "float32", "size": size, "init": "zeros"})
+        outputs.append(name)
+    return {"kernel": launch.kernel, "template_args": list(launch.template_args), "grid": list(launch.grid),
+            "block": list(launch.block), "dynamic_smem": launch.dynamic_smem, "seed": 0, "args": args,
+            "outputs": outputs, "tolerance": 0}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

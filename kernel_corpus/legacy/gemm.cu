@@ -1,0 +1,190 @@
+// gemm.cu — legacy GEMM / GEMV kernels for ONNX MatMul and Gemm (float32).
+//
+// Every operand is addressed through element strides, so one kernel serves transA/transB, a broadcast bias
+// and batched MatMul:
+//   A(m,k) = A[z*batch_a + m*sam + k*sak]      B(k,n) = B[z*batch_b + k*sbk + n*sbn]
+//   C(m,n) = C[m*scm + n*scn]                  (a stride of 0 broadcasts that dimension)
+//   Y[z][m][n] = alpha * sum_k A(m,k) * B(k,n) + beta * C(m,n)      (Y row-major [batch, M, N], z = blockIdx.z)
+// With BIAS == false, C is never read (any valid pointer may be passed) and beta is ignored.
+
+// alpha * acc (+ beta * C(m,n)): the epilogue shared by every kernel of this file.
+template <bool BIAS>
+__device__ __forceinline__ float gemm_epilogue(float acc, const float* C, size_t c_index, float alpha, float beta) {
+  float v = alpha * acc;
+  if (BIAS) v += beta * C[c_index];
+  return v;
+}
+
+// Shared-memory tiled GEMM: TILE x TILE outputs per block, one per thread; block (TILE, TILE).
+// grid (ceil(N/TILE), ceil(M/TILE), batch).
+template <int TILE, bool BIAS>
+__global__ void gemm_tiled(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,
+                           float* __restrict__ Y, int M, int N, int K, int sam, int sak, int sbk, int sbn,
+                           int scm, int scn, int batch_a, int batch_b, float alpha, float beta) {
+  __shared__ float As[TILE][TILE];
+  __shared__ float Bs[TILE][TILE + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int row = blockIdx.y * TILE + ty;
+  const int col = blockIdx.x * TILE + tx;
+  const float* a = A + (size_t)blockIdx.z * batch_a;
+  const float* b = B + (size_t)blockIdx.z * batch_b;
+  float acc = 0.0f;
+  for (int k0 = 0; k0 < K; k0 += TILE) {
+    const int ka = k0 + tx, kb = k0 + ty;
+    As[ty][tx] = (row < M && ka < K) ? a[(size_t)row * sam + (size_t)ka * sak] : 0.0f;
+    Bs[ty][tx] = (kb < K && col < N) ? b[(size_t)kb * sbk + (size_t)col * sbn] : 0.0f;
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < TILE; ++k) acc += As[ty][k] * Bs[k][tx];
+    __syncthreads();
+  }
+  if (row < M && col < N) {
+    float* y = Y + (size_t)blockIdx.z * M * N;
+    y[(size_t)row * N + col] = gemm_epilogue<BIAS>(acc, C, (size_t)row * scm + (size_t)col * scn, alpha, beta);
+  }
+}
+
+// Register-blocked GEMM: a BM x BN output tile per block, each thread owning a TM x TN sub-block kept in
+// registers; K advances BK at a time through shared memory. 1-D block of (BM/TM)*(BN/TN) threads.
+// grid (ceil(N/BN), ceil(M/BM), batch).
+template <int BM, int BN, int BK, int TM, int TN, bool BIAS>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,
+              float* __restrict__ Y, int M, int N, int K, int sam, int sak, int sbk, int sbn, int scm, int scn,
+              int batch_a, int batch_b, float alpha, float beta) {
+  constexpr int TX = BN / TN;
+  constexpr int NT = (BM / TM) * TX;
+  __shared__ float As[BK][BM];  // k-major: a thread reads TM consecutive rows of one k
+  __shared__ float Bs[BK][BN];
+  const int tid = threadIdx.x;
+  const int trow = tid / TX, tcol = tid % TX;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const float* a = A + (size_t)blockIdx.z * batch_a;
+  const float* b = B + (size_t)blockIdx.z * batch_b;
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+  for (int k0 = 0; k0 < K; k0 += BK) {
+    for (int e = tid; e < BM * BK; e += NT) {
+      const int mm = e / BK, kk = e % BK;
+      const int m = m0 + mm, k = k0 + kk;
+      As[kk][mm] = (m < M && k < K) ? a[(size_t)m * sam + (size_t)k * sak] : 0.0f;
+    }
+    for (int e = tid; e < BK * BN; e += NT) {
+      const int kk = e / BN, nn = e % BN;
+      const int k = k0 + kk, n = n0 + nn;
+      Bs[kk][nn] = (k < K && n < N) ? b[(size_t)k * sbk + (size_t)n * sbn] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float ra[TM], rb[TN];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) ra[i] = As[kk][trow * TM + i];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) rb[j] = Bs[kk][tcol * TN + j];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] += ra[i] * rb[j];
+    }
+    __syncthreads();
+  }
+
+  float* y = Y + (size_t)blockIdx.z * M * N;
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int m = m0 + trow * TM + i;
+    if (m >= M) break;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int n = n0 + tcol * TN + j;
+      if (n < N) y[(size_t)m * N + n] = gemm_epilogue<BIAS>(acc[i][j], C, (size_t)m * scm + (size_t)n * scn, alpha, beta);
+    }
+  }
+}
+
+// GEMV (M == 1) for a weight whose rows are contiguous in k (Gemm transB=1, i.e. W stored [N, K]):
+// one warp per output, float4 loads when x and the row are 16-byte aligned and K % 4 == 0.
+// block (32*WARPS), grid ceil(N/WARPS). x(k) = x[k*sx], W(k,n) = W[n*sw + k].
+template <int WARPS, bool BIAS>
+__global__ void gemv_warp(const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ C,
+                          float* __restrict__ y, int N, int K, int sx, int sw, int scn, float alpha, float beta) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int n = blockIdx.x * WARPS + warp;
+  if (n >= N) return;  // the whole warp leaves together
+  const float* w = W + (size_t)n * sw;
+  float acc = 0.0f;
+  const bool vec = sx == 1 && K % 4 == 0 && (((size_t)x | (size_t)w) & 15) == 0;
+  if (vec) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    for (int i = lane; i < K / 4; i += 32) {
+      const float4 p = x4[i], q = w4[i];
+      acc += p.x * q.x + p.y * q.y + p.z * q.z + p.w * q.w;
+    }
+  } else {
+    for (int k = lane; k < K; k += 32) acc += x[(size_t)k * sx] * w[k];
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+  if (lane == 0) y[n] = gemm_epilogue<BIAS>(acc, C, (size_t)n * scn, alpha, beta);
+}
+
+// Partial dot products of COLS consecutive outputs over k in [k_begin, k_end): thread (tx, ty) sums every KROWS-th
+// k, then the KROWS partials of a column are added through part[KROWS][COLS] in the caller's shared memory.
+// The result is valid in threads with ty == 0.
+template <int COLS, int KROWS>
+__device__ float column_dot(float (*part)[COLS], const float* x, const float* W, int n, int N, int k_begin,
+                            int k_end, int sx, int sbk, int sbn) {
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  float acc = 0.0f;
+  if (n < N)
+    for (int k = k_begin + ty; k < k_end; k += KROWS) acc += x[(size_t)k * sx] * W[(size_t)k * sbk + (size_t)n * sbn];
+  part[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0)
+    for (int r = 1; r < KROWS; ++r) acc += part[r][tx];
+  return acc;
+}
+
+// GEMV (M == 1) for a weight whose rows are contiguous in n (MatMul B [K, N]): a thread per output column, KROWS
+// threads per column. block (COLS, KROWS), grid ceil(N/COLS).
+template <int COLS, int KROWS, bool BIAS>
+__global__ void gemv_col(const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ C,
+                         float* __restrict__ y, int N, int K, int sx, int sbk, int sbn, int scn, float alpha,
+                         float beta) {
+  __shared__ float part[KROWS][COLS];
+  const int n = blockIdx.x * COLS + threadIdx.x;
+  const float acc = column_dot<COLS, KROWS>(part, x, W, n, N, 0, K, sx, sbk, sbn);
+  if (threadIdx.y == 0 && n < N) y[n] = gemm_epilogue<BIAS>(acc, C, (size_t)n * scn, alpha, beta);
+}
+
+// Split-K GEMV, first launch: block (bx, s) writes the partial sums of its COLS outputs over k in
+// [s*kchunk, min(K, (s+1)*kchunk)) to partial[s*N + n]. grid (ceil(N/COLS), splits), block (COLS, KROWS).
+template <int COLS, int KROWS>
+__global__ void gemv_splitk_partial(const float* __restrict__ x, const float* __restrict__ W,
+                                    float* __restrict__ partial, int N, int K, int kchunk, int sx, int sbk,
+                                    int sbn) {
+  __shared__ float part[KROWS][COLS];
+  const int n = blockIdx.x * COLS + threadIdx.x;
+  const int k_begin = blockIdx.y * kchunk;
+  const int k_end = k_begin + kchunk < K ? k_begin + kchunk : K;
+  const float acc = column_dot<COLS, KROWS>(part, x, W, n, N, k_begin, k_end, sx, sbk, sbn);
+  if (threadIdx.y == 0 && n < N) partial[(size_t)blockIdx.y * N + n] = acc;
+}
+
+// Split-K GEMV, second launch: y[n] = alpha * sum_s partial[s*N + n] (+ beta*C), summed in a fixed order so the
+// result is deterministic. block (BLOCK), grid ceil(N/BLOCK).
+template <int BLOCK, bool BIAS>
+__global__ void gemv_splitk_reduce(const float* __restrict__ partial, const float* __restrict__ C,
+                                   float* __restrict__ y, int N, int splits, int scn, float alpha, float beta) {
+  const int n = blockIdx.x * BLOCK + threadIdx.x;
+  if (n >= N) return;
+  float acc = 0.0f;
+  for (int s = 0; s < splits; ++s) acc += partial[(size_t)s * N + n];
+  y[n] = gemm_epilogue<BIAS>(acc, C, (size_t)n * scn, alpha, beta);
+}

@@ -1,0 +1,36 @@
+// pool.cu — legacy windowed 2-D pooling for ONNX MaxPool and AveragePool (float32, NCHW).
+//
+// X [NC, H, W] (N and C flattened), Y [NC, OH, OW]. Window tap (kh, kw) of output (oh, ow) reads
+// ih = oh*sh - ph + kh*dh, iw = ow*sw - pw + kw*dw. ph/pw are the leading pads, ph_end/pw_end the trailing ones;
+// a ceil_mode window may reach past the trailing pad, and those taps count for nothing.
+// MODE 0: max over the taps inside the input. MODE 1: average over the taps inside the input
+// (count_include_pad = 0). MODE 2: average over the taps inside the padded input (count_include_pad = 1).
+// block (BLOCK), grid ceil(NC*OH*OW / BLOCK), one thread per output.
+template <int MODE, int BLOCK>
+__global__ void pool2d(const float* __restrict__ X, float* __restrict__ Y, int NC, int H, int W, int OH, int OW,
+                       int KH, int KW, int sh, int sw, int ph, int pw, int ph_end, int pw_end, int dh, int dw) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)NC * OH * OW) return;
+  const int ow = idx % OW;
+  const int oh = (idx / OW) % OH;
+  const size_t plane = idx / ((size_t)OW * OH);
+  const float* x = X + plane * H * W;
+  float acc = MODE == 0 ? -3.402823466e+38f : 0.0f;
+  int count = 0;
+  for (int kh = 0; kh < KH; ++kh) {
+    const int ih = oh * sh - ph + kh * dh;
+    const bool row_in = ih >= 0 && ih < H;
+    const bool row_padded = ih >= -ph && ih < H + ph_end;
+    for (int kw = 0; kw < KW; ++kw) {
+      const int iw = ow * sw - pw + kw * dw;
+      const bool in = row_in && iw >= 0 && iw < W;
+      if (MODE == 2) count += (row_padded && iw >= -pw && iw < W + pw_end) ? 1 : 0;
+      else count += in ? 1 : 0;
+      if (!in) continue;
+      const float v = x[(size_t)ih * W + iw];
+      if (MODE == 0) acc = v > acc ? v : acc;
+      else acc += v;
+    }
+  }
+  Y[idx] = MODE == 0 ? acc : (count > 0 ? acc / count : 0.0f);
+}

@@ -1,0 +1,1 @@
+"""Bindings by operator family: every public module exports BINDINGS (collected by kernel_corpus.bindings)."""

@@ -1,0 +1,169 @@
+"""Helpers the ops modules share: argument tuples, grid arithmetic, axes, strides and 2-D window geometry."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernel_corpus.bindings import INT32_MAX, Launch, NodeInfo, TensorInfo
+
+MAX_GRID_YZ = 65535
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for launch geometry."""
+    return -(-a // b)
+
+
+def IN(i: int) -> tuple:
+    """Argument: node input i."""
+    return ("in", i)
+
+
+def OUT(i: int) -> tuple:
+    """Argument: node output i."""
+    return ("out", i)
+
+
+def i32(value: int) -> tuple:
+    """Argument: an int32 scalar (the kernels index with int)."""
+    value = int(value)
+    if not -INT32_MAX - 1 <= value <= INT32_MAX:
+        raise ValueError(f"scalar {value} does not fit int32")
+    return ("scalar", "int32", value)
+
+
+def f32(value: float) -> tuple:
+    """Argument: a float32 scalar."""
+    return ("scalar", "float32", float(value))
+
+
+def temp(name: str, nbytes: int) -> tuple:
+    """Argument: a scratch buffer shared by the launches of one node (contents undefined on entry)."""
+    return ("temp", name, int(nbytes))
+
+
+def cpp_bool(flag: bool) -> str:
+    """A C++ bool template argument."""
+    return "true" if flag else "false"
+
+
+def linear_launch(kernel: str, template_args: list, n: int, block: int, args: list, flops: int,
+                  nbytes: int) -> Launch:
+    """A 1-D launch of ceil(n / block) blocks of `block` threads."""
+    return Launch(kernel, template_args, (cdiv(n, block), 1, 1), (block, 1, 1), 0, args, flops, nbytes)
+
+
+def tensor_bytes(*tensors: TensorInfo | None) -> int:
+    """Bytes of the given float32 tensors (absent ones count nothing)."""
+    return sum(t.nbytes for t in tensors if t is not None)
+
+
+def norm_axis(axis: int, rank: int) -> int | str:
+    """A non-negative axis, or why the axis is out of range."""
+    if not -rank <= axis < max(rank, 1):
+        return f"axis {axis} is out of range for rank {rank}"
+    return axis % max(rank, 1)
+
+
+def contiguous_strides(shape: tuple[int, ...] | list[int]) -> list[int]:
+    """Element strides of a row-major tensor."""
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    return strides
+
+
+def require_present(node: NodeInfo, count: int) -> str | None:
+    """Why the node lacks one of its first `count` inputs or its first output, else None."""
+    for i in range(count):
+        if node.input(i) is None:
+            return f"input {i} is missing"
+    if node.output(0) is None:
+        return "output 0 is missing"
+    return None
+
+
+def extra_outputs(node: NodeInfo, allowed: int) -> str | None:
+    """Why the node asks for outputs past the first `allowed`, else None."""
+    extra = [i for i, t in enumerate(node.outputs) if t is not None and i >= allowed]
+    return f"optional output {extra[0]} is not produced by this kernel" if extra else None
+
+
+@dataclass(frozen=True)
+class Window:
+    """A 2-D sliding window: kernel, strides, leading and trailing pads, dilations."""
+
+    kh: int
+    kw: int
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    ph_end: int
+    pw_end: int
+    dh: int
+    dw: int
+
+
+def _spatial_list(node: NodeInfo, key: str, rank: int, default: int) -> list[int] | str:
+    """An int-list attribute of one entry per spatial dim (or two for pads)."""
+    want = 2 * rank if key == "pads" else rank
+    value = [int(v) for v in node.attr(key, [default] * want)]
+    if len(value) != want:
+        return f"attribute {key} has {len(value)} entries, expected {want}"
+    return value
+
+
+def _pads_for(auto_pad: str, size: int, k: int, s: int, d: int, given: tuple[int, int]) -> tuple[int, int] | str:
+    """(begin, end) pads of one spatial dim under auto_pad."""
+    if auto_pad in ("NOTSET", ""):
+        return given
+    if auto_pad == "VALID":
+        return 0, 0
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        total = max(0, (cdiv(size, s) - 1) * s + (k - 1) * d + 1 - size)
+        small = total // 2
+        return (small, total - small) if auto_pad == "SAME_UPPER" else (total - small, small)
+    return f"auto_pad {auto_pad} is not supported"
+
+
+def _out_size_ok(size: int, k: int, s: int, d: int, pads: tuple[int, int], out: int, ceil_mode: bool) -> bool:
+    """Whether `out` is the floor (or, in ceil_mode, up to the ceil) output size of one dim."""
+    span = size + pads[0] + pads[1] - (k - 1) * d - 1
+    if span < 0:
+        return False
+    floor_out = span // s + 1
+    return floor_out <= out <= (cdiv(span, s) + 1 if ceil_mode else floor_out)
+
+
+def window_2d(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_sizes: tuple[int, ...],
+              ceil_mode: bool = False) -> Window | str:
+    """The window of a 1-D or 2-D Conv/pool node (1-D becomes H = 1), checked against the output sizes."""
+    rank = len(kernel)
+    if rank not in (1, 2) or len(in_sizes) != rank or len(out_sizes) != rank:
+        return f"only 1-D and 2-D windows are supported, got {len(in_sizes)} spatial dims"
+    strides = _spatial_list(node, "strides", rank, 1)
+    dilations = _spatial_list(node, "dilations", rank, 1)
+    pads = _spatial_list(node, "pads", rank, 0)
+    for value in (strides, dilations, pads):
+        if isinstance(value, str):
+            return value
+    if min(strides + dilations + kernel) < 1 or min(pads) < 0:
+        return "kernel, strides and dilations must be positive and pads non-negative"
+    auto_pad = str(node.attr("auto_pad", "NOTSET"))
+    dims = []
+    for i in range(rank):
+        pad = _pads_for(auto_pad, in_sizes[i], kernel[i], strides[i], dilations[i], (pads[i], pads[i + rank]))
+        if isinstance(pad, str):
+            return pad
+        if not _out_size_ok(in_sizes[i], kernel[i], strides[i], dilations[i], pad, out_sizes[i], ceil_mode):
+            return f"output size {out_sizes[i]} of spatial dim {i} does not follow from the window attributes"
+        dims.append((kernel[i], strides[i], pad[0], pad[1], dilations[i]))
+    if rank == 1:
+        dims.insert(0, (1, 1, 0, 0, 1))
+    (kh, sh, ph, ph_end, dh), (kw, sw, pw, pw_end, dw) = dims
+    return Window(kh, kw, sh, sw, ph, pw, ph_end, pw_end, dh, dw)
+
+
+def spatial_hw(shape: tuple[int, ...]) -> tuple[int, int]:
+    """(H, W) of an NC... tensor with one or two spatial dims (H = 1 for one)."""
+    return (1, shape[2]) if len(shape) == 3 else (shape[2], shape[3])

@@ -1,0 +1,152 @@
+"""Bindings of Conv (1-D and 2-D, NCHW, groups) to the kernels of legacy/conv.cu."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kernel_corpus.bindings import Binding, Launch, NodeInfo
+from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, Window, cdiv, cpp_bool, i32, linear_launch,
+                                       require_present, spatial_hw, tensor_bytes, window_2d)
+
+SOURCE = "conv.cu"
+MAX_STATIC_SMEM = 48 * 1024
+
+
+@dataclass(frozen=True)
+class ConvGeom:
+    """Everything the conv kernels take: sizes, window, group, whether a bias is added."""
+
+    N: int
+    C: int
+    H: int
+    W: int
+    M: int
+    OH: int
+    OW: int
+    win: Window
+    group: int
+    bias: bool
+
+    @property
+    def flops(self) -> int:
+        """Two ops per multiply-add of every output, plus the bias add."""
+        taps = (self.C // self.group) * self.win.kh * self.win.kw
+        return self.N * self.M * self.OH * self.OW * (2 * taps + (1 if self.bias else 0))
+
+
+def conv_geometry(node: NodeInfo) -> ConvGeom | str:
+    """The convolution a Conv node computes, or why the kernels cannot do it."""
+    missing = require_present(node, 2)
+    if missing:
+        return missing
+    x, w, y = node.inputs[0].shape, node.inputs[1].shape, node.outputs[0].shape
+    if len(x) not in (3, 4) or len(w) != len(x) or len(y) != len(x):
+        return f"needs X, W, Y of rank 3 or 4 alike, got {list(x)}, {list(w)}, {list(y)}"
+    group = int(node.attr("group", 1))
+    N, C, M = x[0], x[1], w[0]
+    if group < 1 or C % group or M % group:
+        return f"group {group} does not divide C = {C} and M = {M}"
+    if w[1] != C // group:
+        return f"W {list(w)} does not have C/group = {C // group} input channels"
+    kernel = [int(k) for k in node.attr("kernel_shape", w[2:])]
+    if kernel != list(w[2:]):
+        return f"kernel_shape {kernel} differs from W {list(w)}"
+    if tuple(y[:2]) != (N, M):
+        return f"output {list(y)} does not start with [N, M] = [{N}, {M}]"
+    win = window_2d(node, x[2:], kernel, y[2:])
+    if isinstance(win, str):
+        return win
+    bias = node.input(2)
+    if bias is not None and bias.shape != (M,):
+        return f"bias {list(bias.shape)} is not [{M}]"
+    return ConvGeom(N, C, *spatial_hw(x), M, *spatial_hw(y), win, group, bias is not None)
+
+
+def _conv_args(g: ConvGeom) -> list:
+    """X, W, bias (X stands in when absent: never read), Y, sizes and window, in parameter order."""
+    w = g.win
+    return [IN(0), IN(1), IN(2) if g.bias else IN(0), OUT(0)] + [
+        i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw, w.dh, w.dw)]
+
+
+def _traffic(node: NodeInfo) -> int:
+    """Compulsory bytes: inputs read once, output written once."""
+    return tensor_bytes(*node.inputs, node.outputs[0])
+
+
+def _geometry_condition(extra=None):
+    """A condition: the node is a supported Conv, and `extra(geom)` (a reason or None) agrees."""
+
+    def condition(node: NodeInfo) -> bool | str:
+        g = conv_geometry(node)
+        if isinstance(g, str):
+            return g
+        return (extra(g) if extra else None) or True
+
+    return condition
+
+
+def _direct_binding(block: int, kind: str) -> Binding:
+    """conv_direct: one thread per output, BLOCK outputs per rTask."""
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        g = conv_geometry(node)
+        return [linear_launch("conv_direct", [block, cpp_bool(g.bias)], g.N * g.M * g.OH * g.OW, block,
+                              _conv_args(g) + [i32(g.group)], g.flops, _traffic(node))]
+
+    return Binding("Conv", f"direct{block}", SOURCE, kind, _geometry_condition(), plan, ("conv_direct",))
+
+
+def _implicit_gemm_binding(tile: int, kind: str) -> Binding:
+    """conv_implicit_gemm: per group a GEMM of TILE x TILE output tiles over (channel, pixel)."""
+
+    def limits(g: ConvGeom) -> str | None:
+        if g.group > MAX_GRID_YZ or cdiv(g.M // g.group, tile) > MAX_GRID_YZ:
+            return f"group {g.group} or M/group {g.M // g.group} exceeds the grid limits"
+        return None
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        g = conv_geometry(node)
+        grid = (cdiv(g.N * g.OH * g.OW, tile), cdiv(g.M // g.group, tile), g.group)
+        return [Launch("conv_implicit_gemm", [tile, cpp_bool(g.bias)], grid, (tile, tile, 1), 0,
+                       _conv_args(g) + [i32(g.group)], g.flops, _traffic(node))]
+
+    return Binding("Conv", f"implicit_gemm{tile}", SOURCE, kind, _geometry_condition(limits), plan,
+                   ("conv_implicit_gemm",))
+
+
+def depthwise_smem(g: ConvGeom, tile: int) -> int:
+    """Dynamic shared bytes of conv_depthwise_tiled: the input patch with halo plus the filter."""
+    w = g.win
+    ph = (tile - 1) * w.sh + (w.kh - 1) * w.dh + 1
+    pw = (tile - 1) * w.sw + (w.kw - 1) * w.dw + 1
+    return 4 * (ph * pw + w.kh * w.kw)
+
+
+def _depthwise_binding(tile: int, kind: str) -> Binding:
+    """conv_depthwise_tiled: one TILE x TILE output tile of one (n, m) plane per rTask, staged in shared memory."""
+
+    def depthwise_only(g: ConvGeom) -> str | None:
+        if g.group != g.C:
+            return f"not depthwise: group {g.group} != C {g.C}"
+        if cdiv(g.OH, tile) > MAX_GRID_YZ or g.N * g.M > MAX_GRID_YZ:
+            return f"N*M = {g.N * g.M} or OH = {g.OH} exceeds the grid limits"
+        if depthwise_smem(g, tile) > MAX_STATIC_SMEM:
+            return f"the input patch needs {depthwise_smem(g, tile)} bytes of shared memory (> 48 KiB)"
+        return None
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        g = conv_geometry(node)
+        grid = (cdiv(g.OW, tile), cdiv(g.OH, tile), g.N * g.M)
+        return [Launch("conv_depthwise_tiled", [tile, cpp_bool(g.bias)], grid, (tile, tile, 1),
+                       depthwise_smem(g, tile), _conv_args(g), g.flops, _traffic(node))]
+
+    return Binding("Conv", f"depthwise{tile}", SOURCE, kind, _geometry_condition(depthwise_only), plan,
+                   ("conv_depthwise_tiled",))
+
+
+BINDINGS = [
+    _implicit_gemm_binding(16, "fast"),
+    _implicit_gemm_binding(8, "efficient"),
+    _direct_binding(128, "efficient"),
+    _depthwise_binding(16, "fast"),
+]

@@ -1,0 +1,287 @@
+"""Bindings of MatMul and Gemm to the GEMM / GEMV kernels of legacy/gemm.cu."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from kernel_corpus.bindings import Binding, Launch, NodeInfo
+from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, cdiv, cpp_bool, f32, i32, linear_launch,
+                                       require_present, temp, tensor_bytes)
+
+SOURCE = "gemm.cu"
+SPLITK_MIN_CHUNK = 64   # k per split-K block at least
+SPLITK_MAX_SPLITS = 32
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """Y[z] = alpha * A[z](M,K) @ B[z](K,N) + beta * C, every operand described by element strides."""
+
+    batch: int
+    M: int
+    N: int
+    K: int
+    sam: int
+    sak: int
+    sbk: int
+    sbn: int
+    batch_a: int
+    batch_b: int
+    bias: bool
+    scm: int
+    scn: int
+    alpha: float
+    beta: float
+
+    @property
+    def flops(self) -> int:
+        """Multiply-adds count twice; the epilogue adds one op per output (two with a bias)."""
+        return self.batch * self.M * self.N * (2 * self.K + (2 if self.bias else 1))
+
+
+def _batch_stride(batch_dims: tuple[int, ...], out_batch: tuple[int, ...], matrix: int) -> int | str:
+    """Batch stride of one MatMul operand: its matrix size when it has every batch, 0 when it has none."""
+    padded = (1,) * (len(out_batch) - len(batch_dims)) + batch_dims
+    if padded == out_batch:
+        return matrix if prod(out_batch) > 1 else 0
+    if prod(batch_dims) == 1:
+        return 0
+    return f"batch dims {list(batch_dims)} broadcast partially against {list(out_batch)}"
+
+
+def _matmul_problem(node: NodeInfo) -> GemmProblem | str:
+    """numpy.matmul semantics: 1-D operands are promoted, batch dims broadcast (whole-operand only)."""
+    a, b = node.inputs[0].shape, node.inputs[1].shape
+    if not a or not b:
+        return "MatMul operands must have rank >= 1"
+    a2 = (1, a[0]) if len(a) == 1 else a
+    b2 = (b[0], 1) if len(b) == 1 else b
+    M, K, K2, N = a2[-2], a2[-1], b2[-2], b2[-1]
+    if K != K2:
+        return f"inner dimensions differ: {list(a)} @ {list(b)}"
+    ba, bb = a2[:-2], b2[:-2]
+    try:
+        out_batch = tuple(max(x, y) for x, y in _aligned(ba, bb))
+    except ValueError as exc:
+        return str(exc)
+    stride_a = _batch_stride(ba, out_batch, M * K)
+    stride_b = _batch_stride(bb, out_batch, K * N)
+    for s in (stride_a, stride_b):
+        if isinstance(s, str):
+            return s
+    return GemmProblem(prod(out_batch), M, N, K, K, 1, N, 1, stride_a, stride_b, False, 0, 0, 1.0, 0.0)
+
+
+def _aligned(x: tuple[int, ...], y: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Right-aligned pairs of two batch shapes (numpy broadcasting); ValueError when incompatible."""
+    n = max(len(x), len(y))
+    px, py = (1,) * (n - len(x)) + x, (1,) * (n - len(y)) + y
+    for u, v in zip(px, py):
+        if u != v and 1 not in (u, v):
+            raise ValueError(f"batch dims {list(x)} and {list(y)} do not broadcast")
+    return list(zip(px, py))
+
+
+def _bias_strides(shape: tuple[int, ...], M: int, N: int) -> tuple[int, int] | str:
+    """(row, column) strides of a Gemm C unidirectionally broadcast to [M, N]."""
+    if len(shape) > 2:
+        return f"Gemm C has rank {len(shape)} > 2"
+    rows, cols = ((1, 1) + shape)[-2:]
+    if rows not in (1, M) or cols not in (1, N):
+        return f"Gemm C {list(shape)} does not broadcast to [{M}, {N}]"
+    return (cols if rows == M and M > 1 else 0), (1 if cols == N and N > 1 else 0)
+
+
+def _gemm_problem(node: NodeInfo) -> GemmProblem | str:
+    """ONNX Gemm: Y = alpha * A' @ B' + beta * C with A' = A^T if transA, B' = B^T if transB."""
+    a, b = node.inputs[0].shape, node.inputs[1].shape
+    if len(a) != 2 or len(b) != 2:
+        return f"Gemm needs 2-D A and B, got {list(a)} and {list(b)}"
+    trans_a, trans_b = int(node.attr("transA", 0)), int(node.attr("transB", 0))
+    M, K = (a[1], a[0]) if trans_a else a
+    K2, N = (b[1], b[0]) if trans_b else b
+    if K != K2:
+        return f"inner dimensions differ: A' is [{M}, {K}], B' is [{K2}, {N}]"
+    sam, sak = (1, M) if trans_a else (K, 1)
+    sbk, sbn = (1, K) if trans_b else (N, 1)
+    c = node.input(2)
+    scm, scn = 0, 0
+    if c is not None:
+        strides = _bias_strides(c.shape, M, N)
+        if isinstance(strides, str):
+            return strides
+        scm, scn = strides
+    return GemmProblem(1, M, N, K, sam, sak, sbk, sbn, 0, 0, c is not None, scm, scn,
+                       float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0)))
+
+
+def gemm_problem(node: NodeInfo) -> GemmProblem | str:
+    """The strided GEMM a MatMul or Gemm node computes, or why it cannot be expressed."""
+    missing = require_present(node, 2)
+    if missing:
+        return missing
+    problem = _matmul_problem(node) if node.op_type == "MatMul" else _gemm_problem(node)
+    if isinstance(problem, str):
+        return problem
+    if node.outputs[0].numel != problem.batch * problem.M * problem.N:
+        return f"output {list(node.outputs[0].shape)} is not [{problem.batch}, {problem.M}, {problem.N}]"
+    if problem.batch > MAX_GRID_YZ:
+        return f"batch {problem.batch} exceeds the grid limit {MAX_GRID_YZ}"
+    return problem
+
+
+def _bias_arg(p: GemmProblem) -> tuple:
+    """C when there is a bias; otherwise A stands in (the kernel never reads it)."""
+    return IN(2) if p.bias else IN(0)
+
+
+def _traffic(node: NodeInfo) -> int:
+    """Compulsory bytes of the whole node: every input read once, the output written once."""
+    return tensor_bytes(*node.inputs, node.outputs[0])
+
+
+def _gemm_args(p: GemmProblem) -> list:
+    """Arguments of gemm_tiled / gemm_regblock in parameter order."""
+    return [IN(0), IN(1), _bias_arg(p), OUT(0), i32(p.M), i32(p.N), i32(p.K), i32(p.sam), i32(p.sak), i32(p.sbk),
+            i32(p.sbn), i32(p.scm), i32(p.scn), i32(p.batch_a), i32(p.batch_b), f32(p.alpha), f32(p.beta)]
+
+
+def _gemm_condition(tile_m: int):
+    """Condition of a GEMM variant whose rTasks cover tile_m rows each (grid.y is limited)."""
+
+    def condition(node: NodeInfo) -> bool | str:
+        p = gemm_problem(node)
+        if isinstance(p, str):
+            return p
+        return True if cdiv(p.M, tile_m) <= MAX_GRID_YZ else f"M = {p.M} needs too many tile rows"
+
+    return condition
+
+
+def _tiled_binding(op_type: str, tile: int, kind: str) -> Binding:
+    """gemm_tiled<TILE>: one TILE x TILE output tile per rTask, a thread per output."""
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        p = gemm_problem(node)
+        grid = (cdiv(p.N, tile), cdiv(p.M, tile), p.batch)
+        return [Launch("gemm_tiled", [tile, cpp_bool(p.bias)], grid, (tile, tile, 1), 0, _gemm_args(p), p.flops,
+                       _traffic(node))]
+
+    return Binding(op_type, f"tiled{tile}", SOURCE, kind, _gemm_condition(tile), plan, ("gemm_tiled",))
+
+
+def _regblock_binding(op_type: str, bm: int, bn: int, bk: int, tm: int, tn: int, kind: str) -> Binding:
+    """gemm_regblock: a BM x BN tile per rTask, TM x TN outputs per thread in registers."""
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        p = gemm_problem(node)
+        grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch)
+        threads = (bm // tm) * (bn // tn)
+        return [Launch("gemm_regblock", [bm, bn, bk, tm, tn, cpp_bool(p.bias)], grid, (threads, 1, 1), 0,
+                       _gemm_args(p), p.flops, _traffic(node))]
+
+    return Binding(op_type, f"regblock{bm}x{bn}", SOURCE, kind, _gemm_condition(bm), plan, ("gemm_regblock",))
+
+
+def gemv_problem(node: NodeInfo, layout: str) -> GemmProblem | str:
+    """The GEMM of a batch-1, M == 1 node whose weight is contiguous along k ('rows') or n ('cols')."""
+    p = gemm_problem(node)
+    if isinstance(p, str):
+        return p
+    if p.M != 1 or p.batch != 1:
+        return f"GEMV needs M == 1 and no batch, got M = {p.M}, batch = {p.batch}"
+    if layout == "rows" and p.sbk != 1:
+        return "the weight is not contiguous along K (needs Gemm transB=1)"
+    if layout == "cols" and p.sbn != 1:
+        return "the weight is not contiguous along N"
+    return p
+
+
+def _gemv_condition(layout: str):
+    """Condition of a GEMV variant for one weight layout."""
+
+    def condition(node: NodeInfo) -> bool | str:
+        p = gemv_problem(node, layout)
+        return p if isinstance(p, str) else True
+
+    return condition
+
+
+def _gemv_warp_binding(op_type: str, warps: int, kind: str) -> Binding:
+    """gemv_warp<WARPS>: one warp per output, WARPS outputs per rTask."""
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        p = gemv_problem(node, "rows")
+        args = [IN(0), IN(1), _bias_arg(p), OUT(0), i32(p.N), i32(p.K), i32(p.sak), i32(p.sbn), i32(p.scn),
+                f32(p.alpha), f32(p.beta)]
+        return [Launch("gemv_warp", [warps, cpp_bool(p.bias)], (cdiv(p.N, warps), 1, 1), (32 * warps, 1, 1), 0,
+                       args, p.flops, _traffic(node))]
+
+    return Binding(op_type, f"gemv_warp{warps}", SOURCE, kind, _gemv_condition("rows"), plan, ("gemv_warp",))
+
+
+def _gemv_col_binding(op_type: str, cols: int, krows: int, kind: str) -> Binding:
+    """gemv_col<COLS, KROWS>: COLS outputs per rTask, KROWS threads per output."""
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        p = gemv_problem(node, "cols")
+        args = [IN(0), IN(1), _bias_arg(p), OUT(0), i32(p.N), i32(p.K), i32(p.sak), i32(p.sbk), i32(p.sbn),
+                i32(p.scn), f32(p.alpha), f32(p.beta)]
+        return [Launch("gemv_col", [cols, krows, cpp_bool(p.bias)], (cdiv(p.N, cols), 1, 1), (cols, krows, 1), 0,
+                       args, p.flops, _traffic(node))]
+
+    return Binding(op_type, f"gemv_col{cols}x{krows}", SOURCE, kind, _gemv_condition("cols"), plan, ("gemv_col",))
+
+
+def splitk_shape(K: int) -> tuple[int, int]:
+    """(splits, k per split) of the split-K GEMV: chunks of at least SPLITK_MIN_CHUNK, at most 32 splits."""
+    chunk = max(SPLITK_MIN_CHUNK, cdiv(K, SPLITK_MAX_SPLITS))
+    return cdiv(K, chunk), chunk
+
+
+def _gemv_splitk_binding(op_type: str, cols: int, krows: int, reduce_block: int) -> Binding:
+    """Two launches: per-(column chunk, k chunk) partial sums into a temp, then a fixed-order sum."""
+
+    def condition(node: NodeInfo) -> bool | str:
+        p = gemv_problem(node, "cols")
+        if isinstance(p, str):
+            return p
+        return True if splitk_shape(p.K)[0] >= 2 else f"K = {p.K} is too short to split (< {2 * SPLITK_MIN_CHUNK})"
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        p = gemv_problem(node, "cols")
+        splits, chunk = splitk_shape(p.K)
+        partial = temp("partial", 4 * splits * p.N)
+        first = Launch("gemv_splitk_partial", [cols, krows], (cdiv(p.N, cols), splits, 1), (cols, krows, 1), 0,
+                       [IN(0), IN(1), partial, i32(p.N), i32(p.K), i32(chunk), i32(p.sak), i32(p.sbk), i32(p.sbn)],
+                       2 * p.N * p.K, tensor_bytes(*node.inputs[:2]) + 4 * splits * p.N)
+        second = linear_launch("gemv_splitk_reduce", [reduce_block, cpp_bool(p.bias)], p.N, reduce_block,
+                               [partial, _bias_arg(p), OUT(0), i32(p.N), i32(splits), i32(p.scn), f32(p.alpha),
+                                f32(p.beta)],
+                               p.N * (splits + (2 if p.bias else 1)),
+                               4 * splits * p.N + tensor_bytes(node.input(2), node.outputs[0]))
+        return [first, second]
+
+    return Binding(op_type, f"gemv_splitk{cols}x{krows}", SOURCE, "efficient", condition, plan,
+                   ("gemv_splitk_partial", "gemv_splitk_reduce"),
+                   note="two launches (partials into a temp, then a deterministic reduction); the second waits "
+                        "for every rTask of the first")
+
+
+def _bindings_for(op_type: str) -> list[Binding]:
+    """The GEMM and [K, N]-weight GEMV variants, for MatMul or Gemm."""
+    return [
+        _tiled_binding(op_type, 16, "efficient"),
+        _regblock_binding(op_type, 32, 32, 8, 2, 2, "efficient"),
+        _regblock_binding(op_type, 64, 64, 8, 4, 4, "fast"),
+        _gemv_col_binding(op_type, 32, 8, "efficient"),
+        _gemv_col_binding(op_type, 128, 2, "fast"),
+        _gemv_splitk_binding(op_type, 32, 8, 256),
+    ]
+
+
+# A [N, K] weight (rows contiguous in k) comes from Gemm transB=1; MatMul has it only when N == 1.
+BINDINGS = _bindings_for("MatMul") + _bindings_for("Gemm") + [
+    _gemv_warp_binding("Gemm", 2, "efficient"),
+    _gemv_warp_binding("Gemm", 8, "fast"),
+]

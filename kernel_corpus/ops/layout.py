@@ -1,0 +1,245 @@
+"""Bindings of the data-movement ops of legacy/layout.cu: Concat, Split, Slice and Transpose."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from kernel_corpus.bindings import Binding, Launch, NodeInfo
+from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, cdiv, contiguous_strides, i32, linear_launch,
+                                       norm_axis, require_present)
+
+SOURCE = "layout.cu"
+BLOCK = 256
+TILE, TILE_ROWS = 32, 8
+MAX_TRANSPOSE_RANK = 4
+
+
+def _copy_bytes(count: int) -> int:
+    """Bytes to read and write `count` float32 elements."""
+    return 8 * count
+
+
+# ---- Concat ------------------------------------------------------------------------------------------------
+def concat_axis(node: NodeInfo) -> int | str:
+    """The (non-negative) Concat axis once every input matches the output outside it."""
+    if not node.inputs or any(t is None for t in node.inputs) or node.output(0) is None:
+        return "needs present inputs and an output"
+    out = node.outputs[0].shape
+    axis = norm_axis(int(node.attr("axis", 0)), len(out))
+    if isinstance(axis, str):
+        return axis
+    total = 0
+    for i, t in enumerate(node.inputs):
+        if len(t.shape) != len(out) or any(d != o for k, (d, o) in enumerate(zip(t.shape, out)) if k != axis):
+            return f"input {i} {list(t.shape)} does not fit output {list(out)} outside axis {axis}"
+        total += t.shape[axis]
+    return axis if total == out[axis] else f"inputs add up to {total} along axis {axis}, output has {out[axis]}"
+
+
+def _concat_condition(node: NodeInfo) -> bool | str:
+    """Inputs stack along the axis into the output."""
+    axis = concat_axis(node)
+    return axis if isinstance(axis, str) else True
+
+
+def _concat_plan(node: NodeInfo) -> list[Launch]:
+    """One concat_copy per input, each writing its own slab of the output (independent launches)."""
+    out = node.outputs[0].shape
+    axis = concat_axis(node)
+    outer, inner = prod(out[:axis]), prod(out[axis + 1:])
+    launches, offset = [], 0
+    for i, t in enumerate(node.inputs):
+        src_inner = t.shape[axis] * inner
+        launches.append(linear_launch("concat_copy", [BLOCK], t.numel, BLOCK,
+                                      [IN(i), OUT(0), i32(outer), i32(src_inner), i32(out[axis] * inner),
+                                       i32(offset)], 0, _copy_bytes(t.numel)))
+        offset += src_inner
+    return launches
+
+
+# ---- Split and Slice: strided copies of one axis ----------------------------------------------------------
+@dataclass(frozen=True)
+class AxisSlice:
+    """dst[o, j, i] = src[o, start + j*step, i] for src [outer, len_in, inner], dst [outer, len_out, inner]."""
+
+    outer: int
+    len_in: int
+    len_out: int
+    inner: int
+    start: int
+    step: int
+
+
+def _axis_slice_launch(s: AxisSlice, out_index: int) -> Launch:
+    """slice_axis into output `out_index`."""
+    n = s.outer * s.len_out * s.inner
+    args = [IN(0), OUT(out_index)] + [i32(v) for v in (s.outer, s.len_in, s.len_out, s.inner, s.start, s.step)]
+    return linear_launch("slice_axis", [BLOCK], n, BLOCK, args, 0, _copy_bytes(n))
+
+
+def split_slices(node: NodeInfo) -> list[AxisSlice] | str:
+    """One slice per Split output; the sizes are read from the output shapes."""
+    if node.input(0) is None or not node.outputs or any(t is None for t in node.outputs):
+        return "needs input 0 and present outputs"
+    x = node.inputs[0].shape
+    axis = norm_axis(int(node.attr("axis", 0)), len(x))
+    if isinstance(axis, str):
+        return axis
+    outer, inner = prod(x[:axis]), prod(x[axis + 1:])
+    slices, start = [], 0
+    for i, t in enumerate(node.outputs):
+        y = t.shape
+        if len(y) != len(x) or any(d != o for k, (d, o) in enumerate(zip(y, x)) if k != axis):
+            return f"output {i} {list(y)} does not match input {list(x)} outside axis {axis}"
+        slices.append(AxisSlice(outer, x[axis], y[axis], inner, start, 1))
+        start += y[axis]
+    return slices if start == x[axis] else f"outputs add up to {start} along axis {axis}, input has {x[axis]}"
+
+
+def _split_condition(node: NodeInfo) -> bool | str:
+    """The outputs tile the input along the axis."""
+    slices = split_slices(node)
+    return slices if isinstance(slices, str) else True
+
+
+def _split_plan(node: NodeInfo) -> list[Launch]:
+    """One slice_axis per output (independent launches)."""
+    return [_axis_slice_launch(s, i) for i, s in enumerate(split_slices(node))]
+
+
+def onnx_slice_range(dim: int, start: int, end: int, step: int) -> tuple[int, int]:
+    """(first index, count) of an ONNX Slice on one axis, with its clamping rules."""
+    if start < 0:
+        start += dim
+    if end < 0:
+        end += dim
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        return start, max(0, cdiv(end - start, step))
+    start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    return start, max(0, cdiv(start - end, -step))
+
+
+def slice_plan(node: NodeInfo) -> AxisSlice | str:
+    """The single strided axis of a Slice node (attrs starts/ends/axes/steps), or why not."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    x = node.inputs[0].shape
+    starts, ends = node.attr("starts"), node.attr("ends")
+    if starts is None or ends is None:
+        return "starts and ends must be given as constant attributes"
+    starts, ends = [int(v) for v in starts], [int(v) for v in ends]
+    axes = [int(v) for v in node.attr("axes", range(len(starts)))]
+    steps = [int(v) for v in node.attr("steps", [1] * len(starts))]
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        return "starts, ends, axes and steps differ in length"
+    moved = []
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis = norm_axis(axis, len(x))
+        if isinstance(axis, str) or step == 0:
+            return axis if isinstance(axis, str) else "step 0 is not allowed"
+        first, count = onnx_slice_range(x[axis], start, end, step)
+        if (first, count, step) != (0, x[axis], 1):
+            moved.append((axis, first, count, step))
+    if len(moved) > 1:
+        return f"slices {len(moved)} axes; the kernel slices one"
+    axis, first, count, step = moved[0] if moved else (0, 0, x[0] if x else 1, 1)
+    expect = tuple(count if k == axis else d for k, d in enumerate(x))
+    if node.outputs[0].shape != expect:
+        return f"output {list(node.outputs[0].shape)} is not the sliced shape {list(expect)}"
+    return AxisSlice(prod(x[:axis]), x[axis] if x else 1, count, prod(x[axis + 1:]), first, step)
+
+
+def _slice_condition(node: NodeInfo) -> bool | str:
+    """At most one axis is really sliced."""
+    s = slice_plan(node)
+    return s if isinstance(s, str) else True
+
+
+# ---- Transpose --------------------------------------------------------------------------------------------
+def transpose_view(node: NodeInfo) -> tuple[list[int], list[int]] | str:
+    """The transpose reduced to its smallest form: merged input dims and their permutation."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    x = node.inputs[0].shape
+    perm = [int(p) for p in node.attr("perm", range(len(x) - 1, -1, -1))]
+    if sorted(perm) != list(range(len(x))):
+        return f"perm {perm} is not a permutation of {len(x)} axes"
+    if node.outputs[0].shape != tuple(x[p] for p in perm):
+        return f"output {list(node.outputs[0].shape)} is not the input permuted by {perm}"
+    kept = [p for p in perm if x[p] != 1]
+    groups: list[list[int]] = []
+    for p in kept:
+        if groups and p == groups[-1][-1] + 1:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    order = sorted(range(len(groups)), key=lambda g: groups[g][0])  # merged input dims in input order
+    dims = [prod(x[p] for p in groups[g]) for g in order]
+    rank_of = {g: r for r, g in enumerate(order)}
+    return dims, [rank_of[g] for g in range(len(groups))]
+
+
+def _transpose_nd_condition(node: NodeInfo) -> bool | str:
+    """Any permutation that merges down to 4 dims or fewer."""
+    view = transpose_view(node)
+    if isinstance(view, str):
+        return view
+    return True if len(view[0]) <= MAX_TRANSPOSE_RANK else f"needs {len(view[0])} dims after merging (> 4)"
+
+
+def _transpose_nd_plan(node: NodeInfo) -> list[Launch]:
+    """transpose_nd over the merged view, padded to 4 output dims."""
+    dims, perm = transpose_view(node)
+    strides = contiguous_strides(dims)
+    out_dims = [dims[p] for p in perm]
+    out_strides = [strides[p] for p in perm]
+    pad = MAX_TRANSPOSE_RANK - len(out_dims)
+    out_dims, out_strides = [1] * pad + out_dims, [0] * pad + out_strides
+    n = node.outputs[0].numel
+    return [linear_launch("transpose_nd", [BLOCK], n, BLOCK,
+                          [IN(0), OUT(0), i32(n)] + [i32(v) for v in out_dims[1:] + out_strides], 0,
+                          _copy_bytes(n))]
+
+
+def tiled_view(node: NodeInfo) -> tuple[int, int, int] | str:
+    """(batch, rows, cols) when the transpose only swaps the two innermost (merged) dims."""
+    view = transpose_view(node)
+    if isinstance(view, str):
+        return view
+    dims, perm = view
+    if perm == [1, 0]:
+        batch, rows, cols = 1, dims[0], dims[1]
+    elif perm == [0, 2, 1]:
+        batch, rows, cols = dims
+    else:
+        return f"not a swap of the last two dims (merged perm {perm})"
+    return (batch, rows, cols) if batch <= MAX_GRID_YZ and cdiv(rows, TILE) <= MAX_GRID_YZ else "grid too large"
+
+
+def _tiled_condition(node: NodeInfo) -> bool | str:
+    """Only swaps of the last two dims."""
+    view = tiled_view(node)
+    return view if isinstance(view, str) else True
+
+
+def _tiled_plan(node: NodeInfo) -> list[Launch]:
+    """transpose_tiled: a 32 x 32 tile per rTask through shared memory."""
+    batch, rows, cols = tiled_view(node)
+    return [Launch("transpose_tiled", [TILE, TILE_ROWS], (cdiv(cols, TILE), cdiv(rows, TILE), batch),
+                   (TILE, TILE_ROWS, 1), 0, [IN(0), OUT(0), i32(rows), i32(cols)], 0,
+                   _copy_bytes(node.outputs[0].numel))]
+
+
+BINDINGS = [
+    Binding("Concat", "copy", SOURCE, "only", _concat_condition, _concat_plan, ("concat_copy",),
+            note="one launch per input; the launches write disjoint parts of the output and may run concurrently"),
+    Binding("Split", "copy", SOURCE, "only", _split_condition, _split_plan, ("slice_axis",), float_inputs=1,
+            note="one launch per output, independent; split sizes come from the output shapes"),
+    Binding("Slice", "copy", SOURCE, "only", _slice_condition, lambda node: [_axis_slice_launch(slice_plan(node), 0)],
+            ("slice_axis",), float_inputs=1, note="starts/ends/axes/steps are read from attrs of those names"),
+    Binding("Transpose", "nd", SOURCE, "efficient", _transpose_nd_condition, _transpose_nd_plan, ("transpose_nd",)),
+    Binding("Transpose", "tiled", SOURCE, "fast", _tiled_condition, _tiled_plan, ("transpose_tiled",)),
+]

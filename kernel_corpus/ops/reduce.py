@@ -1,0 +1,102 @@
+"""Bindings of the row reductions of legacy/reduce.cu: Softmax, LayerNormalization, GlobalAveragePool."""
+from __future__ import annotations
+
+from math import prod
+from typing import Callable
+
+from kernel_corpus.bindings import Binding, Launch, NodeInfo
+from kernel_corpus.ops._common import (IN, OUT, cdiv, cpp_bool, extra_outputs, f32, i32, norm_axis,
+                                       require_present, tensor_bytes)
+
+SOURCE = "reduce.cu"
+# (variant, threads per row, rows per rTask, kind): a block per row for long rows, a warp per row for short ones.
+SHAPES = (("block256", 256, 1, "fast"), ("warp4", 32, 4, "efficient"))
+FLOPS_PER_ELEMENT = {"Softmax": 5, "LayerNormalization": 8, "GlobalAveragePool": 1}
+
+
+def _split_at(shape: tuple[int, ...], axis: int) -> tuple[int, int]:
+    """(rows, cols) of a tensor flattened around an axis."""
+    return prod(shape[:axis]), prod(shape[axis:])
+
+
+def softmax_rows(node: NodeInfo) -> tuple[int, int] | str:
+    """Softmax as [rows, cols]: opset >= 13 needs the last axis; older opsets flatten at the axis."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    shape = node.inputs[0].shape
+    axis = norm_axis(int(node.attr("axis", -1 if node.opset >= 13 else 1)), len(shape))
+    if isinstance(axis, str):
+        return axis
+    if node.opset >= 13 and axis != max(len(shape) - 1, 0):
+        return f"softmax over axis {axis} of rank {len(shape)}: only the last axis is supported"
+    return _split_at(shape, axis)
+
+
+def layernorm_rows(node: NodeInfo) -> tuple[int, int] | str:
+    """LayerNormalization as [rows, cols] (normalised over the axes from `axis` on), scale/bias of cols values."""
+    missing = require_present(node, 2) or extra_outputs(node, 1)
+    if missing:
+        return missing
+    shape = node.inputs[0].shape
+    axis = norm_axis(int(node.attr("axis", -1)), len(shape))
+    if isinstance(axis, str):
+        return axis
+    rows, cols = _split_at(shape, axis)
+    for i in (1, 2):
+        t = node.input(i)
+        if t is not None and t.numel != cols:
+            return f"input {i} {list(t.shape)} does not hold the {cols} normalised values"
+    return rows, cols
+
+
+def gap_rows(node: NodeInfo) -> tuple[int, int] | str:
+    """GlobalAveragePool as [N*C, spatial] means."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    shape = node.inputs[0].shape
+    if len(shape) < 3:
+        return f"needs rank >= 3, got {list(shape)}"
+    return _split_at(shape, 2)
+
+
+def _binding(op_type: str, rows_of: Callable, kernel: str, extra_args: Callable, variant: str, threads: int,
+             rows_per_task: int, kind: str, bias_template: bool = False) -> Binding:
+    """One row-reduction binding: grid ceil(rows / ROWS), block (THREADS, ROWS)."""
+
+    def condition(node: NodeInfo) -> bool | str:
+        rc = rows_of(node)
+        return rc if isinstance(rc, str) else True
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        rows, cols = rows_of(node)
+        template = [threads, rows_per_task] + ([cpp_bool(node.input(2) is not None)] if bias_template else [])
+        return [Launch(kernel, template, (cdiv(rows, rows_per_task), 1, 1), (threads, rows_per_task, 1), 0,
+                       extra_args(node, rows, cols), FLOPS_PER_ELEMENT[op_type] * rows * cols,
+                       tensor_bytes(*node.inputs, node.outputs[0]))]
+
+    return Binding(op_type, variant, SOURCE, kind, condition, plan, (kernel,))
+
+
+def _rows_args(node: NodeInfo, rows: int, cols: int) -> list:
+    """softmax_rows / mean_rows(X, Y, rows, cols)."""
+    return [IN(0), OUT(0), i32(rows), i32(cols)]
+
+
+def _layernorm_args(node: NodeInfo, rows: int, cols: int) -> list:
+    """layernorm_rows(X, scale, bias, Y, rows, cols, eps); X stands in for an absent bias (never read)."""
+    bias = IN(2) if node.input(2) is not None else IN(0)
+    return [IN(0), IN(1), bias, OUT(0), i32(rows), i32(cols), f32(node.attr("epsilon", 1e-5))]
+
+
+BINDINGS = [
+    b
+    for variant, threads, rows_per_task, kind in SHAPES
+    for b in (
+        _binding("Softmax", softmax_rows, "softmax_rows", _rows_args, variant, threads, rows_per_task, kind),
+        _binding("LayerNormalization", layernorm_rows, "layernorm_rows", _layernorm_args, variant, threads,
+                 rows_per_task, kind, bias_template=True),
+        _binding("GlobalAveragePool", gap_rows, "mean_rows", _rows_args, variant, threads, rows_per_task, kind),
+    )
+]

@@ -1,0 +1,747 @@
+"""`rtransform convert-all`: convert every kernel of a source tree in parallel, cached, with a report.
+
+Statuses and exit code (the contract the CLI documents):
+- per kernel: `converted`; `refused` (a construct that cannot run as an rTask: grid sync, dynamic
+  parallelism, texture references, inline asm reading hardware block indices ...; the converter's
+  `file:line:col: error: ...` line is the reason); `failed` (its only problems are clang errors).
+- per file: `converted` (all its kernels), `partial` (some converted, some refused), `refused` (none
+  converted), `no_kernels` (nothing to convert: copied unchanged, so converted files that include it still
+  compile), `failed` (a clang error anywhere in the file that no refusal explains, a converter crash, a
+  timeout: the one-line reason; no output file is left).
+- with --verify, per kernel `verified` / `differs` / `no spec` / `error` (the verification itself broke).
+- exit code: 1 when a file or kernel failed, or a verification differs or broke; refused kernels are
+  reported but exit 0 unless `strict`, where they exit 1 too. 2 for bad arguments.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import json
+import multiprocessing as mp
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rtransform.cli import metadata_path, write_atomic
+from rtransform.toolchain import find_nvcc  # the one nvcc finder; re-exported here for batch users
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RUNTIME_INCLUDE = REPO_ROOT / "vdevice" / "include"
+SOURCE_SUFFIXES = (".cu", ".cuh")
+CACHE_NAME = ".convert-all-cache.json"
+REPORT_NAME = "report.json"
+RESOURCE_ARCH = "sm_90"
+FILE_TIMEOUT_S = 300  # one file: conversion and its nvcc compile
+VERIFY_TIMEOUT_S = 300  # added per launch spec beside the file when verifying
+NVCC_TIMEOUT_S = 240
+REPORT_SCHEMA = 1
+
+
+# ---- nvcc: resources per rKernel ---------------------------------------------------------------------------
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PTXAS_PROPS = re.compile(r"Function properties for (\S+)")
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_USED = re.compile(r"Used (\d+) registers")
+_PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def parse_ptxas(text: str) -> dict[str, dict]:
+    """Resources per entry function (mangled name) from `ptxas -v` output."""
+    entries: dict[str, dict] = {}
+    current: dict | None = None
+    for line in text.splitlines():
+        if m := _PTXAS_ENTRY.search(line):
+            current = entries.setdefault(m.group(1), {"registers": None, "spill_stores": 0, "spill_loads": 0,
+                                                      "stack_frame": 0, "static_smem_bytes": 0})
+        elif m := _PTXAS_PROPS.search(line):
+            current = entries.get(m.group(1))  # properties of a non-entry function: ignored
+        elif current is not None and (m := _PTXAS_FRAME.search(line)):
+            current.update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)),
+                           spill_loads=int(m.group(3)))
+        elif current is not None and (m := _PTXAS_USED.search(line)):
+            current["registers"] = int(m.group(1))
+            if s := _PTXAS_SMEM.search(line):
+                current["static_smem_bytes"] = int(s.group(1))
+    return entries
+
+
+_BUILTIN_TYPES = {"v": "void", "b": "bool", "c": "char", "a": "signed char", "h": "unsigned char", "s": "short",
+                  "t": "unsigned short", "i": "int", "j": "unsigned int", "l": "long", "m": "unsigned long",
+                  "x": "long long", "y": "unsigned long long", "f": "float", "d": "double"}
+
+
+def demangle_entry(sym: str) -> tuple[str, str | None]:
+    """(unqualified name, template arguments as C++ text) of an Itanium-mangled kernel symbol.
+
+    Covers what kernel instantiations use: integer and bool literals and builtin types
+    (`_ZN2ns4tileILi8ELb1EEEvPf` -> ('tile', '8, true')); '' without template arguments, None when the
+    arguments are of another kind; an unmangled (extern "C") symbol is its own name."""
+    if not sym.startswith("_Z"):
+        return sym, ""
+    nested = sym.startswith("_ZN")
+    i = 3 if nested else 2
+    while nested and i < len(sym) and sym[i] in "rVKL":  # cv/ref qualifiers of a nested name
+        i += 1
+    name, args = sym, ""
+    while i < len(sym):
+        if sym[i].isdigit():
+            j = i
+            while sym[j].isdigit():
+                j += 1
+            name, args, i = sym[j:j + int(sym[i:j])], "", j + int(sym[i:j])
+        elif sym[i] == "I":
+            args, i = _template_args(sym, i + 1)
+            if args is None:
+                break
+        else:
+            break
+        if not nested and not (i < len(sym) and sym[i] == "I"):
+            break
+    return name, args
+
+
+def _template_args(sym: str, i: int) -> tuple[str | None, int]:
+    """Parse `...E` after a template's `I`; (None, i) for arguments other than literals and builtin types."""
+    out = []
+    while i < len(sym) and sym[i] != "E":
+        if sym[i] == "L" and i + 1 < len(sym) and sym[i + 1] in _BUILTIN_TYPES:
+            kind, j = sym[i + 1], sym.find("E", i + 2)
+            value = sym[i + 2:j].replace("n", "-", 1)
+            if j < 0 or not value.lstrip("-").isdigit():
+                return None, i
+            out.append({"0": "false", "1": "true"}.get(value, value) if kind == "b" else value)
+            i = j + 1
+        elif sym[i] in _BUILTIN_TYPES:
+            out.append(_BUILTIN_TYPES[sym[i]])
+            i += 1
+        else:
+            return None, i
+    return ", ".join(out), i + 1
+
+
+def template_args_text(args: list) -> str:
+    """Template arguments as C++ text, the way demangle_entry writes them (`[16, True]` -> '16, true')."""
+    from rtransform.spec import template_arg_text
+    return ", ".join(template_arg_text(a) for a in args)
+
+
+# ---- conversion of one file (runs in a worker process) -----------------------------------------------------
+@dataclass
+class KernelRecord:
+    """What happened to one kernel of a file."""
+    name: str
+    status: str  # converted | refused | failed
+    reason: str | None = None
+    features: list[str] = field(default_factory=list)
+    verify: str | None = None  # verified | differs | no spec | error (only with --verify)
+    verify_detail: str | None = None
+    resources: list[dict] | None = None  # ptxas figures per instantiation (only with nvcc)
+
+
+@dataclass
+class FileRecord:
+    """What happened to one source file."""
+    path: str  # relative to the source directory, '/'-separated
+    status: str  # converted | partial | refused | no_kernels | failed
+    reason: str | None = None
+    kernels: list[KernelRecord] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    resources_note: str | None = None
+
+    @staticmethod
+    def from_dict(d: dict) -> "FileRecord":
+        """Rebuild a record read back from the cache."""
+        kernels = [KernelRecord(**k) for k in d.get("kernels", [])]
+        return FileRecord(**{**d, "kernels": kernels})
+
+
+@dataclass
+class FileJob:
+    """Everything a worker needs to convert one file (picklable)."""
+    src_dir: str
+    rel: str
+    out_dir: str
+    verify: bool
+    resources: bool
+    nvcc: str | None  # set when resources are asked for
+    timeout_s: int = FILE_TIMEOUT_S
+
+
+TRANSIENT_REASONS = ("timeout:", "converter hung:", "converter process died")
+
+
+def is_transient(rec: "FileRecord") -> bool:
+    """A failure that may not repeat (timeout, hang, dead worker): never cached, retried next run."""
+    return rec.status == "failed" and (rec.reason or "").startswith(TRANSIENT_REASONS)
+
+
+class _FileTimeout(Exception):
+    """Raised in a worker by SIGALRM when one file takes too long."""
+
+
+def one_line(text: str) -> str:
+    """First non-empty line of a message, stripped (report reasons are one line each)."""
+    for line in str(text).splitlines():
+        if line.strip():
+            return line.strip()
+    return str(text).strip()
+
+
+def output_paths(rel: str) -> tuple[str, str]:
+    """Converted source and metadata paths (relative): `x.cu` -> `x.rkernels.json` as `rtransform convert`
+    writes it; a header keeps its suffix (`x.cuh.rkernels.json`) so `x.cu` and `x.cuh` never collide."""
+    p = Path(rel)
+    return p.as_posix(), metadata_path(p if p.suffix == ".cu" else p.with_name(p.name + ".cu")).as_posix()
+
+
+def _remove_outputs(out_dir: Path, rel: str) -> None:
+    for r in output_paths(rel):
+        (out_dir / r).unlink(missing_ok=True)
+
+
+def convert_file(job: FileJob) -> FileRecord:
+    """Convert one file, write its outputs, compile/verify on request; every exception becomes `failed`,
+    and a failed file leaves no output behind."""
+    out_dir = Path(job.out_dir)
+    old = signal.signal(signal.SIGALRM, _raise_timeout) if job.timeout_s else None
+    signal.alarm(job.timeout_s)
+    try:
+        rec = _convert_file(job, out_dir)
+    except _FileTimeout:
+        rec = FileRecord(job.rel, "failed", f"{TRANSIENT_REASONS[0]} not done within {job.timeout_s} s")
+    except Exception as exc:  # one broken file never stops the batch
+        rec = FileRecord(job.rel, "failed", f"converter crashed: {type(exc).__name__}: {one_line(exc)}")
+    finally:
+        signal.alarm(0)
+        if old is not None:
+            signal.signal(signal.SIGALRM, old)
+    if rec.status == "failed":
+        _remove_outputs(out_dir, job.rel)
+    return rec
+
+
+def _raise_timeout(signum, frame):
+    raise _FileTimeout()
+
+
+def _convert_file(job: FileJob, out_dir: Path) -> FileRecord:
+    src = Path(job.src_dir) / job.rel
+    try:
+        text = src.read_text(errors="replace")
+    except OSError as exc:
+        return FileRecord(job.rel, "failed", f"{src}: cannot read: {exc.strerror or exc}")
+    outcome = convert_kernels(text, os.path.abspath(src))
+    rec = FileRecord(job.rel, outcome.file_status(), outcome.error, outcome.kernels)
+    out_rel, meta_rel = output_paths(job.rel)
+    if rec.status == "failed":
+        return rec
+    if rec.status == "no_kernels":
+        (out_dir / meta_rel).unlink(missing_ok=True)
+        write_atomic(out_dir / out_rel, text)
+        rec.outputs = [out_rel]
+        return rec
+    if job.resources:
+        rec.resources_note = attach_resources(job, outcome)
+    if job.verify:
+        verify_kernels(job, outcome)
+    metadata = {"source": job.rel, "rkernels": outcome.rkernels, "refused": outcome.refused}
+    write_atomic(out_dir / out_rel, outcome.output)
+    write_atomic(out_dir / meta_rel, json.dumps(metadata, indent=2) + "\n")
+    rec.outputs = [out_rel, meta_rel]
+    return rec
+
+
+# ---- the converter, per kernel ---------------------------------------------------------------------------
+@dataclass
+class Outcome:
+    """Converter result for one file, split per kernel."""
+    kernels: list[KernelRecord] = field(default_factory=list)
+    output: str = ""
+    rkernels: list[dict] = field(default_factory=list)
+    refused: list[dict] = field(default_factory=list)  # {name, diagnostics}, as the converter reports them
+    error: str | None = None  # file-level failure (a clang error)
+
+    def file_status(self) -> str:
+        """Aggregate the kernel statuses into the file's status."""
+        if self.error is not None:
+            return "failed"
+        states = {k.status for k in self.kernels}
+        if not states:
+            return "no_kernels"
+        if "failed" in states:
+            return "failed"
+        if states == {"converted"}:
+            return "converted"
+        return "partial" if "converted" in states else "refused"
+
+
+def convert_kernels(text: str, filename: str) -> Outcome:
+    """Convert all kernels and sort each problem into refused (a converter refusal) or failed (clang error).
+
+    The converter folds clang errors inside a kernel into that kernel's refusal; a kernel whose only
+    problems are clang errors, or a clang error outside every refused kernel, makes the file `failed`."""
+    import converter
+    parsed = converter.parse_cuda(text, filename)
+    clang_errors = [f"{filename}:{d.location.line}:{d.location.column}: error: {d.spelling}"
+                    for d in parsed.errors()]
+    try:
+        res = converter.convert_source(text, filename)
+    except converter.ConversionError:
+        res = None  # not one kernel converted: ask per kernel below
+    names = kernel_names(parsed) if res is None or res.refused else []
+    if res is None:
+        out, refusals = Outcome(), {n: _refusal(text, filename, n) for n in names}
+    else:
+        out, refusals = _converted(res), {r["name"]: r["diagnostics"] for r in res.refused}
+    for name, diags in refusals.items():
+        own = [d for d in diags if d not in clang_errors]
+        out.kernels.append(KernelRecord(name, "refused" if own else "failed", one_line((own or diags)[0])))
+        out.refused.append({"name": name, "diagnostics": diags})
+    attributed = {d for diags in refusals.values() for d in diags}
+    problems = [d for d in clang_errors if d not in attributed] + \
+        [k.reason for k in out.kernels if k.status == "failed"]
+    out.error = problems[0] if problems else None
+    order = {n: i for i, n in enumerate(names)}
+    out.kernels.sort(key=lambda k: order.get(k.name, -1))
+    return out
+
+
+def kernel_names(parsed) -> list[str]:
+    """Qualified names of the __global__ functions defined in a parsed file, in source order."""
+    from converter.convert import Converter
+    conv = Converter(parsed)
+    conv.collect()
+    return [f.qualname for f in sorted(conv.funcs.values(), key=lambda f: f.start) if f.is_kernel]
+
+
+def _refusal(text: str, filename: str, kernel: str) -> list[str]:
+    """The converter's diagnostics for one kernel converted alone."""
+    import converter
+    try:
+        converter.convert_source(text, filename, kernels=[kernel])
+    except converter.ConversionError as err:
+        return err.diagnostics
+    raise RuntimeError(f"kernel '{kernel}' converts alone but not with the rest of its file")
+
+
+def _converted(res) -> Outcome:
+    kernels = [KernelRecord(rk["name"], "converted", None, sorted(rk.get("features", [])))
+               for rk in res.rkernels]
+    return Outcome(kernels, res.output, list(res.rkernels))
+
+
+# ---- launch specs next to a kernel -----------------------------------------------------------------------
+def find_spec(src: Path, kernel: str):
+    """The LaunchSpec for a kernel: `NAME.spec.yaml`, else `STEM.spec.yaml` naming it; None if neither.
+
+    NAME is the kernel's unqualified name; a spec names the kernel plainly or with its namespaces."""
+    from rtransform.spec import load_spec
+    short = kernel.split("::")[-1]
+    for path in (src.with_name(f"{short}.spec.yaml"), src.with_name(f"{src.name.rsplit('.', 1)[0]}.spec.yaml")):
+        if path.is_file():
+            spec = load_spec(path)
+            if spec.kernel in (kernel, short):
+                return spec
+    return None
+
+
+def spec_files(src: Path) -> list[Path]:
+    """Every launch spec beside a source file (they feed the cache key when specs matter)."""
+    return sorted(src.parent.glob("*.spec.yaml"))
+
+
+def verify_kernels(job: FileJob, outcome: Outcome) -> None:
+    """Verify on the CPU each converted kernel that has a launch spec: verified / differs / no spec / error."""
+    from rtransform import verify as rverify
+    src = Path(job.src_dir) / job.rel
+    for k in outcome.kernels:
+        if k.status != "converted":
+            continue
+        try:
+            spec = find_spec(src, k.name)
+            if spec is None:
+                k.verify = "no spec"
+                continue
+            result = rverify.verify_file(str(src), spec.path)
+            k.verify = "verified" if result.ok else "differs"
+            k.verify_detail = None if result.ok else one_line(result.summary())
+        except Exception as exc:  # a broken spec or a verification that cannot run is reported, not fatal
+            k.verify, k.verify_detail = "error", f"{type(exc).__name__}: {one_line(exc)}"
+
+
+# ---- resources: nvcc -Xptxas -v on the converted file ------------------------------------------------------
+def attach_resources(job: FileJob, outcome: Outcome) -> str | None:
+    """Compile the converted file for sm_90 and store ptxas figures per rKernel; returns a note or None.
+
+    Template kernels are instantiated with the template arguments of their launch spec, if any."""
+    src = Path(job.src_dir) / job.rel
+    instances: list[tuple[dict, list]] = []  # (rkernel metadata, template args)
+    lines = [outcome.output, "", "// instantiations from launch specs (rtransform convert-all)"]
+    for rk in outcome.rkernels:
+        if not rk.get("template_params"):
+            instances.append((rk, []))
+            continue
+        spec = find_spec(src, rk["name"])
+        if spec is None or not spec.template_args:
+            rk["ptxas"] = {"arch": RESOURCE_ARCH, "instances": [], "note": "template: no spec gives its arguments"}
+            continue
+        expr = f"{rk['name']}<{template_args_text(spec.template_args)}>"
+        lines.append(f"void* __rt_instantiate_{len(instances)}() {{ return (void*)&{expr}; }}")
+        instances.append((rk, spec.template_args))
+    if not instances:
+        return None
+    ok, text = run_ptxas("\n".join(lines) + "\n", job.nvcc, [str(src.parent)])
+    if not ok:
+        return f"nvcc failed: {text}"
+    found = {demangle_entry(sym): {"symbol": sym, **res} for sym, res in parse_ptxas(text).items()}
+    for rk, targs in instances:
+        res = found.get((rk["name"].split("::")[-1], template_args_text(targs)))
+        rk["ptxas"] = {"arch": RESOURCE_ARCH, "instances": [{"template_args": targs, **res}] if res else []}
+        kernel = next(k for k in outcome.kernels if k.name == rk["name"])
+        kernel.resources = rk["ptxas"]["instances"]
+    return None
+
+
+def run_ptxas(source: str, nvcc: str, include_dirs: list[str]) -> tuple[bool, str]:
+    """Device-compile a source for sm_90 with `-Xptxas -v`; (True, ptxas log) or (False, first error line)."""
+    with tempfile.TemporaryDirectory(prefix="rt-resources-") as tmp:
+        cu = Path(tmp) / "rkernels.cu"
+        cu.write_text(source)
+        cmd = [nvcc, f"-arch={RESOURCE_ARCH}", "--cubin", "-Xptxas", "-v", "-I", str(RUNTIME_INCLUDE)]
+        cmd += [a for d in include_dirs for a in ("-I", d)] + ["-o", str(Path(tmp) / "rkernels.cubin"), str(cu)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return False, f"timeout after {NVCC_TIMEOUT_S} s"
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        errors = [ln for ln in log.splitlines() if "error" in ln]
+        return False, one_line(errors[0] if errors else log or f"exit {proc.returncode}")
+    return True, log
+
+
+# ---- the batch: discovery, cache, process pool -------------------------------------------------------------
+def discover_sources(src_dir: Path, out_dir: Path) -> list[str]:
+    """Relative '/'-paths of every .cu/.cuh below src_dir (recursively, sorted), leaving out out_dir."""
+    out_resolved = out_dir.resolve()
+    found = []
+    for root, dirs, files in os.walk(src_dir):
+        rp = Path(root)
+        dirs[:] = sorted(d for d in dirs if (rp / d).resolve() != out_resolved)
+        found += [(rp / f).relative_to(src_dir).as_posix() for f in files
+                  if f.endswith(SOURCE_SUFFIXES) and _file_or_dangling(rp / f)]
+    return sorted(found)
+
+
+def _file_or_dangling(p: Path) -> bool:
+    """A regular file, or a broken link (reported as unreadable); never a FIFO or device that could block."""
+    return p.is_file() or (p.is_symlink() and not p.exists())
+
+
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def local_includes(src: Path, limit: int = 200) -> list[Path]:
+    """Files reached through `#include "..."` relative to the including file (recursive, bounded)."""
+    seen: list[Path] = []
+    todo = [src]
+    while todo and len(seen) < limit:
+        cur = todo.pop()
+        try:
+            text = cur.read_text(errors="replace")
+        except OSError:
+            continue
+        for name in _QUOTED_INCLUDE.findall(text):
+            inc = (cur.parent / name).resolve()
+            if inc.is_file() and inc not in seen and inc != src.resolve():
+                seen.append(inc)
+                todo.append(inc)
+    return seen
+
+
+def digest_files(paths: list[Path], *extra: str) -> str:
+    """sha256 over the contents of files (missing ones count as absent) and extra strings."""
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(str(p).encode() + b"\0")
+        h.update(p.read_bytes() if p.is_file() else b"<absent>")
+        h.update(b"\0")
+    for e in extra:
+        h.update(e.encode() + b"\0")
+    return h.hexdigest()
+
+
+def _package_files(pkg_dir: Path) -> list[Path]:
+    """Sources and headers of a package (what a toolchain digest covers)."""
+    return sorted(p for p in pkg_dir.rglob("*") if p.is_file() and p.suffix in (".py", ".h", ".cuh"))
+
+
+def toolchain_version(verify: bool, resources: bool, nvcc: str | None) -> str:
+    """Digest of everything besides the input that decides a file's result (converter, verifier, nvcc)."""
+    import converter
+    files = _package_files(Path(converter.__file__).parent) + [Path(__file__)]
+    extra = [getattr(converter, "CONVERTER_VERSION", ""), f"verify={verify}", f"resources={resources}"]
+    if verify:
+        files += _package_files(REPO_ROOT / "vdevice") + _package_files(REPO_ROOT / "rtransform")
+    if resources:
+        files += [RUNTIME_INCLUDE / "rtask_runtime.cuh"]
+        extra.append(f"nvcc={nvcc}:{os.stat(nvcc).st_mtime_ns if nvcc else None}")
+    return digest_files(files, *extra)
+
+
+def cache_key(src: Path, toolchain: str, with_specs: bool) -> str:
+    """Key of one file's result: its text, its local includes, the toolchain, and its specs when used."""
+    deps = [src] + local_includes(src) + (spec_files(src) if with_specs else [])
+    return digest_files(deps, toolchain)
+
+
+def load_cache(out_dir: Path) -> dict:
+    """Previous results by relative path; an unreadable cache is an empty one."""
+    try:
+        data = json.loads((out_dir / CACHE_NAME).read_text())
+        return data["entries"] if data.get("schema") == REPORT_SCHEMA else {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def save_cache(out_dir: Path, entries: dict) -> None:
+    """Write the cache for the next run."""
+    write_atomic(out_dir / CACHE_NAME, json.dumps({"schema": REPORT_SCHEMA, "entries": entries}, indent=1))
+
+
+def output_digests(out_dir: Path, rec: FileRecord) -> dict[str, str]:
+    """sha256 of each output file of a record (a cache hit needs them unchanged on disk)."""
+    return {r: hashlib.sha256((out_dir / r).read_bytes()).hexdigest() for r in rec.outputs}
+
+
+def cached_record(entry: dict | None, key: str, out_dir: Path) -> FileRecord | None:
+    """The cached result when the key matches and its outputs are still there, unchanged."""
+    if not entry or entry.get("key") != key:
+        return None
+    try:
+        rec = FileRecord.from_dict(entry["record"])
+        if output_digests(out_dir, rec) != entry.get("outputs"):
+            return None
+    except (OSError, KeyError, TypeError):
+        return None
+    return rec
+
+
+def run_pool(jobs: list[FileJob], workers: int, on_done) -> dict[str, FileRecord]:
+    """Convert files in a process pool; a worker that dies is retried alone, so only its file fails."""
+    results: dict[str, FileRecord] = {}
+    lost = _pool_round(jobs, workers, results, on_done)
+    for job in lost:  # the pool broke: find the file that kills its worker
+        if _pool_round([job], 1, results, on_done):
+            rec = FileRecord(job.rel, "failed", f"{TRANSIENT_REASONS[2]} (a crash in native code?)")
+            results[job.rel] = rec
+            on_done(rec)
+    return results
+
+
+def _pool_round(jobs: list[FileJob], workers: int, results: dict, on_done) -> list[FileJob]:
+    """One pool over the jobs; returns the jobs lost to a broken pool or a stalled worker."""
+    if not jobs:
+        return []
+    stall_s = max(j.timeout_s for j in jobs) + 60
+    # fork: workers start at once with the converter already imported (spawn would re-import libclang)
+    pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=mp.get_context("fork"))
+    futures = {pool.submit(convert_file, j): j for j in jobs}
+    lost: list[FileJob] = []
+    pending = set(futures)
+    try:
+        while pending:
+            done, pending = cf.wait(pending, timeout=stall_s, return_when=cf.FIRST_COMPLETED)
+            if not done:  # nothing finished for longer than any file may take: a hang in native code
+                for f in sorted(pending, key=lambda f: futures[f].rel):
+                    if not f.running():
+                        lost.append(futures[f])
+                        continue
+                    rec = FileRecord(futures[f].rel, "failed", f"{TRANSIENT_REASONS[1]} no result within {stall_s} s")
+                    results[rec.path] = rec
+                    on_done(rec)
+                _kill_workers(pool)
+                break
+            for f in done:
+                try:
+                    rec = f.result()
+                except cf.process.BrokenProcessPool:
+                    lost.append(futures[f])
+                    continue
+                results[rec.path] = rec
+                on_done(rec)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return sorted(lost, key=lambda j: j.rel)
+
+
+def _kill_workers(pool: cf.ProcessPoolExecutor) -> None:
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        proc.kill()
+
+
+# ---- the report --------------------------------------------------------------------------------------------
+_DIAG_PREFIX = re.compile(r"^.*?:\d+:\d+: (?:fatal )?error: ")
+
+
+def reason_key(reason: str) -> str:
+    """A reason without its `file:line:col: error:` location, so equal causes count together."""
+    return _DIAG_PREFIX.sub("", reason)
+
+
+def exit_code(records: list[FileRecord], strict: bool) -> int:
+    """1 on any failure or bad verification (and on refusals with strict), else 0."""
+    for rec in records:
+        if rec.status == "failed":
+            return 1
+        for k in rec.kernels:
+            if k.status == "failed" or k.verify in ("differs", "error") or (strict and k.status == "refused"):
+                return 1
+    return 0
+
+
+def count_report(records: list[FileRecord]) -> dict:
+    """Counts per file status, kernel status, feature, reason, verification result."""
+    files = Counter(r.status for r in records)
+    kernels = Counter(k.status for r in records for k in r.kernels)
+    features = Counter(f for r in records for k in r.kernels if k.status == "converted" for f in k.features)
+    reasons = Counter(reason_key(x) for r in records
+                      for x in ([r.reason] if r.status == "failed" else [k.reason for k in r.kernels if k.reason]))
+    verify = Counter(k.verify for r in records for k in r.kernels if k.verify)
+    return {"files": dict(sorted(files.items())), "kernels": dict(sorted(kernels.items())),
+            "features": dict(sorted(features.items())), "reasons": dict(sorted(reasons.items())),
+            "verify": dict(sorted(verify.items()))}
+
+
+def build_report(records: list[FileRecord], options: dict, run: dict, code: int) -> dict:
+    """The JSON report: per file and kernel, counts, and what this run did (timing, cache hits)."""
+    return {"schema": REPORT_SCHEMA, "options": options, "exit_code": code,
+            "counts": count_report(records), "files": [asdict(r) for r in records], "run": run}
+
+
+def _kernel_detail(k: KernelRecord) -> str:
+    parts = [k.reason] if k.reason else []
+    if k.resources:
+        from rtransform.spec import template_arg_text
+        parts += [f"{r['registers']} regs, {r['spill_stores']}+{r['spill_loads']} B spill, "
+                  f"{r['static_smem_bytes']} B smem"
+                  + (f" <{', '.join(map(template_arg_text, r['template_args']))}>" if r['template_args'] else "")
+                  for r in k.resources]
+    if k.verify:
+        parts.append(k.verify + (f" ({k.verify_detail})" if k.verify_detail else ""))
+    return "; ".join(parts)
+
+
+def format_table(report: dict) -> str:
+    """The readable report: one row per kernel (or per file without kernels), then the counts."""
+    rows = [("FILE", "KERNEL", "STATUS", "DETAIL")]
+    for f in report["files"]:
+        if f["status"] in ("failed", "no_kernels") or not f["kernels"]:
+            names = ", ".join(k["name"] for k in f["kernels"]) or "-"
+            rows.append((f["path"], names, f["status"], f["reason"] or ""))
+        for k in ([] if f["status"] == "failed" else f["kernels"]):
+            rows.append((f["path"], k["name"], k["status"], _kernel_detail(KernelRecord(**k))))
+        if f.get("resources_note"):
+            rows.append((f["path"], "-", "note", f["resources_note"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3] for r in rows]
+    counts = report["counts"]
+    for name in ("files", "kernels", "features", "reasons", "verify"):
+        if counts[name]:
+            lines.append(f"{name}: " + ", ".join(f"{k} {v}" for k, v in counts[name].items()))
+    run = report["run"]
+    lines.append(f"time: {run['seconds']:.2f} s, {run['converted_files']} files converted now "
+                 f"({run['converted_kernels']} kernels, {run['kernels_per_second']:.1f} kernels/s), "
+                 f"{run['cache_hits']} from cache; exit {report['exit_code']}")
+    return "\n".join(line.rstrip() for line in lines)
+
+
+# ---- the command -------------------------------------------------------------------------------------------
+class UsageError(ValueError):
+    """Bad arguments: one line, exit 2."""
+
+
+def _check_args(src: Path, out: Path, jobs: int | None) -> None:
+    if not src.is_dir():
+        raise UsageError(f"source directory not found: {src}")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output path exists and is not a directory: {out}")
+    if out.resolve() == src.resolve():
+        raise UsageError("the output directory must differ from the source directory")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {jobs}")
+
+
+def default_jobs() -> int:
+    """One job per core available to this process."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def convert_all(src_dir: str | Path, out_dir: str | Path, jobs: int | None = None, verify: bool = False,
+                resources: bool = False, strict: bool = False, progress: bool = False,
+                file_timeout_s: int = FILE_TIMEOUT_S) -> dict:
+    """Convert a tree (library API): writes outputs, cache and report.json; returns the report."""
+    from tqdm import tqdm
+    src, out = Path(src_dir), Path(out_dir)
+    _check_args(src, out, jobs)
+    start = time.perf_counter()
+    nvcc = find_nvcc() if resources else None
+    if resources and nvcc is None:
+        raise UsageError("--resources needs nvcc: none found ($CUDA_HOME, /usr/local/cuda, the nvidia-cuda-nvcc "
+                         "wheel, PATH)")
+    toolchain = toolchain_version(verify, resources, nvcc)
+    rels = discover_sources(src, out)
+    old_cache = load_cache(out)
+    keys = {rel: cache_key(src / rel, toolchain, verify or resources) for rel in rels}
+    records: dict[str, FileRecord] = {}
+    todo: list[FileJob] = []
+    for rel in rels:
+        hit = cached_record(old_cache.get(rel), keys[rel], out)
+        if hit is not None:
+            records[rel] = hit
+        else:
+            budget = file_timeout_s + (VERIFY_TIMEOUT_S * len(spec_files(src / rel)) if verify else 0)
+            todo.append(FileJob(str(src), rel, str(out), verify, resources, nvcc, budget))
+    _remove_vanished(out, old_cache, set(rels))
+    with tqdm(total=len(todo), file=sys.stderr, disable=not progress, unit="file", desc="convert-all") as bar:
+        records.update(run_pool(todo, jobs or default_jobs(), lambda rec: bar.update(1)))
+    ordered = [records[rel] for rel in rels]
+    save_cache(out, {rel: {"key": keys[rel], "record": asdict(records[rel]),
+                           "outputs": output_digests(out, records[rel])}
+                     for rel in rels if not is_transient(records[rel])})
+    seconds = time.perf_counter() - start
+    fresh_kernels = sum(len(records[j.rel].kernels) for j in todo)
+    run = {"seconds": round(seconds, 3), "jobs": jobs or default_jobs(), "converted_files": len(todo),
+           "converted_kernels": fresh_kernels, "kernels_per_second": round(fresh_kernels / seconds, 1),
+           "cache_hits": len(rels) - len(todo), "nvcc": nvcc}
+    options = {"src_dir": str(src), "out_dir": str(out), "verify": verify, "resources": resources,
+               "strict": strict}
+    report = build_report(ordered, options, run, exit_code(ordered, strict))
+    write_atomic(out / REPORT_NAME, json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def _remove_vanished(out: Path, old_cache: dict, present: set[str]) -> None:
+    """Delete the outputs of sources that no longer exist, so the output tree keeps mirroring the source."""
+    for rel in set(old_cache) - present:
+        _remove_outputs(out, rel)
+
+
+def convert_all_command(src_dir: str, out_dir: str, jobs: int | None = None, json_out: bool = False,
+                        verify: bool = False, resources: bool = False, strict: bool = False) -> int:
+    """CLI body of `rtransform convert-all`: prints the table (or the JSON report) and returns the exit code."""
+    try:
+        report = convert_all(src_dir, out_dir, jobs, verify, resources, strict,
+                             progress=not json_out and sys.stderr.isatty())
+    except UsageError as err:
+        print(f"rtransform convert-all: error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(report, indent=2) if json_out else format_table(report))
+    return report["exit_code"]

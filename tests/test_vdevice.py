@@ -1,0 +1,580 @@
+"""vDevice: rPrograms (Append/Wait), the validator, the interpreter codegen and the executors on the CPU emulator.
+
+Truths: numpy for every op, hand-derived wait lists and layout sizes, and the op-by-op executor (itself checked
+against numpy) for bit-exact comparison with the persistent interpreter."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from vdevice.codegen import generate
+from vdevice.executors import (GraphExecutor, OpByOpExecutor, PersistentExecutor, VDevice, VDeviceError,
+                               topological_order)
+from vdevice.program import (ArgRef, KernelRef, Op, Program, ProgramError, Run, TaskRef, Wait, plan_from_json,
+                             plan_to_json, validate, validate_plan)
+
+KERNELS = Path(__file__).parent / "vdevice_kernels"
+SOURCES = {p.name: p.read_text() for p in sorted(KERNELS.glob("*.cu"))}
+HAS_EMULATOR = importlib.util.find_spec("vdevice.cpu") is not None
+needs_emulator = pytest.mark.skipif(not HAS_EMULATOR, reason="vdevice.cpu (the CPU emulator) is not available")
+
+F32 = np.float32
+
+
+def _ceil(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+# ---- the test rKernels and their numpy truths ---------------------------------------------------------------
+
+
+def affine_kernel(n: int, b: int) -> KernelRef:
+    return KernelRef("elementwise.cu", "affine__rtask", "affine__rt_shared", (b,), (_ceil(n, b),), (b,))
+
+
+def add2_kernel(n: int, block: tuple[int, int]) -> KernelRef:
+    threads = block[0] * block[1]
+    return KernelRef("elementwise.cu", "add2__rtask", None, (), (_ceil(n, threads),), block, threads * 4)
+
+
+def gather_kernel(n: int, b: int, taps: int) -> KernelRef:
+    return KernelRef("gather.cu", "gather__rtask", "gather__rt_shared", (b, taps), (_ceil(n, b),), (b,))
+
+
+def slow_kernel(n: int) -> KernelRef:
+    return KernelRef("elementwise.cu", "slow_copy__rtask", "slow_copy__rt_shared", (32,), (_ceil(n, 32),), (32,))
+
+
+# Every instantiation the tests use: one generated module, one compile, for all programs below.
+CATALOG = [affine_kernel(32, 32), affine_kernel(64, 64), add2_kernel(64, (16, 4)), gather_kernel(32, 32, 5),
+           gather_kernel(64, 64, 3), slow_kernel(32)]
+
+
+def ref_affine(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+    return x * F32(alpha) + F32(beta)
+
+
+def ref_add2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a * F32(0.5) + b
+
+
+def ref_gather(x: np.ndarray, taps: int, stride: int) -> np.ndarray:
+    n = x.size
+    i = np.arange(n, dtype=np.int64)
+    acc = np.zeros(n, dtype=F32)
+    for k in range(taps):
+        acc = acc + x[(i * 7 + k * stride) % n]
+    return x + acc
+
+
+@dataclass
+class Dag:
+    """Ops writing fresh buffers (no buffer is written twice), their op-level edges and numpy truths."""
+
+    n: int
+    ops: list[Op] = field(default_factory=list)
+    deps: list[tuple[int, int]] = field(default_factory=list)
+    refs: list[Callable[[dict], np.ndarray]] = field(default_factory=list)
+    producer: dict[str, int] = field(default_factory=dict)
+
+    def add(self, op: Op, inputs: list[str], ref: Callable[[dict], np.ndarray]) -> str:
+        out = op.args[0].buffer
+        index = len(self.ops)
+        self.ops.append(op)
+        self.refs.append(ref)
+        self.deps.extend((self.producer[b], index) for b in dict.fromkeys(inputs) if b in self.producer)
+        self.producer[out] = index
+        return out
+
+    def unary(self, x: str, rng: np.random.Generator, slow_rounds: int = 3) -> str:
+        n, out = self.n, f"t{len(self.ops)}"
+        kind = rng.integers(3)
+        if kind == 0:
+            b = int(rng.choice([32, 64]))
+            alpha, beta = float(rng.uniform(-2, 2)), float(rng.uniform(-1, 1))
+            op = Op(out, affine_kernel(n, b), (ArgRef.buf(out), ArgRef.buf(x), ArgRef.scalar("float32", alpha),
+                                               ArgRef.scalar("float32", beta), ArgRef.scalar("int32", n)))
+            return self.add(op, [x], lambda bufs: ref_affine(bufs[x], alpha, beta))
+        if kind == 1:
+            b, taps = [(32, 5), (64, 3)][int(rng.integers(2))]
+            stride = int(rng.integers(1, 97))
+            op = Op(out, gather_kernel(n, b, taps), (ArgRef.buf(out), ArgRef.buf(x), ArgRef.scalar("int32", n),
+                                                    ArgRef.scalar("int32", stride)))
+            return self.add(op, [x], lambda bufs: ref_gather(bufs[x], taps, stride))
+        return self.slow(x, slow_rounds)
+
+    def slow(self, x: str, rounds: int) -> str:
+        n, out = self.n, f"t{len(self.ops)}"
+        op = Op(out, slow_kernel(n), (ArgRef.buf(out), ArgRef.buf(x), ArgRef.scalar("int32", n),
+                                      ArgRef.scalar("int32", rounds)))
+        return self.add(op, [x], lambda bufs: bufs[x].copy())
+
+    def binary(self, a: str, b: str, rng: np.random.Generator) -> str:
+        n, out = self.n, f"t{len(self.ops)}"
+        block = [(16, 4), (8, 8), (32, 3), (16, 2)][int(rng.integers(4))]
+        op = Op(out, add2_kernel(n, block), (ArgRef.buf(out), ArgRef.buf(a), ArgRef.buf(b),
+                                             ArgRef.scalar("int32", n)))
+        return self.add(op, [a, b], lambda bufs: ref_add2(bufs[a], bufs[b]))
+
+    def inputs(self, seed: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        bufs = {"in0": rng.standard_normal(self.n).astype(F32), "in1": rng.standard_normal(self.n).astype(F32)}
+        bufs.update({op.args[0].buffer: np.full(self.n, np.nan, dtype=F32) for op in self.ops})
+        return bufs
+
+    def reference(self, bufs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        out = {k: v.copy() for k, v in bufs.items()}
+        for index in topological_order(len(self.ops), self.deps):
+            out[self.ops[index].args[0].buffer] = self.refs[index](out)
+        return out
+
+
+def make_dag(kind: str, num_ops: int, n: int, seed: int) -> Dag:
+    """chain | diamond | fan (fan-out then a fan-in tree) | random, with exactly num_ops ops."""
+    rng = np.random.default_rng(seed)
+    dag = Dag(n)
+    prev = "in0"
+    if kind == "fan":
+        root = dag.unary("in0", rng)
+        level = [dag.unary(root, rng) for _ in range(min(max(1, (num_ops - 1) // 2), num_ops - 1))]
+        while len(dag.ops) < num_ops:
+            pair = len(level) >= 2
+            level = level[2:] + [dag.binary(level[0], level[1], rng)] if pair else [dag.unary(level[0], rng)]
+        return dag
+    while len(dag.ops) < num_ops:
+        left = num_ops - len(dag.ops)
+        if kind == "chain":
+            prev = dag.binary(prev, "in1", rng) if rng.random() < 0.2 else dag.unary(prev, rng)
+        elif kind == "diamond" and left >= 4:
+            top = dag.unary(prev, rng)
+            prev = dag.binary(dag.unary(top, rng), dag.unary(top, rng), rng)
+        elif kind == "diamond":
+            prev = dag.unary(prev, rng)
+        else:
+            pool = ["in0", "in1", *dag.producer]
+            a, b = (pool[int(i)] for i in rng.integers(len(pool), size=2))
+            prev = dag.binary(a, b, rng) if rng.random() < 0.4 else dag.unary(a, rng)
+    return dag
+
+
+def schedule(dag: Dag, num_veus: int, seed: int, ops_subset: list[int] | None = None) -> Program:
+    """The test scheduler: random vEU per rTask, each rTask waits for all rTasks of its op's producers."""
+    rng = np.random.default_rng(seed)
+    program = Program(dag.ops, num_veus)
+    preds: dict[int, list[int]] = {}
+    for p, c in dag.deps:
+        preds.setdefault(c, []).append(p)
+    chosen = set(ops_subset) if ops_subset is not None else None
+    for index in topological_order(len(dag.ops), dag.deps):
+        if chosen is not None and index not in chosen:
+            continue
+        for r in range(dag.ops[index].kernel.rtasks):
+            task = TaskRef(index, r)
+            program.wait(task, [TaskRef(p, q) for p in preds.get(index, []) if chosen is None or p in chosen
+                                for q in range(dag.ops[p].kernel.rtasks)])
+            program.append(task, int(rng.integers(num_veus)))
+    return program
+
+
+def assert_outputs(dag: Dag, got: dict[str, np.ndarray], want: dict[str, np.ndarray], exact: bool) -> None:
+    for op in dag.ops:
+        name = op.args[0].buffer
+        if exact:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"buffer {name}")
+        else:
+            np.testing.assert_allclose(got[name], want[name], rtol=2e-6, atol=2e-6, err_msg=f"buffer {name}")
+
+
+def fresh(bufs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: v.copy() for k, v in bufs.items()}
+
+
+# ---- Program: Append / Wait ---------------------------------------------------------------------------------
+
+
+def _ops(*grids: int) -> list[Op]:
+    return [Op(f"op{i}", affine_kernel(32 * g, 32), (ArgRef.buf(f"b{i}"),)) for i, g in enumerate(grids)]
+
+
+def test_wait_keeps_latest_per_veu_and_drops_ordered_ones():
+    p = Program(_ops(4, 3), 3)
+    for r, v in enumerate([0, 0, 1, 0]):
+        p.append(TaskRef(0, r), v)
+    p.wait(TaskRef(1, 0), [TaskRef(0, r) for r in range(4)])
+    p.append(TaskRef(1, 0), 2)
+    # vEU 0 ran rTasks 0, 1, 3 at orders 0, 1, 2; vEU 1 ran rTask 2 at order 0: latest per vEU only
+    assert p.veus[2] == [Wait(((0, 2), (1, 0))), Run(TaskRef(1, 0))]
+    p.wait(TaskRef(1, 1), [TaskRef(0, r) for r in range(4)])
+    p.append(TaskRef(1, 1), 0)
+    # on vEU 0 its own rTasks are ordered already; only vEU 1 is awaited
+    assert p.veus[0][-2:] == [Wait(((1, 0),)), Run(TaskRef(1, 1))]
+    p.wait(TaskRef(1, 2), [TaskRef(0, 0), TaskRef(0, 2)])
+    p.append(TaskRef(1, 2), 2)
+    # an earlier barrier on vEU 2 already covered these: no new barrier-rTask
+    assert p.veus[2][-1] == Run(TaskRef(1, 2)) and len(p.veus[2]) == 3
+    validate(p, [(0, 1)])
+    # wait_ops(op) is wait(all rTasks of op)
+    q = Program(_ops(4, 3), 3)
+    for r, v in enumerate([0, 0, 1, 0]):
+        q.append(TaskRef(0, r), v)
+    q.wait_ops(TaskRef(1, 0), [0])
+    q.append(TaskRef(1, 0), 2)
+    assert q.veus[2] == [Wait(((0, 2), (1, 0))), Run(TaskRef(1, 0))]
+    q.wait_ops(TaskRef(1, 1), [1])
+    with pytest.raises(ProgramError, match="not all appended"):
+        q.append(TaskRef(1, 1), 0)
+
+
+@pytest.mark.parametrize("bad", ["unappended", "twice", "veu", "rtask", "late_wait"])
+def test_append_wait_reject_bad_calls(bad):
+    p = Program(_ops(2, 2), 2)
+    p.append(TaskRef(0, 0), 0)
+    with pytest.raises(ProgramError):
+        if bad == "unappended":
+            p.wait(TaskRef(1, 0), [TaskRef(0, 1)])
+            p.append(TaskRef(1, 0), 1)
+        elif bad == "twice":
+            p.append(TaskRef(0, 0), 1)
+        elif bad == "veu":
+            p.append(TaskRef(0, 1), 2)
+        elif bad == "rtask":
+            p.append(TaskRef(0, 2), 0)
+        else:
+            p.wait(TaskRef(0, 0), [TaskRef(0, 1)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_json_round_trip(seed):
+    dag = make_dag("random", 12, 77, seed)
+    program = schedule(dag, 2 + seed, seed)
+    again = Program.from_json(json.loads(json.dumps(program.to_json())))
+    assert again.veus == program.veus and again.ops == program.ops and again.num_veus == program.num_veus
+    half = len(dag.ops) // 2
+    order = topological_order(len(dag.ops), dag.deps)
+    plan = [schedule(dag, 3, seed, order[:half]), schedule(dag, 2, seed, order[half:])]
+    back = plan_from_json(plan_to_json(plan))
+    assert [p.veus for p in back] == [p.veus for p in plan] and back[0].ops == dag.ops
+
+
+# ---- the validator ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind,num_ops,veus,seed", [("chain", 9, 3, 0), ("diamond", 13, 4, 1), ("fan", 20, 8, 2),
+                                                     ("random", 40, 5, 3)])
+def test_validator_accepts_scheduled_programs(kind, num_ops, veus, seed):
+    dag = make_dag(kind, num_ops, 100, seed)
+    validate(schedule(dag, veus, seed), dag.deps)
+
+
+def test_validator_follows_transitive_order():
+    # A on vEU 0; B on vEU 1 waits for A; C on vEU 2 waits only for B: A -> C holds through B
+    p = Program(_ops(1, 1, 1), 3)
+    p.append(TaskRef(0, 0), 0)
+    p.wait(TaskRef(1, 0), [TaskRef(0, 0)])
+    p.append(TaskRef(1, 0), 1)
+    p.wait(TaskRef(2, 0), [TaskRef(1, 0)])
+    p.append(TaskRef(2, 0), 2)
+    validate(p, [(0, 1), (1, 2), (0, 2)])
+
+
+def _drop_needed_wait(program: Program, deps) -> Program:
+    """Remove the first barrier-rTask whose removal breaks a dependency."""
+    for v, instrs in enumerate(program.veus):
+        for pc, instr in enumerate(instrs):
+            if isinstance(instr, Wait):
+                veus = [list(x) for x in program.veus]
+                del veus[v][pc]
+                candidate = Program(program.ops, program.num_veus, veus)
+                try:
+                    validate(candidate, deps)
+                except ProgramError:
+                    return candidate
+    raise AssertionError("no barrier-rTask was needed")
+
+
+def test_validator_rejects_missing_wait():
+    dag = make_dag("chain", 6, 100, 4)
+    program = schedule(dag, 3, 4)
+    broken = _drop_needed_wait(program, dag.deps)
+    with pytest.raises(ProgramError, match="dependency not honoured"):
+        validate(broken, dag.deps)
+
+
+def test_validator_rejects_task_run_twice_and_missing_task():
+    dag = make_dag("chain", 3, 64, 5)
+    program = schedule(dag, 2, 5)
+    twice = [list(x) for x in program.veus]
+    twice[1].append(Run(TaskRef(0, 0)))
+    with pytest.raises(ProgramError, match="runs twice"):
+        validate(Program(dag.ops, 2, twice), dag.deps)
+    missing = [[i for i in x if i != Run(TaskRef(2, 0))] for x in program.veus]
+    with pytest.raises(ProgramError, match="never run"):
+        validate(Program(dag.ops, 2, missing), dag.deps)
+
+
+def test_validator_rejects_wait_cycle_and_unreachable_wait():
+    ops = _ops(1, 1)
+    cycle = Program(ops, 2, [[Wait(((1, 0),)), Run(TaskRef(0, 0))], [Wait(((0, 0),)), Run(TaskRef(1, 0))]])
+    with pytest.raises(ProgramError, match="wait cycle vEU 0 -> vEU 1 -> vEU 0"):
+        validate(cycle, [])
+    beyond = Program(ops, 2, [[Run(TaskRef(0, 0))], [Wait(((0, 3),)), Run(TaskRef(1, 0))]])
+    with pytest.raises(ProgramError, match="never"):
+        validate(beyond, [])
+
+
+def test_validator_checks_plans():
+    dag = make_dag("chain", 4, 64, 6)
+    order = topological_order(4, dag.deps)
+    first, second = schedule(dag, 2, 6, order[:2]), schedule(dag, 3, 6, order[2:])
+    validate_plan([first, second], dag.deps)
+    with pytest.raises(ProgramError, match="later program"):
+        validate_plan([second, first], dag.deps)
+
+
+# ---- codegen: code size follows distinct rKernels, not rTasks -----------------------------------------------
+
+
+def test_codegen_text_independent_of_rtask_count_and_instantiations_once():
+    small = [Op(f"a{i}", affine_kernel(100 * 32, 32), ()) for i in range(3)]
+    large = [Op(f"a{i}", affine_kernel(100_000 * 32 // 3, 32), ()) for i in range(3)]
+    gen_small, gen_large = generate(small, SOURCES), generate(large, SOURCES)
+    assert gen_small.source == gen_large.source
+    assert gen_small.source.count("vd::invoke<") == 1 and len(gen_small.instantiations) == 1
+    mixed = generate([*small, Op("g", gather_kernel(64, 64, 3), ()), Op("h", affine_kernel(64, 64), ())], SOURCES)
+    assert mixed.source.count("vd::invoke<") == 3 and mixed.op_kernel[0] == mixed.op_kernel[2]
+    # a layout left out follows the converter's naming when the source defines it; add2 has none
+    unnamed = KernelRef("elementwise.cu", "affine__rtask", None, (64,), (1,), (64,))
+    plain = generate([Op("a", unnamed, ()), Op("b", add2_kernel(64, (8, 8)), ())], SOURCES)
+    assert "vd::layout_bytes<vd_s0::affine__rt_shared<64>>()" in plain.source
+    assert plain.source.count("vd::layout_bytes<") == 1
+
+
+def test_codegen_rejects_missing_source_and_bad_arguments():
+    with pytest.raises(ProgramError, match="not given"):
+        generate([Op("a", KernelRef("nope.cu", "k__rtask"), ())], SOURCES)
+    with pytest.raises(ProgramError):
+        KernelRef("elementwise.cu", "affine__rtask", block=(32, 32, 2))
+    with pytest.raises(ProgramError):
+        ArgRef.scalar("complex128", 1.0)
+
+
+# ---- executors on the CPU emulator --------------------------------------------------------------------------
+
+
+def _vdevice(dag: Dag, bufs: dict[str, np.ndarray]) -> VDevice:
+    return VDevice(dag.ops, SOURCES, bufs, "cpu", catalog=CATALOG)
+
+
+@needs_emulator
+@pytest.mark.parametrize("kind,num_ops,veus,n,seed", [
+    ("chain", 1, 2, 37, 10), ("chain", 12, 3, 100, 11), ("diamond", 13, 4, 64, 12), ("fan", 20, 8, 45, 13),
+    ("random", 30, 5, 129, 14), ("random", 50, 8, 33, 15),
+])
+def test_persistent_matches_op_by_op_and_numpy(kind, num_ops, veus, n, seed):
+    dag = make_dag(kind, num_ops, n, seed)
+    program = schedule(dag, veus, seed)
+    validate(program, dag.deps)
+    bufs = dag.inputs(seed)
+    vd = _vdevice(dag, bufs)
+    by_op = fresh(bufs)
+    OpByOpExecutor(dag.ops, SOURCES, by_op, deps=dag.deps, vdevice=vd).run(by_op)
+    assert_outputs(dag, by_op, dag.reference(bufs), exact=False)
+    persistent = fresh(bufs)
+    PersistentExecutor(dag.ops, [program], SOURCES, persistent, vdevice=vd).run(persistent)
+    assert_outputs(dag, persistent, by_op, exact=True)
+
+
+@needs_emulator
+def test_plan_of_two_programs():
+    dag = make_dag("random", 16, 70, 20)
+    order = topological_order(len(dag.ops), dag.deps)
+    plan = [schedule(dag, 3, 20, order[:7]), schedule(dag, 6, 21, order[7:])]
+    validate_plan(plan, dag.deps)
+    bufs = dag.inputs(20)
+    got = fresh(bufs)
+    PersistentExecutor(dag.ops, plan, SOURCES, got, vdevice=_vdevice(dag, bufs)).run(got)
+    assert_outputs(dag, got, dag.reference(bufs), exact=False)
+
+
+def _producer_consumer(num_veus: int, n: int = 96) -> tuple[Dag, Program]:
+    """A slow producer spread over vEUs 0..V-2, a gather consumer (reads across rTasks) on the last vEU."""
+    dag = Dag(n)
+    t0 = dag.slow("in0", rounds=200)
+    dag.add(Op("t1", gather_kernel(n, 32, 5), (ArgRef.buf("t1"), ArgRef.buf(t0), ArgRef.scalar("int32", n),
+                                                ArgRef.scalar("int32", 29))), [t0],
+            lambda bufs: ref_gather(bufs[t0], 5, 29))
+    program = Program(dag.ops, num_veus)
+    for r in range(dag.ops[0].kernel.rtasks):
+        program.append(TaskRef(0, r), r % (num_veus - 1))
+    for r in range(dag.ops[1].kernel.rtasks):
+        program.wait(TaskRef(1, r), [TaskRef(0, q) for q in range(dag.ops[0].kernel.rtasks)])
+        program.append(TaskRef(1, r), num_veus - 1)
+    return dag, program
+
+
+@needs_emulator
+@pytest.mark.parametrize("veus", [2, 4])
+def test_removed_wait_breaks_the_result(veus):
+    dag, program = _producer_consumer(veus)
+    validate(program, dag.deps)
+    bufs = dag.inputs(30)
+    vd = _vdevice(dag, bufs)
+    want = dag.reference(bufs)
+    good = fresh(bufs)
+    PersistentExecutor(dag.ops, [program], SOURCES, good, vdevice=vd).run(good)
+    assert_outputs(dag, good, want, exact=False)
+    without = Program(dag.ops, veus, [[i for i in x if not isinstance(i, Wait)] for x in program.veus])
+    with pytest.raises(ProgramError, match="dependency not honoured"):
+        validate(without, dag.deps)
+    bad = fresh(bufs)
+    try:
+        PersistentExecutor(dag.ops, [without], SOURCES, bad, vdevice=vd).run(bad)
+    except VDeviceError:
+        return
+    assert not np.array_equal(bad["t1"], want["t1"]), "the race did not show: the barrier did no work"
+
+
+@needs_emulator
+def test_repeated_runs_use_epochs_and_survive_counter_wrap():
+    dag, program = _producer_consumer(3)
+    bufs = dag.inputs(40)
+    exe = PersistentExecutor(dag.ops, [program], SOURCES, bufs, vdevice=_vdevice(dag, bufs))
+    for seed in (41, 42, 43):
+        run_bufs = dag.inputs(seed)
+        got = fresh(run_bufs)
+        exe.run(got)  # steps from the previous run already satisfy a non-epoch target: stale waits would race
+        assert_outputs(dag, got, dag.reference(run_bufs), exact=False)
+    loaded = exe.loaded[0]
+    loaded.runs = (2**32 - 1) // loaded.tables.max_steps - 1  # next epoch would overflow 32 bits
+    got = fresh(bufs)
+    exe.run(got)
+    assert loaded.runs == 1
+    assert_outputs(dag, got, dag.reference(bufs), exact=False)
+
+
+@needs_emulator
+def test_watchdog_names_the_stuck_wait():
+    dag = Dag(64)
+    dag.add(Op("t0", affine_kernel(64, 32), (ArgRef.buf("t0"), ArgRef.buf("in0"), ArgRef.scalar("float32", 1.0),
+                                             ArgRef.scalar("float32", 0.0), ArgRef.scalar("int32", 64))),
+            ["in0"], lambda bufs: bufs["in0"].copy())  # two rTasks
+    program = Program(dag.ops, 2, [[Run(TaskRef(0, 0))], [Wait(((0, 4),)), Run(TaskRef(0, 1))]])
+    with pytest.raises(ProgramError):
+        validate(program, dag.deps)
+    bufs = dag.inputs(50)
+    exe = PersistentExecutor(dag.ops, [program], SOURCES, bufs, watchdog=300, vdevice=_vdevice(dag, bufs))
+    with pytest.raises(VDeviceError) as info:
+        exe.run(fresh(bufs))
+    msg = str(info.value)
+    assert "vEU 1 stuck at instruction 0" in msg and "rTask 1 of op 't0'" in msg
+    assert "waiting for vEU 0" in msg and "step 5" in msg and "it had finished 1" in msg
+    cycle = Program(dag.ops, 2, [[Wait(((1, 0),)), Run(TaskRef(0, 0))], [Wait(((0, 0),)), Run(TaskRef(0, 1))]])
+    with pytest.raises(VDeviceError, match="vDevice watchdog: vEU [01] stuck"):
+        PersistentExecutor(dag.ops, [cycle], SOURCES, bufs, watchdog=300, vdevice=exe.vd).run(fresh(bufs))
+
+
+@needs_emulator
+def test_layout_sizes_and_shared_memory_per_veu():
+    dag = Dag(64)
+    dag.unary("in0", np.random.default_rng(1))
+    bufs = dag.inputs(1)
+    vd = _vdevice(dag, bufs)
+    sizes = {inst.rtask_expr.split("::")[1]: int(vd.layout_sizes[k + 1]) for k, inst in enumerate(vd.gen.instantiations)}
+    # float[B] rounded to 16; gather: float[B] + int = 4B + 4 -> 16; add2 has no static shared memory
+    assert sizes == {"affine__rtask<32>": 128, "affine__rtask<64>": 256, "add2__rtask": 0,
+                     "gather__rtask<32, 5>": 144, "gather__rtask<64, 3>": 272, "slow_copy__rtask<32>": 128}
+    ops = [Op("a", add2_kernel(64, (16, 4)), ()), Op("g", gather_kernel(64, 64, 3), ())]
+    program = Program(ops, 1)
+    program.append(TaskRef(0, 0), 0)
+    program.append(TaskRef(1, 0), 0)
+    exe = PersistentExecutor(ops, [program], SOURCES, {}, vdevice=VDevice(ops, SOURCES, {}, catalog=CATALOG))
+    # add2 with 64 threads: 256 dynamic bytes, no layout; gather<64,3>: layout 272 -> control block at 272
+    assert exe.loaded[0].ctl_offset == 272 and exe.loaded[0].tables.threads == 64
+
+
+@needs_emulator
+def test_executors_reject_bad_input():
+    dag = make_dag("chain", 2, 32, 60)
+    bufs = dag.inputs(60)
+    vd = _vdevice(dag, bufs)
+    with pytest.raises(VDeviceError, match="buffers not given"):
+        VDevice(dag.ops, SOURCES, {"in0": bufs["in0"]}, catalog=CATALOG)
+    with pytest.raises(VDeviceError, match="gpu backend"):
+        OpByOpExecutor(dag.ops, SOURCES, bufs, vdevice=vd).time(3)
+    with pytest.raises(VDeviceError, match="gpu backend"):
+        GraphExecutor(dag.ops, SOURCES, bufs, vdevice=vd)
+    with pytest.raises(VDeviceError, match="unknown backend"):
+        VDevice(dag.ops, SOURCES, bufs, "tpu")
+    with pytest.raises(VDeviceError, match="C-contiguous"):
+        strided = fresh(bufs)
+        strided["in0"] = np.zeros(2 * dag.n, dtype=F32)[::2]
+        OpByOpExecutor(dag.ops, SOURCES, bufs, vdevice=vd).run(strided)
+
+
+# ---- converted corpus kernels (converter output, not hand-written) ------------------------------------------
+
+CORPUS = Path(__file__).resolve().parent.parent / "kernel_corpus" / "legacy"
+
+
+def _corpus_dag(rows: int, cols: int) -> tuple[list[Op], list[tuple[int, int]], list[tuple[str, tuple, tuple, tuple, list]]]:
+    """relu -> block-row softmax -> add x -> warp-row softmax, as vdevice ops and as legacy launches."""
+    n = rows * cols
+    launches = [  # (file, kernel, template args, grid, block, args)
+        ("elementwise.cu", "unary", (0, 128), (_ceil(n, 128),), (128,), ["x", "t0", ("int32", n)]),
+        ("reduce.cu", "softmax_rows", (128, 1), (rows,), (128,), ["t0", "t1", ("int32", rows), ("int32", cols)]),
+        ("elementwise.cu", "binary_same", (0, 128), (_ceil(_ceil(n, 4), 128),), (128,), ["t1", "x", "t2", ("int32", n)]),
+        ("reduce.cu", "softmax_rows", (32, 4), (_ceil(rows, 4),), (32, 4), ["t2", "t3", ("int32", rows), ("int32", cols)]),
+    ]
+    ops = [Op(f"op{i}", KernelRef(f, f"{k}__rtask", None, t, g, b),
+              tuple(ArgRef.scalar(*a) if isinstance(a, tuple) else ArgRef.buf(a) for a in args))
+           for i, (f, k, t, g, b, args) in enumerate(launches)]
+    return ops, [(0, 1), (1, 2), (2, 3)], launches
+
+
+def _np_softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@needs_emulator
+@pytest.mark.parametrize("rows,cols,veus,seed", [(5, 100, 3, 70), (9, 33, 4, 71)])
+def test_converted_corpus_kernels_match_legacy(rows, cols, veus, seed):
+    convert = pytest.importorskip("converter.convert")
+    from vdevice.cpu import CpuModule
+
+    legacy = {f: (CORPUS / f).read_text() for f in ("elementwise.cu", "reduce.cu")}
+    converted = {f: convert.convert_source(text, f).output for f, text in legacy.items()}
+    ops, deps, launches = _corpus_dag(rows, cols)
+    rng = np.random.default_rng(seed)
+    bufs = {"x": rng.standard_normal(rows * cols).astype(F32), **{f"t{i}": np.zeros(rows * cols, F32) for i in range(4)}}
+    # truth 1: the legacy kernels themselves, one launch each
+    want = fresh(bufs)
+    for f, k, t, g, b, args in launches:
+        expr = f"{k}<{', '.join(map(str, t))}>"
+        module = CpuModule(legacy[f], [expr], name=f)
+        module.launch(expr, g, b, 0, [want[a] if isinstance(a, str) else np.dtype(a[0]).type(a[1]) for a in args])
+    # truth 2: numpy
+    x = bufs["x"].reshape(rows, cols)
+    ref = _np_softmax(_np_softmax(np.maximum(x, 0)) + x)
+    np.testing.assert_allclose(want["t3"].reshape(rows, cols), ref, rtol=1e-5, atol=1e-6)
+    program = Program(ops, veus)
+    order_rng = np.random.default_rng(seed)
+    for i, op in enumerate(ops):
+        for r in range(op.kernel.rtasks):
+            if i:
+                program.wait_ops(TaskRef(i, r), [i - 1])
+            program.append(TaskRef(i, r), int(order_rng.integers(veus)))
+    validate(program, deps)
+    vd = VDevice(ops, converted, bufs)
+    by_op, persistent = fresh(bufs), fresh(bufs)
+    OpByOpExecutor(ops, converted, by_op, deps=deps, vdevice=vd).run(by_op)
+    PersistentExecutor(ops, [program], converted, persistent, vdevice=vd).run(persistent)
+    for name in ("t0", "t1", "t2", "t3"):
+        np.testing.assert_array_equal(by_op[name], want[name], err_msg=f"op-by-op {name}")
+        np.testing.assert_array_equal(persistent[name], want[name], err_msg=f"persistent {name}")

@@ -1,0 +1,424 @@
+"""Three ways to run the same rKernels: one persistent launch per rProgram, one launch per op, a CUDA Graph."""
+from __future__ import annotations
+
+import heapq
+import statistics
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from .codegen import INTERPRETER, LAYOUT_QUERY, ArgTable, GeneratedModule, ProgramTables, encode, generate
+from .program import KernelRef, Op, Program, ProgramError, Run
+
+CPU_WATCHDOG_POLLS = 200_000          # barrier polls (each one an emulator yield) before a wait is declared stuck
+GPU_WATCHDOG_CYCLES = 2_000_000_000   # clock64 cycles (about a second) before a wait is declared stuck
+_U32_LIMIT = 2**32 - 1
+
+
+class VDeviceError(RuntimeError):
+    """The vDevice refused a program (co-residency, shapes) or a run got stuck (watchdog)."""
+
+
+# ---- backends: where modules are compiled, buffers live and kernels launch --------------------------------
+
+
+class _CpuBackend:
+    """The CPU emulator: numpy buffers are the device buffers; cooperative launches keep all vEUs alive."""
+
+    name = "cpu"
+
+    def __init__(self, gen: GeneratedModule):
+        from .cpu import CpuModule
+
+        self.module = CpuModule(gen.source, gen.kernel_names, list(gen.include_dirs))
+
+    def to_device(self, array: np.ndarray) -> np.ndarray:
+        """Host memory is device memory here."""
+        return np.ascontiguousarray(array)
+
+    def to_host(self, array: np.ndarray) -> np.ndarray:
+        """Identity on the CPU."""
+        return array
+
+    def pointer(self, array: np.ndarray) -> int:
+        """Address of the first element."""
+        return int(array.ctypes.data)
+
+    def launch(self, expr: str, grid: tuple, block: tuple, smem: int, args: list, cooperative: bool = False) -> None:
+        """Run a kernel to completion."""
+        self.module.launch(expr, grid, block, smem, args, cooperative=cooperative)
+
+    def zero(self, array: np.ndarray) -> None:
+        """Clear a buffer."""
+        array[...] = 0
+
+    def max_coresident(self, expr: str, threads: int, smem: int) -> int | None:
+        """The emulator keeps every block of a cooperative launch alive: no limit."""
+        return None
+
+    def synchronize(self) -> None:
+        """Launches are synchronous on the CPU."""
+
+
+class _GpuBackend:
+    """CuPy: NVRTC module, device arrays, launches on one stream (cooperative for the interpreter)."""
+
+    name = "gpu"
+
+    def __init__(self, gen: GeneratedModule):
+        import cupy
+
+        from .gpu import GpuModule
+
+        self.cp = cupy
+        self.module = GpuModule(gen.source, gen.kernel_names, list(gen.include_dirs)).module  # NVRTC build
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._functions: dict[str, Any] = {}
+        self._smem_set: dict[str, int] = {}
+
+    def function(self, expr: str) -> Any:
+        """The compiled kernel of a name expression."""
+        if expr not in self._functions:
+            self._functions[expr] = self.module.get_function(expr)
+        return self._functions[expr]
+
+    def to_device(self, array: np.ndarray) -> Any:
+        """Copy to a new device array (ordered on the backend stream)."""
+        with self.stream:
+            out = self.cp.asarray(np.ascontiguousarray(array))
+        self.stream.synchronize()
+        return out
+
+    def to_host(self, array: Any) -> np.ndarray:
+        """Copy back to the host after the stream's work."""
+        self.stream.synchronize()
+        return self.cp.asnumpy(array, stream=self.stream)
+
+    def zero(self, array: Any) -> None:
+        """Clear a device buffer, ordered with the launches."""
+        with self.stream:
+            array.fill(0)
+
+    def pointer(self, array: Any) -> int:
+        """Device address of the first element."""
+        return int(array.data.ptr)
+
+    def _allow_smem(self, expr: str, smem: int) -> Any:
+        """Opt in to more than 48 KiB of dynamic shared memory when a kernel needs it."""
+        fn = self.function(expr)
+        if smem > 48 * 1024 and self._smem_set.get(expr, 0) < smem:
+            fn.max_dynamic_shared_size_bytes = smem
+            self._smem_set[expr] = smem
+        return fn
+
+    def launch(self, expr: str, grid: tuple, block: tuple, smem: int, args: list, cooperative: bool = False) -> None:
+        """Enqueue a kernel on the backend stream (cuLaunchCooperativeKernel when cooperative)."""
+        fn = self._allow_smem(expr, smem)
+        fn.kernel(tuple(grid), tuple(block), tuple(args), shared_mem=smem, stream=self.stream,
+                  enable_cooperative_groups=cooperative)
+
+    def max_coresident(self, expr: str, threads: int, smem: int) -> int | None:
+        """Blocks that can be resident at once: occupancy of this kernel, threads and shared memory × SMs."""
+        fn = self._allow_smem(expr, smem)
+        attrs = self.cp.cuda.Device().attributes
+        if not attrs.get("CooperativeLaunch", 0):
+            raise VDeviceError("this GPU does not support cooperative launches: the vDevice cannot run")
+        per_sm = self.cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, threads, smem)
+        return int(per_sm) * int(attrs["MultiProcessorCount"])
+
+    def synchronize(self) -> None:
+        """Wait for the stream."""
+        self.stream.synchronize()
+
+
+def _make_backend(kind: str, gen: GeneratedModule) -> _CpuBackend | _GpuBackend:
+    """Backend by name."""
+    if kind == "cpu":
+        return _CpuBackend(gen)
+    if kind == "gpu":
+        from .gpu import gpu_available
+
+        ok, why = gpu_available()
+        if not ok:
+            raise VDeviceError(f"the gpu backend is unavailable: {why}")
+        return _GpuBackend(gen)
+    raise VDeviceError(f"unknown backend '{kind}' (cpu or gpu)")
+
+
+# ---- the shared part: one compiled module and one set of device buffers -----------------------------------
+
+
+class VDevice:
+    """Compiled rKernels of a model and its buffers, shared by the executors built on it."""
+
+    def __init__(self, ops: Sequence[Op], sources: Mapping[str, str], buffers: Mapping[str, np.ndarray],
+                 backend: str = "cpu", include_dirs: Sequence[str] = (), catalog: Sequence[KernelRef] = ()):
+        self.ops = list(ops)
+        self.gen = generate(self.ops, sources, include_dirs, catalog)
+        self.backend = _make_backend(backend, self.gen)
+        self.args = ArgTable.build(self.ops)
+        missing = self.args.buffer_names() - set(buffers)
+        if missing:
+            raise VDeviceError(f"buffers not given: {sorted(missing)}")
+        self.buffers = {name: self.backend.to_device(np.asarray(arr)) for name, arr in buffers.items()}
+        self.generation = 0  # bumped whenever a buffer address changes (CPU rebinding)
+        self._argtab: tuple[int, Any] = (-1, None)
+        self.layout_sizes = self._query_layouts()
+
+    def _query_layouts(self) -> np.ndarray:
+        """[vEU header bytes, aligned layout bytes of each instantiation] measured by the compiler itself."""
+        out = self.backend.to_device(np.zeros(len(self.gen.instantiations) + 1, dtype=np.uint64))
+        self.backend.launch(LAYOUT_QUERY, (1, 1, 1), (1, 1, 1), 0, [out])
+        return np.asarray(self.backend.to_host(out)).copy()
+
+    def bind(self, buffers: Mapping[str, np.ndarray] | None) -> None:
+        """Make `buffers` the run's data: used in place on the CPU, uploaded into the device buffers on the GPU."""
+        if buffers is None:
+            return
+        for name, arr in buffers.items():
+            if name not in self.buffers:
+                continue
+            if self.backend.name == "cpu":
+                if not (isinstance(arr, np.ndarray) and arr.flags.c_contiguous):
+                    raise VDeviceError(f"buffer '{name}' must be a C-contiguous numpy array")
+                if self.buffers[name] is not arr:
+                    self.buffers[name] = arr
+                    self.generation += 1
+            else:
+                self.buffers[name].set(np.ascontiguousarray(arr), stream=self.backend.stream)
+
+    def unbind(self, buffers: Mapping[str, np.ndarray] | None) -> None:
+        """Copy device results back into the caller's numpy arrays (GPU); nothing to do on the CPU."""
+        if buffers is None or self.backend.name == "cpu":
+            return
+        for name, arr in buffers.items():
+            if name in self.buffers:
+                arr[...] = self.backend.to_host(self.buffers[name]).reshape(arr.shape)
+
+    def argtab(self) -> Any:
+        """Device argument table for the current buffers (rebuilt only after a buffer address changed)."""
+        if self._argtab[0] != self.generation:
+            table = self.args.fill(lambda name: self.backend.pointer(self.buffers[name]))
+            self._argtab = (self.generation, self.backend.to_device(table))
+        return self._argtab[1]
+
+    def op_launch_args(self, index: int) -> list:
+        """Arguments of op `index` for its plain __global__ wrapper."""
+        out = []
+        for arg in self.ops[index].args:
+            out.append(self.buffers[arg.buffer] if arg.buffer is not None else np.dtype(arg.dtype).type(arg.value))
+        return out
+
+    def wrapper(self, index: int) -> str:
+        """Name expression of op `index`'s wrapper."""
+        return self.gen.instantiations[self.gen.op_kernel[index]].wrapper_expr
+
+    def read(self, name: str) -> np.ndarray:
+        """A buffer's current contents on the host."""
+        return np.asarray(self.backend.to_host(self.buffers[name])).copy()
+
+
+def _median_ms(backend: Any, n: int, body) -> float:
+    """Median over n runs of `body` timed with CUDA events on the backend stream (ms)."""
+    if backend.name != "gpu":
+        raise VDeviceError("time() needs the gpu backend (CUDA events)")
+    cp = backend.cp
+    body()
+    backend.synchronize()
+    samples = []
+    for _ in range(n):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record(backend.stream)
+        body()
+        stop.record(backend.stream)
+        stop.synchronize()
+        samples.append(cp.cuda.get_elapsed_time(start, stop))
+    return float(statistics.median(samples))
+
+
+# ---- (1) persistent: one cooperative launch of the interpreter per rProgram -------------------------------
+
+
+@dataclass
+class _Loaded:
+    """One program's tables on the device and its epoch state."""
+
+    program: Program
+    tables: ProgramTables
+    device: dict[str, Any]
+    smem: int
+    ctl_offset: int
+    runs: int = 0
+
+
+class PersistentExecutor:
+    """Runs a plan (rPrograms one after another), each as ONE launch of the persistent interpreter."""
+
+    def __init__(self, ops: Sequence[Op], programs: Sequence[Program], sources: Mapping[str, str],
+                 buffers: Mapping[str, np.ndarray], *, backend: str = "cpu", include_dirs: Sequence[str] = (),
+                 watchdog: int | None = None, vdevice: VDevice | None = None):
+        self.vd = vdevice or VDevice(ops, sources, buffers, backend, include_dirs)
+        be = self.vd.backend
+        self.watchdog = watchdog if watchdog is not None else (
+            CPU_WATCHDOG_POLLS if be.name == "cpu" else GPU_WATCHDOG_CYCLES)
+        self.loaded = [self._load(p) for p in programs]
+
+    def _load(self, program: Program) -> _Loaded:
+        """Encode, check co-residency and upload one program."""
+        be = self.vd.backend
+        if program.ops is not self.vd.ops and program.ops != self.vd.ops:
+            raise VDeviceError("a program's op list differs from the vDevice's op list")
+        tables = encode(program, self.vd.gen, self.vd.args)
+        smem, ctl_offset = tables.smem_bytes(self.vd.layout_sizes)
+        limit = be.max_coresident(INTERPRETER, tables.threads, smem)
+        if limit is not None and program.num_veus > limit:
+            raise VDeviceError(f"program needs {program.num_veus} vEUs of {tables.threads} threads and {smem} B "
+                               f"shared memory, but only {limit} can be co-resident on this GPU")
+        device = {k: be.to_device(getattr(tables, k)) for k in ("instr", "veu_begin", "targets", "optab")}
+        device["steps"] = be.to_device(np.zeros(program.num_veus, dtype=np.uint32))
+        device["err"] = be.to_device(np.zeros(8, dtype=np.uint32))
+        return _Loaded(program, tables, device, smem, ctl_offset)
+
+    def _epoch(self, ld: _Loaded) -> int:
+        """This run's step base; steps restart from 0 only before 32-bit overflow."""
+        if (ld.runs + 2) * ld.tables.max_steps >= _U32_LIMIT:
+            self.vd.backend.zero(ld.device["steps"])
+            ld.runs = 0
+        epoch = ld.runs * ld.tables.max_steps
+        ld.runs += 1
+        return epoch
+
+    def _launch(self, ld: _Loaded) -> None:
+        """Enqueue the interpreter for one program."""
+        d = ld.device
+        args = [d["instr"], d["veu_begin"], d["targets"], d["optab"], self.vd.argtab(), d["steps"], d["err"],
+                np.uint32(self._epoch(ld)), np.uint32(ld.ctl_offset), np.uint64(self.watchdog)]
+        self.vd.backend.launch(INTERPRETER, (ld.tables.num_veus, 1, 1), (ld.tables.threads, 1, 1), ld.smem, args,
+                               cooperative=True)
+
+    def run(self, buffers: Mapping[str, np.ndarray] | None = None) -> None:
+        """Run every program once on `buffers` (in place); raise VDeviceError naming a stuck wait."""
+        self.vd.bind(buffers)
+        for ld in self.loaded:
+            try:
+                self._launch(ld)
+            except RuntimeError as exc:  # the emulator's deadlock/budget errors, the driver's launch errors
+                self._check(ld)
+                raise VDeviceError(f"vDevice launch of a {ld.tables.num_veus}-vEU program failed: {exc}") from exc
+            self._check(ld)
+        self.vd.unbind(buffers)
+
+    def time(self, n: int = 20) -> float:
+        """Median ms of one run of the whole plan on the device-resident buffers."""
+        ms = _median_ms(self.vd.backend, n, lambda: [self._launch(ld) for ld in self.loaded])
+        for ld in self.loaded:
+            self._check(ld)
+        return ms
+
+    def _check(self, ld: _Loaded) -> None:
+        """Read the watchdog record; raise with the vEU, the rTask and what it waited for."""
+        err = [int(x) for x in np.asarray(self.vd.backend.to_host(ld.device["err"]))]
+        if err[0] == 0:
+            return
+        self.vd.backend.zero(ld.device["err"])
+        raise VDeviceError(watchdog_message(ld.program, ld.tables, err))
+
+
+def watchdog_message(program: Program, tables: ProgramTables, err: Sequence[int]) -> str:
+    """Human-readable watchdog record: {flag, vEU, instruction, awaited vEU, awaited steps, observed steps}."""
+    _, veu, pc, awaited, need, observed = err[:6]
+    local = pc - int(tables.veu_begin[veu])
+    nxt = next((i.task for i in program.veus[veu][local:] if isinstance(i, Run)), None)
+    ops = program.ops
+    waiter = f"rTask {nxt.rtask} of op '{ops[nxt.op].name}'" if nxt else "the end of its list"
+    runs = program.runs(awaited)
+    if 0 < need <= len(runs):
+        target = runs[need - 1]
+        what = f"finish rTask {target.rtask} of op '{ops[target.op].name}' (its step {need})"
+    else:
+        what = f"reach step {need}, beyond its {len(runs)} rTasks"
+    return (f"vDevice watchdog: vEU {veu} stuck at instruction {local} (barrier-rTask before {waiter}) waiting "
+            f"for vEU {awaited} to {what}; it had finished {observed}")
+
+
+# ---- (2) one launch per op, (3) the same launches in a CUDA Graph -----------------------------------------
+
+
+def topological_order(num_ops: int, deps: Iterable[tuple[int, int]] | None) -> list[int]:
+    """Kahn's order, lowest index first among ready ops; the op list order when no deps are given."""
+    if deps is None:
+        return list(range(num_ops))
+    succ: dict[int, list[int]] = {}
+    indeg = [0] * num_ops
+    for producer, consumer in deps:
+        succ.setdefault(producer, []).append(consumer)
+        indeg[consumer] += 1
+    ready = [i for i in range(num_ops) if indeg[i] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        op = heapq.heappop(ready)
+        order.append(op)
+        for nxt in succ.get(op, []):
+            indeg[nxt] -= 1
+            if indeg[nxt] == 0:
+                heapq.heappush(ready, nxt)
+    if len(order) != num_ops:
+        raise ProgramError("dependency cycle among ops")
+    return order
+
+
+class OpByOpExecutor:
+    """RammerBase: every op is one launch of its plain __global__ wrapper, in topological order."""
+
+    def __init__(self, ops: Sequence[Op], sources: Mapping[str, str], buffers: Mapping[str, np.ndarray], *,
+                 deps: Iterable[tuple[int, int]] | None = None, backend: str = "cpu",
+                 include_dirs: Sequence[str] = (), vdevice: VDevice | None = None):
+        self.vd = vdevice or VDevice(ops, sources, buffers, backend, include_dirs)
+        self.order = topological_order(len(self.vd.ops), deps)
+        self._calls: tuple[int, list] = (-1, [])
+
+    def _launch_all(self) -> None:
+        """Enqueue every op once (argument lists rebuilt only after a buffer address changed)."""
+        vd = self.vd
+        if self._calls[0] != vd.generation:
+            calls = [(vd.wrapper(i), vd.ops[i].kernel, vd.op_launch_args(i)) for i in self.order]
+            self._calls = (vd.generation, calls)
+        for expr, k, args in self._calls[1]:
+            vd.backend.launch(expr, k.grid, k.block, k.dynamic_smem, args)
+
+    def run(self, buffers: Mapping[str, np.ndarray] | None = None) -> None:
+        """Run all ops once on `buffers` (in place)."""
+        self.vd.bind(buffers)
+        self._launch_all()
+        self.vd.backend.synchronize()
+        self.vd.unbind(buffers)
+
+    def time(self, n: int = 20) -> float:
+        """Median ms of one pass over all ops (GPU)."""
+        return _median_ms(self.vd.backend, n, self._launch_all)
+
+
+class GraphExecutor(OpByOpExecutor):
+    """The op-by-op launches captured once in a CUDA Graph and replayed (GPU only)."""
+
+    def __init__(self, ops: Sequence[Op], sources: Mapping[str, str], buffers: Mapping[str, np.ndarray], *,
+                 deps: Iterable[tuple[int, int]] | None = None, backend: str = "gpu",
+                 include_dirs: Sequence[str] = (), vdevice: VDevice | None = None):
+        if (vdevice.backend.name if vdevice else backend) != "gpu":
+            raise VDeviceError("GraphExecutor needs the gpu backend (CUDA Graphs)")
+        super().__init__(ops, sources, buffers, deps=deps, backend="gpu", include_dirs=include_dirs,
+                         vdevice=vdevice)
+        be = self.vd.backend
+        OpByOpExecutor._launch_all(self)  # loads every function and sets attributes outside the capture
+        be.synchronize()
+        be.stream.begin_capture()
+        try:
+            OpByOpExecutor._launch_all(self)
+        finally:
+            self.graph = be.stream.end_capture()
+
+    def _launch_all(self) -> None:
+        """Replay the captured graph."""
+        self.graph.launch(self.vd.backend.stream)

@@ -1,0 +1,522 @@
+"""rPrograms: per-vEU lists of rTasks and barrier-rTasks, built with Append/Wait, checked by simulation."""
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+
+class ProgramError(ValueError):
+    """A program that is malformed, misses a dependency, runs a task twice or can deadlock."""
+
+
+class TaskRef(NamedTuple):
+    """One rTask: rtask id `rtask` of operator instance `op` (an index into Program.ops); a tuple for speed."""
+
+    op: int
+    rtask: int
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    """One bound launch shape of an rKernel from a converted source (docs/ARCHITECTURE.md §1)."""
+
+    source_id: str
+    rkernel: str
+    layout: str | None = None
+    template_args: tuple = ()
+    grid: tuple[int, int, int] = (1, 1, 1)
+    block: tuple[int, int, int] = (1, 1, 1)
+    dynamic_smem: int = 0
+    wrapper: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "template_args", tuple(self.template_args))
+        object.__setattr__(self, "grid", _dims(self.grid, "grid"))
+        object.__setattr__(self, "block", _dims(self.block, "block"))
+        if self.threads > 1024:
+            raise ProgramError(f"rKernel {self.rkernel}: {self.threads} threads per rTask exceed 1024")
+        if self.dynamic_smem < 0:
+            raise ProgramError(f"rKernel {self.rkernel}: negative dynamic shared memory")
+
+    @property
+    def rtasks(self) -> int:
+        """Number of rTasks (legacy blocks) of one launch."""
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def threads(self) -> int:
+        """Threads of one rTask (legacy block size)."""
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def wrapper_name(self) -> str:
+        """The plain __global__ wrapper keeps the legacy name: the rKernel name without `__rtask`."""
+        if self.wrapper:
+            return self.wrapper
+        return self.rkernel[: -len("__rtask")] if self.rkernel.endswith("__rtask") else self.rkernel
+
+    def instantiation(self) -> tuple:
+        """What makes two launches share generated code: source, rKernel, layout and template arguments."""
+        return (self.source_id, self.rkernel, self.layout, self.template_args)
+
+
+def _dims(value: Sequence[int], what: str) -> tuple[int, int, int]:
+    """Normalise a 1..3 element launch dimension to three positive ints."""
+    dims = tuple(int(v) for v in value) + (1, 1, 1)
+    if len(value) > 3 or any(d < 1 for d in dims[:3]):
+        raise ProgramError(f"bad {what} {tuple(value)}: expected 1..3 positive sizes")
+    return dims[:3]
+
+
+@dataclass(frozen=True)
+class ArgRef:
+    """One kernel argument: a buffer by name, or a typed scalar (numpy dtype name and value)."""
+
+    buffer: str | None = None
+    dtype: str | None = None
+    value: float | int | None = None
+
+    @staticmethod
+    def buf(name: str) -> "ArgRef":
+        """A device pointer to the named buffer."""
+        return ArgRef(buffer=name)
+
+    @staticmethod
+    def scalar(dtype: str, value: float | int) -> "ArgRef":
+        """A scalar passed by value with the given numpy dtype."""
+        if np.dtype(dtype).itemsize > 8:
+            raise ProgramError(f"scalar arguments of at most 8 bytes, got {dtype}")
+        return ArgRef(dtype=str(np.dtype(dtype)), value=value)
+
+    def to_json(self) -> dict:
+        """JSON form: {buffer} or {dtype, value}."""
+        return {"buffer": self.buffer} if self.buffer is not None else {"dtype": self.dtype, "value": self.value}
+
+    @staticmethod
+    def from_json(obj: dict) -> "ArgRef":
+        """Inverse of to_json."""
+        return ArgRef.buf(obj["buffer"]) if "buffer" in obj else ArgRef.scalar(obj["dtype"], obj["value"])
+
+
+@dataclass(frozen=True)
+class Op:
+    """An rOperator instance: one bound launch of an rKernel with its arguments."""
+
+    name: str
+    kernel: KernelRef
+    args: tuple[ArgRef, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "args", tuple(self.args))
+
+    def to_json(self) -> dict:
+        """JSON form of the op."""
+        k = self.kernel
+        kernel = {"source_id": k.source_id, "rkernel": k.rkernel, "layout": k.layout,
+                  "template_args": list(k.template_args), "grid": list(k.grid), "block": list(k.block),
+                  "dynamic_smem": k.dynamic_smem, "wrapper": k.wrapper}
+        return {"name": self.name, "kernel": kernel, "args": [a.to_json() for a in self.args]}
+
+    @staticmethod
+    def from_json(obj: dict) -> "Op":
+        """Inverse of to_json."""
+        return Op(obj["name"], KernelRef(**obj["kernel"]), tuple(ArgRef.from_json(a) for a in obj["args"]))
+
+
+@dataclass(frozen=True)
+class Run:
+    """Run one rTask on this vEU."""
+
+    task: TaskRef
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Barrier-rTask: wait until each (vEU, order) rTask has finished; order counts rTasks of that vEU from 0."""
+
+    targets: tuple[tuple[int, int], ...]
+
+
+Instr = Run | Wait
+
+
+@dataclass
+class Program:
+    """prog[vEU] = instructions; built with wait(task, tasks) then append(task, veu)."""
+
+    ops: list[Op]
+    num_veus: int
+    veus: list[list[Instr]] = field(default_factory=list)
+    _pending: dict[TaskRef, list[TaskRef]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _pending_ops: dict[TaskRef, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _op_last: dict[int, dict[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _op_count: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _where: dict[TaskRef, tuple[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _awaited: list[dict[int, int]] = field(default_factory=list, init=False, repr=False, compare=False)
+    _counts: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
+    _rtasks: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.num_veus < 1:
+            raise ProgramError(f"a program needs at least one vEU, got {self.num_veus}")
+        if not self.veus:
+            self.veus = [[] for _ in range(self.num_veus)]
+        if len(self.veus) != self.num_veus:
+            raise ProgramError(f"{len(self.veus)} instruction lists for {self.num_veus} vEUs")
+        self._rtasks = [op.kernel.rtasks for op in self.ops]
+        self._awaited = [{} for _ in range(self.num_veus)]
+        self._where = {}
+        self._counts = [0] * self.num_veus
+        for v, instrs in enumerate(self.veus):
+            for instr in instrs:
+                if isinstance(instr, Run):
+                    self._where.setdefault(instr.task, (v, self._counts[v]))
+                    self._note_run(instr.task, v)
+                    continue
+                for u, k in instr.targets:
+                    self._awaited[v][u] = max(k, self._awaited[v].get(u, -1))
+
+    def wait(self, task: TaskRef, tasks: Iterable[TaskRef]) -> None:
+        """Record that `task` must not start before every task in `tasks` has finished (call before append)."""
+        if task in self._where:
+            raise ProgramError(f"wait() for {task} after it was appended")
+        self._check_task(task)
+        self._pending.setdefault(task, []).extend(tasks)
+
+    def wait_ops(self, task: TaskRef, ops: Iterable[int]) -> None:
+        """wait() for every rTask of each op in `ops` (all already appended); costs O(vEUs) per op, not O(rTasks)."""
+        if task in self._where:
+            raise ProgramError(f"wait_ops() for {task} after it was appended")
+        self._check_task(task)
+        self._pending_ops.setdefault(task, []).extend(ops)
+
+    def append(self, task: TaskRef, veu: int) -> None:
+        """Append `task` to `veu`, preceded by a barrier-rTask for its pending waits when any is needed."""
+        self._check_task(task)
+        if not 0 <= veu < self.num_veus:
+            raise ProgramError(f"vEU {veu} out of range 0..{self.num_veus - 1}")
+        if task in self._where:
+            raise ProgramError(f"{task} appended twice")
+        targets = self._resolve_waits(task, veu)
+        if targets:
+            self.veus[veu].append(Wait(targets))
+        self._where[task] = (veu, self._counts[veu])
+        self._note_run(task, veu)
+        self.veus[veu].append(Run(task))
+
+    def _note_run(self, task: TaskRef, veu: int) -> None:
+        """Count a run on `veu` and remember it as its op's latest rTask there."""
+        self._op_last.setdefault(task.op, {})[veu] = self._counts[veu]
+        self._op_count[task.op] = self._op_count.get(task.op, 0) + 1
+        self._counts[veu] += 1
+
+    def _resolve_waits(self, task: TaskRef, veu: int) -> tuple[tuple[int, int], ...]:
+        """Latest awaited rTask per other vEU, minus those an earlier barrier on `veu` already covers."""
+        latest: dict[int, int] = {}
+        where = self._where
+        for dep in self._pending.pop(task, ()):
+            pos = where.get(dep)
+            if pos is None:
+                raise ProgramError(f"{task} waits for {dep}, which is not appended yet")
+            if pos[0] != veu and pos[1] > latest.get(pos[0], -1):
+                latest[pos[0]] = pos[1]
+        for op in self._pending_ops.pop(task, ()):
+            self._check_task(TaskRef(op, 0))
+            if self._op_count.get(op, 0) != self._rtasks[op]:
+                raise ProgramError(f"{task} waits for op '{self.ops[op].name}', whose rTasks are not all appended")
+            for u, k in self._op_last[op].items():
+                if u != veu and k > latest.get(u, -1):
+                    latest[u] = k
+        awaited = self._awaited[veu]
+        targets = tuple(sorted((u, k) for u, k in latest.items() if awaited.get(u, -1) < k))
+        for u, k in targets:
+            awaited[u] = k
+        return targets
+
+    def _check_task(self, task: TaskRef) -> None:
+        """Reject tasks outside the op list or the op's rTask range."""
+        if not 0 <= task.op < len(self._rtasks):
+            raise ProgramError(f"{task}: op index out of range 0..{len(self.ops) - 1}")
+        n = self._rtasks[task.op]
+        if not 0 <= task.rtask < n:
+            raise ProgramError(f"{task}: rtask out of range 0..{n - 1} of op '{self.ops[task.op].name}'")
+
+    def steps(self, veu: int) -> int:
+        """Number of rTasks (run instructions) on `veu` so far."""
+        return self._counts[veu]
+
+    def runs(self, veu: int) -> list[TaskRef]:
+        """The rTasks of `veu` in order (position = order in Wait targets)."""
+        return [i.task for i in self.veus[veu] if isinstance(i, Run)]
+
+    def position(self, task: TaskRef) -> tuple[int, int]:
+        """(vEU, order) of an appended task."""
+        return self._where[task]
+
+    def to_json(self, with_ops: bool = True) -> dict:
+        """JSON-ready dict: ["r", op, rtask] and ["w", [[veu, order], ...]] per vEU."""
+        veus = [[["r", i.task.op, i.task.rtask] if isinstance(i, Run) else ["w", [list(t) for t in i.targets]]
+                 for i in instrs] for instrs in self.veus]
+        out: dict = {"num_veus": self.num_veus, "veus": veus}
+        if with_ops:
+            out["ops"] = [op.to_json() for op in self.ops]
+        return out
+
+    @staticmethod
+    def from_json(obj: dict | str, ops: list[Op] | None = None) -> "Program":
+        """Inverse of to_json; `ops` replaces the stored op list (plans store it once)."""
+        if isinstance(obj, str):
+            obj = json.loads(obj)
+        ops = ops if ops is not None else [Op.from_json(o) for o in obj["ops"]]
+        veus = [[_instr_from_json(i) for i in instrs] for instrs in obj["veus"]]
+        return Program(ops, int(obj["num_veus"]), veus)
+
+
+def _instr_from_json(item: list) -> Instr:
+    """Decode one instruction of Program.to_json."""
+    if item[0] == "r":
+        return Run(TaskRef(int(item[1]), int(item[2])))
+    if item[0] == "w":
+        return Wait(tuple((int(v), int(k)) for v, k in item[1]))
+    raise ProgramError(f"unknown instruction {item!r}")
+
+
+def plan_to_json(programs: Sequence[Program]) -> str:
+    """A plan (programs run one after another over the same ops) as JSON, ops stored once."""
+    if not programs:
+        raise ProgramError("empty plan")
+    return json.dumps({"ops": [op.to_json() for op in programs[0].ops],
+                       "programs": [p.to_json(with_ops=False) for p in programs]})
+
+
+def plan_from_json(text: str) -> list[Program]:
+    """Inverse of plan_to_json."""
+    obj = json.loads(text)
+    ops = [Op.from_json(o) for o in obj["ops"]]
+    return [Program.from_json(p, ops) for p in obj["programs"]]
+
+
+# ---- validation by simulation ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Clocks:
+    """Vector clocks of one program's rTasks: what is known finished before each position of each vEU."""
+
+    num_veus: int
+    starts: list[list[int]]
+    snaps: list[list[np.ndarray]]
+
+    @staticmethod
+    def empty(num_veus: int) -> "_Clocks":
+        """Every vEU starts knowing nothing."""
+        zero = np.zeros(num_veus, dtype=np.int64)
+        return _Clocks(num_veus, [[0] for _ in range(num_veus)], [[zero] for _ in range(num_veus)])
+
+    def after(self, veu: int, order: int) -> np.ndarray:
+        """Steps of every vEU known finished once rTask `order` of `veu` has finished."""
+        idx = bisect.bisect_right(self.starts[veu], order) - 1
+        clock = self.snaps[veu][idx].copy()
+        clock[veu] = order + 1
+        return clock
+
+    def merge(self, veu: int, done: int, clocks: list[np.ndarray]) -> None:
+        """After a barrier-rTask, `veu` knows the maximum of its knowledge and the awaited clocks."""
+        merged = np.maximum.reduce([self.snaps[veu][-1], *clocks])
+        if self.starts[veu][-1] == done:
+            self.snaps[veu][-1] = merged
+        else:
+            self.starts[veu].append(done)
+            self.snaps[veu].append(merged)
+
+    def before(self, veu: int, order: int) -> np.ndarray:
+        """Steps known finished when rTask `order` of `veu` starts."""
+        clock = self.after(veu, order)
+        clock[veu] = order
+        return clock
+
+
+def _check_instructions(program: Program) -> None:
+    """Reject instructions that point outside the program (vEUs, ops, rTasks, negative orders)."""
+    for v, instrs in enumerate(program.veus):
+        for pc, instr in enumerate(instrs):
+            if isinstance(instr, Run):
+                program._check_task(instr.task)
+                continue
+            for u, k in instr.targets:
+                if not 0 <= u < program.num_veus or k < 0:
+                    raise ProgramError(f"vEU {v} instruction {pc}: bad wait target (vEU {u}, order {k})")
+
+
+def _check_exactly_once(programs: Sequence[Program], ops: Sequence[Op]) -> dict[TaskRef, int]:
+    """Every rTask of every op appears in exactly one run instruction of the plan; returns task -> program."""
+    seen: dict[TaskRef, int] = {}
+    for p_index, program in enumerate(programs):
+        for v, instrs in enumerate(program.veus):
+            for instr in instrs:
+                if not isinstance(instr, Run):
+                    continue
+                if instr.task in seen:
+                    t = instr.task
+                    raise ProgramError(f"rTask {t.rtask} of op '{ops[t.op].name}' runs twice "
+                                       f"(program {seen[t]} and program {p_index}, vEU {v})")
+                seen[instr.task] = p_index
+    for index, op in enumerate(ops):
+        homes = {seen[TaskRef(index, r)] for r in range(op.kernel.rtasks) if TaskRef(index, r) in seen}
+        if len(homes) > 1:
+            raise ProgramError(f"op '{op.name}' is split over programs {sorted(homes)}: keep an op in one program")
+        missing = [r for r in range(op.kernel.rtasks) if TaskRef(index, r) not in seen]
+        if missing:
+            raise ProgramError(f"op '{op.name}': rTasks {missing[:8]}{'...' if len(missing) > 8 else ''} "
+                               f"never run ({len(missing)} of {op.kernel.rtasks})")
+    return seen
+
+
+def simulate(program: Program) -> _Clocks:
+    """Run the vEUs greedily (waits are monotone, so greedy finds a deadlock iff one exists); returns clocks."""
+    _check_instructions(program)
+    clocks = _Clocks.empty(program.num_veus)
+    totals = [program.steps(v) for v in range(program.num_veus)]
+    pc = [0] * program.num_veus
+    done = [0] * program.num_veus
+    progress = True
+    while progress:
+        progress = False
+        for v in range(program.num_veus):
+            moved = _advance(program, v, pc, done, clocks)
+            progress = progress or moved
+    if any(pc[v] < len(program.veus[v]) for v in range(program.num_veus)):
+        raise ProgramError(_deadlock_message(program, pc, done, totals))
+    return clocks
+
+
+def _advance(program: Program, v: int, pc: list[int], done: list[int], clocks: _Clocks) -> bool:
+    """Run vEU `v` until it blocks on a wait or ends; True when it moved."""
+    instrs = program.veus[v]
+    start = pc[v]
+    while pc[v] < len(instrs):
+        instr = instrs[pc[v]]
+        if isinstance(instr, Run):
+            done[v] += 1
+        elif all(done[u] > k for u, k in instr.targets):
+            clocks.merge(v, done[v], [clocks.after(u, k) for u, k in instr.targets])
+        else:
+            break
+        pc[v] += 1
+    return pc[v] != start
+
+
+def _deadlock_message(program: Program, pc: list[int], done: list[int], totals: list[int]) -> str:
+    """Name every stuck vEU, what it waits for, and a wait cycle when there is one."""
+    lines = []
+    waits_for: dict[int, int] = {}
+    for v in range(program.num_veus):
+        if pc[v] >= len(program.veus[v]):
+            continue
+        instr = program.veus[v][pc[v]]
+        for u, k in instr.targets:
+            if done[u] <= k:
+                waits_for.setdefault(v, u)
+                never = " (it has only %d rTasks: never)" % totals[u] if k >= totals[u] else ""
+                lines.append(f"vEU {v} instruction {pc[v]} waits for vEU {u} rTask #{k}{never}")
+    cycle = _find_cycle(waits_for)
+    head = "program can deadlock"
+    if cycle:
+        head += ": wait cycle " + " -> ".join(f"vEU {v}" for v in cycle)
+    return head + "; " + "; ".join(lines[:8])
+
+
+def _find_cycle(edges: dict[int, int]) -> list[int]:
+    """A cycle in a functional graph (each node one successor), or [] when there is none."""
+    for start in edges:
+        path: list[int] = []
+        node = start
+        while node in edges and node not in path:
+            path.append(node)
+            node = edges[node]
+        if node in path:
+            return path[path.index(node):] + [node]
+    return []
+
+
+def validate(program: Program, deps: Iterable[tuple[int, int]]) -> None:
+    """Check one program alone: all rTasks of all its ops exactly once, all op-level deps ordered, no deadlock."""
+    validate_plan([program], deps)
+
+
+def validate_plan(programs: Sequence[Program], deps: Iterable[tuple[int, int]]) -> None:
+    """Check programs run one after another: each rTask once, deps ordered by launches, waits or vEU order."""
+    if not programs:
+        raise ProgramError("empty plan")
+    ops = programs[0].ops
+    for program in programs:
+        if program.ops is not ops and program.ops != ops:
+            raise ProgramError("programs of one plan must share the op list")
+        _check_instructions(program)
+    where = _check_exactly_once(programs, ops)
+    preds = _predecessors(deps, len(ops))
+    for index, program in enumerate(programs):
+        clocks = simulate(program)
+        _check_deps(program, index, clocks, preds, where)
+
+
+def _predecessors(deps: Iterable[tuple[int, int]], num_ops: int) -> dict[int, list[int]]:
+    """consumer op -> producer ops, with range checks."""
+    preds: dict[int, list[int]] = {}
+    for producer, consumer in deps:
+        if not (0 <= producer < num_ops and 0 <= consumer < num_ops) or producer == consumer:
+            raise ProgramError(f"bad dependency edge ({producer}, {consumer}) for {num_ops} ops")
+        preds.setdefault(consumer, []).append(producer)
+    return preds
+
+
+def _check_deps(program: Program, index: int, clocks: _Clocks, preds: dict[int, list[int]],
+                where: dict[TaskRef, int]) -> None:
+    """Every rTask of a consumer in this program starts after all rTasks of each producer finished."""
+    ops = program.ops
+    needs = _requirements(program, index, preds, where)
+    for v in range(program.num_veus):
+        for order, task in enumerate(program.runs(v)):
+            need = needs.get(task.op)
+            if need is None:
+                continue
+            known = clocks.before(v, order)
+            short = np.nonzero(known < need)[0]
+            if short.size:
+                u = int(short[0])
+                producer = _producer_at(program, u, int(need[u]) - 1)
+                raise ProgramError(
+                    f"dependency not honoured: rTask {task.rtask} of op '{ops[task.op].name}' (vEU {v}, "
+                    f"order {order}) can start before rTask {producer.rtask} of op '{ops[producer.op].name}' "
+                    f"(vEU {u}, order {int(need[u]) - 1}) has finished")
+
+
+def _requirements(program: Program, index: int, preds: dict[int, list[int]],
+                  where: dict[TaskRef, int]) -> dict[int, np.ndarray]:
+    """consumer op -> steps per vEU that must be finished before any of its rTasks in this program."""
+    last = np.zeros((len(program.ops), program.num_veus), dtype=np.int64)
+    for v in range(program.num_veus):
+        for order, task in enumerate(program.runs(v)):
+            last[task.op, v] = order + 1
+    needs: dict[int, np.ndarray] = {}
+    for consumer, producers in preds.items():
+        if where.get(TaskRef(consumer, 0)) != index:
+            continue
+        for producer in producers:
+            p_index = where[TaskRef(producer, 0)]
+            if p_index > index:
+                raise ProgramError(f"op '{program.ops[consumer].name}' (program {index}) depends on op "
+                                   f"'{program.ops[producer].name}' that runs in a later program {p_index}")
+        same = [p for p in producers if where[TaskRef(p, 0)] == index]
+        if same:
+            needs[consumer] = np.max(last[same], axis=0)
+    return needs
+
+
+def _producer_at(program: Program, veu: int, order: int) -> TaskRef:
+    """The rTask at (vEU, order)."""
+    return program.runs(veu)[order]

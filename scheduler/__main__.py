@@ -1,0 +1,47 @@
+"""`python -m scheduler MODEL.onnx`: plan a model with one policy, print a summary, write plan.json."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .graph import SchedulerError
+from .pipeline import plan_model
+from .policies import POLICIES
+from .profiler import H100, Profiler
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Command-line options."""
+    ap = argparse.ArgumentParser(prog="python -m scheduler", description=__doc__)
+    ap.add_argument("model", help="ONNX file with static shapes")
+    ap.add_argument("--policy", choices=sorted(POLICIES), default="wavefront")
+    ap.add_argument("--veus", type=int, default=None, help=f"vEUs of the vDevice (default {H100.sms})")
+    ap.add_argument("--mode", choices=["model", "measured"], default="model", help="profiler mode")
+    ap.add_argument("-o", "--out", default=None, help="write plan.json here")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Plan, report, save; a scheduler error is one line on stderr and exit status 1."""
+    args = parse(sys.argv[1:] if argv is None else argv)
+    try:
+        profiler = Profiler(H100, args.veus, args.mode)
+        print(profiler.describe())
+        sch = plan_model(args.model, args.policy, profiler, num_veus=args.veus)
+    except SchedulerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    plan = sch.plan
+    tasks = sum(p.steps(v) for p in plan.programs for v in range(p.num_veus))
+    print(f"{args.policy}: {len(sch.workload.ops)} operators, {len(plan.ops)} launches, {tasks} rTasks, "
+          f"{len(plan.programs)} rProgram(s), predicted {plan.predicted_us:.1f} us")
+    for note in plan.notes:
+        print(f"note: {note}")
+    if args.out:
+        plan.save(args.out)
+        print(f"plan written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,310 @@
+"""The scheduling mechanism every policy uses: Append(task, vEU) and Wait(task, [tasks]) on rPrograms under
+construction, with predicted vEU clocks from the profiler; trial copies let a policy compare alternatives."""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from vdevice.program import Program, TaskRef
+
+from .graph import SchedulerError
+from .plan import Choice, MakeOp, Plan, ProgramOp, default_vdevice_op
+from .profiler import Profiler, Resources
+from .simulate import start_time
+from .workload import Candidate, OpSpec
+
+NONE = -1
+
+
+@dataclass
+class DepSet:
+    """The latest awaited task on each vEU (order among that vEU's rTasks, op, rtask, predicted end)."""
+
+    order: np.ndarray
+    op: np.ndarray
+    rtask: np.ndarray
+    end: np.ndarray
+    lists: tuple[list[int], list[int]] | None = None  # op and rtask as python lists, built when first needed
+
+    def task_refs(self, veus: list[int]) -> tuple[TaskRef, ...]:
+        """The latest awaited task on each of these vEUs."""
+        if self.lists is None:
+            self.lists = (self.op.tolist(), self.rtask.tolist())
+        ops, rtasks = self.lists
+        return tuple(TaskRef(ops[u], rtasks[u]) for u in veus)
+
+    @staticmethod
+    def empty(num_veus: int) -> "DepSet":
+        """Nothing awaited."""
+        return DepSet(np.full(num_veus, NONE, np.int64), np.full(num_veus, NONE, np.int64),
+                      np.full(num_veus, NONE, np.int64), np.zeros(num_veus))
+
+    def copy(self) -> "DepSet":
+        """An independent copy."""
+        return DepSet(self.order.copy(), self.op.copy(), self.rtask.copy(), self.end.copy())
+
+    def merge(self, other: "DepSet") -> "DepSet":
+        """Union: per vEU the later of the two tasks."""
+        out = self.copy()
+        later = other.order > out.order
+        for mine, theirs in ((out.order, other.order), (out.op, other.op), (out.rtask, other.rtask),
+                             (out.end, other.end)):
+            mine[later] = theirs[later]
+        return out
+
+    def any(self) -> bool:
+        """True when some task is awaited."""
+        return bool((self.order > NONE).any())
+
+    def note(self, veu: int, order: int, op: int, rtask: int, end: float) -> None:
+        """Record a task as the latest of its vEU."""
+        self.order[veu], self.op[veu], self.rtask[veu], self.end[veu] = order, op, rtask, end
+        self.lists = None
+
+
+class ProgramBuilder:
+    """One rProgram under construction: predicted clocks, per-vEU marks of what each vEU already awaited
+    (as vdevice.program drops covered waits), the appended tasks in order, and where each op ran."""
+
+    def __init__(self, mech: "Mechanism", index: int, parent: "ProgramBuilder | None" = None) -> None:
+        self.mech, self.index, self.parent = mech, index, parent
+        v = mech.num_veus
+        self.clocks = parent.clocks.copy() if parent else np.zeros(v)
+        self.counts = parent.counts.copy() if parent else np.zeros(v, np.int64)
+        self.awaited = parent.awaited.copy() if parent else np.full((v, v), NONE, np.int64)
+        self.records: list[tuple[TaskRef, int, tuple[TaskRef, ...]]] = []
+        self.placed: dict[int, DepSet] = {}
+        self.where: dict[TaskRef, tuple[int, int, float]] = {}
+        self.node_ops: dict[int, list[int]] = {}
+        self.new_ops: list[ProgramOp] = []
+        self.pending: dict[TaskRef, DepSet] = {}
+
+    # ---- lookups through the parent chain ----------------------------------------------------------------
+    def op(self, op_id: int) -> ProgramOp:
+        """A committed op or one created in this builder."""
+        base = len(self.mech.ops)
+        return self.mech.ops[op_id] if op_id < base else self.new_ops[op_id - base]
+
+    def lookup(self, table: str, key: object) -> object | None:
+        """An entry of one of the builder's tables ('placed', 'where', 'node_ops'), here or in a parent."""
+        b: ProgramBuilder | None = self
+        while b is not None:
+            entries = getattr(b, table)
+            if key in entries:
+                return entries[key]
+            b = b.parent
+        return None
+
+    def placement(self, op_id: int) -> DepSet | None:
+        """Latest task per vEU of an op in this program, or None when it is not in this program."""
+        return self.lookup("placed", op_id)
+
+    def position(self, task: TaskRef) -> tuple[int, int, float] | None:
+        """(vEU, order, predicted end) of an appended task of this program."""
+        return self.lookup("where", task)
+
+    def ops_of_node(self, node: int) -> list[int] | None:
+        """The ops of a workload node placed in this program."""
+        return self.lookup("node_ops", node)
+
+    def add_op(self, op: ProgramOp) -> int:
+        """Register an op (its rTask time from the profiler) and return its plan-wide index."""
+        op.rtask_us = self.mech.profiler.rtask_us(op.launch)
+        self.new_ops.append(op)
+        return len(self.mech.ops) + len(self.new_ops) - 1
+
+    # ---- the two primitives ------------------------------------------------------------------------------
+    def wait(self, task: TaskRef, tasks: Sequence[TaskRef] | DepSet) -> None:
+        """`task` must not start before every task in `tasks` (of this program) has finished."""
+        dep = tasks if isinstance(tasks, DepSet) else self.depset(tasks)
+        self.pending[task] = self.pending[task].merge(dep) if task in self.pending else dep
+
+    def append(self, task: TaskRef, veu: int) -> float:
+        """Run `task` next on `veu` (after a barrier-rTask for its uncovered waits); returns its predicted end."""
+        dep = self.pending.pop(task, None)
+        refs: tuple[TaskRef, ...] = ()
+        wait_ends: list[float] = []
+        if dep is not None:
+            mask = dep.order > self.awaited[veu]
+            mask[veu] = False
+            us = np.flatnonzero(mask)
+            if us.size:
+                refs = dep.task_refs(us.tolist())
+                wait_ends = [float(dep.end[us].max())]
+                self.awaited[veu, us] = dep.order[us]
+        start = start_time(float(self.clocks[veu]), wait_ends, self.mech.profiler.device.barrier_us)
+        end = start + self.op(task.op).rtask_us
+        order = int(self.counts[veu])
+        self.clocks[veu], self.counts[veu] = end, order + 1
+        self.records.append((task, veu, refs))
+        self.where[task] = (veu, order, end)
+        if task.op not in self.placed:
+            self.placed[task.op] = DepSet.empty(self.mech.num_veus)
+        self.placed[task.op].note(veu, order, task.op, task.rtask, end)
+        return end
+
+    def depset(self, tasks: Sequence[TaskRef]) -> DepSet:
+        """The latest of `tasks` per vEU; every task must already be appended to this program."""
+        dep = DepSet.empty(self.mech.num_veus)
+        for t in tasks:
+            pos = self.position(t)
+            if pos is None:
+                raise SchedulerError(f"wait on {t}, which is not appended to this rProgram")
+            veu, order, end = pos
+            if order > dep.order[veu]:
+                dep.note(veu, order, t.op, t.rtask, end)
+        return dep
+
+    # ---- SelectvEU over the rTasks of one op -------------------------------------------------------------
+    def place(self, op_id: int, deps: DepSet | None, veus: Sequence[int] | None = None) -> None:
+        """Put each rTask of the op on the vEU (of `veus`) where it can start earliest; the first rTask on a vEU
+        waits for `deps`, later ones on that vEU are ordered after it anyway."""
+        veus = list(range(self.mech.num_veus)) if veus is None else list(veus)
+        starts = np.maximum(self.clocks[veus], self.ready_times(deps, veus))
+        heap = list(zip(starts.tolist(), veus))
+        heapq.heapify(heap)
+        waited: set[int] = set()
+        for rtask in range(self.op(op_id).rtasks):
+            _, v = heapq.heappop(heap)
+            task = TaskRef(op_id, rtask)
+            if deps is not None and v not in waited:
+                self.wait(task, deps)
+                waited.add(v)
+            heapq.heappush(heap, (self.append(task, v), v))
+
+    def ready_times(self, deps: DepSet | None, veus: list[int]) -> np.ndarray:
+        """Per candidate vEU, when `deps` let it start (a barrier only for tasks it has not awaited yet)."""
+        if deps is None or not deps.any():
+            return np.zeros(len(veus))
+        rows = np.array(veus)
+        mask = deps.order[None, :] > self.awaited[rows]
+        mask[np.arange(len(rows)), rows] = False
+        ends = np.where(mask, deps.end[None, :], -np.inf).max(axis=1)
+        barrier = self.mech.profiler.device.barrier_us
+        return np.where(np.isfinite(ends), ends + barrier, 0.0)
+
+    # ---- nodes ------------------------------------------------------------------------------------------------
+    def node_deps(self, spec: OpSpec) -> DepSet | None:
+        """What the first launch of a node waits for: the last launch of each predecessor in this program."""
+        dep = None
+        for p in spec.preds:
+            ops = self.ops_of_node(p)
+            if ops is None:
+                if p not in self.mech.node_program:
+                    raise SchedulerError(f"node '{spec.name}' scheduled before its predecessor "
+                                         f"(node {p}): a policy bug")
+                continue  # an earlier rProgram: finished before this one starts
+            last = self.placement(ops[-1])
+            dep = last if dep is None else dep.merge(last)
+        return dep
+
+    def schedule_node(self, spec: OpSpec, cand: Candidate, extra: DepSet | None = None,
+                      veus: Sequence[int] | None = None) -> list[int]:
+        """Append every launch of the chosen rKernel; a launch waits for all rTasks of the one before."""
+        if spec.index in self.mech.node_program or self.ops_of_node(spec.index) is not None:
+            raise SchedulerError(f"node '{spec.name}' scheduled twice: a policy bug")
+        deps = self.node_deps(spec)
+        if extra is not None and extra.any():
+            deps = extra if deps is None else deps.merge(extra)
+        ids = []
+        for k, launch in enumerate(cand.launches):
+            op_id = self.add_op(ProgramOp(spec.name, spec.op_type, cand.variant, cand.source, k, launch,
+                                          list(spec.inputs), list(spec.outputs)))
+            self.place(op_id, deps, veus)
+            deps = self.placement(op_id)
+            ids.append(op_id)
+        self.node_ops[spec.index] = ids
+        return ids
+
+    def barrier_after(self, nodes: list[int]) -> DepSet | None:
+        """Waiting for this is a barrier after every rTask of these nodes in this program (None: nothing to
+        wait for here)."""
+        dep = None
+        for node in nodes:
+            ops = self.ops_of_node(node)
+            for op_id in ops or []:
+                placed = self.placement(op_id)
+                dep = placed if dep is None else dep.merge(placed)
+        return dep
+
+    def time_us(self) -> float:
+        """Predicted makespan of the vEUs (without the launch)."""
+        return float(self.clocks.max()) if self.counts.any() else 0.0
+
+    def program_us(self) -> float:
+        """Predicted time of this rProgram: makespan plus one persistent launch (0 when empty)."""
+        return self.time_us() + self.mech.profiler.device.launch_us if self.counts.any() else 0.0
+
+
+class Mechanism:
+    """The rPrograms of one plan: committed ops, closed programs, the current program and trials on it."""
+
+    def __init__(self, profiler: Profiler, num_veus: int | None = None) -> None:
+        self.profiler = profiler
+        self.num_veus = num_veus or profiler.num_veus
+        if self.num_veus < 1:
+            raise SchedulerError(f"a vDevice needs at least one vEU, got {self.num_veus}")
+        self.ops: list[ProgramOp] = []
+        self.closed: list[ProgramBuilder] = []
+        self.node_program: dict[int, int] = {}
+        self.current = ProgramBuilder(self, 0)
+
+    def fork(self) -> ProgramBuilder:
+        """A trial that continues the current rProgram."""
+        return ProgramBuilder(self, self.current.index, parent=self.current)
+
+    def fresh(self) -> ProgramBuilder:
+        """A trial that starts a new rProgram after the current one."""
+        return ProgramBuilder(self, self.current.index + 1)
+
+    def commit(self, trial: ProgramBuilder) -> None:
+        """Make a trial real: merge a fork into the current program, or close the current one for a fresh one."""
+        if trial.parent is self.current:
+            cur = self.current
+            cur.clocks, cur.counts, cur.awaited = trial.clocks, trial.counts, trial.awaited
+            cur.records.extend(trial.records)
+            cur.placed.update(trial.placed)
+            cur.where.update(trial.where)
+            cur.node_ops.update(trial.node_ops)
+        elif trial.parent is None and trial.index == self.current.index + 1:
+            if self.current.records:
+                self.closed.append(self.current)
+            else:
+                trial.index = self.current.index
+            self.current = trial
+        else:
+            raise SchedulerError("commit of a stale trial: a policy bug")
+        self.ops.extend(trial.new_ops)
+        trial.new_ops = []
+        for node in trial.node_ops:
+            self.node_program[node] = self.current.index
+
+    def finish(self, policy: str, choices: dict[str, Choice], notes: list[str],
+               make_op: MakeOp = default_vdevice_op, aliases: dict[str, tuple[str, int]] | None = None) -> Plan:
+        """Close the current program and build vdevice Programs by replaying Wait/Append in order."""
+        builders = self.closed + ([self.current] if self.current.records else [])
+        needs = [self.veu_needs(b) for b in builders]
+        vops = [make_op(op) for op in self.ops]
+        programs = []
+        for b in builders:
+            prog = Program(vops, self.num_veus)
+            for task, veu, refs in b.records:
+                if refs:
+                    prog.wait(task, list(refs))
+                prog.append(task, veu)
+            programs.append(prog)
+        return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.num_veus, list(self.ops),
+                    programs, [b.program_us() for b in builders], choices, aliases or {}, notes, needs)
+
+    def veu_needs(self, b: ProgramBuilder) -> Resources:
+        """What a vEU of this program must provide: the most threads and shared memory of its rKernels."""
+        res = [self.profiler.resources(self.ops[op].launch) for op in {task.op for task, _, _ in b.records}]
+        need = Resources(max(r.threads for r in res), max(r.smem_bytes for r in res), None)
+        dev = self.profiler.device
+        if need.threads > dev.max_threads_per_block or need.smem_bytes > dev.max_smem_per_block:
+            raise SchedulerError(f"rProgram {b.index} needs vEUs of {need.threads} threads and {need.smem_bytes} "
+                                 f"B shared memory; {dev.name} allows {dev.max_threads_per_block} and "
+                                 f"{dev.max_smem_per_block}")
+        return need

@@ -1,0 +1,131 @@
+"""ONNX -> DFG of rOperators with static shapes: the scheduler's front door, which refuses what it cannot plan."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from .graph import Graph, Node, SchedulerError, Tensor, present
+
+
+class ModelError(SchedulerError):
+    """The ONNX file cannot be read, is malformed, or has shapes that are not static."""
+
+
+def load_model(source: str | Path | onnx.ModelProto) -> onnx.ModelProto:
+    """Read and check a model, turning any decode/validation failure into one ModelError line."""
+    if isinstance(source, onnx.ModelProto):
+        model = source
+        where = "model"
+    else:
+        where = str(source)
+        if not Path(where).is_file():
+            raise ModelError(f"cannot read ONNX model {where}: no such file")
+        try:
+            model = onnx.load(where)
+        except Exception as exc:  # protobuf raises several unrelated types for a corrupt file
+            raise ModelError(f"cannot read ONNX model {where}: {first_line(exc)}") from None
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        raise ModelError(f"malformed ONNX model {where}: {first_line(exc)}") from None
+    try:
+        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as exc:
+        raise ModelError(f"shape inference failed for {where}: {first_line(exc)}") from None
+
+
+def import_model(source: str | Path | onnx.ModelProto) -> Graph:
+    """Build the DFG of a model whose every tensor has a fixed shape."""
+    model = load_model(source)
+    g = model.graph
+    weights = {init.name: numpy_helper.to_array(init) for init in g.initializer}
+    tensors: dict[str, Tensor] = {}
+    for name, value in weights.items():
+        tensors[name] = Tensor(name, tuple(int(d) for d in value.shape), value.dtype.name, "weight")
+    infos = {vi.name: vi for vi in [*g.input, *g.value_info, *g.output]}
+    inputs = [vi.name for vi in g.input if vi.name not in weights]
+    for name in inputs:
+        tensors[name] = tensor_from_info(infos[name], "input")
+    nodes = [node_from_proto(n, name) for n, name in zip(g.node, unique_node_names(g.node))]
+    for node in nodes:
+        for out in present(node.outputs):
+            if out not in infos:
+                raise ModelError(f"tensor '{out}' (output of {node.op_type} node '{node.name}') has no inferred "
+                                 "shape: the scheduler needs static shapes (fix the batch size)")
+            tensors[out] = tensor_from_info(infos[out], "intermediate", node)
+    outputs = [vi.name for vi in g.output]
+    for name in outputs:
+        if name not in tensors:
+            raise ModelError(f"graph output '{name}' is produced by no node")
+        if tensors[name].kind == "intermediate":
+            tensors[name].kind = "output"
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    return Graph(nodes=nodes, tensors=tensors, inputs=inputs, outputs=outputs, weights=weights, opset=opset)
+
+
+def tensor_from_info(info: onnx.ValueInfoProto, kind: str, node: Node | None = None) -> Tensor:
+    """Static shape and dtype of one value, or a ModelError naming the dynamic dimension."""
+    where = f"tensor '{info.name}'" + (f" (output of {node.op_type} node '{node.name}')" if node else "")
+    ttype = info.type.tensor_type
+    if not info.type.HasField("tensor_type") or ttype.elem_type == 0:
+        raise ModelError(f"{where} is not a tensor of known element type")
+    if not ttype.HasField("shape"):
+        raise ModelError(f"{where} has unknown rank: the scheduler needs static shapes (fix the batch size)")
+    dims = []
+    for d in ttype.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        else:
+            label = d.dim_param or "?"
+            shown = ["?" if not x.HasField("dim_value") else str(x.dim_value) for x in ttype.shape.dim]
+            raise ModelError(f"{where} has a dynamic dimension '{label}' in shape [{','.join(shown)}]: "
+                             "the scheduler needs static shapes (fix the batch size)")
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(ttype.elem_type)).name
+    return Tensor(info.name, tuple(dims), dtype, kind)
+
+
+def unique_node_names(protos) -> list[str]:
+    """Node names as in the file, with a generated one for unnamed nodes and a suffix for repeats."""
+    names: list[str] = []
+    seen: set[str] = set()
+    for i, proto in enumerate(protos):
+        name = proto.name or f"{proto.op_type}_{i}"
+        if name in seen:
+            name = f"{name}#{i}"
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def node_from_proto(proto: onnx.NodeProto, name: str) -> Node:
+    """One ONNX node as a plain Node with python-valued attributes (a foreign domain prefixes the op type)."""
+    domain = proto.domain if proto.domain not in ("", "ai.onnx") else ""
+    op_type = f"{domain}.{proto.op_type}" if domain else proto.op_type
+    attrs = {a.name: attr_value(a) for a in proto.attribute}
+    return Node(name=name, op_type=op_type, inputs=list(proto.input), outputs=list(proto.output), attrs=attrs)
+
+
+def attr_value(attr: onnx.AttributeProto) -> Any:
+    """An attribute as a python value: str, int, float, list, or numpy array for tensors."""
+    if attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        return f"<subgraph {attr.name}>"  # control flow: refused by the support check, named there
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, list):
+        return [v.decode() if isinstance(v, bytes) else v for v in value]
+    return value
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message, for one-line errors."""
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__

@@ -1,0 +1,403 @@
+"""Graph passes over the plain DFG: fold constants and BatchNorm, alias views, unroll LSTMs, drop dead nodes."""
+from __future__ import annotations
+
+import numpy as np
+
+from .graph import Graph, Node, SchedulerError, View, present
+from .reference import can_evaluate, evaluate
+
+VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+SHAPE_ONLY_OPS = ("Shape", "Size")
+
+
+def run_passes(g: Graph) -> Graph:
+    """The standard pipeline, in an order where each pass sees what the earlier ones simplified."""
+    fold_constants(g)
+    alias_views(g)
+    unroll_lstm(g)
+    fold_batchnorm(g)
+    remove_dead(g)
+    return g
+
+
+# ---- constant folding ------------------------------------------------------------------------------------
+def fold_constants(g: Graph) -> int:
+    """Evaluate nodes whose inputs are all weights (or that read only a static shape); return how many."""
+    kept: list[Node] = []
+    folded = 0
+    for node in g.nodes:
+        if not is_foldable(g, node):
+            kept.append(node)
+            continue
+        if node.op_type in SHAPE_ONLY_OPS:
+            values = shape_only(g, node)
+        else:
+            values = evaluate(g, node, [g.constant(n) if n else None for n in node.inputs])
+        for out, value in zip(node.outputs, values):
+            if out:
+                t = g.tensors[out]
+                g.weights[out] = np.ascontiguousarray(np.asarray(value).astype(t.dtype).reshape(t.shape))
+                t.kind = "weight"
+        folded += 1
+    g.nodes = kept
+    if folded:
+        g.notes.append(f"constant folding: {folded} node(s) evaluated at compile time")
+    return folded
+
+
+def is_foldable(g: Graph, node: Node) -> bool:
+    """A node the numpy evaluator can run now: every input constant, or only the input's shape is read."""
+    if node.op_type in SHAPE_ONLY_OPS:
+        return True
+    if not can_evaluate(node.op_type):
+        return False
+    return all(g.is_constant(n) for n in present(node.inputs))
+
+
+def shape_only(g: Graph, node: Node) -> list[np.ndarray]:
+    """Shape/Size of a tensor whose static shape is known, without its value."""
+    shape = g.tensors[node.inputs[0]].shape
+    if node.op_type == "Size":
+        return [np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)]
+    start, end = node.attrs.get("start", 0), node.attrs.get("end", len(shape))
+    return [np.array(shape, dtype=np.int64)[start:end]]
+
+
+# ---- zero-copy views -------------------------------------------------------------------------------------
+def alias_views(g: Graph) -> int:
+    """Turn shape-only ops and contiguous Slice/Split into aliases of their input's buffer; return how many."""
+    kept: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        views = view_offsets(g, node)
+        if views is None:
+            kept.append(node)
+            continue
+        for out, offset in zip(node.outputs, views):
+            if out:
+                g.aliases[out] = View(node.inputs[0], offset)
+        count += 1
+    g.nodes = kept
+    return count
+
+
+def view_offsets(g: Graph, node: Node) -> list[int] | None:
+    """Element offset of each output inside the input buffer when `node` only reinterprets it, else None."""
+    if any(out in g.inputs for out in node.outputs):
+        return None
+    if node.op_type in VIEW_OPS:
+        return [0]
+    if node.op_type == "Dropout":
+        no_mask = len(present(node.outputs)) == 1 and not node.attrs.get("training_mode", 0)
+        return [0] if no_mask and (len(node.inputs) < 3 or not node.inputs[2]) else None
+    if node.op_type == "Slice":
+        return slice_offset(g, node)
+    if node.op_type == "Split":
+        return split_offsets(g, node)
+    return None
+
+
+def region_offset(shape: tuple[int, ...], begin: list[int], out_shape: tuple[int, ...]) -> int | None:
+    """Offset of a box [begin, begin+out_shape) of a C-ordered array when that box is one contiguous range."""
+    partial = [a for a in range(len(shape)) if out_shape[a] != shape[a]]
+    if partial:
+        k = partial[0]
+        if any(out_shape[a] != 1 for a in range(k)) or any(a > k for a in partial):
+            return None
+    strides = [int(np.prod(shape[a + 1:], dtype=np.int64)) for a in range(len(shape))]
+    return sum(b * s for b, s in zip(begin, strides))
+
+
+def slice_offset(g: Graph, node: Node) -> list[int] | None:
+    """A unit-step Slice with constant bounds whose result is a contiguous range of its input."""
+    ins = node.inputs + [""] * (5 - len(node.inputs))
+    if not all(g.is_constant(n) for n in present(ins[1:])):
+        return None
+    shape = g.tensors[ins[0]].shape
+    starts, ends = g.constant(ins[1]), g.constant(ins[2])
+    axes = g.constant(ins[3]) if ins[3] else range(len(starts))
+    steps = g.constant(ins[4]) if ins[4] else [1] * len(starts)
+    begin = [0] * len(shape)
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        if int(st) != 1:
+            return None
+        a = int(a) % len(shape)
+        begin[a] = slice(int(s), int(e), 1).indices(shape[a])[0]
+    offset = region_offset(shape, begin, g.tensors[node.outputs[0]].shape)
+    return None if offset is None else [offset]
+
+
+def split_offsets(g: Graph, node: Node) -> list[int] | None:
+    """A Split whose every piece is a contiguous range of its input (splitting the outermost non-unit axis)."""
+    shape = g.tensors[node.inputs[0]].shape
+    axis = node.attrs.get("axis", 0) % len(shape)
+    offsets, start = [], 0
+    for out in node.outputs:
+        out_shape = g.tensors[out].shape if out else None
+        if out_shape is None:
+            return None
+        begin = [0] * len(shape)
+        begin[axis] = start
+        offset = region_offset(shape, begin, out_shape)
+        if offset is None:
+            return None
+        offsets.append(offset)
+        start += out_shape[axis]
+    return offsets
+
+
+def add_view(g: Graph, src: str, shape: tuple[int, ...], stem: str, offset: int = 0,
+             producers: dict[str, Node] | None = None) -> str:
+    """A new tensor that is a view of `src` with another shape (and an element offset); returns its name."""
+    name = g.add_tensor(stem, shape, g.tensors[src].dtype)
+    base = g.buffer_of(src)
+    producers = g.producers() if producers is None else producers
+    g.aliases[name] = resolve_concat_view(g, View(base.base, base.offset + offset), g.tensors[name].size,
+                                          producers)
+    return name
+
+
+def resolve_concat_view(g: Graph, view: View, size: int, producers: dict[str, Node]) -> View:
+    """A view that lies inside one piece of a contiguous Concat reads that piece, not the whole Concat."""
+    producer = producers.get(view.base)
+    if producer is None or producer.op_type != "Concat":
+        return view
+    shape = g.tensors[view.base].shape
+    axis = producer.attrs["axis"] % len(shape)
+    if any(d != 1 for d in shape[:axis]):
+        return view  # pieces are not contiguous ranges of the output
+    start = 0
+    for piece in present(producer.inputs):
+        n = g.tensors[piece].size
+        if start <= view.offset and view.offset + size <= start + n:
+            inner = g.buffer_of(piece)
+            return resolve_concat_view(g, View(inner.base, inner.offset + view.offset - start), size, producers)
+        start += n
+    return view
+
+
+# ---- BatchNormalization folding ----------------------------------------------------------------------------
+def fold_batchnorm(g: Graph) -> int:
+    """Fold inference BatchNormalization into the Conv or Gemm that alone feeds it; return how many."""
+    producers = g.producers()
+    consumers = g.consumers()
+    removed: set[int] = set()
+    for bn in g.nodes:
+        if bn.op_type != "BatchNormalization" or len(present(bn.outputs)) != 1:
+            continue
+        src = bn.inputs[0]
+        prev = producers.get(src)
+        if prev is None or prev.op_type not in ("Conv", "Gemm") or src in g.aliases or src in g.outputs:
+            continue
+        if len(consumers.get(src, [])) != 1 or not all(g.is_constant(n) for n in bn.inputs[1:5]):
+            continue
+        if not all(g.is_constant(n) for n in present(prev.inputs[1:])):
+            continue
+        scale, bias, mean, var = (g.constant(n).astype(np.float64) for n in bn.inputs[1:5])
+        s = scale / np.sqrt(var + bn.attrs.get("epsilon", 1e-5))
+        (fold_into_conv if prev.op_type == "Conv" else fold_into_gemm)(g, prev, s, bias - mean * s)
+        del g.tensors[src]
+        prev.outputs[0] = bn.outputs[0]
+        removed.add(id(bn))
+    g.nodes = [n for n in g.nodes if id(n) not in removed]
+    if removed:
+        g.notes.append(f"BatchNormalization folded into its producer: {len(removed)} node(s)")
+    return len(removed)
+
+
+def set_input(g: Graph, node: Node, index: int, value: np.ndarray, stem: str) -> None:
+    """Point input `index` of `node` at a new weight holding `value` (dtype of the old input kept)."""
+    dtype = g.tensors[node.inputs[1]].dtype
+    name = g.add_weight(stem, np.asarray(value, dtype=dtype))
+    while len(node.inputs) <= index:
+        node.inputs.append("")
+    node.inputs[index] = name
+
+
+def fold_into_conv(g: Graph, conv: Node, s: np.ndarray, shift: np.ndarray) -> None:
+    """W' = W*s per output channel, b' = b*s + (beta - mean*s)."""
+    w = g.constant(conv.inputs[1]).astype(np.float64)
+    b = g.constant(conv.inputs[2]).astype(np.float64) if len(conv.inputs) > 2 and conv.inputs[2] else 0.0
+    set_input(g, conv, 1, w * s.reshape(-1, *([1] * (w.ndim - 1))), f"{conv.name}/W_bn")
+    set_input(g, conv, 2, b * s + shift, f"{conv.name}/B_bn")
+
+
+def fold_into_gemm(g: Graph, gemm: Node, s: np.ndarray, shift: np.ndarray) -> None:
+    """Scale the output columns of op(B) by s; C' = beta*C*s + shift (beta becomes 1)."""
+    w = g.constant(gemm.inputs[1]).astype(np.float64)
+    w = w * s.reshape(-1, 1) if gemm.attrs.get("transB", 0) else w * s.reshape(1, -1)
+    has_c = len(gemm.inputs) > 2 and gemm.inputs[2]
+    c = g.constant(gemm.inputs[2]).astype(np.float64) * gemm.attrs.get("beta", 1.0) if has_c else 0.0
+    set_input(g, gemm, 1, w, f"{gemm.name}/W_bn")
+    set_input(g, gemm, 2, np.asarray(c * s + shift), f"{gemm.name}/C_bn")
+    gemm.attrs["beta"] = 1.0
+
+
+# ---- dead nodes ----------------------------------------------------------------------------------------------
+def remove_dead(g: Graph) -> int:
+    """Drop nodes, weights, aliases and tensors that no graph output depends on; return nodes removed."""
+    live = set()
+    for name in g.outputs:
+        mark_live(g, name, live)
+    kept_rev: list[Node] = []
+    for node in reversed(g.nodes):
+        if any(out in live for out in present(node.outputs)):
+            kept_rev.append(node)
+            for name in present(node.inputs):
+                mark_live(g, name, live)
+    removed = len(g.nodes) - len(kept_rev)
+    g.nodes = kept_rev[::-1]
+    used = live | {o for n in g.nodes for o in present(n.outputs)} | set(g.inputs)
+    g.aliases = {k: v for k, v in g.aliases.items() if k in used}
+    g.weights = {k: v for k, v in g.weights.items() if k in used}
+    g.tensors = {k: v for k, v in g.tensors.items() if k in used}
+    if removed:
+        g.notes.append(f"dead-node removal: {removed} node(s)")
+    return removed
+
+
+def mark_live(g: Graph, name: str, live: set[str]) -> None:
+    """Mark a tensor and every alias hop down to its buffer as live."""
+    while True:
+        live.add(name)
+        if name not in g.aliases:
+            return
+        name = g.aliases[name].base
+
+
+# ---- LSTM unrolling --------------------------------------------------------------------------------------------
+def unroll_lstm(g: Graph) -> int:
+    """Replace each ONNX LSTM by per-step MatMul/Add/LSTMCellPointwise operators; return how many."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        if node.op_type == "LSTM":
+            g.nodes = out + [node]  # producers() must see everything before this LSTM (and earlier unrolls)
+            out.extend(LstmUnroller(g, node).run())
+            count += 1
+        else:
+            out.append(node)
+    g.nodes = out
+    if count:
+        g.notes.append(f"LSTM unrolled into per-step operators: {count} node(s)")
+    return count
+
+
+def check_lstm(g: Graph, node: Node) -> None:
+    """Refuse the LSTM variants the unroller does not implement, naming the node."""
+    a = node.attrs
+    problems = []
+    if a.get("direction", "forward") != "forward":
+        problems.append(f"direction={a['direction']}")
+    if a.get("layout", 0) != 0:
+        problems.append("layout=1")
+    if a.get("activations", ["Sigmoid", "Tanh", "Tanh"]) != ["Sigmoid", "Tanh", "Tanh"]:
+        problems.append(f"activations={a['activations']}")
+    if "clip" in a:
+        problems.append("clip")
+    if a.get("input_forget", 0):
+        problems.append("input_forget=1")
+    ins = node.inputs + [""] * (8 - len(node.inputs))
+    if ins[4]:
+        problems.append("sequence_lens")
+    if ins[7]:
+        problems.append("peepholes P")
+    if not all(g.is_constant(n) for n in present(ins[1:4])):
+        problems.append("non-constant W/R/B")
+    if problems:
+        raise SchedulerError(f"LSTM node '{node.name}': unsupported {', '.join(problems)} "
+                             "(only forward, layout 0, default activations, constant weights)")
+
+
+class LstmUnroller:
+    """Builds the per-step operators of one forward LSTM node."""
+
+    def __init__(self, g: Graph, node: Node) -> None:
+        check_lstm(g, node)
+        self.g, self.node = g, node
+        ins = node.inputs + [""] * (8 - len(node.inputs))
+        self.x, self.init_h, self.init_c = ins[0], ins[5], ins[6]
+        self.steps, self.batch, self.isize = g.tensors[self.x].shape
+        w = g.constant(ins[1])[0]
+        r = g.constant(ins[2])[0]
+        self.hidden = int(node.attrs.get("hidden_size", r.shape[1]))
+        self.dtype = g.tensors[self.x].dtype
+        self.wt = g.add_weight(f"{node.name}/Wt", w.T.astype(self.dtype))
+        self.rt = g.add_weight(f"{node.name}/Rt", r.T.astype(self.dtype))
+        h4 = 4 * self.hidden
+        self.bias = g.add_weight(f"{node.name}/bias", (g.constant(ins[3])[0][:h4] + g.constant(ins[3])[0][h4:])
+                                 .astype(self.dtype)) if ins[3] else ""
+        self.new_nodes: list[Node] = []
+        self.producers = g.producers()  # of the nodes before this LSTM: what its input views may resolve into
+
+    def view(self, src: str, shape: tuple[int, ...], stem: str, offset: int = 0) -> str:
+        """A view of `src` (through the producers before this LSTM)."""
+        return add_view(self.g, src, shape, f"{self.node.name}/{stem}", offset, self.producers)
+
+    def emit(self, op_type: str, inputs: list[str], shapes: list[tuple[int, ...]], stem: str) -> list[str]:
+        """Append a node with fresh output tensors and return their names."""
+        outs = [self.g.add_tensor(f"{self.node.name}/{stem}{k or ''}", s, self.dtype) for k, s in enumerate(shapes)]
+        self.new_nodes.append(Node(f"{self.node.name}/{stem}", op_type, inputs, outs))
+        return outs
+
+    def step_inputs(self) -> list[str] | None:
+        """Per-step [B, I] inputs when every step of X is its own producer's piece (stacked LSTMs), else None."""
+        piece = self.batch * self.isize
+        views = [self.view(self.x, (self.batch, self.isize), f"x{t}", t * piece) for t in range(self.steps)]
+        bases = {self.g.buffer_of(v).base for v in views}
+        if len(bases) == self.steps and self.g.buffer_of(self.x).base not in bases:
+            return views
+        for v in views:
+            del self.g.aliases[v], self.g.tensors[v]
+        return None
+
+    def input_projections(self) -> list[str]:
+        """x_t·Wᵀ + b per step: hoisted into one MatMul/Add over all steps unless steps come separately."""
+        h4 = 4 * self.hidden
+        per_step = self.step_inputs()
+        if per_step is None:
+            rows = self.steps * self.batch
+            x2d = self.view(self.x, (rows, self.isize), "x2d")
+            (xw,) = self.emit("MatMul", [x2d, self.wt], [(rows, h4)], "xw")
+            if self.bias:
+                (xw,) = self.emit("Add", [xw, self.bias], [(rows, h4)], "xwb")
+            return [self.view(xw, (self.batch, h4), f"xw{t}", t * self.batch * h4) for t in range(self.steps)]
+        result = []
+        for t, xt in enumerate(per_step):
+            (xw,) = self.emit("MatMul", [xt, self.wt], [(self.batch, h4)], f"t{t}/xw")
+            if self.bias:
+                (xw,) = self.emit("Add", [xw, self.bias], [(self.batch, h4)], f"t{t}/xwb")
+            result.append(xw)
+        return result
+
+    def run(self) -> list[Node]:
+        """Emit all steps and wire Y (Concat of step views), Y_h and Y_c (aliases)."""
+        g, b, h = self.g, self.batch, self.hidden
+        h_prev = self.view(self.init_h, (b, h), "h_init") if self.init_h else ""
+        if self.init_c:
+            c_prev = self.view(self.init_c, (b, h), "c_init")
+        else:
+            c_prev = g.add_weight(f"{self.node.name}/c_zero", np.zeros((b, h), dtype=self.dtype))
+        hs: list[str] = []
+        for t, xw in enumerate(self.input_projections()):
+            gates = xw
+            if h_prev:
+                (hr,) = self.emit("MatMul", [h_prev, self.rt], [(b, 4 * h)], f"t{t}/hr")
+                (gates,) = self.emit("Add", [xw, hr], [(b, 4 * h)], f"t{t}/gates")
+            h_prev, c_prev = self.emit("LSTMCellPointwise", [gates, c_prev], [(b, h), (b, h)], f"t{t}/cell")
+            hs.append(h_prev)
+        self.wire_outputs(hs, c_prev)
+        return self.new_nodes
+
+    def wire_outputs(self, hs: list[str], c_last: str) -> None:
+        """Y = Concat over steps of [1,1,B,H] views of h_t; Y_h, Y_c = views of the last h and c."""
+        outs = self.node.outputs + [""] * (3 - len(self.node.outputs))
+        y, y_h, y_c = outs[:3]
+        if y:
+            pieces = [add_view(self.g, ht, (1, 1, self.batch, self.hidden), f"{ht}/as_y", 0, self.producers)
+                      for ht in hs]
+            self.new_nodes.append(Node(f"{self.node.name}/Y", "Concat", pieces, [y], {"axis": 0}))
+        if y_h:
+            self.g.aliases[y_h] = View(hs[-1])
+        if y_c:
+            self.g.aliases[y_c] = View(c_last)

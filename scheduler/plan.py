@@ -1,0 +1,130 @@
+"""What a policy hands to code generation: rPrograms (vdevice.program.Program) over one op list, the rKernel
+chosen for each node and why, aliases and notes; plan.json."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from vdevice.program import ArgRef, KernelRef, Op, Program
+
+
+@dataclass
+class ProgramOp:
+    """One launch of a chosen rKernel for one node: an op of the plan (its rTasks = its legacy blocks)."""
+
+    node: str
+    op_type: str
+    variant: str
+    source: str  # legacy file under kernel_corpus/legacy/
+    launch_index: int
+    launch: Any  # kernel_corpus.bindings.Launch
+    inputs: list[str] = field(default_factory=list)  # the node's tensor names, for ("in", i) / ("out", i)
+    outputs: list[str] = field(default_factory=list)
+    rtask_us: float = 0.0
+
+    @property
+    def rtasks(self) -> int:
+        """Number of rTasks: the launch's grid size."""
+        return self.launch.rtasks
+
+    @property
+    def name(self) -> str:
+        """Unique op name: the node, and the launch number when the rKernel needs several."""
+        return f"{self.node}#{self.launch_index}"
+
+
+MakeOp = Callable[[ProgramOp], Op]
+
+
+def default_vdevice_op(op: ProgramOp) -> Op:
+    """vdevice Op by the converter's naming (K -> K__rtask, wrapper K); buffers named by tensor (views keep
+    their own names: resolve them with Plan.aliases), temps by node."""
+    L = op.launch
+    kernel = KernelRef(source_id=op.source, rkernel=f"{L.kernel}__rtask", layout=None,
+                       template_args=tuple(L.template_args), grid=tuple(L.grid), block=tuple(L.block),
+                       dynamic_smem=int(L.dynamic_smem), wrapper=L.kernel)
+    return Op(op.name, kernel, tuple(arg_ref(op, a) for a in L.args))
+
+
+def arg_ref(op: ProgramOp, arg: tuple) -> ArgRef:
+    """One corpus launch argument as a vdevice ArgRef."""
+    kind = arg[0]
+    if kind == "in":
+        return ArgRef.buf(op.inputs[arg[1]] if arg[1] < len(op.inputs) else f"{op.node}:in{arg[1]}")
+    if kind == "out":
+        return ArgRef.buf(op.outputs[arg[1]] if arg[1] < len(op.outputs) else f"{op.node}:out{arg[1]}")
+    if kind == "temp":
+        return ArgRef.buf(f"{op.node}/{arg[1]}")
+    if kind == "scalar":
+        return ArgRef.scalar(arg[1], arg[2])
+    raise ValueError(f"unknown launch argument {arg!r} of {op.name}")
+
+
+@dataclass
+class Choice:
+    """The rKernel (binding variant) chosen for a node and the reason, for the plan's reader."""
+
+    variant: str
+    why: str
+
+
+@dataclass
+class Plan:
+    """A scheduled model: rPrograms run one after another over `ops`, per-node choices, aliases and notes."""
+
+    policy: str
+    device: str
+    profiler: str
+    num_veus: int
+    ops: list[ProgramOp]
+    programs: list[Program]
+    program_us: list[float]
+    choices: dict[str, Choice]
+    aliases: dict[str, tuple[str, int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    veu_needs: list[Any] = field(default_factory=list)  # per program: profiler.Resources of one vEU
+
+    @property
+    def predicted_us(self) -> float:
+        """Predicted end-to-end time: the programs run back to back."""
+        return sum(self.program_us)
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict: scheduler fields, each op (corpus launch and vdevice op) and each program."""
+        return {
+            "policy": self.policy, "device": self.device, "profiler": self.profiler, "num_veus": self.num_veus,
+            "predicted_us": round(self.predicted_us, 3),
+            "program_us": [round(t, 3) for t in self.program_us],
+            "choices": {k: dataclasses.asdict(c) for k, c in self.choices.items()},
+            "aliases": {k: {"base": b, "offset": o} for k, (b, o) in self.aliases.items()},
+            "notes": self.notes,
+            "ops": [op_json(op, vop) for op, vop in zip(self.ops, self.programs[0].ops if self.programs else [])],
+            "programs": [dict(p.to_json(with_ops=False), veu_threads=n.threads, veu_smem_bytes=n.smem_bytes)
+                         for p, n in zip(self.programs, self.veu_needs)],
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write plan.json."""
+        Path(path).write_text(json.dumps(self.to_json()))
+
+
+def op_json(op: ProgramOp, vop: Op) -> dict:
+    """A plan op: node, variant, the corpus launch spelled out, and the vdevice op."""
+    launch = dataclasses.asdict(op.launch) if dataclasses.is_dataclass(op.launch) else dict(vars(op.launch))
+    return {"node": op.node, "op_type": op.op_type, "variant": op.variant, "source": op.source,
+            "launch_index": op.launch_index, "rtasks": op.rtasks, "rtask_us": round(op.rtask_us, 4),
+            "inputs": op.inputs, "outputs": op.outputs, "launch": jsonable(launch), "vdevice": vop.to_json()}
+
+
+def jsonable(value: Any) -> Any:
+    """Tuples to lists and numpy scalars to python numbers, recursively."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    return value

@@ -1,0 +1,58 @@
+"""Timing of an rProgram (vdevice.program.Program) by running its vEUs in simulation, and the timing rule the
+mechanism shares with it. A wait that can never be met is reported, never looped on."""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from vdevice.program import Program, Run
+
+from .graph import SchedulerError
+
+
+def start_time(prev_end: float, wait_ends: Iterable[float], barrier_us: float) -> float:
+    """A task starts when its vEU is free and, after a barrier-rTask, when the tasks it awaits have finished."""
+    ends = list(wait_ends)
+    return max(prev_end, max(ends) + barrier_us) if ends else prev_end
+
+
+def makespan(program: Program, duration: Callable[[int], float], barrier_us: float) -> float:
+    """When the last vEU finishes, each Run taking duration(op) and each Wait costing a barrier."""
+    ends = veu_ends(program, duration, barrier_us)
+    return max((lst[-1] for lst in ends if lst), default=0.0)
+
+
+def veu_ends(program: Program, duration: Callable[[int], float], barrier_us: float) -> list[list[float]]:
+    """End time of every Run, per vEU in order; advances each vEU until it blocks, wakes it when it may go on."""
+    nv = program.num_veus
+    pc = [0] * nv
+    ready = [0.0] * nv  # when the vEU may start its next Run (after its last Run and any Wait since)
+    ends: list[list[float]] = [[] for _ in range(nv)]
+    blocked: list[list[tuple[int, int]]] = [[] for _ in range(nv)]  # per awaited vEU: (order, waiting vEU)
+    queue = list(range(nv))
+    while queue:
+        v = queue.pop()
+        instrs = program.veus[v]
+        while pc[v] < len(instrs):
+            instr = instrs[pc[v]]
+            if isinstance(instr, Run):
+                ends[v].append(ready[v] + duration(instr.task.op))
+                ready[v] = ends[v][-1]
+            else:
+                missing = next(((u, k) for u, k in instr.targets if len(ends[u]) <= k), None)
+                if missing is not None:
+                    blocked[missing[0]].append((missing[1], v))
+                    break
+                ready[v] = start_time(ready[v], (ends[u][k] for u, k in instr.targets), barrier_us)
+            pc[v] += 1
+        still = []
+        for k, w in blocked[v]:  # each vEU sits in the queue or in one blocked list, never in both
+            if len(ends[v]) > k:
+                queue.append(w)
+            else:
+                still.append((k, w))
+        blocked[v] = still
+    stuck = [v for v in range(nv) if pc[v] < len(program.veus[v])]
+    if stuck:
+        raise SchedulerError(f"rProgram deadlocks: vEU {stuck[0]} is stuck at instruction {pc[stuck[0]]} "
+                             f"({len(stuck)} vEU(s) stuck)")
+    return ends

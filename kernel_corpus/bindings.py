@@ -15,7 +15,9 @@ Conventions for nodes:
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import importlib.util
 import pkgutil
 import re
 from dataclasses import dataclass, field
@@ -122,6 +124,7 @@ class Binding:
     kernels: tuple[str, ...]                        # legacy __global__ names the launches may use
     float_inputs: int | None = None                 # how many leading inputs must be float32 (None: all)
     note: str = ""                                  # what the scheduler should know (e.g. two launches)
+    legacy_dir: Path = LEGACY_DIR                   # where `source` lives (another corpus folder's legacy/)
 
     @property
     def name(self) -> str:
@@ -131,7 +134,7 @@ class Binding:
     @property
     def source_path(self) -> Path:
         """Absolute path of the legacy source file."""
-        return LEGACY_DIR / self.source
+        return self.legacy_dir / self.source
 
     def applies(self, node: NodeInfo) -> bool | str:
         """True, or one line saying why this binding cannot implement the node."""
@@ -175,6 +178,23 @@ class Registry:
     def __init__(self, package: str = "kernel_corpus.ops") -> None:
         self._package = package
         self._bindings: list[Binding] | None = None
+
+    @staticmethod
+    def from_dir(root: Path) -> "Registry":
+        """A corpus outside the package: ROOT/ops/*.py export BINDINGS whose sources live in ROOT/legacy/."""
+        reg = Registry(package=f"<{root}>")
+        found: list[Binding] = []
+        for path in sorted(Path(root, "ops").glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            spec = importlib.util.spec_from_file_location(f"_rammer_corpus_{path.stem}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            legacy = Path(root, "legacy").resolve()
+            found.extend(dataclasses.replace(b, legacy_dir=legacy) for b in module.BINDINGS)
+        check_bindings(found)
+        reg._bindings = found
+        return reg
 
     def all(self) -> list[Binding]:
         """Every binding, in module order."""

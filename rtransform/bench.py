@@ -196,27 +196,44 @@ def rammer_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
                     workdir: Path) -> list[Variant | Unavailable]:
     """rammer (wavefront), rammer (IOS), the same rKernels one launch per op, and those launches in a CUDA Graph.
 
-    The model is built by scheduler.build (`rammer build`: plan, converted rKernels, device buffers with the
-    plan's aliases) and run by vdevice.executors (PersistentExecutor, OpByOpExecutor, GraphExecutor); each
-    executor becomes a Variant through executor_variant(). scheduler.build does not exist yet, so until it
-    does every variant is reported unavailable with the reason.
-    """
-    try:
-        from scheduler import build as sbuild  # noqa: F401
-    except ImportError as exc:
-        return [Unavailable(n, f"rammer build is not available: {_first_line(exc)}") for n in RAMMER_VARIANTS]
-    return [Unavailable(n, "scheduler.build exists but is not wired into rammer bench yet")
-            for n in RAMMER_VARIANTS]
+    Each is a build by scheduler.build (`rammer build --target gpu`) run by one of vdevice's executors."""
+    from scheduler.build import build_model
+    path = workdir / "model.onnx"
+    onnx.save(model, str(path))
+    out: list[Variant | Unavailable] = []
+    builds: dict[str, Any] = {}
+    for policy in ("wavefront", "ios"):
+        try:
+            builds[policy] = build_model(path, workdir / policy, policy=policy, target="gpu", quiet=True)
+        except Exception as exc:  # a model the toolchain cannot build is a row with its reason, not a crash
+            builds[policy] = Unavailable(policy, f"build failed: {_first_line(exc)}")
+    plan = [("rammer", "wavefront", "persistent"), ("rammer-ios", "ios", "persistent"),
+            ("rammer-base", "wavefront", "op-by-op"), ("cuda-graph", "wavefront", "graph")]
+    for name, policy, kind in plan:
+        b = builds[policy]
+        if isinstance(b, Unavailable):
+            out.append(Unavailable(name, b.reason))
+            continue
+        try:
+            out.append(build_variant(name, b, kind, feeds))
+        except Exception as exc:
+            out.append(Unavailable(name, f"{kind} executor: {_first_line(exc)}"))
+    return out
 
 
-def executor_variant(name: str, executor: Any, feeds: dict[str, np.ndarray],
-                     outputs: dict[str, tuple[int, ...]]) -> Variant:
-    """A vdevice executor as a Variant: run(buffers) uploads the inputs and copies the outputs back (for the
-    check), time(n) times launches on the device-resident buffers with CUDA events (median ms)."""
-    host = {k: np.ascontiguousarray(v) for k, v in feeds.items()}
-    host.update({k: np.zeros(shape, np.float32) for k, shape in outputs.items()})
-    return Variant(name, run=lambda: executor.run(host), outputs=lambda: [host[k] for k in outputs],
-                   timed=executor.time)
+def build_variant(name: str, built: Any, kind: str, feeds: dict[str, np.ndarray]) -> Variant:
+    """A built model's executor as a Variant: run() uploads inputs and copies outputs back (for the check),
+    timed(n) times launches on the device-resident buffers with CUDA events (median ms)."""
+    ex = built.executor(kind, "gpu")
+    if ex is None:
+        raise ValueError("the model has no operators to run")
+    result: dict[str, np.ndarray] = {}
+
+    def run() -> None:
+        result.clear()
+        result.update(built.run(feeds, kind=kind, backend="gpu"))
+
+    return Variant(name, run=run, outputs=lambda: [result[k] for k in built.output_names], timed=ex.time)
 
 
 # ---- variants 5-6: PyTorch on the same graph ---------------------------------------------------------------

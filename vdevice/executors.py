@@ -153,12 +153,18 @@ class VDevice:
     """Compiled rKernels of a model and its buffers, shared by the executors built on it."""
 
     def __init__(self, ops: Sequence[Op], sources: Mapping[str, str], buffers: Mapping[str, np.ndarray],
-                 backend: str = "cpu", include_dirs: Sequence[str] = (), catalog: Sequence[KernelRef] = ()):
+                 backend: str = "cpu", include_dirs: Sequence[str] = (), catalog: Sequence[KernelRef] = (),
+                 views: Mapping[str, tuple[str, int]] | None = None):
         self.ops = list(ops)
         self.gen = generate(self.ops, sources, include_dirs, catalog)
         self.backend = _make_backend(backend, self.gen)
         self.args = ArgTable.build(self.ops)
-        missing = self.args.buffer_names() - set(buffers)
+        # a view is a name for bytes inside another buffer (zero-copy reshapes and slices of the model)
+        self.views = {name: (base, int(off)) for name, (base, off) in (views or {}).items()}
+        for name, (base, off) in self.views.items():
+            if base not in buffers or not 0 <= off <= np.asarray(buffers[base]).nbytes:
+                raise VDeviceError(f"view '{name}' points {off} bytes into '{base}', which is not a buffer that large")
+        missing = self.args.buffer_names() - set(buffers) - set(self.views)
         if missing:
             raise VDeviceError(f"buffers not given: {sorted(missing)}")
         self.buffers = {name: self.backend.to_device(np.asarray(arr)) for name, arr in buffers.items()}
@@ -199,15 +205,29 @@ class VDevice:
     def argtab(self) -> Any:
         """Device argument table for the current buffers (rebuilt only after a buffer address changed)."""
         if self._argtab[0] != self.generation:
-            table = self.args.fill(lambda name: self.backend.pointer(self.buffers[name]))
+            table = self.args.fill(self.pointer)
             self._argtab = (self.generation, self.backend.to_device(table))
         return self._argtab[1]
+
+    def pointer(self, name: str) -> int:
+        """Device address of a buffer or of a view into one."""
+        if name in self.views:
+            base, off = self.views[name]
+            return self.backend.pointer(self.buffers[base]) + off
+        return self.backend.pointer(self.buffers[name])
+
+    def array(self, name: str) -> Any:
+        """The device array of a buffer, or the bytes from a view's offset to the end of its base."""
+        if name in self.views:
+            base, off = self.views[name]
+            return self.buffers[base].reshape(-1).view(np.uint8)[off:]
+        return self.buffers[name]
 
     def op_launch_args(self, index: int) -> list:
         """Arguments of op `index` for its plain __global__ wrapper."""
         out = []
         for arg in self.ops[index].args:
-            out.append(self.buffers[arg.buffer] if arg.buffer is not None else np.dtype(arg.dtype).type(arg.value))
+            out.append(self.array(arg.buffer) if arg.buffer is not None else np.dtype(arg.dtype).type(arg.value))
         return out
 
     def wrapper(self, index: int) -> str:

@@ -1,0 +1,215 @@
+"""`rammer build` / `rammer run` / `rammer.load` end to end on the CPU emulator, checked against onnxruntime on
+the original model; error handling (unsupported op, malformed file, wrong input shapes) leaves no half build."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from test_scheduler import MODELS, cnn_model, feeds_for, lstm_model, mlp_model, transformer_model, unsupported_model
+
+import rammer
+from scheduler.build import BuildError, build_model, load
+from vdevice.program import Run, Wait, validate_plan
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def ort_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """onnxruntime on the original (unpassed) model: the independent truth."""
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+
+
+def assert_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
+    """Every output within 1e-4 of the reference's magnitude."""
+    assert set(got) == set(want)
+    for name, ref in want.items():
+        scale = max(float(np.abs(ref).max()), 1e-6)
+        err = float(np.abs(got[name].astype(np.float64) - ref).max()) / scale
+        assert err <= 1e-4, f"{name}: max relative error {err:.3g}"
+
+
+def rammer_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """The installed command line, as a user runs it."""
+    return subprocess.run([sys.executable, "-c", "from rtransform.cli import rammer_main; rammer_main()", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+def dependency_edges_honoured(built) -> None:
+    """Re-check the plan with vdevice's validator from the saved op-level dependencies (not the scheduler)."""
+    validate_plan(built.programs, built.manifest.deps)
+
+
+# ---- the four models of the issue, every policy, several vEU counts -------------------------------------------
+@pytest.mark.parametrize("name,policy,veus", [
+    ("mlp", "wavefront", 4), ("mlp", "ios", 3), ("mlp", "sequential", 1),
+    ("lstm", "wavefront", 8), ("lstm", "ios", 5), ("lstm", "sequential", 2),
+    ("cnn", "wavefront", 6), ("cnn", "ios", 8), ("cnn", "sequential", 3),
+    ("transformer", "wavefront", 7), ("transformer", "ios", 4), ("transformer", "sequential", 8),
+])
+def test_built_model_matches_onnxruntime(tmp_path: Path, name: str, policy: str, veus: int) -> None:
+    model = MODELS[name]()
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    built = build_model(path, tmp_path / "out", policy=policy, target="cpu", veus=veus, quiet=True)
+    assert built.manifest.num_veus == veus and all(p.num_veus == veus for p in built.programs)
+    dependency_edges_honoured(built)
+    feeds = feeds_for(model, seed=veus)
+    assert_close(built.run(feeds), ort_outputs(model, feeds))
+    # the op-by-op baseline runs the same rKernels' plain wrappers: same answer
+    assert_close(built.run(feeds, kind="op-by-op"), ort_outputs(model, feeds))
+
+
+@pytest.mark.parametrize("steps,hidden,batch", [(8, 6, 1), (5, 17, 3)])
+def test_two_layer_lstm_unrolled_builds_runs_and_reloads(tmp_path: Path, steps: int, hidden: int, batch: int) -> None:
+    model = lstm_model(steps=steps, batch=batch, hidden=hidden, layers=2)
+    path = tmp_path / "lstm.onnx"
+    onnx.save(model, path)
+    build_model(path, tmp_path / "out", target="cpu", veus=5, quiet=True)
+    fn = rammer.load(tmp_path / "out")  # a fresh load from the folder: nothing carried over in memory
+    runs = sum(isinstance(i, Run) for p in fn.programs for v in p.veus for i in v)
+    assert runs == sum(op.kernel.rtasks for op in fn.ops)
+    waits = sum(isinstance(i, Wait) for p in fn.programs for v in p.veus for i in v)
+    assert waits > 0  # the steps depend on each other: barrier-rTasks, not kernel boundaries
+    for seed in (1, 2):  # the same loaded build runs repeatedly on new inputs
+        feeds = feeds_for(model, seed)
+        assert_close(fn(**feeds), ort_outputs(model, feeds))
+
+
+def test_build_folder_contents(tmp_path: Path) -> None:
+    path = tmp_path / "cnn.onnx"
+    onnx.save(cnn_model(1), path)
+    build_model(path, tmp_path / "out", target="cpu", veus=4, quiet=True)
+    out = tmp_path / "out"
+    for f in ("program.cu", "plan.json", "programs.json", "weights.npz", "timeline.svg", "report.md", "build.json"):
+        assert (out / f).is_file(), f
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["policy"] == "wavefront" and plan["ops"] and plan["choices"]
+    assert all("why" in c for c in plan["choices"].values())
+    svg = (out / "timeline.svg").read_text()
+    assert svg.startswith("<svg") and svg.count("<rect") >= sum(o["rtasks"] for o in plan["ops"]) // 2
+    report = (out / "report.md").read_text()
+    for word in ("operators", "rTasks", "rProgram", "barrier-rTasks", "predicted", "build time"):
+        assert word in report
+    weights = np.load(out / "weights.npz")
+    assert len(weights.files) > 0
+
+
+def test_cli_build_and_run_check(tmp_path: Path) -> None:
+    path = tmp_path / "t.onnx"
+    onnx.save(transformer_model(seq=4, d=8, heads=2), path)
+    res = rammer_cli("build", str(path), "-o", str(tmp_path / "b"), "--target", "cpu", "--veus", "3")
+    assert res.returncode == 0, res.stderr
+    assert "rTasks" in res.stdout and "predicted" in res.stdout
+    feeds = feeds_for(transformer_model(seq=4, d=8, heads=2), seed=5)
+    np.savez(tmp_path / "in.npz", **feeds)
+    res = rammer_cli("run", str(tmp_path / "b"), "--inputs", str(tmp_path / "in.npz"), "--check",
+                     "--save", str(tmp_path / "o.npz"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "check: PASS" in res.stdout and "max rel error" in res.stdout
+    saved = dict(np.load(tmp_path / "o.npz"))
+    assert_close(saved, ort_outputs(transformer_model(seq=4, d=8, heads=2), feeds))
+
+
+# ---- errors: one line, non-zero exit, no half-written OUT_DIR ----------------------------------------------------
+def one_error_line(res: subprocess.CompletedProcess) -> str:
+    """The single stderr line after the build banner."""
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip() and not ln.startswith(("rammer build", "  "))]
+    assert len(lines) == 1, res.stderr
+    return lines[0]
+
+
+def test_unsupported_op_is_one_error_and_no_output(tmp_path: Path) -> None:
+    path = tmp_path / "u.onnx"
+    onnx.save(unsupported_model(), path)
+    res = rammer_cli("build", str(path), "-o", str(tmp_path / "out"), "--target", "cpu")
+    assert res.returncode == 1
+    line = one_error_line(res)
+    assert "Erf" in line and "Cos" in line and "unsupported" in line
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
+
+
+def test_malformed_onnx_is_one_error_and_no_output(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07this is not a protobuf\xff\xff")
+    res = rammer_cli("build", str(bad), "-o", str(tmp_path / "out"), "--target", "cpu")
+    assert res.returncode == 1
+    assert str(bad) in one_error_line(res)
+    assert not (tmp_path / "out").exists()
+
+
+def test_failed_rebuild_keeps_the_previous_build(tmp_path: Path) -> None:
+    good = tmp_path / "m.onnx"
+    onnx.save(mlp_model(2), good)
+    build_model(good, tmp_path / "out", target="cpu", veus=2, quiet=True)
+    before = (tmp_path / "out" / "build.json").read_text()
+    bad = tmp_path / "u.onnx"
+    onnx.save(unsupported_model(), bad)
+    with pytest.raises(BuildError.__mro__[1]):  # SchedulerError
+        build_model(bad, tmp_path / "out", target="cpu", quiet=True)
+    assert (tmp_path / "out" / "build.json").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out", "u.onnx"]
+
+
+def test_refuses_to_replace_a_folder_that_is_not_a_build(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp_model(2), path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "precious.txt").write_text("keep me")
+    with pytest.raises(BuildError, match="not a rammer build folder"):
+        build_model(path, tmp_path / "out", target="cpu", quiet=True)
+    assert (tmp_path / "out" / "precious.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("shape", [(3, 17), (2,), (4, 16)])
+def test_mismatched_input_shape_at_run_time(tmp_path: Path, shape: tuple[int, ...]) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp_model(3), path)  # built for x [3, 16]
+    build_model(path, tmp_path / "out", target="cpu", veus=2, quiet=True)
+    np.savez(tmp_path / "in.npz", x=np.zeros(shape, np.float32))
+    res = rammer_cli("run", str(tmp_path / "out"), "--inputs", str(tmp_path / "in.npz"))
+    assert res.returncode == 1
+    assert res.stderr.count("\n") == 1 and "'x'" in res.stderr and "[3, 16]" in res.stderr
+    with pytest.raises(BuildError, match="shape"):
+        load(tmp_path / "out")(x=np.zeros(shape, np.float32))
+
+
+def test_missing_and_unknown_inputs_and_missing_build(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp_model(1), path)
+    built = build_model(path, tmp_path / "out", target="cpu", veus=2, quiet=True)
+    with pytest.raises(BuildError, match="missing"):
+        built.run({})
+    with pytest.raises(BuildError, match="unknown input"):
+        built.run({"x": np.zeros((1, 16), np.float32), "z": np.zeros(1)})
+    res = rammer_cli("run", str(tmp_path / "nothing-here"))
+    assert res.returncode == 1 and res.stderr.count("\n") == 1 and "rammer build" in res.stderr
+
+
+def test_custom_corpus_folder(tmp_path: Path) -> None:
+    """--corpus DIR: bindings from DIR/ops, sources from DIR/legacy (here: the elementwise part of ours)."""
+    import shutil
+    corpus = tmp_path / "corpus"
+    (corpus / "ops").mkdir(parents=True)
+    shutil.copytree(REPO / "kernel_corpus" / "legacy", corpus / "legacy")
+    shutil.copy(REPO / "kernel_corpus" / "ops" / "elementwise.py", corpus / "ops" / "elementwise.py")
+    from test_scheduler import Builder
+    b = Builder(11)
+    b.one("Tanh", [b.one("Relu", ["x"])])
+    b.nodes[-1].output[0] = "y"
+    model = b.model({"x": (3, 50)}, {"y": (3, 50)})
+    path = tmp_path / "e.onnx"
+    onnx.save(model, path)
+    built = build_model(path, tmp_path / "out", corpus=corpus, target="cpu", veus=2, quiet=True)
+    feeds = feeds_for(model)
+    assert_close(built.run(feeds), ort_outputs(model, feeds))
+    onnx.save(mlp_model(1), path)  # MatMul is not in this corpus
+    with pytest.raises(BuildError.__mro__[1], match="MatMul"):
+        build_model(path, tmp_path / "out2", corpus=corpus, target="cpu", quiet=True)

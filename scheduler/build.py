@@ -559,7 +559,7 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
             from vdevice.gpu import gpu_available
             ok, why = gpu_available()
             if not ok:
-                raise BuildError(f"no GPU ({why}); run with --device cpu or build with --target cpu")
+                raise BuildError(f"{why}; run with --device cpu or build with --target cpu")
         t = time.perf_counter()
         outs = built.run(feeds, backend=backend)
         secs = time.perf_counter() - t

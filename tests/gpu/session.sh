@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One GPU session's checks and benchmarks, in stages so each fits one device call (10 minutes):
+#   tests/gpu/session.sh check    GPU-marked tests, vDevice hand-off/barrier bench, zoo --small builds + --check
+#   tests/gpu/session.sh bench A B ...   `rammer bench` of zoo models (JSON per model)
+#   tests/gpu/session.sh sanitize compute-sanitizer racecheck/synccheck on small built models
+# Results go to $OUT (or ./gpu-out). Needs CuPy, onnx, onnxruntime (and torch for the torch baselines).
+# Wheels the machine lacks (libclang, pycparser, click, pyyaml, networkx, tqdm) are read from .whl/ when present.
+set -u
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+rammer() { python3 -c "from rtransform.cli import rammer_main; rammer_main()" "$@"; }
+stage=${1:-check}; shift || true
+
+case "$stage" in
+check)
+  nvidia-smi -L | tee "$OUT/device.txt"
+  timeout 240 python3 -m pytest -q -ra -m gpu -p no:cacheprovider tests > "$OUT/pytest_gpu.log" 2>&1
+  echo "pytest -m gpu rc=$?"; tail -n 25 "$OUT/pytest_gpu.log"
+  timeout 150 python3 tests/vdevice_gpu_bench.py > "$OUT/vdevice_bench.txt" 2>&1
+  echo "vdevice bench rc=$?"; tail -n 30 "$OUT/vdevice_bench.txt"
+  mkdir -p /tmp/zoo
+  for m in $(python3 -c "from scheduler.zoo import NAMES; print(' '.join(NAMES))"); do
+    rammer zoo "$m" --small -o "/tmp/zoo/$m.onnx" >/dev/null 2>&1
+    policies=wavefront
+    case "$m" in lstm-tc|transformer|resnext) policies="wavefront ios sequential";; esac
+    for p in $policies; do
+      timeout 120 bash -c "python3 -c 'from rtransform.cli import rammer_main; rammer_main()' build /tmp/zoo/$m.onnx \
+        -o /tmp/zoo/$m-$p --policy $p --target gpu >/dev/null 2>/tmp/zoo/err \
+        && python3 -c 'from rtransform.cli import rammer_main; rammer_main()' run /tmp/zoo/$m-$p --check" \
+        > /tmp/zoo/log 2>&1
+      echo "$m $p rc=$? $(grep -h -E 'check:|error' /tmp/zoo/log /tmp/zoo/err | head -2 | tr '\n' ' ')"
+    done
+  done 2>&1 | tee "$OUT/zoo_small_gpu.txt"
+  ;;
+bench)
+  for m in "$@"; do
+    timeout 280 python3 -c "from rtransform.cli import rammer_main; rammer_main()" bench "$m" --json --repeats 50 \
+      > "$OUT/bench_$m.json" 2> "$OUT/bench_$m.err"
+    echo "$m rc=$?"; python3 - "$OUT/bench_$m.json" <<'EOF'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("  no result:", e); raise SystemExit
+for v in r["variants"]:
+    print(f"  {v['name']:14s} {v['status']:11s} {v['median_ms']} ms err={v['max_err']} {v['note'][:150]}")
+EOF
+    tail -n 3 "$OUT/bench_$m.err"
+  done
+  ;;
+sanitize)
+  mkdir -p /tmp/san
+  for m in transformer squeezenet; do
+    rammer zoo "$m" --small -o "/tmp/san/$m.onnx" >/dev/null 2>&1
+    rammer build "/tmp/san/$m.onnx" -o "/tmp/san/$m" --target gpu --veus 16 >/dev/null 2>&1
+    for tool in racecheck synccheck memcheck; do
+      timeout 150 compute-sanitizer --tool $tool --print-limit 5 \
+        python3 -c "from rtransform.cli import rammer_main; rammer_main()" run "/tmp/san/$m" --check \
+        > "$OUT/sanitize_${m}_$tool.txt" 2>&1
+      echo "$m $tool rc=$? $(grep -E 'ERROR SUMMARY|check:|hazard' "$OUT/sanitize_${m}_$tool.txt" | head -3 | tr '\n' ' ')"
+    done
+  done
+  ;;
+*)
+  echo "unknown stage $stage"; exit 2 ;;
+esac

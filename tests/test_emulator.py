@@ -555,14 +555,109 @@ def test_rtask_veu_executor(rtask, n, veus, veu_threads, cooperative):
     np.testing.assert_array_equal(out[grid:], rot)
 
 
-@pytest.mark.xfail(strict=True, reason="bug in rtask_runtime.cuh (not the emulator): rt::reduce's butterfly keeps a "
-                   "lane's own partial sum when its partner is outside a partial tile, so lanes 4..15 of a 20-lane "
-                   "warp get the sum of lanes 0..15 only")
 def test_rtask_reduce_over_partial_tile(rtask):
     x = np.arange(52, dtype=np.float32)
     out = np.zeros(52, np.float32)
     rtask.launch("partial_reduce", 1, 52, 0, [out, x])
     np.testing.assert_array_equal(out, np.r_[np.full(32, x[:32].sum()), np.full(20, x[32:].sum())])
+
+
+# rt::reduce over tiles of N lanes of an rTask of any thread count, run by vEUs of at least as many threads:
+# the tiles past the rTask's last thread are partial (or absent), surplus vEU threads never join the tile.
+TILE_REDUCE = r"""
+#include "rtask_runtime.cuh"
+template <int OP> struct Op;
+template <> struct Op<0> { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
+template <> struct Op<1> { template <class T> __device__ T operator()(T a, T b) const { return a < b ? b : a; } };
+template <> struct Op<2> { template <class T> __device__ T operator()(T a, T b) const { return b < a ? b : a; } };
+template <> struct Op<3> { template <class T> __device__ T operator()(T a, T b) const { return a & b; } };
+template <> struct Op<4> { template <class T> __device__ T operator()(T a, T b) const { return a | b; } };
+template <> struct Op<5> { template <class T> __device__ T operator()(T a, T b) const { return a ^ b; } };
+
+template <unsigned N, class T, int OP>
+__device__ void tile_reduce__rtask(rt::Task& __rt, T* out, const T* x) {
+  RT_LEGACY_INDICES(__rt);
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  auto tile = rt::tiled_partition<N>(rt::this_task(__rt));
+  out[i] = rt::reduce(tile, x[i], Op<OP>());
+}
+// vEU executor: rTasks id = blockIdx.x, += gridDim.x, of nthreads threads each (nthreads <= blockDim.x).
+template <unsigned N, class T, int OP>
+__global__ void tile_reduce(T* out, const T* x, unsigned nthreads, unsigned ntasks) {
+  __shared__ rt::TaskSlot slot;
+  for (unsigned id = blockIdx.x; id < ntasks; id += gridDim.x) {
+    rt::Task t = rt::make_task(&slot, id, dim3(ntasks), dim3(nthreads), nullptr, nullptr);
+    rt::begin_task(t);
+    if (t.tid < t.nthreads) {
+      tile_reduce__rtask<N, T, OP>(t, out, x);
+      rt::end_task(t);
+    }
+    __syncthreads();
+  }
+}
+"""
+TILE_OPS = {  # op index in TILE_REDUCE -> (C++ type, numpy dtype, numpy reduction)
+    "plus_f": (0, "float", np.float32, np.add), "max_f": (1, "float", np.float32, np.maximum),
+    "min_f": (2, "float", np.float32, np.minimum), "plus_i": (0, "int", np.int32, np.add),
+    "max_i": (1, "int", np.int32, np.maximum), "min_i": (2, "int", np.int32, np.minimum),
+    "and_u": (3, "unsigned", np.uint32, np.bitwise_and), "or_u": (4, "unsigned", np.uint32, np.bitwise_or),
+    "xor_u": (5, "unsigned", np.uint32, np.bitwise_xor),
+}
+TILE_SIZES = [1, 2, 4, 8, 16, 32]
+
+
+def tile_kernel(n: int, op: str) -> str:
+    k, ctype, _, _ = TILE_OPS[op]
+    return f"tile_reduce<{n}, {ctype}, {k}>"
+
+
+@pytest.fixture(scope="module")
+def tiles():
+    return CpuModule(TILE_REDUCE, [tile_kernel(n, op) for n in TILE_SIZES for op in TILE_OPS],
+                     name="tile_reduce.cu")
+
+
+def tile_reduce_reference(x: np.ndarray, nthreads: int, tile: int, ufunc) -> np.ndarray:
+    """Per rTask thread: ufunc over the live lanes (rTask threads) of its tile."""
+    out = np.empty_like(x)
+    for base in range(0, len(x), nthreads):
+        for t0 in range(0, nthreads, tile):
+            lo, hi = base + t0, base + min(t0 + tile, nthreads)
+            out[lo:hi] = ufunc.reduce(x[lo:hi])
+    return out
+
+
+def tile_inputs(rng, dtype, size: int) -> np.ndarray:
+    if dtype == np.float32:  # small integers: exact in any summation order
+        return rng.integers(-64, 64, size).astype(np.float32)
+    if dtype == np.int32:
+        return rng.integers(-1000, 1000, size).astype(np.int32)
+    return rng.integers(0, 2**32, size, dtype=np.uint64).astype(np.uint32)
+
+
+@pytest.mark.parametrize("veu_extra", [0, 1, 64])   # vEU threads = nthreads + extra (rounded up to warps if > 0)
+@pytest.mark.parametrize("tile", [4, 8, 16, 32])
+@pytest.mark.parametrize("nthreads", [1, 5, 31, 33, 47, 64, 100])
+def test_rtask_reduce_partial_tiles(tiles, nthreads, tile, veu_extra):
+    veu_threads = nthreads if veu_extra == 0 else (nthreads + veu_extra + 31) // 32 * 32
+    ntasks, veus = 3, 2                              # a vEU runs more than one rTask
+    rng = np.random.default_rng(nthreads * 1000 + tile * 10 + veu_extra)
+    for op, (_, _, dtype, ufunc) in TILE_OPS.items():
+        x = tile_inputs(rng, dtype, ntasks * nthreads)
+        out = np.zeros_like(x)
+        tiles.launch(tile_kernel(tile, op), veus, veu_threads, 0, [out, x, np.uint32(nthreads), np.uint32(ntasks)])
+        np.testing.assert_array_equal(out, tile_reduce_reference(x, nthreads, tile, ufunc), err_msg=op)
+
+
+@pytest.mark.parametrize("tile", [1, 2])
+@pytest.mark.parametrize("nthreads", [1, 3, 37])
+def test_rtask_reduce_small_tiles(tiles, nthreads, tile):
+    rng = np.random.default_rng(nthreads + tile)
+    for op, (_, _, dtype, ufunc) in TILE_OPS.items():
+        x = tile_inputs(rng, dtype, 2 * nthreads)
+        out = np.zeros_like(x)
+        tiles.launch(tile_kernel(tile, op), 1, 64, 0, [out, x, np.uint32(nthreads), np.uint32(2)])
+        np.testing.assert_array_equal(out, tile_reduce_reference(x, nthreads, tile, ufunc), err_msg=op)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -226,16 +226,21 @@ __device__ __forceinline__ Tile<N> tiled_partition(const TaskGroup& g) {
 template <unsigned N, class P>
 __device__ __forceinline__ void sync(const Tile<N, P>& g) { g.sync(); }
 
-// cg::reduce over a tile: butterfly with the tile's own shuffles.
+// cg::reduce over a tile: every live lane of the tile gets op folded over exactly the live lanes of the tile
+// (those that belong to the rTask). Live lanes of a tile are a prefix of it (lanemask is a prefix of the warp,
+// tiles are aligned), so a shfl-down tree on the tile's live mask works for any live count: a lane reads a
+// partner only when the partner is live (otherwise it reads itself, never a lane outside the mask) and folds
+// it in only then; lane 0 of the tile ends with the full result and broadcasts it on the same mask.
 template <unsigned N, class P, class T, class Op>
 __device__ __forceinline__ T reduce(const Tile<N, P>& g, T v, Op op) {
-  for (unsigned o = 1; o < N; o <<= 1) {
-    T other = g.shfl_xor(v, o);
-    // lanes outside the rTask do not exist in the legacy block: keep own value when the partner is absent
-    unsigned partner = ((g.rank_in_task & 31u) ^ o);
-    v = ((g.mask >> partner) & 1u) ? op(v, other) : v;
+  const unsigned lane = g.rank_in_task % N;  // lane within the tile
+  const unsigned live = static_cast<unsigned>(__popc(g.mask));  // live lanes of this tile: lanes 0 .. live-1
+  for (unsigned o = N / 2; o >= 1; o >>= 1) {
+    const bool has = lane + o < live;
+    T other = __shfl_sync(g.mask, v, static_cast<int>(has ? lane + o : lane), static_cast<int>(N));
+    if (has) v = op(v, other);
   }
-  return v;
+  return __shfl_sync(g.mask, v, 0, static_cast<int>(N));
 }
 
 }  // namespace rt

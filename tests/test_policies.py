@@ -275,3 +275,81 @@ def test_ios_groups_of_a_stage_use_disjoint_veu_ranges() -> None:
           for name in ("n1", "n2")}
     assert vs["n1"] and vs["n2"] and not vs["n1"] & vs["n2"]
     np.testing.assert_allclose(plan.program_us, simulated_us(plan, prof))
+
+
+def test_ios_search_cap_bounds_a_nasnet_graph_and_falls_back_to_greedy() -> None:
+    import time
+
+    from scheduler.zoo import generate
+    model = generate("nasnet", small=True)
+    t0 = time.perf_counter()
+    # max_endings alone would let the DP run for minutes on this graph; max_states bounds the whole search
+    sch = plan_model(model, "ios", Profiler(), max_endings=10**9, max_states=20_000)
+    elapsed = time.perf_counter() - t0
+    plan = sch.plan
+    assert elapsed < 60, f"IOS took {elapsed:.1f} s despite the search cap"
+    assert any("search cap hit" in n and "max_states=20000" in n for n in plan.notes), plan.notes
+    validate_plan(plan.programs, graph_edges(sch))
+    assert {op.node for op in plan.ops} == {n.name for n in sch.graph.nodes} == set(plan.choices)
+    for name, c in plan.choices.items():  # every op in exactly one stage, stages numbered densely
+        assert "stage " in c.why
+    stage_of = {name: int(c.why.split("stage ")[1].split(",")[0]) for name, c in plan.choices.items()}
+    assert set(stage_of.values()) == set(range(max(stage_of.values()) + 1))
+
+
+def test_ios_default_cap_plans_nasnet_quickly() -> None:
+    import time
+
+    from scheduler.zoo import generate
+    t0 = time.perf_counter()
+    sch = plan_model(generate("nasnet", small=True), "ios", Profiler())
+    assert time.perf_counter() - t0 < 60
+    validate_plan(sch.plan.programs, graph_edges(sch))
+
+
+@pytest.mark.parametrize("max_states", [1, 5, 40, 10_000])
+def test_ios_cap_mid_search_gives_a_valid_plan(max_states: int) -> None:
+    wl = diamond_workload()
+    prof = table_profiler({f"k{i}": 1.0 + 0.5 * i for i in range(6)}, 8)
+    notes: list[str] = []
+    picks = {op.index: op.candidates[0] for op in wl.ops}
+    stages = ios.solve(wl, 2, 2, ios.StageModel(wl, prof, picks, 8), 10_000, notes, max_states)
+    assert sorted(i for st in stages for i in st) == list(range(len(wl.ops)))
+    done: set[int] = set()
+    for st in stages:  # a stage's ops wait only on earlier stages or on ops of their own group
+        groups = ios.components(st, wl.successors())
+        assert len(groups) <= 2 and all(len(g) <= 2 for g in groups)
+        assert all(p in done or p in st for i in st for p in wl.ops[i].preds)
+        done |= set(st)
+    assert any("search cap hit" in n for n in notes) == (max_states < 100)
+    plan = schedule(wl, "ios", prof, r=2, s=2, max_states=max_states)
+    validate_plan(plan.programs, workload_edges(plan, wl))
+
+
+def test_ios_greedy_respects_pruning_and_dependencies() -> None:
+    wl = diamond_workload()
+    prof = table_profiler({f"k{i}": 1.0 for i in range(6)}, 4)
+    picks = {op.index: op.candidates[0] for op in wl.ops}
+    for r, s in [(1, 1), (2, 2), (3, 8)]:
+        stages = ios.greedy(list(range(6)), wl, r, s, ios.StageModel(wl, prof, picks, 4))
+        done: set[int] = set()
+        for st in stages:
+            groups = ios.components(st, wl.successors())
+            assert len(groups) <= s and all(len(g) <= r for g in groups)
+            assert all(p in done or p in st for i in st for p in wl.ops[i].preds)
+            done |= set(st)
+        assert done == set(range(6))
+
+
+def test_ios_refuses_a_non_positive_cap() -> None:
+    with pytest.raises(SchedulerError, match="max_states"):
+        schedule(diamond_workload(), "ios", table_profiler({f"k{i}": 1.0 for i in range(6)}, 4), max_states=0)
+
+
+def test_ios_cap_after_some_windows_keeps_them_and_groups_the_rest_greedily() -> None:
+    model = lstm_model(8, 2, 5, 6, 2)
+    sch = plan_model(model, "ios", Profiler(), max_endings=300, max_states=2000)
+    cap = [n for n in sch.plan.notes if "search cap hit" in n]
+    assert cap and " after planning 0 of" not in cap[0], sch.plan.notes  # some windows were solved first
+    validate_plan(sch.plan.programs, graph_edges(sch))
+    assert {op.node for op in sch.plan.ops} == {n.name for n in sch.graph.nodes}

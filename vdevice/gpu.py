@@ -90,8 +90,9 @@ class GpuModule:
         if dyn_smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = dyn_smem
         device_args = [cp.asarray(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in args]
-        fn(tuple(_dim3(grid)), tuple(_dim3(block)), tuple(device_args), shared_mem=dyn_smem,
-           enable_cooperative_groups=cooperative)
+        # RawKernel.__call__ fixes enable_cooperative_groups itself: launch through its driver Function
+        fn.kernel(tuple(_dim3(grid)), tuple(_dim3(block)), tuple(device_args), shared_mem=dyn_smem,
+                  enable_cooperative_groups=cooperative)
         cp.cuda.runtime.deviceSynchronize()
         for host, dev in zip(args, device_args):
             if isinstance(host, np.ndarray):

@@ -48,8 +48,10 @@ __device__ __forceinline__ P arg(const u64* slot) {
   } else {
     static_assert(sizeof(P) <= 8, "scalar rKernel arguments of at most 8 bytes");
     const u64 bits = *slot;  // one 8-byte load, then a register-level bit cast
-    P value;
-    __builtin_memcpy(&value, &bits, sizeof(P));
+    P value;  // byte copy: NVRTC has no __builtin_memcpy; the compiler folds this into a move
+    unsigned char* out = reinterpret_cast<unsigned char*>(&value);
+#pragma unroll
+    for (unsigned i = 0; i < sizeof(P); ++i) out[i] = static_cast<unsigned char>(bits >> (8 * i));
     return value;
   }
 }

@@ -1,5 +1,7 @@
 """Legacy CUDA kernels → rKernels (libclang analysis, source-range rewriting)."""
 from .convert import CONVERTER_VERSION, ConversionError, ConversionResult, convert_file, convert_source
+from .output import write_atomic
 from .parse import parse_cuda
 
-__all__ = ["CONVERTER_VERSION", "ConversionError", "ConversionResult", "convert_file", "convert_source", "parse_cuda"]
+__all__ = ["CONVERTER_VERSION", "ConversionError", "ConversionResult", "convert_file", "convert_source", "parse_cuda",
+           "write_atomic"]

@@ -11,7 +11,7 @@ import clang.cindex as ci
 from .parse import ParsedSource, parse_cuda
 
 K = ci.CursorKind
-CONVERTER_VERSION = "1"
+CONVERTER_VERSION = "2"
 INDEX_VARS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 BARRIERS = {"__syncthreads": "rt::sync", "__syncthreads_count": "rt::sync_count",
             "__syncthreads_and": "rt::sync_and", "__syncthreads_or": "rt::sync_or"}
@@ -25,15 +25,21 @@ CG_TYPES = {"thread_block": "rt::TaskGroup", "thread_block_tile": "rt::Tile"}
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
                  "surf1Dread", "surf2Dread", "surf3Dread", "surf1Dwrite", "surf2Dwrite", "surf3Dwrite"}
 ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b")
+_COLLECTED = {K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL, K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.VAR_DECL}
 STRIP_RE = re.compile(r"\b(__shared__|static|volatile|extern)\b\s*")
 
 
 class ConversionError(Exception):
-    """A file that cannot be converted; `diagnostics` holds one `file:line:col: error: …` line per problem."""
+    """A file that cannot be converted; `diagnostics` holds one `file:line:col: error: …` line per problem.
 
-    def __init__(self, diagnostics: list[str]):
+    `refused` lists the kernels that were refused, as in ConversionResult.refused
+    (`[{name, diagnostics}]`); it is empty when the file itself could not be read or holds no kernel.
+    """
+
+    def __init__(self, diagnostics: list[str], refused: list[dict] | None = None):
         super().__init__("\n".join(diagnostics))
         self.diagnostics = diagnostics
+        self.refused = list(refused or [])
 
 
 @dataclass
@@ -77,6 +83,8 @@ class Func:
     macro_intrinsics: bool = False
     refusals: list[tuple[int, str]] = field(default_factory=list)
     features: set[str] = field(default_factory=set)
+    extern_c: bool = False          # declared inside (or with) a C linkage specification
+    texture_calls: list[tuple[int, int, set]] = field(default_factory=list)  # (start, end, texture var USRs)
 
     @property
     def needs_context(self) -> bool:
@@ -97,12 +105,26 @@ class _Tokens:
     """The main file's tokens with their byte offsets, for locating names, parentheses and qualifiers."""
 
     def __init__(self, src: ParsedSource):
-        toks = [t for t in src.tu.get_tokens(extent=src.tu.cursor.extent)
-                if t.location.file is not None and t.location.file.name == src.filename]
-        self.spell = [t.spelling for t in toks]
-        self.start = [t.extent.start.offset for t in toks]
-        self.end = [t.extent.end.offset for t in toks]
-        self.kind = [t.kind for t in toks]
+        # Tokenizing the translation unit's extent lexes the main file only (clang_tokenize works on one file's
+        # buffer), so no per-token file check is needed: asking each token for its file cost more than half of
+        # a conversion. One location query per token gives its start; its end follows from its spelling when
+        # the raw bytes agree (a token split by a backslash-newline falls back to its extent).
+        raw = src.text.encode()
+        self.spell, self.start, self.end, self.kind = [], [], [], []
+        for t in src.tu.get_tokens(extent=src.tu.cursor.extent):
+            sp = t.spelling
+            start = t.location.offset
+            b = sp.encode()
+            end = start + len(b)
+            if raw[start:end] != b:
+                ext = t.extent
+                if ext.start.file is None or ext.start.file.name != src.filename:
+                    continue
+                start, end = ext.start.offset, ext.end.offset
+            self.spell.append(sp)
+            self.start.append(start)
+            self.end.append(end)
+            self.kind.append(t.kind)
 
     def at(self, offset: int) -> int:
         """Index of the token starting at offset, or -1."""
@@ -154,6 +176,12 @@ def _in_cg(ref: ci.Cursor | None) -> bool:
     return False
 
 
+def _is_texture(var: ci.Cursor) -> bool:
+    """A legacy texture/surface reference variable (`texture<float, 1, cudaReadModeElementType> tex;`)."""
+    t = var.type.spelling
+    return t.startswith(("texture<", "surface<", "const texture<", "const surface<"))
+
+
 def _qualname(c: ci.Cursor) -> str:
     parts = [c.spelling]
     p = c.semantic_parent
@@ -182,23 +210,43 @@ class Converter:
         for f in self.funcs.values():
             self._analyse(f)
 
-    def _collect(self, parent: ci.Cursor) -> None:
+    def _collect(self, parent: ci.Cursor, extern_c: bool | None = False) -> None:
+        """Device functions and file-scope __shared__ variables of the main file. `extern_c`: the linkage of the
+        enclosing specification, True/False, or None when it is spelled through a macro (decided per function
+        from its mangled name: a C-linkage function's is its plain name)."""
         for c in parent.get_children():
+            kind = c.kind
+            # cheap checks first: most top-level cursors are macro definitions/expansions and declarations of
+            # the parse prelude, which need no location query at all
+            if kind not in _COLLECTED or (kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and not c.is_definition()):
+                continue
             if not self.src.is_main(c):
                 continue
-            if c.kind in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
-                self._collect(c)
-            elif c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and c.is_definition():
+            if kind in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
+                self._collect(c, self._c_linkage(c, extern_c))
+            elif kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE):
                 attrs = _attrs(c)
                 body = next((ch for ch in c.get_children() if ch.kind == K.COMPOUND_STMT), None)
                 if body is None or not (attrs & {K.CUDAGLOBAL_ATTR, K.CUDADEVICE_ATTR}):
                     continue
+                c_linkage = extern_c is True or (extern_c is None and kind == K.FUNCTION_DECL
+                                                 and c.mangled_name == c.spelling)
                 f = Func(c, c.spelling, _qualname(c), c.extent.start.offset, c.extent.end.offset, body,
-                         K.CUDAGLOBAL_ATTR in attrs, c.kind == K.FUNCTION_TEMPLATE)
+                         K.CUDAGLOBAL_ATTR in attrs, c.kind == K.FUNCTION_TEMPLATE, extern_c=c_linkage)
                 self.funcs[c.get_usr()] = f
                 self.by_name.setdefault(c.spelling, []).append(f)
             elif c.kind == K.VAR_DECL and K.CUDASHARED_ATTR in _attrs(c):
                 self.global_shared[c.spelling] = self._shared_var(c, None, c.spelling, c)
+
+    def _c_linkage(self, spec: ci.Cursor, outer: bool | None) -> bool | None:
+        """Linkage inside `spec`: a linkage specification `extern "C" decl` / `extern "C" { ... }` read from its
+        first tokens (None when they come from a macro); a namespace keeps the enclosing linkage."""
+        if spec.kind == K.NAMESPACE:
+            return outer
+        i = self.tok.at(spec.extent.start.offset)
+        if 0 <= i < len(self.tok.spell) - 1 and self.tok.spell[i] == "extern":
+            return self.tok.spell[i + 1] == '"C"'
+        return None
 
     def _shared_var(self, var: ci.Cursor, stmt: ci.Cursor | None, member: str, first: ci.Cursor) -> SharedVar:
         """Member declaration text for a __shared__ variable, from its own source text."""
@@ -214,12 +262,15 @@ class Converter:
                          size if size > 0 else None, align if align > 0 else None, stmt)
 
     def _analyse(self, f: Func) -> None:
+        self._analyse_params(f)
         body_tokens = range(self.tok.first_from(f.body.extent.start.offset),
                             self.tok.first_from(f.body.extent.end.offset))
         for i in body_tokens:
             if self.tok.spell[i] == "<<<":
                 f.refusals.append((self.tok.start[i], "dynamic parallelism (a kernel launch inside a kernel) "
                                    "cannot run as an rTask"))
+        tex_refs: list[tuple[int, str, str]] = []
+        f.texture_calls = []
         for c in f.body.walk_preorder():
             k = c.kind
             if k == K.DECL_REF_EXPR:
@@ -231,9 +282,9 @@ class Converter:
                 elif ref.kind == K.VAR_DECL and ref.spelling in self.global_shared and self.src.is_main(ref) \
                         and ref.semantic_parent.kind != K.COMPOUND_STMT and K.CUDASHARED_ATTR in _attrs(ref):
                     f.global_shared.add(ref.spelling)
-                if ref.kind == K.VAR_DECL and ref.type.spelling.startswith(("texture<", "surface<")):
-                    f.refusals.append((c.extent.start.offset, f"texture/surface reference '{ref.spelling}' "
-                                       "(removed in CUDA 12) cannot run as an rTask"))
+                if ref.kind == K.VAR_DECL and _is_texture(ref):
+                    tex_refs.append((c.extent.start.offset, ref.get_usr(), f"texture/surface reference "
+                                     f"'{ref.spelling}' (removed in CUDA 12) cannot run as an rTask"))
             elif k == K.DECL_STMT:
                 vars_ = [v for v in c.get_children() if v.kind == K.VAR_DECL]
                 shared = [v for v in vars_ if K.CUDASHARED_ATTR in _attrs(v)]
@@ -272,6 +323,38 @@ class Converter:
                                        "meaning inside an rTask"))
                 else:
                     f.features.add("inline_asm")
+        # a texture variable read as the argument of a refused texture call is that call's problem, reported once
+        for off, usr, msg in tex_refs:
+            if not any(s <= off < e and usr in used for s, e, used in f.texture_calls):
+                f.refusals.append((off, msg))
+
+    def _analyse_params(self, f: Func) -> None:
+        """Parameters of cooperative_groups types (`cg::thread_block_tile<32> tile`): the function is called with
+        the rTask's groups (rt::Tile / rt::TaskGroup), so it needs the task context and its parameter types are
+        rewritten in its clone."""
+        if f.is_kernel:
+            return
+        for p in f.cursor.get_children():
+            if p.kind != K.PARM_DECL:
+                continue
+            for c in p.walk_preorder():
+                # `cg::thread_block_tile<32>` is NAMESPACE_REF cg, TEMPLATE_REF thread_block_tile: the qualifier
+                # alone names no type, the TYPE_REF/TEMPLATE_REF after it does (and is resolved through aliases)
+                if c.kind not in (K.TYPE_REF, K.TEMPLATE_REF):
+                    continue
+                ref = c.referenced
+                if not _in_cg(ref):
+                    continue
+                name = ref.spelling
+                f.features.add("cooperative_groups")
+                if name in CG_TYPES:
+                    f.cg_types.append((c, name))
+                elif name == "grid_group":
+                    f.refusals.append((c.extent.start.offset, "grid-wide synchronisation (grid_group) "
+                                       "cannot run as an rTask"))
+                else:
+                    f.refusals.append((c.extent.start.offset, f"parameter of cooperative_groups type '{name}': "
+                                       "only thread_block and thread_block_tile have rTask counterparts"))
 
     def call_name(self, c: ci.Cursor) -> str:
         """The called function's name; dependent calls in templates have no spelling, so read the tokens."""
@@ -311,6 +394,10 @@ class Converter:
                                    "restricted to the rTask's lanes"))
         elif name in TEXTURE_CALLS:
             f.refusals.append((off, f"texture/surface access {name} cannot run as an rTask"))
+            used = {d.referenced.get_usr() for d in c.walk_preorder()
+                    if d.kind == K.DECL_REF_EXPR and d.referenced is not None and d.referenced.kind == K.VAR_DECL
+                    and _is_texture(d.referenced)}
+            f.texture_calls.append((off, c.extent.end.offset, used))
         elif name == "this_grid" and (ref is None or _in_cg(ref)):
             f.refusals.append((off, "grid-wide synchronisation (this_grid) cannot run as an rTask"))
         elif name in CG_CALLS and _in_cg(ref) and (ref is None or ref.kind != K.CXX_METHOD):
@@ -407,10 +494,14 @@ class Converter:
         return i
 
     def body_edits(self, f: Func, layout_members: dict[str, str], clones: dict[str, Func],
-                   smem_callees: set[str]) -> list[Edit]:
-        """Edits inside a function's body: prelude, shared variables, barriers, warp masks, cg, calls."""
+                   smem_callees: set[str], sh_decl: str = "") -> list[Edit]:
+        """Edits inside a function's body: prelude, shared variables, barriers, warp masks, cg, calls.
+
+        The prelude opens the body in dependency order: `sh_decl` (the rKernel's `auto& __rt_sh = ...`) first,
+        since the bindings of file-scope shared variables that follow refer to `__rt_sh`.
+        """
         edits: list[Edit] = []
-        prelude = []
+        prelude = [sh_decl] if sh_decl else []
         if f.uses_indices:
             prelude.append("RT_LEGACY_INDICES(__rt);")
         if f.macro_intrinsics:
@@ -567,11 +658,20 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
     smem_callees: set[str] = set()
     for f in chosen:
         reach = conv.reach(f)
-        problems = [(o, m) for g in [f] + reach for (o, m) in g.refusals]
+        problems: list[tuple[int, str]] = []
+        for o, m in (p for g in [f] + reach for p in g.refusals):
+            if (o, m) not in problems:
+                problems.append((o, m))
+        refused_lines = {src.location(o)[0] for o, _ in problems}
         for d in errors:
+            # clang's complaint about a construct we refuse (a texture or kernel launch in device code...) would
+            # be a second error line for the same problem
+            if d.location.line in refused_lines:
+                continue
             o = src.offset(d.location.line, d.location.column)
             if any(g.start <= o < g.end for g in [f] + reach):
                 problems.append((o, d.spelling))
+        problems.sort()
         for g in reach:
             for v in g.shared:
                 if v.size is None and g.is_template:
@@ -592,10 +692,9 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
             clones_needed[g.cursor.get_usr()] = g
             if conv.needs_smem(g):
                 smem_callees.add(g.cursor.get_usr())
-    if strict and refused:
-        raise ConversionError([d for r in refused for d in r["diagnostics"]])
-    if not rkernels:
-        raise ConversionError([d for r in refused for d in r["diagnostics"]])
+    if (strict and refused) or not rkernels:
+        diags = list(dict.fromkeys(d for r in refused for d in r["diagnostics"]))  # a callee shared by kernels
+        raise ConversionError(diags, refused)
     # clones of callees, inserted after each original
     for usr, g in clones_needed.items():
         edits.append(Edit(g.end, g.end, _clone_text(conv, g, clones_needed, smem_callees)))
@@ -637,15 +736,15 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     theader, tnames, _ = conv.template_header(f)
     targs = f"<{', '.join(tnames)}>" if tnames else ""
     layout = f"{f.name}__rt_shared" if order else None
-    edits = conv.body_edits(f, members, clones, smem_callees)
-    if layout:
-        edits.append(Edit(f.body.extent.start.offset + 1, f.body.extent.start.offset + 1,
-                          f" auto& __rt_sh = *reinterpret_cast<{layout}{targs}*>(__rt.smem);"))
+    sh_decl = f"auto& __rt_sh = *reinterpret_cast<{layout}{targs}*>(__rt.smem);" if layout else ""
+    edits = conv.body_edits(f, members, clones, smem_callees, sh_decl)
     # signature: __global__ -> __device__, drop __launch_bounds__, rename, add the task parameter
     launch_bounds = None
     name_i = tok.at(f.cursor.location.offset)
+    if name_i < 0:
+        raise _Refuse(f.start, "cannot locate the kernel's name (declared through a macro?)")
     i = tok.first_from(f.start)
-    extern_c = False
+    extern_c = f.extern_c
     while i < name_i:
         s = tok.spell[i]
         if s == "__global__":
@@ -653,18 +752,9 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
         elif s == "__launch_bounds__":
             j = tok.matching(i + 1, "(", ")")
             launch_bounds = conv.raw[tok.end[i + 1]:tok.start[j]].decode().strip()
-            end = tok.start[j + 1] if j + 1 < len(tok.start) else tok.end[j]
-            edits.append(Edit(tok.start[i], end, ""))
+            edits.append(Edit(tok.start[i], tok.end[j], ""))  # through the ')' only: spacing and lines stay
             i = j
         i += 1
-    k = name_i - 1
-    while k >= 0 and tok.start[k] >= f.start - 40 and tok.spell[k] in ("__global__", "void", "static", "inline",
-                                                                          "__device__", "__host__", ")"):
-        k -= 1
-    if k >= 1 and tok.spell[k] == '"C"' and tok.spell[k - 1] == "extern":
-        extern_c = True
-    if name_i < 0:
-        raise _Refuse(f.start, "cannot locate the kernel's name (declared through a macro?)")
     edits.append(Edit(tok.start[name_i], tok.end[name_i], f"{f.name}__rtask"))
     lp = conv._paren_after_name(f)
     rp = tok.matching(lp, "(", ")")
@@ -685,13 +775,12 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     lb = f"__launch_bounds__({launch_bounds}) " if launch_bounds else ""
     sh_decl = f"__shared__ {layout}{targs} __rt_sh; " if layout else ""
     sh_ptr = "&__rt_sh" if layout else "(char*)0"
-    end_line, _ = src.location(f.end)
     wrapper = (f"\n// rtransform: plain launch of {f.name}__rtask, one legacy block per rTask\n"
                + (theader + "\n" if theader else "")
                + ('extern "C" ' if extern_c else "")
                + f"__global__ void {lb}{f.name}({param_text}) {{\n  {sh_decl}\n"
-               f"  RT_RUN_AS_KERNEL({sh_ptr}, ({f.name}__rtask{targs}(__rt{', ' if params else ''}{argnames})));\n}}\n"
-               f"#line {end_line} \"{fname}\"")
+               f"  RT_RUN_AS_KERNEL({sh_ptr}, ({f.name}__rtask{targs}(__rt{', ' if params else ''}{argnames})));\n}}"
+               + _resume_line(conv, f.end))
     edits.append(Edit(f.end, f.end, wrapper))
     tparams = [{"name": c.spelling, "kind": "type" if c.kind == K.TEMPLATE_TYPE_PARAMETER else "value",
                 "type": None if c.kind == K.TEMPLATE_TYPE_PARAMETER else c.type.spelling}
@@ -754,12 +843,26 @@ def _clone_text(conv: Converter, g: Func, clones: dict[str, Func], smem_callees:
             edits.append(Edit(tok.start[close], tok.start[close], ", class __RtL"))
         else:
             edits.append(Edit(g.start, g.start, "template <class __RtL> "))
-    line, _ = conv.src.location(g.start)
-    end_line, _ = conv.src.location(g.end)
+    line, col = conv.src.location(g.start)
     body = _apply_range(conv.raw, edits, g.start, g.end)
     fname = conv.src.filename
-    return (f"\n// rtransform: {g.name} with the rTask context\n#line {line} \"{fname}\"\n{body}\n"
-            f"#line {end_line} \"{fname}\"")
+    return (f"\n// rtransform: {g.name} with the rTask context\n#line {line} \"{fname}\"\n{' ' * (col - 1)}{body}"
+            + _resume_line(conv, g.end))
+
+
+def _resume_line(conv: Converter, offset: int) -> str:
+    """Text that ends generated code inserted at `offset` (just after a function's closing brace) so that the
+    source text following `offset` keeps its real line and column.
+
+    `#line N` numbers the line AFTER the directive, so the directive names the line of `offset` and is followed
+    by a newline and padding up to the column of `offset`: whatever followed the brace on its line (a comment,
+    another declaration) stays at line N, and the original newline then starts line N + 1.
+    """
+    line, col = conv.src.location(offset)
+    nl = conv.raw.find(b"\n", offset)
+    rest = conv.raw[offset:nl if nl >= 0 else len(conv.raw)]
+    pad = " " * (col - 1) if rest.strip() else ""
+    return f"\n#line {line} \"{conv.src.filename}\"\n{pad}"
 
 
 def convert_file(path: str, kernels: list[str] | None = None, strict: bool = False) -> ConversionResult:

@@ -1,6 +1,7 @@
 """Parse CUDA sources with libclang, without needing a CUDA toolkit."""
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 from dataclasses import dataclass, field
@@ -26,6 +27,14 @@ class ParsedSource:
     tu: ci.TranslationUnit
     missing_includes: list[str] = field(default_factory=list)
     _line_starts: list[int] = field(default_factory=list)
+    _main_file: int | None = None     # the main file's CXFile handle, compared by value in is_main
+
+    def __post_init__(self) -> None:
+        try:
+            f = self.tu.get_file(self.filename)
+            self._main_file = ctypes.cast(f.obj, ctypes.c_void_p).value if f is not None else None
+        except Exception:  # noqa: BLE001 - fall back to comparing file names
+            self._main_file = None
 
     def offset(self, line: int, col: int) -> int:
         """Byte offset of a 1-based (line, col) in the source text."""
@@ -38,15 +47,31 @@ class ParsedSource:
         return i + 1, offset - self._line_starts[i] + 1
 
     def is_main(self, cursor: ci.Cursor) -> bool:
-        """True when the cursor is spelled in the main file (not in the prelude or a header)."""
-        f = cursor.location.file
-        return f is not None and f.name == self.filename
+        """True when the cursor is spelled in the main file (not in the prelude or a header).
+
+        The file of the cursor's expansion location, compared by handle: no File object, no name string (the
+        converter asks this of every top-level cursor, most of them from the parse prelude).
+        """
+        if self._main_file is None:
+            f = cursor.location.file
+            return f is not None and f.name == self.filename
+        handle = ci.c_object_p()
+        ci.conf.lib.clang_getInstantiationLocation(cursor.location, ctypes.byref(handle), None, None, None)
+        return ctypes.cast(handle, ctypes.c_void_p).value == self._main_file
 
     def errors(self) -> list[ci.Diagnostic]:
-        """Clang errors located in the main file."""
+        """Clang errors located in the main file.
+
+        Except clang's "reference to __global__ function 'K' in __global__ function": clang has no CUDA dynamic
+        parallelism, so every device-side kernel launch gets it, while nvcc (-rdc) accepts the code; the converter
+        refuses such launches itself, at the `<<<`, and that is the one report of the problem.
+        """
         return [d for d in self.tu.diagnostics
                 if d.severity >= ci.Diagnostic.Error and d.location.file is not None
-                and d.location.file.name == self.filename]
+                and d.location.file.name == self.filename and not _DYN_PARALLEL_RE.match(d.spelling)]
+
+
+_DYN_PARALLEL_RE = re.compile(r"reference to __global__ function '[^']*' in __(global|device)__ function")
 
 
 def _line_starts(raw: bytes) -> list[int]:

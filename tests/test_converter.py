@@ -830,3 +830,117 @@ def test_hundred_line_kernel_converts_quickly(tmp_path):
     print(f"\n100-line kernel: conversion {min(times) * 1e3:.0f} ms (best of 3), {max(times) * 1e3:.0f} ms worst")
     assert len(res.rkernels[0]["barrier_sites"]) == text.count("__syncthreads")
     assert max(times) < 5.0
+
+
+# ---- regressions: #line after generated code, __launch_bounds__, extern "C", refusals, errors, output files --------
+def test_line_numbers_survive_conversion_at_run_time(tmp_path):
+    """`__LINE__` read in the kernel, in a cloned helper and in functions right after a clone and after the kernel
+    gives the legacy line numbers once converted: `#line N` names the line after it, and removing
+    `__launch_bounds__(...)` alone on its line keeps the line break after it."""
+    from rtransform.run import run_file
+    stem = "line_numbers"
+    spec = KDIR / f"{stem}.spec.yaml"
+    want = load_refs().REFS[stem]({})["lines"]
+    assert run_file(str(KDIR / f"{stem}.cu"), str(spec)).outputs["lines"].tolist() == want.tolist()
+    out = tmp_path / f"{stem}.rtask.cu"
+    out.write_text(converted(stem).output)
+    assert run_file(str(out), str(spec), converted=True).outputs["lines"].tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("stem", ["saxpy_bounds", "line_numbers"])
+def test_launch_bounds_removal_keeps_the_line_break(stem):
+    """`__global__ void __launch_bounds__(..)` + newline + name: the rKernel's name stays on the name's own line
+    (per the #line map) and only `__launch_bounds__(...)` itself is deleted."""
+    L, out = legacy(stem), converted(stem).output
+    for k in L.kernels():
+        name_line = line_of(L.text, k.lparen)
+        got = [n for n, t in line_map(out) if n is not None and re.search(rf"\b{k.name}__rtask\s*\(", t)]
+        assert got == [name_line], f"{k.name}__rtask( is on legacy line(s) {got}, the name is on {name_line}"
+        lb = re.search(r"__launch_bounds__\s*\([^)]*\)", L.text[k.start:k.lparen])
+        head = L.text[k.start:k.start + lb.start()] + L.text[k.start + lb.end():k.lparen]
+        head = re.sub(rf"\b{k.name}\s*$", "", head.replace("__global__", "__device__"))
+        assert head + f"{k.name}__rtask(" in out, f"the declaration head is not kept as written: {head!r}"
+
+
+EXTERN_C_VARIANTS = """#define EXTERN_C extern "C"
+extern "C" __global__ void __launch_bounds__(64) k_attr(float* p) { p[threadIdx.x] = 1.f; }
+extern "C" {
+__global__ void k_block(float* p) { p[threadIdx.x] = 2.f; }
+}
+EXTERN_C __global__ void k_macro(float* p) { p[threadIdx.x] = 3.f; }
+__global__ void k_cxx(float* p) { p[threadIdx.x] = 4.f; }
+extern "C++" __global__ void k_cxx_spec(float* p) { p[threadIdx.x] = 5.f; }
+namespace ns { extern "C" __global__ void k_ns(float* p) { p[threadIdx.x] = 6.f; } }
+"""
+
+
+def test_extern_c_is_kept_on_the_wrapper(tmp_path):
+    """C linkage reaches the wrapper however it is spelled: before `__launch_bounds__`, as a block, through a
+    macro, inside a namespace; C++ kernels (plain or `extern "C++"`) stay C++."""
+    res = convert_source(EXTERN_C_VARIANTS, str(tmp_path / "ext.cu"))
+    out, O = res.output, functions(res.output)
+    c_linkage = {"k_attr", "k_block", "k_macro", "k_ns"}
+    meta = {m["wrapper"]: m for m in res.rkernels}
+    for name in ["k_attr", "k_block", "k_macro", "k_cxx", "k_cxx_spec", "k_ns"]:
+        w = O[name]
+        assert w.is_kernel
+        head = out[w.start:w.lparen]
+        assert ('extern "C"' in head and 'extern "C++"' not in head) == (name in c_linkage), f"{name}: {head!r}"
+        assert ("extern_c" in meta[name]["features"]) == (name in c_linkage), name
+    assert "__launch_bounds__(64) k_attr(" in out
+
+
+def test_refused_texture_reads_parse_with_their_read_modes():
+    """Texture references declared with cudaReadModeElementType / cudaTextureType2D (and read in device code, as
+    CUDA allows) parse without any clang error: the converter's refusal at each texture read is the one report."""
+    from converter import parse_cuda
+    for name in ["texture_readmode.cu", "texture_ref.cu"]:
+        path = RDIR / name
+        src = parse_cuda(path.read_text(), str(path))
+        assert [d.spelling for d in src.errors()] == [], name
+
+
+def test_nothing_converted_error_lists_the_refused_kernels():
+    """When no kernel converts, ConversionError keeps one diagnostic per problem and the refusals per kernel."""
+    path = RDIR / "texture_readmode.cu"
+    with pytest.raises(ConversionError) as err:
+        convert_file(str(path))
+    e = err.value
+    assert [r["name"] for r in e.refused] == ["sample"]
+    lines = [i + 1 for i, t in enumerate(path.read_text().splitlines()) if "REFUSED:" in t]
+    assert [int(ERROR_LINE.fullmatch(d).group(2)) for d in e.refused[0]["diagnostics"]] == lines
+    assert e.diagnostics == e.refused[0]["diagnostics"]
+    with pytest.raises(ConversionError) as err:
+        convert_file(str(RDIR / "no_kernel.cu"))
+    assert err.value.refused == [] and len(err.value.diagnostics) == 1
+
+
+def test_one_error_line_per_problem_in_a_shared_callee(tmp_path):
+    """Two kernels reaching the same refused helper: with strict, its problem is reported once, not per kernel."""
+    text = ("texture<float, 1, cudaReadModeElementType> t;\n"
+            "__device__ float fetch(int i) { return tex1Dfetch(t, i); }\n"
+            "__global__ void a(float* o) { o[threadIdx.x] = fetch(threadIdx.x); }\n"
+            "__global__ void b(float* o) { o[threadIdx.x] = 2.f * fetch(threadIdx.x); }\n")
+    with pytest.raises(ConversionError) as err:
+        convert_source(text, str(tmp_path / "shared_tex.cu"), strict=True)
+    col = text.splitlines()[1].index("tex1Dfetch") + 1
+    assert len(err.value.diagnostics) == 1, err.value.diagnostics
+    assert f":2:{col}: error: texture/surface access tex1Dfetch" in err.value.diagnostics[0]
+    assert [r["name"] for r in err.value.refused] == ["a", "b"]
+
+
+def test_written_outputs_get_ordinary_permissions(tmp_path):
+    """converter.write_atomic: the content lands in one rename and the file is 0666 less the umask, not 0600."""
+    import os
+    import stat
+    from converter import write_atomic
+    old = os.umask(0o022)
+    try:
+        target = tmp_path / "deep" / "out.rtask.cu"
+        write_atomic(target, "x\n")
+        write_atomic(target, "y\n")
+    finally:
+        os.umask(old)
+    assert target.read_text() == "y\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert [p.name for p in target.parent.iterdir()] == ["out.rtask.cu"]

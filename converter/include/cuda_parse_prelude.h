@@ -112,11 +112,26 @@ extern "C" void* memcpy(void*, const void*, size_t);
 extern "C" void* memset(void*, int, size_t);
 #define assert(x) ((void)0)
 // Texture / surface references (removed in CUDA 12; declared only so that the converter can refuse them).
-template <class T, int dim = 1, int mode = 0> struct texture { int normalized; };
-template <class T> __device__ T tex1Dfetch(texture<T, 1, 0>, int);
-template <class T, int d, int m> __device__ T tex1D(texture<T, d, m>, float);
-template <class T, int d, int m> __device__ T tex2D(texture<T, d, m>, float, float);
-template <class T, int d = 1> struct surface { int dummy; };
+// As in CUDA's own headers they are device_builtin types, so device code may name a file-scope texture variable
+// without a clang error of its own: the converter's refusal at the texture read is the one report.
+enum cudaTextureReadMode { cudaReadModeElementType = 0, cudaReadModeNormalizedFloat = 1 };
+enum cudaTextureAddressMode { cudaAddressModeWrap = 0, cudaAddressModeClamp = 1, cudaAddressModeMirror = 2,
+                              cudaAddressModeBorder = 3 };
+enum cudaTextureFilterMode { cudaFilterModePoint = 0, cudaFilterModeLinear = 1 };
+#define cudaTextureType1D 0x01
+#define cudaTextureType2D 0x02
+#define cudaTextureType3D 0x03
+#define cudaTextureTypeCubemap 0x0C
+#define cudaTextureType1DLayered 0xF1
+#define cudaTextureType2DLayered 0xF2
+#define cudaTextureTypeCubemapLayered 0xFC
+template <class T, int dim = cudaTextureType1D, enum cudaTextureReadMode mode = cudaReadModeElementType>
+struct __attribute__((device_builtin_texture_type)) texture { int normalized; cudaTextureFilterMode filterMode; cudaTextureAddressMode addressMode[3]; };
+template <class T, enum cudaTextureReadMode m> __device__ T tex1Dfetch(texture<T, 1, m>, int);
+template <class T, int d, enum cudaTextureReadMode m> __device__ T tex1D(texture<T, d, m>, float);
+template <class T, int d, enum cudaTextureReadMode m> __device__ T tex2D(texture<T, d, m>, float, float);
+template <class T, int d, enum cudaTextureReadMode m> __device__ T tex3D(texture<T, d, m>, float, float, float);
+template <class T, int d = 1> struct __attribute__((device_builtin_surface_type)) surface { int dummy; };
 typedef unsigned long long cudaTextureObject_t;
 namespace cooperative_groups {
 struct thread_group { __device__ void sync() const; __device__ unsigned thread_rank() const; __device__ unsigned size() const; };

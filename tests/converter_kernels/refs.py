@@ -182,6 +182,17 @@ def select_kernels(a: dict) -> Arrays:
     return {"out": np.where(np.arange(len(x)) % 2 == 1, -x, x).astype(F32)}
 
 
+def line_numbers(a: dict) -> Arrays:
+    """The lines of the file's four `__LINE__`s (lane_line, after_clone, the kernel, after_kernel, in file
+    order), stored by the kernel as: its own, lane_line's, after_clone's, after_kernel's."""
+    from pathlib import Path
+    text = (Path(__file__).parent / "line_numbers.cu").read_text().splitlines()
+    found = [n for n, t in enumerate(text, 1) if "__LINE__" in t.split("//")[0]]
+    assert len(found) == 4, found
+    lane, clone, kernel, after = found
+    return {"lines": np.array([kernel, lane, clone, after], dtype=np.int32)}
+
+
 REFS: dict[str, Callable[[dict], Arrays]] = {
     "saxpy_bounds": saxpy_bounds, "transpose_tile": transpose_tile, "mirror3d": mirror3d,
     "shared_multi": shared_multi, "dyn_alias": dyn_alias, "block_reduce": block_reduce,
@@ -189,4 +200,5 @@ REFS: dict[str, Callable[[dict], Arrays]] = {
     "early_return": early_return, "loop_barrier": loop_barrier, "partial_warp_48": partial_warp_48,
     "vote_40": vote_40, "coop_groups": coop_groups, "sync_count": sync_count, "atomics": atomics,
     "ns_float4": ns_float4, "host_mixed": host_mixed, "select_kernels": select_kernels,
+    "line_numbers": line_numbers,
 }

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
+
+from converter.output import write_atomic  # noqa: F401  (re-exported for batch and the index)
 
 RUNTIME_INCLUDE = Path(__file__).resolve().parent.parent / "vdevice" / "include"
 
@@ -16,15 +16,6 @@ def _fail(lines: list[str], code: int = 1) -> None:
     for line in lines:
         click.echo(line, err=True)
     sys.exit(code)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a failure never leaves a half-written output."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def metadata_path(out_cu: Path) -> Path:
@@ -101,10 +92,14 @@ def verify(file: str, spec: str, device: str, as_json: bool) -> None:
 @click.option("--jobs", type=int, default=None, help="worker processes (default: one per core)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.option("--verify", "do_verify", is_flag=True, help="verify kernels that have a NAME.spec.yaml")
-def convert_all(src_dir: str, out_dir: str, jobs: int | None, as_json: bool, do_verify: bool) -> None:
+@click.option("--resources", is_flag=True, help="registers/shared memory per rKernel from ptxas (needs nvcc)")
+@click.option("--strict", is_flag=True, help="exit non-zero when any kernel is refused")
+def convert_all(src_dir: str, out_dir: str, jobs: int | None, as_json: bool, do_verify: bool, resources: bool,
+                strict: bool) -> None:
     """Convert every kernel of a directory of .cu/.cuh files, in parallel, with a report."""
     from rtransform.batch import convert_all_command
-    sys.exit(convert_all_command(src_dir, out_dir, jobs=jobs, json_out=as_json, verify=do_verify))
+    sys.exit(convert_all_command(src_dir, out_dir, jobs=jobs, json_out=as_json, verify=do_verify,
+                                 resources=resources, strict=strict))
 
 
 # ---- rammer: models ---------------------------------------------------------------------------------------

@@ -372,8 +372,8 @@ class Built:
         """Fresh host arrays for every allocation, weights filled in."""
         out = {}
         for b in self.manifest.buffers:
-            out[b.name] = (np.ascontiguousarray(self.weights[b.name], dtype=b.dtype).reshape(b.shape)
-                           if b.kind == "weight" else np.zeros(b.shape, dtype=b.dtype))
+            out[b.name] = (np.array(self.weights[b.name], dtype=b.dtype, order="C").reshape(b.shape)
+                           if b.kind == "weight" else np.zeros(b.shape, dtype=b.dtype))  # own, writable copies
         return out
 
     def vdevice(self, backend: str) -> Any:
@@ -455,18 +455,18 @@ class Built:
         """Run the model once; returns every graph output as a new array."""
         data = self.check_inputs(feeds)
         ex = self.executor(kind, backend)
-        host = self.host_buffers() if ex is None else self._host(ex)
+        if ex is None:  # nothing to run: outputs are inputs or constants
+            host = self.host_buffers()
+        else:
+            # only the buffers holding inputs and outputs travel; weights stay resident on the device
+            vd = ex.vd
+            names = {t.base for t in self.manifest.inputs + self.manifest.outputs}
+            host = {n: np.array(vd.read(n)) if vd.backend.name != "cpu" else vd.buffers[n] for n in names}
         for t in self.manifest.inputs:
             _view(host, t)[...] = data[t.name]
         if ex is not None:
             ex.run(host)
         return {t.name: _view(host, t).copy() for t in self.manifest.outputs}
-
-    def _host(self, ex: Any) -> dict[str, np.ndarray]:
-        """The host arrays an executor runs on (CPU: in place, kept for the executor's life)."""
-        if not hasattr(ex, "_rammer_host"):
-            ex._rammer_host = self.host_buffers()
-        return ex._rammer_host
 
     def __call__(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
         """`rammer.load(dir)(x=...)`: run on the build's target."""

@@ -464,5 +464,6 @@ def test_bench_on_gpu_small_models(name):
     for v in r.variants:
         assert v.status in ("ok", "unavailable"), f"{v.name}: {v.status} {v.note}"
         if v.status == "ok":
-            assert v.max_err <= bench.RTOL and 0 < v.min_ms <= v.median_ms
+            assert v.max_err <= bench.RTOL and 0 < v.median_ms
+            assert v.min_ms is None or v.min_ms <= v.median_ms  # executors time themselves: median only
 

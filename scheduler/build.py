@@ -529,17 +529,6 @@ def reference_outputs(model_path: Path, feeds: Mapping[str, np.ndarray]) -> dict
     return dict(zip(names, sess.run(None, dict(feeds))))
 
 
-def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
-    """max |out - ref| / max |ref| (the reference's scale, at least 1e-6)."""
-    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
-    if out.shape != ref.shape:
-        return float("inf")
-    if not ref.size:
-        return 0.0
-    err = float(np.max(np.abs(out - ref))) / max(float(np.max(np.abs(ref))), 1e-6)
-    return err if np.isfinite(err) else float("inf")
-
-
 def run_command(out_dir: str, inputs: str | None = None, check: bool = False, save: str | None = None,
                 device: str | None = None, seed: int = 0) -> int:
     """CLI body of `rammer run`: run once, print outputs (and errors vs onnxruntime with --check)."""
@@ -570,12 +559,13 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
         print(f"error: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}", file=sys.stderr)
         return 1
     print(f"ran {out_dir} on {backend} in {secs:.3f} s (first run, compile included when not cached)")
+    from rtransform.bench import relative_error
     worst = 0.0
     refs = reference_outputs(built.folder / "model.onnx", built.check_inputs(feeds)) if check else {}
     for name, arr in outs.items():
         line = f"  {name}: shape {list(arr.shape)} mean {float(np.mean(arr)):.6g}"
         if check:
-            err = relative_error(arr, refs[name])
+            err = relative_error([arr], [np.asarray(refs[name], np.float64)])
             worst = max(worst, err)
             line += f"  max rel error vs onnxruntime {err:.3g}"
         print(line)

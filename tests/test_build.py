@@ -213,3 +213,21 @@ def test_custom_corpus_folder(tmp_path: Path) -> None:
     onnx.save(mlp_model(1), path)  # MatMul is not in this corpus
     with pytest.raises(BuildError.__mro__[1], match="MatMul"):
         build_model(path, tmp_path / "out2", corpus=corpus, target="cpu", quiet=True)
+
+
+# ---- the benchmark zoo at --small: every model builds and matches onnxruntime on the emulator -----------------
+def zoo_names() -> list[str]:
+    from scheduler.zoo import NAMES
+    return list(NAMES)
+
+
+@pytest.mark.parametrize("name", zoo_names())
+def test_zoo_small_model_builds_and_checks(tmp_path: Path, name: str) -> None:
+    from scheduler.zoo import generate, random_inputs
+    model = generate(name, small=True)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    built = build_model(path, tmp_path / "out", target="cpu", quiet=True)
+    dependency_edges_honoured(built)
+    feeds = random_inputs(model, seed=3)
+    assert_close(built.run(feeds), ort_outputs(model, feeds))

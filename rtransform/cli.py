@@ -126,10 +126,14 @@ def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str
 @click.option("--inputs", type=click.Path(dir_okay=False), default=None, help="inputs (.npz); default random")
 @click.option("--check", is_flag=True, help="compare every output with onnxruntime")
 @click.option("--save", type=click.Path(dir_okay=False), default=None, help="save outputs (.npz)")
-def rammer_run(out_dir: str, inputs: str | None, check: bool, save: str | None) -> None:
-    """Run a built model."""
+@click.option("--device", type=click.Choice(["gpu", "cpu"]), default=None,
+              help="where to run (default: the build's --target)")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
+def rammer_run(out_dir: str, inputs: str | None, check: bool, save: str | None, device: str | None,
+               seed: int) -> None:
+    """Run a built model once (random inputs unless --inputs), optionally checked against onnxruntime."""
     from scheduler.build import run_command
-    sys.exit(run_command(out_dir, inputs=inputs, check=check, save=save))
+    sys.exit(run_command(out_dir, inputs=inputs, check=check, save=save, device=device, seed=seed))
 
 
 @rammer_main.command()

@@ -532,6 +532,7 @@ def reference_outputs(model_path: Path, feeds: Mapping[str, np.ndarray]) -> dict
 def run_command(out_dir: str, inputs: str | None = None, check: bool = False, save: str | None = None,
                 device: str | None = None, seed: int = 0) -> int:
     """CLI body of `rammer run`: run once, print outputs (and errors vs onnxruntime with --check)."""
+    backend = device or "cpu"
     try:
         built = load(out_dir)
         if inputs:
@@ -556,7 +557,11 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
         print(_one_line(exc), file=sys.stderr)
         return 1
     except Exception as exc:  # emulator watchdog, device errors: one line
-        print(f"error: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}", file=sys.stderr)
+        hint = ""
+        if "out of memory" in str(exc) and backend == "cpu":
+            hint = (f" (the emulator runs every thread of {built.manifest.num_veus} vEUs as a fiber: "
+                    f"rebuild with --target cpu or fewer --veus)")
+        print(f"error: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}{hint}", file=sys.stderr)
         return 1
     print(f"ran {out_dir} on {backend} in {secs:.3f} s (first run, compile included when not cached)")
     from rtransform.bench import relative_error

@@ -683,3 +683,19 @@ def test_index_registers_per_instance(corpus_index):
         for expr, inst in e["instances"].items():
             assert 1 <= inst["registers"] <= 255, expr
             assert inst["static_smem_bytes"] >= 32  # at least the rTask slot
+
+
+def test_convert_all_over_the_whole_corpus(tmp_path):
+    """`rtransform convert-all kernel_corpus/legacy`: every kernel a binding launches is converted (their
+    outputs are run against numpy in test_corpus/test_vdevice), exit 0, outputs and report on disk."""
+    from kernel_corpus.bindings import LEGACY_DIR, registry
+    res = subprocess.run([sys.executable, "-c", "from rtransform.cli import main; main()", "convert-all",
+                          str(LEGACY_DIR), "-o", str(tmp_path / "out"), "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    status = {(f["path"], k["name"]): k["status"] for f in report["files"] for k in f["kernels"]}
+    assert status and set(status.values()) == {"converted"}
+    needed = {(b.source, k) for b in registry.all() for k in b.kernels}
+    assert needed <= set(status)
+    assert all((tmp_path / "out" / source).is_file() for source, _ in needed)

@@ -32,6 +32,19 @@ inline bool fibers_reserve(size_t n, size_t stack) {
   if (n > g.pool_n) g.pool_n = n;
   return true;
 }
+// Every fiber stack and shared-memory area is its own mapping (plus a guard), and each built module keeps its
+// own pool: kept between launches they exhaust vm.max_map_count (65530) once a process has run a few dozen
+// large modules. After a launch only the first kKeepFibers stacks and kKeepAreas areas stay mapped.
+constexpr size_t kKeepFibers = 64, kKeepAreas = 4;
+inline void pools_trim() {
+  for (size_t i = kKeepFibers; i < g.pool_n; ++i) {
+    Fiber* f = g.pool[i];
+    if (f && f->map) { munmap(f->map, f->map_size); f->map = nullptr; }
+  }
+  for (size_t i = kKeepAreas; i < g.coop_smem_n; ++i) {
+    if (g.coop_smem[i]) { munmap(g.coop_smem[i], kSmemBytes + kPage); g.coop_smem[i] = nullptr; }
+  }
+}
 inline void block_setup(Block& b, unsigned linear_id, Fiber** th, const unsigned* grid, const unsigned* blk) {
   b.idx = uint3{linear_id % grid[0], (linear_id / grid[0]) % grid[1], linear_id / (grid[0] * grid[1])};
   b.th = th;
@@ -193,6 +206,7 @@ inline int run_launch(const LaunchCfg& c, void (*body)(void*), void* arg, char* 
   faults_restore();
   g.in_launch = false;
   g.cur = nullptr;
+  pools_trim();
   fflush(stdout);
   g.stats.switches = g.switches;
   g.stats.yields = (unsigned long long)g.yields;

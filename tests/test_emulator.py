@@ -702,3 +702,19 @@ def test_shared_rewrite_keeps_line_numbers():
     assert "SharedSlot<int [4]> a__emu_slot" in out and "SharedSlot<int > b__emu_slot" in out
     assert "float (&d)[] = *(float(*)[])::emu::dyn_smem();" in out
     assert "static ::emu::NsShared g__emu_ns" in out and "__emu_shared__" not in out
+
+
+def test_large_launches_do_not_keep_thousands_of_mappings():
+    """Each fiber stack is a mapping: a module that keeps 2048 of them after a launch, times a few dozen
+    modules, exhausts vm.max_map_count and corrupts the process. After a launch only a small pool stays."""
+    maps = Path("/proc/self/maps")
+    if not maps.exists():
+        pytest.skip("no /proc/self/maps on this system")
+    src = "__global__ void fill(float* y) { y[blockIdx.x * blockDim.x + threadIdx.x] = threadIdx.x; }\n"
+    mod = CpuModule(src, ["fill"])
+    y = np.zeros(8 * 256, np.float32)
+    before = len(maps.read_text().splitlines())
+    mod.launch("fill", 8, 256, 0, [y], cooperative=True)
+    after = len(maps.read_text().splitlines())
+    np.testing.assert_array_equal(y, np.tile(np.arange(256, dtype=np.float32), 8))
+    assert after - before < 400, f"{after - before} mappings kept after one 2048-thread launch"

@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verify", action="store_true", help="verify every instance on the CPU (slow)")
     args = parser.parse_args(argv)
     from rtransform.batch import find_nvcc
-    from rtransform.cli import write_atomic
+    from converter import write_atomic
     index = build_index(load_index(args.output), None if args.no_nvcc else find_nvcc())
     if args.verify:
         index["problems"] += verify_instances(index)

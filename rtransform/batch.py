@@ -29,7 +29,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rtransform.cli import metadata_path, write_atomic
+from converter import write_atomic
+from rtransform.cli import metadata_path
 from rtransform.toolchain import find_nvcc  # the one nvcc finder; re-exported here for batch users
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -606,10 +606,11 @@ def load_bench_model(model_path: str, batch: int) -> tuple[onnx.ModelProto, str]
     raise ValueError(f"{model_path!r} is neither an ONNX file nor a zoo model ({', '.join(NAMES)})")
 
 
-def reference_outputs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """onnxruntime on the CPU: the truth every variant is checked against."""
+def reference_outputs(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """onnxruntime on the CPU, in the model's output order: the truth every variant is checked against."""
     import onnxruntime as ort
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    sess = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
     return [np.asarray(o, dtype=np.float64) for o in sess.run(None, feeds)]
 
 

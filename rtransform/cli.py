@@ -7,8 +7,6 @@ from pathlib import Path
 
 import click
 
-from converter.output import write_atomic  # noqa: F401  (re-exported for batch and the index)
-
 RUNTIME_INCLUDE = Path(__file__).resolve().parent.parent / "vdevice" / "include"
 
 
@@ -36,7 +34,7 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the rKernel metadata as JSON on stdout")
 def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bool) -> None:
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
-    from converter import ConversionError, convert_file
+    from converter import ConversionError, convert_file, write_atomic
     try:
         res = convert_file(file, list(kernels) or None, strict=True)
     except ConversionError as e:

@@ -23,6 +23,7 @@ import numpy as np
 from vdevice.program import Op, Program, plan_from_json, plan_to_json
 
 from .graph import Graph, SchedulerError
+from .onnx_import import first_line
 
 BUILD_FORMAT = 1
 MANIFEST = "build.json"
@@ -132,21 +133,6 @@ class Progress:
     def total(self) -> float:
         """Seconds since the build started."""
         return time.perf_counter() - self.t0
-
-
-def load_onnx(path: str | Path):
-    """The model, or BuildError naming the file when it is missing or not ONNX."""
-    import onnx
-    p = Path(path)
-    if not p.is_file():
-        raise BuildError(f"{p}: error: no such model file")
-    try:
-        model = onnx.load(str(p))
-        onnx.checker.check_model(model)
-    except Exception as exc:  # protobuf and the checker raise many unrelated types
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise BuildError(f"{p}: error: not a valid ONNX model: {first}") from None
-    return model
 
 
 def corpus_registry(corpus: str | Path | None):
@@ -262,7 +248,6 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     if out.exists() and not (out / MANIFEST).is_file() and any(out.iterdir()):
         raise BuildError(f"{out}: error: exists and is not a rammer build folder; refusing to replace it")
     prog = Progress(quiet)
-    model = prog.step("load ONNX", lambda: load_onnx(model_path))
     registry = corpus_registry(corpus)
     num_veus = veus or (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
     if num_veus < 1:
@@ -270,7 +255,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     profiler = Profiler(H100, num_veus, "model")
     if not quiet:
         print(f"  {profiler.describe()}", file=sys.stderr)
-    sch = prog.step(f"import, passes, {policy} plan", lambda: plan_model(model, policy, profiler, registry=registry,
+    sch = prog.step(f"load, import, passes, {policy} plan", lambda: plan_model(model_path, policy, profiler, registry=registry,
                                                                         num_veus=num_veus))
     plan, graph = sch.plan, sch.graph
     ops0 = plan.programs[0].ops if plan.programs else []
@@ -304,7 +289,6 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         shutil.copyfile(model_path, tmp / "model.onnx")
         (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.device.barrier_us))
         manifest.stats = _stats(plan, programs, ops)
-        (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1))
         built = Built(tmp, manifest, ops, programs, texts, weights)
         if compile_check and ops:
             prog.step(f"compile for {target}", lambda: built.compile(target))
@@ -506,7 +490,7 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
         print(_one_line(exc), file=sys.stderr)
         return 1
     except Exception as exc:  # the emulator's and converter's own errors: still one line, no traceback
-        print(f"error: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}", file=sys.stderr)
+        print(f"error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
         return 1
     s = built.manifest.stats
     print(f"{built.folder}: {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, "
@@ -517,16 +501,8 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
 
 def _one_line(exc: Exception) -> str:
     """`FILE: error: ...` messages as they are, anything else prefixed with `error:`; first line only."""
-    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    text = first_line(exc)
     return text if re.match(r"^\S+: error: ", text) else f"error: {text}"
-
-
-def reference_outputs(model_path: Path, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """onnxruntime on the CPU: the independent truth for --check."""
-    import onnxruntime as ort
-    sess = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(None, dict(feeds))))
 
 
 def run_command(out_dir: str, inputs: str | None = None, check: bool = False, save: str | None = None,
@@ -561,16 +537,17 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
         if "out of memory" in str(exc) and backend == "cpu":
             hint = (f" (the emulator runs every thread of {built.manifest.num_veus} vEUs as a fiber: "
                     f"rebuild with --target cpu or fewer --veus)")
-        print(f"error: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}{hint}", file=sys.stderr)
+        print(f"error: {type(exc).__name__}: {first_line(exc)}{hint}", file=sys.stderr)
         return 1
     print(f"ran {out_dir} on {backend} in {secs:.3f} s (first run, compile included when not cached)")
-    from rtransform.bench import relative_error
+    from rtransform.bench import reference_outputs, relative_error
     worst = 0.0
-    refs = reference_outputs(built.folder / "model.onnx", built.check_inputs(feeds)) if check else {}
+    refs = dict(zip(built.output_names, reference_outputs(built.folder / "model.onnx", built.check_inputs(feeds)))) \
+        if check else {}
     for name, arr in outs.items():
         line = f"  {name}: shape {list(arr.shape)} mean {float(np.mean(arr)):.6g}"
         if check:
-            err = relative_error([arr], [np.asarray(refs[name], np.float64)])
+            err = relative_error([arr], [refs[name]])
             worst = max(worst, err)
             line += f"  max rel error vs onnxruntime {err:.3g}"
         print(line)

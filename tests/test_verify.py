@@ -24,8 +24,9 @@ KDIR = REPO / "tests" / "verify_kernels"
 NAMES = sorted(p.stem for p in KDIR.glob("*.cu"))
 
 
-def load_refs():
-    spec = importlib.util.spec_from_file_location("verify_refs", KDIR / "refs.py")
+def load_refs(folder: Path = KDIR, name: str = "verify_refs"):
+    """The numpy references (refs.py) of a kernel folder, imported from its path."""
+    spec = importlib.util.spec_from_file_location(name, folder / "refs.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -79,13 +80,6 @@ CONV_KDIR = REPO / "tests" / "converter_kernels"
 CONV_NAMES = sorted(p.stem for p in CONV_KDIR.glob("*.cu"))
 
 
-def load_conv_refs():
-    spec = importlib.util.spec_from_file_location("converter_kernel_refs_v", CONV_KDIR / "refs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize("name", CONV_NAMES)
 def test_converter_kernel_verifies_on_cpu(name):
     """Each converter feature kernel: the emulated legacy kernel matches its numpy reference, and the converted
@@ -93,7 +87,7 @@ def test_converter_kernel_verifies_on_cpu(name):
     cu, spec_path = str(CONV_KDIR / f"{name}.cu"), str(CONV_KDIR / f"{name}.spec.yaml")
     spec = load_spec(spec_path)
     legacy = run_file(cu, spec_path)
-    expected = load_conv_refs().REFS[name]({k: np.asarray(v) for k, v in legacy.inputs.items()})
+    expected = load_refs(CONV_KDIR, "converter_kernel_refs_v").REFS[name]({k: np.asarray(v) for k, v in legacy.inputs.items()})
     for out, want in expected.items():
         err = max_rel_error(legacy.outputs[out], want)
         assert err <= spec.tolerance, f"legacy {name}.{out}: error {err} against numpy"

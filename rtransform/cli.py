@@ -113,10 +113,14 @@ def rammer_main() -> None:
 @click.option("--policy", type=click.Choice(["wavefront", "ios", "sequential"]), default="wavefront", show_default=True)
 @click.option("--target", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True)
 @click.option("--veus", type=int, default=None, help="number of vEUs (default: what fits the target)")
-def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str, veus: int | None) -> None:
+@click.option("--profile", type=click.Choice(["auto", "model", "measured"]), default="auto", show_default=True,
+              help="rTask times: measured on the device (cached per device), the cost model, or measured when a "
+                   "GPU build has a GPU")
+def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str, veus: int | None,
+          profile: str) -> None:
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline, report)."""
     from scheduler.build import build_command
-    sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus))
+    sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile))
 
 
 @rammer_main.command("run")

@@ -5,9 +5,12 @@ import argparse
 import sys
 
 from .graph import SchedulerError
-from .pipeline import plan_model
+from kernel_corpus.bindings import registry as default_registry
+
+from .build import make_profiler, profile_workload
+from .pipeline import load_workload, plan_workload
 from .policies import POLICIES
-from .profiler import H100, Profiler
+from .profiler import H100
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -16,7 +19,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("model", help="ONNX file with static shapes")
     ap.add_argument("--policy", choices=sorted(POLICIES), default="wavefront")
     ap.add_argument("--veus", type=int, default=None, help=f"vEUs of the vDevice (default {H100.sms})")
-    ap.add_argument("--mode", choices=["model", "measured"], default="model", help="profiler mode")
+    ap.add_argument("--profile", choices=["auto", "model", "measured"], default="model",
+                    help="rTask times: the cost model, or measured on the GPU (cached; auto: when one is visible)")
     ap.add_argument("-o", "--out", default=None, help="write plan.json here")
     return ap.parse_args(argv)
 
@@ -25,9 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     """Plan, report, save; a scheduler error is one line on stderr and exit status 1."""
     args = parse(sys.argv[1:] if argv is None else argv)
     try:
-        profiler = Profiler(H100, args.veus, args.mode)
+        profiler = make_profiler(args.profile, "gpu", args.veus or H100.sms)
         print(profiler.describe())
-        sch = plan_model(args.model, args.policy, profiler, num_veus=args.veus)
+        graph, workload = load_workload(args.model)
+        if profiler.mode == "measured":
+            done, cached = profile_workload(workload, profiler, "gpu", default_registry)
+            print(f"profiler: {done} launch shape(s) measured, {cached} from the cache")
+        sch = plan_workload(graph, workload, args.policy, profiler, num_veus=args.veus)
     except SchedulerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -113,10 +113,10 @@ class Progress:
     def __init__(self, quiet: bool = False) -> None:
         self.quiet, self.t0, self.times = quiet, time.perf_counter(), {}
 
-    def step(self, what: str, fn: Callable[[], Any]) -> Any:
-        """Run one step, timing it."""
+    def step(self, what: str, fn: Callable[[], Any], own_line: bool = False) -> Any:
+        """Run one step, timing it; `own_line` for a step that draws its own progress bar below its name."""
         if not self.quiet:
-            print(f"  {what} ...", end="", file=sys.stderr, flush=True)
+            print(f"  {what} ...", end="\n" if own_line else "", file=sys.stderr, flush=True)
         t = time.perf_counter()
         try:
             out = fn()
@@ -126,7 +126,8 @@ class Progress:
             raise
         self.times[what] = time.perf_counter() - t
         if not self.quiet:
-            print(f" {self.times[what]:.2f} s", file=sys.stderr, flush=True)
+            print(f"  {what}: {self.times[what]:.2f} s" if own_line else f" {self.times[what]:.2f} s",
+                  file=sys.stderr, flush=True)
         return out
 
     @property
@@ -234,14 +235,57 @@ def tensor_specs(graph: Graph, names: list[str]) -> list[TensorSpec]:
     return out
 
 
+def convert_ops(ops: list[Op], paths: Mapping[str, Path]) -> tuple[list[Op], dict[str, str]]:
+    """Convert the legacy sources these ops launch and bind each op to its rKernel; returns (ops, texts)."""
+    needed: dict[str, set[str]] = {}
+    for op in ops:
+        needed.setdefault(op.kernel.source_id, set()).add(op.kernel.wrapper_name)
+    texts, meta = convert_sources(paths, needed)
+    return resolve_ops(ops, meta), texts
+
+
+def source_paths(registry: Any) -> dict[str, Path]:
+    """Legacy source file of each source id: the registry's, then the built-in corpus's."""
+    from kernel_corpus.bindings import LEGACY_DIR
+    paths = {b.source: b.source_path for b in registry.all()}
+    paths.update({p.name: p for p in LEGACY_DIR.glob("*.cu") if p.name not in paths})
+    return paths
+
+
+PROFILES = ("auto", "model", "measured")
+
+
+def make_profiler(profile: str, target: str, num_veus: int) -> Any:
+    """The profiler of a build: `auto` measures on a GPU build when a GPU is visible and models otherwise;
+    `measured` on a CPU build times the emulator (slow; it exercises the mechanism, not GPU timings)."""
+    from vdevice.gpu import gpu_available
+
+    from .measure import device_spec
+    from .profiler import H100, Profiler
+    if profile not in PROFILES:
+        raise BuildError(f"--profile must be one of {', '.join(PROFILES)}, not '{profile}'")
+    if profile == "auto":
+        profile = "measured" if target == "gpu" and gpu_available()[0] else "model"
+    if profile == "model":
+        return Profiler(H100, num_veus, "model")
+    if target == "gpu" and not gpu_available()[0]:
+        raise BuildError(f"--profile measured with --target gpu needs a GPU ({gpu_available()[1]})")
+    return Profiler(device_spec(target), num_veus, "measured")
+
+
+def profile_workload(workload: Any, profiler: Any, target: str, registry: Any, quiet: bool = False) -> tuple[int, int]:
+    """Measured mode: time the workload's launch shapes the cache lacks; returns (measured, from the cache)."""
+    from .measure import measure_workload
+    paths = source_paths(registry)
+    return measure_workload(workload, profiler, target, quiet=quiet, convert=lambda ops: convert_ops(ops, paths))
+
+
 def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path | None = None,
                 policy: str = "wavefront", target: str = "gpu", veus: int | None = None,
-                quiet: bool = False, compile_check: bool = True) -> "Built":
+                quiet: bool = False, compile_check: bool = True, profile: str = "auto") -> "Built":
     """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build."""
-    from kernel_corpus.bindings import LEGACY_DIR
-
-    from .pipeline import op_dependencies, plan_model
-    from .profiler import H100, Profiler
+    from .pipeline import load_workload, op_dependencies, plan_workload
+    from .profiler import H100
     from .report import render_report, timeline_svg
 
     out = Path(out_dir)
@@ -252,20 +296,20 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     num_veus = veus or (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
     if num_veus < 1:
         raise BuildError(f"--veus must be >= 1, got {num_veus}")
-    profiler = Profiler(H100, num_veus, "model")
+    profiler = make_profiler(profile, target, num_veus)
     if not quiet:
         print(f"  {profiler.describe()}", file=sys.stderr)
-    sch = prog.step(f"load, import, passes, {policy} plan", lambda: plan_model(model_path, policy, profiler, registry=registry,
-                                                                        num_veus=num_veus))
-    plan, graph = sch.plan, sch.graph
+    graph, workload = prog.step("load, import, passes", lambda: load_workload(model_path, registry))
+    if profiler.mode == "measured":
+        done, cached = prog.step(f"measure launch shapes on the {profiler.device.name}",
+                                 lambda: profile_workload(workload, profiler, target, registry, quiet), own_line=True)
+        if not quiet:
+            print(f"  profiler: {done} launch shape(s) measured, {cached} from the cache", file=sys.stderr)
+    sch = prog.step(f"{policy} plan", lambda: plan_workload(graph, workload, policy, profiler, num_veus=num_veus))
+    plan = sch.plan
     ops0 = plan.programs[0].ops if plan.programs else []
-    paths = {b.source: b.source_path for b in registry.all()}
-    paths.update({p.name: p for p in LEGACY_DIR.glob("*.cu") if p.name not in paths})
-    needed: dict[str, set[str]] = {}
-    for op in ops0:
-        needed.setdefault(op.kernel.source_id, set()).add(op.kernel.wrapper_name)
-    texts, meta = prog.step(f"convert {len(needed)} legacy source(s)", lambda: convert_sources(paths, needed))
-    ops = resolve_ops(list(ops0), meta)
+    ops, texts = prog.step(f"convert {len({op.kernel.source_id for op in ops0})} legacy source(s)",
+                           lambda: convert_ops(list(ops0), source_paths(registry)))
     programs = rebind_programs(plan.programs, ops)
     buffers, views = plan_buffers(graph, plan, ops)
     deps = op_dependencies(plan, sch.workload) if plan.ops else []
@@ -288,7 +332,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         np.savez(tmp / "weights.npz", **{_npz_key(k): np.ascontiguousarray(v) for k, v in weights.items()})
         shutil.copyfile(model_path, tmp / "model.onnx")
         (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.device.barrier_us))
-        manifest.stats = _stats(plan, programs, ops)
+        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe()}
         built = Built(tmp, manifest, ops, programs, texts, weights)
         if compile_check and ops:
             prog.step(f"compile for {target}", lambda: built.compile(target))
@@ -481,11 +525,11 @@ def load(out_dir: str | Path) -> Built:
 
 # ---- commands -----------------------------------------------------------------------------------------------
 def build_command(model: str, out_dir: str, corpus: str | None = None, policy: str = "wavefront",
-                  target: str = "gpu", veus: int | None = None) -> int:
+                  target: str = "gpu", veus: int | None = None, profile: str = "auto") -> int:
     """CLI body of `rammer build`: one error line and exit 1 on failure, a summary on success."""
     print(f"rammer build {model} -> {out_dir} (policy {policy}, target {target})", file=sys.stderr)
     try:
-        built = build_model(model, out_dir, corpus, policy, target, veus)
+        built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile)
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
         return 1

@@ -61,12 +61,15 @@ def schedule(workload: Workload, policy: str = "wavefront", profiler: Profiler |
     return plan
 
 
-def plan_model(model: str | Path | onnx.ModelProto, policy: str = "wavefront", profiler: Profiler | None = None,
-               registry: Any = None, make_op: MakeOp = default_vdevice_op, validate: bool = True,
-               **params: Any) -> Scheduled:
-    """Import, run the passes, check support, schedule, validate; the plan carries the graph's notes and aliases."""
+def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None) -> tuple[Graph, Workload]:
+    """Import and run the passes, then check support: the graph and what the policies schedule."""
     graph = run_passes(import_model(model))
-    workload = build_workload(graph, registry)
+    return graph, build_workload(graph, registry)
+
+
+def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", profiler: Profiler | None = None,
+                  make_op: MakeOp = default_vdevice_op, validate: bool = True, **params: Any) -> Scheduled:
+    """Schedule and validate; the plan carries the graph's notes and aliases."""
     profiler = profiler or Profiler()
     plan = schedule(workload, policy, profiler, make_op, validate, **params)
     plan.notes = graph.notes + plan.notes
@@ -75,3 +78,11 @@ def plan_model(model: str | Path | onnx.ModelProto, policy: str = "wavefront", p
     plan.aliases = {name: (view.base, view.offset) for name in graph.aliases
                     for view in [graph.buffer_of(name)]}
     return Scheduled(plan, graph, workload)
+
+
+def plan_model(model: str | Path | onnx.ModelProto, policy: str = "wavefront", profiler: Profiler | None = None,
+               registry: Any = None, make_op: MakeOp = default_vdevice_op, validate: bool = True,
+               **params: Any) -> Scheduled:
+    """Import, run the passes, check support, schedule, validate."""
+    graph, workload = load_workload(model, registry)
+    return plan_workload(graph, workload, policy, profiler, make_op, validate, **params)

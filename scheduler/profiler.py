@@ -108,7 +108,8 @@ class Profiler:
         self.num_veus = num_veus or device.sms
         self.mode = mode
         self.measure = measure
-        self.cache = ProfileCache(device.name, cache_dir) if mode == "measured" else None
+        # a measured rTask time depends on how many vEUs share the device: one cache file per (device, vEUs)
+        self.cache = ProfileCache(f"{device.name} {self.num_veus} vEUs", cache_dir) if mode == "measured" else None
         self.misses = 0  # measured mode without a measuring function: launches that fell back to the model
         self.memo: dict[str, float] = {}
         self.by_id: dict[int, tuple[Any, float]] = {}

@@ -215,6 +215,77 @@ def test_custom_corpus_folder(tmp_path: Path) -> None:
         build_model(path, tmp_path / "out2", corpus=corpus, target="cpu", quiet=True)
 
 
+# ---- the profiler's measured mode: taken on the target, cached per device and vEU count, reused ------------------
+def test_measured_profile_is_taken_cached_and_drives_the_plan(tmp_path: Path, monkeypatch) -> None:
+    from scheduler.pipeline import load_workload
+    from scheduler.profiler import launch_key
+    monkeypatch.setenv("RAMMER_CACHE", str(tmp_path / "cache"))
+    model = mlp_model(3, dims=(20, 40, 12, 5))
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    built = build_model(path, tmp_path / "a", target="cpu", veus=3, quiet=True, profile="measured")
+    assert "mode=measured" in built.manifest.stats["profiler"]
+    cache = tmp_path / "cache" / "profiles" / "cpu-emulator-3-veus.json"
+    entries = json.loads(cache.read_text())["entries"]
+    # every launch shape of every candidate of every node was timed, not only the chosen ones
+    _, workload = load_workload(path)
+    keys = {launch_key(ln) for op in workload.ops for c in op.candidates for ln in c.launches}
+    assert set(entries) == keys and all(e["rtask_us"] > 0 for e in entries.values())
+    feeds = feeds_for(model, seed=4)
+    assert_close(built.run(feeds), ort_outputs(model, feeds))
+    # a second build reuses the file: give every shape a recognisable time and see the plan use exactly it
+    fake = {k: {"rtask_us": 1000.0 + i, "registers": None} for i, k in enumerate(sorted(entries))}
+    cache.write_text(json.dumps({"device": "CPU emulator 3 vEUs", "entries": fake}))
+    before = cache.read_text()
+    build_model(path, tmp_path / "b", target="cpu", veus=3, quiet=True, profile="measured")
+    assert cache.read_text() == before  # nothing re-measured, nothing rewritten
+    plan = json.loads((tmp_path / "b" / "plan.json").read_text())
+    by_key = {k: v["rtask_us"] for k, v in fake.items()}
+    for op in plan["ops"]:
+        ln = op["launch"]
+        args = [a for a in ln["args"] if a[0] == "scalar"]
+        key = (f"{ln['kernel']}<{','.join(str(a) for a in ln['template_args'])}> grid={tuple(ln['grid'])} "
+               f"block={tuple(ln['block'])} smem={ln['dynamic_smem']} scalars=({','.join(str(a[2]) for a in args)})")
+        assert op["rtask_us"] == pytest.approx(by_key[key], abs=1e-3)
+    # another vEU count is another file: measured afresh
+    build_model(path, tmp_path / "c", target="cpu", veus=2, quiet=True, profile="measured")
+    assert (tmp_path / "cache" / "profiles" / "cpu-emulator-2-veus.json").is_file()
+
+
+def test_profile_choice_without_a_gpu(tmp_path: Path) -> None:
+    from scheduler.build import make_profiler
+    from vdevice.gpu import gpu_available
+    if gpu_available()[0]:
+        pytest.skip("a GPU is visible: auto measures there (covered by the GPU test)")
+    assert make_profiler("auto", "gpu", 132).mode == "model"
+    assert make_profiler("auto", "cpu", 4).mode == "model"
+    with pytest.raises(BuildError, match="needs a GPU"):
+        make_profiler("measured", "gpu", 132)
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp_model(1), path)
+    res = rammer_cli("build", str(path), "-o", str(tmp_path / "out"), "--profile", "measured")
+    assert res.returncode == 1 and "needs a GPU" in res.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.gpu
+def test_measured_profile_on_the_gpu(tmp_path: Path, monkeypatch) -> None:
+    from vdevice.gpu import gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(why)
+    monkeypatch.setenv("RAMMER_CACHE", str(tmp_path / "cache"))
+    model = mlp_model(1, dims=(64, 256, 128, 10))
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    built = build_model(path, tmp_path / "out", target="gpu", veus=16, quiet=True)  # auto: measured on a GPU
+    assert "mode=measured" in built.manifest.stats["profiler"]
+    (cache,) = (tmp_path / "cache" / "profiles").glob("*-16-veus.json")
+    entries = json.loads(cache.read_text())["entries"].values()
+    assert entries and all(e["rtask_us"] > 0 and (e["registers"] or 0) > 0 for e in entries)
+    feeds = feeds_for(model, seed=2)
+    assert_close(built.run(feeds), ort_outputs(model, feeds))
+
+
 # ---- the benchmark zoo at --small: every model builds and matches onnxruntime on the emulator -----------------
 def zoo_names() -> list[str]:
     from scheduler.zoo import NAMES

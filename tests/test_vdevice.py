@@ -506,8 +506,6 @@ def test_executors_reject_bad_input():
     with pytest.raises(VDeviceError, match="buffers not given"):
         VDevice(dag.ops, SOURCES, {"in0": bufs["in0"]}, catalog=CATALOG)
     with pytest.raises(VDeviceError, match="gpu backend"):
-        OpByOpExecutor(dag.ops, SOURCES, bufs, vdevice=vd).time(3)
-    with pytest.raises(VDeviceError, match="gpu backend"):
         GraphExecutor(dag.ops, SOURCES, bufs, vdevice=vd)
     with pytest.raises(VDeviceError, match="unknown backend"):
         VDevice(dag.ops, SOURCES, bufs, "tpu")

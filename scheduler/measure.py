@@ -1,0 +1,133 @@
+"""The profiler's measured mode: time every distinct launch shape of a workload on the vDevice that will run it
+(each alone, its rTasks spread over all vEUs, minus an empty program's time) and keep the per-rTask times in the
+profiler's on-disk cache, so later builds on the same device reuse them."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from vdevice.program import Op, Program, TaskRef
+
+from .graph import Graph
+from .plan import ProgramOp, default_vdevice_op
+from .profiler import H100, DeviceSpec, Measurement, Profiler, launch_key
+from .workload import Workload
+
+MIN_RTASK_US = 0.05  # below timer noise: an rTask is never free
+CPU_DEVICE = "CPU emulator"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One launch shape to measure: the first candidate launch of the workload that has this cache key."""
+
+    key: str
+    op: ProgramOp
+
+
+def device_spec(target: str) -> DeviceSpec:
+    """The device a build for `target` runs on: the visible GPU (name, SM count) or the CPU emulator; the cost
+    model's peak numbers stay the H100's (they only serve launches that could not be measured)."""
+    if target != "gpu":
+        return dataclasses.replace(H100, name=CPU_DEVICE)
+    import cupy
+
+    from vdevice.gpu import gpu_available
+    ok, name = gpu_available()
+    if not ok:
+        raise RuntimeError(name)
+    sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+    return dataclasses.replace(H100, name=name, sms=sms)
+
+
+def pending(workload: Workload, profiler: Profiler) -> tuple[list[Sample], int]:
+    """Distinct launch shapes among all candidates of all nodes that the profiler's cache does not hold yet,
+    and how many distinct shapes it does hold."""
+    seen: dict[str, Sample] = {}
+    cached: set[str] = set()
+    for spec in workload.ops:
+        for cand in spec.candidates:
+            for i, launch in enumerate(cand.launches):
+                key = launch_key(launch)
+                if key in profiler.cache.entries:
+                    cached.add(key)
+                elif key not in seen:
+                    seen[key] = Sample(key, ProgramOp(spec.name, spec.op_type, cand.variant, cand.source, i, launch,
+                                                      spec.inputs, spec.outputs))
+    return list(seen.values()), len(cached)
+
+
+def sample_data(graph: Graph, ops: list[Op], samples: list[Sample], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """A buffer per argument name: constants keep their values (indices stay in range), other float tensors get
+    random values in [-1, 1), integer ones zeros, temps their byte size."""
+    data: dict[str, np.ndarray] = {}
+    for op, s in zip(ops, samples):
+        for ref, arg in zip(op.args, s.op.launch.args):
+            name = ref.buffer
+            if name is None or name in data:
+                continue
+            if arg[0] == "temp":
+                data[name] = np.zeros(-(-int(arg[2]) // 4), dtype=np.float32)
+            elif graph.is_constant(name):
+                data[name] = np.ascontiguousarray(graph.constant(name))
+            else:
+                t = graph.tensors[name]
+                kind = np.dtype(t.dtype).kind
+                data[name] = (rng.uniform(-1, 1, t.shape).astype(t.dtype) if kind == "f"
+                              else np.zeros(t.shape, dtype=t.dtype))
+    return data
+
+
+def spread(ops: list[Op], index: int, num_veus: int) -> Program:
+    """A program running only op `index`, its rTasks round-robin over the vEUs, no barriers."""
+    prog = Program(ops, num_veus)
+    for r in range(ops[index].kernel.rtasks):
+        prog.append(TaskRef(index, r), r % num_veus)
+    return prog
+
+
+def measure_workload(workload: Workload, profiler: Profiler, target: str, runs: int = 20,
+                     convert: Callable[[list[Op]], tuple[list[Op], dict[str, str]]] | None = None,
+                     quiet: bool = False) -> tuple[int, int]:
+    """Measure the launch shapes missing from the cache and save it; returns (measured, found in the cache).
+    `convert(ops)` returns the ops bound to converted rKernels and the converted sources (build.convert_ops)."""
+    from tqdm import tqdm
+
+    from vdevice.executors import PersistentExecutor, VDevice, VDeviceError
+
+    samples, cached = pending(workload, profiler)
+    if not samples:
+        return 0, cached
+    ops, texts = convert([dataclasses.replace(default_vdevice_op(s.op), name=f"m{i}:{s.op.name}")
+                          for i, s in enumerate(samples)])
+    data = sample_data(workload.graph, ops, samples, np.random.default_rng(0))
+    vd = VDevice(ops, texts, data, backend=target)
+    veus = profiler.num_veus
+    base_ms = PersistentExecutor(ops, [Program(ops, veus)], texts, {}, vdevice=vd).time(runs)
+    for i, s in enumerate(tqdm(samples, file=sys.stderr, disable=quiet, unit="shape", leave=False)):
+        try:
+            ms = PersistentExecutor(ops, [spread(ops, i, veus)], texts, {}, vdevice=vd).time(runs)
+        except VDeviceError as exc:  # e.g. more vEUs than fit with this rKernel's shared memory: model it instead
+            if not quiet:
+                tqdm.write(f"  profiler: {s.key} not measured ({exc})", file=sys.stderr)
+            continue
+        rounds = -(-ops[i].kernel.rtasks // veus)
+        profiler.cache.entries[s.key] = Measurement(max((ms - base_ms) * 1e3 / rounds, MIN_RTASK_US),
+                                                    registers(vd, i))
+    profiler.cache.save()
+    return len(samples), cached
+
+
+def registers(vd: Any, index: int) -> int | None:
+    """Registers per thread of op `index`'s plain kernel on the GPU (what occupancy depends on); None on the CPU."""
+    if vd.backend.name != "gpu":
+        return None
+    try:
+        return int(vd.backend.function(vd.wrapper(index)).num_regs)
+    except Exception:  # an older CuPy without num_regs: the cache simply has no register count
+        return None
+

@@ -136,6 +136,7 @@ class BenchResult:
     date: str
     repeats: int
     variants: list[Measurement] = field(default_factory=list)
+    builds: dict[str, dict] = field(default_factory=dict)  # policy -> build stats, folder, ncu utilisation
 
     def ms(self, name: str) -> float | None:
         """Median of a variant that ran and matched, else None."""
@@ -192,12 +193,14 @@ def _first_line(exc: BaseException) -> str:
 
 
 # ---- variants 1-4: the project's executors ---------------------------------------------------------------
-def rammer_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
-                    workdir: Path) -> list[Variant | Unavailable]:
+def rammer_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdir: Path,
+                    stats: dict[str, dict] | None = None) -> list[Variant | Unavailable]:
     """rammer (wavefront), rammer (IOS), the same rKernels one launch per op, and those launches in a CUDA Graph.
 
-    Each is a build by scheduler.build (`rammer build --target gpu`) run by one of vdevice's executors."""
+    Each is a build by scheduler.build (`rammer build --target gpu`) run by one of vdevice's executors; each
+    build's statistics and folder (timeline.svg, report.md) go into `stats[policy]`."""
     from scheduler.build import build_model
+    workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "model.onnx"
     onnx.save(model, str(path))
     out: list[Variant | Unavailable] = []
@@ -205,6 +208,8 @@ def rammer_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
     for policy in ("wavefront", "ios"):
         try:
             builds[policy] = build_model(path, workdir / policy, policy=policy, target="gpu", quiet=True)
+            if stats is not None:
+                stats[policy] = dict(builds[policy].manifest.stats, folder=str(workdir / policy))
         except Exception as exc:  # a model the toolchain cannot build is a row with its reason, not a crash
             builds[policy] = Unavailable(policy, f"build failed: {_first_line(exc)}")
     plan = [("rammer", "wavefront", "persistent"), ("rammer-ios", "ios", "persistent"),
@@ -635,17 +640,86 @@ def device_name() -> str:
 
 
 def run_bench(model: onnx.ModelProto, label: str, batch: int, repeats: int = 100,
-              warmup: int = 10) -> BenchResult:
-    """All six variants of one model: outputs checked against onnxruntime, then timed."""
+              warmup: int = 10, out_dir: str | Path | None = None, ncu: bool = True) -> BenchResult:
+    """All six variants of one model: outputs checked against onnxruntime, then timed; the builds (with their
+    timelines) stay in `out_dir` when given, and ncu's utilisation of each persistent build is added when ncu
+    is on the PATH."""
     from scheduler.zoo import random_inputs
     feeds = random_inputs(model, seed=0)
     refs = reference_outputs(model, feeds)
     result = BenchResult(label, batch, device_name(), _dt.datetime.now().isoformat(timespec="seconds"), repeats)
-    with tempfile.TemporaryDirectory(prefix="rammer-bench-") as work:
-        variants = rammer_variants(model, feeds, Path(work)) + torch_variants(model, feeds)
+    with tempfile.TemporaryDirectory(prefix="rammer-bench-") as tmp:
+        work = Path(out_dir) if out_dir is not None else Path(tmp)
+        variants = rammer_variants(model, feeds, work, result.builds) + torch_variants(model, feeds)
         for v in variants:
             result.variants.append(evaluate(v, refs, repeats, warmup))
+        for info in result.builds.values():
+            info["ncu"] = ncu_utilisation(info["folder"]) if ncu else {"unavailable": "not asked for"}
+            if out_dir is None:
+                del info["folder"]  # a temporary folder: gone after this function
     return result
+
+
+# ---- GPU utilisation of a persistent build, from Nsight Compute ----------------------------------------------
+NCU_METRICS = {  # ncu metric -> what the report calls it
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
+    "gpu__time_duration.sum": "duration",
+}
+
+
+def ncu_utilisation(folder: str | Path, timeout: int = 600) -> dict[str, Any]:
+    """Run the build once under `ncu` (clocks left alone) and read the interpreter kernel's metrics; without ncu,
+    or when it fails, {'unavailable': reason}."""
+    import shutil
+    import subprocess
+
+    from vdevice.codegen import INTERPRETER
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        return {"unavailable": "ncu is not on the PATH"}
+    cmd = [ncu, "--csv", "--clock-control", "none", "--kernel-name", INTERPRETER, "--launch-count", "1",
+           "--metrics", ",".join(NCU_METRICS), sys.executable, "-c",
+           "from rtransform.cli import rammer_main; rammer_main()", "run", str(folder), "--device", "gpu"]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"unavailable": f"ncu took more than {timeout} s"}
+    found = parse_ncu_csv(res.stdout)
+    if not found:
+        tail = (res.stderr or res.stdout).strip().splitlines()
+        return {"unavailable": f"ncu exit {res.returncode}: {tail[-1] if tail else 'no metrics in its output'}"}
+    return found
+
+
+def parse_ncu_csv(text: str) -> dict[str, Any]:
+    """The metrics of the first profiled kernel in `ncu --csv` output (its '==PROF==' lines are skipped);
+    durations are converted to microseconds."""
+    import csv
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    if start is None:
+        return {}
+    out: dict[str, Any] = {}
+    first_id = None
+    for row in csv.DictReader(lines[start:]):
+        if first_id is None:
+            first_id = row.get("ID")
+        name = NCU_METRICS.get(row.get("Metric Name", ""))
+        if row.get("ID") != first_id or name is None:
+            continue
+        try:
+            value = float(row.get("Metric Value", "").replace(",", ""))
+        except ValueError:
+            continue
+        if name == "duration":
+            unit = row.get("Metric Unit", "").strip().lower()
+            scale = {"ns": 1e-3, "nsecond": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit)
+            if scale is None:
+                continue
+            name, value = "duration_us", value * scale
+        out[name] = round(value, 3)
+    return out
 
 
 def _fmt(v: float | None, spec: str, suffix: str = "") -> str:
@@ -662,7 +736,37 @@ def render_text(r: BenchResult) -> str:
     for m in r.variants:
         lines.append(f"{m.name:14s} {m.status:11s} {_fmt(m.median_ms, '.4f'):>10s} {_fmt(m.min_ms, '.4f'):>9s} "
                      f"{_fmt(m.max_err, '.2g'):>9s} {_fmt(r.speedup(m.name), '.2f', 'x'):>9s}  {m.note}")
+    for policy, b in r.builds.items():
+        lines.append(f"build {policy}: {_build_summary(b)}")
+        if b.get("folder"):
+            lines.append(f"  timeline {Path(b['folder']) / 'timeline.svg'}, report {Path(b['folder']) / 'report.md'}")
     return "\n".join(lines)
+
+
+def _build_summary(b: dict) -> str:
+    """One line: build time, rTasks, rPrograms, barriers, prediction, predicted and measured utilisation."""
+    ncu = b.get("ncu") or {}
+    util = (f"achieved occupancy {ncu['achieved_occupancy_pct']:.1f}%, SM throughput "
+            f"{ncu.get('sm_throughput_pct', float('nan')):.1f}% (ncu)" if "achieved_occupancy_pct" in ncu
+            else f"ncu: {ncu.get('unavailable', 'not run')}")
+    return (f"{b.get('build_s', 0):.1f} s, {b['launches']} launches, {b['rtasks']} rTasks, {b['programs']} "
+            f"rProgram(s), {b['barrier_rtasks']} barrier-rTasks, predicted {b['predicted_us']:.1f} us with vEUs "
+            f"{b.get('predicted_busy_pct', 0):.0f}% busy; {util}")
+
+
+def markdown_builds(results: list[BenchResult]) -> str:
+    """BENCHMARKS.md table of the rammer builds: build time, size of the schedule, utilisation."""
+    head = ["model", "policy", "build (s)", "rTasks", "rPrograms", "barrier-rTasks", "predicted (µs)",
+            "predicted vEU busy", "achieved occupancy (ncu)", "SM throughput (ncu)"]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        for policy, b in r.builds.items():
+            ncu = b.get("ncu") or {}
+            cells = [r.model, policy, f"{b.get('build_s', 0):.1f}", str(b["rtasks"]), str(b["programs"]),
+                     str(b["barrier_rtasks"]), f"{b['predicted_us']:.1f}", f"{b.get('predicted_busy_pct', 0):.0f}%",
+                     _fmt(ncu.get("achieved_occupancy_pct"), ".1f", "%"), _fmt(ncu.get("sm_throughput_pct"), ".1f", "%")]
+            rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def markdown_table(results: list[BenchResult]) -> str:
@@ -676,8 +780,9 @@ def markdown_table(results: list[BenchResult]) -> str:
     return "\n".join(rows)
 
 
-def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 100) -> int:
-    """CLI body of `rammer bench MODEL [--batch B] [--json] [--repeats N]`; exit 2 without a GPU."""
+def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 100,
+                  out_dir: str | None = None) -> int:
+    """CLI body of `rammer bench MODEL [--batch B] [--json] [--repeats N] [--out DIR]`; exit 2 without a GPU."""
     if repeats < 1 or batch < 1:
         print(f"rammer bench: --repeats and --batch must be >= 1 (got {repeats}, {batch})", file=sys.stderr)
         return 2
@@ -690,6 +795,6 @@ def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 10
     except ValueError as exc:
         print(f"rammer bench: {exc}", file=sys.stderr)
         return 2
-    result = run_bench(model, label, batch, repeats, warmup=max(10, repeats // 10))
+    result = run_bench(model, label, batch, repeats, warmup=max(10, repeats // 10), out_dir=out_dir)
     print(json.dumps(asdict(result), indent=2) if json_out else render_text(result))
     return 1 if any(m.status in ("mismatch", "error") for m in result.variants) else 0

@@ -156,10 +156,12 @@ def zoo(name: str | None, output: str | None, batch: int, small: bool, seed: int
 @click.option("--batch", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--repeats", type=int, default=100, show_default=True)
-def bench(model: str, batch: int, as_json: bool, repeats: int) -> None:
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="keep the rammer builds here (timeline.svg, report.md per policy); default: a temporary folder")
+def bench(model: str, batch: int, as_json: bool, repeats: int, out_dir: str | None) -> None:
     """Benchmark a model on the GPU: rammer vs op-by-op, CUDA Graph, PyTorch, torch.compile."""
     from rtransform.bench import bench_command
-    sys.exit(bench_command(model, batch, as_json, repeats=repeats))
+    sys.exit(bench_command(model, batch, as_json, repeats=repeats, out_dir=out_dir))
 
 
 if __name__ == "__main__":

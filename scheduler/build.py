@@ -357,9 +357,12 @@ def _stats(plan: Any, programs: list[Program], ops: list[Op]) -> dict:
     """Counts for the report and the bench: operators, launches, rTasks, programs, barriers."""
     from vdevice.program import Wait
     barriers = sum(isinstance(i, Wait) for p in programs for v in p.veus for i in v)
+    busy = sum(op.rtasks * op.rtask_us for op in plan.ops)
+    capacity = plan.num_veus * plan.predicted_us
     return {"operators": len({op.node for op in plan.ops}), "launches": len(ops),
             "rtasks": sum(op.kernel.rtasks for op in ops), "programs": len(programs), "barrier_rtasks": barriers,
-            "predicted_us": round(plan.predicted_us, 3), "notes": plan.notes}
+            "predicted_us": round(plan.predicted_us, 3),
+            "predicted_busy_pct": round(100 * busy / capacity, 1) if capacity else 0.0, "notes": plan.notes}
 
 
 def _replace_dir(tmp: Path, out: Path) -> None:

@@ -88,8 +88,10 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
              f"- target {manifest.target}, policy {manifest.policy}, {manifest.num_veus} vEUs",
              f"- {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, {s['programs']} "
              f"rProgram(s), {s['barrier_rtasks']} barrier-rTasks",
-             f"- predicted time {s['predicted_us']:.1f} us (profiler cost model; "
-             f"per program: {', '.join(f'{u:.1f}' for u in plan.program_us)})",
+             f"- predicted time {s['predicted_us']:.1f} us (per program: "
+             f"{', '.join(f'{u:.1f}' for u in plan.program_us)}); vEUs busy {s.get('predicted_busy_pct', 0):.1f}% "
+             "of the predicted time",
+             f"- {s.get('profiler', plan.profiler)}",
              f"- build time {s.get('build_s', 0):.1f} s: "
              + ", ".join(f"{k} {v:.1f} s" for k, v in s.get("step_s", {}).items()),
              "", "## Operators", "", "| node | op | rKernel variant | launches | rTasks | why |", "|---|---|---|---|---|---|"]

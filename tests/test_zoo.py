@@ -326,6 +326,44 @@ def test_speedups_and_markdown_table():
     assert "rammer-base" in text and "4.00x" in text and "dev" in text
 
 
+NCU_CSV = """==PROF== Connected to process 4242 (/usr/bin/python3.12)
+ran /tmp/b on gpu in 0.120 s (first run, compile included when not cached)
+==PROF== Profiling "vd_interpreter": 0%....50%....100% - 9 passes
+==PROF== Disconnected from process 4242
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","4242","python3.12","127.0.0.1","vd_interpreter","1","13","(256, 1, 1)","(132, 1, 1)","0","9.0","Command line profiler metrics","gpu__time_duration.sum","msecond","1.25"
+"0","4242","python3.12","127.0.0.1","vd_interpreter","1","13","(256, 1, 1)","(132, 1, 1)","0","9.0","Command line profiler metrics","sm__throughput.avg.pct_of_peak_sustained_elapsed","%","31.07"
+"0","4242","python3.12","127.0.0.1","vd_interpreter","1","13","(256, 1, 1)","(132, 1, 1)","0","9.0","Command line profiler metrics","sm__warps_active.avg.pct_of_peak_sustained_active","%","12.5"
+"1","4242","python3.12","127.0.0.1","vd_interpreter","1","13","(256, 1, 1)","(132, 1, 1)","0","9.0","Command line profiler metrics","sm__warps_active.avg.pct_of_peak_sustained_active","%","99"
+"""
+
+
+def test_ncu_csv_is_parsed_for_the_first_kernel():
+    got = bench.parse_ncu_csv(NCU_CSV)
+    assert got == {"duration_us": 1250.0, "sm_throughput_pct": 31.07, "achieved_occupancy_pct": 12.5}
+    assert bench.parse_ncu_csv(NCU_CSV.replace("msecond", "usecond"))["duration_us"] == pytest.approx(1.25)
+    assert bench.parse_ncu_csv("==PROF== ERR_NVGPUCTRPERM\n") == {}
+
+
+def test_bench_reports_builds_and_utilisation(monkeypatch):
+    r = _result({"rammer": 0.5})
+    stats = {"build_s": 12.34, "launches": 40, "rtasks": 900, "programs": 1, "barrier_rtasks": 77,
+             "predicted_us": 321.0, "predicted_busy_pct": 64.2, "folder": "/x/wavefront"}
+    r.builds = {"wavefront": dict(stats, ncu={"achieved_occupancy_pct": 12.5, "sm_throughput_pct": 31.07}),
+                "ios": dict(stats, folder=None, ncu={"unavailable": "ncu is not on the PATH"})}
+    text = bench.render_text(r)
+    assert "build wavefront: 12.3 s, 40 launches, 900 rTasks, 1 rProgram(s), 77 barrier-rTasks" in text
+    assert "achieved occupancy 12.5%" in text and "ncu: ncu is not on the PATH" in text
+    assert "/x/wavefront/timeline.svg" in text
+    table = bench.markdown_builds([r]).splitlines()
+    assert len(table) == 4
+    assert [c.strip() for c in table[2].strip("|").split("|")] == [
+        "m", "wavefront", "12.3", "900", "1", "77", "321.0", "64%", "12.5%", "31.1%"]
+    assert table[3].rstrip().endswith("| n/a | n/a |")
+    monkeypatch.setenv("PATH", "")
+    assert bench.ncu_utilisation("/nowhere") == {"unavailable": "ncu is not on the PATH"}
+
+
 def test_load_bench_model_fixes_symbolic_batch(tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])
@@ -454,16 +492,18 @@ def test_torch_interpreter_refuses_unsupported_ops():
 # ---- GPU (skipped here; the lead runs these on the GPU machine) ------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["squeezenet", "lstm-tc"])
-def test_bench_on_gpu_small_models(name):
+def test_bench_on_gpu_small_models(name, tmp_path):
     reason = bench.gpu_unavailable()
     if reason:
         pytest.skip(f"no GPU: {reason}")
     m = generate(name, small=True)
-    r = bench.run_bench(m, name, 1, repeats=5, warmup=2)
+    r = bench.run_bench(m, name, 1, repeats=5, warmup=2, out_dir=tmp_path, ncu=False)
     assert {v.name for v in r.variants} == set(bench.VARIANTS)
     for v in r.variants:
         assert v.status in ("ok", "unavailable"), f"{v.name}: {v.status} {v.note}"
         if v.status == "ok":
             assert v.max_err <= bench.RTOL and 0 < v.median_ms
             assert v.min_ms is None or v.min_ms <= v.median_ms  # executors time themselves: median only
+    for policy in ("wavefront", "ios"):
+        assert r.builds[policy]["rtasks"] > 0 and (tmp_path / policy / "timeline.svg").is_file()
 

@@ -42,8 +42,12 @@ check)
 bench)
   for m in "$@"; do
     timeout 280 python3 -c "from rtransform.cli import rammer_main; rammer_main()" bench "$m" --json --repeats 50 \
-      > "$OUT/bench_$m.json" 2> "$OUT/bench_$m.err"
-    echo "$m rc=$?"; python3 - "$OUT/bench_$m.json" <<'EOF'
+      --out "/tmp/bench/$m" > "$OUT/bench_$m.json" 2> "$OUT/bench_$m.err"
+    echo "$m rc=$?"
+    for p in wavefront ios; do  # keep the timeline and report of each build, not its weights and tables
+      mkdir -p "$OUT/bench_$m/$p" && cp /tmp/bench/$m/$p/{timeline.svg,report.md,build.json} "$OUT/bench_$m/$p/" 2>/dev/null
+    done
+    python3 - "$OUT/bench_$m.json" <<'EOF'
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))
@@ -51,6 +55,9 @@ except Exception as e:
     print("  no result:", e); raise SystemExit
 for v in r["variants"]:
     print(f"  {v['name']:14s} {v['status']:11s} {v['median_ms']} ms err={v['max_err']} {v['note'][:150]}")
+for p, b in r.get("builds", {}).items():
+    print(f"  build {p}: {b.get('build_s')} s, {b.get('rtasks')} rTasks, {b.get('barrier_rtasks')} barriers, "
+          f"predicted {b.get('predicted_us')} us, busy {b.get('predicted_busy_pct')}%, ncu {b.get('ncu')}")
 EOF
     tail -n 3 "$OUT/bench_$m.err"
   done

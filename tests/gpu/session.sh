@@ -2,6 +2,7 @@
 # One GPU session's checks and benchmarks, in stages so each fits one device call (10 minutes):
 #   tests/gpu/session.sh check    GPU-marked tests, vDevice hand-off/barrier bench, zoo --small builds + --check
 #   tests/gpu/session.sh bench A B ...   `rammer bench` of zoo models (JSON per model)
+#   tests/gpu/session.sh models [--models a,b] [--policies p]   per-model times of built models, three executors
 #   tests/gpu/session.sh sanitize compute-sanitizer racecheck/synccheck on small built models
 # Results go to $OUT (or ./gpu-out). Needs CuPy, onnx, onnxruntime (and torch for the torch baselines).
 # Wheels the machine lacks (libclang, pycparser, click, pyyaml, networkx, tqdm) are read from .whl/ when present.
@@ -61,6 +62,10 @@ for p, b in r.get("builds", {}).items():
 EOF
     tail -n 3 "$OUT/bench_$m.err"
   done
+  ;;
+models)
+  # per-model times of the test models and the zoo at --small, every policy (python tests/gpu/models.py --help)
+  timeout 580 python3 tests/gpu/models.py --out "$OUT/models_gpu.md" "$@" 2>&1 | tee "$OUT/models_gpu.log" | tail -n 45
   ;;
 sanitize)
   mkdir -p /tmp/san

@@ -11,7 +11,10 @@ Conventions for nodes:
 - constant operands the kernels need as numbers (Slice starts/ends/axes/steps) are given as attributes of
   those names; Split sizes are taken from the output shapes;
 - `LSTMCellPointwise` (custom op): inputs gates [B, 4H] (pre-activations incl. biases, ONNX LSTM gate
-  order i, o, f, c) and c_prev [B, H]; outputs h [B, H] and c [B, H].
+  order i, o, f, c) and c_prev [B, H]; outputs h [B, H] and c [B, H];
+- `LSTMCell` (custom op, one whole LSTM step): inputs x [B, I], Wt [I, 4H], h_prev [B, H], Rt [H, 4H], pre ([4H]
+  bias or [B, 4H] precomputed x·W + bias), c_prev [B, H]; x/Wt and h_prev/Rt are absent in pairs, pre may be
+  absent; gates = pre + x·Wt + h_prev·Rt; outputs h [B, H] and c [B, H].
 """
 from __future__ import annotations
 

@@ -30,13 +30,13 @@ SCHEMA = 1
 class RefShape:
     """One reference node: float input shapes, attributes; outputs from ONNX shape inference unless given."""
     op_type: str
-    inputs: tuple
+    inputs: tuple                 # shapes; None marks an absent optional input (custom ops)
     attrs: dict[str, Any] = field(default_factory=dict)
     outputs: tuple | None = None  # custom ops (no ONNX schema) give their output shapes
 
     def key(self) -> str:
         """Readable shape key, unique per reference node: `Conv(1x16x32x32, 32x16x3x3; pads=1,1,1,1)`."""
-        shapes = ", ".join("x".join(map(str, s)) if s else "scalar" for s in self.inputs)
+        shapes = ", ".join("-" if s is None else "x".join(map(str, s)) if s else "scalar" for s in self.inputs)
         attrs = "; ".join(f"{k}={_attr_text(v)}" for k, v in sorted(self.attrs.items()))
         return f"{self.op_type}({shapes}{'; ' + attrs if attrs else ''})"
 
@@ -70,6 +70,11 @@ REFERENCE_SHAPES: list[RefShape] = [
     RefShape("BatchNormalization", ((1, 64, 28, 28), (64,), (64,), (64,), (64,))),
     RefShape("LSTMCellPointwise", ((1, 1024), (1, 256)), outputs=((1, 256), (1, 256))),
     RefShape("LSTMCellPointwise", ((8, 512), (8, 128)), outputs=((8, 128), (8, 128))),
+    *[RefShape("LSTMCell", (x, wt, (b, h), (h, 4 * h), pre, (b, h)), outputs=((b, h), (b, h)))
+      for b, h, x, wt, pre in [(1, 256, (1, 256), (256, 1024), (1024,)),     # stacked layer step, batch 1
+                               (1, 256, None, None, (1, 1024)),               # hoisted input projection
+                               (3, 100, (3, 37), (37, 400), (400,)),          # odd sizes
+                               (8, 128, None, None, (8, 512))]],              # more rows than one rTask takes
     RefShape("Concat", ((1, 32, 8, 8), (1, 16, 8, 8)), {"axis": 1}),
     RefShape("Split", ((1, 48, 8, 8),), {"axis": 1, "split": [16, 32]}),
     RefShape("Slice", ((4, 64),), {"starts": [0], "ends": [32], "axes": [1]}),
@@ -93,7 +98,7 @@ def reference_node(ref: RefShape):
     else:
         inferred = onnx.shape_inference.infer_shapes(reference_model(ref), strict_mode=True)
         outputs = [tuple(d.dim_value for d in o.type.tensor_type.shape.dim) for o in inferred.graph.output]
-    inputs = [TensorInfo(s) for s in ref.inputs]
+    inputs = [None if s is None else TensorInfo(s) for s in ref.inputs]
     if ref.op_type == "Slice":
         inputs += [TensorInfo((len(v),), "int64") for k, v in ref.attrs.items() if k in CONST_INPUTS]
     return NodeInfo(ref.op_type, ref.key(), inputs, [TensorInfo(s) for s in outputs], dict(ref.attrs), OPSET)

@@ -179,6 +179,16 @@ def lstm_cell_pointwise(node: NodeInfo, inputs: Arrays) -> Arrays:
     return [_sigmoid(o) * np.tanh(c), c]
 
 
+def lstm_cell(node: NodeInfo, inputs: Arrays) -> Arrays:
+    """One ONNX LSTM step: gates = pre + x Wt + h_prev Rt (absent terms are zero), then the pointwise cell."""
+    x, wt, h_prev, rt, pre, c_prev = (_opt(inputs, i) for i in range(6))
+    gates = np.zeros((c_prev.shape[0], 4 * c_prev.shape[1]))
+    for term in (None if x is None else x @ wt, None if h_prev is None else h_prev @ rt, pre):
+        if term is not None:
+            gates = gates + term
+    return lstm_cell_pointwise(node, [gates, c_prev])
+
+
 def _binary(fn: Callable) -> Callable:
     """A reference for a broadcasting binary op."""
     return lambda node, inputs: [fn(inputs[0], inputs[1])]
@@ -266,6 +276,7 @@ REFERENCES: dict[str, Callable[[NodeInfo, Arrays], Arrays]] = {
     "Tanh": _unary(np.tanh),
     "Gelu": gelu,
     "LSTMCellPointwise": lstm_cell_pointwise,
+    "LSTMCell": lstm_cell,
     "Softmax": softmax,
     "LayerNormalization": layernorm,
     "Concat": concat,

@@ -76,6 +76,18 @@ def lstm_case(label: str, batch: int, hidden: int) -> Case:
     return Case(label, node, None)
 
 
+def lstm_fused_case(label: str, batch: int, hidden: int, isize: int, recurrent: bool = True,
+                    pre: str | None = "bias", tol: float = TOL) -> Case:
+    """The custom LSTMCell node: x/Wt when isize > 0, h_prev/Rt when recurrent, pre 'bias' [4H] or 'rows' [B, 4H]."""
+    b, h, g = batch, hidden, 4 * hidden
+    pre_shape = {"bias": (g,), "rows": (b, g), None: None}[pre]
+    shapes = [(b, isize) if isize else None, (isize, g) if isize else None, (b, h) if recurrent else None,
+              (h, g) if recurrent else None, pre_shape, (b, h)]
+    node = NodeInfo("LSTMCell", label, [None if s is None else TensorInfo(s) for s in shapes],
+                    [TensorInfo((b, h)), TensorInfo((b, h))])
+    return Case(label, node, None, tol)
+
+
 def _binary_cases() -> list[Case]:
     """Add/Sub/Mul/Div over same shapes (float4 path and tail), scalar, per-channel, last-dim and two-way broadcasts."""
     shapes = [([3, 50], [3, 50]), ([4, 8, 3], [4, 8, 3]), ([2, 3, 4, 5], []), ([2, 3, 4, 5], [1, 3, 1, 1]),
@@ -141,6 +153,12 @@ def _cases() -> list[Case]:
         c("gelu-tanh", "Gelu", [[5, 13]], {"approximate": "tanh"}, opset=20),
         lstm_case("lstm-cell-b1-h37", 1, 37),
         lstm_case("lstm-cell-b3-h20", 3, 20),
+        lstm_fused_case("lstmcell-b1-h37-i20-bias", 1, 37, 20),
+        lstm_fused_case("lstmcell-b3-h100-i37-bias", 3, 100, 37, tol=TOL_LONG_K),
+        lstm_fused_case("lstmcell-b6-h20-hoisted", 6, 20, 0, pre="rows"),
+        lstm_fused_case("lstmcell-b9-h12-i5-nopre", 9, 12, 5, pre=None),
+        lstm_fused_case("lstmcell-b2-h10-first-step", 2, 10, 0, recurrent=False, pre="rows"),
+        lstm_fused_case("lstmcell-b5-h9-i7-no-h", 5, 9, 7, recurrent=False),
         c("softmax-3x70", "Softmax", [[3, 70]]),
         c("softmax-2x3x300", "Softmax", [[2, 3, 300]]),
         c("softmax-opset11-flatten", "Softmax", [[2, 3, 4]], {"axis": 1}, opset=11),
@@ -230,6 +248,32 @@ def test_lstm_cell_reference_matches_onnx_lstm(batch: int, hidden: int) -> None:
     assert rel_err(yh[0], h) <= 1e-5 and rel_err(yc[0], c) <= 1e-5
 
 
+@pytest.mark.parametrize("batch,hidden,isize", [(1, 6, 5), (3, 9, 4)])
+def test_lstm_fused_cell_reference_matches_onnx_lstm(batch: int, hidden: int, isize: int) -> None:
+    """One ONNX LSTM step with W, R, B, h0 and c0 is LSTMCell(x, Wᵀ, h0, Rᵀ, Wb + Rb, c0)."""
+    rng = np.random.default_rng(hidden)
+    g = 4 * hidden
+    w, r = rng.uniform(-1, 1, (1, g, isize)), rng.uniform(-1, 1, (1, g, hidden))
+    bias = rng.uniform(-1, 1, (1, 2 * g))
+    x, h0, c0 = (rng.uniform(-2, 2, (1, batch, n)) for n in (isize, hidden, hidden))
+    weights = {k: v.astype(np.float32) for k, v in {"W": w, "R": r, "B": bias}.items()}
+    graph = helper.make_graph(
+        [helper.make_node("LSTM", ["X", "W", "R", "B", "", "h0", "c0"], ["", "Yh", "Yc"], hidden_size=hidden)],
+        "lstm", [_value_info("X", [1, batch, isize]), _value_info("h0", [1, batch, hidden]),
+                 _value_info("c0", [1, batch, hidden])],
+        [_value_info("Yh", None), _value_info("Yc", None)],
+        initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    feeds = {k: v.astype(np.float32) for k, v in {"X": x, "h0": h0, "c0": c0}.items()}
+    yh, yc = _ort_run(model, feeds)
+    node = lstm_fused_case("lstm", batch, hidden, isize).node
+    inputs = [feeds["X"][0], weights["W"][0].T, feeds["h0"][0], weights["R"][0].T,
+              weights["B"][0, :g] + weights["B"][0, g:], feeds["c0"][0]]
+    h, c = run_reference(node, inputs)
+    assert rel_err(yh[0], h) <= 1e-5 and rel_err(yc[0], c) <= 1e-5
+
+
 # ---- the legacy kernels on the CPU emulator ------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def modules() -> dict:
@@ -264,7 +308,8 @@ def test_registry_is_consistent() -> None:
     with pytest.raises(KeyError, match="tiled16"):
         registry.get("MatMul", "nope")
     assert {"MatMul", "Gemm", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization", "Add",
-            "Mul", "Sub", "Relu", "Sigmoid", "Tanh", "Gelu", "LSTMCellPointwise", "Softmax", "LayerNormalization",
+            "Mul", "Sub", "Relu", "Sigmoid", "Tanh", "Gelu", "LSTMCellPointwise", "LSTMCell", "Softmax",
+            "LayerNormalization",
             "Concat", "Split", "Slice", "Transpose"} <= set(registry.op_types())
 
 
@@ -347,6 +392,12 @@ def test_gemm_flops_and_splitk_launches() -> None:
     ("LayerNormalization", "warp4", NodeInfo("LayerNormalization", "n", [TensorInfo((2, 3)), TensorInfo((3,))],
                                              [TensorInfo((2, 3)), TensorInfo((2, 1))]), "optional output"),
     ("Relu", "direct", NodeInfo("Relu", "n", [TensorInfo((0, 3))], [TensorInfo((0, 3))]), "empty"),
+    ("LSTMCell", "fused_j8", NodeInfo("LSTMCell", "n", [TensorInfo((2, 3)), None, None, None, None,
+                                                        TensorInfo((2, 4))], [TensorInfo((2, 4)), TensorInfo((2, 4))]),
+     "together"),
+    ("LSTMCell", "fused_j32", NodeInfo("LSTMCell", "n", [None, None, TensorInfo((2, 4)), TensorInfo((4, 16)),
+                                                         TensorInfo((3, 16)), TensorInfo((2, 4))],
+                                       [TensorInfo((2, 4)), TensorInfo((2, 4))]), "pre must be"),
 ])
 def test_refusals_give_one_line_reasons(op_type: str, variant: str, node: NodeInfo, reason: str) -> None:
     binding = registry.get(op_type, variant)

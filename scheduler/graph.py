@@ -33,7 +33,7 @@ class Tensor:
 
 @dataclass
 class Node:
-    """One rOperator: an ONNX op (or our custom LSTMCellPointwise) over named tensors; '' marks an absent input."""
+    """One rOperator: an ONNX op (or our custom LSTMCell) over named tensors; '' marks an absent input."""
 
     name: str
     op_type: str

@@ -267,7 +267,7 @@ def mark_live(g: Graph, name: str, live: set[str]) -> None:
 
 # ---- LSTM unrolling --------------------------------------------------------------------------------------------
 def unroll_lstm(g: Graph) -> int:
-    """Replace each ONNX LSTM by per-step MatMul/Add/LSTMCellPointwise operators; return how many."""
+    """Replace each ONNX LSTM by one fused LSTMCell operator per step; return how many."""
     out: list[Node] = []
     count = 0
     for node in g.nodes:
@@ -351,27 +351,22 @@ class LstmUnroller:
             del self.g.aliases[v], self.g.tensors[v]
         return None
 
-    def input_projections(self) -> list[str]:
-        """x_t·Wᵀ + b per step: hoisted into one MatMul/Add over all steps unless steps come separately."""
-        h4 = 4 * self.hidden
+    def input_terms(self) -> list[tuple[str, str, str]]:
+        """(x, Wt, pre) of each step's cell: the step's view of one hoisted x·Wᵀ + b over all steps as `pre`,
+        or, when steps come separately (stacked LSTMs), x_t and Wᵀ with the bias as `pre`."""
         per_step = self.step_inputs()
-        if per_step is None:
-            rows = self.steps * self.batch
-            x2d = self.view(self.x, (rows, self.isize), "x2d")
-            (xw,) = self.emit("MatMul", [x2d, self.wt], [(rows, h4)], "xw")
-            if self.bias:
-                (xw,) = self.emit("Add", [xw, self.bias], [(rows, h4)], "xwb")
-            return [self.view(xw, (self.batch, h4), f"xw{t}", t * self.batch * h4) for t in range(self.steps)]
-        result = []
-        for t, xt in enumerate(per_step):
-            (xw,) = self.emit("MatMul", [xt, self.wt], [(self.batch, h4)], f"t{t}/xw")
-            if self.bias:
-                (xw,) = self.emit("Add", [xw, self.bias], [(self.batch, h4)], f"t{t}/xwb")
-            result.append(xw)
-        return result
+        if per_step is not None:
+            return [(xt, self.wt, self.bias) for xt in per_step]
+        h4, rows = 4 * self.hidden, self.steps * self.batch
+        x2d = self.view(self.x, (rows, self.isize), "x2d")
+        (xw,) = self.emit("MatMul", [x2d, self.wt], [(rows, h4)], "xw")
+        if self.bias:
+            (xw,) = self.emit("Add", [xw, self.bias], [(rows, h4)], "xwb")
+        return [("", "", self.view(xw, (self.batch, h4), f"xw{t}", t * self.batch * h4)) for t in range(self.steps)]
 
     def run(self) -> list[Node]:
-        """Emit all steps and wire Y (Concat of step views), Y_h and Y_c (aliases)."""
+        """Emit one LSTMCell per step (absent terms: no x at hoisted steps, no h before the first state) and
+        wire Y (Concat of step views), Y_h and Y_c (aliases)."""
         g, b, h = self.g, self.batch, self.hidden
         h_prev = self.view(self.init_h, (b, h), "h_init") if self.init_h else ""
         if self.init_c:
@@ -379,12 +374,9 @@ class LstmUnroller:
         else:
             c_prev = g.add_weight(f"{self.node.name}/c_zero", np.zeros((b, h), dtype=self.dtype))
         hs: list[str] = []
-        for t, xw in enumerate(self.input_projections()):
-            gates = xw
-            if h_prev:
-                (hr,) = self.emit("MatMul", [h_prev, self.rt], [(b, 4 * h)], f"t{t}/hr")
-                (gates,) = self.emit("Add", [xw, hr], [(b, 4 * h)], f"t{t}/gates")
-            h_prev, c_prev = self.emit("LSTMCellPointwise", [gates, c_prev], [(b, h), (b, h)], f"t{t}/cell")
+        for t, (x, wt, pre) in enumerate(self.input_terms()):
+            inputs = [x, wt, h_prev, self.rt if h_prev else "", pre, c_prev]
+            h_prev, c_prev = self.emit("LSTMCell", inputs, [(b, h), (b, h)], f"t{t}/cell")
             hs.append(h_prev)
         self.wire_outputs(hs, c_prev)
         return self.new_nodes

@@ -91,13 +91,13 @@ def mlp_model(batch: int = 2, dims: tuple[int, ...] = (16, 32, 24, 8)) -> onnx.M
 
 
 def lstm_model(steps: int = 8, batch: int = 2, isize: int = 5, hidden: int = 6, layers: int = 2,
-               init: bool = False) -> onnx.ModelProto:
+               init: bool = False, bias: bool = True) -> onnx.ModelProto:
     """Stacked forward LSTMs (Squeeze between layers); outputs the top Y and the first layer's Y_c."""
     b = Builder(2)
     x = "x"
     for layer in range(layers):
         ins = [x, b.weight((1, 4 * hidden, isize if layer == 0 else hidden)), b.weight((1, 4 * hidden, hidden)),
-               b.weight((1, 8 * hidden)), ""]
+               b.weight((1, 8 * hidden)) if bias else "", ""]
         if init and layer == layers - 1:
             ins += [b.weight((1, batch, hidden)), b.weight((1, batch, hidden))]
         y, _, yc = b.op("LSTM", ins, outputs=3, hidden_size=hidden)
@@ -194,26 +194,27 @@ def test_mlp_passes_match_onnxruntime(batch: int, dims: tuple[int, ...]) -> None
     assert "BatchNormalization" not in {n.op_type for n in graph.nodes}  # folded into the Gemm
 
 
-@pytest.mark.parametrize("steps,batch,isize,hidden,init", [(8, 2, 5, 6, False), (8, 1, 3, 4, True),
-                                                           (3, 3, 4, 2, True)])
-def test_lstm_unrolled_matches_onnxruntime(steps: int, batch: int, isize: int, hidden: int, init: bool) -> None:
-    model = lstm_model(steps, batch, isize, hidden, 2, init)
+@pytest.mark.parametrize("steps,batch,isize,hidden,init,bias", [
+    (8, 2, 5, 6, False, True), (8, 1, 3, 4, True, True), (3, 3, 4, 2, True, True), (4, 5, 3, 5, False, False)])
+def test_lstm_unrolled_matches_onnxruntime(steps: int, batch: int, isize: int, hidden: int, init: bool,
+                                           bias: bool) -> None:
+    model = lstm_model(steps, batch, isize, hidden, 2, init, bias)
     assert_same_as_onnxruntime(model)
     graph = run_passes(import_model(model))
     kinds = [n.op_type for n in graph.nodes]
     assert "LSTM" not in kinds
-    assert kinds.count("LSTMCellPointwise") == 2 * steps
-    assert set(kinds) <= {"MatMul", "Add", "LSTMCellPointwise", "Concat"}
+    assert kinds.count("LSTMCell") == 2 * steps  # one operator per cell
+    assert kinds.count("MatMul") == 1 and kinds.count("Add") == int(bias)  # layer 1's hoisted x·Wᵀ (+ b)
+    assert set(kinds) <= {"MatMul", "Add", "LSTMCell", "Concat"}
 
 
 def test_stacked_lstm_steps_read_previous_layer_steps_directly() -> None:
     """Layer 2's step t depends on layer 1's step t only, not on the whole layer (the diagonal wavefront)."""
     graph = run_passes(import_model(lstm_model(6, 2, 3, 4, 2)))
     producers = graph.producers()
-    layer2_step0 = next(n for n in graph.nodes if n.name.endswith("/t0/xw") and
-                        any(graph.buffer_of(i).base in producers for i in n.inputs))
+    layer2_step0 = next(n for n in graph.nodes if n.name.endswith("/t0/cell") and n.inputs[0])  # reads x_t
     (pred,) = graph.predecessors(layer2_step0, producers)
-    assert pred.op_type == "LSTMCellPointwise" and pred.name.endswith("/t0/cell")
+    assert pred.op_type == "LSTMCell" and pred.name.endswith("/t0/cell") and pred is not layer2_step0
 
 
 @pytest.mark.parametrize("batch,channels,size,groups", [(1, 8, 8, 4), (2, 4, 6, 2)])

@@ -304,7 +304,9 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         done, cached = prog.step(f"measure launch shapes on the {profiler.device.name}",
                                  lambda: profile_workload(workload, profiler, target, registry, quiet), own_line=True)
         if not quiet:
-            print(f"  profiler: {done} launch shape(s) measured, {cached} from the cache", file=sys.stderr)
+            dev = profiler.device
+            print(f"  profiler: {done} launch shape(s) measured, {cached} from the cache; barrier-rTask "
+                  f"{dev.barrier_us:.3g} us, rProgram launch {dev.launch_us:.3g} us", file=sys.stderr)
     sch = prog.step(f"{policy} plan", lambda: plan_workload(graph, workload, policy, profiler, num_veus=num_veus))
     plan = sch.plan
     ops0 = plan.programs[0].ops if plan.programs else []

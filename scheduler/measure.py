@@ -1,6 +1,7 @@
 """The profiler's measured mode: time every distinct launch shape of a workload on the vDevice that will run it
-(each alone, its rTasks spread over all vEUs, minus an empty program's time) and keep the per-rTask times in the
-profiler's on-disk cache, so later builds on the same device reuse them."""
+(each alone, its rTasks spread over all vEUs, minus an empty program's time) and the runtime's own costs (an
+empty program's launch, a barrier hand-off between two vEUs), and keep them in the profiler's on-disk cache, so
+later builds on the same device reuse them."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,10 +15,11 @@ from vdevice.program import Op, Program, TaskRef
 
 from .graph import Graph
 from .plan import ProgramOp, default_vdevice_op
-from .profiler import H100, DeviceSpec, Measurement, Profiler, launch_key
+from .profiler import H100, DeviceSpec, Measurement, Profiler, RuntimeCosts, launch_key
 from .workload import Workload
 
 MIN_RTASK_US = 0.05  # below timer noise: an rTask is never free
+HANDOFFS = 64  # links of the ping-pong chain that prices one barrier-rTask
 CPU_DEVICE = "CPU emulator"
 
 
@@ -90,34 +92,66 @@ def spread(ops: list[Op], index: int, num_veus: int) -> Program:
     return prog
 
 
+def cheapest(workload: Workload) -> Sample:
+    """The candidate launch with the least work: its rTask 0, repeated, is the probe for barrier hand-offs."""
+    best = min(((ln.flops + ln.bytes, spec, cand, i, ln) for spec in workload.ops for cand in spec.candidates
+                for i, ln in enumerate(cand.launches)), key=lambda t: t[0])
+    _, spec, cand, i, ln = best
+    return Sample(launch_key(ln), ProgramOp(spec.name, spec.op_type, cand.variant, cand.source, i, ln,
+                                            spec.inputs, spec.outputs))
+
+
+def handoff_programs(ops: list[Op], first: int, count: int) -> tuple[Program, Program]:
+    """A chain of `count` one-rTask ops ping-ponged between two vEUs (a barrier-rTask before each), and the same
+    chain on one vEU with no barriers: their difference per link is the cost of one hand-off."""
+    pingpong, single = Program(ops, 2), Program(ops, 2)
+    for k in range(count):
+        task = TaskRef(first + k, 0)
+        if k:
+            pingpong.wait(task, [TaskRef(first + k - 1, 0)])
+        pingpong.append(task, k % 2)
+        single.append(task, 0)
+    return pingpong, single
+
+
 def measure_workload(workload: Workload, profiler: Profiler, target: str, runs: int = 20,
                      convert: Callable[[list[Op]], tuple[list[Op], dict[str, str]]] | None = None,
                      quiet: bool = False) -> tuple[int, int]:
-    """Measure the launch shapes missing from the cache and save it; returns (measured, found in the cache).
+    """Measure the launch shapes missing from the cache (and, once per cache, the runtime's barrier and launch
+    costs), save it, and return (shapes measured, shapes found in the cache).
     `convert(ops)` returns the ops bound to converted rKernels and the converted sources (build.convert_ops)."""
     from tqdm import tqdm
 
     from vdevice.executors import PersistentExecutor, VDevice, VDeviceError
 
     samples, cached = pending(workload, profiler)
-    if not samples:
+    calibrate = profiler.cache.runtime is None
+    if not samples and not calibrate:
         return 0, cached
-    ops, texts = convert([dataclasses.replace(default_vdevice_op(s.op), name=f"m{i}:{s.op.name}")
-                          for i, s in enumerate(samples)])
-    data = sample_data(workload.graph, ops, samples, np.random.default_rng(0))
+    probe = cheapest(workload)
+    first = len(samples)
+    vops = [dataclasses.replace(default_vdevice_op(s.op), name=f"m{i}:{s.op.name}") for i, s in enumerate(samples)]
+    vops += [dataclasses.replace(default_vdevice_op(probe.op), name=f"handoff{k}") for k in range(HANDOFFS)]
+    ops, texts = convert(vops)
+    data = sample_data(workload.graph, ops[:first + 1], samples + [probe], np.random.default_rng(0))
     vd = VDevice(ops, texts, data, backend=target)
-    veus = profiler.num_veus
-    base_ms = PersistentExecutor(ops, [Program(ops, veus)], texts, {}, vdevice=vd).time(runs)
+    timed = lambda prog: PersistentExecutor(ops, [prog], texts, {}, vdevice=vd).time(runs)  # noqa: E731
+    base_ms = timed(Program(ops, profiler.num_veus))
     for i, s in enumerate(tqdm(samples, file=sys.stderr, disable=quiet, unit="shape", leave=False)):
         try:
-            ms = PersistentExecutor(ops, [spread(ops, i, veus)], texts, {}, vdevice=vd).time(runs)
+            ms = timed(spread(ops, i, profiler.num_veus))
         except VDeviceError as exc:  # e.g. more vEUs than fit with this rKernel's shared memory: model it instead
             if not quiet:
                 tqdm.write(f"  profiler: {s.key} not measured ({exc})", file=sys.stderr)
             continue
-        rounds = -(-ops[i].kernel.rtasks // veus)
+        rounds = -(-ops[i].kernel.rtasks // profiler.num_veus)
         profiler.cache.entries[s.key] = Measurement(max((ms - base_ms) * 1e3 / rounds, MIN_RTASK_US),
                                                     registers(vd, i))
+    if calibrate:
+        pingpong, single = handoff_programs(ops, first, HANDOFFS)
+        barrier_us = max((timed(pingpong) - timed(single)) * 1e3 / (HANDOFFS - 1), 0.0)
+        profiler.cache.runtime = RuntimeCosts(barrier_us, base_ms * 1e3)
+        profiler.use_runtime_costs()
     profiler.cache.save()
     return len(samples), cached
 

@@ -2,6 +2,7 @@
 Without a GPU a deterministic roofline model; with one, measured times cached on disk per device."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -67,14 +68,24 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("RAMMER_CACHE", Path.home() / ".cache" / "rammer")) / "profiles"
 
 
+@dataclass(frozen=True)
+class RuntimeCosts:
+    """The persistent runtime's fixed costs measured on a device (they replace DeviceSpec's defaults)."""
+
+    barrier_us: float  # one barrier-rTask: a hand-off from an rTask on another vEU
+    launch_us: float  # one persistent launch of an rProgram (an empty program on all vEUs)
+
+
 class ProfileCache:
-    """Measured rTask times of one device, in one JSON file: {"device": name, "entries": {key: {...}}}."""
+    """Measured rTask times and runtime costs of one device, in one JSON file:
+    {"device": name, "runtime": {"barrier_us", "launch_us"} or null, "entries": {key: {...}}}."""
 
     def __init__(self, device: str, cache_dir: Path | None = None) -> None:
         slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
         self.device = device
         self.path = (cache_dir or default_cache_dir()) / f"{slug}.json"
         self.entries: dict[str, Measurement] = {}
+        self.runtime: RuntimeCosts | None = None
         if self.path.is_file():
             self.load()
 
@@ -84,13 +95,15 @@ class ProfileCache:
             data = json.loads(self.path.read_text())
             self.entries = {k: Measurement(float(v["rtask_us"]), v.get("registers"))
                             for k, v in data["entries"].items()}
+            rt = data.get("runtime")
+            self.runtime = RuntimeCosts(float(rt["barrier_us"]), float(rt["launch_us"])) if rt else None
         except (ValueError, KeyError, TypeError) as exc:
             raise SchedulerError(f"profile cache {self.path} is corrupt ({exc}); delete it to re-measure") from None
 
     def save(self) -> None:
         """Write the file atomically (rename over the old one)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"device": self.device,
+        data = {"device": self.device, "runtime": vars(self.runtime) if self.runtime else None,
                 "entries": {k: {"rtask_us": m.rtask_us, "registers": m.registers} for k, m in self.entries.items()}}
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
@@ -110,14 +123,22 @@ class Profiler:
         self.measure = measure
         # a measured rTask time depends on how many vEUs share the device: one cache file per (device, vEUs)
         self.cache = ProfileCache(f"{device.name} {self.num_veus} vEUs", cache_dir) if mode == "measured" else None
+        self.use_runtime_costs()
         self.misses = 0  # measured mode without a measuring function: launches that fell back to the model
         self.memo: dict[str, float] = {}
         self.by_id: dict[int, tuple[Any, float]] = {}
 
+    def use_runtime_costs(self) -> None:
+        """Price barriers and launches with the cache's measured runtime costs, when it has them."""
+        rt = self.cache.runtime if self.cache else None
+        if rt is not None:
+            self.device = dataclasses.replace(self.device, barrier_us=rt.barrier_us, launch_us=rt.launch_us)
+
     def describe(self) -> str:
         """One line for the user: active mode, device and cache path."""
         cache = str(self.cache.path) if self.cache else "none (model mode)"
-        return f"profiler: mode={self.mode} device={self.device.name} vEUs={self.num_veus} cache={cache}"
+        return (f"profiler: mode={self.mode} device={self.device.name} vEUs={self.num_veus} cache={cache} "
+                f"barrier={self.device.barrier_us:.3g}us launch={self.device.launch_us:.3g}us")
 
     def rtask_us(self, launch: Any) -> float:
         """Time of one rTask of `launch` on one vEU."""

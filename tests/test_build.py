@@ -234,15 +234,23 @@ def test_measured_profile_is_taken_cached_and_drives_the_plan(tmp_path: Path, mo
     _, workload = load_workload(path)
     keys = {launch_key(ln) for op in workload.ops for c in op.candidates for ln in c.launches}
     assert set(entries) == keys and all(e["rtask_us"] > 0 for e in entries.values())
+    runtime = json.loads(cache.read_text())["runtime"]  # the persistent runtime's own costs, measured once
+    assert runtime["launch_us"] > 0 and runtime["barrier_us"] >= 0
     feeds = feeds_for(model, seed=4)
     assert_close(built.run(feeds), ort_outputs(model, feeds))
     # a second build reuses the file: give every shape a recognisable time and see the plan use exactly it
     fake = {k: {"rtask_us": 1000.0 + i, "registers": None} for i, k in enumerate(sorted(entries))}
-    cache.write_text(json.dumps({"device": "CPU emulator 3 vEUs", "entries": fake}))
+    cache.write_text(json.dumps({"device": "CPU emulator 3 vEUs", "entries": fake,
+                                 "runtime": {"barrier_us": 500.0, "launch_us": 7000.0}}))
     before = cache.read_text()
-    build_model(path, tmp_path / "b", target="cpu", veus=3, quiet=True, profile="measured")
+    again = build_model(path, tmp_path / "b", target="cpu", veus=3, quiet=True, profile="measured")
     assert cache.read_text() == before  # nothing re-measured, nothing rewritten
+    assert "barrier=500us launch=7e+03us" in again.manifest.stats["profiler"]
     plan = json.loads((tmp_path / "b" / "plan.json").read_text())
+    times = [o["rtask_us"] for o in plan["ops"]]
+    busiest = max(sum(times[i.task.op] for i in v if isinstance(i, Run)) for p in again.programs for v in p.veus)
+    assert plan["predicted_us"] >= 7000.0 + busiest - 1e-6  # the measured launch cost is in the prediction
+
     by_key = {k: v["rtask_us"] for k, v in fake.items()}
     for op in plan["ops"]:
         ln = op["launch"]

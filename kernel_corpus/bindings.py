@@ -14,7 +14,9 @@ Conventions for nodes:
   order i, o, f, c) and c_prev [B, H]; outputs h [B, H] and c [B, H];
 - `LSTMCell` (custom op, one whole LSTM step): inputs x [B, I], Wt [I, 4H], h_prev [B, H], Rt [H, 4H], pre ([4H]
   bias or [B, 4H] precomputed x·W + bias), c_prev [B, H]; x/Wt and h_prev/Rt are absent in pairs, pre may be
-  absent; gates = pre + x·Wt + h_prev·Rt; outputs h [B, H] and c [B, H].
+  absent; gates = pre + x·Wt + h_prev·Rt; outputs h [B, H] and c [B, H];
+- `FusedMatMul` (custom op, a MatMul with its epilogue): inputs A, B (numpy.matmul semantics) and optional C
+  broadcast to the trailing [M, N] (leading dims of C all 1); attribute alpha; Y = alpha * (A @ B) + C.
 """
 from __future__ import annotations
 

@@ -60,6 +60,10 @@ REFERENCE_SHAPES: list[RefShape] = [
     RefShape("Gemm", ((1, 512), (1024, 512), (1024,)), {"transB": 1}),
     RefShape("Gemm", ((64, 128), (128, 256), (256,))),
     RefShape("Gemm", ((1, 1024), (1024, 256), (256,))),
+    RefShape("FusedMatMul", ((1, 64, 768), (768, 2304), (2304,)), outputs=((1, 64, 2304),)),   # projection + bias
+    RefShape("FusedMatMul", ((1, 12, 64, 64), (1, 12, 64, 64), (1, 1, 64, 64)), {"alpha": 0.125},
+             outputs=((1, 12, 64, 64),)),                                                     # scaled, masked scores
+    RefShape("FusedMatMul", ((1, 256), (256, 1024), (1024,)), outputs=((1, 1024),)),        # GEMV + bias
     RefShape("Conv", ((1, 16, 32, 32), (32, 16, 3, 3)), {"pads": [1, 1, 1, 1]}),
     RefShape("Conv", ((1, 32, 16, 16), (32, 1, 3, 3), (32,)), {"group": 32, "pads": [1, 1, 1, 1]}),
     RefShape("Conv", ((1, 3, 64, 64), (16, 3, 7, 7)), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),

@@ -34,6 +34,13 @@ def matmul(node: NodeInfo, inputs: Arrays) -> Arrays:
     return [np.matmul(inputs[0], inputs[1])]
 
 
+def fused_matmul(node: NodeInfo, inputs: Arrays) -> Arrays:
+    """alpha * (A @ B) + C (ours: a MatMul with the Mul/Div-by-scalar and Add that followed it)."""
+    y = node.attr("alpha", 1.0) * np.matmul(inputs[0], inputs[1])
+    c = _opt(inputs, 2)
+    return [y if c is None else y + c]
+
+
 def gemm(node: NodeInfo, inputs: Arrays) -> Arrays:
     """alpha * A' B' + beta * C."""
     a = inputs[0].T if node.attr("transA", 0) else inputs[0]
@@ -262,6 +269,7 @@ def transpose(node: NodeInfo, inputs: Arrays) -> Arrays:
 REFERENCES: dict[str, Callable[[NodeInfo, Arrays], Arrays]] = {
     "MatMul": matmul,
     "Gemm": gemm,
+    "FusedMatMul": fused_matmul,
     "Conv": conv,
     "MaxPool": maxpool,
     "AveragePool": averagepool,

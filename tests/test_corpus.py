@@ -88,6 +88,23 @@ def lstm_fused_case(label: str, batch: int, hidden: int, isize: int, recurrent: 
     return Case(label, node, None, tol)
 
 
+def fused_matmul_case(label: str, a: list, b: list, c: list | None, alpha: float = 1.0, tol: float = TOL) -> Case:
+    """Our FusedMatMul node and, as its truth, the ONNX graph it replaces: MatMul, then Mul by alpha, then Add C."""
+    nodes = [helper.make_node("MatMul", ["x0", "x1"], ["mm"]), helper.make_node("Mul", ["mm", "alpha"], ["scaled"])]
+    nodes.append(helper.make_node("Add", ["scaled", "x2"], ["y0"]) if c is not None
+                 else helper.make_node("Identity", ["scaled"], ["y0"]))
+    ins = [_value_info("x0", a), _value_info("x1", b)] + ([_value_info("x2", c)] if c is not None else [])
+    graph = helper.make_graph(nodes, label, ins, [_value_info("y0", None)],
+                              initializer=[numpy_helper.from_array(np.array(alpha, np.float32), "alpha")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    out = shape_inference.infer_shapes(model, strict_mode=True).graph.output[0]
+    node = NodeInfo("FusedMatMul", label, [TensorInfo(tuple(a)), TensorInfo(tuple(b)),
+                                           None if c is None else TensorInfo(tuple(c))],
+                    [TensorInfo(tuple(d.dim_value for d in out.type.tensor_type.shape.dim))], {"alpha": alpha})
+    return Case(label, node, model, tol)
+
+
 def _binary_cases() -> list[Case]:
     """Add/Sub/Mul/Div over same shapes (float4 path and tail), scalar, per-channel, last-dim and two-way broadcasts."""
     shapes = [([3, 50], [3, 50]), ([4, 8, 3], [4, 8, 3]), ([2, 3, 4, 5], []), ([2, 3, 4, 5], [1, 3, 1, 1]),
@@ -151,6 +168,14 @@ def _cases() -> list[Case]:
         c("gelu-erf-3x70", "Gelu", [[3, 70]], opset=20),
         c("gelu-erf-4d", "Gelu", [[2, 3, 4, 5]], opset=20),
         c("gelu-tanh", "Gelu", [[5, 13]], {"approximate": "tanh"}, opset=20),
+        fused_matmul_case("fusedmm-bias-row", [19, 23], [23, 30], [30], alpha=0.5),
+        fused_matmul_case("fusedmm-full-bias", [33, 17], [17, 45], [33, 45]),
+        fused_matmul_case("fusedmm-col-bias", [20, 9], [9, 7], [20, 1], alpha=-2.0),
+        fused_matmul_case("fusedmm-batched-mask", [2, 3, 17, 9], [2, 3, 9, 17], [1, 1, 17, 17], alpha=0.125),
+        fused_matmul_case("fusedmm-3d-weight-bias", [1, 13, 40], [40, 24], [24]),
+        fused_matmul_case("fusedmm-scale-only", [2, 5, 8], [2, 8, 7], None, alpha=3.0),
+        fused_matmul_case("fusedmm-gemv-bias", [1, 200], [200, 33], [33], alpha=1.5, tol=TOL_LONG_K),
+        fused_matmul_case("fusedmm-gemv-1d", [70], [70, 50], [50], tol=TOL_LONG_K),
         lstm_case("lstm-cell-b1-h37", 1, 37),
         lstm_case("lstm-cell-b3-h20", 3, 20),
         lstm_fused_case("lstmcell-b1-h37-i20-bias", 1, 37, 20),
@@ -398,6 +423,9 @@ def test_gemm_flops_and_splitk_launches() -> None:
     ("LSTMCell", "fused_j32", NodeInfo("LSTMCell", "n", [None, None, TensorInfo((2, 4)), TensorInfo((4, 16)),
                                                          TensorInfo((3, 16)), TensorInfo((2, 4))],
                                        [TensorInfo((2, 4)), TensorInfo((2, 4))]), "pre must be"),
+    ("FusedMatMul", "tiled16", NodeInfo("FusedMatMul", "n", [TensorInfo((2, 3, 4)), TensorInfo((4, 5)),
+                                                             TensorInfo((2, 3, 5))], [TensorInfo((2, 3, 5))]),
+     "without batch dims"),
 ])
 def test_refusals_give_one_line_reasons(op_type: str, variant: str, node: NodeInfo, reason: str) -> None:
     binding = registry.get(op_type, variant)

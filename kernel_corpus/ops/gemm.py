@@ -1,7 +1,8 @@
-"""Bindings of MatMul and Gemm to the GEMM / GEMV kernels of legacy/gemm.cu."""
+"""Bindings of MatMul, Gemm and our FusedMatMul (a MatMul with its scale and bias epilogue) to the GEMM / GEMV
+kernels of legacy/gemm.cu."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from kernel_corpus.bindings import Binding, Launch, NodeInfo
@@ -115,12 +116,30 @@ def _gemm_problem(node: NodeInfo) -> GemmProblem | str:
                        float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0)))
 
 
+def _fused_matmul_problem(node: NodeInfo) -> GemmProblem | str:
+    """FusedMatMul (ours): Y = alpha * (A @ B) + C, MatMul semantics, C broadcast over the batch to [M, N]."""
+    p = _matmul_problem(node)
+    c = node.input(2)
+    if isinstance(p, str) or c is None:
+        return p if isinstance(p, str) else replace(p, alpha=float(node.attr("alpha", 1.0)))
+    shape = tuple(c.shape)
+    while len(shape) > 2 and shape[0] == 1:
+        shape = shape[1:]  # leading 1s broadcast over the batch: the kernel's C has no batch stride
+    strides = _bias_strides(shape, p.M, p.N)
+    if isinstance(strides, str):
+        return f"FusedMatMul C {list(c.shape)} is not [M, N]-broadcastable without batch dims ({strides})"
+    return replace(p, bias=True, scm=strides[0], scn=strides[1], alpha=float(node.attr("alpha", 1.0)), beta=1.0)
+
+
+GEMM_PROBLEMS = {"MatMul": _matmul_problem, "Gemm": _gemm_problem, "FusedMatMul": _fused_matmul_problem}
+
+
 def gemm_problem(node: NodeInfo) -> GemmProblem | str:
-    """The strided GEMM a MatMul or Gemm node computes, or why it cannot be expressed."""
+    """The strided GEMM a MatMul, Gemm or FusedMatMul node computes, or why it cannot be expressed."""
     missing = require_present(node, 2)
     if missing:
         return missing
-    problem = _matmul_problem(node) if node.op_type == "MatMul" else _gemm_problem(node)
+    problem = GEMM_PROBLEMS[node.op_type](node)
     if isinstance(problem, str):
         return problem
     if node.outputs[0].numel != problem.batch * problem.M * problem.N:
@@ -281,7 +300,7 @@ def _bindings_for(op_type: str) -> list[Binding]:
 
 
 # A [N, K] weight (rows contiguous in k) comes from Gemm transB=1; MatMul has it only when N == 1.
-BINDINGS = _bindings_for("MatMul") + _bindings_for("Gemm") + [
+BINDINGS = _bindings_for("MatMul") + _bindings_for("Gemm") + _bindings_for("FusedMatMul") + [
     _gemv_warp_binding("Gemm", 2, "efficient"),
     _gemv_warp_binding("Gemm", 8, "fast"),
 ]

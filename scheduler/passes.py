@@ -1,5 +1,8 @@
-"""Graph passes over the plain DFG: fold constants and BatchNorm, alias views, unroll LSTMs, drop dead nodes."""
+"""Graph passes over the plain DFG: fold constants and BatchNorm, alias views, unroll LSTMs, fuse MatMul
+epilogues, drop dead nodes."""
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -10,12 +13,15 @@ VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
 SHAPE_ONLY_OPS = ("Shape", "Size")
 
 
-def run_passes(g: Graph) -> Graph:
-    """The standard pipeline, in an order where each pass sees what the earlier ones simplified."""
+def run_passes(g: Graph, supports: Callable[[str], bool] | None = None) -> Graph:
+    """The standard pipeline, in an order where each pass sees what the earlier ones simplified; `supports(op)`
+    says whether the corpus implements an op type a pass would introduce (None: assume it does)."""
     fold_constants(g)
     alias_views(g)
     unroll_lstm(g)
     fold_batchnorm(g)
+    if supports is None or supports("FusedMatMul"):
+        fuse_matmul_epilogues(g)
     remove_dead(g)
     return g
 
@@ -231,6 +237,81 @@ def fold_into_gemm(g: Graph, gemm: Node, s: np.ndarray, shift: np.ndarray) -> No
     set_input(g, gemm, 1, w, f"{gemm.name}/W_bn")
     set_input(g, gemm, 2, np.asarray(c * s + shift), f"{gemm.name}/C_bn")
     gemm.attrs["beta"] = 1.0
+
+
+# ---- MatMul epilogues ----------------------------------------------------------------------------------------
+def fuse_matmul_epilogues(g: Graph) -> int:
+    """Fold the Mul/Div by a constant scalar and then the constant Add (a bias or a mask) that alone follow a
+    MatMul into one FusedMatMul (Y = alpha * A @ B + C): fewer operators and fewer barrier-rTasks; return how many."""
+    consumers = g.consumers()
+    viewed = {g.buffer_of(a).base for a in g.aliases}
+    removed: set[int] = set()
+    count = 0
+    for node in g.nodes:
+        if node.op_type != "MatMul" or len(present(node.inputs)) != 2 or g.tensors[node.outputs[0]].dtype != "float32":
+            continue
+        alpha, bias, out, chain = 1.0, "", node.outputs[0], []
+        while True:
+            users = consumers.get(out, [])
+            if out in g.outputs or out in viewed or len(users) != 1 or out not in users[0].inputs:
+                break
+            nxt = users[0]
+            scale = None if bias else epilogue_scale(g, nxt, out)
+            if scale is not None:
+                alpha *= scale
+            elif not bias and nxt.op_type == "Add" and (c := epilogue_bias(g, nxt, out)):
+                bias = c
+            else:
+                break
+            chain.append(nxt)
+            out = nxt.outputs[0]
+        if not chain:
+            continue
+        for dead in [node.outputs[0]] + [n.outputs[0] for n in chain[:-1]]:
+            del g.tensors[dead]
+        node.op_type, node.inputs, node.outputs = "FusedMatMul", node.inputs[:2] + [bias], [out]
+        node.attrs = {"alpha": alpha}
+        removed |= {id(n) for n in chain}
+        count += 1
+    g.nodes = [n for n in g.nodes if id(n) not in removed]
+    if count:
+        g.notes.append(f"MatMul epilogues (scale, bias) fused into FusedMatMul: {count} node(s), "
+                       f"{len(removed)} operator(s) removed")
+    return count
+
+
+def epilogue_scale(g: Graph, node: Node, y: str) -> float | None:
+    """s for y * s, s * y or y / s with a constant scalar s (the caller multiplies alpha by it), else None."""
+    if node.op_type not in ("Mul", "Div") or len(present(node.inputs)) != 2:
+        return None
+    other = node.inputs[1] if node.inputs[0] == y else node.inputs[0]
+    if node.op_type == "Div" and node.inputs[0] != y or other == y or not g.is_constant(other):
+        return None
+    value = g.constant(other)
+    if value.size != 1 or g.tensors[node.outputs[0]].shape != g.tensors[y].shape:
+        return None
+    s = float(value.reshape(-1)[0])
+    if node.op_type == "Mul":
+        return s
+    return 1.0 / s if s != 0.0 else None
+
+
+def epilogue_bias(g: Graph, node: Node, y: str) -> str:
+    """The constant C of y + C (either order) when it broadcasts into y's trailing [M, N] only, else ''."""
+    if len(present(node.inputs)) != 2:
+        return ""
+    other = node.inputs[1] if node.inputs[0] == y else node.inputs[0]
+    if other == y or not g.is_constant(other) or g.tensors[other].dtype != "float32":
+        return ""
+    if g.tensors[node.outputs[0]].shape != g.tensors[y].shape:
+        return ""
+    shape = g.tensors[y].shape
+    rows, cols = (shape[-2] if len(shape) > 1 else 1), shape[-1]
+    c = tuple(g.tensors[other].shape)
+    while len(c) > 2 and c[0] == 1:
+        c = c[1:]
+    c = (1, 1, *c)[-2:] if len(c) <= 2 else None
+    return other if c is not None and c[0] in (1, rows) and c[1] in (1, cols) else ""
 
 
 # ---- dead nodes ----------------------------------------------------------------------------------------------

@@ -63,7 +63,9 @@ def schedule(workload: Workload, policy: str = "wavefront", profiler: Profiler |
 
 def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None) -> tuple[Graph, Workload]:
     """Import and run the passes, then check support: the graph and what the policies schedule."""
-    graph = run_passes(import_model(model))
+    if registry is None:
+        from kernel_corpus.bindings import registry
+    graph = run_passes(import_model(model), supports=lambda op_type: bool(registry.for_op(op_type)))
     return graph, build_workload(graph, registry)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from test_scheduler import MODELS, cnn_model, feeds_for, lstm_model, mlp_model, transformer_model, unsupported_model
+from test_scheduler import MODELS, Builder, cnn_model, feeds_for, lstm_model, mlp_model, transformer_model, unsupported_model
 
 import rammer
 from scheduler.build import BuildError, build_model, load
@@ -203,7 +203,6 @@ def test_custom_corpus_folder(tmp_path: Path) -> None:
     (corpus / "ops").mkdir(parents=True)
     shutil.copytree(REPO / "kernel_corpus" / "legacy", corpus / "legacy")
     shutil.copy(REPO / "kernel_corpus" / "ops" / "elementwise.py", corpus / "ops" / "elementwise.py")
-    from test_scheduler import Builder
     b = Builder(11)
     b.one("Tanh", [b.one("Relu", ["x"])])
     b.nodes[-1].output[0] = "y"
@@ -216,6 +215,30 @@ def test_custom_corpus_folder(tmp_path: Path) -> None:
     onnx.save(mlp_model(1), path)  # MatMul is not in this corpus
     with pytest.raises(BuildError.__mro__[1], match="MatMul"):
         build_model(path, tmp_path / "out2", corpus=corpus, target="cpu", quiet=True)
+    # with MatMul but without FusedMatMul the passes leave MatMul + Add apart instead of fusing them
+    (corpus / "ops" / "mm.py").write_text("from kernel_corpus.ops import gemm\n"
+                                          "BINDINGS = [b for b in gemm.BINDINGS if b.op_type == 'MatMul']\n")
+    b = Builder(12)
+    b.one("Tanh", [b.one("Add", [b.one("MatMul", ["x", b.weight((8, 5))]), b.weight((5,))])])
+    b.nodes[-1].output[0] = "y"
+    model = b.model({"x": (3, 8)}, {"y": (3, 5)})
+    onnx.save(model, path)
+    built = build_model(path, tmp_path / "out3", corpus=corpus, target="cpu", veus=2, quiet=True)
+    plan = json.loads((tmp_path / "out3" / "plan.json").read_text())
+    assert sorted(op["op_type"] for op in plan["ops"]) == ["Add", "MatMul", "Tanh"]
+    assert_close(built.run(feeds_for(model)), ort_outputs(model, feeds_for(model)))
+
+
+@pytest.mark.parametrize("policy,veus", [("wavefront", 3), ("ios", 5)])
+def test_fused_matmul_epilogues_build_and_match(tmp_path: Path, policy: str, veus: int) -> None:
+    from test_scheduler import epilogue_model
+    model = epilogue_model()
+    path = tmp_path / "e.onnx"
+    onnx.save(model, path)
+    built = build_model(path, tmp_path / "out", policy=policy, target="cpu", veus=veus, quiet=True)
+    assert sum(op.kernel.wrapper_name.startswith("gemm") for op in built.ops) == 8  # 6 MatMul + 2 FusedMatMul
+    feeds = feeds_for(model, seed=veus)
+    assert_close(built.run(feeds), ort_outputs(model, feeds))
 
 
 # ---- the profiler's measured mode: taken on the target, cached per device and vEU count, reused ------------------

@@ -194,6 +194,38 @@ def test_mlp_passes_match_onnxruntime(batch: int, dims: tuple[int, ...]) -> None
     assert "BatchNormalization" not in {n.op_type for n in graph.nodes}  # folded into the Gemm
 
 
+def epilogue_model() -> onnx.ModelProto:
+    """MatMul epilogues the fusion must take (scale then mask; bias) and must leave (two readers, a graph output,
+    a bias with batch dims, a non-constant addend, a Div with the MatMul as divisor)."""
+    b = Builder(21)
+    q = b.one("MatMul", ["x", b.weight((6, 5))])                                        # [2, 3, 4, 5]
+    k = b.one("Transpose", [b.one("MatMul", ["x", b.weight((6, 5))])], perm=[0, 1, 3, 2])
+    s = b.one("Add", [b.const(np.triu(np.full((1, 1, 4, 4), -3.0, np.float32), 1)),
+                      b.one("Div", [b.one("MatMul", [q, k]), b.const(np.float32(2.5))])])  # fused: alpha 0.4, mask
+    p = b.one("Softmax", [s])
+    h = b.one("Relu", [b.one("Add", [b.one("MatMul", [p, b.weight((4, 4))]), b.weight((4,))])])  # fused: bias
+    two = b.one("MatMul", [h, b.weight((4, 4))])                                          # two readers: kept
+    both = b.one("Add", [b.one("Add", [two, b.weight((4,))]), b.one("Mul", [two, b.const(np.float32(2.0))])])
+    batched = b.one("Add", [b.one("MatMul", [both, b.weight((4, 4))]), b.weight((2, 3, 4, 4))])  # batch dims: kept
+    summed = b.one("Add", [b.one("MatMul", [batched, b.weight((4, 4))]), batched])        # not constant: kept
+    divisor = b.one("Div", [b.const(np.float32(3.0)), b.one("MatMul", [summed, b.weight((4, 4))])])  # kept
+    b.nodes.append(helper.make_node("Identity", [divisor], ["y"]))
+    return b.model({"x": (2, 3, 4, 6)}, {"y": (2, 3, 4, 4)})
+
+
+def test_matmul_epilogues_fuse_only_where_exact() -> None:
+    model = epilogue_model()
+    assert_same_as_onnxruntime(model)
+    graph = run_passes(import_model(model))
+    fused = [n for n in graph.nodes if n.op_type == "FusedMatMul"]
+    assert [n.attrs["alpha"] for n in fused] == pytest.approx([0.4, 1.0]) and all(n.inputs[2] for n in fused)
+    assert graph.tensors[fused[0].inputs[2]].shape == (1, 1, 4, 4) and graph.tensors[fused[1].inputs[2]].shape == (4,)
+    kinds = [n.op_type for n in graph.nodes]
+    # q, k, the two-reader one, the batched-bias one, the non-constant sum and the divisor stay plain MatMuls
+    assert kinds.count("MatMul") == 6 and kinds.count("Div") == 1 and kinds.count("Add") == 4
+    assert kinds.count("Mul") == 1
+
+
 @pytest.mark.parametrize("steps,batch,isize,hidden,init,bias", [
     (8, 2, 5, 6, False, True), (8, 1, 3, 4, True, True), (3, 3, 4, 2, True, True), (4, 5, 3, 5, False, False)])
 def test_lstm_unrolled_matches_onnxruntime(steps: int, batch: int, isize: int, hidden: int, init: bool,
@@ -204,8 +236,9 @@ def test_lstm_unrolled_matches_onnxruntime(steps: int, batch: int, isize: int, h
     kinds = [n.op_type for n in graph.nodes]
     assert "LSTM" not in kinds
     assert kinds.count("LSTMCell") == 2 * steps  # one operator per cell
-    assert kinds.count("MatMul") == 1 and kinds.count("Add") == int(bias)  # layer 1's hoisted x·Wᵀ (+ b)
-    assert set(kinds) <= {"MatMul", "Add", "LSTMCell", "Concat"}
+    # layer 1's hoisted x·Wᵀ, with its bias Add fused into it when there is one
+    assert kinds.count("FusedMatMul" if bias else "MatMul") == 1 and "Add" not in kinds
+    assert set(kinds) <= {"MatMul", "FusedMatMul", "LSTMCell", "Concat"}
 
 
 def test_stacked_lstm_steps_read_previous_layer_steps_directly() -> None:

@@ -64,6 +64,10 @@ REFERENCE_SHAPES: list[RefShape] = [
     RefShape("FusedMatMul", ((1, 12, 64, 64), (1, 12, 64, 64), (1, 1, 64, 64)), {"alpha": 0.125},
              outputs=((1, 12, 64, 64),)),                                                     # scaled, masked scores
     RefShape("FusedMatMul", ((1, 256), (256, 1024), (1024,)), outputs=((1, 1024),)),        # GEMV + bias
+    RefShape("FusedGemm", ((1, 9216), (4096, 9216), (4096,)), {"transB": 1, "activation": "Relu"},
+             outputs=((1, 4096),)),                                                           # AlexNet fc6 + Relu
+    RefShape("FusedConv", ((1, 64, 32, 32), (64, 64, 3, 3), (64,)), {"pads": [1, 1, 1, 1], "activation": "Relu"},
+             outputs=((1, 64, 32, 32),)),                                                     # conv + bias + Relu
     RefShape("Conv", ((1, 16, 32, 32), (32, 16, 3, 3)), {"pads": [1, 1, 1, 1]}),
     RefShape("Conv", ((1, 32, 16, 16), (32, 1, 3, 3), (32,)), {"group": 32, "pads": [1, 1, 1, 1]}),
     RefShape("Conv", ((1, 3, 64, 64), (16, 3, 7, 7)), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),

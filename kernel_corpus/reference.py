@@ -266,11 +266,24 @@ def transpose(node: NodeInfo, inputs: Arrays) -> Arrays:
     return [np.transpose(inputs[0], node.attr("perm"))]
 
 
+def _activated(fn: Callable[[NodeInfo, Arrays], Arrays]) -> Callable[[NodeInfo, Arrays], Arrays]:
+    """A fused op (ours): `fn`, then the node's `activation` attribute (Relu, or none)."""
+    def ref(node: NodeInfo, inputs: Arrays) -> Arrays:
+        act = node.attr("activation", None)
+        if act not in (None, "", "Relu"):
+            raise ValueError(f"{node.op_type}: activation {act!r} has no reference")
+        out = fn(node, inputs)
+        return [np.maximum(y, 0.0) for y in out] if act == "Relu" else out
+    return ref
+
+
 REFERENCES: dict[str, Callable[[NodeInfo, Arrays], Arrays]] = {
     "MatMul": matmul,
     "Gemm": gemm,
-    "FusedMatMul": fused_matmul,
+    "FusedMatMul": _activated(fused_matmul),
+    "FusedGemm": _activated(gemm),
     "Conv": conv,
+    "FusedConv": _activated(conv),
     "MaxPool": maxpool,
     "AveragePool": averagepool,
     "GlobalAveragePool": global_average_pool,

@@ -2,7 +2,8 @@
 //
 // X [N, C, H, W], Wt [M, C/group, KH, KW], Bias [M] (read only when BIAS), Y [N, M, OH, OW].
 // Input row of output row oh and kernel row kh: ih = oh*sh - ph + kh*dh (ph = leading pad); likewise for columns.
-// Positions outside the input read as zero (the padding).
+// Positions outside the input read as zero (the padding). With RELU, Y = max(0, conv + bias): a following Relu
+// fused into the kernel.
 
 // X[n, c, ih, iw], or 0 in the padding.
 __device__ __forceinline__ float conv_input_at(const float* X, int n, int c, int ih, int iw, int C, int H, int W) {
@@ -10,9 +11,16 @@ __device__ __forceinline__ float conv_input_at(const float* X, int n, int c, int
   return X[(((size_t)n * C + c) * H + ih) * W + iw];
 }
 
+// acc (+ Bias[m]), then the optional Relu: the epilogue shared by every kernel of this file.
+template <bool BIAS, bool RELU>
+__device__ __forceinline__ float conv_epilogue(float acc, const float* Bias, int m) {
+  if (BIAS) acc += Bias[m];
+  return RELU ? fmaxf(acc, 0.0f) : acc;
+}
+
 // Direct convolution: one thread per output element, the whole C/group x KH x KW window in a loop.
 // block (BLOCK), grid ceil(N*M*OH*OW / BLOCK).
-template <int BLOCK, bool BIAS>
+template <int BLOCK, bool BIAS, bool RELU>
 __global__ void conv_direct(const float* __restrict__ X, const float* __restrict__ Wt,
                             const float* __restrict__ Bias, float* __restrict__ Y, int N, int C, int H, int W,
                             int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
@@ -33,14 +41,13 @@ __global__ void conv_direct(const float* __restrict__ X, const float* __restrict
       for (int kw = 0; kw < KW; ++kw)
         acc += conv_input_at(X, n, c0 + c, ih, ow * sw - pw + kw * dw, C, H, W) * w[(c * KH + kh) * KW + kw];
     }
-  if (BIAS) acc += Bias[m];
-  Y[idx] = acc;
+  Y[idx] = conv_epilogue<BIAS, RELU>(acc, Bias, m);
 }
 
 // Implicit-GEMM convolution: per group g, Y_g[m][p] = sum_r W_g[m][r] * im2col(X)[r][p] with r = (c, kh, kw)
 // and p = (n, oh, ow); the im2col tile is gathered on the fly into shared memory.
 // block (TILE, TILE), grid (ceil(N*OH*OW / TILE), ceil((M/group) / TILE), group).
-template <int TILE, bool BIAS>
+template <int TILE, bool BIAS, bool RELU>
 __global__ void conv_implicit_gemm(const float* __restrict__ X, const float* __restrict__ Wt,
                                    const float* __restrict__ Bias, float* __restrict__ Y, int N, int C, int H,
                                    int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw,
@@ -73,8 +80,7 @@ __global__ void conv_implicit_gemm(const float* __restrict__ X, const float* __r
   }
   if (m < mg && p < P) {
     const int mo = g * mg + m;
-    if (BIAS) acc += Bias[mo];
-    Y[(((size_t)n * M + mo) * OH + oh) * OW + ow] = acc;
+    Y[(((size_t)n * M + mo) * OH + oh) * OW + ow] = conv_epilogue<BIAS, RELU>(acc, Bias, mo);
   }
 }
 
@@ -82,7 +88,7 @@ __global__ void conv_implicit_gemm(const float* __restrict__ X, const float* __r
 // the input patch it needs (with halo) and the KH x KW filter are staged in dynamic shared memory of
 // (PH*PW + KH*KW) floats, PH = (TILE-1)*sh + (KH-1)*dh + 1, PW likewise.
 // block (TILE, TILE), grid (ceil(OW/TILE), ceil(OH/TILE), N*M).
-template <int TILE, bool BIAS>
+template <int TILE, bool BIAS, bool RELU>
 __global__ void conv_depthwise_tiled(const float* __restrict__ X, const float* __restrict__ Wt,
                                      const float* __restrict__ Bias, float* __restrict__ Y, int N, int C, int H,
                                      int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw,
@@ -106,6 +112,5 @@ __global__ void conv_depthwise_tiled(const float* __restrict__ X, const float* _
   float acc = 0.0f;
   for (int kh = 0; kh < KH; ++kh)
     for (int kw = 0; kw < KW; ++kw) acc += patch[(ty * sh + kh * dh) * PW + tx * sw + kw * dw] * filt[kh * KW + kw];
-  if (BIAS) acc += Bias[m];
-  Y[(((size_t)n * M + m) * OH + oh) * OW + ow] = acc;
+  Y[(((size_t)n * M + m) * OH + oh) * OW + ow] = conv_epilogue<BIAS, RELU>(acc, Bias, m);
 }

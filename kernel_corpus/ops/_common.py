@@ -52,6 +52,15 @@ def linear_launch(kernel: str, template_args: list, n: int, block: int, args: li
     return Launch(kernel, template_args, (cdiv(n, block), 1, 1), (block, 1, 1), 0, args, flops, nbytes)
 
 
+def fused_relu(node: NodeInfo) -> bool | str:
+    """Whether a fused node (FusedMatMul/FusedGemm/FusedConv) ends in a Relu: its `activation` attribute, which the
+    kernels' epilogue supports for Relu only; a reason string for any other activation."""
+    act = node.attr("activation", None)
+    if act in (None, "", "Relu"):
+        return act == "Relu"
+    return f"activation {act!r} is not fused by these kernels (Relu only)"
+
+
 def tensor_bytes(*tensors: TensorInfo | None) -> int:
     """Bytes of the given float32 tensors (absent ones count nothing)."""
     return sum(t.nbytes for t in tensors if t is not None)

@@ -1,11 +1,12 @@
-"""Bindings of Conv (1-D and 2-D, NCHW, groups) to the kernels of legacy/conv.cu."""
+"""Bindings of Conv (1-D and 2-D, NCHW, groups) and our FusedConv (Conv + Relu, attribute activation) to the
+kernels of legacy/conv.cu."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, Window, cdiv, cpp_bool, i32, linear_launch,
-                                       require_present, spatial_hw, tensor_bytes, window_2d)
+from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, Window, cdiv, cpp_bool, fused_relu, i32,
+                                       linear_launch, require_present, spatial_hw, tensor_bytes, window_2d)
 
 SOURCE = "conv.cu"
 MAX_STATIC_SMEM = 48 * 1024
@@ -25,12 +26,13 @@ class ConvGeom:
     win: Window
     group: int
     bias: bool
+    relu: bool = False  # FusedConv: a Relu after the bias
 
     @property
     def flops(self) -> int:
         """Two ops per multiply-add of every output, plus the bias add."""
         taps = (self.C // self.group) * self.win.kh * self.win.kw
-        return self.N * self.M * self.OH * self.OW * (2 * taps + (1 if self.bias else 0))
+        return self.N * self.M * self.OH * self.OW * (2 * taps + (1 if self.bias else 0) + (1 if self.relu else 0))
 
 
 def conv_geometry(node: NodeInfo) -> ConvGeom | str:
@@ -58,7 +60,15 @@ def conv_geometry(node: NodeInfo) -> ConvGeom | str:
     bias = node.input(2)
     if bias is not None and bias.shape != (M,):
         return f"bias {list(bias.shape)} is not [{M}]"
-    return ConvGeom(N, C, *spatial_hw(x), M, *spatial_hw(y), win, group, bias is not None)
+    relu = fused_relu(node)
+    if isinstance(relu, str):
+        return relu
+    return ConvGeom(N, C, *spatial_hw(x), M, *spatial_hw(y), win, group, bias is not None, relu)
+
+
+def _flags(g: ConvGeom) -> list[str]:
+    """The kernels' trailing template arguments: BIAS, RELU."""
+    return [cpp_bool(g.bias), cpp_bool(g.relu)]
 
 
 def _conv_args(g: ConvGeom) -> list:
@@ -85,18 +95,18 @@ def _geometry_condition(extra=None):
     return condition
 
 
-def _direct_binding(block: int, kind: str) -> Binding:
+def _direct_binding(op_type: str, block: int, kind: str) -> Binding:
     """conv_direct: one thread per output, BLOCK outputs per rTask."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         g = conv_geometry(node)
-        return [linear_launch("conv_direct", [block, cpp_bool(g.bias)], g.N * g.M * g.OH * g.OW, block,
+        return [linear_launch("conv_direct", [block, *_flags(g)], g.N * g.M * g.OH * g.OW, block,
                               _conv_args(g) + [i32(g.group)], g.flops, _traffic(node))]
 
-    return Binding("Conv", f"direct{block}", SOURCE, kind, _geometry_condition(), plan, ("conv_direct",))
+    return Binding(op_type, f"direct{block}", SOURCE, kind, _geometry_condition(), plan, ("conv_direct",))
 
 
-def _implicit_gemm_binding(tile: int, kind: str) -> Binding:
+def _implicit_gemm_binding(op_type: str, tile: int, kind: str) -> Binding:
     """conv_implicit_gemm: per group a GEMM of TILE x TILE output tiles over (channel, pixel)."""
 
     def limits(g: ConvGeom) -> str | None:
@@ -107,10 +117,10 @@ def _implicit_gemm_binding(tile: int, kind: str) -> Binding:
     def plan(node: NodeInfo) -> list[Launch]:
         g = conv_geometry(node)
         grid = (cdiv(g.N * g.OH * g.OW, tile), cdiv(g.M // g.group, tile), g.group)
-        return [Launch("conv_implicit_gemm", [tile, cpp_bool(g.bias)], grid, (tile, tile, 1), 0,
+        return [Launch("conv_implicit_gemm", [tile, *_flags(g)], grid, (tile, tile, 1), 0,
                        _conv_args(g) + [i32(g.group)], g.flops, _traffic(node))]
 
-    return Binding("Conv", f"implicit_gemm{tile}", SOURCE, kind, _geometry_condition(limits), plan,
+    return Binding(op_type, f"implicit_gemm{tile}", SOURCE, kind, _geometry_condition(limits), plan,
                    ("conv_implicit_gemm",))
 
 
@@ -122,7 +132,7 @@ def depthwise_smem(g: ConvGeom, tile: int) -> int:
     return 4 * (ph * pw + w.kh * w.kw)
 
 
-def _depthwise_binding(tile: int, kind: str) -> Binding:
+def _depthwise_binding(op_type: str, tile: int, kind: str) -> Binding:
     """conv_depthwise_tiled: one TILE x TILE output tile of one (n, m) plane per rTask, staged in shared memory."""
 
     def depthwise_only(g: ConvGeom) -> str | None:
@@ -137,16 +147,16 @@ def _depthwise_binding(tile: int, kind: str) -> Binding:
     def plan(node: NodeInfo) -> list[Launch]:
         g = conv_geometry(node)
         grid = (cdiv(g.OW, tile), cdiv(g.OH, tile), g.N * g.M)
-        return [Launch("conv_depthwise_tiled", [tile, cpp_bool(g.bias)], grid, (tile, tile, 1),
+        return [Launch("conv_depthwise_tiled", [tile, *_flags(g)], grid, (tile, tile, 1),
                        depthwise_smem(g, tile), _conv_args(g), g.flops, _traffic(node))]
 
-    return Binding("Conv", f"depthwise{tile}", SOURCE, kind, _geometry_condition(depthwise_only), plan,
+    return Binding(op_type, f"depthwise{tile}", SOURCE, kind, _geometry_condition(depthwise_only), plan,
                    ("conv_depthwise_tiled",))
 
 
-BINDINGS = [
-    _implicit_gemm_binding(16, "fast"),
-    _implicit_gemm_binding(8, "efficient"),
-    _direct_binding(128, "efficient"),
-    _depthwise_binding(16, "fast"),
-]
+BINDINGS = [b for op in ("Conv", "FusedConv") for b in (
+    _implicit_gemm_binding(op, 16, "fast"),
+    _implicit_gemm_binding(op, 8, "efficient"),
+    _direct_binding(op, 128, "efficient"),
+    _depthwise_binding(op, 16, "fast"),
+)]

@@ -1,12 +1,12 @@
-"""Bindings of MatMul, Gemm and our FusedMatMul (a MatMul with its scale and bias epilogue) to the GEMM / GEMV
-kernels of legacy/gemm.cu."""
+"""Bindings of MatMul, Gemm and our FusedMatMul (a MatMul with its scale, bias and Relu epilogue) and FusedGemm
+(a Gemm with a Relu) to the GEMM / GEMV kernels of legacy/gemm.cu."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from math import prod
 
 from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, cdiv, cpp_bool, f32, i32, linear_launch,
+from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, cdiv, cpp_bool, f32, fused_relu, i32, linear_launch,
                                        require_present, temp, tensor_bytes)
 
 SOURCE = "gemm.cu"
@@ -33,11 +33,12 @@ class GemmProblem:
     scn: int
     alpha: float
     beta: float
+    relu: bool = False  # a fused Relu after the epilogue
 
     @property
     def flops(self) -> int:
-        """Multiply-adds count twice; the epilogue adds one op per output (two with a bias)."""
-        return self.batch * self.M * self.N * (2 * self.K + (2 if self.bias else 1))
+        """Multiply-adds count twice; the epilogue adds one op per output (two with a bias, one more with Relu)."""
+        return self.batch * self.M * self.N * (2 * self.K + (2 if self.bias else 1) + (1 if self.relu else 0))
 
 
 def _batch_stride(batch_dims: tuple[int, ...], out_batch: tuple[int, ...], matrix: int) -> int | str:
@@ -131,22 +132,33 @@ def _fused_matmul_problem(node: NodeInfo) -> GemmProblem | str:
     return replace(p, bias=True, scm=strides[0], scn=strides[1], alpha=float(node.attr("alpha", 1.0)), beta=1.0)
 
 
-GEMM_PROBLEMS = {"MatMul": _matmul_problem, "Gemm": _gemm_problem, "FusedMatMul": _fused_matmul_problem}
+GEMM_PROBLEMS = {"MatMul": _matmul_problem, "Gemm": _gemm_problem, "FusedMatMul": _fused_matmul_problem,
+                 "FusedGemm": _gemm_problem}
 
 
 def gemm_problem(node: NodeInfo) -> GemmProblem | str:
-    """The strided GEMM a MatMul, Gemm or FusedMatMul node computes, or why it cannot be expressed."""
+    """The strided GEMM a MatMul, Gemm, FusedMatMul or FusedGemm (Gemm + activation) node computes, or why it
+    cannot be expressed."""
     missing = require_present(node, 2)
     if missing:
         return missing
     problem = GEMM_PROBLEMS[node.op_type](node)
     if isinstance(problem, str):
         return problem
+    relu = fused_relu(node)
+    if isinstance(relu, str):
+        return relu
+    problem = replace(problem, relu=relu)
     if node.outputs[0].numel != problem.batch * problem.M * problem.N:
         return f"output {list(node.outputs[0].shape)} is not [{problem.batch}, {problem.M}, {problem.N}]"
     if problem.batch > MAX_GRID_YZ:
         return f"batch {problem.batch} exceeds the grid limit {MAX_GRID_YZ}"
     return problem
+
+
+def _flags(p: GemmProblem) -> list[str]:
+    """The kernels' trailing template arguments: BIAS, RELU."""
+    return [cpp_bool(p.bias), cpp_bool(p.relu)]
 
 
 def _bias_arg(p: GemmProblem) -> tuple:
@@ -183,7 +195,7 @@ def _tiled_binding(op_type: str, tile: int, kind: str) -> Binding:
     def plan(node: NodeInfo) -> list[Launch]:
         p = gemm_problem(node)
         grid = (cdiv(p.N, tile), cdiv(p.M, tile), p.batch)
-        return [Launch("gemm_tiled", [tile, cpp_bool(p.bias)], grid, (tile, tile, 1), 0, _gemm_args(p), p.flops,
+        return [Launch("gemm_tiled", [tile, *_flags(p)], grid, (tile, tile, 1), 0, _gemm_args(p), p.flops,
                        _traffic(node))]
 
     return Binding(op_type, f"tiled{tile}", SOURCE, kind, _gemm_condition(tile), plan, ("gemm_tiled",))
@@ -196,7 +208,7 @@ def _regblock_binding(op_type: str, bm: int, bn: int, bk: int, tm: int, tn: int,
         p = gemm_problem(node)
         grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch)
         threads = (bm // tm) * (bn // tn)
-        return [Launch("gemm_regblock", [bm, bn, bk, tm, tn, cpp_bool(p.bias)], grid, (threads, 1, 1), 0,
+        return [Launch("gemm_regblock", [bm, bn, bk, tm, tn, *_flags(p)], grid, (threads, 1, 1), 0,
                        _gemm_args(p), p.flops, _traffic(node))]
 
     return Binding(op_type, f"regblock{bm}x{bn}", SOURCE, kind, _gemm_condition(bm), plan, ("gemm_regblock",))
@@ -233,7 +245,7 @@ def _gemv_warp_binding(op_type: str, warps: int, kind: str) -> Binding:
         p = gemv_problem(node, "rows")
         args = [IN(0), IN(1), _bias_arg(p), OUT(0), i32(p.N), i32(p.K), i32(p.sak), i32(p.sbn), i32(p.scn),
                 f32(p.alpha), f32(p.beta)]
-        return [Launch("gemv_warp", [warps, cpp_bool(p.bias)], (cdiv(p.N, warps), 1, 1), (32 * warps, 1, 1), 0,
+        return [Launch("gemv_warp", [warps, *_flags(p)], (cdiv(p.N, warps), 1, 1), (32 * warps, 1, 1), 0,
                        args, p.flops, _traffic(node))]
 
     return Binding(op_type, f"gemv_warp{warps}", SOURCE, kind, _gemv_condition("rows"), plan, ("gemv_warp",))
@@ -246,7 +258,7 @@ def _gemv_col_binding(op_type: str, cols: int, krows: int, kind: str) -> Binding
         p = gemv_problem(node, "cols")
         args = [IN(0), IN(1), _bias_arg(p), OUT(0), i32(p.N), i32(p.K), i32(p.sak), i32(p.sbk), i32(p.sbn),
                 i32(p.scn), f32(p.alpha), f32(p.beta)]
-        return [Launch("gemv_col", [cols, krows, cpp_bool(p.bias)], (cdiv(p.N, cols), 1, 1), (cols, krows, 1), 0,
+        return [Launch("gemv_col", [cols, krows, *_flags(p)], (cdiv(p.N, cols), 1, 1), (cols, krows, 1), 0,
                        args, p.flops, _traffic(node))]
 
     return Binding(op_type, f"gemv_col{cols}x{krows}", SOURCE, kind, _gemv_condition("cols"), plan, ("gemv_col",))
@@ -274,7 +286,7 @@ def _gemv_splitk_binding(op_type: str, cols: int, krows: int, reduce_block: int)
         first = Launch("gemv_splitk_partial", [cols, krows], (cdiv(p.N, cols), splits, 1), (cols, krows, 1), 0,
                        [IN(0), IN(1), partial, i32(p.N), i32(p.K), i32(chunk), i32(p.sak), i32(p.sbk), i32(p.sbn)],
                        2 * p.N * p.K, tensor_bytes(*node.inputs[:2]) + 4 * splits * p.N)
-        second = linear_launch("gemv_splitk_reduce", [reduce_block, cpp_bool(p.bias)], p.N, reduce_block,
+        second = linear_launch("gemv_splitk_reduce", [reduce_block, *_flags(p)], p.N, reduce_block,
                                [partial, _bias_arg(p), OUT(0), i32(p.N), i32(splits), i32(p.scn), f32(p.alpha),
                                 f32(p.beta)],
                                p.N * (splits + (2 if p.bias else 1)),
@@ -300,7 +312,6 @@ def _bindings_for(op_type: str) -> list[Binding]:
 
 
 # A [N, K] weight (rows contiguous in k) comes from Gemm transB=1; MatMul has it only when N == 1.
-BINDINGS = _bindings_for("MatMul") + _bindings_for("Gemm") + _bindings_for("FusedMatMul") + [
-    _gemv_warp_binding("Gemm", 2, "efficient"),
-    _gemv_warp_binding("Gemm", 8, "fast"),
-]
+BINDINGS = [b for op in ("MatMul", "Gemm", "FusedMatMul", "FusedGemm") for b in _bindings_for(op)] + [
+    _gemv_warp_binding(op, warps, kind) for op in ("Gemm", "FusedGemm") for warps, kind in ((2, "efficient"),
+                                                                                            (8, "fast"))]

@@ -1,5 +1,5 @@
 """Graph passes over the plain DFG: fold constants and BatchNorm, alias views, unroll LSTMs, fuse MatMul
-epilogues, drop dead nodes."""
+epilogues and Relus into their producers, drop dead nodes."""
 from __future__ import annotations
 
 from typing import Callable
@@ -22,6 +22,7 @@ def run_passes(g: Graph, supports: Callable[[str], bool] | None = None) -> Graph
     fold_batchnorm(g)
     if supports is None or supports("FusedMatMul"):
         fuse_matmul_epilogues(g)
+    fuse_relu(g, supports)
     remove_dead(g)
     return g
 
@@ -312,6 +313,40 @@ def epilogue_bias(g: Graph, node: Node, y: str) -> str:
         c = c[1:]
     c = (1, 1, *c)[-2:] if len(c) <= 2 else None
     return other if c is not None and c[0] in (1, rows) and c[1] in (1, cols) else ""
+
+
+RELU_HOSTS = {"MatMul": "FusedMatMul", "FusedMatMul": "FusedMatMul", "Gemm": "FusedGemm", "Conv": "FusedConv"}
+
+
+def fuse_relu(g: Graph, supports: Callable[[str], bool] | None = None) -> int:
+    """Fold a Relu that alone reads a MatMul/FusedMatMul/Gemm/Conv output into that node's epilogue (attribute
+    activation="Relu" on FusedMatMul/FusedGemm/FusedConv); return how many."""
+    consumers = g.consumers()
+    viewed = {g.buffer_of(a).base for a in g.aliases}
+    removed: set[int] = set()
+    for node in g.nodes:
+        fused = RELU_HOSTS.get(node.op_type)
+        if fused is None or node.attrs.get("activation") or (supports is not None and not supports(fused)):
+            continue
+        out = node.outputs[0]
+        users = consumers.get(out, [])
+        if out in g.outputs or out in viewed or len(users) != 1 or users[0].op_type != "Relu":
+            continue
+        relu = users[0]
+        if relu.inputs[0] != out or g.tensors[out].dtype != "float32":
+            continue
+        if node.op_type == "MatMul":
+            node.attrs = {"alpha": 1.0}
+            node.inputs = node.inputs[:2] + [""]
+        node.op_type = fused
+        node.attrs["activation"] = "Relu"
+        del g.tensors[out]
+        node.outputs = [relu.outputs[0]]
+        removed.add(id(relu))
+    g.nodes = [n for n in g.nodes if id(n) not in removed]
+    if removed:
+        g.notes.append(f"Relu fused into the producing MatMul/Gemm/Conv: {len(removed)} node(s)")
+    return len(removed)
 
 
 # ---- dead nodes ----------------------------------------------------------------------------------------------

@@ -229,14 +229,21 @@ def test_custom_corpus_folder(tmp_path: Path) -> None:
     assert_close(built.run(feeds_for(model)), ort_outputs(model, feeds_for(model)))
 
 
-@pytest.mark.parametrize("policy,veus", [("wavefront", 3), ("ios", 5)])
-def test_fused_matmul_epilogues_build_and_match(tmp_path: Path, policy: str, veus: int) -> None:
-    from test_scheduler import epilogue_model
-    model = epilogue_model()
-    path = tmp_path / "e.onnx"
+@pytest.mark.parametrize("name,policy,veus,gemm_conv_relu_flags", [
+    ("relu", "wavefront", 4, ["false", "false", "true", "true", "true"]),  # 3 fused producers, 2 plain convs
+    ("relu", "sequential", 2, ["false", "false", "true", "true", "true"]),
+    ("epilogue", "wavefront", 3, ["false"] * 7 + ["true"]),               # 6 MatMul + 2 FusedMatMul, one with Relu
+    ("epilogue", "ios", 5, ["false"] * 7 + ["true"]),
+])
+def test_fused_epilogues_build_and_match(tmp_path: Path, name: str, policy: str, veus: int,
+                                         gemm_conv_relu_flags: list[str]) -> None:
+    import test_scheduler
+    model = getattr(test_scheduler, f"{name}_model")()
+    path = tmp_path / "m.onnx"
     onnx.save(model, path)
     built = build_model(path, tmp_path / "out", policy=policy, target="cpu", veus=veus, quiet=True)
-    assert sum(op.kernel.wrapper_name.startswith("gemm") for op in built.ops) == 8  # 6 MatMul + 2 FusedMatMul
+    flags = [op.kernel.template_args[-1] for op in built.ops if op.kernel.wrapper_name.startswith(("conv", "gemm"))]
+    assert sorted(flags) == gemm_conv_relu_flags
     feeds = feeds_for(model, seed=veus)
     assert_close(built.run(feeds), ort_outputs(model, feeds))
 

@@ -220,10 +220,38 @@ def test_matmul_epilogues_fuse_only_where_exact() -> None:
     fused = [n for n in graph.nodes if n.op_type == "FusedMatMul"]
     assert [n.attrs["alpha"] for n in fused] == pytest.approx([0.4, 1.0]) and all(n.inputs[2] for n in fused)
     assert graph.tensors[fused[0].inputs[2]].shape == (1, 1, 4, 4) and graph.tensors[fused[1].inputs[2]].shape == (4,)
+    assert "activation" not in fused[0].attrs and fused[1].attrs["activation"] == "Relu"  # its Relu folded too
     kinds = [n.op_type for n in graph.nodes]
+    assert "Relu" not in kinds
     # q, k, the two-reader one, the batched-bias one, the non-constant sum and the divisor stay plain MatMuls
     assert kinds.count("MatMul") == 6 and kinds.count("Div") == 1 and kinds.count("Add") == 4
     assert kinds.count("Mul") == 1
+
+
+def relu_model() -> onnx.ModelProto:
+    """Relus the fusion must fold (after a Conv, a Gemm, a bare MatMul) and must leave (the Conv output has a
+    second reader; the Relu reads a view of the Conv output; a Relu after an Add)."""
+    b = Builder(22)
+    c1 = b.one("Relu", [b.one("Conv", ["x", b.weight((4, 3, 3, 3)), b.weight((4,))], pads=[1, 1, 1, 1])])  # folded
+    c2 = b.one("Conv", [c1, b.weight((4, 4, 1, 1))])
+    r2 = b.one("Add", [b.one("Relu", [c2]), c2])                            # c2 has two readers: kept
+    flat = b.one("Flatten", [b.one("Conv", [r2, b.weight((2, 4, 3, 3))])])  # [1, 2*3*3]
+    r3 = b.one("Relu", [flat])                                              # reads a view: kept
+    g = b.one("Relu", [b.one("Gemm", [r3, b.weight((7, 18)), b.weight((7,))], transB=1)])  # folded: FusedGemm
+    m = b.one("Relu", [b.one("MatMul", [g, b.weight((7, 6))])])            # folded: FusedMatMul, no bias
+    b.one("Relu", [b.one("Add", [m, m])])
+    b.nodes[-1].output[0] = "y"
+    return b.model({"x": (1, 3, 5, 5)}, {"y": (1, 6)})
+
+
+def test_relu_folds_into_its_producer_only_where_exact() -> None:
+    model = relu_model()
+    assert_same_as_onnxruntime(model)
+    graph = run_passes(import_model(model))
+    kinds = [n.op_type for n in graph.nodes]
+    assert kinds.count("FusedConv") == 1 and kinds.count("Conv") == 2 and kinds.count("Relu") == 3
+    assert kinds.count("FusedGemm") == 1 and kinds.count("FusedMatMul") == 1
+    assert all(n.attrs["activation"] == "Relu" for n in graph.nodes if n.op_type.startswith("Fused"))
 
 
 @pytest.mark.parametrize("steps,batch,isize,hidden,init,bias", [

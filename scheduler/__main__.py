@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     tasks = sum(p.steps(v) for p in plan.programs for v in range(p.num_veus))
     print(f"{args.policy}: {len(sch.workload.ops)} operators, {len(plan.ops)} launches, {tasks} rTasks, "
           f"{len(plan.programs)} rProgram(s), predicted {plan.predicted_us:.1f} us")
+    for name, us in plan.baselines_us.items():
+        print(f"  the same launches {name}: predicted {us:.1f} us ({us / max(plan.predicted_us, 1e-9):.2f}x)")
     for note in plan.notes:
         print(f"note: {note}")
     if args.out:

@@ -364,7 +364,8 @@ def _stats(plan: Any, programs: list[Program], ops: list[Op]) -> dict:
     return {"operators": len({op.node for op in plan.ops}), "launches": len(ops),
             "rtasks": sum(op.kernel.rtasks for op in ops), "programs": len(programs), "barrier_rtasks": barriers,
             "predicted_us": round(plan.predicted_us, 3),
-            "predicted_busy_pct": round(100 * busy / capacity, 1) if capacity else 0.0, "notes": plan.notes}
+            "predicted_busy_pct": round(100 * busy / capacity, 1) if capacity else 0.0,
+            "predicted_baselines_us": {k: round(v, 3) for k, v in plan.baselines_us.items()}, "notes": plan.notes}
 
 
 def _replace_dir(tmp: Path, out: Path) -> None:

@@ -74,6 +74,7 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     """Schedule and validate; the plan carries the graph's notes and aliases."""
     profiler = profiler or Profiler()
     plan = schedule(workload, policy, profiler, make_op, validate, **params)
+    plan.baselines_us = profiler.baselines_us([op.launch for op in plan.ops])
     plan.notes = graph.notes + plan.notes
     if profiler.misses:
         plan.notes.append(f"profiler: {profiler.misses} launch shape(s) not in the measured cache: cost model used")

@@ -86,6 +86,7 @@ class Plan:
     aliases: dict[str, tuple[str, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     veu_needs: list[Any] = field(default_factory=list)  # per program: profiler.Resources of one vEU
+    baselines_us: dict[str, float] = field(default_factory=dict)  # predicted op-by-op and CUDA Graph times
 
     @property
     def predicted_us(self) -> float:
@@ -98,6 +99,7 @@ class Plan:
             "policy": self.policy, "device": self.device, "profiler": self.profiler, "num_veus": self.num_veus,
             "predicted_us": round(self.predicted_us, 3),
             "program_us": [round(t, 3) for t in self.program_us],
+            "baselines_us": {k: round(v, 3) for k, v in self.baselines_us.items()},
             "choices": {k: dataclasses.asdict(c) for k, c in self.choices.items()},
             "aliases": {k: {"base": b, "offset": o} for k, (b, o) in self.aliases.items()},
             "notes": self.notes,

@@ -27,6 +27,8 @@ class DeviceSpec:
     rtask_overhead_us: float = 1.0  # fetch instruction, begin/end task, vEU barrier
     barrier_us: float = 0.7  # a barrier-rTask: flag hand-off between resident blocks
     launch_us: float = 6.2  # one persistent launch per rProgram (eager launch)
+    kernel_launch_us: float = 6.2  # one eager launch per operator: the op-by-op (RammerBase) baseline
+    graph_node_us: float = 0.94  # one launch replayed inside a CUDA Graph
     saturating_threads: int = 128  # threads one rTask needs to use its SM share fully (128 FP32 lanes / SM)
     max_threads_per_block: int = 1024
     max_smem_per_block: int = 227 * 1024
@@ -190,6 +192,15 @@ class Profiler:
         veus = num_veus or self.num_veus
         rounds = -(-launch.rtasks // veus)
         return rounds * self.rtask_us(launch)
+
+    def baselines_us(self, launches: Sequence[Any]) -> dict[str, float]:
+        """The same launches one kernel at a time on the whole device, each after an eager launch or as a CUDA Graph
+        node (the graph itself launched once, like one eager launch): what the op-by-op and CUDA Graph baselines
+        should take by this model."""
+        dev = self.device
+        work = sum(self.launch_us(launch, dev.sms) for launch in launches)
+        return {"op-by-op": work + len(launches) * dev.kernel_launch_us,
+                "cuda-graph": work + dev.kernel_launch_us + len(launches) * dev.graph_node_us}
 
     def program_us(self, program: Program, launches: Sequence[Any]) -> float:
         """Whole rProgram: simulate every vEU's timeline (rTasks, barrier waits), plus one launch;

@@ -91,6 +91,8 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
              f"- predicted time {s['predicted_us']:.1f} us (per program: "
              f"{', '.join(f'{u:.1f}' for u in plan.program_us)}); vEUs busy {s.get('predicted_busy_pct', 0):.1f}% "
              "of the predicted time",
+             *[f"- the same launches {name}: predicted {us:.1f} us (rammer {us / max(s['predicted_us'], 1e-9):.2f}x "
+               "faster)" for name, us in plan.baselines_us.items()],
              f"- {s.get('profiler', plan.profiler)}",
              f"- build time {s.get('build_s', 0):.1f} s: "
              + ", ".join(f"{k} {v:.1f} s" for k, v in s.get("step_s", {}).items()),

@@ -95,7 +95,8 @@ def test_build_folder_contents(tmp_path: Path) -> None:
     svg = (out / "timeline.svg").read_text()
     assert svg.startswith("<svg") and svg.count("<rect") >= sum(o["rtasks"] for o in plan["ops"]) // 2
     report = (out / "report.md").read_text()
-    for word in ("operators", "rTasks", "rProgram", "barrier-rTasks", "predicted", "build time", "mode=model"):
+    for word in ("operators", "rTasks", "rProgram", "barrier-rTasks", "predicted", "build time", "mode=model",
+                 "the same launches op-by-op", "the same launches cuda-graph"):
         assert word in report
     stats = json.loads((out / "build.json").read_text())["stats"]
     busy = sum(o["rtasks"] * o["rtask_us"] for o in plan["ops"]) / (4 * plan["predicted_us"])

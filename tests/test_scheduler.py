@@ -404,6 +404,18 @@ def test_roofline_model_against_hand_numbers(veus: int) -> None:
                                                                                 prof.rtask_us(launch("k1", 1000, 256, 1e9, 1e3)))
 
 
+def test_baselines_against_hand_numbers() -> None:
+    """Op-by-op: each launch alone on all 132 SMs after a 6.2 µs eager launch; CUDA Graph: 0.94 µs per node plus
+    one launch of the graph. Hand numbers: 300 memory-bound rTasks of 128 threads, 2 MB; 10 tiny rTasks."""
+    prof = Profiler(H100, 8)  # the program's vEU count does not matter: a plain kernel has the whole device
+    big = 1.0 + 2e6 / 300 / (3.0e12 / 132) * 1e6  # per rTask
+    tiny = 1.0
+    work = 3 * big + 1 * tiny  # ceil(300/132) = 3 rounds; 10 rTasks fit in one
+    got = prof.baselines_us([launch("a", 300, 128, 0, 2e6), launch("b", 10, 128)])
+    assert got["op-by-op"] == pytest.approx(work + 2 * 6.2)
+    assert got["cuda-graph"] == pytest.approx(work + 6.2 + 2 * 0.94)
+
+
 def test_measured_mode_caches_on_disk_per_device(tmp_path: Path) -> None:
     calls = []
 

@@ -114,8 +114,8 @@ def handoff_programs(ops: list[Op], first: int, count: int) -> tuple[Program, Pr
     return pingpong, single
 
 
-def measure_workload(workload: Workload, profiler: Profiler, target: str, runs: int = 20,
-                     convert: Callable[[list[Op]], tuple[list[Op], dict[str, str]]] | None = None,
+def measure_workload(workload: Workload, profiler: Profiler, target: str, *,
+                     convert: Callable[[list[Op]], tuple[list[Op], dict[str, str]]], runs: int = 20,
                      quiet: bool = False) -> tuple[int, int]:
     """Measure the launch shapes missing from the cache (and, once per cache, the runtime's barrier and launch
     costs), save it, and return (shapes measured, shapes found in the cache).
@@ -126,8 +126,8 @@ def measure_workload(workload: Workload, profiler: Profiler, target: str, runs: 
 
     samples, cached = pending(workload, profiler)
     calibrate = profiler.cache.runtime is None
-    if not samples and not calibrate:
-        return 0, cached
+    if not any(c.launches for spec in workload.ops for c in spec.candidates) or not (samples or calibrate):
+        return 0, cached  # nothing runs (every output a constant or a view), or everything is cached
     probe = cheapest(workload)
     first = len(samples)
     vops = [dataclasses.replace(default_vdevice_op(s.op), name=f"m{i}:{s.op.name}") for i, s in enumerate(samples)]

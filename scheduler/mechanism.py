@@ -18,6 +18,19 @@ from .workload import Candidate, OpSpec
 NONE = -1
 
 
+@dataclass(frozen=True)
+class Awaited:
+    """The tasks one barrier-rTask waits for (op and rtask per awaited vEU): TaskRefs are made only for the
+    records a finished plan keeps, not for every trial placement."""
+
+    op: np.ndarray
+    rtask: np.ndarray
+
+    def task_refs(self) -> list[TaskRef]:
+        """The awaited tasks as TaskRefs."""
+        return [TaskRef(o, r) for o, r in zip(self.op.tolist(), self.rtask.tolist())]
+
+
 @dataclass
 class DepSet:
     """The latest awaited task on each vEU (order among that vEU's rTasks, op, rtask, predicted end)."""
@@ -26,14 +39,10 @@ class DepSet:
     op: np.ndarray
     rtask: np.ndarray
     end: np.ndarray
-    lists: tuple[list[int], list[int]] | None = None  # op and rtask as python lists, built when first needed
 
-    def task_refs(self, veus: list[int]) -> tuple[TaskRef, ...]:
-        """The latest awaited task on each of these vEUs."""
-        if self.lists is None:
-            self.lists = (self.op.tolist(), self.rtask.tolist())
-        ops, rtasks = self.lists
-        return tuple(TaskRef(ops[u], rtasks[u]) for u in veus)
+    def awaited(self, veus: np.ndarray) -> "Awaited":
+        """The latest awaited task on each of these vEUs, kept as arrays until a program needs TaskRefs."""
+        return Awaited(self.op[veus], self.rtask[veus])
 
     @staticmethod
     def empty(num_veus: int) -> "DepSet":
@@ -61,7 +70,6 @@ class DepSet:
     def note(self, veu: int, order: int, op: int, rtask: int, end: float) -> None:
         """Record a task as the latest of its vEU."""
         self.order[veu], self.op[veu], self.rtask[veu], self.end[veu] = order, op, rtask, end
-        self.lists = None
 
 
 class ProgramBuilder:
@@ -74,7 +82,7 @@ class ProgramBuilder:
         self.clocks = parent.clocks.copy() if parent else np.zeros(v)
         self.counts = parent.counts.copy() if parent else np.zeros(v, np.int64)
         self.awaited = parent.awaited.copy() if parent else np.full((v, v), NONE, np.int64)
-        self.records: list[tuple[TaskRef, int, tuple[TaskRef, ...]]] = []
+        self.records: list[tuple[TaskRef, int, Awaited | None]] = []
         self.placed: dict[int, DepSet] = {}
         self.where: dict[TaskRef, tuple[int, int, float]] = {}
         self.node_ops: dict[int, list[int]] = {}
@@ -124,14 +132,14 @@ class ProgramBuilder:
     def append(self, task: TaskRef, veu: int) -> float:
         """Run `task` next on `veu` (after a barrier-rTask for its uncovered waits); returns its predicted end."""
         dep = self.pending.pop(task, None)
-        refs: tuple[TaskRef, ...] = ()
+        refs: Awaited | None = None
         wait_ends: list[float] = []
         if dep is not None:
             mask = dep.order > self.awaited[veu]
             mask[veu] = False
             us = np.flatnonzero(mask)
             if us.size:
-                refs = dep.task_refs(us.tolist())
+                refs = dep.awaited(us)
                 wait_ends = [float(dep.end[us].max())]
                 self.awaited[veu, us] = dep.order[us]
         start = start_time(float(self.clocks[veu]), wait_ends, self.mech.profiler.device.barrier_us)
@@ -291,8 +299,8 @@ class Mechanism:
         for b in builders:
             prog = Program(vops, self.num_veus)
             for task, veu, refs in b.records:
-                if refs:
-                    prog.wait(task, list(refs))
+                if refs is not None:
+                    prog.wait(task, refs.task_refs())
                 prog.append(task, veu)
             programs.append(prog)
         return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.num_veus, list(self.ops),

@@ -346,6 +346,25 @@ def test_binding_matches_reference(binding: Binding, case: Case, modules: dict) 
         assert rel_err(g, w) <= case.tol
 
 
+@pytest.mark.gpu
+def test_bindings_on_the_gpu_match_reference() -> None:
+    """The same pairs as the emulator test, launched as plain kernels on a GPU (NVRTC), one module per source."""
+    from vdevice.gpu import GpuModule, gpu_available
+    ok, why = gpu_available()
+    if not ok:
+        pytest.skip(why)
+    gpu = {source: GpuModule((LEGACY_DIR / source).read_text(), exprs, [str(LEGACY_DIR)])
+           for source, exprs in kernel_exprs((b, c.node) for b, c in PAIRS).items()}
+    failures = []
+    for binding, case in PAIRS:
+        inputs = draw_inputs(case)
+        got = run_launches(gpu[binding.source], binding.launch(case.node), case.node, inputs)
+        errs = [rel_err(g, w) for g, w in zip(got, run_reference(case.node, inputs))]
+        if max(errs) > case.tol:
+            failures.append(f"{binding.name}-{case.label}: {max(errs):.3g}")
+    assert not failures, failures
+
+
 # ---- registry, geometry and refusals ---------------------------------------------------------------------------
 def test_every_binding_is_tested_on_two_shapes() -> None:
     for b in registry.all():

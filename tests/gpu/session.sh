@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session's checks and benchmarks, in stages so each fits one device call (10 minutes):
-#   tests/gpu/session.sh check    GPU-marked tests, vDevice hand-off/barrier bench, zoo --small builds + --check
+#   tests/gpu/session.sh check    GPU-marked tests (pytest -m gpu: corpus bindings, verify kernels, measured profile)
+#   tests/gpu/session.sh vdevice  vDevice DAG tests on the GPU, hand-off/barrier bench, a chain three ways
+#   tests/gpu/session.sh zoo      zoo --small builds for the GPU + rammer run --check (3 policies on three models)
 #   tests/gpu/session.sh bench A B ...   `rammer bench` of zoo models (JSON per model)
 #   tests/gpu/session.sh models [--models a,b] [--policies p]   per-model times of built models, three executors
 #   tests/gpu/session.sh sanitize compute-sanitizer racecheck/synccheck on small built models
@@ -22,10 +24,14 @@ stage=${1:-check}; shift || true
 case "$stage" in
 check)
   nvidia-smi -L | tee "$OUT/device.txt"
-  timeout 240 python3 -m pytest -q -ra -m gpu -p no:cacheprovider tests > "$OUT/pytest_gpu.log" 2>&1
+  timeout 540 python3 -m pytest -q -ra -m gpu -p no:cacheprovider tests > "$OUT/pytest_gpu.log" 2>&1
   echo "pytest -m gpu rc=$?"; tail -n 25 "$OUT/pytest_gpu.log"
-  timeout 150 python3 tests/vdevice_gpu_bench.py > "$OUT/vdevice_bench.txt" 2>&1
+  ;;
+vdevice)
+  timeout 300 python3 tests/vdevice_gpu_bench.py > "$OUT/vdevice_bench.txt" 2>&1
   echo "vdevice bench rc=$?"; tail -n 30 "$OUT/vdevice_bench.txt"
+  ;;
+zoo)
   mkdir -p /tmp/zoo
   for m in $(python3 -c "from scheduler.zoo import NAMES; print(' '.join(NAMES))"); do
     rammer zoo "$m" --small -o "/tmp/zoo/$m.onnx" >/dev/null 2>&1

@@ -17,8 +17,8 @@ Conventions for nodes:
   absent; gates = pre + x·Wt + h_prev·Rt; outputs h [B, H] and c [B, H];
 - `FusedMatMul` (custom op, a MatMul with its epilogue): inputs A, B (numpy.matmul semantics) and optional C
   broadcast to the trailing [M, N] (leading dims of C all 1); attribute alpha; Y = alpha * (A @ B) + C;
-- `FusedGemm`, `FusedConv` (custom ops): Gemm / Conv with attribute `activation` ("Relu"), applied last; FusedMatMul
-  takes `activation` too.
+- `FusedGemm`, `FusedConv` (custom ops): Gemm / Conv with attribute `activation` ("Relu"; "Gelu" with Gelu's
+  `approximate` for FusedGemm), applied last; FusedMatMul takes `activation` too.
 """
 from __future__ import annotations
 

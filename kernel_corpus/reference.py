@@ -267,13 +267,15 @@ def transpose(node: NodeInfo, inputs: Arrays) -> Arrays:
 
 
 def _activated(fn: Callable[[NodeInfo, Arrays], Arrays]) -> Callable[[NodeInfo, Arrays], Arrays]:
-    """A fused op (ours): `fn`, then the node's `activation` attribute (Relu, or none)."""
+    """A fused op (ours): `fn`, then the node's `activation` attribute (Relu or Gelu, with Gelu's `approximate`)."""
     def ref(node: NodeInfo, inputs: Arrays) -> Arrays:
         act = node.attr("activation", None)
-        if act not in (None, "", "Relu"):
-            raise ValueError(f"{node.op_type}: activation {act!r} has no reference")
         out = fn(node, inputs)
-        return [np.maximum(y, 0.0) for y in out] if act == "Relu" else out
+        if not act:
+            return out
+        if act not in ("Relu", "Gelu"):
+            raise ValueError(f"{node.op_type}: activation {act!r} has no reference")
+        return [REFERENCES[act](node, [y])[0] for y in out]
     return ref
 
 

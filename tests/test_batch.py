@@ -623,7 +623,7 @@ def test_index_rtask_counts_follow_the_kernel_geometry(corpus_index, shape, m, n
     (ev,) = [r for r in e["rtasks"] if r["shape"] == shape and r["op_type"] == "MatMul"]
     grid = [-(-n // 16), -(-m // 16), batch]
     assert ev["grid"] == grid and ev["rtasks"] == grid[0] * grid[1] * grid[2]
-    assert ev["threads_per_rtask"] == 256 and ev["instance"] == "gemm_tiled<16, false, false>"
+    assert ev["threads_per_rtask"] == 256 and ev["instance"] == "gemm_tiled<16, false, 0>"
 
 
 @pytest.mark.parametrize("pick", [lambda r: r.op_type == "Conv" and "strides" in r.attrs,

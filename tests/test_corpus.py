@@ -89,9 +89,10 @@ def lstm_fused_case(label: str, batch: int, hidden: int, isize: int, recurrent: 
 
 
 def fused_case(label: str, op_type: str, shapes: list, attrs: dict | None = None, alpha: float | None = None,
-               relu: bool = False, tol: float = TOL) -> Case:
+               act: str | None = None, approximate: str | None = None, tol: float = TOL) -> Case:
     """One of our fused nodes and, as its truth, the ONNX graph it replaces: the base op (MatMul for FusedMatMul,
-    whose C is added after the Mul by alpha; Gemm / Conv with all inputs for FusedGemm / FusedConv), then Relu."""
+    whose C is added after the Mul by alpha; Gemm / Conv with all inputs for FusedGemm / FusedConv), then the
+    activation `act` (Relu, or Gelu with `approximate`)."""
     base = op_type.removeprefix("Fused")
     names = [f"x{i}" for i, sh in enumerate(shapes) if sh is not None]
     inits, out = [], "base"
@@ -103,14 +104,15 @@ def fused_case(label: str, op_type: str, shapes: list, attrs: dict | None = None
     if base == "MatMul" and len(names) > 2:
         nodes.append(helper.make_node("Add", [out, "x2"], ["biased"]))
         out = "biased"
-    nodes.append(helper.make_node("Relu" if relu else "Identity", [out], ["y0"]))
+    act_attrs = {"approximate": approximate} if approximate else {}
+    nodes.append(helper.make_node(act or "Identity", [out], ["y0"], **act_attrs))
     graph = helper.make_graph(nodes, label, [_value_info(n, shapes[int(n[1:])]) for n in names],
                               [_value_info("y0", None)], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20 if act == "Gelu" else 17)])
     model.ir_version = 9
     out_info = shape_inference.infer_shapes(model, strict_mode=True).graph.output[0]
     fused = dict(attrs or {}, **({"alpha": alpha} if alpha is not None else {}),
-                 **({"activation": "Relu"} if relu else {}))
+                 **({"activation": act} if act else {}), **act_attrs)
     node = NodeInfo(op_type, label, [None if sh is None else TensorInfo(tuple(sh)) for sh in shapes],
                     [TensorInfo(tuple(d.dim_value for d in out_info.type.tensor_type.shape.dim))], fused)
     return Case(label, node, model, tol)
@@ -180,31 +182,35 @@ def _cases() -> list[Case]:
         c("gelu-erf-4d", "Gelu", [[2, 3, 4, 5]], opset=20),
         c("gelu-tanh", "Gelu", [[5, 13]], {"approximate": "tanh"}, opset=20),
         fused_case("fusedmm-bias-row", "FusedMatMul", [[19, 23], [23, 30], [30]], alpha=0.5),
-        fused_case("fusedmm-full-bias-relu", "FusedMatMul", [[33, 17], [17, 45], [33, 45]], relu=True),
+        fused_case("fusedmm-full-bias-relu", "FusedMatMul", [[33, 17], [17, 45], [33, 45]], act="Relu"),
         fused_case("fusedmm-col-bias", "FusedMatMul", [[20, 9], [9, 7], [20, 1]], alpha=-2.0),
         fused_case("fusedmm-batched-mask", "FusedMatMul", [[2, 3, 17, 9], [2, 3, 9, 17], [1, 1, 17, 17]],
                    alpha=0.125),
-        fused_case("fusedmm-3d-weight-bias-relu", "FusedMatMul", [[1, 13, 40], [40, 24], [24]], relu=True),
+        fused_case("fusedmm-3d-weight-bias-relu", "FusedMatMul", [[1, 13, 40], [40, 24], [24]], act="Relu"),
         fused_case("fusedmm-scale-only", "FusedMatMul", [[2, 5, 8], [2, 8, 7]], alpha=3.0),
         fused_case("fusedmm-gemv-bias", "FusedMatMul", [[1, 200], [200, 33], [33]], alpha=1.5, tol=TOL_LONG_K),
-        fused_case("fusedmm-gemv-1d-relu", "FusedMatMul", [[70], [70, 50], [50]], relu=True, tol=TOL_LONG_K),
-        fused_case("fusedgemm-relu", "FusedGemm", [[19, 23], [30, 23], [30]], {"transB": 1, "alpha": 0.5}, relu=True),
-        fused_case("fusedgemm-gemv-warp-relu", "FusedGemm", [[1, 130], [40, 130], [40]], {"transB": 1}, relu=True,
+        fused_case("fusedmm-gemv-1d-relu", "FusedMatMul", [[70], [70, 50], [50]], act="Relu", tol=TOL_LONG_K),
+        fused_case("fusedmm-bias-gelu", "FusedMatMul", [[1, 9, 40], [40, 24], [24]], act="Gelu"),
+        fused_case("fusedmm-gelu-tanh", "FusedMatMul", [[5, 8], [8, 70], [70]], act="Gelu", approximate="tanh"),
+        fused_case("fusedmm-gemv-gelu", "FusedMatMul", [[1, 96], [96, 40], [40]], act="Gelu", tol=TOL_LONG_K),
+        fused_case("fusedgemm-gelu-tanh", "FusedGemm", [[7, 12], [12, 30], [30]], act="Gelu", approximate="tanh"),
+        fused_case("fusedgemm-relu", "FusedGemm", [[19, 23], [30, 23], [30]], {"transB": 1, "alpha": 0.5}, act="Relu"),
+        fused_case("fusedgemm-gemv-warp-relu", "FusedGemm", [[1, 130], [40, 130], [40]], {"transB": 1}, act="Relu",
                    tol=TOL_LONG_K),
-        fused_case("fusedgemm-gemv-warp-k256-nobias", "FusedGemm", [[1, 256], [33, 256]], {"transB": 1}, relu=True,
+        fused_case("fusedgemm-gemv-warp-k256-nobias", "FusedGemm", [[1, 256], [33, 256]], {"transB": 1}, act="Relu",
                    tol=TOL_LONG_K),
-        fused_case("fusedgemm-gemv-col-relu", "FusedGemm", [[1, 150], [150, 37], [37]], relu=True, tol=TOL_LONG_K),
+        fused_case("fusedgemm-gemv-col-relu", "FusedGemm", [[1, 150], [150, 37], [37]], act="Relu", tol=TOL_LONG_K),
         fused_case("fusedgemm-gemv-col-transA", "FusedGemm", [[90, 1], [90, 20], [1, 20]], {"transA": 1, "beta": 0.5},
-                   relu=True, tol=TOL_LONG_K),
+                   act="Relu", tol=TOL_LONG_K),
         fused_case("fusedconv-3x3-relu", "FusedConv", [[1, 3, 9, 11], [5, 3, 3, 3], [5]], {"pads": [1, 1, 1, 1]},
-                   relu=True),
+                   act="Relu"),
         fused_case("fusedconv-group-nobias-relu", "FusedConv", [[2, 4, 10, 7], [6, 2, 3, 2]],
-                   {"group": 2, "strides": [2, 1], "pads": [1, 0, 2, 1]}, relu=True),
+                   {"group": 2, "strides": [2, 1], "pads": [1, 0, 2, 1]}, act="Relu"),
         fused_case("fusedconv-depthwise-relu", "FusedConv", [[1, 4, 9, 9], [4, 1, 3, 3], [4]],
-                   {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}, relu=True),
+                   {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}, act="Relu"),
         fused_case("fusedconv-depthwise-big-relu", "FusedConv", [[1, 3, 20, 18], [3, 1, 3, 3], [3]],
-                   {"group": 3, "dilations": [2, 2], "pads": [2, 2, 2, 2]}, relu=True),
-        fused_case("fusedconv-1x1-relu", "FusedConv", [[1, 8, 5, 5], [16, 8, 1, 1], [16]], relu=True),
+                   {"group": 3, "dilations": [2, 2], "pads": [2, 2, 2, 2]}, act="Relu"),
+        fused_case("fusedconv-1x1-relu", "FusedConv", [[1, 8, 5, 5], [16, 8, 1, 1], [16]], act="Relu"),
         lstm_case("lstm-cell-b1-h37", 1, 37),
         lstm_case("lstm-cell-b3-h20", 3, 20),
         lstm_fused_case("lstmcell-b1-h37-i20-bias", 1, 37, 20),
@@ -475,7 +481,9 @@ def test_gemm_flops_and_splitk_launches() -> None:
                                                              TensorInfo((2, 3, 5))], [TensorInfo((2, 3, 5))]),
      "without batch dims"),
     ("FusedConv", "direct128", NodeInfo("FusedConv", "n", [TensorInfo((1, 2, 5, 5)), TensorInfo((3, 2, 3, 3))],
-                                        [TensorInfo((1, 3, 3, 3))], {"activation": "Tanh"}), "Relu only"),
+                                        [TensorInfo((1, 3, 3, 3))], {"activation": "Gelu"}), "Relu only"),
+    ("FusedMatMul", "tiled16", NodeInfo("FusedMatMul", "n", [TensorInfo((3, 4)), TensorInfo((4, 5))],
+                                        [TensorInfo((3, 5))], {"activation": "Tanh"}), "Relu, Gelu, GeluTanh only"),
 ])
 def test_refusals_give_one_line_reasons(op_type: str, variant: str, node: NodeInfo, reason: str) -> None:
     binding = registry.get(op_type, variant)

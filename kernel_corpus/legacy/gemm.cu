@@ -5,20 +5,23 @@
 //   A(m,k) = A[z*batch_a + m*sam + k*sak]      B(k,n) = B[z*batch_b + k*sbk + n*sbn]
 //   C(m,n) = C[m*scm + n*scn]                  (a stride of 0 broadcasts that dimension)
 //   Y[z][m][n] = alpha * sum_k A(m,k) * B(k,n) + beta * C(m,n)      (Y row-major [batch, M, N], z = blockIdx.z)
-// With BIAS == false, C is never read (any valid pointer may be passed) and beta is ignored. With RELU, every
-// output is max(0, Y): a following Relu fused into the kernel.
+// With BIAS == false, C is never read (any valid pointer may be passed) and beta is ignored. ACT applies a
+// following activation inside the kernel: 0 none, 1 Relu, 2 Gelu (erf form), 3 Gelu (tanh approximation).
 
-// alpha * acc (+ beta * C(m,n)), then the optional Relu: the epilogue shared by every kernel of this file.
-template <bool BIAS, bool RELU>
+// alpha * acc (+ beta * C(m,n)), then the activation: the epilogue shared by every kernel of this file.
+template <bool BIAS, int ACT>
 __device__ __forceinline__ float gemm_epilogue(float acc, const float* C, size_t c_index, float alpha, float beta) {
   float v = alpha * acc;
   if (BIAS) v += beta * C[c_index];
-  return RELU ? fmaxf(v, 0.0f) : v;
+  if (ACT == 1) return fmaxf(v, 0.0f);
+  if (ACT == 2) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+  if (ACT == 3) return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+  return v;
 }
 
 // Shared-memory tiled GEMM: TILE x TILE outputs per block, one per thread; block (TILE, TILE).
 // grid (ceil(N/TILE), ceil(M/TILE), batch).
-template <int TILE, bool BIAS, bool RELU>
+template <int TILE, bool BIAS, int ACT>
 __global__ void gemm_tiled(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,
                            float* __restrict__ Y, int M, int N, int K, int sam, int sak, int sbk, int sbn,
                            int scm, int scn, int batch_a, int batch_b, float alpha, float beta) {
@@ -41,14 +44,14 @@ __global__ void gemm_tiled(const float* __restrict__ A, const float* __restrict_
   }
   if (row < M && col < N) {
     float* y = Y + (size_t)blockIdx.z * M * N;
-    y[(size_t)row * N + col] = gemm_epilogue<BIAS, RELU>(acc, C, (size_t)row * scm + (size_t)col * scn, alpha, beta);
+    y[(size_t)row * N + col] = gemm_epilogue<BIAS, ACT>(acc, C, (size_t)row * scm + (size_t)col * scn, alpha, beta);
   }
 }
 
 // Register-blocked GEMM: a BM x BN output tile per block, each thread owning a TM x TN sub-block kept in
 // registers; K advances BK at a time through shared memory. 1-D block of (BM/TM)*(BN/TN) threads.
 // grid (ceil(N/BN), ceil(M/BM), batch).
-template <int BM, int BN, int BK, int TM, int TN, bool BIAS, bool RELU>
+template <int BM, int BN, int BK, int TM, int TN, bool BIAS, int ACT>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN))
 gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,
               float* __restrict__ Y, int M, int N, int K, int sam, int sak, int sbk, int sbn, int scm, int scn,
@@ -104,7 +107,7 @@ gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const fl
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int n = n0 + tcol * TN + j;
-      if (n < N) y[(size_t)m * N + n] = gemm_epilogue<BIAS, RELU>(acc[i][j], C, (size_t)m * scm + (size_t)n * scn, alpha, beta);
+      if (n < N) y[(size_t)m * N + n] = gemm_epilogue<BIAS, ACT>(acc[i][j], C, (size_t)m * scm + (size_t)n * scn, alpha, beta);
     }
   }
 }
@@ -112,7 +115,7 @@ gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const fl
 // GEMV (M == 1) for a weight whose rows are contiguous in k (Gemm transB=1, i.e. W stored [N, K]):
 // one warp per output, float4 loads when x and the row are 16-byte aligned and K % 4 == 0.
 // block (32*WARPS), grid ceil(N/WARPS). x(k) = x[k*sx], W(k,n) = W[n*sw + k].
-template <int WARPS, bool BIAS, bool RELU>
+template <int WARPS, bool BIAS, int ACT>
 __global__ void gemv_warp(const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ C,
                           float* __restrict__ y, int N, int K, int sx, int sw, int scn, float alpha, float beta) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -132,7 +135,7 @@ __global__ void gemv_warp(const float* __restrict__ x, const float* __restrict__
     for (int k = lane; k < K; k += 32) acc += x[(size_t)k * sx] * w[k];
   }
   for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, offset);
-  if (lane == 0) y[n] = gemm_epilogue<BIAS, RELU>(acc, C, (size_t)n * scn, alpha, beta);
+  if (lane == 0) y[n] = gemm_epilogue<BIAS, ACT>(acc, C, (size_t)n * scn, alpha, beta);
 }
 
 // Partial dot products of COLS consecutive outputs over k in [k_begin, k_end): thread (tx, ty) sums every KROWS-th
@@ -154,14 +157,14 @@ __device__ float column_dot(float (*part)[COLS], const float* x, const float* W,
 
 // GEMV (M == 1) for a weight whose rows are contiguous in n (MatMul B [K, N]): a thread per output column, KROWS
 // threads per column. block (COLS, KROWS), grid ceil(N/COLS).
-template <int COLS, int KROWS, bool BIAS, bool RELU>
+template <int COLS, int KROWS, bool BIAS, int ACT>
 __global__ void gemv_col(const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ C,
                          float* __restrict__ y, int N, int K, int sx, int sbk, int sbn, int scn, float alpha,
                          float beta) {
   __shared__ float part[KROWS][COLS];
   const int n = blockIdx.x * COLS + threadIdx.x;
   const float acc = column_dot<COLS, KROWS>(part, x, W, n, N, 0, K, sx, sbk, sbn);
-  if (threadIdx.y == 0 && n < N) y[n] = gemm_epilogue<BIAS, RELU>(acc, C, (size_t)n * scn, alpha, beta);
+  if (threadIdx.y == 0 && n < N) y[n] = gemm_epilogue<BIAS, ACT>(acc, C, (size_t)n * scn, alpha, beta);
 }
 
 // Split-K GEMV, first launch: block (bx, s) writes the partial sums of its COLS outputs over k in
@@ -180,12 +183,12 @@ __global__ void gemv_splitk_partial(const float* __restrict__ x, const float* __
 
 // Split-K GEMV, second launch: y[n] = alpha * sum_s partial[s*N + n] (+ beta*C), summed in a fixed order so the
 // result is deterministic. block (BLOCK), grid ceil(N/BLOCK).
-template <int BLOCK, bool BIAS, bool RELU>
+template <int BLOCK, bool BIAS, int ACT>
 __global__ void gemv_splitk_reduce(const float* __restrict__ partial, const float* __restrict__ C,
                                    float* __restrict__ y, int N, int splits, int scn, float alpha, float beta) {
   const int n = blockIdx.x * BLOCK + threadIdx.x;
   if (n >= N) return;
   float acc = 0.0f;
   for (int s = 0; s < splits; ++s) acc += partial[(size_t)s * N + n];
-  y[n] = gemm_epilogue<BIAS, RELU>(acc, C, (size_t)n * scn, alpha, beta);
+  y[n] = gemm_epilogue<BIAS, ACT>(acc, C, (size_t)n * scn, alpha, beta);
 }

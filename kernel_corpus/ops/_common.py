@@ -52,13 +52,17 @@ def linear_launch(kernel: str, template_args: list, n: int, block: int, args: li
     return Launch(kernel, template_args, (cdiv(n, block), 1, 1), (block, 1, 1), 0, args, flops, nbytes)
 
 
-def fused_relu(node: NodeInfo) -> bool | str:
-    """Whether a fused node (FusedMatMul/FusedGemm/FusedConv) ends in a Relu: its `activation` attribute, which the
-    kernels' epilogue supports for Relu only; a reason string for any other activation."""
+def fused_activation(node: NodeInfo, codes: dict[str, int]) -> int | str:
+    """The kernel epilogue's code for a fused node's `activation` attribute (0 without one); `codes` are what the
+    kernels implement, by name ("Gelu" with attribute approximate="tanh" is looked up as "GeluTanh"); a reason
+    string for anything else."""
     act = node.attr("activation", None)
-    if act in (None, "", "Relu"):
-        return act == "Relu"
-    return f"activation {act!r} is not fused by these kernels (Relu only)"
+    if not act:
+        return 0
+    name = "GeluTanh" if act == "Gelu" and node.attr("approximate", "none") == "tanh" else act
+    if name not in codes:
+        return f"activation {act!r} is not fused by these kernels ({', '.join(codes)} only)"
+    return codes[name]
 
 
 def tensor_bytes(*tensors: TensorInfo | None) -> int:

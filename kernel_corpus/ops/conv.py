@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, Window, cdiv, cpp_bool, fused_relu, i32,
+from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, Window, cdiv, cpp_bool, fused_activation, i32,
                                        linear_launch, require_present, spatial_hw, tensor_bytes, window_2d)
 
 SOURCE = "conv.cu"
@@ -60,10 +60,10 @@ def conv_geometry(node: NodeInfo) -> ConvGeom | str:
     bias = node.input(2)
     if bias is not None and bias.shape != (M,):
         return f"bias {list(bias.shape)} is not [{M}]"
-    relu = fused_relu(node)
+    relu = fused_activation(node, {"Relu": 1})
     if isinstance(relu, str):
         return relu
-    return ConvGeom(N, C, *spatial_hw(x), M, *spatial_hw(y), win, group, bias is not None, relu)
+    return ConvGeom(N, C, *spatial_hw(x), M, *spatial_hw(y), win, group, bias is not None, relu == 1)
 
 
 def _flags(g: ConvGeom) -> list[str]:

@@ -1,15 +1,16 @@
-"""Bindings of MatMul, Gemm and our FusedMatMul (a MatMul with its scale, bias and Relu epilogue) and FusedGemm
-(a Gemm with a Relu) to the GEMM / GEMV kernels of legacy/gemm.cu."""
+"""Bindings of MatMul, Gemm and our FusedMatMul (a MatMul with its scale, bias and activation epilogue) and
+FusedGemm (a Gemm with an activation: Relu or Gelu) to the GEMM / GEMV kernels of legacy/gemm.cu."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from math import prod
 
 from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, cdiv, cpp_bool, f32, fused_relu, i32, linear_launch,
+from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, cdiv, cpp_bool, f32, fused_activation, i32, linear_launch,
                                        require_present, temp, tensor_bytes)
 
 SOURCE = "gemm.cu"
+ACTIVATIONS = {"Relu": 1, "Gelu": 2, "GeluTanh": 3}  # the ACT codes of gemm.cu's epilogue
 SPLITK_MIN_CHUNK = 64   # k per split-K block at least
 SPLITK_MAX_SPLITS = 32
 
@@ -33,12 +34,13 @@ class GemmProblem:
     scn: int
     alpha: float
     beta: float
-    relu: bool = False  # a fused Relu after the epilogue
+    act: int = 0  # a fused activation after the epilogue (ACTIVATIONS)
 
     @property
     def flops(self) -> int:
-        """Multiply-adds count twice; the epilogue adds one op per output (two with a bias, one more with Relu)."""
-        return self.batch * self.M * self.N * (2 * self.K + (2 if self.bias else 1) + (1 if self.relu else 0))
+        """Multiply-adds count twice; the epilogue adds one op per output (two with a bias, about 8 more with an
+        activation)."""
+        return self.batch * self.M * self.N * (2 * self.K + (2 if self.bias else 1) + (8 if self.act else 0))
 
 
 def _batch_stride(batch_dims: tuple[int, ...], out_batch: tuple[int, ...], matrix: int) -> int | str:
@@ -145,10 +147,10 @@ def gemm_problem(node: NodeInfo) -> GemmProblem | str:
     problem = GEMM_PROBLEMS[node.op_type](node)
     if isinstance(problem, str):
         return problem
-    relu = fused_relu(node)
-    if isinstance(relu, str):
-        return relu
-    problem = replace(problem, relu=relu)
+    act = fused_activation(node, ACTIVATIONS)
+    if isinstance(act, str):
+        return act
+    problem = replace(problem, act=act)
     if node.outputs[0].numel != problem.batch * problem.M * problem.N:
         return f"output {list(node.outputs[0].shape)} is not [{problem.batch}, {problem.M}, {problem.N}]"
     if problem.batch > MAX_GRID_YZ:
@@ -156,9 +158,9 @@ def gemm_problem(node: NodeInfo) -> GemmProblem | str:
     return problem
 
 
-def _flags(p: GemmProblem) -> list[str]:
-    """The kernels' trailing template arguments: BIAS, RELU."""
-    return [cpp_bool(p.bias), cpp_bool(p.relu)]
+def _flags(p: GemmProblem) -> list:
+    """The kernels' trailing template arguments: BIAS, ACT."""
+    return [cpp_bool(p.bias), p.act]
 
 
 def _bias_arg(p: GemmProblem) -> tuple:

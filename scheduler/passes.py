@@ -1,5 +1,5 @@
 """Graph passes over the plain DFG: fold constants and BatchNorm, alias views, unroll LSTMs, fuse MatMul
-epilogues and Relus into their producers, drop dead nodes."""
+epilogues and activations into their producers, drop dead nodes."""
 from __future__ import annotations
 
 from typing import Callable
@@ -22,7 +22,7 @@ def run_passes(g: Graph, supports: Callable[[str], bool] | None = None) -> Graph
     fold_batchnorm(g)
     if supports is None or supports("FusedMatMul"):
         fuse_matmul_epilogues(g)
-    fuse_relu(g, supports)
+    fuse_activations(g, supports)
     remove_dead(g)
     return g
 
@@ -315,37 +315,43 @@ def epilogue_bias(g: Graph, node: Node, y: str) -> str:
     return other if c is not None and c[0] in (1, rows) and c[1] in (1, cols) else ""
 
 
-RELU_HOSTS = {"MatMul": "FusedMatMul", "FusedMatMul": "FusedMatMul", "Gemm": "FusedGemm", "Conv": "FusedConv"}
+FUSED_HOST = {"MatMul": "FusedMatMul", "FusedMatMul": "FusedMatMul", "Gemm": "FusedGemm", "Conv": "FusedConv"}
+ACTIVATION_HOSTS = {"Relu": {"MatMul", "FusedMatMul", "Gemm", "Conv"}, "Gelu": {"MatMul", "FusedMatMul", "Gemm"}}
 
 
-def fuse_relu(g: Graph, supports: Callable[[str], bool] | None = None) -> int:
-    """Fold a Relu that alone reads a MatMul/FusedMatMul/Gemm/Conv output into that node's epilogue (attribute
-    activation="Relu" on FusedMatMul/FusedGemm/FusedConv); return how many."""
+def fuse_activations(g: Graph, supports: Callable[[str], bool] | None = None) -> int:
+    """Fold a Relu (after a MatMul/FusedMatMul/Gemm/Conv) or a Gelu (after a MatMul/FusedMatMul/Gemm) that alone
+    reads its producer's output into the producer's epilogue: attribute activation (and Gelu's approximate) on
+    FusedMatMul/FusedGemm/FusedConv; return how many."""
     consumers = g.consumers()
     viewed = {g.buffer_of(a).base for a in g.aliases}
     removed: set[int] = set()
     for node in g.nodes:
-        fused = RELU_HOSTS.get(node.op_type)
+        fused = FUSED_HOST.get(node.op_type)
         if fused is None or node.attrs.get("activation") or (supports is not None and not supports(fused)):
             continue
         out = node.outputs[0]
         users = consumers.get(out, [])
-        if out in g.outputs or out in viewed or len(users) != 1 or users[0].op_type != "Relu":
+        if out in g.outputs or out in viewed or len(users) != 1:
             continue
-        relu = users[0]
-        if relu.inputs[0] != out or g.tensors[out].dtype != "float32":
+        act = users[0]
+        if node.op_type not in ACTIVATION_HOSTS.get(act.op_type, ()) or act.inputs[0] != out:
+            continue
+        if g.tensors[out].dtype != "float32":
             continue
         if node.op_type == "MatMul":
             node.attrs = {"alpha": 1.0}
             node.inputs = node.inputs[:2] + [""]
         node.op_type = fused
-        node.attrs["activation"] = "Relu"
+        node.attrs["activation"] = act.op_type
+        if "approximate" in act.attrs:
+            node.attrs["approximate"] = act.attrs["approximate"]
         del g.tensors[out]
-        node.outputs = [relu.outputs[0]]
-        removed.add(id(relu))
+        node.outputs = [act.outputs[0]]
+        removed.add(id(act))
     g.nodes = [n for n in g.nodes if id(n) not in removed]
     if removed:
-        g.notes.append(f"Relu fused into the producing MatMul/Gemm/Conv: {len(removed)} node(s)")
+        g.notes.append(f"activations (Relu, Gelu) fused into the producing MatMul/Gemm/Conv: {len(removed)} node(s)")
     return len(removed)
 
 

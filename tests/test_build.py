@@ -230,21 +230,23 @@ def test_custom_corpus_folder(tmp_path: Path) -> None:
     assert_close(built.run(feeds_for(model)), ort_outputs(model, feeds_for(model)))
 
 
-@pytest.mark.parametrize("name,policy,veus,gemm_conv_relu_flags", [
-    ("relu", "wavefront", 4, ["false", "false", "true", "true", "true"]),  # 3 fused producers, 2 plain convs
-    ("relu", "sequential", 2, ["false", "false", "true", "true", "true"]),
-    ("epilogue", "wavefront", 3, ["false"] * 7 + ["true"]),               # 6 MatMul + 2 FusedMatMul, one with Relu
-    ("epilogue", "ios", 5, ["false"] * 7 + ["true"]),
+@pytest.mark.parametrize("name,policy,veus,activation_flags", [
+    ("relu", "wavefront", 4, ["1", "1", "false", "false", "true"]),  # FusedMatMul, FusedGemm, 2 Conv, FusedConv
+    ("relu", "sequential", 2, ["1", "1", "false", "false", "true"]),
+    ("epilogue", "wavefront", 3, ["0"] * 7 + ["1"]),                # 6 MatMul + 2 FusedMatMul, one with Relu
+    ("epilogue", "ios", 5, ["0"] * 7 + ["1"]),
+    ("transformer", "wavefront", 4, ["0"] * 7 + ["2"]),             # the MLP's Gelu (erf) fused
 ])
 def test_fused_epilogues_build_and_match(tmp_path: Path, name: str, policy: str, veus: int,
-                                         gemm_conv_relu_flags: list[str]) -> None:
+                                         activation_flags: list[str]) -> None:
     import test_scheduler
     model = getattr(test_scheduler, f"{name}_model")()
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     built = build_model(path, tmp_path / "out", policy=policy, target="cpu", veus=veus, quiet=True)
-    flags = [op.kernel.template_args[-1] for op in built.ops if op.kernel.wrapper_name.startswith(("conv", "gemm"))]
-    assert sorted(flags) == gemm_conv_relu_flags
+    flags = [str(op.kernel.template_args[-1]) for op in built.ops
+             if op.kernel.wrapper_name.startswith(("conv", "gemm"))]  # gemm.cu: ACT code; conv.cu: RELU flag
+    assert sorted(flags) == activation_flags
     feeds = feeds_for(model, seed=veus)
     assert_close(built.run(feeds), ort_outputs(model, feeds))
 

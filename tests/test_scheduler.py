@@ -244,6 +244,13 @@ def relu_model() -> onnx.ModelProto:
     return b.model({"x": (1, 3, 5, 5)}, {"y": (1, 6)})
 
 
+def test_gelu_folds_into_the_mlp_matmul() -> None:
+    graph = run_passes(import_model(transformer_model()))
+    gelu = [n for n in graph.nodes if n.attrs.get("activation") == "Gelu"]
+    assert len(gelu) == 1 and gelu[0].op_type == "FusedMatMul" and gelu[0].inputs[2]  # bias and Gelu in one
+    assert "Gelu" not in {n.op_type for n in graph.nodes}
+
+
 def test_relu_folds_into_its_producer_only_where_exact() -> None:
     model = relu_model()
     assert_same_as_onnxruntime(model)

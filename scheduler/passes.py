@@ -187,16 +187,16 @@ def resolve_concat_view(g: Graph, view: View, size: int, producers: dict[str, No
 def fold_batchnorm(g: Graph) -> int:
     """Fold inference BatchNormalization into the Conv or Gemm that alone feeds it; return how many."""
     producers = g.producers()
-    consumers = g.consumers()
+    consumers, viewed = g.consumers(), viewed_bases(g)
     removed: set[int] = set()
     for bn in g.nodes:
         if bn.op_type != "BatchNormalization" or len(present(bn.outputs)) != 1:
             continue
         src = bn.inputs[0]
         prev = producers.get(src)
-        if prev is None or prev.op_type not in ("Conv", "Gemm") or src in g.aliases or src in g.outputs:
+        if prev is None or prev.op_type not in ("Conv", "Gemm") or sole_reader(g, src, consumers, viewed) is not bn:
             continue
-        if len(consumers.get(src, [])) != 1 or not all(g.is_constant(n) for n in bn.inputs[1:5]):
+        if not all(g.is_constant(n) for n in bn.inputs[1:5]):
             continue
         if not all(g.is_constant(n) for n in present(prev.inputs[1:])):
             continue
@@ -240,23 +240,33 @@ def fold_into_gemm(g: Graph, gemm: Node, s: np.ndarray, shift: np.ndarray) -> No
     gemm.attrs["beta"] = 1.0
 
 
+# ---- folding a node into its producer -------------------------------------------------------------------------
+def viewed_bases(g: Graph) -> set[str]:
+    """Buffers some alias (a view) points into."""
+    return {g.buffer_of(a).base for a in g.aliases}
+
+
+def sole_reader(g: Graph, name: str, consumers: dict[str, list[Node]], viewed: set[str]) -> Node | None:
+    """The one node reading `name` directly when nothing else can see it (no other reader, no view of it, not a
+    graph output): only then may that node be folded into `name`'s producer and `name` disappear."""
+    users = consumers.get(name, [])
+    if name in g.outputs or name in viewed or len(users) != 1 or name not in users[0].inputs:
+        return None
+    return users[0]
+
+
 # ---- MatMul epilogues ----------------------------------------------------------------------------------------
 def fuse_matmul_epilogues(g: Graph) -> int:
     """Fold the Mul/Div by a constant scalar and then the constant Add (a bias or a mask) that alone follow a
     MatMul into one FusedMatMul (Y = alpha * A @ B + C): fewer operators and fewer barrier-rTasks; return how many."""
-    consumers = g.consumers()
-    viewed = {g.buffer_of(a).base for a in g.aliases}
+    consumers, viewed = g.consumers(), viewed_bases(g)
     removed: set[int] = set()
     count = 0
     for node in g.nodes:
         if node.op_type != "MatMul" or len(present(node.inputs)) != 2 or g.tensors[node.outputs[0]].dtype != "float32":
             continue
         alpha, bias, out, chain = 1.0, "", node.outputs[0], []
-        while True:
-            users = consumers.get(out, [])
-            if out in g.outputs or out in viewed or len(users) != 1 or out not in users[0].inputs:
-                break
-            nxt = users[0]
+        while (nxt := sole_reader(g, out, consumers, viewed)) is not None:
             scale = None if bias else epilogue_scale(g, nxt, out)
             if scale is not None:
                 alpha *= scale
@@ -323,19 +333,16 @@ def fuse_activations(g: Graph, supports: Callable[[str], bool] | None = None) ->
     """Fold a Relu (after a MatMul/FusedMatMul/Gemm/Conv) or a Gelu (after a MatMul/FusedMatMul/Gemm) that alone
     reads its producer's output into the producer's epilogue: attribute activation (and Gelu's approximate) on
     FusedMatMul/FusedGemm/FusedConv; return how many."""
-    consumers = g.consumers()
-    viewed = {g.buffer_of(a).base for a in g.aliases}
+    consumers, viewed = g.consumers(), viewed_bases(g)
+    implemented = {f for f in set(FUSED_HOST.values()) if supports is None or supports(f)}
     removed: set[int] = set()
     for node in g.nodes:
         fused = FUSED_HOST.get(node.op_type)
-        if fused is None or node.attrs.get("activation") or (supports is not None and not supports(fused)):
+        if fused not in implemented or node.attrs.get("activation"):
             continue
         out = node.outputs[0]
-        users = consumers.get(out, [])
-        if out in g.outputs or out in viewed or len(users) != 1:
-            continue
-        act = users[0]
-        if node.op_type not in ACTIVATION_HOSTS.get(act.op_type, ()) or act.inputs[0] != out:
+        act = sole_reader(g, out, consumers, viewed)
+        if act is None or node.op_type not in ACTIVATION_HOSTS.get(act.op_type, ()) or act.inputs[0] != out:
             continue
         if g.tensors[out].dtype != "float32":
             continue

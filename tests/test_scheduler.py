@@ -261,6 +261,17 @@ def test_relu_folds_into_its_producer_only_where_exact() -> None:
     assert all(n.attrs["activation"] == "Relu" for n in graph.nodes if n.op_type.startswith("Fused"))
 
 
+def test_batchnorm_stays_when_its_input_is_also_seen_through_a_view() -> None:
+    """The Conv output is a graph output through a Flatten view: folding the BN would delete what the view reads."""
+    b = Builder(3)
+    c = b.one("Conv", ["x", b.weight((4, 3, 3, 3))])
+    bn = b.one("BatchNormalization", [c, b.weight((4,)), b.weight((4,)), b.weight((4,)), b.weight((4,), positive=True)])
+    b.nodes += [helper.make_node("Flatten", [c], ["v"]), helper.make_node("Identity", [bn], ["y"])]
+    model = b.model({"x": (1, 3, 5, 5)}, {"y": (1, 4, 3, 3), "v": (1, 36)})
+    assert_same_as_onnxruntime(model)
+    assert "BatchNormalization" in {n.op_type for n in run_passes(import_model(model)).nodes}
+
+
 @pytest.mark.parametrize("steps,batch,isize,hidden,init,bias", [
     (8, 2, 5, 6, False, True), (8, 1, 3, 4, True, True), (3, 3, 4, 2, True, True), (4, 5, 3, 5, False, False)])
 def test_lstm_unrolled_matches_onnxruntime(steps: int, batch: int, isize: int, hidden: int, init: bool,

@@ -7,7 +7,7 @@ import sys
 from .graph import SchedulerError
 from kernel_corpus.bindings import registry as default_registry
 
-from .build import make_profiler, profile_workload
+from .build import make_profiler, profile_workload, source_paths
 from .pipeline import load_workload, plan_workload
 from .policies import POLICIES
 from .profiler import H100
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         print(profiler.describe())
         graph, workload = load_workload(args.model)
         if profiler.mode == "measured":
-            done, cached = profile_workload(workload, profiler, "gpu", default_registry)
+            done, cached = profile_workload(workload, profiler, "gpu", source_paths(default_registry))
             print(f"profiler: {done} launch shape(s) measured, {cached} from the cache")
         sch = plan_workload(graph, workload, args.policy, profiler, num_veus=args.veus)
     except SchedulerError as exc:

@@ -264,19 +264,21 @@ def make_profiler(profile: str, target: str, num_veus: int) -> Any:
     from .profiler import H100, Profiler
     if profile not in PROFILES:
         raise BuildError(f"--profile must be one of {', '.join(PROFILES)}, not '{profile}'")
+    gpu, why = gpu_available() if target == "gpu" and profile != "model" else (False, "")
     if profile == "auto":
-        profile = "measured" if target == "gpu" and gpu_available()[0] else "model"
+        profile = "measured" if gpu else "model"
     if profile == "model":
         return Profiler(H100, num_veus, "model")
-    if target == "gpu" and not gpu_available()[0]:
-        raise BuildError(f"--profile measured with --target gpu needs a GPU ({gpu_available()[1]})")
+    if target == "gpu" and not gpu:
+        raise BuildError(f"--profile measured with --target gpu needs a GPU ({why})")
     return Profiler(device_spec(target), num_veus, "measured")
 
 
-def profile_workload(workload: Any, profiler: Any, target: str, registry: Any, quiet: bool = False) -> tuple[int, int]:
-    """Measured mode: time the workload's launch shapes the cache lacks; returns (measured, from the cache)."""
+def profile_workload(workload: Any, profiler: Any, target: str, paths: Mapping[str, Path],
+                     quiet: bool = False) -> tuple[int, int]:
+    """Measured mode: time the workload's launch shapes the cache lacks (sources from `paths`, see source_paths);
+    returns (measured, from the cache)."""
     from .measure import measure_workload
-    paths = source_paths(registry)
     return measure_workload(workload, profiler, target, quiet=quiet, convert=lambda ops: convert_ops(ops, paths))
 
 
@@ -300,9 +302,10 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     if not quiet:
         print(f"  {profiler.describe()}", file=sys.stderr)
     graph, workload = prog.step("load, import, passes", lambda: load_workload(model_path, registry))
+    paths = source_paths(registry)
     if profiler.mode == "measured":
         done, cached = prog.step(f"measure launch shapes on the {profiler.device.name}",
-                                 lambda: profile_workload(workload, profiler, target, registry, quiet), own_line=True)
+                                 lambda: profile_workload(workload, profiler, target, paths, quiet), own_line=True)
         if not quiet:
             dev = profiler.device
             print(f"  profiler: {done} launch shape(s) measured, {cached} from the cache; barrier-rTask "
@@ -311,7 +314,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     plan = sch.plan
     ops0 = plan.programs[0].ops if plan.programs else []
     ops, texts = prog.step(f"convert {len({op.kernel.source_id for op in ops0})} legacy source(s)",
-                           lambda: convert_ops(list(ops0), source_paths(registry)))
+                           lambda: convert_ops(list(ops0), paths))
     programs = rebind_programs(plan.programs, ops)
     buffers, views = plan_buffers(graph, plan, ops)
     deps = op_dependencies(plan, sch.workload) if plan.ops else []

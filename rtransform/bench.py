@@ -758,26 +758,29 @@ def markdown_builds(results: list[BenchResult]) -> str:
     """BENCHMARKS.md table of the rammer builds: build time, size of the schedule, utilisation."""
     head = ["model", "policy", "build (s)", "rTasks", "rPrograms", "barrier-rTasks", "predicted (µs)",
             "predicted vEU busy", "achieved occupancy (ncu)", "SM throughput (ncu)"]
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for r in results:
         for policy, b in r.builds.items():
             ncu = b.get("ncu") or {}
-            cells = [r.model, policy, f"{b.get('build_s', 0):.1f}", str(b["rtasks"]), str(b["programs"]),
-                     str(b["barrier_rtasks"]), f"{b['predicted_us']:.1f}", f"{b.get('predicted_busy_pct', 0):.0f}%",
-                     _fmt(ncu.get("achieved_occupancy_pct"), ".1f", "%"), _fmt(ncu.get("sm_throughput_pct"), ".1f", "%")]
-            rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+            rows.append([r.model, policy, f"{b.get('build_s', 0):.1f}", str(b["rtasks"]), str(b["programs"]),
+                         str(b["barrier_rtasks"]), f"{b['predicted_us']:.1f}", f"{b.get('predicted_busy_pct', 0):.0f}%",
+                         _fmt(ncu.get("achieved_occupancy_pct"), ".1f", "%"),
+                         _fmt(ncu.get("sm_throughput_pct"), ".1f", "%")])
+    return _markdown(head, rows)
+
+
+def _markdown(head: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
 
 
 def markdown_table(results: list[BenchResult]) -> str:
     """BENCHMARKS.md table: one row per model, latency of every variant, rammer's speed-up per baseline."""
     head = ["model", "batch", "device"] + [f"{v} (ms)" for v in VARIANTS] + [f"rammer vs {b}" for b in BASELINES]
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in results:
-        cells = [r.model, str(r.batch), r.device] + [_fmt(r.ms(v), ".3f") for v in VARIANTS]
-        cells += [_fmt(r.speedup(b), ".2f", "x") for b in BASELINES]
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+    rows = [[r.model, str(r.batch), r.device] + [_fmt(r.ms(v), ".3f") for v in VARIANTS]
+            + [_fmt(r.speedup(b), ".2f", "x") for b in BASELINES] for r in results]
+    return _markdown(head, rows)
 
 
 def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 100,

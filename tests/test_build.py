@@ -11,7 +11,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from test_scheduler import MODELS, Builder, cnn_model, feeds_for, lstm_model, mlp_model, transformer_model, unsupported_model
+from test_scheduler import (MODELS, Builder, cnn_model, feeds_for, lstm_model, mlp_model, transformer_model,
+                            unsupported_model)
 
 import rammer
 from scheduler.build import BuildError, build_model, load

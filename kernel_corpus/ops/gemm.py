@@ -6,8 +6,8 @@ from dataclasses import dataclass, replace
 from math import prod
 
 from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, cdiv, cpp_bool, f32, fused_activation, i32, linear_launch,
-                                       require_present, temp, tensor_bytes)
+from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, cdiv, cpp_bool, f32, fused_activation, i32,
+                                       linear_launch, require_present, temp, tensor_bytes)
 
 SOURCE = "gemm.cu"
 ACTIVATIONS = {"Relu": 1, "Gelu": 2, "GeluTanh": 3}  # the ACT codes of gemm.cu's epilogue

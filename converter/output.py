@@ -39,3 +39,8 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def metadata_path(out_cu: Path) -> Path:
+    """Where the rKernel metadata of a converted file lives: beside it, `NAME.rkernels.json`."""
+    return out_cu.with_name(out_cu.stem + ".rkernels.json")

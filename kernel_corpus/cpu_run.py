@@ -1,4 +1,4 @@
-"""Run a binding's legacy launches for one node on the CPU emulator (vdevice.cpu) with numpy buffers."""
+"""Run a binding's legacy launches for one node on the CPU emulator (cuda_emu) with numpy buffers."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -22,7 +22,7 @@ def kernel_exprs(pairs: Iterable[tuple[Binding, NodeInfo]]) -> dict[str, list[st
 
 def build_module(source: str, exprs: list[str]):
     """A CpuModule of one legacy source file instantiating the given kernel expressions."""
-    from vdevice.cpu import CpuModule  # imported late: the emulator is optional for the rest of the corpus
+    from cuda_emu import CpuModule  # imported late: the emulator is optional for the rest of the corpus
 
     from kernel_corpus.bindings import LEGACY_DIR
     return CpuModule((LEGACY_DIR / source).read_text(), kernels=exprs, include_dirs=[str(LEGACY_DIR)])

@@ -6,16 +6,15 @@ reference shapes (the bindings compute geometry in code, so the index stores eva
 ptxas registers / spills / static shared memory per instantiation when nvcc is found, the verification
 status per instantiation, and `profile: {device: {shape_key: us_per_rtask}}` for the profiler to fill.
 
-`python -m kernel_corpus.index [--verify] [--no-nvcc] [-o PATH]` regenerates kernel_corpus/index.json;
-profiles and verification results of kernels whose source is unchanged are carried over from the previous
-index (a changed source drops them: they described other code).
+This module holds the index's data model and the parts that need only the corpus; `rtransform index
+[--verify] [--no-nvcc] [-o PATH]` (rtransform/corpus_index.py, which converts and compiles) regenerates
+kernel_corpus/index.json. Profiles and verification results of kernels whose source is unchanged are carried
+over from the previous index (a changed source drops them: they described other code).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,29 +184,6 @@ def add_evaluations(entries: dict[tuple[str, str], dict], bindings, refs: list[R
     return problems
 
 
-def add_resources(entries: dict[tuple[str, str], dict], outputs: dict[str, str], nvcc: str) -> list[str]:
-    """Compile each converted source with its instances for sm_90 and store ptxas figures per instance."""
-    from kernel_corpus.bindings import LEGACY_DIR
-    from rtransform.batch import demangle_entry, parse_ptxas, run_ptxas, template_args_text
-    problems = []
-    for source, converted in outputs.items():
-        mine = [e for (s, _), e in entries.items() if s == source and e["status"] == "converted" and e["instances"]]
-        if not mine:
-            continue
-        exprs = [expr for e in mine for expr in e["instances"]]
-        lines = [converted] + [f"void* __rt_instance_{i}() {{ return (void*)&{x}; }}" for i, x in enumerate(exprs)]
-        ok, log = run_ptxas("\n".join(lines) + "\n", nvcc, [str(LEGACY_DIR)])
-        if not ok:
-            problems.append(f"{source}: nvcc failed: {log}")
-            continue
-        found = {demangle_entry(sym): res for sym, res in parse_ptxas(log).items()}
-        for e in mine:
-            for inst in e["instances"].values():
-                res = found.get((e["kernel"].split("::")[-1], template_args_text(inst["template_args"])))
-                inst.update(res or {"registers": None})
-    return problems
-
-
 def carry_over(entries: dict[tuple[str, str], dict], previous: dict | None) -> None:
     """Keep the profiles and verification results of kernels whose source text is unchanged."""
     for old in (previous or {}).get("rkernels", []):
@@ -220,92 +196,12 @@ def carry_over(entries: dict[tuple[str, str], dict], previous: dict | None) -> N
                 entry["instances"][expr]["verified"] = inst["verified"]
 
 
-def build_index(previous: dict | None = None, nvcc: str | None = None) -> dict:
-    """The whole index as a JSON-ready dict (see the module docstring)."""
-    from converter import CONVERTER_VERSION
-    from kernel_corpus.bindings import LEGACY_DIR, registry
-    from rtransform.batch import convert_kernels
-    texts = {p.name: p.read_text() for p in sorted(LEGACY_DIR.glob("*.cu"))}
-    outcomes = {source: convert_kernels(text, str(LEGACY_DIR / source)) for source, text in texts.items()}
-    entries: dict[tuple[str, str], dict] = {}
-    for source, text in texts.items():
-        for name, e in kernel_entries(source, text, outcomes[source]).items():
-            entries[(source, name)] = e
-    problems = add_evaluations(entries, registry.all(), REFERENCE_SHAPES)
-    if nvcc:
-        problems += add_resources(entries, {s: o.output for s, o in outcomes.items() if o.output}, nvcc)
-    carry_over(entries, previous)
-    for e in entries.values():
-        for inst in e["instances"].values():
-            inst.setdefault("verified", "not verified")
-    return {"schema": SCHEMA, "generator": "python -m kernel_corpus.index", "converter_version": CONVERTER_VERSION,
-            "arch": "sm_90", "nvcc": bool(nvcc), "problems": problems,
-            "reference_shapes": [r.key() for r in REFERENCE_SHAPES],
-            "rkernels": [entries[k] for k in sorted(entries)]}
-
-
 def load_index(path: Path = INDEX_PATH) -> dict | None:
     """The index on disk, or None when there is none (or it cannot be read)."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Regenerate the index file."""
-    parser = argparse.ArgumentParser(prog="python -m kernel_corpus.index", description=__doc__.splitlines()[0])
-    parser.add_argument("-o", "--output", type=Path, default=INDEX_PATH, help="index file (default: %(default)s)")
-    parser.add_argument("--no-nvcc", action="store_true", help="skip ptxas registers even when nvcc is found")
-    parser.add_argument("--verify", action="store_true", help="verify every instance on the CPU (slow)")
-    args = parser.parse_args(argv)
-    from rtransform.batch import find_nvcc
-    from converter import write_atomic
-    index = build_index(load_index(args.output), None if args.no_nvcc else find_nvcc())
-    if args.verify:
-        index["problems"] += verify_instances(index)
-    write_atomic(args.output, json.dumps(index, indent=1) + "\n")
-    n = len(index["rkernels"])
-    conv = sum(e["status"] == "converted" for e in index["rkernels"])
-    print(f"{args.output}: {n} kernels ({conv} converted), {len(index['problems'])} problems", file=sys.stderr)
-    for p in index["problems"]:
-        print(f"  {p}", file=sys.stderr)
-    return 0
-
-
-def verify_instances(index: dict, jobs: int | None = None) -> list[str]:
-    """Verify, per converted kernel, the instance of its smallest reference launch on the CPU.
-
-    Runs `convert-all --verify` over a copy of legacy/ with one generated launch spec per kernel; sets
-    `verified` (verified / differs / error) on those instances and returns one line per problem."""
-    import shutil
-    import tempfile
-    import yaml
-    from kernel_corpus.bindings import LEGACY_DIR
-    from rtransform.batch import convert_all
-    chosen: dict[tuple[str, str], str] = {}
-    with tempfile.TemporaryDirectory(prefix="corpus-verify-") as tmp:
-        src = Path(shutil.copytree(LEGACY_DIR, Path(tmp) / "src"))
-        for e in index["rkernels"]:
-            found = smallest_launch(e) if e["status"] == "converted" else None
-            if found is None:
-                continue
-            launch, node = found
-            name = e["kernel"].split("::")[-1]
-            (src / f"{name}.spec.yaml").write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))
-            chosen[(e["source"], e["kernel"])] = launch.expr
-        report = convert_all(src, Path(tmp) / "out", jobs=jobs, verify=True)
-    problems = []
-    by_key = {(e["source"], e["kernel"]): e for e in index["rkernels"]}
-    for f in report["files"]:
-        for k in f["kernels"]:
-            expr = chosen.get((f["path"], k["name"]))
-            if expr is None:
-                continue
-            by_key[(f["path"], k["name"])]["instances"][expr]["verified"] = k["verify"]
-            if k["verify"] != "verified":
-                problems.append(f"{f['path']}: {expr}: {k['verify']}: {k['verify_detail']}")
-    return problems
 
 
 def smallest_launch(entry: dict):
@@ -340,6 +236,3 @@ def launch_spec(launch, node) -> dict:
             "block": list(launch.block), "dynamic_smem": launch.dynamic_smem, "seed": 0, "args": args,
             "outputs": outputs, "tolerance": 0}
 
-
-if __name__ == "__main__":
-    sys.exit(main())

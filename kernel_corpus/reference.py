@@ -99,7 +99,7 @@ def conv(node: NodeInfo, inputs: Arrays) -> Arrays:
     y = np.zeros((x.shape[0], wt.shape[0], *out))
     for tap, view in _taps(xp, kernel, w, out):
         for g in range(group):
-            filt = wt[g * mg:(g + 1) * mg, :, *tap]
+            filt = wt[(slice(g * mg, (g + 1) * mg), slice(None)) + tuple(tap)]
             y[:, g * mg:(g + 1) * mg] += np.einsum("nc...,mc->nm...", view[:, g * cg:(g + 1) * cg], filt)
     if b is not None:
         y += b.reshape((1, -1) + (1,) * len(kernel))

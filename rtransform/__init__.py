@@ -1,11 +1,5 @@
-"""rtransform: convert legacy CUDA kernels into rKernels, verify them, and build models (public API)."""
+"""rtransform: the kernel tools — convert legacy CUDA kernels into rKernels, run and verify them (public API).
+Models are rammer's: `import rammer; rammer.load(OUT_DIR)`."""
 from converter import ConversionError, ConversionResult, convert_file, convert_source
 
-
-def load(out_dir: str):
-    """Load a model built by `rammer build` as a callable: `load(dir)(**inputs) -> dict of outputs`."""
-    from scheduler.build import load as _load
-    return _load(out_dir)
-
-
-__all__ = ["ConversionError", "ConversionResult", "convert_file", "convert_source", "load"]
+__all__ = ["ConversionError", "ConversionResult", "convert_file", "convert_source"]

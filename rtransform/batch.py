@@ -21,116 +21,26 @@ import multiprocessing as mp
 import os
 import re
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from converter import write_atomic
-from rtransform.cli import metadata_path
-from rtransform.toolchain import find_nvcc  # the one nvcc finder; re-exported here for batch users
+from converter import metadata_path, write_atomic
+from toolchain.cxx import template_args_text
+from toolchain.demangle import demangle_entry
+from toolchain.ptxas import RESOURCE_ARCH, parse_ptxas, run_ptxas
+from vdevice import RUNTIME_INCLUDE
+from toolchain.nvcc import find_nvcc  # the one nvcc finder; re-exported here for batch users
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-RUNTIME_INCLUDE = REPO_ROOT / "vdevice" / "include"
 SOURCE_SUFFIXES = (".cu", ".cuh")
 CACHE_NAME = ".convert-all-cache.json"
 REPORT_NAME = "report.json"
-RESOURCE_ARCH = "sm_90"
 FILE_TIMEOUT_S = 300  # one file: conversion and its nvcc compile
 VERIFY_TIMEOUT_S = 300  # added per launch spec beside the file when verifying
-NVCC_TIMEOUT_S = 240
 REPORT_SCHEMA = 1
-
-
-# ---- nvcc: resources per rKernel ---------------------------------------------------------------------------
-_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
-_PTXAS_PROPS = re.compile(r"Function properties for (\S+)")
-_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_PTXAS_USED = re.compile(r"Used (\d+) registers")
-_PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
-
-
-def parse_ptxas(text: str) -> dict[str, dict]:
-    """Resources per entry function (mangled name) from `ptxas -v` output."""
-    entries: dict[str, dict] = {}
-    current: dict | None = None
-    for line in text.splitlines():
-        if m := _PTXAS_ENTRY.search(line):
-            current = entries.setdefault(m.group(1), {"registers": None, "spill_stores": 0, "spill_loads": 0,
-                                                      "stack_frame": 0, "static_smem_bytes": 0})
-        elif m := _PTXAS_PROPS.search(line):
-            current = entries.get(m.group(1))  # properties of a non-entry function: ignored
-        elif current is not None and (m := _PTXAS_FRAME.search(line)):
-            current.update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)),
-                           spill_loads=int(m.group(3)))
-        elif current is not None and (m := _PTXAS_USED.search(line)):
-            current["registers"] = int(m.group(1))
-            if s := _PTXAS_SMEM.search(line):
-                current["static_smem_bytes"] = int(s.group(1))
-    return entries
-
-
-_BUILTIN_TYPES = {"v": "void", "b": "bool", "c": "char", "a": "signed char", "h": "unsigned char", "s": "short",
-                  "t": "unsigned short", "i": "int", "j": "unsigned int", "l": "long", "m": "unsigned long",
-                  "x": "long long", "y": "unsigned long long", "f": "float", "d": "double"}
-
-
-def demangle_entry(sym: str) -> tuple[str, str | None]:
-    """(unqualified name, template arguments as C++ text) of an Itanium-mangled kernel symbol.
-
-    Covers what kernel instantiations use: integer and bool literals and builtin types
-    (`_ZN2ns4tileILi8ELb1EEEvPf` -> ('tile', '8, true')); '' without template arguments, None when the
-    arguments are of another kind; an unmangled (extern "C") symbol is its own name."""
-    if not sym.startswith("_Z"):
-        return sym, ""
-    nested = sym.startswith("_ZN")
-    i = 3 if nested else 2
-    while nested and i < len(sym) and sym[i] in "rVKL":  # cv/ref qualifiers of a nested name
-        i += 1
-    name, args = sym, ""
-    while i < len(sym):
-        if sym[i].isdigit():
-            j = i
-            while sym[j].isdigit():
-                j += 1
-            name, args, i = sym[j:j + int(sym[i:j])], "", j + int(sym[i:j])
-        elif sym[i] == "I":
-            args, i = _template_args(sym, i + 1)
-            if args is None:
-                break
-        else:
-            break
-        if not nested and not (i < len(sym) and sym[i] == "I"):
-            break
-    return name, args
-
-
-def _template_args(sym: str, i: int) -> tuple[str | None, int]:
-    """Parse `...E` after a template's `I`; (None, i) for arguments other than literals and builtin types."""
-    out = []
-    while i < len(sym) and sym[i] != "E":
-        if sym[i] == "L" and i + 1 < len(sym) and sym[i + 1] in _BUILTIN_TYPES:
-            kind, j = sym[i + 1], sym.find("E", i + 2)
-            value = sym[i + 2:j].replace("n", "-", 1)
-            if j < 0 or not value.lstrip("-").isdigit():
-                return None, i
-            out.append({"0": "false", "1": "true"}.get(value, value) if kind == "b" else value)
-            i = j + 1
-        elif sym[i] in _BUILTIN_TYPES:
-            out.append(_BUILTIN_TYPES[sym[i]])
-            i += 1
-        else:
-            return None, i
-    return ", ".join(out), i + 1
-
-
-def template_args_text(args: list) -> str:
-    """Template arguments as C++ text, the way demangle_entry writes them (`[16, True]` -> '16, true')."""
-    from rtransform.spec import template_arg_text
-    return ", ".join(template_arg_text(a) for a in args)
 
 
 # ---- conversion of one file (runs in a worker process) -----------------------------------------------------
@@ -398,7 +308,7 @@ def attach_resources(job: FileJob, outcome: Outcome) -> str | None:
         instances.append((rk, spec.template_args))
     if not instances:
         return None
-    ok, text = run_ptxas("\n".join(lines) + "\n", job.nvcc, [str(src.parent)])
+    ok, text = run_ptxas("\n".join(lines) + "\n", job.nvcc, [str(RUNTIME_INCLUDE), str(src.parent)])
     if not ok:
         return f"nvcc failed: {text}"
     found = {demangle_entry(sym): {"symbol": sym, **res} for sym, res in parse_ptxas(text).items()}
@@ -408,24 +318,6 @@ def attach_resources(job: FileJob, outcome: Outcome) -> str | None:
         kernel = next(k for k in outcome.kernels if k.name == rk["name"])
         kernel.resources = rk["ptxas"]["instances"]
     return None
-
-
-def run_ptxas(source: str, nvcc: str, include_dirs: list[str]) -> tuple[bool, str]:
-    """Device-compile a source for sm_90 with `-Xptxas -v`; (True, ptxas log) or (False, first error line)."""
-    with tempfile.TemporaryDirectory(prefix="rt-resources-") as tmp:
-        cu = Path(tmp) / "rkernels.cu"
-        cu.write_text(source)
-        cmd = [nvcc, f"-arch={RESOURCE_ARCH}", "--cubin", "-Xptxas", "-v", "-I", str(RUNTIME_INCLUDE)]
-        cmd += [a for d in include_dirs for a in ("-I", d)] + ["-o", str(Path(tmp) / "rkernels.cubin"), str(cu)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return False, f"timeout after {NVCC_TIMEOUT_S} s"
-    log = proc.stdout + proc.stderr
-    if proc.returncode != 0:
-        errors = [ln for ln in log.splitlines() if "error" in ln]
-        return False, one_line(errors[0] if errors else log or f"exit {proc.returncode}")
-    return True, log
 
 
 # ---- the batch: discovery, cache, process pool -------------------------------------------------------------
@@ -490,7 +382,8 @@ def toolchain_version(verify: bool, resources: bool, nvcc: str | None) -> str:
     files = _package_files(Path(converter.__file__).parent) + [Path(__file__)]
     extra = [getattr(converter, "CONVERTER_VERSION", ""), f"verify={verify}", f"resources={resources}"]
     if verify:
-        files += _package_files(REPO_ROOT / "vdevice") + _package_files(REPO_ROOT / "rtransform")
+        files += (_package_files(REPO_ROOT / "vdevice") + _package_files(REPO_ROOT / "cuda_emu")
+                  + _package_files(REPO_ROOT / "rtransform"))
     if resources:
         files += [RUNTIME_INCLUDE / "rtask_runtime.cuh"]
         extra.append(f"nvcc={nvcc}:{os.stat(nvcc).st_mtime_ns if nvcc else None}")

@@ -1,4 +1,4 @@
-"""Command lines: `rtransform` (kernels) and `rammer` (models)."""
+"""`rtransform`: the kernel tools (convert, run, verify, convert-all, include-dir)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
-RUNTIME_INCLUDE = Path(__file__).resolve().parent.parent / "vdevice" / "include"
+from converter.output import metadata_path
+from toolchain import package_version
+from vdevice import RUNTIME_INCLUDE
 
 
 def _fail(lines: list[str], code: int = 1) -> None:
@@ -16,14 +18,13 @@ def _fail(lines: list[str], code: int = 1) -> None:
     sys.exit(code)
 
 
-def metadata_path(out_cu: Path) -> Path:
-    """Where the rKernel metadata of a converted file lives: beside it, `NAME.rkernels.json`."""
-    return out_cu.with_name(out_cu.stem + ".rkernels.json")
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_version(), prog_name="rtransform")
 def main() -> None:
-    """rtransform: turn legacy CUDA kernels into rKernels and check them."""
+    """rtransform: turn legacy CUDA kernels into rKernels and check them.
+
+    `run` and `verify` compile the kernel file and execute it natively (g++ for the CPU emulator, NVRTC on a
+    GPU): run them only on code you trust."""
 
 
 @main.command()
@@ -100,68 +101,17 @@ def convert_all(src_dir: str, out_dir: str, jobs: int | None, as_json: bool, do_
                                  resources=resources, strict=strict))
 
 
-# ---- rammer: models ---------------------------------------------------------------------------------------
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def rammer_main() -> None:
-    """rammer: compile an ONNX model into persistent rPrograms, run, check and benchmark it."""
 
-
-@rammer_main.command()
-@click.argument("model", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--corpus", type=click.Path(file_okay=False), default=None, help="kernel corpus (default: built-in)")
-@click.option("--policy", type=click.Choice(["wavefront", "ios", "sequential"]), default="wavefront", show_default=True)
-@click.option("--target", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True)
-@click.option("--veus", type=int, default=None, help="number of vEUs (default: what fits the target)")
-@click.option("--profile", type=click.Choice(["auto", "model", "measured"]), default="auto", show_default=True,
-              help="rTask times: measured on the device (cached per device), the cost model, or measured when a "
-                   "GPU build has a GPU")
-def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str, veus: int | None,
-          profile: str) -> None:
-    """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline, report)."""
-    from scheduler.build import build_command
-    sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile))
-
-
-@rammer_main.command("run")
-@click.argument("out_dir", type=click.Path(file_okay=False))
-@click.option("--inputs", type=click.Path(dir_okay=False), default=None, help="inputs (.npz); default random")
-@click.option("--check", is_flag=True, help="compare every output with onnxruntime")
-@click.option("--save", type=click.Path(dir_okay=False), default=None, help="save outputs (.npz)")
-@click.option("--device", type=click.Choice(["gpu", "cpu"]), default=None,
-              help="where to run (default: the build's --target)")
-@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
-def rammer_run(out_dir: str, inputs: str | None, check: bool, save: str | None, device: str | None,
-               seed: int) -> None:
-    """Run a built model once (random inputs unless --inputs), optionally checked against onnxruntime."""
-    from scheduler.build import run_command
-    sys.exit(run_command(out_dir, inputs=inputs, check=check, save=save, device=device, seed=seed))
-
-
-@rammer_main.command()
-@click.argument("name", required=False)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
-@click.option("--batch", type=int, default=1, show_default=True)
-@click.option("--small", is_flag=True, help="a reduced size that runs on the CPU emulator")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--list", "list_", is_flag=True, help="list the models")
-def zoo(name: str | None, output: str | None, batch: int, small: bool, seed: int, list_: bool) -> None:
-    """Write one of the benchmark models as ONNX."""
-    from scheduler.zoo import zoo_command
-    sys.exit(zoo_command(name, output, batch, small, seed, list_))
-
-
-@rammer_main.command()
-@click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--batch", type=int, default=1, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--repeats", type=int, default=100, show_default=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
-              help="keep the rammer builds here (timeline.svg, report.md per policy); default: a temporary folder")
-def bench(model: str, batch: int, as_json: bool, repeats: int, out_dir: str | None) -> None:
-    """Benchmark a model on the GPU: rammer vs op-by-op, CUDA Graph, PyTorch, torch.compile."""
-    from rtransform.bench import bench_command
-    sys.exit(bench_command(model, batch, as_json, repeats=repeats, out_dir=out_dir))
+@main.command("index")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="index file (default: kernel_corpus/index.json)")
+@click.option("--no-nvcc", is_flag=True, help="skip ptxas registers even when nvcc is found")
+@click.option("--verify", "do_verify", is_flag=True, help="verify every instance on the CPU (slow)")
+def index(output: str | None, no_nvcc: bool, do_verify: bool) -> None:
+    """Regenerate the corpus index (kernel_corpus/index.json): conversion, rTask counts, ptxas figures."""
+    from kernel_corpus.index import INDEX_PATH
+    from rtransform.corpus_index import index_command
+    sys.exit(index_command(output or INDEX_PATH, no_nvcc=no_nvcc, verify=do_verify))
 
 
 if __name__ == "__main__":

@@ -24,9 +24,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from converter.slice import SliceError, slice_source
+from vdevice import RUNTIME_INCLUDE
 from rtransform.spec import LaunchSpec, SpecError, check_params, load_spec, make_inputs
 
-RUNTIME_INCLUDE = Path(__file__).resolve().parent.parent / "vdevice" / "include"
 EXIT_ERROR, EXIT_NO_GPU = 1, 2
 
 
@@ -114,7 +114,7 @@ def _build_module(device: str, source: str, kernels: Sequence[str], include_dirs
                 raise RunError(str(e), EXIT_NO_GPU) from None
         if device != "cpu":
             raise RunError(f"error: unknown device '{device}' (cpu or gpu)")
-        from vdevice.cpu import CpuModule
+        from cuda_emu import CpuModule
         return CpuModule(source, list(kernels), list(include_dirs))
     except RunError:
         raise

@@ -23,6 +23,7 @@ import numpy as np
 import yaml
 
 from converter.slice import KernelParam
+from toolchain.cxx import template_arg_text  # noqa: F401  (re-exported: spec users spell template args with it)
 
 DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
           "uint8", "uint16", "uint32", "uint64", "bool")
@@ -96,15 +97,6 @@ class LaunchSpec:
     def arg(self, name: str) -> ArgSpec:
         """The argument called name."""
         return next(a for a in self.args if a.name == name)
-
-
-def template_arg_text(value: Any) -> str:
-    """C++ spelling of one template argument from YAML."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value!r}f"
-    return str(value)
 
 
 def load_spec(path: str | Path) -> LaunchSpec:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from toolchain.cache import cache_dir
 from vdevice.program import Program
 
 from .graph import SchedulerError
@@ -66,8 +66,8 @@ def launch_key(launch: Any) -> str:
 
 
 def default_cache_dir() -> Path:
-    """$RAMMER_CACHE or ~/.cache/rammer, the same root the CPU executor caches builds in."""
-    return Path(os.environ.get("RAMMER_CACHE", Path.home() / ".cache" / "rammer")) / "profiles"
+    """The toolchain's cache root (the one the CPU emulator caches builds in), sub-folder `profiles`."""
+    return cache_dir("profiles")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def nvcc_path() -> str:
     """A working nvcc, or a visible skip saying why there is none."""
-    from rtransform.toolchain import find_nvcc
+    from toolchain.nvcc import find_nvcc
     nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found: install a CUDA toolkit or the nvidia-cuda-nvcc wheel (or set $NVCC)")

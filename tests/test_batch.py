@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 
 from rtransform import batch
+from toolchain.demangle import demangle_entry
+from toolchain.ptxas import parse_ptxas, run_ptxas
+from vdevice import RUNTIME_INCLUDE
 
 REFUSE = "// REFUSE"   # the line the refusal must point at
 BROKEN = "// BROKEN"   # the line the clang error must point at
@@ -483,7 +486,7 @@ ptxas info    : Used 12 registers, 288 bytes smem, 368 bytes cmem[0]
 
 
 def test_parse_ptxas_log():
-    got = batch.parse_ptxas(PTXAS_LOG)
+    got = parse_ptxas(PTXAS_LOG)
     assert got == {
         "_Z6kernelPf": {"registers": 40, "spill_stores": 12, "spill_loads": 4, "stack_frame": 8,
                         "static_smem_bytes": 1040},
@@ -502,14 +505,14 @@ def test_demangle_entry_agrees_with_cxxfilt(symbol):
     m = re.search(r"<(.*)>$", head)
     name = re.sub(r"<.*>$", "", head).split("::")[-1].split()[-1]
     args = "" if m is None else re.sub(r"\b(\d+)u\b", r"\1", m.group(1)).replace("(unsigned int)", "")
-    assert batch.demangle_entry(symbol) == (name, args)
+    assert demangle_entry(symbol) == (name, args)
 
 
 def _legacy_ptxas(nvcc: str, path: Path, extra: str = "") -> dict[str, dict]:
     """ptxas figures of the unconverted kernels (the legacy baseline), compiled directly."""
-    ok, log = batch.run_ptxas(path.read_text() + extra, nvcc, [str(path.parent)])
+    ok, log = run_ptxas(path.read_text() + extra, nvcc, [str(RUNTIME_INCLUDE), str(path.parent)])
     assert ok, log
-    return {batch.demangle_entry(k)[0]: v for k, v in batch.parse_ptxas(log).items()}
+    return {demangle_entry(k)[0]: v for k, v in parse_ptxas(log).items()}
 
 
 @pytest.mark.nvcc
@@ -597,8 +600,8 @@ def test_throughput_cold_and_cached(tmp_path):
 @pytest.fixture(scope="module")
 def corpus_index() -> dict:
     """The index built from the corpus as it is (no nvcc: that part has its own test)."""
-    from kernel_corpus import index as ix
-    return ix.build_index(None, None)
+    from rtransform import corpus_index
+    return corpus_index.build_index(None, None)
 
 
 def test_index_lists_every_binding_kernel(corpus_index):
@@ -642,7 +645,7 @@ def test_reference_output_shapes_agree_with_onnxruntime(pick):
 
 def test_index_keeps_profiles_and_verification_of_unchanged_sources_only(corpus_index):
     import copy
-    from kernel_corpus import index as ix
+    from rtransform import corpus_index as ci
     old = copy.deepcopy(corpus_index)
     a, b = old["rkernels"][0], old["rkernels"][1]
     a["profile"] = {"NVIDIA H100": {a["rtasks"][0]["shape"]: 3.5}}
@@ -652,7 +655,7 @@ def test_index_keeps_profiles_and_verification_of_unchanged_sources_only(corpus_
     b_inst = next(iter(b["instances"]))
     b["instances"][b_inst]["verified"] = "differs"
     b["source_sha256"] = "0" * 64  # its source changed since
-    new = ix.build_index(old, None)
+    new = ci.build_index(old, None)
     na, nb = new["rkernels"][0], new["rkernels"][1]
     assert na["profile"] == a["profile"] and na["instances"][a_inst]["verified"] == "verified"
     assert nb["profile"] == {} and nb["instances"][b_inst]["verified"] == "not verified"
@@ -660,7 +663,8 @@ def test_index_keeps_profiles_and_verification_of_unchanged_sources_only(corpus_
 
 def test_index_main_writes_the_file(tmp_path, capsys):
     from kernel_corpus import index as ix
-    assert ix.main(["-o", str(tmp_path / "index.json"), "--no-nvcc"]) == 0
+    from rtransform.corpus_index import index_command
+    assert index_command(tmp_path / "index.json", no_nvcc=True) == 0
     data = json.loads((tmp_path / "index.json").read_text())
     assert data["schema"] == ix.SCHEMA and len(data["rkernels"]) >= 1
     assert f"{len(data['rkernels'])} kernels" in capsys.readouterr().err
@@ -670,13 +674,13 @@ def test_index_main_writes_the_file(tmp_path, capsys):
 @pytest.mark.skipif(batch.find_nvcc() is None, reason="nvcc not found")
 def test_index_registers_per_instance(corpus_index):
     import copy
-    from kernel_corpus import index as ix
     from kernel_corpus.bindings import LEGACY_DIR
+    from rtransform import corpus_index as ci
     entries = {(e["source"], e["kernel"]): copy.deepcopy(e) for e in corpus_index["rkernels"]
                if e["source"] == "layout.cu"}
     text = (LEGACY_DIR / "layout.cu").read_text()
     converted = batch.convert_kernels(text, str(LEGACY_DIR / "layout.cu")).output
-    assert ix.add_resources(entries, {"layout.cu": converted}, batch.find_nvcc()) == []
+    assert ci.add_resources(entries, {"layout.cu": converted}, batch.find_nvcc()) == []
     for e in entries.values():
         if e["status"] != "converted":
             continue

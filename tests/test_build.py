@@ -15,7 +15,8 @@ from test_scheduler import (MODELS, Builder, cnn_model, feeds_for, lstm_model, m
                             unsupported_model)
 
 import rammer
-from scheduler.build import BuildError, build_model, load
+from rammer.build import build_model
+from rammer.runtime import BuildError, load
 from vdevice.program import Run, Wait, validate_plan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ def assert_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> Non
 
 def rammer_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """The installed command line, as a user runs it."""
-    return subprocess.run([sys.executable, "-c", "from rtransform.cli import rammer_main; rammer_main()", *args],
+    return subprocess.run([sys.executable, "-c", "from rammer.cli import main; main()", *args],
                           cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
@@ -298,7 +299,7 @@ def test_measured_profile_is_taken_cached_and_drives_the_plan(tmp_path: Path, mo
 
 
 def test_profile_choice_without_a_gpu(tmp_path: Path) -> None:
-    from scheduler.build import make_profiler
+    from rammer.build import make_profiler
     from vdevice.gpu import gpu_available
     if gpu_available()[0]:
         pytest.skip("a GPU is visible: auto measures there (covered by the GPU test)")
@@ -333,13 +334,13 @@ def test_measured_profile_on_the_gpu(tmp_path: Path, monkeypatch) -> None:
 
 # ---- the benchmark zoo at --small: every model builds and matches onnxruntime on the emulator -----------------
 def zoo_names() -> list[str]:
-    from scheduler.zoo import NAMES
+    from rammer.zoo import NAMES
     return list(NAMES)
 
 
 @pytest.mark.parametrize("name", zoo_names())
 def test_zoo_small_model_builds_and_checks(tmp_path: Path, name: str) -> None:
-    from scheduler.zoo import generate, random_inputs
+    from rammer.zoo import generate, random_inputs
     model = generate(name, small=True)
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, path)

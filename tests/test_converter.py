@@ -23,7 +23,8 @@ import pytest
 
 from converter import ConversionError, ConversionResult, convert_file, convert_source
 from rtransform.spec import check_params, load_spec, make_inputs, param_from_type, template_arg_text
-from rtransform.toolchain import nvcc_compile
+from toolchain.nvcc import nvcc_compile
+from vdevice import RUNTIME_INCLUDE
 
 REPO = Path(__file__).resolve().parent.parent
 KDIR = REPO / "tests" / "converter_kernels"
@@ -677,7 +678,8 @@ def nvcc_builds(nvcc_path, tmp_path_factory) -> dict[str, tuple[int, str]]:
         src = root / f"{stem}.rtask.cu"
         try:
             device_only = flags[stem]
-            r = nvcc_compile(src, root / f"{stem}.o", "sm_90", ["-I", str(stubs)] + device_only, timeout=300)
+            r = nvcc_compile(src, root / f"{stem}.o", "sm_90", ["-I", str(stubs)] + device_only, timeout=300,
+                             include_dirs=[str(RUNTIME_INCLUDE)])
             return stem, (r.returncode, r.stdout + r.stderr)
         except subprocess.TimeoutExpired:
             return stem, (-1, "nvcc timed out after 300 s")

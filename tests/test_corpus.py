@@ -338,7 +338,7 @@ def test_lstm_fused_cell_reference_matches_onnx_lstm(batch: int, hidden: int, is
 @pytest.fixture(scope="session")
 def modules() -> dict:
     """One emulator module per legacy source, instantiating every kernel expression the test pairs launch."""
-    pytest.importorskip("vdevice.cpu", reason="the CPU emulator (vdevice/cpu.py) is not available")
+    pytest.importorskip("cuda_emu", reason="the CPU emulator (cuda_emu) is not available")
     return {source: build_module(source, exprs) for source, exprs in kernel_exprs((b, c.node) for b, c in PAIRS).items()}
 
 

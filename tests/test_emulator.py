@@ -1,4 +1,4 @@
-"""CPU emulator of CUDA (vdevice/include/cuda_emu.h + vdevice/cpu.py) against numpy references."""
+"""CPU emulator of CUDA (cuda_emu/include/cuda_emu.h + cuda_emu/module.py) against numpy references."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vdevice.cpu import CpuModule, EmuCompileError, EmuError, rewrite_shared
+from cuda_emu import CpuModule, EmuCompileError, EmuError, rewrite_shared
+from vdevice import RUNTIME_INCLUDE
 
 KERNELS = Path(__file__).resolve().parent / "emu_kernels"
 
@@ -17,7 +18,8 @@ KERNELS = Path(__file__).resolve().parent / "emu_kernels"
 def module(name: str, kernels: list[str], **kw) -> CpuModule:
     """Builds tests/emu_kernels/<name> for the given kernel expressions."""
     path = KERNELS / name
-    return CpuModule(path.read_text(), kernels, include_dirs=[str(KERNELS)], name=str(path), **kw)
+    kw.setdefault("include_dirs", [str(KERNELS)])
+    return CpuModule(path.read_text(), kernels, name=str(path), **kw)
 
 
 def blocks_of(n: int, b: int) -> int:
@@ -53,7 +55,8 @@ def failures():
 
 @pytest.fixture(scope="module")
 def rtask():
-    return module("rtask.cu", ["seg_sum<64>", "seg_sum_veu<64>", "partial_reduce"])
+    return module("rtask.cu", ["seg_sum<64>", "seg_sum_veu<64>", "partial_reduce"],
+                  include_dirs=[str(KERNELS), str(RUNTIME_INCLUDE)])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -614,7 +617,7 @@ def tile_kernel(n: int, op: str) -> str:
 @pytest.fixture(scope="module")
 def tiles():
     return CpuModule(TILE_REDUCE, [tile_kernel(n, op) for n in TILE_SIZES for op in TILE_OPS],
-                     name="tile_reduce.cu")
+                     include_dirs=[str(RUNTIME_INCLUDE)], name="tile_reduce.cu")
 
 
 def tile_reduce_reference(x: np.ndarray, nthreads: int, tile: int, ufunc) -> np.ndarray:

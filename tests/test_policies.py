@@ -280,7 +280,7 @@ def test_ios_groups_of_a_stage_use_disjoint_veu_ranges() -> None:
 def test_ios_search_cap_bounds_a_nasnet_graph_and_falls_back_to_greedy() -> None:
     import time
 
-    from scheduler.zoo import generate
+    from rammer.zoo import generate
     model = generate("nasnet", small=True)
     t0 = time.perf_counter()
     # max_endings alone would let the DP run for minutes on this graph; max_states bounds the whole search
@@ -300,7 +300,7 @@ def test_ios_search_cap_bounds_a_nasnet_graph_and_falls_back_to_greedy() -> None
 def test_ios_default_cap_plans_nasnet_quickly() -> None:
     import time
 
-    from scheduler.zoo import generate
+    from rammer.zoo import generate
     t0 = time.perf_counter()
     sch = plan_model(generate("nasnet", small=True), "ios", Profiler())
     assert time.perf_counter() - t0 < 60

@@ -385,7 +385,7 @@ def test_unsupported_ops_listed_in_one_error() -> None:
 def test_cli_reports_unsupported_op_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "m.onnx"
     onnx.save(unsupported_model(), path)
-    proc = subprocess.run([sys.executable, "-m", "scheduler", str(path)], cwd=REPO, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", "from rammer.cli import main; main()", "plan", str(path)], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "Erf" in proc.stderr and "Cos" in proc.stderr
@@ -394,7 +394,8 @@ def test_cli_reports_unsupported_op_in_one_line(tmp_path: Path) -> None:
 def test_cli_plans_and_writes_plan_json(tmp_path: Path) -> None:
     path, out = tmp_path / "m.onnx", tmp_path / "plan.json"
     onnx.save(mlp_model(2), path)
-    proc = subprocess.run([sys.executable, "-m", "scheduler", str(path), "--veus", "16", "-o", str(out)],
+    proc = subprocess.run([sys.executable, "-c", "from rammer.cli import main; main()", "plan", str(path), "--veus", "16",
+                           "-o", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "profiler: mode=model" in proc.stdout and "cache=none" in proc.stdout

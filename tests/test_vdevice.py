@@ -21,8 +21,8 @@ from vdevice.program import (ArgRef, KernelRef, Op, Program, ProgramError, Run, 
 
 KERNELS = Path(__file__).parent / "vdevice_kernels"
 SOURCES = {p.name: p.read_text() for p in sorted(KERNELS.glob("*.cu"))}
-HAS_EMULATOR = importlib.util.find_spec("vdevice.cpu") is not None
-needs_emulator = pytest.mark.skipif(not HAS_EMULATOR, reason="vdevice.cpu (the CPU emulator) is not available")
+HAS_EMULATOR = importlib.util.find_spec("cuda_emu") is not None
+needs_emulator = pytest.mark.skipif(not HAS_EMULATOR, reason="cuda_emu (the CPU emulator) is not available")
 
 F32 = np.float32
 
@@ -544,7 +544,7 @@ def _np_softmax(z: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("rows,cols,veus,seed", [(5, 100, 3, 70), (9, 33, 4, 71)])
 def test_converted_corpus_kernels_match_legacy(rows, cols, veus, seed):
     convert = pytest.importorskip("converter.convert")
-    from vdevice.cpu import CpuModule
+    from cuda_emu import CpuModule
 
     legacy = {f: (CORPUS / f).read_text() for f in ("elementwise.cu", "reduce.cu")}
     converted = {f: convert.convert_source(text, f).output for f, text in legacy.items()}

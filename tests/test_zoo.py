@@ -13,8 +13,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
-from rtransform import bench
-from scheduler.zoo import NAMES, generate, nasbench, random_inputs, zoo_command
+from rammer import bench
+from rammer.zoo import NAMES, generate, nasbench, random_inputs, zoo_command
 
 ALLOWED = {"MatMul", "Gemm", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization", "Add",
            "Mul", "Sub", "Relu", "Sigmoid", "Tanh", "Gelu", "Softmax", "LayerNormalization", "Concat", "Split",

@@ -30,7 +30,7 @@ class _CpuBackend:
     name = "cpu"
 
     def __init__(self, gen: GeneratedModule):
-        from .cpu import CpuModule
+        from cuda_emu import CpuModule
 
         self.module = CpuModule(gen.source, gen.kernel_names, list(gen.include_dirs))
 

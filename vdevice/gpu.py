@@ -1,4 +1,4 @@
-"""Run CUDA sources on a real GPU through CuPy/NVRTC, with the same API as vdevice.cpu.CpuModule.
+"""Run CUDA sources on a real GPU through CuPy/NVRTC, with the same API as cuda_emu.CpuModule.
 
 Public API:
     gpu_available() -> (bool, reason)          # for pytest skips and the CLI ("no GPU: <reason>", exit 2)
@@ -11,11 +11,12 @@ CuPy is imported lazily, so importing this module never needs a GPU.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+from toolchain.cache import cache_dir
 
 # NVRTC has no host headers; legacy files include them for a few macros and typedefs. These stand-ins come
 # first on the include path (CUDA's own headers such as cuda_fp16.h and cooperative_groups.h are not stubbed).
@@ -100,8 +101,8 @@ class GpuModule:
 
 
 def stub_dir() -> Path:
-    """A folder holding NVRTC_STUBS (written once; $RAMMER_CACHE/nvrtc_stubs or the temp folder)."""
-    root = Path(os.environ.get("RAMMER_CACHE") or Path(tempfile.gettempdir()) / "rammer") / "nvrtc_stubs"
+    """A folder holding NVRTC_STUBS (written once, in the toolchain's cache root)."""
+    root = cache_dir("nvrtc_stubs")
     root.mkdir(parents=True, exist_ok=True)
     for name, text in NVRTC_STUBS.items():
         path = root / name

@@ -24,8 +24,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from test_build import ort_outputs  # noqa: E402
 from test_scheduler import MODELS, feeds_for  # noqa: E402
 
-from scheduler.build import build_model  # noqa: E402
-from scheduler.zoo import NAMES, generate  # noqa: E402
+from rammer.build import build_model  # noqa: E402
+from rammer.zoo import NAMES, generate  # noqa: E402
 
 POLICIES = ("wavefront", "ios", "sequential")
 KINDS = ("persistent", "op-by-op", "graph")

@@ -18,7 +18,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 else
   export PYTHONPATH=$PWD
 fi
-rammer() { python3 -c "from rtransform.cli import rammer_main; rammer_main()" "$@"; }
+rammer() { python3 -c "from rammer.cli import main; main()" "$@"; }
 stage=${1:-check}; shift || true
 
 case "$stage" in
@@ -33,14 +33,14 @@ vdevice)
   ;;
 zoo)
   mkdir -p /tmp/zoo
-  for m in $(python3 -c "from scheduler.zoo import NAMES; print(' '.join(NAMES))"); do
+  for m in $(python3 -c "from rammer.zoo import NAMES; print(' '.join(NAMES))"); do
     rammer zoo "$m" --small -o "/tmp/zoo/$m.onnx" >/dev/null 2>&1
     policies=wavefront
     case "$m" in lstm-tc|transformer|resnext) policies="wavefront ios sequential";; esac
     for p in $policies; do
-      timeout 120 bash -c "python3 -c 'from rtransform.cli import rammer_main; rammer_main()' build /tmp/zoo/$m.onnx \
+      timeout 120 bash -c "python3 -c 'from rammer.cli import main; main()' build /tmp/zoo/$m.onnx \
         -o /tmp/zoo/$m-$p --policy $p --target gpu >/dev/null 2>/tmp/zoo/err \
-        && python3 -c 'from rtransform.cli import rammer_main; rammer_main()' run /tmp/zoo/$m-$p --check" \
+        && python3 -c 'from rammer.cli import main; main()' run /tmp/zoo/$m-$p --check" \
         > /tmp/zoo/log 2>&1
       echo "$m $p rc=$? $(grep -h -E 'check:|error' /tmp/zoo/log /tmp/zoo/err | head -2 | tr '\n' ' ')"
     done
@@ -48,7 +48,7 @@ zoo)
   ;;
 bench)
   for m in "$@"; do
-    timeout 280 python3 -c "from rtransform.cli import rammer_main; rammer_main()" bench "$m" --json --repeats 50 \
+    timeout 280 python3 -c "from rammer.cli import main; main()" bench "$m" --json --repeats 50 \
       --out "/tmp/bench/$m" > "$OUT/bench_$m.json" 2> "$OUT/bench_$m.err"
     echo "$m rc=$?"
     for p in wavefront ios; do  # keep the timeline and report of each build, not its weights and tables
@@ -80,7 +80,7 @@ sanitize)
     rammer build "/tmp/san/$m.onnx" -o "/tmp/san/$m" --target gpu --veus 16 >/dev/null 2>&1
     for tool in racecheck synccheck memcheck; do
       timeout 150 compute-sanitizer --tool $tool --print-limit 5 \
-        python3 -c "from rtransform.cli import rammer_main; rammer_main()" run "/tmp/san/$m" --check \
+        python3 -c "from rammer.cli import main; main()" run "/tmp/san/$m" --check \
         > "$OUT/sanitize_${m}_$tool.txt" 2>&1
       echo "$m $tool rc=$? $(grep -E 'ERROR SUMMARY|check:|hazard' "$OUT/sanitize_${m}_$tool.txt" | head -3 | tr '\n' ' ')"
     done

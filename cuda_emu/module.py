@@ -28,6 +28,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from toolchain.cache import cache_dir as toolchain_cache_dir
+
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 STUB_DIR = INCLUDE_DIR / "emu_stubs"
 DEFAULT_YIELD_BUDGET = 20_000_000
@@ -245,9 +247,8 @@ def rewrite_shared(text: str) -> str:
 # build
 # ---------------------------------------------------------------------------------------------------------
 def cache_dir() -> Path:
-    """Where built libraries live: $RAMMER_CACHE/emu or ~/.cache/rammer/emu."""
-    root = os.environ.get("RAMMER_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "rammer")
-    return Path(root) / "emu"
+    """Where built libraries live: the toolchain's cache root, sub-folder `emu`."""
+    return toolchain_cache_dir("emu")
 
 
 def _compiler() -> str:

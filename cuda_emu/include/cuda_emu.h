@@ -1,6 +1,6 @@
 // cuda_emu.h — run CUDA device code on the CPU (g++ -std=c++20), one fiber per CUDA thread.
 //
-// vdevice/cpu.py compiles a CUDA source as: #include "cuda_emu.h", the source, generated launchers; the
+// cuda_emu/module.py compiles a CUDA source as: #include "cuda_emu.h", the source, generated launchers; the
 // preprocessed text is then rewritten so that every __shared__ declaration names per-block storage:
 //   __shared__ T x[N];            ->  static emu::SharedSlot<T [N]> x__emu_slot; auto& x = x__emu_slot.get();
 //   extern __shared__ T x[];      ->  T (&x)[] = *(T(*)[])::emu::dyn_smem();

@@ -1,6 +1,6 @@
 // emu_launch.h — host side of a launch: runs a grid on the fibers, and turns Python's argument slots into a
 // kernel's parameter types.
-// Part of cuda_emu.h; vdevice/cpu.py generates one extern "C" launcher per kernel expression that calls
+// Part of cuda_emu.h; cuda_emu/module.py generates one extern "C" launcher per kernel expression that calls
 // emu::launch_kernel(KERNEL, ...), so template kernels and __restrict__ parameters need no Python typing.
 //
 // Argument scheme: Python passes one Arg per parameter. kind PTR: data is the device pointer itself (a numpy

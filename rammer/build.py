@@ -1,0 +1,295 @@
+"""`rammer build`: an ONNX model becomes a folder holding the plan, the converted rKernels, the generated
+persistent program, the weights, a timeline and a report (rammer.runtime reads it back and runs it).
+
+Data path: onnx -> scheduler.pipeline (import, passes, policy, validation) -> converter (the legacy sources the
+plan uses) -> vdevice.codegen (one interpreter module) -> rammer.runtime (CPU emulator or GPU executors).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from scheduler.graph import Graph
+from vdevice.program import Op, Program, plan_to_json
+
+from .runtime import (MANIFEST, BufferSpec, BuildError, Built, Manifest, TensorSpec, npz_key,
+                      rebind_programs)
+
+CPU_DEFAULT_VEUS = 8  # the emulator runs every vEU thread as a fiber on one core: keep the vDevice small
+
+
+# ---- build --------------------------------------------------------------------------------------------------
+class Progress:
+    """One line per build step on stderr with its duration, so long steps are visible."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet, self.t0, self.times = quiet, time.perf_counter(), {}
+
+    def step(self, what: str, fn: Callable[[], Any], own_line: bool = False) -> Any:
+        """Run one step, timing it; `own_line` for a step that draws its own progress bar below its name."""
+        if not self.quiet:
+            print(f"  {what} ...", end="\n" if own_line else "", file=sys.stderr, flush=True)
+        t = time.perf_counter()
+        try:
+            out = fn()
+        except BaseException:
+            if not self.quiet:
+                print(" failed", file=sys.stderr, flush=True)
+            raise
+        self.times[what] = time.perf_counter() - t
+        if not self.quiet:
+            print(f"  {what}: {self.times[what]:.2f} s" if own_line else f" {self.times[what]:.2f} s",
+                  file=sys.stderr, flush=True)
+        return out
+
+    @property
+    def total(self) -> float:
+        """Seconds since the build started."""
+        return time.perf_counter() - self.t0
+
+
+def corpus_registry(corpus: str | Path | None):
+    """The built-in corpus registry, or one loaded from DIR/ops/*.py with sources under DIR/legacy/."""
+    from kernel_corpus.bindings import registry
+    if corpus is None:
+        return registry
+    from kernel_corpus.bindings import Registry
+    root = Path(corpus)
+    if not (root / "ops").is_dir() or not (root / "legacy").is_dir():
+        raise BuildError(f"{root}: error: a corpus folder holds ops/*.py (bindings) and legacy/*.cu (kernels)")
+    return Registry.from_dir(root)
+
+
+def convert_sources(paths: Mapping[str, Path], needed: Mapping[str, set[str]]) -> tuple[dict, dict]:
+    """Convert each legacy source the plan uses; returns converted texts and rKernel metadata by kernel name."""
+    from converter import ConversionError, convert_source
+    texts, meta = {}, {}
+    for source, kernels in sorted(needed.items()):
+        path = paths[source]
+        try:
+            res = convert_source(path.read_text(), str(path), kernels=sorted(kernels),
+                                 include_dirs=[str(path.parent)])
+        except ConversionError as exc:
+            raise BuildError("; ".join(exc.diagnostics[:3])) from None
+        refused = {r["name"]: r["diagnostics"] for r in res.refused}
+        for k in kernels:
+            if k in refused:
+                raise BuildError(f"kernel '{k}' of {source} was refused by the converter: {refused[k][0]}")
+        texts[source] = res.output
+        meta[source] = {m["name"]: m for m in res.rkernels}
+    return texts, meta
+
+
+def resolve_ops(ops: list[Op], meta: Mapping[str, Mapping[str, dict]]) -> list[Op]:
+    """Check each op's rKernel against the converter's metadata (name, wrapper, layout struct)."""
+    import dataclasses
+    out = []
+    for op in ops:
+        k = op.kernel
+        m = meta.get(k.source_id, {}).get(k.wrapper_name)
+        if m is None:
+            raise BuildError(f"op {op.name}: the converter produced no rKernel for '{k.wrapper_name}' "
+                             f"of {k.source_id}")
+        layout = m["layout"].split("<", 1)[0] if m.get("layout") else None
+        out.append(dataclasses.replace(op, kernel=dataclasses.replace(k, rkernel=m["rkernel"], layout=layout,
+                                                                      wrapper=m["wrapper"])))
+    return out
+
+
+def plan_buffers(graph: Graph, plan: Any, ops: list[Op]) -> tuple[list[BufferSpec], dict[str, tuple[str, int]]]:
+    """Allocations (tensors that are not views, and each launch's temps) and byte-offset views for the rest."""
+    temps: dict[str, int] = {}
+    for pop in plan.ops:
+        for arg in pop.launch.args:
+            if arg[0] == "temp":
+                name = f"{pop.node}/{arg[1]}"
+                temps[name] = max(temps.get(name, 0), int(arg[2]))
+    used = {a.buffer for op in ops for a in op.args if a.buffer is not None}
+    used |= set(graph.inputs) | set(graph.outputs)
+    bases: dict[str, BufferSpec] = {}
+    views: dict[str, tuple[str, int]] = {}
+    for name in sorted(used):
+        if name in temps:
+            bases[name] = BufferSpec(name, (-(-temps[name] // 4),), "float32", "temp")
+            continue
+        if name not in graph.tensors:
+            raise BuildError(f"a launch names tensor '{name}', which the graph does not have")
+        view = graph.buffer_of(name)
+        base = graph.tensors[view.base]
+        if view.base not in bases:
+            bases[view.base] = BufferSpec(view.base, base.shape, base.dtype, _kind(graph, view.base))
+        if view.base != name:
+            views[name] = (view.base, view.offset * np.dtype(base.dtype).itemsize)
+    return list(bases.values()), views
+
+
+def _kind(graph: Graph, name: str) -> str:
+    """What a base buffer holds, for upload and for the report."""
+    if name in graph.weights:
+        return "weight"
+    if name in graph.inputs:
+        return "input"
+    return "output" if name in graph.outputs else "intermediate"
+
+
+def tensor_specs(graph: Graph, names: list[str]) -> list[TensorSpec]:
+    """Caller-visible tensors with the buffer and byte offset holding each."""
+    out = []
+    for name in names:
+        t, view = graph.tensors[name], graph.buffer_of(name)
+        item = np.dtype(graph.tensors[view.base].dtype).itemsize
+        out.append(TensorSpec(name, tuple(t.shape), t.dtype, view.base, view.offset * item))
+    return out
+
+
+def convert_ops(ops: list[Op], paths: Mapping[str, Path]) -> tuple[list[Op], dict[str, str]]:
+    """Convert the legacy sources these ops launch and bind each op to its rKernel; returns (ops, texts)."""
+    needed: dict[str, set[str]] = {}
+    for op in ops:
+        needed.setdefault(op.kernel.source_id, set()).add(op.kernel.wrapper_name)
+    texts, meta = convert_sources(paths, needed)
+    return resolve_ops(ops, meta), texts
+
+
+def source_paths(registry: Any) -> dict[str, Path]:
+    """Legacy source file of each source id: the registry's, then the built-in corpus's."""
+    from kernel_corpus.bindings import LEGACY_DIR
+    paths = {b.source: b.source_path for b in registry.all()}
+    paths.update({p.name: p for p in LEGACY_DIR.glob("*.cu") if p.name not in paths})
+    return paths
+
+
+PROFILES = ("auto", "model", "measured")
+
+
+def make_profiler(profile: str, target: str, num_veus: int) -> Any:
+    """The profiler of a build: `auto` measures on a GPU build when a GPU is visible and models otherwise;
+    `measured` on a CPU build times the emulator (slow; it exercises the mechanism, not GPU timings)."""
+    from vdevice.gpu import gpu_available
+
+    from scheduler.measure import device_spec
+    from scheduler.profiler import H100, Profiler
+    if profile not in PROFILES:
+        raise BuildError(f"--profile must be one of {', '.join(PROFILES)}, not '{profile}'")
+    gpu, why = gpu_available() if target == "gpu" and profile != "model" else (False, "")
+    if profile == "auto":
+        profile = "measured" if gpu else "model"
+    if profile == "model":
+        return Profiler(H100, num_veus, "model")
+    if target == "gpu" and not gpu:
+        raise BuildError(f"--profile measured with --target gpu needs a GPU ({why})")
+    return Profiler(device_spec(target), num_veus, "measured")
+
+
+def profile_workload(workload: Any, profiler: Any, target: str, paths: Mapping[str, Path],
+                     quiet: bool = False) -> tuple[int, int]:
+    """Measured mode: time the workload's launch shapes the cache lacks (sources from `paths`, see source_paths);
+    returns (measured, from the cache)."""
+    from scheduler.measure import measure_workload
+    return measure_workload(workload, profiler, target, quiet=quiet, convert=lambda ops: convert_ops(ops, paths))
+
+
+def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path | None = None,
+                policy: str = "wavefront", target: str = "gpu", veus: int | None = None,
+                quiet: bool = False, compile_check: bool = True, profile: str = "auto") -> "Built":
+    """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build."""
+    from scheduler.pipeline import load_workload, op_dependencies, plan_workload
+    from scheduler.profiler import H100
+    from scheduler.report import render_report, timeline_svg
+
+    out = Path(out_dir)
+    if out.exists() and not (out / MANIFEST).is_file() and any(out.iterdir()):
+        raise BuildError(f"{out}: error: exists and is not a rammer build folder; refusing to replace it")
+    prog = Progress(quiet)
+    registry = corpus_registry(corpus)
+    num_veus = veus or (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
+    if num_veus < 1:
+        raise BuildError(f"--veus must be >= 1, got {num_veus}")
+    profiler = make_profiler(profile, target, num_veus)
+    if not quiet:
+        print(f"  {profiler.describe()}", file=sys.stderr)
+    graph, workload = prog.step("load, import, passes", lambda: load_workload(model_path, registry))
+    paths = source_paths(registry)
+    if profiler.mode == "measured":
+        done, cached = prog.step(f"measure launch shapes on the {profiler.device.name}",
+                                 lambda: profile_workload(workload, profiler, target, paths, quiet), own_line=True)
+        if not quiet:
+            dev = profiler.device
+            print(f"  profiler: {done} launch shape(s) measured, {cached} from the cache; barrier-rTask "
+                  f"{dev.barrier_us:.3g} us, rProgram launch {dev.launch_us:.3g} us", file=sys.stderr)
+    sch = prog.step(f"{policy} plan", lambda: plan_workload(graph, workload, policy, profiler, num_veus=num_veus))
+    plan = sch.plan
+    ops0 = plan.programs[0].ops if plan.programs else []
+    ops, texts = prog.step(f"convert {len({op.kernel.source_id for op in ops0})} legacy source(s)",
+                           lambda: convert_ops(list(ops0), paths))
+    programs = rebind_programs(plan.programs, ops)
+    buffers, views = plan_buffers(graph, plan, ops)
+    deps = op_dependencies(plan, sch.workload) if plan.ops else []
+    sources = {sid: f"{Path(sid).stem}.rtask.cu" for sid in texts}
+    manifest = Manifest(str(model_path), hashlib.sha256(Path(model_path).read_bytes()).hexdigest(), target, policy,
+                        num_veus, tensor_specs(graph, graph.inputs), tensor_specs(graph, graph.outputs), buffers,
+                        views, sources, deps, plan.predicted_us)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
+    try:
+        (tmp / "rkernels").mkdir()
+        for sid, text in texts.items():
+            (tmp / "rkernels" / sources[sid]).write_text(text)
+        if ops:
+            from vdevice.codegen import generate
+            gen = prog.step("generate program", lambda: generate(ops, texts))
+            (tmp / "program.cu").write_text(gen.source)
+        (tmp / "programs.json").write_text(plan_to_json(programs) if programs else '{"ops": [], "programs": []}')
+        plan.save(tmp / "plan.json")
+        weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
+        np.savez(tmp / "weights.npz", **{npz_key(k): np.ascontiguousarray(v) for k, v in weights.items()})
+        shutil.copyfile(model_path, tmp / "model.onnx")
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.device.barrier_us))
+        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe()}
+        built = Built(tmp, manifest, ops, programs, texts, weights)
+        if compile_check and ops:
+            prog.step(f"compile for {target}", lambda: built.compile(target))
+        manifest.stats["build_s"] = round(prog.total, 2)
+        manifest.stats["step_s"] = {k: round(v, 2) for k, v in prog.times.items()}
+        (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1))
+        (tmp / "report.md").write_text(render_report(manifest, plan, sch.workload))
+        _replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    built.folder = out
+    return built
+
+
+def _stats(plan: Any, programs: list[Program], ops: list[Op]) -> dict:
+    """Counts for the report and the bench: operators, launches, rTasks, programs, barriers."""
+    from vdevice.program import Wait
+    barriers = sum(isinstance(i, Wait) for p in programs for v in p.veus for i in v)
+    busy = sum(op.rtasks * op.rtask_us for op in plan.ops)
+    capacity = plan.num_veus * plan.predicted_us
+    return {"operators": len({op.node for op in plan.ops}), "launches": len(ops),
+            "rtasks": sum(op.kernel.rtasks for op in ops), "programs": len(programs), "barrier_rtasks": barriers,
+            "predicted_us": round(plan.predicted_us, 3),
+            "predicted_busy_pct": round(100 * busy / capacity, 1) if capacity else 0.0,
+            "predicted_baselines_us": {k: round(v, 3) for k, v in plan.baselines_us.items()}, "notes": plan.notes}
+
+
+def _replace_dir(tmp: Path, out: Path) -> None:
+    """Move the finished build into place; an older build there is removed only after the new one is ready."""
+    os.chmod(tmp, 0o755)
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, out)

@@ -1,0 +1,205 @@
+"""`rammer`: compile an ONNX model into persistent rPrograms (build), run and check it, plan only, benchmark it,
+write the zoo's models, and look after the cache."""
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import click
+import numpy as np
+
+from scheduler.graph import SchedulerError
+from scheduler.onnx_import import first_line
+from scheduler.policies import POLICIES
+from toolchain import package_version
+
+from .build import PROFILES, build_model
+from .check import RTOL, reference_outputs, relative_error
+from .runtime import BuildError, load
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_version(), prog_name="rammer")
+def main() -> None:
+    """rammer: compile an ONNX model into persistent rPrograms, run, check and benchmark it.
+
+    Building and running compile and execute kernel code natively (g++ for the CPU emulator, NVRTC on a GPU);
+    `--corpus DIR` imports and runs DIR/ops/*.py. Build only models and corpora you trust."""
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--corpus", type=click.Path(file_okay=False), default=None,
+              help="kernel corpus (default: built-in); its ops/*.py are imported and run")
+@click.option("--policy", type=click.Choice(sorted(POLICIES)), default="wavefront", show_default=True)
+@click.option("--target", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True)
+@click.option("--veus", type=int, default=None, help="number of vEUs (default: what fits the target)")
+@click.option("--profile", type=click.Choice(PROFILES), default="auto", show_default=True,
+              help="rTask times: measured on the device (cached per device), the cost model, or measured when a "
+                   "GPU build has a GPU")
+def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str, veus: int | None,
+          profile: str) -> None:
+    """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline, report)."""
+    sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile))
+
+
+@main.command("run")
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--inputs", type=click.Path(dir_okay=False), default=None, help="inputs (.npz); default random")
+@click.option("--check", is_flag=True, help="compare every output with onnxruntime")
+@click.option("--save", type=click.Path(dir_okay=False), default=None, help="save outputs (.npz)")
+@click.option("--device", type=click.Choice(["gpu", "cpu"]), default=None,
+              help="where to run (default: the build's --target)")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
+def run(out_dir: str, inputs: str | None, check: bool, save: str | None, device: str | None, seed: int) -> None:
+    """Run a built model once (random inputs unless --inputs), optionally checked against onnxruntime."""
+    sys.exit(run_command(out_dir, inputs=inputs, check=check, save=save, device=device, seed=seed))
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--policy", type=click.Choice(sorted(POLICIES)), default="wavefront", show_default=True)
+@click.option("--veus", type=int, default=None, help="vEUs of the vDevice (default: the H100's SM count)")
+@click.option("--profile", type=click.Choice(PROFILES), default="model", show_default=True,
+              help="rTask times: the cost model, or measured on the GPU (cached; auto: when one is visible)")
+@click.option("-o", "--out", default=None, type=click.Path(dir_okay=False), help="write plan.json here")
+def plan(model: str, policy: str, veus: int | None, profile: str, out: str | None) -> None:
+    """Plan MODEL with one policy and print the prediction (no conversion, no code generation)."""
+    from .plan import plan_command
+    sys.exit(plan_command(model, policy, veus, profile, out))
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
+@click.option("--batch", type=int, default=1, show_default=True)
+@click.option("--small", is_flag=True, help="a reduced size that runs on the CPU emulator")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--list", "list_", is_flag=True, help="list the models")
+def zoo(name: str | None, output: str | None, batch: int, small: bool, seed: int, list_: bool) -> None:
+    """Write one of the benchmark models as ONNX."""
+    from .zoo import zoo_command
+    sys.exit(zoo_command(name, output, batch, small, seed, list_))
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--batch", type=int, default=1, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--repeats", type=int, default=100, show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="keep the rammer builds here (timeline.svg, report.md per policy); default: a temporary folder")
+def bench(model: str, batch: int, as_json: bool, repeats: int, out_dir: str | None) -> None:
+    """Benchmark a model on the GPU: rammer vs op-by-op, CUDA Graph, PyTorch, torch.compile."""
+    from .bench import bench_command
+    sys.exit(bench_command(model, batch, as_json, repeats=repeats, out_dir=out_dir))
+
+
+@main.group()
+def cache() -> None:
+    """The toolchain's cache ($RAMMER_CACHE, default ~/.cache/rammer): emulator builds, profiles, NVRTC stubs."""
+
+
+@cache.command("info")
+def cache_info() -> None:
+    """Where the cache is and what each part of it holds."""
+    from toolchain.cache import cache_root, usage
+    parts = usage()
+    click.echo(f"cache root: {cache_root()}")
+    for name, (files, nbytes) in parts.items():
+        click.echo(f"  {name:14s} {files:6d} files {nbytes / 2**20:10.1f} MiB")
+    total = sum(b for _, b in parts.values())
+    click.echo(f"  {'total':14s} {sum(f for f, _ in parts.values()):6d} files {total / 2**20:10.1f} MiB")
+
+
+@cache.command("clear")
+@click.argument("part", required=False)
+def cache_clear(part: str | None) -> None:
+    """Remove PART of the cache (emu, profiles, nvrtc_stubs), or all of it."""
+    from toolchain.cache import clear
+    if part is not None and ("/" in part or part in (".", "..")):
+        click.echo(f"rammer cache clear: {part!r} is not a part of the cache", err=True)
+        sys.exit(2)
+    freed = clear(part)
+    click.echo(f"freed {freed / 2**20:.1f} MiB")
+
+
+def build_command(model: str, out_dir: str, corpus: str | None = None, policy: str = "wavefront",
+                  target: str = "gpu", veus: int | None = None, profile: str = "auto") -> int:
+    """CLI body of `rammer build`: one error line and exit 1 on failure, a summary on success."""
+    print(f"rammer build {model} -> {out_dir} (policy {policy}, target {target})", file=sys.stderr)
+    try:
+        built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile)
+    except SchedulerError as exc:
+        print(_one_line(exc), file=sys.stderr)
+        return 1
+    except Exception as exc:  # the emulator's and converter's own errors: still one line, no traceback
+        print(f"error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
+        return 1
+    s = built.manifest.stats
+    print(f"{built.folder}: {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, "
+          f"{s['programs']} rProgram(s), {s['barrier_rtasks']} barrier-rTasks on {built.manifest.num_veus} vEUs, "
+          f"predicted {s['predicted_us']:.1f} us, built in {s['build_s']:.1f} s")
+    return 0
+
+
+def _one_line(exc: Exception) -> str:
+    """`FILE: error: ...` messages as they are, anything else prefixed with `error:`; first line only."""
+    text = first_line(exc)
+    return text if re.match(r"^\S+: error: ", text) else f"error: {text}"
+
+
+def run_command(out_dir: str, inputs: str | None = None, check: bool = False, save: str | None = None,
+                device: str | None = None, seed: int = 0) -> int:
+    """CLI body of `rammer run`: run once, print outputs (and errors vs onnxruntime with --check)."""
+    backend = device or "cpu"
+    try:
+        built = load(out_dir)
+        if inputs:
+            try:
+                with np.load(inputs) as z:
+                    feeds = {k: z[k] for k in z.files}
+            except (OSError, ValueError) as exc:
+                raise BuildError(f"{inputs}: error: cannot read inputs (.npz): {exc}") from None
+        else:
+            rng = np.random.default_rng(seed)
+            feeds = {t.name: rng.standard_normal(t.shape).astype(t.dtype) for t in built.manifest.inputs}
+        backend = device or built.manifest.target
+        if backend == "gpu":
+            from vdevice.gpu import gpu_available
+            ok, why = gpu_available()
+            if not ok:
+                raise BuildError(f"{why}; run with --device cpu or build with --target cpu")
+        t = time.perf_counter()
+        outs = built.run(feeds, backend=backend)
+        secs = time.perf_counter() - t
+    except SchedulerError as exc:
+        print(_one_line(exc), file=sys.stderr)
+        return 1
+    except Exception as exc:  # emulator watchdog, device errors: one line
+        hint = ""
+        if "out of memory" in str(exc) and backend == "cpu":
+            hint = (f" (the emulator runs every thread of {built.manifest.num_veus} vEUs as a fiber: "
+                    f"rebuild with --target cpu or fewer --veus)")
+        print(f"error: {type(exc).__name__}: {first_line(exc)}{hint}", file=sys.stderr)
+        return 1
+    print(f"ran {out_dir} on {backend} in {secs:.3f} s (first run, compile included when not cached)")
+    worst = 0.0
+    refs = dict(zip(built.output_names, reference_outputs(built.folder / "model.onnx", built.check_inputs(feeds)))) \
+        if check else {}
+    for name, arr in outs.items():
+        line = f"  {name}: shape {list(arr.shape)} mean {float(np.mean(arr)):.6g}"
+        if check:
+            err = relative_error([arr], [refs[name]])
+            worst = max(worst, err)
+            line += f"  max rel error vs onnxruntime {err:.3g}"
+        print(line)
+    if save:
+        np.savez(save, **outs)
+    if check:
+        ok = worst <= RTOL
+        print(f"check: {'PASS' if ok else 'FAIL'} (max relative error {worst:.3g}, tolerance {RTOL:g})")
+        return 0 if ok else 1
+    return 0

@@ -1,0 +1,255 @@
+"""A build folder in memory: what `rammer build` writes (build.json's Manifest, buffers, tensors), how it is read
+back (`load`) and how it runs (`Built`: executors on the CPU emulator or the GPU, by the build's target).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from scheduler.graph import SchedulerError
+from vdevice.program import Op, Program, plan_from_json
+
+BUILD_FORMAT = 1
+MANIFEST = "build.json"
+
+
+class BuildError(SchedulerError):
+    """A model that cannot be built or run, reported as one line."""
+
+
+# ---- what a build folder holds ------------------------------------------------------------------------------
+@dataclass
+class BufferSpec:
+    """One device allocation: a model tensor that is not a view of another, or an operator's scratch space."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str  # input | weight | intermediate | output | temp
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the allocation."""
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass
+class TensorSpec:
+    """A model input or output as the caller sees it: name, shape, dtype and where its bytes live."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    base: str
+    offset: int  # bytes into the base buffer
+
+
+@dataclass
+class Manifest:
+    """build.json: everything `rammer run` needs besides the weights and the converted sources."""
+
+    model: str
+    model_sha256: str
+    target: str
+    policy: str
+    num_veus: int
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    buffers: list[BufferSpec]
+    views: dict[str, tuple[str, int]]  # buffer argument name -> (base buffer, byte offset)
+    sources: dict[str, str]  # source id -> converted file name in rkernels/
+    deps: list[tuple[int, int]]  # op-level edges, for the op-by-op baselines
+    predicted_us: float
+    stats: dict[str, Any] = field(default_factory=dict)
+    format: int = BUILD_FORMAT
+
+    def to_json(self) -> dict:
+        """JSON-ready form."""
+        return {
+            "format": self.format, "model": self.model, "model_sha256": self.model_sha256, "target": self.target,
+            "policy": self.policy, "num_veus": self.num_veus,
+            "inputs": [vars(t) | {"shape": list(t.shape)} for t in self.inputs],
+            "outputs": [vars(t) | {"shape": list(t.shape)} for t in self.outputs],
+            "buffers": [vars(b) | {"shape": list(b.shape)} for b in self.buffers],
+            "views": {k: list(v) for k, v in self.views.items()}, "sources": self.sources,
+            "deps": [list(d) for d in self.deps], "predicted_us": round(self.predicted_us, 3), "stats": self.stats,
+        }
+
+    @staticmethod
+    def from_json(obj: dict) -> "Manifest":
+        """Inverse of to_json."""
+        if obj.get("format") != BUILD_FORMAT:
+            raise BuildError(f"build format {obj.get('format')} is not {BUILD_FORMAT}: rebuild the model")
+        tensor = lambda t: TensorSpec(t["name"], tuple(t["shape"]), t["dtype"], t["base"], t["offset"])  # noqa: E731
+        return Manifest(obj["model"], obj["model_sha256"], obj["target"], obj["policy"], obj["num_veus"],
+                        [tensor(t) for t in obj["inputs"]], [tensor(t) for t in obj["outputs"]],
+                        [BufferSpec(b["name"], tuple(b["shape"]), b["dtype"], b["kind"]) for b in obj["buffers"]],
+                        {k: (v[0], int(v[1])) for k, v in obj["views"].items()}, obj["sources"],
+                        [tuple(d) for d in obj["deps"]], obj["predicted_us"], obj.get("stats", {}))
+
+
+
+def rebind_programs(programs: list[Program], ops: list[Op]) -> list[Program]:
+    """The same instruction lists over the resolved op list."""
+    return [Program(ops, p.num_veus, [list(v) for v in p.veus]) for p in programs]
+
+
+
+def npz_key(name: str) -> str:
+    """npz member names must be plain: tensor names may hold '/' or ':'."""
+    return "w_" + hashlib.sha1(name.encode()).hexdigest()[:16]
+
+
+
+# ---- load and run -------------------------------------------------------------------------------------------
+class Built:
+    """A build folder in memory: ops, programs, converted sources, weights; makes executors and runs them."""
+
+    def __init__(self, folder: Path, manifest: Manifest, ops: list[Op], programs: list[Program],
+                 sources: dict[str, str], weights: dict[str, np.ndarray]) -> None:
+        self.folder, self.manifest, self.ops, self.programs = folder, manifest, ops, programs
+        self.sources, self.weights = sources, weights
+        self._vdevices: dict[str, Any] = {}
+        self._executors: dict[tuple[str, str], Any] = {}
+
+    @property
+    def input_names(self) -> list[str]:
+        """Graph inputs, in model order."""
+        return [t.name for t in self.manifest.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        """Graph outputs, in model order."""
+        return [t.name for t in self.manifest.outputs]
+
+    def host_buffers(self) -> dict[str, np.ndarray]:
+        """Fresh host arrays for every allocation, weights filled in."""
+        out = {}
+        for b in self.manifest.buffers:
+            out[b.name] = (np.array(self.weights[b.name], dtype=b.dtype, order="C").reshape(b.shape)
+                           if b.kind == "weight" else np.zeros(b.shape, dtype=b.dtype))  # own, writable copies
+        return out
+
+    def vdevice(self, backend: str) -> Any:
+        """One compiled module and buffer set per backend, shared by its executors."""
+        if backend not in self._vdevices:
+            from vdevice.executors import VDevice
+            if not self.ops:
+                return None
+            self._vdevices[backend] = VDevice(self.ops, self.sources, self.host_buffers(), backend,
+                                              views=self.manifest.views)
+        return self._vdevices[backend]
+
+    def compile(self, backend: str) -> None:
+        """Build the module for a backend (GPU: when one is present; otherwise nvcc checks the source)."""
+        if backend == "gpu":
+            from vdevice.gpu import gpu_available
+            ok, _ = gpu_available()
+            if not ok:
+                self._nvcc_check()
+                return
+        self.vdevice(backend)
+
+    def _nvcc_check(self) -> None:
+        """Without a GPU, compile the generated program with nvcc (when installed) so errors show at build time."""
+        from toolchain.nvcc import find_nvcc
+        from vdevice.codegen import INCLUDE_DIR
+        nvcc = find_nvcc()
+        if nvcc is None:
+            return
+        import subprocess
+        cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-c", "-o", os.devnull, f"-I{INCLUDE_DIR}",
+               str(self.folder / "program.cu")]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if res.returncode:
+            errs = [ln for ln in res.stderr.splitlines() if "error" in ln][:3]
+            raise BuildError("nvcc cannot compile the generated program: " + " | ".join(errs or [res.stderr[-300:]]))
+
+    def executor(self, kind: str = "persistent", backend: str | None = None) -> Any:
+        """persistent (one launch per rProgram), op-by-op (one launch per op) or graph (CUDA Graph of those)."""
+        from vdevice.executors import GraphExecutor, OpByOpExecutor, PersistentExecutor
+        backend = backend or self.manifest.target
+        key = (kind, backend)
+        if key not in self._executors:
+            vd = self.vdevice(backend)
+            if vd is None:
+                return None
+            if kind == "persistent":
+                ex = PersistentExecutor(self.ops, self.programs, self.sources, {}, vdevice=vd)
+            elif kind == "op-by-op":
+                ex = OpByOpExecutor(self.ops, self.sources, {}, deps=self.manifest.deps, vdevice=vd)
+            elif kind == "graph":
+                ex = GraphExecutor(self.ops, self.sources, {}, deps=self.manifest.deps, vdevice=vd)
+            else:
+                raise BuildError(f"unknown executor '{kind}' (persistent, op-by-op, graph)")
+            self._executors[key] = ex
+        return self._executors[key]
+
+    def check_inputs(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Inputs as contiguous arrays of the built dtype; one-line error on a missing, extra or misshapen one."""
+        want = {t.name: t for t in self.manifest.inputs}
+        extra = sorted(set(feeds) - set(want))
+        if extra:
+            raise BuildError(f"unknown input(s) {', '.join(extra)}; the model takes {', '.join(want) or 'none'}")
+        out = {}
+        for name, t in want.items():
+            if name not in feeds:
+                raise BuildError(f"input '{name}' missing (shape {list(t.shape)}, {t.dtype})")
+            arr = np.asarray(feeds[name])
+            if tuple(arr.shape) != tuple(t.shape):
+                raise BuildError(f"input '{name}' has shape {list(arr.shape)}; the model was built for "
+                                 f"{list(t.shape)} (rebuild for another shape)")
+            if arr.dtype.kind not in "fiub":
+                raise BuildError(f"input '{name}' has dtype {arr.dtype}; expected {t.dtype}")
+            out[name] = np.ascontiguousarray(arr, dtype=t.dtype)
+        return out
+
+    def run(self, feeds: Mapping[str, np.ndarray], kind: str = "persistent",
+            backend: str | None = None) -> dict[str, np.ndarray]:
+        """Run the model once; returns every graph output as a new array."""
+        data = self.check_inputs(feeds)
+        ex = self.executor(kind, backend)
+        if ex is None:  # nothing to run: outputs are inputs or constants
+            host = self.host_buffers()
+        else:
+            # only the buffers holding inputs and outputs travel; weights stay resident on the device
+            vd = ex.vd
+            names = {t.base for t in self.manifest.inputs + self.manifest.outputs}
+            host = {n: np.array(vd.read(n)) if vd.backend.name != "cpu" else vd.buffers[n] for n in names}
+        for t in self.manifest.inputs:
+            _view(host, t)[...] = data[t.name]
+        if ex is not None:
+            ex.run(host)
+        return {t.name: _view(host, t).copy() for t in self.manifest.outputs}
+
+    def __call__(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
+        """`rammer.load(dir)(x=...)`: run on the build's target."""
+        return self.run(inputs)
+
+
+def _view(host: Mapping[str, np.ndarray], t: TensorSpec) -> np.ndarray:
+    """The caller's tensor inside its base buffer."""
+    flat = host[t.base].reshape(-1).view(np.uint8)
+    n = int(np.prod(t.shape, dtype=np.int64)) * np.dtype(t.dtype).itemsize
+    return flat[t.offset:t.offset + n].view(t.dtype).reshape(t.shape)
+
+
+def load(out_dir: str | Path) -> Built:
+    """Read a build folder written by build_model."""
+    folder = Path(out_dir)
+    mpath = folder / MANIFEST
+    if not mpath.is_file():
+        raise BuildError(f"{folder}: error: not a rammer build folder (no {MANIFEST}); run `rammer build` first")
+    manifest = Manifest.from_json(json.loads(mpath.read_text()))
+    sources = {sid: (folder / "rkernels" / name).read_text() for sid, name in manifest.sources.items()}
+    ops = [Op.from_json(o) for o in json.loads((folder / "programs.json").read_text())["ops"]]
+    programs = rebind_programs(plan_from_json((folder / "programs.json").read_text()), ops) if ops else []
+    with np.load(folder / "weights.npz") as z:
+        weights = {b.name: z[npz_key(b.name)] for b in manifest.buffers if b.kind == "weight"}
+    return Built(folder, manifest, ops, programs, sources, weights)

@@ -1,6 +1,7 @@
 """Legacy CUDA kernels → rKernels (libclang analysis, source-range rewriting)."""
 from .convert import CONVERTER_VERSION, ConversionError, ConversionResult, convert_file, convert_source
-from .output import metadata_path, write_atomic  # noqa: F401  (public API)
+from .output import (RKernelMeta, metadata_json, metadata_path, read_metadata,  # noqa: F401  (public API)
+                     write_atomic)
 from .parse import parse_cuda
 
 __all__ = ["CONVERTER_VERSION", "ConversionError", "ConversionResult", "convert_file", "convert_source", "parse_cuda",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import clang.cindex as ci
 
+from .output import RKernelMeta
 from .parse import ParsedSource, parse_cuda
 
 K = ci.CursorKind
@@ -94,9 +95,9 @@ class Func:
 
 @dataclass
 class ConversionResult:
-    """Converted source text plus one metadata dict per rKernel, and the kernels that were refused."""
+    """Converted source text plus the metadata of each rKernel, and the kernels that were refused."""
     output: str
-    rkernels: list[dict]
+    rkernels: list[RKernelMeta]
     refused: list[dict]
     warnings: list[str]
 
@@ -652,7 +653,7 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
     warnings = [f"{filename}:1:1: warning: header '{h}' not found; parsed as empty" for h in src.missing_includes]
 
     edits: list[Edit] = []
-    rkernels: list[dict] = []
+    rkernels: list[RKernelMeta] = []
     refused: list[dict] = []
     clones_needed: dict[str, Func] = {}
     smem_callees: set[str] = set()
@@ -804,23 +805,23 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
         for off, kind in g.barrier_sites:
             ln, cl = src.location(off)
             barrier_sites.append({"line": ln, "col": cl, "kind": kind, "function": g.qualname})
-    meta = {
-        "name": f.qualname,
-        "rkernel": f"{f.name}__rtask",
-        "wrapper": f.name,
-        "layout": layout,
-        "params": [{"name": p.spelling, "type": p.type.spelling} for p in params],
-        "template_params": tparams,
-        "static_smem_bytes": _layout_bytes(order),
-        "shared_variables": [{"member": m.member, "decl": m.decl_text, "bytes": m.size} for m in order],
-        "dynamic_smem": bool(f.extern_shared or any(g.extern_shared for g in ctx_callees)),
-        "barrier_sites": barrier_sites,
-        "features": sorted(features),
-        "launch_bounds": launch_bounds,
-        "callees_cloned": [g.qualname + "__rt" for g in ctx_callees],
-        "warnings": [],
-        "source": {"file": src.filename, "line": line},
-    }
+    meta = RKernelMeta(
+        name=f.qualname,
+        rkernel=f"{f.name}__rtask",
+        wrapper=f.name,
+        layout=layout,
+        params=[{"name": p.spelling, "type": p.type.spelling} for p in params],
+        template_params=tparams,
+        static_smem_bytes=_layout_bytes(order),
+        shared_variables=[{"member": m.member, "decl": m.decl_text, "bytes": m.size} for m in order],
+        dynamic_smem=bool(f.extern_shared or any(g.extern_shared for g in ctx_callees)),
+        barrier_sites=barrier_sites,
+        features=sorted(features),
+        launch_bounds=launch_bounds,
+        callees_cloned=[g.qualname + "__rt" for g in ctx_callees],
+        warnings=[],
+        source={"file": src.filename, "line": line},
+    )
     return edits, meta
 
 

@@ -1,10 +1,15 @@
-"""The corpus registry: which legacy kernels implement an ONNX op type, when they apply and how to launch them.
+"""The corpus registry: one `OpDef` per ONNX op type bundles everything the toolchain knows about the op.
+
+An `OpDef` holds the op's `Binding`s (which legacy kernels implement it, when they apply, how to launch them),
+its reference (None: onnx's ReferenceEvaluator, the truth for standard ops), the ONNX inputs its kernels need as
+numbers (`constant_inputs`), its reference shapes (the index evaluates and the tests run every binding at them)
+and its PyTorch baseline builder. Op modules under `kernel_corpus/ops/` export `OPS`; adding an op is one kernel
+in a `legacy/*.cu` file plus one `OpDef` in an ops module.
 
 The scheduler describes an ONNX node as a `NodeInfo` (static shapes, python-valued attributes) and asks
-`registry.for_op(op_type)` for the `Binding`s of that op type. `binding.applies(node)` is `True` or a one-line
-reason why not (a str, which is truthy: test with `is True`); `binding.launch(node)` gives the concrete launches
-of legacy kernels, in order. Bindings live in the modules of `kernel_corpus/ops/` (each exports `BINDINGS`);
-adding a kernel = a `legacy/*.cu` file plus a binding there.
+`registry.for_op(op_type)` for the bindings of that op type. `binding.refusal(node)` is None or a `Refusal`
+with a one-line reason; `binding.applies(node)` is the bool; `binding.launch(node)` gives the concrete launches
+of legacy kernels, in order, each with typed arguments (`In`, `Out`, `Temp`, `Scalar`).
 
 Conventions for nodes:
 - an absent optional input (ONNX name '') is `None` in `NodeInfo.inputs`; trailing ones may be left out;
@@ -27,15 +32,21 @@ import importlib
 import importlib.util
 import pkgutil
 import re
+import sys
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Union
+
+from toolchain.cxx import kernel_expr
 
 LEGACY_DIR = Path(__file__).parent / "legacy"
 KINDS = ("fast", "efficient", "only")
 INT32_MAX = 2**31 - 1
 FLOAT32 = "float32"
+OPSET = 20  # reference shapes are ONNX nodes of this opset (Gelu needs 20)
+CUSTOM_DOMAIN = "ai.rammer"  # our fused ops (FusedMatMul, LSTMCell, ...) when written as ONNX
+BACKENDS = ("rtask", "library", "user")  # how a binding executes: corpus rKernels, a vendor call, a user library
 
 
 @dataclass(frozen=True)
@@ -83,25 +94,68 @@ class NodeInfo:
         return self.attrs.get(key, default)
 
 
+@dataclass(frozen=True)
+class In:
+    """Launch argument: the node's input `index` (a device pointer)."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Out:
+    """Launch argument: the node's output `index` (a device pointer)."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Temp:
+    """Launch argument: a scratch buffer of `nbytes` shared by the launches of one node (undefined on entry)."""
+
+    name: str
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """Launch argument: a value passed by value (`dtype` is a numpy dtype name: int32, float32)."""
+
+    dtype: str
+    value: int | float
+
+
+Arg = Union[In, Out, Temp, Scalar]
+
+
+def arg_to_json(arg: Arg) -> dict:
+    """The JSON form of a launch argument (plan.json, the index): {"kind": ..., fields}."""
+    return {"kind": type(arg).__name__.lower(), **dataclasses.asdict(arg)}
+
+
+def arg_from_json(obj: dict) -> Arg:
+    """Inverse of arg_to_json."""
+    kinds = {"in": In, "out": Out, "temp": Temp, "scalar": Scalar}
+    fields = {k: v for k, v in obj.items() if k != "kind"}
+    return kinds[obj["kind"]](**fields)
+
+
 @dataclass
 class Launch:
     """One concrete launch of a legacy kernel for one node (args in the kernel's parameter order)."""
 
     kernel: str                 # legacy __global__ name in the binding's source file
-    template_args: list         # C++ template arguments (ints, or strings such as "true")
+    template_args: list         # C++ template arguments (ints, bools, or C++ text such as a type name)
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     dynamic_smem: int
-    args: list                  # ("in", i) | ("out", i) | ("temp", name, nbytes) | ("scalar", dtype, value)
+    args: list[Arg]
     flops: int                  # work of this launch, for the roofline cost model
     bytes: int                  # compulsory global-memory traffic of this launch
 
     @property
     def expr(self) -> str:
         """The kernel expression to instantiate and launch, e.g. 'gemm_tiled<16, true>'."""
-        if not self.template_args:
-            return self.kernel
-        return f"{self.kernel}<{', '.join(str(a) for a in self.template_args)}>"
+        return kernel_expr(self.kernel, self.template_args)
 
     @property
     def rtasks(self) -> int:
@@ -119,6 +173,20 @@ class NotApplicable(ValueError):
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """Why one binding cannot implement one node: a one-line reason, named by the binding."""
+
+    binding: str
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+Condition = Callable[[NodeInfo], "str | None"]  # None: the node applies; else one line saying why not
+
+
+@dataclass(frozen=True)
 class Binding:
     """One implementation (variant) of an ONNX op type by kernels of one legacy source file."""
 
@@ -126,12 +194,15 @@ class Binding:
     variant: str
     source: str                                     # file name under kernel_corpus/legacy/
     kind: str                                       # "fast" | "efficient" | "only" (a hint for the policy)
-    condition: Callable[[NodeInfo], bool | str]     # op-specific shape/attribute conditions
+    condition: Condition                            # op-specific shape/attribute conditions
     plan: Callable[[NodeInfo], list[Launch]]        # the launches, once the node applies
     kernels: tuple[str, ...]                        # legacy __global__ names the launches may use
     float_inputs: int | None = None                 # how many leading inputs must be float32 (None: all)
     note: str = ""                                  # what the scheduler should know (e.g. two launches)
     legacy_dir: Path = LEGACY_DIR                   # where `source` lives (another corpus folder's legacy/)
+    backend: str = "rtask"                          # BACKENDS: how the launches execute
+    devices: tuple[str, ...] = ("gpu", "cpu")       # targets the binding runs on
+    dtypes: tuple[str, ...] = (FLOAT32,)            # element types of its data inputs and outputs
 
     @property
     def name(self) -> str:
@@ -143,23 +214,24 @@ class Binding:
         """Absolute path of the legacy source file."""
         return self.legacy_dir / self.source
 
-    def applies(self, node: NodeInfo) -> bool | str:
-        """True, or one line saying why this binding cannot implement the node."""
-        reason = self._common_reason(node)
-        if reason:
-            return reason
-        verdict = self.condition(node)
-        return True if verdict is True else str(verdict or "not applicable")
+    def refusal(self, node: NodeInfo) -> Refusal | None:
+        """None when this binding can implement the node, else why not."""
+        reason = self._common_reason(node) or self.condition(node)
+        return None if reason is None else Refusal(self.name, str(reason) or "not applicable")
+
+    def applies(self, node: NodeInfo) -> bool:
+        """Whether this binding can implement the node (refusal() says why not)."""
+        return self.refusal(node) is None
 
     def launch(self, node: NodeInfo) -> list[Launch]:
         """The launches for the node, in order; NotApplicable (one line) when it does not apply."""
-        verdict = self.applies(node)
-        if verdict is not True:
-            raise NotApplicable(f"{self.name} cannot run node '{node.name}': {verdict}")
+        refused = self.refusal(node)
+        if refused is not None:
+            raise NotApplicable(f"{self.name} cannot run node '{node.name}': {refused.reason}")
         return self.plan(node)
 
     def _common_reason(self, node: NodeInfo) -> str | None:
-        """Checks every binding shares: op type, float32 data, non-empty tensors of int32-indexable size."""
+        """Checks every binding shares: op type, element types, non-empty tensors of int32-indexable size."""
         if node.op_type != self.op_type:
             return f"op type {node.op_type} is not {self.op_type}"
         data_inputs = node.inputs if self.float_inputs is None else node.inputs[: self.float_inputs]
@@ -167,8 +239,8 @@ class Binding:
             for i, t in enumerate(tensors):
                 if t is None:
                     continue
-                if t.dtype != FLOAT32:
-                    return f"{role} {i} is {t.dtype}, the kernels are float32 only"
+                if t.dtype not in self.dtypes:
+                    return f"{role} {i} is {t.dtype}, the kernels are {', '.join(self.dtypes)} only"
                 if t.numel == 0:
                     return f"{role} {i} is empty (shape {list(t.shape)})"
                 if t.numel > INT32_MAX:
@@ -176,46 +248,122 @@ class Binding:
         return None
 
 
+@dataclass(frozen=True)
+class Shape:
+    """One reference node of an op: input shapes (None: an absent optional input) and attributes (constant
+    inputs included, by their ONNX input names). The index evaluates every binding at these shapes and the corpus
+    tests run them against the reference. Outputs come from ONNX shape inference for standard ops and from the
+    reference itself for our custom ops."""
+
+    inputs: tuple
+    attrs: dict[str, Any] = field(default_factory=dict)
+    label: str = ""
+    opset: int = OPSET
+    tol: float = 1e-5                 # max |got - want| / (1 + |want|) of a kernel against the reference
+    positive: tuple[int, ...] = ()    # inputs drawn in [0.5, 1.5] (variances, divisors)
+    outputs: int = 1                  # how many outputs the node has
+    test: bool = True                 # run on the emulator by the tests; False: a model-sized shape the index
+                                      # evaluates (launch geometry) but nothing runs
+
+    def key(self, op_type: str) -> str:
+        """Readable shape key, unique per op: `Conv(1x16x32x32, 32x16x3x3; pads=1,1,1,1)`."""
+        shapes = ", ".join("-" if s is None else "x".join(map(str, s)) if s else "scalar" for s in self.inputs)
+        attrs = "; ".join(f"{k}={_attr_text(v)}" for k, v in sorted(self.attrs.items()))
+        return f"{op_type}({shapes}{'; ' + attrs if attrs else ''})"
+
+
+def _attr_text(v: Any) -> str:
+    """An attribute value in a shape key."""
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+Reference = Callable[[NodeInfo, list], list]  # (node, float64 inputs, None for absent) -> outputs
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """Everything about one op type, in one place: bindings, truth, constant inputs, shapes, PyTorch baseline."""
+
+    op_type: str
+    bindings: tuple[Binding, ...]
+    shapes: tuple[Shape, ...] = ()
+    reference: Reference | None = None       # None: a standard ONNX op, evaluated by onnx's ReferenceEvaluator
+    constant_inputs: tuple[str, ...] = ()    # ONNX inputs 1, 2, ... the kernels read as numbers (as attributes)
+    torch: Callable | None = None            # (torch, attrs, constant inputs) -> callable of the runtime inputs
+    equivalent: Callable | None = None       # custom ops: (node, input names, output names, dtype) -> (standard
+                                             # ONNX nodes, initializers) computing the same outputs
+    custom: bool = False                     # ours, not in the ONNX standard (domain CUSTOM_DOMAIN when written)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bindings", tuple(self.bindings))
+        object.__setattr__(self, "shapes", tuple(self.shapes))
+        wrong = [b.name for b in self.bindings if b.op_type != self.op_type]
+        if wrong:
+            raise ValueError(f"OpDef {self.op_type}: bindings of another op type: {', '.join(wrong)}")
+        if self.custom and self.reference is None and self.equivalent is None:
+            raise ValueError(f"OpDef {self.op_type}: a custom op needs its equivalent standard graph (or a "
+                             f"reference)")
+
+
 _KERNEL_DEF = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\s*\((?:[^()]|\([^()]*\))*\)\s*)?(\w+)\s*\(")
 
 
 class Registry:
-    """All bindings, loaded lazily from the modules of a package, queried by op type."""
+    """All op definitions, loaded lazily from the modules of a package (or a folder), queried by op type."""
 
     def __init__(self, package: str = "kernel_corpus.ops") -> None:
         self._package = package
-        self._bindings: list[Binding] | None = None
+        self._ops: dict[str, OpDef] | None = None
 
     @staticmethod
     def from_dir(root: Path) -> "Registry":
-        """A corpus outside the package: ROOT/ops/*.py export BINDINGS whose sources live in ROOT/legacy/."""
+        """A corpus outside the package: ROOT/ops/*.py export OPS (or BINDINGS) whose sources live in
+        ROOT/legacy/."""
         reg = Registry(package=f"<{root}>")
-        found: list[Binding] = []
+        legacy = Path(root, "legacy").resolve()
+        found: list[OpDef] = []
         for path in sorted(Path(root, "ops").glob("*.py")):
             if path.name.startswith("_"):
                 continue
-            spec = importlib.util.spec_from_file_location(f"_rammer_corpus_{path.stem}", path)
+            name = f"_rammer_corpus_{abs(hash(str(root)))}_{path.stem}"
+            spec = importlib.util.spec_from_file_location(name, path)
             module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module  # dataclasses (and pickling) look a class's module up by name
             spec.loader.exec_module(module)
-            legacy = Path(root, "legacy").resolve()
-            found.extend(dataclasses.replace(b, legacy_dir=legacy) for b in module.BINDINGS)
-        check_bindings(found)
-        reg._bindings = found
+            found += [dataclasses.replace(d, bindings=tuple(dataclasses.replace(b, legacy_dir=legacy)
+                                                            for b in d.bindings))
+                      for d in module_ops(module, str(path))]
+        reg._ops = merge_ops(found)
         return reg
 
+    def ops(self) -> list[OpDef]:
+        """Every op definition, sorted by op type."""
+        if self._ops is None:
+            self._ops = self._load()
+        return [self._ops[k] for k in sorted(self._ops)]
+
+    def op(self, op_type: str) -> OpDef | None:
+        """The definition of one op type, or None when the corpus has none."""
+        self.ops()
+        return self._ops.get(op_type)
+
     def all(self) -> list[Binding]:
-        """Every binding, in module order."""
-        if self._bindings is None:
-            self._bindings = self._load()
-        return list(self._bindings)
+        """Every binding, op types sorted, variants in their module's order."""
+        return [b for d in self.ops() for b in d.bindings]
 
     def for_op(self, op_type: str) -> list[Binding]:
         """The bindings of one op type (empty when the corpus has none)."""
-        return [b for b in self.all() if b.op_type == op_type]
+        d = self.op(op_type)
+        return list(d.bindings) if d else []
 
     def op_types(self) -> list[str]:
         """Op types the corpus implements, sorted."""
-        return sorted({b.op_type for b in self.all()})
+        return [d.op_type for d in self.ops() if d.bindings]
+
+    def constant_inputs(self, op_type: str) -> tuple[str, ...]:
+        """Names of the ONNX inputs 1, 2, ... that the op's kernels take as numbers (attributes of those names)."""
+        d = self.op(op_type)
+        return d.constant_inputs if d else ()
 
     def get(self, op_type: str, variant: str) -> Binding:
         """One binding by op type and variant name."""
@@ -227,17 +375,40 @@ class Registry:
 
     def applicable(self, node: NodeInfo) -> list[Binding]:
         """The bindings that can implement this node."""
-        return [b for b in self.for_op(node.op_type) if b.applies(node) is True]
+        return [b for b in self.for_op(node.op_type) if b.applies(node)]
 
-    def _load(self) -> list[Binding]:
-        """Import every public module of the package and collect its BINDINGS, checking each one."""
+    def _load(self) -> dict[str, OpDef]:
+        """Import every public module of the package and collect its OPS, checking each one."""
         package = importlib.import_module(self._package)
-        found: list[Binding] = []
+        found: list[OpDef] = []
         for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
             if not info.name.startswith("_"):
-                found.extend(importlib.import_module(f"{self._package}.{info.name}").BINDINGS)
-        check_bindings(found)
-        return found
+                module = importlib.import_module(f"{self._package}.{info.name}")
+                found += module_ops(module, module.__name__)
+        return merge_ops(found)
+
+
+def module_ops(module: Any, where: str) -> list[OpDef]:
+    """The OpDefs of one ops module: its OPS, or (older user corpora) its BINDINGS grouped by op type."""
+    if hasattr(module, "OPS"):
+        return list(module.OPS)
+    if hasattr(module, "BINDINGS"):
+        by_op: dict[str, list[Binding]] = {}
+        for b in module.BINDINGS:
+            by_op.setdefault(b.op_type, []).append(b)
+        return [OpDef(op, tuple(bs)) for op, bs in by_op.items()]
+    raise ValueError(f"{where}: an ops module exports OPS (a list of OpDef)")
+
+
+def merge_ops(defs: list[OpDef]) -> dict[str, OpDef]:
+    """One OpDef per op type (an op defined twice is an error), bindings checked."""
+    out: dict[str, OpDef] = {}
+    for d in defs:
+        if d.op_type in out:
+            raise ValueError(f"op {d.op_type} is defined twice")
+        out[d.op_type] = d
+    check_bindings([b for d in out.values() for b in d.bindings])
+    return out
 
 
 def check_bindings(bindings: list[Binding]) -> None:
@@ -250,6 +421,8 @@ def check_bindings(bindings: list[Binding]) -> None:
         seen.add(b.name)
         if b.kind not in KINDS:
             raise ValueError(f"binding {b.name}: kind '{b.kind}' is not one of {', '.join(KINDS)}")
+        if b.backend not in BACKENDS:
+            raise ValueError(f"binding {b.name}: backend '{b.backend}' is not one of {', '.join(BACKENDS)}")
         if b.source not in defined:
             if not b.source_path.is_file():
                 raise ValueError(f"binding {b.name}: source {b.source_path} does not exist")

@@ -6,7 +6,7 @@ from typing import Iterable
 
 import numpy as np
 
-from kernel_corpus.bindings import Binding, Launch, NodeInfo
+from kernel_corpus.bindings import Arg, Binding, In, Launch, NodeInfo, Out, Scalar, Temp
 
 SCALAR_TYPES = {"int32": np.int32, "int64": np.int64, "uint32": np.uint32, "float32": np.float32,
                 "float64": np.float64}
@@ -28,24 +28,22 @@ def build_module(source: str, exprs: list[str]):
     return CpuModule((LEGACY_DIR / source).read_text(), kernels=exprs, include_dirs=[str(LEGACY_DIR)])
 
 
-def _argument(arg: tuple, inputs: list[np.ndarray | None], outputs: list[np.ndarray],
+def _argument(arg: Arg, inputs: list[np.ndarray | None], outputs: list[np.ndarray],
               temps: dict[str, np.ndarray]):
     """The numpy object the emulator receives for one launch argument."""
-    kind = arg[0]
-    if kind == "in":
-        if inputs[arg[1]] is None:
+    if isinstance(arg, In):
+        if inputs[arg.index] is None:
             raise ValueError(f"launch argument {arg} names an absent input")
-        return inputs[arg[1]]
-    if kind == "out":
-        return outputs[arg[1]]
-    if kind == "temp":
-        _, name, nbytes = arg
-        if name not in temps:
-            temps[name] = np.full(-(-nbytes // 4), np.nan, dtype=np.float32)  # NaN: nothing may rely on contents
-        return temps[name]
-    if kind == "scalar":
-        return SCALAR_TYPES[arg[1]](arg[2])
-    raise ValueError(f"unknown launch argument kind {kind!r}")
+        return inputs[arg.index]
+    if isinstance(arg, Out):
+        return outputs[arg.index]
+    if isinstance(arg, Temp):
+        if arg.name not in temps:  # NaN: nothing may rely on the contents
+            temps[arg.name] = np.full(-(-arg.nbytes // 4), np.nan, dtype=np.float32)
+        return temps[arg.name]
+    if isinstance(arg, Scalar):
+        return SCALAR_TYPES[arg.dtype](arg.value)
+    raise ValueError(f"unknown launch argument {arg!r}")
 
 
 def run_launches(module, launches: list[Launch], node: NodeInfo,

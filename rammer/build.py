@@ -18,7 +18,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from converter import RKernelMeta
+from kernel_corpus.bindings import Temp
 from scheduler.graph import Graph
+from scheduler.plan import temp_buffer
 from vdevice.program import Op, Program, plan_to_json
 
 from .runtime import (MANIFEST, BufferSpec, BuildError, Built, Manifest, TensorSpec, npz_key,
@@ -85,11 +88,11 @@ def convert_sources(paths: Mapping[str, Path], needed: Mapping[str, set[str]]) -
             if k in refused:
                 raise BuildError(f"kernel '{k}' of {source} was refused by the converter: {refused[k][0]}")
         texts[source] = res.output
-        meta[source] = {m["name"]: m for m in res.rkernels}
+        meta[source] = {m.name: m for m in res.rkernels}
     return texts, meta
 
 
-def resolve_ops(ops: list[Op], meta: Mapping[str, Mapping[str, dict]]) -> list[Op]:
+def resolve_ops(ops: list[Op], meta: Mapping[str, Mapping[str, RKernelMeta]]) -> list[Op]:
     """Check each op's rKernel against the converter's metadata (name, wrapper, layout struct)."""
     import dataclasses
     out = []
@@ -99,9 +102,9 @@ def resolve_ops(ops: list[Op], meta: Mapping[str, Mapping[str, dict]]) -> list[O
         if m is None:
             raise BuildError(f"op {op.name}: the converter produced no rKernel for '{k.wrapper_name}' "
                              f"of {k.source_id}")
-        layout = m["layout"].split("<", 1)[0] if m.get("layout") else None
-        out.append(dataclasses.replace(op, kernel=dataclasses.replace(k, rkernel=m["rkernel"], layout=layout,
-                                                                      wrapper=m["wrapper"])))
+        layout = m.layout.split("<", 1)[0] if m.layout else None
+        out.append(dataclasses.replace(op, kernel=dataclasses.replace(k, rkernel=m.rkernel, layout=layout,
+                                                                      wrapper=m.wrapper)))
     return out
 
 
@@ -110,9 +113,9 @@ def plan_buffers(graph: Graph, plan: Any, ops: list[Op]) -> tuple[list[BufferSpe
     temps: dict[str, int] = {}
     for pop in plan.ops:
         for arg in pop.launch.args:
-            if arg[0] == "temp":
-                name = f"{pop.node}/{arg[1]}"
-                temps[name] = max(temps.get(name, 0), int(arg[2]))
+            if isinstance(arg, Temp):
+                name = temp_buffer(pop.node, arg)
+                temps[name] = max(temps.get(name, 0), int(arg.nbytes))
     used = {a.buffer for op in ops for a in op.args if a.buffer is not None}
     used |= set(graph.inputs) | set(graph.outputs)
     bases: dict[str, BufferSpec] = {}

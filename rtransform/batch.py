@@ -27,8 +27,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from converter import metadata_path, write_atomic
-from toolchain.cxx import template_args_text
+from converter import RKernelMeta, metadata_json, metadata_path, write_atomic
+from toolchain.cxx import kernel_expr, template_args_text
 from toolchain.demangle import demangle_entry
 from toolchain.ptxas import RESOURCE_ARCH, parse_ptxas, run_ptxas
 from vdevice import RUNTIME_INCLUDE
@@ -162,9 +162,9 @@ def _convert_file(job: FileJob, out_dir: Path) -> FileRecord:
         rec.resources_note = attach_resources(job, outcome)
     if job.verify:
         verify_kernels(job, outcome)
-    metadata = {"source": job.rel, "rkernels": outcome.rkernels, "refused": outcome.refused}
+    metadata = metadata_json(job.rel, outcome.rkernels, outcome.refused)
     write_atomic(out_dir / out_rel, outcome.output)
-    write_atomic(out_dir / meta_rel, json.dumps(metadata, indent=2) + "\n")
+    write_atomic(out_dir / meta_rel, metadata)
     rec.outputs = [out_rel, meta_rel]
     return rec
 
@@ -175,7 +175,7 @@ class Outcome:
     """Converter result for one file, split per kernel."""
     kernels: list[KernelRecord] = field(default_factory=list)
     output: str = ""
-    rkernels: list[dict] = field(default_factory=list)
+    rkernels: list[RKernelMeta] = field(default_factory=list)
     refused: list[dict] = field(default_factory=list)  # {name, diagnostics}, as the converter reports them
     error: str | None = None  # file-level failure (a clang error)
 
@@ -243,7 +243,7 @@ def _refusal(text: str, filename: str, kernel: str) -> list[str]:
 
 
 def _converted(res) -> Outcome:
-    kernels = [KernelRecord(rk["name"], "converted", None, sorted(rk.get("features", [])))
+    kernels = [KernelRecord(rk.name, "converted", None, sorted(rk.features))
                for rk in res.rkernels]
     return Outcome(kernels, res.output, list(res.rkernels))
 
@@ -293,17 +293,17 @@ def attach_resources(job: FileJob, outcome: Outcome) -> str | None:
 
     Template kernels are instantiated with the template arguments of their launch spec, if any."""
     src = Path(job.src_dir) / job.rel
-    instances: list[tuple[dict, list]] = []  # (rkernel metadata, template args)
+    instances: list[tuple[RKernelMeta, list]] = []  # (rkernel metadata, template args)
     lines = [outcome.output, "", "// instantiations from launch specs (rtransform convert-all)"]
     for rk in outcome.rkernels:
-        if not rk.get("template_params"):
+        if not rk.template_params:
             instances.append((rk, []))
             continue
-        spec = find_spec(src, rk["name"])
+        spec = find_spec(src, rk.name)
         if spec is None or not spec.template_args:
-            rk["ptxas"] = {"arch": RESOURCE_ARCH, "instances": [], "note": "template: no spec gives its arguments"}
+            rk.ptxas = {"arch": RESOURCE_ARCH, "instances": [], "note": "template: no spec gives its arguments"}
             continue
-        expr = f"{rk['name']}<{template_args_text(spec.template_args)}>"
+        expr = kernel_expr(rk.name, spec.template_args)
         lines.append(f"void* __rt_instantiate_{len(instances)}() {{ return (void*)&{expr}; }}")
         instances.append((rk, spec.template_args))
     if not instances:
@@ -313,10 +313,10 @@ def attach_resources(job: FileJob, outcome: Outcome) -> str | None:
         return f"nvcc failed: {text}"
     found = {demangle_entry(sym): {"symbol": sym, **res} for sym, res in parse_ptxas(text).items()}
     for rk, targs in instances:
-        res = found.get((rk["name"].split("::")[-1], template_args_text(targs)))
-        rk["ptxas"] = {"arch": RESOURCE_ARCH, "instances": [{"template_args": targs, **res}] if res else []}
-        kernel = next(k for k in outcome.kernels if k.name == rk["name"])
-        kernel.resources = rk["ptxas"]["instances"]
+        res = found.get((rk.name.split("::")[-1], template_args_text(targs)))
+        rk.ptxas = {"arch": RESOURCE_ARCH, "instances": [{"template_args": targs, **res}] if res else []}
+        kernel = next(k for k in outcome.kernels if k.name == rk.name)
+        kernel.resources = rk.ptxas["instances"]
     return None
 
 

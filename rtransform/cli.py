@@ -1,7 +1,6 @@
 """`rtransform`: the kernel tools (convert, run, verify, convert-all, include-dir)."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -35,25 +34,25 @@ def main() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the rKernel metadata as JSON on stdout")
 def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bool) -> None:
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
-    from converter import ConversionError, convert_file, write_atomic
+    from converter import ConversionError, convert_file, metadata_json, write_atomic
     try:
         res = convert_file(file, list(kernels) or None, strict=True)
     except ConversionError as e:
         _fail(e.diagnostics)
     for w in res.warnings:
         click.echo(w, err=True)
-    meta = {"source": file, "rkernels": res.rkernels, "refused": res.refused}
+    meta = metadata_json(file, res.rkernels, res.refused)
     if output == "-":
         click.echo(res.output, nl=False)
     else:
         out = Path(output) if output else Path(file).with_suffix(".rtask.cu")
-        write_atomic(metadata_path(out), json.dumps(meta, indent=2) + "\n")
+        write_atomic(metadata_path(out), meta)
         write_atomic(out, res.output)
         if not as_json:
-            names = ", ".join(m["name"] for m in res.rkernels)
+            names = ", ".join(m.name for m in res.rkernels)
             click.echo(f"{file}: {len(res.rkernels)} rKernel(s) ({names}) -> {out}", err=True)
     if as_json:
-        click.echo(json.dumps(meta, indent=2))
+        click.echo(meta, nl=False)
 
 
 @main.command("include-dir")

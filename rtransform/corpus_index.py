@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from kernel_corpus.index import (INDEX_PATH, REFERENCE_SHAPES, SCHEMA, add_evaluations, carry_over, kernel_entries,
+from kernel_corpus.index import (INDEX_PATH, SCHEMA, add_evaluations, carry_over, kernel_entries, reference_shapes,
                                  launch_spec, load_index, smallest_launch)
 from rtransform.batch import convert_kernels
 from toolchain.cxx import template_args_text
@@ -49,7 +49,8 @@ def build_index(previous: dict | None = None, nvcc: str | None = None) -> dict:
     for source, text in texts.items():
         for name, e in kernel_entries(source, text, outcomes[source]).items():
             entries[(source, name)] = e
-    problems = add_evaluations(entries, registry.all(), REFERENCE_SHAPES)
+    refs = reference_shapes(registry)
+    problems = add_evaluations(entries, refs)
     if nvcc:
         problems += add_resources(entries, {s: o.output for s, o in outcomes.items() if o.output}, nvcc)
     carry_over(entries, previous)
@@ -58,7 +59,7 @@ def build_index(previous: dict | None = None, nvcc: str | None = None) -> dict:
             inst.setdefault("verified", "not verified")
     return {"schema": SCHEMA, "generator": "rtransform index", "converter_version": CONVERTER_VERSION,
             "arch": "sm_90", "nvcc": bool(nvcc), "problems": problems,
-            "reference_shapes": [r.key() for r in REFERENCE_SHAPES],
+            "reference_shapes": [s.key(d.op_type) for d, s in refs],
             "rkernels": [entries[k] for k in sorted(entries)]}
 
 

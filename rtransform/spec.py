@@ -23,7 +23,7 @@ import numpy as np
 import yaml
 
 from converter.slice import KernelParam
-from toolchain.cxx import template_arg_text  # noqa: F401  (re-exported: spec users spell template args with it)
+from toolchain.cxx import kernel_expr, template_arg_text  # noqa: F401  (re-exported: spec users spell args with it)
 
 DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
           "uint8", "uint16", "uint32", "uint64", "bool")
@@ -82,9 +82,7 @@ class LaunchSpec:
 
     def kernel_expr(self) -> str:
         """The kernel name with its template arguments, as a C++ expression."""
-        if not self.template_args:
-            return self.kernel
-        return f"{self.kernel}<{', '.join(template_arg_text(a) for a in self.template_args)}>"
+        return kernel_expr(self.kernel, self.template_args)
 
     def block_threads(self) -> int:
         """Threads per legacy block."""

@@ -22,9 +22,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from converter import ConversionError, convert_source
+from converter import ConversionError, RKernelMeta, convert_source
 from rtransform.run import RUNTIME_INCLUDE, EXIT_ERROR, Prepared, RunError, launch, make_module, prepare
-from rtransform.spec import LaunchSpec, make_inputs, template_arg_text
+from rtransform.spec import LaunchSpec, make_inputs
+from toolchain.cxx import kernel_expr
 
 EXECUTOR = "__rt_verify_exec"
 MAX_VEUS = 3
@@ -102,21 +103,21 @@ def task_order(spec: LaunchSpec) -> np.ndarray:
     return np.random.default_rng(spec.seed + 1).permutation(spec.num_blocks()).astype(np.uint32)
 
 
-def executor_source(meta: dict, spec: LaunchSpec) -> str:
+def executor_source(meta: RKernelMeta, spec: LaunchSpec) -> str:
     """A persistent __global__ that runs the rKernel's rTasks from an order array (rtask_runtime.cuh protocol)."""
-    qual = meta["name"].rsplit("::", 1)[0] + "::" if "::" in meta["name"] else ""
-    tparams = meta.get("template_params") or []
+    qual = meta.name.rsplit("::", 1)[0] + "::" if "::" in meta.name else ""
+    tparams = meta.template_params
     header = ("template <" + ", ".join(f"typename {p['name']}" if p["kind"] == "type" else f"{p['type']} {p['name']}"
                                       for p in tparams) + ">\n") if tparams else ""
     targs = "<" + ", ".join(p["name"] for p in tparams) + ">" if tparams else ""
-    params = "".join(f"{p['type']} {p['name']}, " for p in meta["params"])
-    args = "".join(f", {p['name']}" for p in meta["params"])
-    layout = meta.get("layout")
+    params = "".join(f"{p['type']} {p['name']}, " for p in meta.params)
+    args = "".join(f", {p['name']}" for p in meta.params)
+    layout = meta.layout
     layout_decl = f"  __shared__ {qual}{layout}{targs} __rt_layout;\n" if layout else ""
     smem = "reinterpret_cast<char*>(&__rt_layout)" if layout else "static_cast<char*>(nullptr)"
     g, b = spec.grid, spec.block
     return (
-        f"\n// ---- rtransform verify: persistent executor for {meta['name']} ----\n"
+        f"\n// ---- rtransform verify: persistent executor for {meta.name} ----\n"
         f"{header}__global__ void {EXECUTOR}({params}const unsigned* __rt_order, unsigned __rt_ntasks) {{\n"
         f"  __shared__ ::rt::TaskSlot __rt_slot;\n{layout_decl}"
         f"  extern __shared__ __align__(16) char __rt_dyn[];\n"
@@ -126,7 +127,7 @@ def executor_source(meta: dict, spec: LaunchSpec) -> str:
         f"                                      __rt_dyn);\n"
         f"    ::rt::begin_task(__rt);\n"
         f"    if (__rt.tid < __rt.nthreads) {{\n"
-        f"      {qual}{meta['rkernel']}{targs}(__rt{args});\n"
+        f"      {qual}{meta.rkernel}{targs}(__rt{args});\n"
         f"      ::rt::end_task(__rt);\n"
         f"    }}\n"
         f"    __syncthreads();\n"
@@ -135,19 +136,17 @@ def executor_source(meta: dict, spec: LaunchSpec) -> str:
 
 def executor_expr(spec: LaunchSpec) -> str:
     """The executor's name with the spec's template arguments."""
-    if not spec.template_args:
-        return EXECUTOR
-    return f"{EXECUTOR}<{', '.join(template_arg_text(a) for a in spec.template_args)}>"
+    return kernel_expr(EXECUTOR, spec.template_args)
 
 
-def convert(prep: Prepared) -> tuple[str, dict]:
+def convert(prep: Prepared) -> tuple[str, RKernelMeta]:
     """Convert the sliced legacy text; returns (converted text, the kernel's metadata) or RunError."""
     try:
         res = convert_source(prep.text, prep.file, [prep.spec.kernel], include_dirs=prep.include_dirs)
     except ConversionError as e:
         raise RunError(e.diagnostics[0]) from None
     want = prep.spec.kernel
-    meta = next((m for m in res.rkernels if want in (m["name"], m["wrapper"])), None)
+    meta = next((m for m in res.rkernels if want in (m.name, m.wrapper)), None)
     if meta is None:
         refused = [d for r in res.refused for d in r.get("diagnostics", [])]
         raise RunError(refused[0] if refused else f"{prep.file}: error: kernel '{want}' was not converted")

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from kernel_corpus.bindings import Temp
 from vdevice.program import Op, Program, TaskRef
 
 from .graph import Graph
@@ -72,8 +73,8 @@ def sample_data(graph: Graph, ops: list[Op], samples: list[Sample], rng: np.rand
             name = ref.buffer
             if name is None or name in data:
                 continue
-            if arg[0] == "temp":
-                data[name] = np.zeros(-(-int(arg[2]) // 4), dtype=np.float32)
+            if isinstance(arg, Temp):
+                data[name] = np.zeros(-(-int(arg.nbytes) // 4), dtype=np.float32)
             elif graph.is_constant(name):
                 data[name] = np.ascontiguousarray(graph.constant(name))
             else:

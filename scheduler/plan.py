@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from kernel_corpus.bindings import Arg, In, Out, Scalar, Temp, arg_to_json
 from vdevice.program import ArgRef, KernelRef, Op, Program
 
 
@@ -21,7 +22,7 @@ class ProgramOp:
     source: str  # legacy file under kernel_corpus/legacy/
     launch_index: int
     launch: Any  # kernel_corpus.bindings.Launch
-    inputs: list[str] = field(default_factory=list)  # the node's tensor names, for ("in", i) / ("out", i)
+    inputs: list[str] = field(default_factory=list)  # the node's tensor names, for In(i) / Out(i)
     outputs: list[str] = field(default_factory=list)
     rtask_us: float = 0.0
 
@@ -49,18 +50,22 @@ def default_vdevice_op(op: ProgramOp) -> Op:
     return Op(op.name, kernel, tuple(arg_ref(op, a) for a in L.args))
 
 
-def arg_ref(op: ProgramOp, arg: tuple) -> ArgRef:
+def arg_ref(op: ProgramOp, arg: Arg) -> ArgRef:
     """One corpus launch argument as a vdevice ArgRef."""
-    kind = arg[0]
-    if kind == "in":
-        return ArgRef.buf(op.inputs[arg[1]] if arg[1] < len(op.inputs) else f"{op.node}:in{arg[1]}")
-    if kind == "out":
-        return ArgRef.buf(op.outputs[arg[1]] if arg[1] < len(op.outputs) else f"{op.node}:out{arg[1]}")
-    if kind == "temp":
-        return ArgRef.buf(f"{op.node}/{arg[1]}")
-    if kind == "scalar":
-        return ArgRef.scalar(arg[1], arg[2])
+    if isinstance(arg, In):
+        return ArgRef.buf(op.inputs[arg.index] if arg.index < len(op.inputs) else f"{op.node}:in{arg.index}")
+    if isinstance(arg, Out):
+        return ArgRef.buf(op.outputs[arg.index] if arg.index < len(op.outputs) else f"{op.node}:out{arg.index}")
+    if isinstance(arg, Temp):
+        return ArgRef.buf(temp_buffer(op.node, arg))
+    if isinstance(arg, Scalar):
+        return ArgRef.scalar(arg.dtype, arg.value)
     raise ValueError(f"unknown launch argument {arg!r} of {op.name}")
+
+
+def temp_buffer(node: str, arg: Temp) -> str:
+    """The buffer name of one node's scratch argument (the launches of a node share it by name)."""
+    return f"{node}/{arg.name}"
 
 
 @dataclass
@@ -116,6 +121,7 @@ class Plan:
 def op_json(op: ProgramOp, vop: Op) -> dict:
     """A plan op: node, variant, the corpus launch spelled out, and the vdevice op."""
     launch = dataclasses.asdict(op.launch) if dataclasses.is_dataclass(op.launch) else dict(vars(op.launch))
+    launch["args"] = [arg_to_json(a) for a in op.launch.args]
     return {"node": op.node, "op_type": op.op_type, "variant": op.variant, "source": op.source,
             "launch_index": op.launch_index, "rtasks": op.rtasks, "rtask_us": round(op.rtask_us, 4),
             "inputs": op.inputs, "outputs": op.outputs, "launch": jsonable(launch), "vdevice": vop.to_json()}

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from kernel_corpus.bindings import Scalar
 from toolchain.cache import cache_dir
 from vdevice.program import Program
 
@@ -59,9 +60,8 @@ MeasureFn = Callable[[Any], Measurement]
 
 def launch_key(launch: Any) -> str:
     """Cache key of a launch: kernel, template arguments and the shape of the work (grid, block, scalars)."""
-    targs = ",".join(str(a) for a in launch.template_args)
-    scalars = [str(a[2]) for a in launch.args if a and a[0] == "scalar"]
-    return (f"{launch.kernel}<{targs}> grid={tuple(launch.grid)} block={tuple(launch.block)} "
+    scalars = [str(a.value) for a in launch.args if isinstance(a, Scalar)]
+    return (f"{launch.expr} grid={tuple(launch.grid)} block={tuple(launch.block)} "
             f"smem={launch.dynamic_smem} scalars=({','.join(scalars)})")
 
 

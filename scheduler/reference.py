@@ -1,13 +1,14 @@
 """A small numpy evaluator of DFG nodes: constant folding runs it and tests execute passed graphs with it.
-Ops the corpus implements use the corpus's own numpy references (kernel_corpus.reference); the shape and
-constant ops only the front end meets are evaluated here."""
+Ops the corpus defines use the corpus's references (kernel_corpus.reference: onnx's ReferenceEvaluator); the
+shape and constant ops only the front end meets are evaluated here."""
 from __future__ import annotations
 
 import math
 from typing import Callable
 
 import numpy as np
-from kernel_corpus.reference import REFERENCES, run_reference
+from kernel_corpus.bindings import registry
+from kernel_corpus.reference import run_reference
 from onnx import helper
 
 from .graph import Graph, Node, SchedulerError
@@ -29,14 +30,14 @@ def op(*names: str) -> Callable[[OpFn], OpFn]:
 
 def can_evaluate(op_type: str) -> bool:
     """True when this evaluator (or the corpus reference) knows the op."""
-    return op_type in OPS or op_type in REFERENCES
+    return op_type in OPS or registry.op(op_type) is not None
 
 
 def evaluate(g: Graph, node: Node, inputs: Arrays) -> list[np.ndarray]:
     """Outputs of one node on concrete inputs, or SchedulerError when no evaluator has the op."""
     if node.op_type in OPS:
         return OPS[node.op_type](node, inputs)
-    if node.op_type in REFERENCES:
+    if registry.op(node.op_type) is not None:
         return run_reference(node_info(g, node), inputs)
     raise SchedulerError(f"numpy evaluator has no {node.op_type} (node '{node.name}')")
 

@@ -6,17 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel_corpus.bindings import NodeInfo, TensorInfo
+from kernel_corpus.bindings import registry as default_registry
 
 from .graph import Graph, Node, SchedulerError, present
-
-# Inputs the kernels need as numbers: given to the corpus as attributes of these names (bindings.py contract).
-CONSTANT_INPUTS = {
-    "Slice": ("starts", "ends", "axes", "steps"),
-    "ReduceMean": ("axes",), "ReduceSum": ("axes",), "ReduceMax": ("axes",),
-    "Pad": ("pads", "constant_value", "axes"),
-    "Expand": ("shape",), "Tile": ("repeats",), "Split": ("split",),
-}
-
 
 class UnsupportedOpError(SchedulerError):
     """Some operators have no applicable rKernel in the corpus."""
@@ -41,7 +33,7 @@ class OpSpec:
     op_type: str
     candidates: list[Candidate]
     preds: list[int] = field(default_factory=list)
-    inputs: list[str] = field(default_factory=list)  # tensor names ('' absent), for the launch's ("in", i)
+    inputs: list[str] = field(default_factory=list)  # tensor names ('' absent), for the launch's In(i)
     outputs: list[str] = field(default_factory=list)
 
 
@@ -61,13 +53,14 @@ class Workload:
         return succ
 
 
-def node_info(g: Graph, node: Node) -> NodeInfo:
-    """Describe a node to the corpus: static tensors ('' -> None) and constant operands as attributes."""
+def node_info(g: Graph, node: Node, registry: Any = None) -> NodeInfo:
+    """Describe a node to the corpus: static tensors ('' -> None) and the constant operands its op definition
+    asks for (`OpDef.constant_inputs`) as attributes of those names."""
     def info(name: str) -> TensorInfo | None:
         return TensorInfo(g.tensors[name].shape, g.tensors[name].dtype) if name else None
 
     attrs = dict(node.attrs)
-    for pos, key in enumerate(CONSTANT_INPUTS.get(node.op_type, ()), start=1):
+    for pos, key in enumerate((registry or default_registry).constant_inputs(node.op_type), start=1):
         if pos < len(node.inputs) and node.inputs[pos] and g.is_constant(node.inputs[pos]):
             value = g.constant(node.inputs[pos])
             attrs[key] = value.tolist() if value.ndim else value.item()
@@ -77,14 +70,14 @@ def node_info(g: Graph, node: Node) -> NodeInfo:
 
 def candidates(registry: Any, g: Graph, node: Node) -> tuple[list[Candidate], list[str]]:
     """Applicable bindings as candidates, and the reasons the others gave."""
-    info = node_info(g, node)
+    info = node_info(g, node, registry)
     found, reasons = [], []
     for binding in registry.for_op(node.op_type):
-        verdict = binding.applies(info)
-        if verdict is True:
+        refused = binding.refusal(info)
+        if refused is None:
             found.append(Candidate(binding.variant, binding.kind, binding.launch(info), binding.source))
         else:
-            reasons.append(f"{binding.variant}: {verdict}")
+            reasons.append(f"{binding.variant}: {refused.reason}")
     return found, reasons
 
 
@@ -97,9 +90,7 @@ def describe_node(g: Graph, node: Node) -> str:
 
 def build_workload(g: Graph, registry: Any = None) -> Workload:
     """Candidates for every node; ONE UnsupportedOpError listing every node that has none."""
-    if registry is None:
-        from kernel_corpus.bindings import registry as default_registry
-        registry = default_registry
+    registry = registry or default_registry
     index = {id(n): i for i, n in enumerate(g.nodes)}
     producers = g.producers()
     ops, missing = [], []

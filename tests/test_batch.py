@@ -629,18 +629,23 @@ def test_index_rtask_counts_follow_the_kernel_geometry(corpus_index, shape, m, n
     assert ev["threads_per_rtask"] == 256 and ev["instance"] == "gemm_tiled<16, false, 0>"
 
 
-@pytest.mark.parametrize("pick", [lambda r: r.op_type == "Conv" and "strides" in r.attrs,
-                                  lambda r: r.op_type == "Split", lambda r: r.op_type == "Slice",
-                                  lambda r: r.op_type == "MaxPool" and "pads" in r.attrs])
+@pytest.mark.parametrize("pick", [lambda d, s: d.op_type == "Conv" and "strides" in s.attrs,
+                                  lambda d, s: d.op_type == "Split", lambda d, s: d.op_type == "Slice",
+                                  lambda d, s: d.op_type == "MaxPool" and "pads" in s.attrs,
+                                  lambda d, s: d.op_type == "LSTMCell" and not s.test])
 def test_reference_output_shapes_agree_with_onnxruntime(pick):
+    """The index's output shapes (shape inference, through a custom op's equivalent graph) are what onnxruntime
+    computes, including for model-sized shapes that only the index evaluates."""
     import numpy as np
     import onnxruntime as ort
     from kernel_corpus import index as ix
-    ref = next(r for r in ix.REFERENCE_SHAPES if pick(r))
-    session = ort.InferenceSession(ix.reference_model(ref).SerializeToString(), providers=["CPUExecutionProvider"])
-    feeds = {f"x{i}": np.ones(s, np.float32) for i, s in enumerate(ref.inputs)}
+    from kernel_corpus.reference import node_model, shape_node
+    d, s = next((d, s) for d, s in ix.reference_shapes() if pick(d, s))
+    node = shape_node(d, s)
+    session = ort.InferenceSession(node_model(node, d).SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {f"x{i}": np.ones(sh, np.float32) for i, sh in enumerate(s.inputs) if sh is not None}
     got = [o.shape for o in session.run(None, feeds)]
-    assert [t.shape for t in ix.reference_node(ref).outputs] == got
+    assert [t.shape for t in node.outputs] == got
 
 
 def test_index_keeps_profiles_and_verification_of_unchanged_sources_only(corpus_index):

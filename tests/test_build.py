@@ -16,6 +16,7 @@ from test_scheduler import (MODELS, Builder, cnn_model, feeds_for, lstm_model, m
 
 import rammer
 from rammer.build import build_model
+from toolchain.cxx import kernel_expr, template_arg_text
 from rammer.runtime import BuildError, load
 from vdevice.program import Run, Wait, validate_plan
 
@@ -220,7 +221,8 @@ def test_custom_corpus_folder(tmp_path: Path) -> None:
         build_model(path, tmp_path / "out2", corpus=corpus, target="cpu", quiet=True)
     # with MatMul but without FusedMatMul the passes leave MatMul + Add apart instead of fusing them
     (corpus / "ops" / "mm.py").write_text("from kernel_corpus.ops import gemm\n"
-                                          "BINDINGS = [b for b in gemm.BINDINGS if b.op_type == 'MatMul']\n")
+                                          "# the older form of an ops module: a flat BINDINGS list\n"
+                                          "BINDINGS = [b for d in gemm.OPS if d.op_type == 'MatMul' for b in d.bindings]\n")
     b = Builder(12)
     b.one("Tanh", [b.one("Add", [b.one("MatMul", ["x", b.weight((8, 5))]), b.weight((5,))])])
     b.nodes[-1].output[0] = "y"
@@ -246,7 +248,7 @@ def test_fused_epilogues_build_and_match(tmp_path: Path, name: str, policy: str,
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     built = build_model(path, tmp_path / "out", policy=policy, target="cpu", veus=veus, quiet=True)
-    flags = [str(op.kernel.template_args[-1]) for op in built.ops
+    flags = [template_arg_text(op.kernel.template_args[-1]) for op in built.ops
              if op.kernel.wrapper_name.startswith(("conv", "gemm"))]  # gemm.cu: ACT code; conv.cu: RELU flag
     assert sorted(flags) == activation_flags
     feeds = feeds_for(model, seed=veus)
@@ -289,9 +291,9 @@ def test_measured_profile_is_taken_cached_and_drives_the_plan(tmp_path: Path, mo
     by_key = {k: v["rtask_us"] for k, v in fake.items()}
     for op in plan["ops"]:
         ln = op["launch"]
-        args = [a for a in ln["args"] if a[0] == "scalar"]
-        key = (f"{ln['kernel']}<{','.join(str(a) for a in ln['template_args'])}> grid={tuple(ln['grid'])} "
-               f"block={tuple(ln['block'])} smem={ln['dynamic_smem']} scalars=({','.join(str(a[2]) for a in args)})")
+        args = [a for a in ln["args"] if a["kind"] == "scalar"]
+        key = (f"{kernel_expr(ln['kernel'], ln['template_args'])} grid={tuple(ln['grid'])} "
+               f"block={tuple(ln['block'])} smem={ln['dynamic_smem']} scalars=({','.join(str(a['value']) for a in args)})")
         assert op["rtask_us"] == pytest.approx(by_key[key], abs=1e-3)
     # another vEU count is another file: measured afresh
     build_model(path, tmp_path / "c", target="cpu", veus=2, quiet=True, profile="measured")

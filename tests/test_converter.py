@@ -474,9 +474,9 @@ def test_callees_needing_the_task_are_cloned(stem):
             body = blank(out[o.body:o.end]) if o else ""
             for n in L.clones(k):
                 assert not re.search(rf"\b{n}\s*\(", body), f"{o.name} still calls {n} instead of {n}__rt"
-    meta = {m["name"]: m for m in res.rkernels}
+    meta = {m.name: m for m in res.rkernels}
     for k in L.kernels():
-        assert set(meta[L.qualname(k)]["callees_cloned"]) == {f"{n}__rt" for n in L.clones(k)}
+        assert set(meta[L.qualname(k)].callees_cloned) == {f"{n}__rt" for n in L.clones(k)}
 
 
 @pytest.mark.parametrize("stem", STEMS)
@@ -594,23 +594,23 @@ def expected_features(L: Legacy, k: Fn) -> set[str]:
 def test_metadata_describes_each_rkernel(stem):
     """Names, parameter C types, template parameters, shared memory, launch bounds, features, source line."""
     L, res = legacy(stem), converted(stem)
-    meta = {m["name"]: m for m in res.rkernels}
+    meta = {m.name: m for m in res.rkernels}
     assert set(meta) == {L.qualname(k) for k in L.kernels()}
     for k in L.kernels():
         m = meta[L.qualname(k)]
-        assert (m["rkernel"], m["wrapper"]) == (f"{k.name}__rtask", k.name)
-        assert [(p["name"], norm_type(p["type"])) for p in m["params"]] == [(n, norm_type(t)) for t, n in L.params(k)]
-        assert [(t["name"], t["kind"], t["type"]) for t in m["template_params"]] == L.template_params(k)
+        assert (m.rkernel, m.wrapper) == (f"{k.name}__rtask", k.name)
+        assert [(p["name"], norm_type(p["type"])) for p in m.params] == [(n, norm_type(t)) for t, n in L.params(k)]
+        assert [(t["name"], t["kind"], t["type"]) for t in m.template_params] == L.template_params(k)
         sizes = [shared_bytes(d, L.defs) for d, _, _ in L.layout_members(k)]
-        assert m["static_smem_bytes"] == (None if None in sizes else sum(sizes))  # 4-byte types: no padding
-        assert m["layout"] == (f"{k.name}__rt_shared" if sizes else None)
+        assert m.static_smem_bytes == (None if None in sizes else sum(sizes))  # 4-byte types: no padding
+        assert m.layout == (f"{k.name}__rt_shared" if sizes else None)
         fns = [k] + [L.fns[c] for c in L.clones(k)]
-        assert m["dynamic_smem"] == any(d.extern for f in fns for d in shared_decls(L.code, f.body, f.end))
+        assert m.dynamic_smem == any(d.extern for f in fns for d in shared_decls(L.code, f.body, f.end))
         lb = re.search(r"__launch_bounds__\s*\((.*?)\)", L.code[k.start:k.lparen])
-        assert (m["launch_bounds"] and norm(m["launch_bounds"])) == (lb and norm(lb.group(1)))
-        missing = expected_features(L, k) - set(m["features"])
+        assert (m.launch_bounds and norm(m.launch_bounds)) == (lb and norm(lb.group(1)))
+        missing = expected_features(L, k) - set(m.features)
         assert not missing, f"features {m['features']} lack {sorted(missing)}"
-        assert m["source"] == {"file": str(L.path), "line": line_of(L.text, k.start)}
+        assert m.source == {"file": str(L.path), "line": line_of(L.text, k.start)}
 
 
 def expected_barrier_sites(L: Legacy, k: Fn) -> dict[tuple[int, int], str | None]:
@@ -635,10 +635,10 @@ def expected_barrier_sites(L: Legacy, k: Fn) -> dict[tuple[int, int], str | None
 def test_barrier_sites_point_at_the_barriers(stem):
     """Metadata barrier sites are exactly the barriers of the kernel and its callees, at their line and column."""
     L, res = legacy(stem), converted(stem)
-    meta = {m["name"]: m for m in res.rkernels}
+    meta = {m.name: m for m in res.rkernels}
     for k in L.kernels():
         want = expected_barrier_sites(L, k)
-        got = {(s["line"], s["col"]): s["kind"] for s in meta[L.qualname(k)]["barrier_sites"]}
+        got = {(s["line"], s["col"]): s["kind"] for s in meta[L.qualname(k)].barrier_sites}
         assert set(got) == set(want), f"{k.name}: sites {sorted(got)}, barriers at {sorted(want)}"
         for where, kind in want.items():
             assert kind is None or got[where] == kind, f"{k.name} at {where}: {got[where]} != {kind}"
@@ -739,7 +739,7 @@ def test_api_converts_what_it_can_and_lists_the_refused():
     """Without strict, the convertible kernels convert and the refused one is listed with its diagnostics."""
     path = RDIR / "dyn_parallel.cu"
     res = convert_file(str(path))
-    assert [m["name"] for m in res.rkernels] == ["child"]
+    assert [m.name for m in res.rkernels] == ["child"]
     assert [r["name"] for r in res.refused] == ["parent"]
     launch_line = next(i + 1 for i, t in enumerate(path.read_text().splitlines()) if "<<<" in t)
     assert any(d.startswith(f"{path}:{launch_line}:") for d in res.refused[0]["diagnostics"])
@@ -759,7 +759,7 @@ def test_cli_writes_output_and_metadata_beside_the_input(tmp_path):
     api = convert_file(str(src))
     assert (tmp_path / "saxpy.rtask.cu").read_text() == api.output
     meta = json.loads((tmp_path / "saxpy.rtask.rkernels.json").read_text())
-    assert meta["rkernels"] == api.rkernels and meta["refused"] == []
+    assert meta["rkernels"] == [m.to_json() for m in api.rkernels] and meta["refused"] == []
 
 
 def test_missing_unrelated_headers_do_not_stop_conversion(tmp_path):
@@ -770,7 +770,7 @@ def test_missing_unrelated_headers_do_not_stop_conversion(tmp_path):
             "  const int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] *= 2.f;\n}\n")
     src.write_text(text)
     res = convert_file(str(src))
-    assert [m["name"] for m in res.rkernels] == ["twice"]
+    assert [m.name for m in res.rkernels] == ["twice"]
     assert all(h in res.output.splitlines() for h in text.splitlines()[:2])
     assert any("not_here/helpers.h" in w for w in res.warnings) and any("vendor_blas.h" in w for w in res.warnings)
     r = run_cli("convert", str(KDIR / "host_mixed.cu"), "-o", str(tmp_path / "host.cu"))
@@ -803,7 +803,7 @@ def test_kernels_without_indices_or_parameters(tmp_path):
     assert "RT_LEGACY_INDICES" not in res.output
     assert re.search(r"__device__ void set_first__rtask\(rt::Task& __rt, float\* p, float v\)", res.output)
     assert re.search(r"__device__ void noop__rtask\(rt::Task& __rt\)", res.output)
-    assert all("indices" not in m["features"] for m in res.rkernels)
+    assert all("indices" not in m.features for m in res.rkernels)
 
 
 def hundred_line_kernel() -> str:
@@ -832,7 +832,7 @@ def test_hundred_line_kernel_converts_quickly(tmp_path):
         res = convert_source(text, name)
         times.append(time.perf_counter() - t0)
     print(f"\n100-line kernel: conversion {min(times) * 1e3:.0f} ms (best of 3), {max(times) * 1e3:.0f} ms worst")
-    assert len(res.rkernels[0]["barrier_sites"]) == text.count("__syncthreads")
+    assert len(res.rkernels[0].barrier_sites) == text.count("__syncthreads")
     assert max(times) < 5.0
 
 
@@ -884,13 +884,13 @@ def test_extern_c_is_kept_on_the_wrapper(tmp_path):
     res = convert_source(EXTERN_C_VARIANTS, str(tmp_path / "ext.cu"))
     out, O = res.output, functions(res.output)
     c_linkage = {"k_attr", "k_block", "k_macro", "k_ns"}
-    meta = {m["wrapper"]: m for m in res.rkernels}
+    meta = {m.wrapper: m for m in res.rkernels}
     for name in ["k_attr", "k_block", "k_macro", "k_cxx", "k_cxx_spec", "k_ns"]:
         w = O[name]
         assert w.is_kernel
         head = out[w.start:w.lparen]
         assert ('extern "C"' in head and 'extern "C++"' not in head) == (name in c_linkage), f"{name}: {head!r}"
-        assert ("extern_c" in meta[name]["features"]) == (name in c_linkage), name
+        assert ("extern_c" in meta[name].features) == (name in c_linkage), name
     assert "__launch_bounds__(64) k_attr(" in out
 
 

@@ -10,7 +10,7 @@ import onnx
 import pytest
 from test_scheduler import MODELS, Builder, lstm_model
 
-from kernel_corpus.bindings import Launch
+from kernel_corpus.bindings import In, Launch, Out
 from scheduler.graph import SchedulerError
 from scheduler.mechanism import Mechanism
 from scheduler.pipeline import Scheduled, plan_model, schedule
@@ -114,7 +114,7 @@ def table_profiler(times: dict[str, float], veus: int, device: DeviceSpec = H100
 
 def fake_launch(kernel: str, rtasks: int) -> Launch:
     """A launch of `rtasks` rTasks (only its geometry matters to a table profile)."""
-    return Launch(kernel, [], (rtasks, 1, 1), (128, 1, 1), 0, [("in", 0), ("out", 0)], 0, 0)
+    return Launch(kernel, [], (rtasks, 1, 1), (128, 1, 1), 0, [In(0), Out(0)], 0, 0)
 
 
 def wave_workload(n_ops: int, chain: bool = False) -> Workload:
@@ -193,7 +193,7 @@ def test_mechanism_append_wait_predicts_hand_times() -> None:
 
 
 def test_rkernel_that_does_not_fit_a_veu_is_refused() -> None:
-    big = Launch("big", [], (4, 1, 1), (256, 1, 1), 300 * 1024, [("in", 0), ("out", 0)], 0, 0)
+    big = Launch("big", [], (4, 1, 1), (256, 1, 1), 300 * 1024, [In(0), Out(0)], 0, 0)
     wl = Workload([OpSpec(0, "A", "X", [Candidate("v", "only", [big])])])
     with pytest.raises(SchedulerError, match="shared memory"):
         schedule(wl, "sequential", table_profiler({"big": 1.0}, 4))

@@ -13,7 +13,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from kernel_corpus.bindings import Launch
+from kernel_corpus.bindings import In, Launch, Out
 from scheduler.graph import SchedulerError
 from scheduler.onnx_import import ModelError, import_model
 from scheduler.passes import run_passes
@@ -85,7 +85,7 @@ def mlp_model(batch: int = 2, dims: tuple[int, ...] = (16, 32, 24, 8)) -> onnx.M
     g = b.one("Gemm", [h, b.weight((d2, d1)), b.weight((d2,))], transB=1, alpha=0.7, beta=1.3)
     bn = b.one("BatchNormalization", [g, b.weight((d2,)), b.weight((d2,)), b.weight((d2,)),
                                       b.weight((d2,), positive=True)], epsilon=1e-3)
-    y = b.one("Tanh", [b.one("MatMul", [b.one("Relu", [bn]), b.weight((d2, d3))])])
+    b.one("Tanh", [b.one("MatMul", [b.one("Relu", [bn]), b.weight((d2, d3))])])
     b.nodes[-1].output[0] = "y"
     return b.model({"x": (batch, d0)}, {"y": (batch, d3)})
 
@@ -406,7 +406,7 @@ def test_cli_plans_and_writes_plan_json(tmp_path: Path) -> None:
 # ---- profiler ---------------------------------------------------------------------------------------------------------
 def launch(kernel: str, rtasks: int, threads: int = 128, flops: float = 0, nbytes: float = 0) -> Launch:
     """A corpus Launch with the given geometry and work."""
-    return Launch(kernel, [], (rtasks, 1, 1), (threads, 1, 1), 0, [("in", 0), ("out", 0)], int(flops), int(nbytes))
+    return Launch(kernel, [], (rtasks, 1, 1), (threads, 1, 1), 0, [In(0), Out(0)], int(flops), int(nbytes))
 
 
 @pytest.mark.parametrize("veus", [8, 132, 264])

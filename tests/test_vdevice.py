@@ -524,7 +524,7 @@ def _corpus_dag(rows: int, cols: int) -> tuple[list[Op], list[tuple[int, int]], 
     """relu -> block-row softmax -> add x -> warp-row softmax, as vdevice ops and as legacy launches."""
     n = rows * cols
     launches = [  # (file, kernel, template args, grid, block, args)
-        ("elementwise.cu", "unary", (0, 128), (_ceil(n, 128),), (128,), ["x", "t0", ("int32", n)]),
+        ("elementwise.cu", "unary", (0, 128), (_ceil(n, 128),), (128,), ["x", "t0", ("int32", n), ("float32", 0.0)]),
         ("reduce.cu", "softmax_rows", (128, 1), (rows,), (128,), ["t0", "t1", ("int32", rows), ("int32", cols)]),
         ("elementwise.cu", "binary_same", (0, 128), (_ceil(_ceil(n, 4), 128),), (128,), ["t1", "x", "t2", ("int32", n)]),
         ("reduce.cu", "softmax_rows", (32, 4), (_ceil(rows, 4),), (32, 4), ["t2", "t3", ("int32", rows), ("int32", cols)]),

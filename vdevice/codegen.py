@@ -8,6 +8,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from toolchain.cxx import template_arg_text
+
 from .program import KernelRef, Op, Program, ProgramError, Run
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -61,13 +63,13 @@ class Instantiation:
 
 
 def _template_arg(value: object) -> str:
-    """C++ spelling of one template argument (ints, bools, or type/expression strings)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
+    """C++ spelling of one template argument: ints, bools, or type/expression strings (others are refused)."""
+    if isinstance(value, (bool, np.bool_)):
+        return template_arg_text(bool(value))
     if isinstance(value, (int, np.integer)):
-        return str(int(value))
+        return template_arg_text(int(value))
     if isinstance(value, str) and value.strip():
-        return value.strip()
+        return template_arg_text(value.strip())
     raise ProgramError(f"unsupported template argument {value!r}: use ints, bools or C++ type strings")
 
 

@@ -12,10 +12,11 @@ __device__ __forceinline__ float binary_op(float a, float b) {
 
 __device__ __forceinline__ float sigmoid_act(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// Unary operators: 0 Relu, 1 Sigmoid, 2 Tanh, 3 Gelu (erf form), 4 Gelu (tanh approximation).
+// Unary operators: 0 Relu, 1 Sigmoid, 2 Tanh, 3 Gelu (erf form), 4 Gelu (tanh approximation). `alpha` is the
+// op's float attribute where it has one. Comparisons are written so that NaN passes through, as in ONNX.
 template <int OP>
-__device__ __forceinline__ float unary_op(float x) {
-  if (OP == 0) return x > 0.0f ? x : 0.0f;
+__device__ __forceinline__ float unary_op(float x, float alpha) {
+  if (OP == 0) return x < 0.0f ? 0.0f : x;
   if (OP == 1) return sigmoid_act(x);
   if (OP == 2) return tanhf(x);
   if (OP == 3) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
@@ -64,9 +65,9 @@ __global__ void binary_bcast(const float* __restrict__ A, const float* __restric
 
 // Unary activation, one thread per element. block (BLOCK), grid ceil(n / BLOCK).
 template <int OP, int BLOCK>
-__global__ void unary(const float* __restrict__ X, float* __restrict__ Y, int n) {
+__global__ void unary(const float* __restrict__ X, float* __restrict__ Y, int n, float alpha) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
-  if (idx < (size_t)n) Y[idx] = unary_op<OP>(X[idx]);
+  if (idx < (size_t)n) Y[idx] = unary_op<OP>(X[idx], alpha);
 }
 
 // BatchNormalization, inference form, X [N, C, inner...]: y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + bias[c].

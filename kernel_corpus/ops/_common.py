@@ -1,9 +1,12 @@
-"""Helpers the ops modules share: argument tuples, grid arithmetic, axes, strides and 2-D window geometry."""
+"""Helpers the ops modules share: scalar arguments, grid arithmetic, axes, strides and 2-D window geometry."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_corpus.bindings import INT32_MAX, Launch, NodeInfo, TensorInfo
+import numpy as np
+from onnx import helper, numpy_helper
+
+from kernel_corpus.bindings import INT32_MAX, Launch, NodeInfo, Scalar, Temp, TensorInfo
 
 MAX_GRID_YZ = 65535
 
@@ -13,37 +16,27 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def IN(i: int) -> tuple:
-    """Argument: node input i."""
-    return ("in", i)
-
-
-def OUT(i: int) -> tuple:
-    """Argument: node output i."""
-    return ("out", i)
-
-
-def i32(value: int) -> tuple:
+def i32(value: int) -> Scalar:
     """Argument: an int32 scalar (the kernels index with int)."""
     value = int(value)
     if not -INT32_MAX - 1 <= value <= INT32_MAX:
         raise ValueError(f"scalar {value} does not fit int32")
-    return ("scalar", "int32", value)
+    return Scalar("int32", value)
 
 
-def f32(value: float) -> tuple:
+def f32(value: float) -> Scalar:
     """Argument: a float32 scalar."""
-    return ("scalar", "float32", float(value))
+    return Scalar("float32", float(value))
 
 
-def temp(name: str, nbytes: int) -> tuple:
+def temp(name: str, nbytes: int) -> Temp:
     """Argument: a scratch buffer shared by the launches of one node (contents undefined on entry)."""
-    return ("temp", name, int(nbytes))
+    return Temp(name, int(nbytes))
 
 
-def cpp_bool(flag: bool) -> str:
-    """A C++ bool template argument."""
-    return "true" if flag else "false"
+def reason(value: object) -> str | None:
+    """A condition's verdict from a helper that returns a value or the reason it cannot (a str)."""
+    return value if isinstance(value, str) else None
 
 
 def linear_launch(kernel: str, template_args: list, n: int, block: int, args: list, flops: int,
@@ -180,3 +173,17 @@ def window_2d(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_
 def spatial_hw(shape: tuple[int, ...]) -> tuple[int, int]:
     """(H, W) of an NC... tensor with one or two spatial dims (H = 1 for one)."""
     return (1, shape[2]) if len(shape) == 3 else (shape[2], shape[3])
+
+
+# ---- equivalent standard graphs of our fused ops (their truth: onnx's ReferenceEvaluator runs these) -----------
+def activated(node: NodeInfo, base: list, src: str, dst: str) -> list:
+    """`base` nodes writing `src`, then the node's `activation` attribute (Relu, or Gelu with its `approximate`)
+    from `src` to `dst`; an Identity when there is none."""
+    act = node.attr("activation", None)
+    attrs = {"approximate": node.attr("approximate", "none")} if act == "Gelu" else {}
+    return base + [helper.make_node(act or "Identity", [src], [dst], **attrs)]
+
+
+def scalar_initializer(name: str, value: float, dtype) -> object:
+    """A 0-d initializer of the graph's element type."""
+    return numpy_helper.from_array(np.array(value, dtype=dtype), name)

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, Window, cdiv, cpp_bool, fused_activation, i32,
-                                       linear_launch, require_present, spatial_hw, tensor_bytes, window_2d)
+from typing import Callable
+
+from onnx import helper
+
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.ops._common import (MAX_GRID_YZ, Window, activated, cdiv, fused_activation, i32, linear_launch,
+                                       require_present, spatial_hw, tensor_bytes, window_2d)
+from kernel_corpus.torch_builders import spatial_pads
 
 SOURCE = "conv.cu"
 MAX_STATIC_SMEM = 48 * 1024
@@ -68,13 +73,13 @@ def conv_geometry(node: NodeInfo) -> ConvGeom | str:
 
 def _flags(g: ConvGeom) -> list[str]:
     """The kernels' trailing template arguments: BIAS, RELU."""
-    return [cpp_bool(g.bias), cpp_bool(g.relu)]
+    return [bool(g.bias), bool(g.relu)]
 
 
 def _conv_args(g: ConvGeom) -> list:
     """X, W, bias (X stands in when absent: never read), Y, sizes and window, in parameter order."""
     w = g.win
-    return [IN(0), IN(1), IN(2) if g.bias else IN(0), OUT(0)] + [
+    return [In(0), In(1), In(2) if g.bias else In(0), Out(0)] + [
         i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw, w.dh, w.dw)]
 
 
@@ -86,11 +91,11 @@ def _traffic(node: NodeInfo) -> int:
 def _geometry_condition(extra=None):
     """A condition: the node is a supported Conv, and `extra(geom)` (a reason or None) agrees."""
 
-    def condition(node: NodeInfo) -> bool | str:
+    def condition(node: NodeInfo) -> str | None:
         g = conv_geometry(node)
         if isinstance(g, str):
             return g
-        return (extra(g) if extra else None) or True
+        return extra(g) if extra else None
 
     return condition
 
@@ -154,9 +159,66 @@ def _depthwise_binding(op_type: str, tile: int, kind: str) -> Binding:
                    ("conv_depthwise_tiled",))
 
 
-BINDINGS = [b for op in ("Conv", "FusedConv") for b in (
-    _implicit_gemm_binding(op, 16, "fast"),
-    _implicit_gemm_binding(op, 8, "efficient"),
-    _direct_binding(op, 128, "efficient"),
-    _depthwise_binding(op, 16, "fast"),
-)]
+def _torch_conv(T, a: dict, k: list, nout: int) -> Callable:
+    """Conv (1-3 spatial dims, groups, dilations, asymmetric pads), then FusedConv's Relu."""
+    F = T.nn.functional
+    if "kernel_shape" in a:
+        r = len(a["kernel_shape"])
+    elif len(k) > 1 and k[1] is not None:
+        r = k[1].ndim - 2
+    else:
+        raise ValueError("Conv: needs kernel_shape or constant weights for the torch interpreter")
+    pad, extra = spatial_pads(a, r, "Conv")
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[r]
+    strides, dilations, group = a.get("strides", [1] * r), a.get("dilations", [1] * r), a.get("group", 1)
+    relu = a.get("activation") == "Relu"
+
+    def f(x, w, b=None):
+        y = conv(F.pad(x, extra) if extra else x, w, b, strides, pad, dilations, group)
+        return T.relu(y) if relu else y
+    return f
+
+
+def _fused_conv_equivalent(node: NodeInfo, ins: list[str], outs: list[str], dtype) -> tuple[list, list]:
+    """FusedConv as Conv, then the activation."""
+    attrs = {k: v for k, v in node.attrs.items() if k not in ("activation", "approximate")}
+    return activated(node, [helper.make_node("Conv", ins, ["conv"], **attrs)], "conv", outs[0]), []
+
+
+CONV_SHAPES = (
+    Shape(((1, 3, 9, 11), (5, 3, 3, 3), (5,)), {"pads": [1, 1, 1, 1]}),
+    Shape(((2, 4, 10, 7), (6, 2, 3, 2)), {"group": 2, "strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 2, 1]}),
+    Shape(((1, 4, 9, 9), (4, 1, 3, 3), (4,)), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    Shape(((1, 2, 7, 8), (4, 1, 3, 3)), {"group": 2, "auto_pad": "SAME_UPPER"}),
+    Shape(((1, 3, 20, 18), (3, 1, 3, 3), (3,)), {"group": 3, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    Shape(((2, 3, 12), (4, 3, 3)), {"strides": [2], "pads": [1, 1]}),
+    Shape(((1, 8, 5, 5), (16, 8, 1, 1), (16,))),
+    Shape(((1, 3, 10, 9), (4, 3, 3, 2)), {"strides": [2, 2], "auto_pad": "SAME_UPPER"}),   # odd total pads
+    Shape(((1, 3, 10, 9), (4, 3, 3, 2)), {"strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    Shape(((1, 16, 32, 32), (32, 16, 3, 3)), {"pads": [1, 1, 1, 1]}, test=False),
+    Shape(((1, 32, 16, 16), (32, 1, 3, 3), (32,)), {"group": 32, "pads": [1, 1, 1, 1]}, test=False),
+    Shape(((1, 3, 64, 64), (16, 3, 7, 7)), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, test=False),
+)
+FUSED_CONV_SHAPES = (
+    Shape(((1, 3, 9, 11), (5, 3, 3, 3), (5,)), {"pads": [1, 1, 1, 1], "activation": "Relu"}),
+    Shape(((2, 4, 10, 7), (6, 2, 3, 2)), {"group": 2, "strides": [2, 1], "pads": [1, 0, 2, 1], "activation": "Relu"}),
+    Shape(((1, 4, 9, 9), (4, 1, 3, 3), (4,)), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2],
+                                               "activation": "Relu"}),
+    Shape(((1, 3, 20, 18), (3, 1, 3, 3), (3,)), {"group": 3, "dilations": [2, 2], "pads": [2, 2, 2, 2],
+                                                 "activation": "Relu"}),
+    Shape(((1, 8, 5, 5), (16, 8, 1, 1), (16,)), {"activation": "Relu"}),
+    Shape(((1, 64, 32, 32), (64, 64, 3, 3), (64,)), {"pads": [1, 1, 1, 1], "activation": "Relu"}, test=False),
+)
+
+
+def _conv_bindings(op_type: str) -> tuple[Binding, ...]:
+    """The Conv kernels of conv.cu for Conv or FusedConv."""
+    return (_implicit_gemm_binding(op_type, 16, "fast"), _implicit_gemm_binding(op_type, 8, "efficient"),
+            _direct_binding(op_type, 128, "efficient"), _depthwise_binding(op_type, 16, "fast"))
+
+
+OPS = [
+    OpDef("Conv", _conv_bindings("Conv"), CONV_SHAPES, torch=_torch_conv),
+    OpDef("FusedConv", _conv_bindings("FusedConv"), FUSED_CONV_SHAPES, torch=_torch_conv,
+          equivalent=_fused_conv_equivalent, custom=True),
+]

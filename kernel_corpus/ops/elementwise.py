@@ -1,18 +1,50 @@
-"""Bindings of the pointwise ops of legacy/elementwise.cu: binary arithmetic with broadcasting, activations,
-BatchNormalization (inference) and the custom LSTMCellPointwise."""
+"""The pointwise ops of legacy/elementwise.cu: binary arithmetic with broadcasting, unary activations,
+BatchNormalization (inference) and the custom LSTMCellPointwise.
+
+A unary op is one row of UNARY (its code in elementwise.cu's `unary_op`, FLOPs per element, its PyTorch baseline)
+plus one line in that kernel; its truth is onnx's ReferenceEvaluator and its test shapes are UNARY_SHAPES."""
 from __future__ import annotations
 
-from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, OUT, cdiv, contiguous_strides, extra_outputs, f32, i32, linear_launch,
+from dataclasses import dataclass
+from typing import Callable
+
+from onnx import helper
+
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.ops._common import (cdiv, contiguous_strides, extra_outputs, f32, i32, linear_launch, reason,
                                        require_present, tensor_bytes)
+from kernel_corpus.torch_builders import torch_function
 
 SOURCE = "elementwise.cu"
 BLOCK = 256
 MAX_BCAST_RANK = 4
 BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3}
-UNARY_OPS = {"Relu": 0, "Sigmoid": 1, "Tanh": 2}
-GELU_OPS = {"none": 3, "tanh": 4}
-UNARY_FLOPS = {0: 1, 1: 4, 2: 6, 3: 8, 4: 10}
+
+
+@dataclass(frozen=True)
+class Unary:
+    """One unary activation: its `unary_op` code, FLOPs per element, the float attribute the kernel takes as its
+    `alpha` argument (with ONNX's default), and its PyTorch baseline."""
+
+    code: int
+    flops: int
+    torch: Callable
+    alpha: tuple[str, float] | None = None
+
+
+def _torch_gelu(T, a: dict, k: list, nout: int) -> Callable:
+    """Gelu with its approximate attribute."""
+    return lambda x: T.nn.functional.gelu(x, approximate=a.get("approximate", "none"))
+
+
+UNARY = {  # op type -> Unary; Gelu's tanh form is code 4, chosen by its `approximate` attribute
+    "Relu": Unary(0, 1, torch_function("relu")),
+    "Sigmoid": Unary(1, 4, torch_function("sigmoid")),
+    "Tanh": Unary(2, 6, torch_function("tanh")),
+    "Gelu": Unary(3, 8, _torch_gelu),
+}
+GELU_TANH = Unary(4, 10, _torch_gelu)
+UNARY_SHAPES = (Shape(((3, 70),)), Shape(((2, 3, 4, 5),)), Shape(((4, 1000),)), Shape(((1, 64, 28, 28),)))
 
 
 def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | str:
@@ -69,13 +101,13 @@ def broadcast_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]] | s
     return [1] * pad + dims, [0] * pad + sa, [0] * pad + sb
 
 
-def _same_condition(node: NodeInfo) -> bool | str:
+def _same_condition(node: NodeInfo) -> str | None:
     """Both operands and the output have one shape."""
     missing = require_present(node, 2)
     if missing:
         return missing
     shapes = {node.inputs[0].shape, node.inputs[1].shape, node.outputs[0].shape}
-    return True if len(shapes) == 1 else f"shapes differ: {[list(s) for s in shapes]}"
+    return None if len(shapes) == 1 else f"shapes differ: {[list(s) for s in shapes]}"
 
 
 def _binary_bindings(op_type: str) -> list[Binding]:
@@ -87,52 +119,63 @@ def _binary_bindings(op_type: str) -> list[Binding]:
 
     def plan_same(node: NodeInfo) -> list[Launch]:
         n = node.outputs[0].numel
-        return [linear_launch("binary_same", [op, BLOCK], cdiv(n, 4), BLOCK, [IN(0), IN(1), OUT(0), i32(n)], n,
+        return [linear_launch("binary_same", [op, BLOCK], cdiv(n, 4), BLOCK, [In(0), In(1), Out(0), i32(n)], n,
                               traffic(node))]
-
-    def condition_bcast(node: NodeInfo) -> bool | str:
-        view = broadcast_view(node)
-        return view if isinstance(view, str) else True
 
     def plan_bcast(node: NodeInfo) -> list[Launch]:
         dims, sa, sb = broadcast_view(node)
         n = node.outputs[0].numel
-        args = [IN(0), IN(1), OUT(0), i32(n)] + [i32(v) for v in dims[1:] + sa + sb]
+        args = [In(0), In(1), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sa + sb]
         return [linear_launch("binary_bcast", [op, BLOCK], n, BLOCK, args, n, traffic(node))]
 
     return [
         Binding(op_type, "same_shape", SOURCE, "fast", _same_condition, plan_same, ("binary_same",)),
-        Binding(op_type, "broadcast", SOURCE, "efficient", condition_bcast, plan_bcast, ("binary_bcast",)),
+        Binding(op_type, "broadcast", SOURCE, "efficient", lambda node: reason(broadcast_view(node)), plan_bcast,
+                ("binary_bcast",)),
     ]
 
 
-def _unary_code(node: NodeInfo) -> int | str:
-    """unary_op code of an activation node."""
+BINARY_SHAPES = tuple(Shape((a, b), positive=(1,)) for a, b in [
+    ((3, 50), (3, 50)), ((4, 8, 3), (4, 8, 3)), ((2, 3, 4, 5), ()), ((2, 3, 4, 5), (1, 3, 1, 1)), ((6, 10), (10,)),
+    ((1, 5), (4, 1)), ((2, 1, 3, 2, 2, 3), (1, 1, 3, 1, 2, 3)), ((4, 256), (4, 256)), ((2, 64, 8, 8), (64, 1, 1))])
+
+
+def _unary_of(node: NodeInfo) -> Unary | str:
+    """The activation of a unary node (Gelu's form from its approximate attribute)."""
     if node.op_type == "Gelu":
         approximate = str(node.attr("approximate", "none"))
-        return GELU_OPS.get(approximate, f"Gelu approximate='{approximate}' is not supported")
-    return UNARY_OPS[node.op_type]
+        if approximate not in ("none", "tanh"):
+            return f"Gelu approximate='{approximate}' is not supported"
+        return GELU_TANH if approximate == "tanh" else UNARY["Gelu"]
+    return UNARY[node.op_type]
 
 
-def _unary_condition(node: NodeInfo) -> bool | str:
+def _unary_condition(node: NodeInfo) -> str | None:
     """One input, one output of the same shape, a known activation."""
     missing = require_present(node, 1)
     if missing:
         return missing
     if node.inputs[0].shape != node.outputs[0].shape:
         return f"output {list(node.outputs[0].shape)} differs from input {list(node.inputs[0].shape)}"
-    code = _unary_code(node)
-    return code if isinstance(code, str) else True
+    return reason(_unary_of(node))
 
 
 def _unary_plan(node: NodeInfo) -> list[Launch]:
-    """unary<OP>, one thread per element."""
-    n, code = node.outputs[0].numel, _unary_code(node)
-    return [linear_launch("unary", [code, BLOCK], n, BLOCK, [IN(0), OUT(0), i32(n)], UNARY_FLOPS[code] * n,
+    """unary<OP>, one thread per element; the op's float attribute (if any) is the kernel's alpha."""
+    n, u = node.outputs[0].numel, _unary_of(node)
+    alpha = float(node.attr(*u.alpha)) if u.alpha else 0.0
+    return [linear_launch("unary", [u.code, BLOCK], n, BLOCK, [In(0), Out(0), i32(n), f32(alpha)], u.flops * n,
                           tensor_bytes(node.inputs[0], node.outputs[0]))]
 
 
-def _batchnorm_condition(node: NodeInfo) -> bool | str:
+def _unary_def(op_type: str, u: Unary) -> OpDef:
+    """The OpDef of one unary activation."""
+    shapes = UNARY_SHAPES + ((Shape(((5, 13),), {"approximate": "tanh"}),) if op_type == "Gelu" else ())
+    return OpDef(op_type, (Binding(op_type, "direct", SOURCE, "only", _unary_condition, _unary_plan, ("unary",)),),
+                 shapes, torch=u.torch)
+
+
+def _batchnorm_condition(node: NodeInfo) -> str | None:
     """Inference form: X [N, C, ...], four [C] parameter vectors, one output."""
     missing = require_present(node, 5) or extra_outputs(node, 1)
     if missing:
@@ -143,20 +186,32 @@ def _batchnorm_condition(node: NodeInfo) -> bool | str:
     if len(x) < 2 or node.outputs[0].shape != x:
         return f"needs X of rank >= 2 and Y of its shape, got {list(x)} and {list(node.outputs[0].shape)}"
     bad = [i for i in range(1, 5) if node.inputs[i].shape != (x[1],)]
-    return f"input {bad[0]} {list(node.inputs[bad[0]].shape)} is not [C] = [{x[1]}]" if bad else True
+    return f"input {bad[0]} {list(node.inputs[bad[0]].shape)} is not [C] = [{x[1]}]" if bad else None
 
 
 def _batchnorm_plan(node: NodeInfo) -> list[Launch]:
     """batchnorm_infer, one thread per element."""
     x = node.inputs[0].shape
     n, C = node.outputs[0].numel, x[1]
-    args = [IN(0), IN(1), IN(2), IN(3), IN(4), OUT(0), i32(n), i32(C), i32(n // (x[0] * C)),
+    args = [In(0), In(1), In(2), In(3), In(4), Out(0), i32(n), i32(C), i32(n // (x[0] * C)),
             f32(node.attr("epsilon", 1e-5))]
     return [linear_launch("batchnorm_infer", [BLOCK], n, BLOCK, args, 4 * n,
                           tensor_bytes(*node.inputs, node.outputs[0]))]
 
 
-def _lstm_condition(node: NodeInfo) -> bool | str:
+def _torch_batchnorm(T, a: dict, k: list, nout: int) -> Callable:
+    """Inference BatchNormalization."""
+    eps = a.get("epsilon", 1e-5)
+    return lambda x, s, b, m, v: T.nn.functional.batch_norm(x, m, v, s, b, False, 0.0, eps)
+
+
+def _bn_shape(x: tuple, **attrs) -> Shape:
+    """A BatchNormalization node over X with [C] parameters (the variance drawn positive)."""
+    c = (x[1],)
+    return Shape((x, c, c, c, c), attrs, positive=(4,))
+
+
+def _lstm_condition(node: NodeInfo) -> str | None:
     """gates [B, 4H], c_prev [B, H] -> h [B, H], c [B, H]."""
     missing = require_present(node, 2)
     if missing:
@@ -165,24 +220,49 @@ def _lstm_condition(node: NodeInfo) -> bool | str:
     if len(gates) != 2 or len(c_prev) != 2 or gates != (c_prev[0], 4 * c_prev[1]):
         return f"needs gates [B, 4H] and c_prev [B, H], got {list(gates)} and {list(c_prev)}"
     outs = [t.shape if t is not None else None for t in node.outputs]
-    return True if outs == [c_prev, c_prev] else f"outputs {outs} are not h and c of shape {list(c_prev)}"
+    return None if outs == [c_prev, c_prev] else f"outputs {outs} are not h and c of shape {list(c_prev)}"
 
 
 def _lstm_plan(node: NodeInfo) -> list[Launch]:
     """lstm_cell_pointwise, one thread per (b, j)."""
     B, H = node.inputs[1].shape
     return [linear_launch("lstm_cell_pointwise", [BLOCK], B * H, BLOCK,
-                          [IN(0), IN(1), OUT(0), OUT(1), i32(B), i32(H)], 40 * B * H,
+                          [In(0), In(1), Out(0), Out(1), i32(B), i32(H)], 40 * B * H,
                           tensor_bytes(*node.inputs, *node.outputs))]
 
 
-BINDINGS = (
-    [b for op in BINARY_OPS for b in _binary_bindings(op)]
-    + [Binding(op, "direct", SOURCE, "only", _unary_condition, _unary_plan, ("unary",))
-       for op in [*UNARY_OPS, "Gelu"]]
-    + [Binding("BatchNormalization", "direct", SOURCE, "only", _batchnorm_condition, _batchnorm_plan,
-               ("batchnorm_infer",)),
-       Binding("LSTMCellPointwise", "direct", SOURCE, "only", _lstm_condition, _lstm_plan, ("lstm_cell_pointwise",),
-               note="custom op: gates [B,4H] pre-activations in ONNX order i,o,f,c and c_prev [B,H] -> "
-                    "outputs h [B,H], c [B,H]")]
+def lstm_pointwise_nodes(gates: str, c_prev: str, h: str, c: str, stem: str) -> list:
+    """Standard ONNX nodes of the LSTM cell after its matrix products: gates in ONNX order i, o, f, c."""
+    n = lambda s: f"{stem}_{s}"  # noqa: E731
+    mk = helper.make_node
+    return [mk("Split", [gates], [n("i"), n("o"), n("f"), n("g")], axis=1, num_outputs=4),
+            mk("Sigmoid", [n("i")], [n("si")]), mk("Sigmoid", [n("o")], [n("so")]),
+            mk("Sigmoid", [n("f")], [n("sf")]), mk("Tanh", [n("g")], [n("tg")]),
+            mk("Mul", [n("sf"), c_prev], [n("fc")]), mk("Mul", [n("si"), n("tg")], [n("ig")]),
+            mk("Add", [n("fc"), n("ig")], [c]), mk("Tanh", [c], [n("tc")]), mk("Mul", [n("so"), n("tc")], [h])]
+
+
+def _lstm_pointwise_equivalent(node: NodeInfo, ins: list[str], outs: list[str], dtype) -> tuple[list, list]:
+    """LSTMCellPointwise as standard ONNX ops."""
+    return lstm_pointwise_nodes(ins[0], ins[1], outs[0], outs[1], "cell"), []
+
+
+OPS = (
+    [OpDef(op, tuple(_binary_bindings(op)), BINARY_SHAPES, torch=torch_function(op.lower()))
+     for op in BINARY_OPS]
+    + [_unary_def(op, u) for op, u in UNARY.items()]
+    + [OpDef("BatchNormalization",
+             (Binding("BatchNormalization", "direct", SOURCE, "only", _batchnorm_condition, _batchnorm_plan,
+                      ("batchnorm_infer",)),),
+             (_bn_shape((2, 3, 4, 5), epsilon=1e-3), _bn_shape((4, 6)), _bn_shape((1, 5, 3, 3, 2)),
+              _bn_shape((1, 64, 28, 28))),
+             torch=_torch_batchnorm),
+       OpDef("LSTMCellPointwise",
+             (Binding("LSTMCellPointwise", "direct", SOURCE, "only", _lstm_condition, _lstm_plan,
+                      ("lstm_cell_pointwise",),
+                      note="custom op: gates [B,4H] pre-activations in ONNX order i,o,f,c and c_prev [B,H] -> "
+                           "outputs h [B,H], c [B,H]"),),
+             (Shape(((1, 148), (1, 37)), outputs=2), Shape(((3, 80), (3, 20)), outputs=2),
+              Shape(((1, 1024), (1, 256)), outputs=2), Shape(((8, 512), (8, 128)), outputs=2)),
+             equivalent=_lstm_pointwise_equivalent, custom=True)]
 )

@@ -5,9 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from math import prod
 
-from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, cdiv, cpp_bool, f32, fused_activation, i32,
-                                       linear_launch, require_present, temp, tensor_bytes)
+from typing import Callable
+
+from onnx import helper
+
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.ops._common import (MAX_GRID_YZ, activated, cdiv, f32, fused_activation, i32, linear_launch,
+                                       reason, require_present, scalar_initializer, temp, tensor_bytes)
+from kernel_corpus.torch_builders import torch_function
 
 SOURCE = "gemm.cu"
 ACTIVATIONS = {"Relu": 1, "Gelu": 2, "GeluTanh": 3}  # the ACT codes of gemm.cu's epilogue
@@ -160,12 +165,12 @@ def gemm_problem(node: NodeInfo) -> GemmProblem | str:
 
 def _flags(p: GemmProblem) -> list:
     """The kernels' trailing template arguments: BIAS, ACT."""
-    return [cpp_bool(p.bias), p.act]
+    return [bool(p.bias), p.act]
 
 
-def _bias_arg(p: GemmProblem) -> tuple:
+def _bias_arg(p: GemmProblem) -> In:
     """C when there is a bias; otherwise A stands in (the kernel never reads it)."""
-    return IN(2) if p.bias else IN(0)
+    return In(2) if p.bias else In(0)
 
 
 def _traffic(node: NodeInfo) -> int:
@@ -175,18 +180,18 @@ def _traffic(node: NodeInfo) -> int:
 
 def _gemm_args(p: GemmProblem) -> list:
     """Arguments of gemm_tiled / gemm_regblock in parameter order."""
-    return [IN(0), IN(1), _bias_arg(p), OUT(0), i32(p.M), i32(p.N), i32(p.K), i32(p.sam), i32(p.sak), i32(p.sbk),
+    return [In(0), In(1), _bias_arg(p), Out(0), i32(p.M), i32(p.N), i32(p.K), i32(p.sam), i32(p.sak), i32(p.sbk),
             i32(p.sbn), i32(p.scm), i32(p.scn), i32(p.batch_a), i32(p.batch_b), f32(p.alpha), f32(p.beta)]
 
 
 def _gemm_condition(tile_m: int):
     """Condition of a GEMM variant whose rTasks cover tile_m rows each (grid.y is limited)."""
 
-    def condition(node: NodeInfo) -> bool | str:
+    def condition(node: NodeInfo) -> str | None:
         p = gemm_problem(node)
         if isinstance(p, str):
             return p
-        return True if cdiv(p.M, tile_m) <= MAX_GRID_YZ else f"M = {p.M} needs too many tile rows"
+        return None if cdiv(p.M, tile_m) <= MAX_GRID_YZ else f"M = {p.M} needs too many tile rows"
 
     return condition
 
@@ -233,9 +238,8 @@ def gemv_problem(node: NodeInfo, layout: str) -> GemmProblem | str:
 def _gemv_condition(layout: str):
     """Condition of a GEMV variant for one weight layout."""
 
-    def condition(node: NodeInfo) -> bool | str:
-        p = gemv_problem(node, layout)
-        return p if isinstance(p, str) else True
+    def condition(node: NodeInfo) -> str | None:
+        return reason(gemv_problem(node, layout))
 
     return condition
 
@@ -245,7 +249,7 @@ def _gemv_warp_binding(op_type: str, warps: int, kind: str) -> Binding:
 
     def plan(node: NodeInfo) -> list[Launch]:
         p = gemv_problem(node, "rows")
-        args = [IN(0), IN(1), _bias_arg(p), OUT(0), i32(p.N), i32(p.K), i32(p.sak), i32(p.sbn), i32(p.scn),
+        args = [In(0), In(1), _bias_arg(p), Out(0), i32(p.N), i32(p.K), i32(p.sak), i32(p.sbn), i32(p.scn),
                 f32(p.alpha), f32(p.beta)]
         return [Launch("gemv_warp", [warps, *_flags(p)], (cdiv(p.N, warps), 1, 1), (32 * warps, 1, 1), 0,
                        args, p.flops, _traffic(node))]
@@ -258,7 +262,7 @@ def _gemv_col_binding(op_type: str, cols: int, krows: int, kind: str) -> Binding
 
     def plan(node: NodeInfo) -> list[Launch]:
         p = gemv_problem(node, "cols")
-        args = [IN(0), IN(1), _bias_arg(p), OUT(0), i32(p.N), i32(p.K), i32(p.sak), i32(p.sbk), i32(p.sbn),
+        args = [In(0), In(1), _bias_arg(p), Out(0), i32(p.N), i32(p.K), i32(p.sak), i32(p.sbk), i32(p.sbn),
                 i32(p.scn), f32(p.alpha), f32(p.beta)]
         return [Launch("gemv_col", [cols, krows, *_flags(p)], (cdiv(p.N, cols), 1, 1), (cols, krows, 1), 0,
                        args, p.flops, _traffic(node))]
@@ -275,21 +279,21 @@ def splitk_shape(K: int) -> tuple[int, int]:
 def _gemv_splitk_binding(op_type: str, cols: int, krows: int, reduce_block: int) -> Binding:
     """Two launches: per-(column chunk, k chunk) partial sums into a temp, then a fixed-order sum."""
 
-    def condition(node: NodeInfo) -> bool | str:
+    def condition(node: NodeInfo) -> str | None:
         p = gemv_problem(node, "cols")
         if isinstance(p, str):
             return p
-        return True if splitk_shape(p.K)[0] >= 2 else f"K = {p.K} is too short to split (< {2 * SPLITK_MIN_CHUNK})"
+        return None if splitk_shape(p.K)[0] >= 2 else f"K = {p.K} is too short to split (< {2 * SPLITK_MIN_CHUNK})"
 
     def plan(node: NodeInfo) -> list[Launch]:
         p = gemv_problem(node, "cols")
         splits, chunk = splitk_shape(p.K)
         partial = temp("partial", 4 * splits * p.N)
         first = Launch("gemv_splitk_partial", [cols, krows], (cdiv(p.N, cols), splits, 1), (cols, krows, 1), 0,
-                       [IN(0), IN(1), partial, i32(p.N), i32(p.K), i32(chunk), i32(p.sak), i32(p.sbk), i32(p.sbn)],
+                       [In(0), In(1), partial, i32(p.N), i32(p.K), i32(chunk), i32(p.sak), i32(p.sbk), i32(p.sbn)],
                        2 * p.N * p.K, tensor_bytes(*node.inputs[:2]) + 4 * splits * p.N)
         second = linear_launch("gemv_splitk_reduce", [reduce_block, *_flags(p)], p.N, reduce_block,
-                               [partial, _bias_arg(p), OUT(0), i32(p.N), i32(splits), i32(p.scn), f32(p.alpha),
+                               [partial, _bias_arg(p), Out(0), i32(p.N), i32(splits), i32(p.scn), f32(p.alpha),
                                 f32(p.beta)],
                                p.N * (splits + (2 if p.bias else 1)),
                                4 * splits * p.N + tensor_bytes(node.input(2), node.outputs[0]))
@@ -313,7 +317,114 @@ def _bindings_for(op_type: str) -> list[Binding]:
     ]
 
 
-# A [N, K] weight (rows contiguous in k) comes from Gemm transB=1; MatMul has it only when N == 1.
-BINDINGS = [b for op in ("MatMul", "Gemm", "FusedMatMul", "FusedGemm") for b in _bindings_for(op)] + [
-    _gemv_warp_binding(op, warps, kind) for op in ("Gemm", "FusedGemm") for warps, kind in ((2, "efficient"),
-                                                                                            (8, "fast"))]
+# ---- op definitions ------------------------------------------------------------------------------------------
+def _torch_gemm(T, a: dict, k: list, nout: int) -> Callable:
+    """alpha * A' B' + beta * C, then a fused activation (FusedGemm)."""
+    alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
+    act = _torch_activation(T, a)
+
+    def f(x, w, c=None):
+        x = x.t() if a.get("transA", 0) else x
+        w = w.t() if a.get("transB", 0) else w
+        y = T.matmul(x, w) * alpha if alpha != 1.0 else T.matmul(x, w)
+        return act(y if c is None else y + (c * beta if beta != 1.0 else c))
+    return f
+
+
+def _torch_fused_matmul(T, a: dict, k: list, nout: int) -> Callable:
+    """alpha * (A @ B) + C, then the activation."""
+    alpha, act = a.get("alpha", 1.0), _torch_activation(T, a)
+    return lambda x, w, c=None: act(T.matmul(x, w) * alpha + (0 if c is None else c))
+
+
+def _torch_activation(T, a: dict) -> Callable:
+    """A fused op's activation attribute as a torch function (identity without one)."""
+    act = a.get("activation")
+    if act == "Relu":
+        return T.relu
+    if act == "Gelu":
+        return lambda y: T.nn.functional.gelu(y, approximate=a.get("approximate", "none"))
+    return lambda y: y
+
+
+def _fused_matmul_equivalent(node: NodeInfo, ins: list[str], outs: list[str], dtype) -> tuple[list, list]:
+    """FusedMatMul as MatMul, Mul by alpha, Add C, activation."""
+    nodes, inits, y = [helper.make_node("MatMul", ins[:2], ["mm"])], [], "mm"
+    if float(node.attr("alpha", 1.0)) != 1.0:
+        inits.append(scalar_initializer("alpha", float(node.attr("alpha")), dtype))
+        nodes.append(helper.make_node("Mul", [y, "alpha"], ["scaled"]))
+        y = "scaled"
+    if len(ins) > 2 and ins[2]:
+        nodes.append(helper.make_node("Add", [y, ins[2]], ["biased"]))
+        y = "biased"
+    return activated(node, nodes, y, outs[0]), inits
+
+
+def _fused_gemm_equivalent(node: NodeInfo, ins: list[str], outs: list[str], dtype) -> tuple[list, list]:
+    """FusedGemm as Gemm, then the activation."""
+    attrs = {k: node.attr(k) for k in ("alpha", "beta", "transA", "transB") if k in node.attrs}
+    return activated(node, [helper.make_node("Gemm", ins, ["gemm"], **attrs)], "gemm", outs[0]), []
+
+
+def _shapes(*shapes: Shape) -> tuple[Shape, ...]:
+    """A tuple of shapes (readability)."""
+    return shapes
+
+
+L = 1e-4  # tolerance of long-K reductions (fp32 sums in another order)
+MATMUL_SHAPES = _shapes(
+    Shape(((20, 37), (37, 45))), Shape(((2, 3, 17, 9), (9, 33))), Shape(((2, 5, 8), (2, 8, 7))),
+    Shape(((5, 8), (3, 8, 6))), Shape(((1, 70), (70, 50))), Shape(((300,), (300, 40)), tol=L),
+    Shape(((1, 200), (200, 33)), tol=L), Shape(((6, 5), (5,))),
+    Shape(((1, 256), (256, 512)), test=False), Shape(((64, 128), (128, 96)), test=False),
+    Shape(((2, 32, 64), (64, 48)), test=False), Shape(((1, 2048), (2048, 64)), test=False))
+GEMM_SHAPES = _shapes(
+    Shape(((19, 23), (23, 30), (30,)), {"alpha": 0.5, "beta": 2.0}),
+    Shape(((23, 19), (30, 23), (19, 1)), {"transA": 1, "transB": 1}),
+    Shape(((33, 70), (70, 65), (33, 65)), {"beta": -1.0}),
+    Shape(((1, 130), (40, 130), (40,)), {"transB": 1, "alpha": 1.5}, tol=L),
+    Shape(((1, 256), (33, 256)), {"transB": 1}, tol=L),
+    Shape(((1, 150), (150, 37), (1, 37)), tol=L),
+    Shape(((200, 1), (200, 20), ()), {"transA": 1, "beta": 0.5}, tol=L),
+    Shape(((1, 512), (1024, 512), (1024,)), {"transB": 1}, test=False),
+    Shape(((64, 128), (128, 256), (256,)), test=False), Shape(((1, 1024), (1024, 256), (256,)), test=False))
+FUSED_MATMUL_SHAPES = _shapes(
+    Shape(((19, 23), (23, 30), (30,)), {"alpha": 0.5}),
+    Shape(((33, 17), (17, 45), (33, 45)), {"activation": "Relu"}),
+    Shape(((20, 9), (9, 7), (20, 1)), {"alpha": -2.0}),
+    Shape(((2, 3, 17, 9), (2, 3, 9, 17), (1, 1, 17, 17)), {"alpha": 0.125}),
+    Shape(((1, 13, 40), (40, 24), (24,)), {"activation": "Relu"}),
+    Shape(((2, 5, 8), (2, 8, 7)), {"alpha": 3.0}),
+    Shape(((1, 200), (200, 33), (33,)), {"alpha": 1.5}, tol=L),
+    Shape(((70,), (70, 50), (50,)), {"activation": "Relu"}, tol=L),
+    Shape(((1, 9, 40), (40, 24), (24,)), {"activation": "Gelu"}),
+    Shape(((5, 8), (8, 70), (70,)), {"activation": "Gelu", "approximate": "tanh"}),
+    Shape(((1, 96), (96, 40), (40,)), {"activation": "Gelu"}, tol=L),
+    Shape(((1, 64, 768), (768, 2304), (2304,)), test=False),
+    Shape(((1, 12, 64, 64), (1, 12, 64, 64), (1, 1, 64, 64)), {"alpha": 0.125}, test=False),
+    Shape(((1, 256), (256, 1024), (1024,)), test=False))
+FUSED_GEMM_SHAPES = _shapes(
+    Shape(((7, 12), (12, 30), (30,)), {"activation": "Gelu", "approximate": "tanh"}),
+    Shape(((19, 23), (30, 23), (30,)), {"transB": 1, "alpha": 0.5, "activation": "Relu"}),
+    Shape(((1, 130), (40, 130), (40,)), {"transB": 1, "activation": "Relu"}, tol=L),
+    Shape(((1, 256), (33, 256)), {"transB": 1, "activation": "Relu"}, tol=L),
+    Shape(((1, 150), (150, 37), (37,)), {"activation": "Relu"}, tol=L),
+    Shape(((90, 1), (90, 20), (1, 20)), {"transA": 1, "beta": 0.5, "activation": "Relu"}, tol=L),
+    Shape(((1, 9216), (4096, 9216), (4096,)), {"transB": 1, "activation": "Relu"}, test=False))
+
+
+def _gemm_bindings(op_type: str) -> tuple[Binding, ...]:
+    """Every GEMM / GEMV variant of one op type; the [N, K]-weight GEMV (gemv_warp) needs Gemm's transB=1."""
+    warp = [_gemv_warp_binding(op_type, w, kind) for w, kind in ((2, "efficient"), (8, "fast"))] \
+        if op_type in ("Gemm", "FusedGemm") else []
+    return tuple(_bindings_for(op_type) + warp)
+
+
+OPS = [
+    OpDef("MatMul", _gemm_bindings("MatMul"), MATMUL_SHAPES, torch=torch_function("matmul")),
+    OpDef("Gemm", _gemm_bindings("Gemm"), GEMM_SHAPES, torch=_torch_gemm),
+    OpDef("FusedMatMul", _gemm_bindings("FusedMatMul"), FUSED_MATMUL_SHAPES, torch=_torch_fused_matmul,
+          equivalent=_fused_matmul_equivalent, custom=True),
+    OpDef("FusedGemm", _gemm_bindings("FusedGemm"), FUSED_GEMM_SHAPES, torch=_torch_gemm,
+          equivalent=_fused_gemm_equivalent, custom=True),
+]

@@ -4,9 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, MAX_GRID_YZ, OUT, cdiv, contiguous_strides, i32, linear_launch,
-                                       norm_axis, require_present)
+from typing import Callable
+
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.ops._common import (MAX_GRID_YZ, cdiv, contiguous_strides, i32, linear_launch, norm_axis, reason,
+                                       require_present)
+from kernel_corpus.torch_builders import const_ints, need_const
 
 SOURCE = "layout.cu"
 BLOCK = 256
@@ -36,10 +39,9 @@ def concat_axis(node: NodeInfo) -> int | str:
     return axis if total == out[axis] else f"inputs add up to {total} along axis {axis}, output has {out[axis]}"
 
 
-def _concat_condition(node: NodeInfo) -> bool | str:
+def _concat_condition(node: NodeInfo) -> str | None:
     """Inputs stack along the axis into the output."""
-    axis = concat_axis(node)
-    return axis if isinstance(axis, str) else True
+    return reason(concat_axis(node))
 
 
 def _concat_plan(node: NodeInfo) -> list[Launch]:
@@ -51,7 +53,7 @@ def _concat_plan(node: NodeInfo) -> list[Launch]:
     for i, t in enumerate(node.inputs):
         src_inner = t.shape[axis] * inner
         launches.append(linear_launch("concat_copy", [BLOCK], t.numel, BLOCK,
-                                      [IN(i), OUT(0), i32(outer), i32(src_inner), i32(out[axis] * inner),
+                                      [In(i), Out(0), i32(outer), i32(src_inner), i32(out[axis] * inner),
                                        i32(offset)], 0, _copy_bytes(t.numel)))
         offset += src_inner
     return launches
@@ -73,7 +75,7 @@ class AxisSlice:
 def _axis_slice_launch(s: AxisSlice, out_index: int) -> Launch:
     """slice_axis into output `out_index`."""
     n = s.outer * s.len_out * s.inner
-    args = [IN(0), OUT(out_index)] + [i32(v) for v in (s.outer, s.len_in, s.len_out, s.inner, s.start, s.step)]
+    args = [In(0), Out(out_index)] + [i32(v) for v in (s.outer, s.len_in, s.len_out, s.inner, s.start, s.step)]
     return linear_launch("slice_axis", [BLOCK], n, BLOCK, args, 0, _copy_bytes(n))
 
 
@@ -96,10 +98,9 @@ def split_slices(node: NodeInfo) -> list[AxisSlice] | str:
     return slices if start == x[axis] else f"outputs add up to {start} along axis {axis}, input has {x[axis]}"
 
 
-def _split_condition(node: NodeInfo) -> bool | str:
+def _split_condition(node: NodeInfo) -> str | None:
     """The outputs tile the input along the axis."""
-    slices = split_slices(node)
-    return slices if isinstance(slices, str) else True
+    return reason(split_slices(node))
 
 
 def _split_plan(node: NodeInfo) -> list[Launch]:
@@ -151,10 +152,9 @@ def slice_plan(node: NodeInfo) -> AxisSlice | str:
     return AxisSlice(prod(x[:axis]), x[axis] if x else 1, count, prod(x[axis + 1:]), first, step)
 
 
-def _slice_condition(node: NodeInfo) -> bool | str:
+def _slice_condition(node: NodeInfo) -> str | None:
     """At most one axis is really sliced."""
-    s = slice_plan(node)
-    return s if isinstance(s, str) else True
+    return reason(slice_plan(node))
 
 
 # ---- Transpose --------------------------------------------------------------------------------------------
@@ -182,12 +182,12 @@ def transpose_view(node: NodeInfo) -> tuple[list[int], list[int]] | str:
     return dims, [rank_of[g] for g in range(len(groups))]
 
 
-def _transpose_nd_condition(node: NodeInfo) -> bool | str:
+def _transpose_nd_condition(node: NodeInfo) -> str | None:
     """Any permutation that merges down to 4 dims or fewer."""
     view = transpose_view(node)
     if isinstance(view, str):
         return view
-    return True if len(view[0]) <= MAX_TRANSPOSE_RANK else f"needs {len(view[0])} dims after merging (> 4)"
+    return None if len(view[0]) <= MAX_TRANSPOSE_RANK else f"needs {len(view[0])} dims after merging (> 4)"
 
 
 def _transpose_nd_plan(node: NodeInfo) -> list[Launch]:
@@ -200,7 +200,7 @@ def _transpose_nd_plan(node: NodeInfo) -> list[Launch]:
     out_dims, out_strides = [1] * pad + out_dims, [0] * pad + out_strides
     n = node.outputs[0].numel
     return [linear_launch("transpose_nd", [BLOCK], n, BLOCK,
-                          [IN(0), OUT(0), i32(n)] + [i32(v) for v in out_dims[1:] + out_strides], 0,
+                          [In(0), Out(0), i32(n)] + [i32(v) for v in out_dims[1:] + out_strides], 0,
                           _copy_bytes(n))]
 
 
@@ -219,27 +219,88 @@ def tiled_view(node: NodeInfo) -> tuple[int, int, int] | str:
     return (batch, rows, cols) if batch <= MAX_GRID_YZ and cdiv(rows, TILE) <= MAX_GRID_YZ else "grid too large"
 
 
-def _tiled_condition(node: NodeInfo) -> bool | str:
+def _tiled_condition(node: NodeInfo) -> str | None:
     """Only swaps of the last two dims."""
-    view = tiled_view(node)
-    return view if isinstance(view, str) else True
+    return reason(tiled_view(node))
 
 
 def _tiled_plan(node: NodeInfo) -> list[Launch]:
     """transpose_tiled: a 32 x 32 tile per rTask through shared memory."""
     batch, rows, cols = tiled_view(node)
     return [Launch("transpose_tiled", [TILE, TILE_ROWS], (cdiv(cols, TILE), cdiv(rows, TILE), batch),
-                   (TILE, TILE_ROWS, 1), 0, [IN(0), OUT(0), i32(rows), i32(cols)], 0,
+                   (TILE, TILE_ROWS, 1), 0, [In(0), Out(0), i32(rows), i32(cols)], 0,
                    _copy_bytes(node.outputs[0].numel))]
 
 
-BINDINGS = [
-    Binding("Concat", "copy", SOURCE, "only", _concat_condition, _concat_plan, ("concat_copy",),
-            note="one launch per input; the launches write disjoint parts of the output and may run concurrently"),
-    Binding("Split", "copy", SOURCE, "only", _split_condition, _split_plan, ("slice_axis",), float_inputs=1,
-            note="one launch per output, independent; split sizes come from the output shapes"),
-    Binding("Slice", "copy", SOURCE, "only", _slice_condition, lambda node: [_axis_slice_launch(slice_plan(node), 0)],
-            ("slice_axis",), float_inputs=1, note="starts/ends/axes/steps are read from attrs of those names"),
-    Binding("Transpose", "nd", SOURCE, "efficient", _transpose_nd_condition, _transpose_nd_plan, ("transpose_nd",)),
-    Binding("Transpose", "tiled", SOURCE, "fast", _tiled_condition, _tiled_plan, ("transpose_tiled",)),
+def _torch_concat(T, a: dict, k: list, nout: int) -> Callable:
+    """Concatenation along the axis."""
+    return lambda *xs: T.cat(xs, dim=a["axis"])
+
+
+def _torch_split(T, a: dict, k: list, nout: int) -> Callable:
+    """Split by constant sizes, num_outputs (opset 18) or evenly by the number of outputs."""
+    axis, sizes = a.get("axis", 0), const_ints(k, 1)
+
+    def f(x, *rest):
+        n = x.shape[axis]
+        if sizes is not None:
+            parts = sizes
+        else:
+            step = -(-n // a.get("num_outputs", nout))
+            parts = [min(step, n - i) for i in range(0, n, step)]
+        return tuple(T.split(x, parts, dim=axis))
+    return f
+
+
+def _torch_slice(T, a: dict, k: list, nout: int) -> Callable:
+    """Slice with constant starts/ends/axes/steps (positive steps)."""
+    starts, ends = need_const(k, 1, "Slice"), need_const(k, 2, "Slice")
+    axes = const_ints(k, 3, list(range(len(starts))))
+    steps = const_ints(k, 4, [1] * len(starts))
+    if any(s <= 0 for s in steps):
+        raise ValueError("Slice: only positive steps are supported by the torch interpreter")
+
+    def f(x, *rest):
+        index = [slice(None)] * x.dim()
+        for s, e, ax, st in zip(starts, ends, axes, steps):
+            index[ax] = slice(s, e, st)
+        return x[tuple(index)]
+    return f
+
+
+def _torch_transpose(T, a: dict, k: list, nout: int) -> Callable:
+    """Permutation of the axes (reversed by default)."""
+    return lambda x: x.permute(a.get("perm", list(range(x.dim()))[::-1]))
+
+
+OPS = [
+    OpDef("Concat", (Binding("Concat", "copy", SOURCE, "only", _concat_condition, _concat_plan, ("concat_copy",),
+                             note="one launch per input; the launches write disjoint parts of the output and may "
+                                  "run concurrently"),),
+          (Shape(((2, 3, 4), (2, 5, 4)), {"axis": 1}), Shape(((2, 3), (2, 1), (2, 4)), {"axis": -1}),
+           Shape(((1, 6), (3, 6)), {"axis": 0}), Shape(((1, 32, 8, 8), (1, 16, 8, 8)), {"axis": 1})),
+          torch=_torch_concat),
+    OpDef("Split", (Binding("Split", "copy", SOURCE, "only", _split_condition, _split_plan, ("slice_axis",),
+                            float_inputs=1, note="one launch per output, independent; split sizes come from the "
+                                                 "output shapes"),),
+          (Shape(((6, 10),), {"axis": 0, "split": [2, 4]}, outputs=2), Shape(((2, 9, 3),), {"axis": 1}, outputs=3,
+                                                                             opset=17),
+           Shape(((1, 48, 8, 8),), {"axis": 1, "split": [16, 32]}, outputs=2)),
+          constant_inputs=("split",), torch=_torch_split),
+    OpDef("Slice", (Binding("Slice", "copy", SOURCE, "only", _slice_condition,
+                            lambda node: [_axis_slice_launch(slice_plan(node), 0)], ("slice_axis",), float_inputs=1,
+                            note="starts/ends/axes/steps are read from attrs of those names"),),
+          (Shape(((10, 8),), {"starts": [1], "ends": [9], "axes": [0], "steps": [2]}),
+           Shape(((4, 9),), {"starts": [-1], "ends": [-100], "axes": [1], "steps": [-2]}),
+           Shape(((3, 10, 4),), {"starts": [0, 2], "ends": [3, 1000], "axes": [0, 1]}),
+           Shape(((4, 64),), {"starts": [0], "ends": [32], "axes": [1]})),
+          constant_inputs=("starts", "ends", "axes", "steps"), torch=_torch_slice),
+    OpDef("Transpose", (Binding("Transpose", "nd", SOURCE, "efficient", _transpose_nd_condition, _transpose_nd_plan,
+                                ("transpose_nd",)),
+                        Binding("Transpose", "tiled", SOURCE, "fast", _tiled_condition, _tiled_plan,
+                                ("transpose_tiled",))),
+          (Shape(((3, 5),), {"perm": [1, 0]}), Shape(((2, 33, 40),), {"perm": [0, 2, 1]}),
+           Shape(((2, 3, 4, 5),), {"perm": [0, 2, 3, 1]}), Shape(((2, 3, 4, 5),), {"perm": [3, 1, 0, 2]}),
+           Shape(((2, 3, 1, 4, 5),), {"perm": [4, 2, 0, 3, 1]}), Shape(((128, 256),), {"perm": [1, 0]})),
+          torch=_torch_transpose),
 ]

@@ -1,9 +1,15 @@
 """Bindings of MaxPool and AveragePool (1-D and 2-D, NCHW) to legacy/pool.cu."""
 from __future__ import annotations
 
-from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, OUT, Window, extra_outputs, i32, linear_launch, require_present,
+import math
+from typing import Callable
+
+import numpy as np
+
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.ops._common import (Window, extra_outputs, i32, linear_launch, reason, require_present,
                                        spatial_hw, tensor_bytes, window_2d)
+from kernel_corpus.torch_builders import spatial_pads
 
 SOURCE = "pool.cu"
 BLOCK = 256
@@ -31,10 +37,9 @@ def _mode(node: NodeInfo) -> int:
     return MODE_AVG_INCLUDE_PAD if int(node.attr("count_include_pad", 0)) else MODE_AVG_EXCLUDE_PAD
 
 
-def _condition(node: NodeInfo) -> bool | str:
+def _condition(node: NodeInfo) -> str | None:
     """Applies whenever the window is supported."""
-    win = pool_window(node)
-    return win if isinstance(win, str) else True
+    return reason(pool_window(node))
 
 
 def _plan(node: NodeInfo) -> list[Launch]:
@@ -46,11 +51,88 @@ def _plan(node: NodeInfo) -> list[Launch]:
     scalars = (nc, H, W, OH, OW, win.kh, win.kw, win.sh, win.sw, win.ph, win.pw, win.ph_end, win.pw_end, win.dh,
                win.dw)
     outputs = node.outputs[0].numel
-    return [linear_launch("pool2d", [_mode(node), BLOCK], outputs, BLOCK, [IN(0), OUT(0)] + [i32(v) for v in scalars],
+    return [linear_launch("pool2d", [_mode(node), BLOCK], outputs, BLOCK, [In(0), Out(0)] + [i32(v) for v in scalars],
                           outputs * win.kh * win.kw, tensor_bytes(node.inputs[0], node.outputs[0]))]
 
 
-BINDINGS = [
-    Binding(op, "direct", SOURCE, "only", _condition, _plan, ("pool2d",))
-    for op in ("MaxPool", "AveragePool")
-]
+def _torch_pool(kind: str) -> Callable:
+    """MaxPool / AveragePool builder over 1-3 spatial dims."""
+    def build(T, a: dict, k: list, nout: int) -> Callable:
+        F = T.nn.functional
+        if kind == "MaxPool" and nout > 1:
+            raise ValueError("MaxPool: the Indices output is not supported by the torch interpreter")
+        ks = a["kernel_shape"]
+        r = len(ks)
+        pad, extra = spatial_pads(a, r, kind)
+        strides, ceil = a.get("strides", [1] * r), bool(a.get("ceil_mode", 0))
+        include = bool(a.get("count_include_pad", 0))
+        if kind == "AveragePool" and extra and not include:
+            raise ValueError("AveragePool: asymmetric pads with count_include_pad=0 are not supported")
+        if kind == "MaxPool" and any(d != 1 for d in a.get("dilations", [1] * r)):
+            raise ValueError("MaxPool: dilations are not supported by the torch interpreter")
+
+        def f(x):
+            if extra:
+                x = F.pad(x, extra, value=-math.inf if kind == "MaxPool" else 0.0)
+            if kind == "MaxPool":
+                return getattr(F, f"max_pool{r}d")(x, ks, strides, pad, ceil_mode=ceil)
+            return getattr(F, f"avg_pool{r}d")(x, ks, strides, pad, ceil_mode=ceil, count_include_pad=include)
+        return f
+    return build
+
+
+def _maxpool_reference(node: NodeInfo, inputs: list) -> list:
+    """MaxPool by hand (Y only), because onnx's ReferenceEvaluator (1.23) gets the output size of auto_pad=SAME_LOWER
+    wrong. Pads are resolved as ONNX says (SAME_*: total = (ceil(n/s) - 1) s + (k - 1) d + 1 - n, the odd pad at the
+    end for UPPER, at the start for LOWER); ceil_mode windows may not start in the trailing pad."""
+    x = inputs[0]
+    kernel = [int(k) for k in node.attr("kernel_shape")]
+    nd, sizes = len(kernel), x.shape[2:]
+    strides = list(node.attr("strides", [1] * nd))
+    dil = list(node.attr("dilations", [1] * nd))
+    pads = list(node.attr("pads", [0] * 2 * nd))
+    begin, end = pads[:nd], pads[nd:]
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto == "VALID":
+        begin, end = [0] * nd, [0] * nd
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        total = [max(0, (math.ceil(n / s) - 1) * s + d * (k - 1) + 1 - n)
+                 for n, s, d, k in zip(sizes, strides, dil, kernel)]
+        begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
+        end = [t - b for t, b in zip(total, begin)]
+    out = []
+    for n, k, s, d, b, e in zip(sizes, kernel, strides, dil, begin, end):
+        span = n + b + e - d * (k - 1) - 1
+        o = (-(-span // s) if node.attr("ceil_mode", 0) else span // s) + 1
+        out.append(o - 1 if node.attr("ceil_mode", 0) and (o - 1) * s >= n + b else o)
+    reach = [(o - 1) * s + d * (k - 1) + 1 for o, s, d, k in zip(out, strides, dil, kernel)]
+    after = [max(e, r - n - b) for r, n, b, e in zip(reach, sizes, begin, end)]
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(begin, after)), constant_values=-np.inf)
+    y = np.full(x.shape[:2] + tuple(out), -np.inf)
+    for tap in np.ndindex(*kernel):
+        idx = tuple(slice(t * d, t * d + s * (o - 1) + 1, s) for t, d, s, o in zip(tap, dil, strides, out))
+        y = np.maximum(y, xp[(slice(None), slice(None)) + idx])
+    return [y]
+
+
+COMMON_SHAPES = (  # both pools
+    Shape(((1, 3, 9, 9),), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    Shape(((2, 2, 8, 7),), {"kernel_shape": [2, 3], "strides": [2, 2], "ceil_mode": 1}),
+    Shape(((1, 2, 10),), {"kernel_shape": [3], "strides": [2]}),
+    Shape(((1, 2, 8, 9),), {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    Shape(((1, 2, 8, 9),), {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": "SAME_LOWER"}),
+    Shape(((1, 16, 32, 32),), {"kernel_shape": [2, 2], "strides": [2, 2]}, test=False),
+    Shape(((1, 64, 56, 56),), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}, test=False),
+)
+MAXPOOL_SHAPES = COMMON_SHAPES + (Shape(((1, 2, 9, 8),), {"kernel_shape": [2, 2], "dilations": [2, 2]}),)
+AVGPOOL_SHAPES = COMMON_SHAPES + (
+    Shape(((1, 2, 7, 6),), {"kernel_shape": [3, 2], "pads": [1, 1, 1, 0], "count_include_pad": 1}),
+    Shape(((2, 2, 8, 8),), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    Shape(((1, 2, 8, 9),), {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": "SAME_LOWER",
+                            "count_include_pad": 1}),
+)
+
+OPS = [OpDef(op, (Binding(op, "direct", SOURCE, "only", _condition, _plan, ("pool2d",)),), shapes,
+             reference=reference, torch=_torch_pool(op))
+       for op, shapes, reference in (("MaxPool", MAXPOOL_SHAPES, _maxpool_reference),
+                                     ("AveragePool", AVGPOOL_SHAPES, None))]

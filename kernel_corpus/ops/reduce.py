@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from math import prod
+
+import numpy as np
 from typing import Callable
 
-from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import (IN, OUT, cdiv, cpp_bool, extra_outputs, f32, i32, norm_axis,
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.ops._common import (cdiv, extra_outputs, f32, i32, norm_axis, reason,
                                        require_present, tensor_bytes)
 
 SOURCE = "reduce.cu"
@@ -65,13 +67,12 @@ def _binding(op_type: str, rows_of: Callable, kernel: str, extra_args: Callable,
              rows_per_task: int, kind: str, bias_template: bool = False) -> Binding:
     """One row-reduction binding: grid ceil(rows / ROWS), block (THREADS, ROWS)."""
 
-    def condition(node: NodeInfo) -> bool | str:
-        rc = rows_of(node)
-        return rc if isinstance(rc, str) else True
+    def condition(node: NodeInfo) -> str | None:
+        return reason(rows_of(node))
 
     def plan(node: NodeInfo) -> list[Launch]:
         rows, cols = rows_of(node)
-        template = [threads, rows_per_task] + ([cpp_bool(node.input(2) is not None)] if bias_template else [])
+        template = [threads, rows_per_task] + ([bool(node.input(2) is not None)] if bias_template else [])
         return [Launch(kernel, template, (cdiv(rows, rows_per_task), 1, 1), (threads, rows_per_task, 1), 0,
                        extra_args(node, rows, cols), FLOPS_PER_ELEMENT[op_type] * rows * cols,
                        tensor_bytes(*node.inputs, node.outputs[0]))]
@@ -81,22 +82,57 @@ def _binding(op_type: str, rows_of: Callable, kernel: str, extra_args: Callable,
 
 def _rows_args(node: NodeInfo, rows: int, cols: int) -> list:
     """softmax_rows / mean_rows(X, Y, rows, cols)."""
-    return [IN(0), OUT(0), i32(rows), i32(cols)]
+    return [In(0), Out(0), i32(rows), i32(cols)]
 
 
 def _layernorm_args(node: NodeInfo, rows: int, cols: int) -> list:
     """layernorm_rows(X, scale, bias, Y, rows, cols, eps); X stands in for an absent bias (never read)."""
-    bias = IN(2) if node.input(2) is not None else IN(0)
-    return [IN(0), IN(1), bias, OUT(0), i32(rows), i32(cols), f32(node.attr("epsilon", 1e-5))]
+    bias = In(2) if node.input(2) is not None else In(0)
+    return [In(0), In(1), bias, Out(0), i32(rows), i32(cols), f32(node.attr("epsilon", 1e-5))]
 
 
-BINDINGS = [
-    b
-    for variant, threads, rows_per_task, kind in SHAPES
-    for b in (
-        _binding("Softmax", softmax_rows, "softmax_rows", _rows_args, variant, threads, rows_per_task, kind),
-        _binding("LayerNormalization", layernorm_rows, "layernorm_rows", _layernorm_args, variant, threads,
-                 rows_per_task, kind, bias_template=True),
-        _binding("GlobalAveragePool", gap_rows, "mean_rows", _rows_args, variant, threads, rows_per_task, kind),
-    )
+def _softmax_reference(node: NodeInfo, inputs: list) -> list:
+    """Softmax by hand, because onnx's ReferenceEvaluator (1.23) applies the opset-13 rule (one axis) at every
+    opset; before 13 the input is flattened to 2-D at `axis` (default 1) and normalised over the trailing part."""
+    x = inputs[0]
+    if node.opset >= 13:
+        axes = (node.attr("axis", -1) % x.ndim,)
+    else:
+        axes = tuple(range(node.attr("axis", 1) % x.ndim, x.ndim))
+    e = np.exp(x - x.max(axis=axes, keepdims=True))
+    return [e / e.sum(axis=axes, keepdims=True)]
+
+
+def _torch_softmax(T, a: dict, k: list, nout: int) -> Callable:
+    """Softmax over one axis (opset >= 13)."""
+    return lambda x: T.softmax(x, dim=a.get("axis", -1))
+
+
+def _torch_layernorm(T, a: dict, k: list, nout: int) -> Callable:
+    """LayerNormalization over axis..last."""
+    eps, axis = a.get("epsilon", 1e-5), a.get("axis", -1)
+    return lambda x, scale, bias=None: T.nn.functional.layer_norm(x, x.shape[axis % x.dim():], scale, bias, eps)
+
+
+def _torch_gap(T, a: dict, k: list, nout: int) -> Callable:
+    """Mean over every spatial axis, kept."""
+    return lambda x: x.mean(dim=tuple(range(2, x.dim())), keepdim=True)
+
+
+OPS = [
+    OpDef("Softmax", tuple(_binding("Softmax", softmax_rows, "softmax_rows", _rows_args, v, th, r, k)
+                           for v, th, r, k in SHAPES),
+          (Shape(((3, 70),)), Shape(((2, 3, 300),)), Shape(((2, 3, 4),), {"axis": 1}, opset=11),
+           Shape(((8, 1000),), {"axis": -1}), Shape(((64, 128),), {"axis": -1})),
+          reference=_softmax_reference, torch=_torch_softmax),
+    OpDef("LayerNormalization",
+          tuple(_binding("LayerNormalization", layernorm_rows, "layernorm_rows", _layernorm_args, v, th, r, k,
+                         bias_template=True) for v, th, r, k in SHAPES),
+          (Shape(((3, 70), (70,), (70,)), {"epsilon": 1e-3}), Shape(((2, 4, 33), (33,))),
+           Shape(((2, 3, 5), (3, 5), (3, 5)), {"axis": 1}), Shape(((16, 768), (768,), (768,)), {"axis": -1})),
+          torch=_torch_layernorm),
+    OpDef("GlobalAveragePool", tuple(_binding("GlobalAveragePool", gap_rows, "mean_rows", _rows_args, v, th, r, k)
+                                     for v, th, r, k in SHAPES),
+          (Shape(((2, 3, 5, 7),)), Shape(((1, 4, 20, 20),)), Shape(((3, 5, 6),)), Shape(((1, 512, 7, 7),))),
+          torch=_torch_gap),
 ]

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernel_corpus.bindings import Binding, Launch, NodeInfo
-from kernel_corpus.ops._common import IN, MAX_GRID_YZ, OUT, cdiv, i32, tensor_bytes
+from onnx import helper
+
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.ops._common import MAX_GRID_YZ, cdiv, i32, reason, tensor_bytes
+from kernel_corpus.ops.elementwise import lstm_pointwise_nodes
 
 SOURCE = "rnn.cu"
 THREADS = 256
@@ -58,10 +61,9 @@ def lstm_cell_shape(node: NodeInfo) -> LstmCellShape | str:
     return LstmCellShape(B, H, I, 0 if h_prev is None else H, pre_stride)
 
 
-def _condition(node: NodeInfo) -> bool | str:
+def _condition(node: NodeInfo) -> str | None:
     """Consistent shapes of the present inputs (see lstm_cell_shape)."""
-    s = lstm_cell_shape(node)
-    return s if isinstance(s, str) else True
+    return reason(lstm_cell_shape(node))
 
 
 def _binding(units: int, kind: str) -> Binding:
@@ -70,8 +72,8 @@ def _binding(units: int, kind: str) -> Binding:
     def plan(node: NodeInfo) -> list[Launch]:
         s = lstm_cell_shape(node)
         # an absent operand is never read: c_prev stands in for its pointer
-        arg = [IN(i) if node.input(i) is not None else IN(C_PREV) for i in range(C_PREV)]
-        args = [*arg, IN(C_PREV), OUT(0), OUT(1), i32(s.B), i32(s.H), i32(s.I), i32(s.KH), i32(s.pre_stride)]
+        arg = [In(i) if node.input(i) is not None else In(C_PREV) for i in range(C_PREV)]
+        args = [*arg, In(C_PREV), Out(0), Out(1), i32(s.B), i32(s.H), i32(s.I), i32(s.KH), i32(s.pre_stride)]
         grid = (cdiv(s.H, units), cdiv(s.B, BATCH_ROWS), 1)
         return [Launch("lstm_cell_fused", [units, BATCH_ROWS, THREADS], grid, (THREADS, 1, 1), 0, args, s.flops,
                        tensor_bytes(*node.inputs, *node.outputs))]
@@ -82,4 +84,34 @@ def _binding(units: int, kind: str) -> Binding:
                         "i,o,f,c")
 
 
-BINDINGS = [_binding(8, "fast"), _binding(32, "efficient")]
+def _equivalent(node: NodeInfo, ins: list[str], outs: list[str], dtype) -> tuple[list, list]:
+    """LSTMCell as standard ONNX ops: gates = pre + x·Wt + h_prev·Rt (absent terms left out), then the cell."""
+    ins = ins + [""] * (6 - len(ins))
+    terms, nodes = [], []
+    for a, b, name in ((ins[X], ins[WT], "xw"), (ins[H_PREV], ins[RT], "hr")):
+        if a and b:
+            nodes.append(helper.make_node("MatMul", [a, b], [name]))
+            terms.append(name)
+    if ins[PRE]:
+        terms.append(ins[PRE])
+    gates = terms[0]
+    for i, term in enumerate(terms[1:]):
+        nodes.append(helper.make_node("Add", [gates, term], [f"gates{i}"]))
+        gates = f"gates{i}"
+    return nodes + lstm_pointwise_nodes(gates, ins[C_PREV], outs[0], outs[1], "cell"), []
+
+
+def _step(b: int, h: int, isize: int, recurrent: bool = True, pre: str | None = "bias", **kw) -> Shape:
+    """An LSTMCell node: x/Wt when isize > 0, h_prev/Rt when recurrent, pre 'bias' [4H] or 'rows' [B, 4H]."""
+    g = 4 * h
+    pre_shape = {"bias": (g,), "rows": (b, g), None: None}[pre]
+    return Shape(((b, isize) if isize else None, (isize, g) if isize else None, (b, h) if recurrent else None,
+                  (h, g) if recurrent else None, pre_shape, (b, h)), outputs=2, **kw)
+
+
+OPS = [OpDef("LSTMCell", (_binding(8, "fast"), _binding(32, "efficient")),
+             (_step(1, 37, 20), _step(3, 100, 37, tol=1e-4), _step(6, 20, 0, pre="rows"), _step(9, 12, 5, pre=None),
+              _step(2, 10, 0, recurrent=False, pre="rows"), _step(5, 9, 7, recurrent=False),
+              _step(1, 256, 256, test=False), _step(1, 256, 0, pre="rows", test=False),
+              _step(8, 128, 0, pre="rows", test=False)),
+             equivalent=_equivalent, custom=True)]

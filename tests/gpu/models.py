@@ -9,7 +9,6 @@ executors' own CUDA events (persistent rPrograms, one launch per op, those launc
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time

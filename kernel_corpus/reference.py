@@ -62,11 +62,11 @@ def input_names(node: NodeInfo, d: OpDef) -> tuple[list[str], list[onnx.TensorPr
     return names, inits
 
 
-def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32,
-               shapes: list[tuple | None] | None = None) -> onnx.ModelProto:
+def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[tuple | None] | None = None,
+               output_shapes: bool = True) -> onnx.ModelProto:
     """A model computing one node with standard ONNX ops: the node itself, or its custom op's equivalent graph.
-    Data inputs are x0, x1, ... of `dtype` (shapes from the node unless given); outputs y0, y1, ... (shapes left
-    to inference); constant inputs become int64 initializers."""
+    Data inputs are x0, x1, ... of `dtype` (shapes from the node unless given); outputs y0, y1, ... with the node's
+    output shapes (left to inference without `output_shapes`); constant inputs become int64 initializers."""
     names, inits = input_names(node, d)
     outs = [f"y{i}" if t is not None else "" for i, t in enumerate(node.outputs)] or ["y0"]
     attrs = {k: v for k, v in node.attrs.items() if k not in d.constant_inputs}
@@ -86,7 +86,8 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32,
         nodes, f"{node.op_type}-reference",
         [helper.make_tensor_value_info(f"x{i}", elem(node.inputs[i]), list(s)) for i, s in enumerate(shapes)
          if s is not None and i < len(names) and names[i] == f"x{i}"],
-        [helper.make_tensor_value_info(o, elem(node.output(i)), None) for i, o in enumerate(outs) if o],
+        [helper.make_tensor_value_info(o, elem(node.output(i)), list(node.outputs[i].shape) if output_shapes else None)
+         for i, o in enumerate(outs) if o],
         initializer=inits)
     # a custom op's equivalent graph is ours: written at the opset its helpers use, whatever the model's
     opset = max(node.opset, OPSET) if d.custom else node.opset
@@ -97,7 +98,7 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32,
 
 def output_shapes(node: NodeInfo, d: OpDef) -> list[tuple[int, ...]]:
     """The node's output shapes by ONNX shape inference (strict) of its model."""
-    inferred = onnx.shape_inference.infer_shapes(node_model(node, d), strict_mode=True)
+    inferred = onnx.shape_inference.infer_shapes(node_model(node, d, output_shapes=False), strict_mode=True)
     return [tuple(dim.dim_value for dim in o.type.tensor_type.shape.dim) for o in inferred.graph.output]
 
 

@@ -42,6 +42,8 @@ UNARY = {  # op type -> Unary; Gelu's tanh form is code 4, chosen by its `approx
     "Sigmoid": Unary(1, 4, torch_function("sigmoid")),
     "Tanh": Unary(2, 6, torch_function("tanh")),
     "Gelu": Unary(3, 8, _torch_gelu),
+    "LeakyRelu": Unary(5, 2, lambda T, a, k, n: (lambda x: T.nn.functional.leaky_relu(x, a.get("alpha", 0.01))),
+                       alpha=("alpha", 0.01)),
 }
 GELU_TANH = Unary(4, 10, _torch_gelu)
 UNARY_SHAPES = (Shape(((3, 70),)), Shape(((2, 3, 4, 5),)), Shape(((4, 1000),)), Shape(((1, 64, 28, 28),)))
@@ -171,6 +173,7 @@ def _unary_plan(node: NodeInfo) -> list[Launch]:
 def _unary_def(op_type: str, u: Unary) -> OpDef:
     """The OpDef of one unary activation."""
     shapes = UNARY_SHAPES + ((Shape(((5, 13),), {"approximate": "tanh"}),) if op_type == "Gelu" else ())
+    shapes += (Shape(((5, 13),), {u.alpha[0]: 0.3}),) if u.alpha else ()
     return OpDef(op_type, (Binding(op_type, "direct", SOURCE, "only", _unary_condition, _unary_plan, ("unary",)),),
                  shapes, torch=u.torch)
 

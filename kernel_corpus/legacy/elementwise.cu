@@ -12,7 +12,8 @@ __device__ __forceinline__ float binary_op(float a, float b) {
 
 __device__ __forceinline__ float sigmoid_act(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// Unary operators: 0 Relu, 1 Sigmoid, 2 Tanh, 3 Gelu (erf form), 4 Gelu (tanh approximation), 5 LeakyRelu.
+// Unary operators: 0 Relu, 1 Sigmoid, 2 Tanh, 3 Gelu (erf form), 4 Gelu (tanh approximation), 5 LeakyRelu,
+// 6 Erf.
 // `alpha` is the op's float attribute where it has one. Comparisons let NaN pass through, as in ONNX.
 template <int OP>
 __device__ __forceinline__ float unary_op(float x, float alpha) {
@@ -21,6 +22,7 @@ __device__ __forceinline__ float unary_op(float x, float alpha) {
   if (OP == 2) return tanhf(x);
   if (OP == 3) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
   if (OP == 5) return x < 0.0f ? alpha * x : x;
+  if (OP == 6) return erff(x);
   return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 }
 

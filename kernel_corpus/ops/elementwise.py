@@ -44,6 +44,7 @@ UNARY = {  # op type -> Unary; Gelu's tanh form is code 4, chosen by its `approx
     "Gelu": Unary(3, 8, _torch_gelu),
     "LeakyRelu": Unary(5, 2, lambda T, a, k, n: (lambda x: T.nn.functional.leaky_relu(x, a.get("alpha", 0.01))),
                        alpha=("alpha", 0.01)),
+    "Erf": Unary(6, 10, torch_function("erf")),
 }
 GELU_TANH = Unary(4, 10, _torch_gelu)
 UNARY_SHAPES = (Shape(((3, 70),)), Shape(((2, 3, 4, 5),)), Shape(((4, 1000),)), Shape(((1, 64, 28, 28),)))

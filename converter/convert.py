@@ -301,7 +301,8 @@ class Converter:
                     else:
                         f.shared.append(self._shared_var(v, c, v.spelling, shared[0]))
                         f.features.add("static_shared")
-                if f.extern_shared and len(shared) > sum(1 for v in shared if v.storage_class == ci.StorageClass.EXTERN) \
+                extern = sum(1 for v in shared if v.storage_class == ci.StorageClass.EXTERN)
+                if f.extern_shared and len(shared) > extern \
                         and any(v.storage_class == ci.StorageClass.EXTERN for v in shared):
                     f.refusals.append((c.extent.start.offset, "extern and static __shared__ in one declaration"))
             elif k == K.CALL_EXPR:
@@ -414,7 +415,8 @@ class Converter:
             if target is not None:
                 f.calls.append((c, target))
                 if target in self.funcs and self.funcs[target].is_kernel:
-                    f.refusals.append((off, "dynamic parallelism (a kernel launch inside a kernel) cannot run as an rTask"))
+                    f.refusals.append((off, "dynamic parallelism (a kernel launch inside a kernel) cannot run as an "
+                                            "rTask"))
 
     def _direct(self, call: ci.Cursor, name: str) -> bool:
         i = self.tok.at(call.extent.start.offset)
@@ -485,7 +487,8 @@ class Converter:
         j = self.tok.matching(i + 1, "<", ">")
         text = self.raw[self.tok.start[i]:self.tok.end[j]].decode()
         names = [ch.spelling for ch in f.cursor.get_children()
-                 if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER, K.TEMPLATE_TEMPLATE_PARAMETER)]
+                 if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER,
+                                K.TEMPLATE_TEMPLATE_PARAMETER)]
         return text, names, j
 
     def _paren_after_name(self, f: Func) -> int:

@@ -91,9 +91,11 @@ _KINDS = {np.dtype(t): k for k, t in enumerate(
 _MARK = "__emu_shared__"
 _SCAN_RE = re.compile(r'"(?:\\.|[^"\\\n])*"|(?<![0-9A-Za-z_])\'(?:\\.|[^\'\\\n])*\'|[{};]|\b' + _MARK + r"\b")
 _NS_BRACE_RE = re.compile(r'\bnamespace\b[^(){};]*$|\bextern\s*"C(?:\+\+)?"\s*$')
-_ATTR_RE = re.compile(r"__attribute__\s*\(\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\)|alignas\s*\((?:[^()]|\([^()]*\))*\)"
+_ATTR_RE = re.compile(r"__attribute__\s*\(\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\)"
+                      r"|alignas\s*\((?:[^()]|\([^()]*\))*\)"
                       r"|\[\[.*?\]\]")
-_FIRST_DECL_RE = re.compile(r"^(?P<type>.*?[\w>*&)\s])\s*(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$", re.S)
+_FIRST_DECL_RE = re.compile(r"^(?P<type>.*?[\w>*&)\s])\s*(?P<name>[A-Za-z_]\w*)\s*"
+                            r"(?P<dims>(?:\[[^\[\]]*\]\s*)*)$", re.S)
 _MORE_DECL_RE = re.compile(r"^(?P<ptr>[*&\s]*)(?P<name>[A-Za-z_]\w*)\s*(?P<dims>(?:\[[^\[\]]*\]\s*)*)$", re.S)
 
 

@@ -327,6 +327,8 @@ class Registry:
                 continue
             name = f"_rammer_corpus_{abs(hash(str(root)))}_{path.stem}"
             spec = importlib.util.spec_from_file_location(name, path)
+            if spec is None or spec.loader is None:
+                raise ValueError(f"{path}: cannot be imported as a Python module")
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module  # dataclasses (and pickling) look a class's module up by name
             spec.loader.exec_module(module)
@@ -344,7 +346,8 @@ class Registry:
 
     def op(self, op_type: str) -> OpDef | None:
         """The definition of one op type, or None when the corpus has none."""
-        self.ops()
+        if self._ops is None:
+            self._ops = self._load()
         return self._ops.get(op_type)
 
     def all(self) -> list[Binding]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
+import onnx
 
 from converter import RKernelMeta
 from kernel_corpus.bindings import Temp
@@ -203,15 +204,25 @@ def profile_workload(workload: Any, profiler: Any, target: str, paths: Mapping[s
 
 def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path | None = None,
                 policy: str = "wavefront", target: str = "gpu", veus: int | None = None,
-                quiet: bool = False, compile_check: bool = True, profile: str = "auto") -> "Built":
-    """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build."""
+                quiet: bool = False, compile_check: bool = True, profile: str = "auto",
+                disable_passes: tuple[str, ...] | list[str] = (), dump_after: tuple[str, ...] | list[str] = ()
+                ) -> "Built":
+    """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build.
+    `disable_passes` leaves graph passes out; `dump_after` writes the graph after each named pass as
+    `after-NAME.onnx` into the build folder."""
+    from scheduler.export import graph_to_onnx
+    from scheduler.passes import check_pass_names
     from scheduler.pipeline import load_workload, op_dependencies, plan_workload
     from scheduler.profiler import H100
-    from scheduler.report import render_report, timeline_svg
+    from scheduler.report import render_report, schedule_slices, timeline_svg, timeline_trace
 
     out = Path(out_dir)
     if out.exists() and not (out / MANIFEST).is_file() and any(out.iterdir()):
         raise BuildError(f"{out}: error: exists and is not a rammer build folder; refusing to replace it")
+    check_pass_names(list(disable_passes) + list(dump_after))
+    off = [n for n in dump_after if n in disable_passes]
+    if off:
+        raise BuildError(f"--dump-after {off[0]}: that pass is disabled, there is nothing to dump")
     prog = Progress(quiet)
     registry = corpus_registry(corpus)
     num_veus = veus or (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
@@ -220,7 +231,14 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     profiler = make_profiler(profile, target, num_veus)
     if not quiet:
         print(f"  {profiler.describe()}", file=sys.stderr)
-    graph, workload = prog.step("load, import, passes", lambda: load_workload(model_path, registry))
+    dumps: dict[str, Any] = {}
+
+    def dump(name: str, g: Any) -> None:
+        if name in dump_after:
+            dumps[name] = graph_to_onnx(g, registry, name=f"after {name}")
+
+    graph, workload = prog.step("load, import, passes",
+                                lambda: load_workload(model_path, registry, tuple(disable_passes), dump))
     paths = source_paths(registry)
     if profiler.mode == "measured":
         done, cached = prog.step(f"measure launch shapes on the {profiler.device.name}",
@@ -256,7 +274,14 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         np.savez(tmp / "weights.npz", **{npz_key(k): np.ascontiguousarray(v) for k, v in weights.items()})
         shutil.copyfile(model_path, tmp / "model.onnx")
         (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.device.barrier_us))
-        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe()}
+        slices = schedule_slices(plan, programs, profiler.device.barrier_us)
+        (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
+                                                          {"model": str(model_path), "policy": policy,
+                                                           "profiler": profiler.describe()}))
+        for name, model in dumps.items():
+            onnx.save(model, str(tmp / f"after-{name}.onnx"))
+        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(),
+                                                        "passes": [r.to_json() for r in graph.pass_log]}
         built = Built(tmp, manifest, ops, programs, texts, weights)
         if compile_check and ops:
             prog.step(f"compile for {target}", lambda: built.compile(target))

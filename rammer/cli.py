@@ -2,6 +2,7 @@
 write the zoo's models, and look after the cache."""
 from __future__ import annotations
 
+import json
 import re
 import sys
 import time
@@ -11,12 +12,15 @@ import numpy as np
 
 from scheduler.graph import SchedulerError
 from scheduler.onnx_import import first_line
+from scheduler.passes import PASSES
 from scheduler.policies import POLICIES
 from toolchain import package_version
 
 from .build import PROFILES, build_model
 from .check import RTOL, reference_outputs, relative_error
 from .runtime import BuildError, load
+
+PASS_NAMES = [p.name for p in PASSES]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,10 +43,16 @@ def main() -> None:
 @click.option("--profile", type=click.Choice(PROFILES), default="auto", show_default=True,
               help="rTask times: measured on the device (cached per device), the cost model, or measured when a "
                    "GPU build has a GPU")
+@click.option("--disable-pass", "disable_passes", multiple=True, metavar="NAME",
+              help=f"leave a graph pass out (repeatable): {', '.join(PASS_NAMES)}")
+@click.option("--dump-after", "dump_after", multiple=True, metavar="NAME",
+              help="write the graph after this pass as OUT_DIR/after-NAME.onnx (repeatable; open it in Netron)")
+@click.option("--json", "as_json", is_flag=True, help="print the build's summary (build.json's stats) as JSON")
 def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str, veus: int | None,
-          profile: str) -> None:
-    """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline, report)."""
-    sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile))
+          profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], as_json: bool) -> None:
+    """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report)."""
+    sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
+                           disable_passes=disable_passes, dump_after=dump_after, as_json=as_json))
 
 
 @main.command("run")
@@ -53,9 +63,11 @@ def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str
 @click.option("--device", type=click.Choice(["gpu", "cpu"]), default=None,
               help="where to run (default: the build's --target)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
-def run(out_dir: str, inputs: str | None, check: bool, save: str | None, device: str | None, seed: int) -> None:
+@click.option("--json", "as_json", is_flag=True, help="print the result (outputs' shapes, errors, verdict) as JSON")
+def run(out_dir: str, inputs: str | None, check: bool, save: str | None, device: str | None, seed: int,
+        as_json: bool) -> None:
     """Run a built model once (random inputs unless --inputs), optionally checked against onnxruntime."""
-    sys.exit(run_command(out_dir, inputs=inputs, check=check, save=save, device=device, seed=seed))
+    sys.exit(run_command(out_dir, inputs=inputs, check=check, save=save, device=device, seed=seed, as_json=as_json))
 
 
 @main.command()
@@ -65,10 +77,11 @@ def run(out_dir: str, inputs: str | None, check: bool, save: str | None, device:
 @click.option("--profile", type=click.Choice(PROFILES), default="model", show_default=True,
               help="rTask times: the cost model, or measured on the GPU (cached; auto: when one is visible)")
 @click.option("-o", "--out", default=None, type=click.Path(dir_okay=False), help="write plan.json here")
-def plan(model: str, policy: str, veus: int | None, profile: str, out: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="print the plan's summary as JSON")
+def plan(model: str, policy: str, veus: int | None, profile: str, out: str | None, as_json: bool) -> None:
     """Plan MODEL with one policy and print the prediction (no conversion, no code generation)."""
     from .plan import plan_command
-    sys.exit(plan_command(model, policy, veus, profile, out))
+    sys.exit(plan_command(model, policy, veus, profile, out, as_json=as_json))
 
 
 @main.command()
@@ -127,11 +140,14 @@ def cache_clear(part: str | None) -> None:
 
 
 def build_command(model: str, out_dir: str, corpus: str | None = None, policy: str = "wavefront",
-                  target: str = "gpu", veus: int | None = None, profile: str = "auto") -> int:
-    """CLI body of `rammer build`: one error line and exit 1 on failure, a summary on success."""
+                  target: str = "gpu", veus: int | None = None, profile: str = "auto",
+                  disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False) -> int:
+    """CLI body of `rammer build`: one error line and exit 1 on failure, a summary (or, with --json, the build's
+    stats as one JSON object on stdout) on success."""
     print(f"rammer build {model} -> {out_dir} (policy {policy}, target {target})", file=sys.stderr)
     try:
-        built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile)
+        built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile, quiet=as_json,
+                            disable_passes=disable_passes, dump_after=dump_after)
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
         return 1
@@ -139,6 +155,10 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
         print(f"error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
         return 1
     s = built.manifest.stats
+    if as_json:
+        print(json.dumps({"folder": str(built.folder), "target": built.manifest.target, "policy": policy,
+                          "num_veus": built.manifest.num_veus, **s}))
+        return 0
     print(f"{built.folder}: {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, "
           f"{s['programs']} rProgram(s), {s['barrier_rtasks']} barrier-rTasks on {built.manifest.num_veus} vEUs, "
           f"predicted {s['predicted_us']:.1f} us, built in {s['build_s']:.1f} s")
@@ -152,7 +172,7 @@ def _one_line(exc: Exception) -> str:
 
 
 def run_command(out_dir: str, inputs: str | None = None, check: bool = False, save: str | None = None,
-                device: str | None = None, seed: int = 0) -> int:
+                device: str | None = None, seed: int = 0, as_json: bool = False) -> int:
     """CLI body of `rammer run`: run once, print outputs (and errors vs onnxruntime with --check)."""
     backend = device or "cpu"
     try:
@@ -185,21 +205,28 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
                     f"rebuild with --target cpu or fewer --veus)")
         print(f"error: {type(exc).__name__}: {first_line(exc)}{hint}", file=sys.stderr)
         return 1
-    print(f"ran {out_dir} on {backend} in {secs:.3f} s (first run, compile included when not cached)")
+    say = (lambda *a: None) if as_json else print
+    say(f"ran {out_dir} on {backend} in {secs:.3f} s (first run, compile included when not cached)")
     worst = 0.0
     refs = dict(zip(built.output_names, reference_outputs(built.folder / "model.onnx", built.check_inputs(feeds)))) \
         if check else {}
+    report: dict = {"folder": str(out_dir), "device": backend, "seconds": round(secs, 4), "outputs": []}
     for name, arr in outs.items():
         line = f"  {name}: shape {list(arr.shape)} mean {float(np.mean(arr)):.6g}"
+        entry = {"name": name, "shape": list(arr.shape), "mean": float(np.mean(arr))}
         if check:
             err = relative_error([arr], [refs[name]])
             worst = max(worst, err)
             line += f"  max rel error vs onnxruntime {err:.3g}"
-        print(line)
+            entry["max_rel_error"] = err
+        say(line)
+        report["outputs"].append(entry)
     if save:
         np.savez(save, **outs)
+    ok = worst <= RTOL
     if check:
-        ok = worst <= RTOL
-        print(f"check: {'PASS' if ok else 'FAIL'} (max relative error {worst:.3g}, tolerance {RTOL:g})")
-        return 0 if ok else 1
-    return 0
+        say(f"check: {'PASS' if ok else 'FAIL'} (max relative error {worst:.3g}, tolerance {RTOL:g})")
+        report["check"] = {"pass": ok, "max_rel_error": worst, "tolerance": RTOL}
+    if as_json:
+        print(json.dumps(report))
+    return 0 if ok or not check else 1

@@ -2,6 +2,7 @@
 code generation)."""
 from __future__ import annotations
 
+import json
 import sys
 
 from kernel_corpus.bindings import registry as default_registry
@@ -13,28 +14,36 @@ from .build import make_profiler, profile_workload, source_paths
 
 
 def plan_command(model: str, policy: str = "wavefront", veus: int | None = None, profile: str = "model",
-                 out: str | None = None) -> int:
-    """Plan, report, save; a scheduler error is one line on stderr and exit status 1."""
+                 out: str | None = None, as_json: bool = False) -> int:
+    """Plan, report, save; a scheduler error is one line on stderr and exit status 1. With `as_json` the summary
+    is one JSON object on stdout."""
+    say = (lambda *a: None) if as_json else print
     try:
         profiler = make_profiler(profile, "gpu", veus or H100.sms)
-        print(profiler.describe())
+        say(profiler.describe())
         graph, workload = load_workload(model)
         if profiler.mode == "measured":
             done, cached = profile_workload(workload, profiler, "gpu", source_paths(default_registry))
-            print(f"profiler: {done} launch shape(s) measured, {cached} from the cache")
+            say(f"profiler: {done} launch shape(s) measured, {cached} from the cache")
         sch = plan_workload(graph, workload, policy, profiler, num_veus=veus)
     except SchedulerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     plan = sch.plan
     tasks = sum(p.steps(v) for p in plan.programs for v in range(p.num_veus))
-    print(f"{policy}: {len(sch.workload.ops)} operators, {len(plan.ops)} launches, {tasks} rTasks, "
-          f"{len(plan.programs)} rProgram(s), predicted {plan.predicted_us:.1f} us")
+    say(f"{policy}: {len(sch.workload.ops)} operators, {len(plan.ops)} launches, {tasks} rTasks, "
+        f"{len(plan.programs)} rProgram(s), predicted {plan.predicted_us:.1f} us")
     for name, us in plan.baselines_us.items():
-        print(f"  the same launches {name}: predicted {us:.1f} us ({us / max(plan.predicted_us, 1e-9):.2f}x)")
+        say(f"  the same launches {name}: predicted {us:.1f} us ({us / max(plan.predicted_us, 1e-9):.2f}x)")
     for note in plan.notes:
-        print(f"note: {note}")
+        say(f"note: {note}")
     if out:
         plan.save(out)
-        print(f"plan written to {out}")
+        say(f"plan written to {out}")
+    if as_json:
+        print(json.dumps({"model": model, "policy": policy, "profiler": profiler.describe(),
+                          "operators": len(sch.workload.ops), "launches": len(plan.ops), "rtasks": tasks,
+                          "programs": len(plan.programs), "predicted_us": round(plan.predicted_us, 3),
+                          "predicted_baselines_us": {k: round(v, 3) for k, v in plan.baselines_us.items()},
+                          "notes": plan.notes, "plan_json": out}))
     return 0

@@ -180,6 +180,7 @@ class Built:
             vd = self.vdevice(backend)
             if vd is None:
                 return None
+            ex: Any
             if kind == "persistent":
                 ex = PersistentExecutor(self.ops, self.programs, self.sources, {}, vdevice=vd)
             elif kind == "op-by-op":

@@ -42,7 +42,7 @@ def build_index(previous: dict | None = None, nvcc: str | None = None) -> dict:
     """The whole index as a JSON-ready dict (see the module docstring)."""
     from converter import CONVERTER_VERSION
     from kernel_corpus.bindings import LEGACY_DIR, registry
-    
+
     texts = {p.name: p.read_text() for p in sorted(LEGACY_DIR.glob("*.cu"))}
     outcomes = {source: convert_kernels(text, str(LEGACY_DIR / source)) for source, text in texts.items()}
     entries: dict[tuple[str, str], dict] = {}

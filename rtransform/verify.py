@@ -203,7 +203,8 @@ def report(result: VerifyResult) -> str:
             f"{result.veus} vEU(s) x {result.veu_threads} threads (legacy block {result.block_threads})")
     lines = [head] + ["  " + o.line(result.tolerance) for o in result.outputs]
     bad = sum(not o.ok for o in result.outputs)
-    lines.append("verified: all outputs agree" if not bad else f"FAILED: {bad} of {len(result.outputs)} output(s) differ")
+    lines.append("verified: all outputs agree" if not bad
+                 else f"FAILED: {bad} of {len(result.outputs)} output(s) differ")
     return "\n".join(lines)
 
 

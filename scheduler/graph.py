@@ -62,6 +62,7 @@ class Graph:
     aliases: dict[str, View] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     opset: int = 17
+    pass_log: list[Any] = field(default_factory=list)  # scheduler.passes.PassRecord per pass, in order
 
     def buffer_of(self, name: str) -> View:
         """Follow the alias chain to the buffer that really holds `name` (offsets add up)."""

@@ -1,7 +1,13 @@
 """Graph passes over the plain DFG: fold constants and BatchNorm, alias views, unroll LSTMs, fuse MatMul
-epilogues and activations into their producers, drop dead nodes."""
+epilogues and activations into their producers, drop dead nodes.
+
+Each pass is a named `Pass` in `PASSES`, run in that order by `run_passes`; `rammer build --disable-pass NAME`
+leaves one out and `--dump-after NAME` writes the graph after it as ONNX (scheduler/export.py). A pass returns how
+many changes it made; `run_passes` records each pass's time and changes in `graph.pass_log`."""
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -13,18 +19,64 @@ VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
 SHAPE_ONLY_OPS = ("Shape", "Size")
 
 
-def run_passes(g: Graph, supports: Callable[[str], bool] | None = None) -> Graph:
-    """The standard pipeline, in an order where each pass sees what the earlier ones simplified; `supports(op)`
-    says whether the corpus implements an op type a pass would introduce (None: assume it does)."""
-    fold_constants(g)
-    alias_views(g)
-    unroll_lstm(g)
-    fold_batchnorm(g)
-    if supports is None or supports("FusedMatMul"):
-        fuse_matmul_epilogues(g)
-    fuse_activations(g, supports)
-    remove_dead(g)
+Supports = Callable[[str], bool]  # does the corpus implement this op type?
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One graph pass: its name (for --disable-pass/--dump-after), what it does, and the op type it introduces
+    (the pass is skipped when the corpus lacks it)."""
+
+    name: str
+    run: Callable[[Graph, Supports], int]
+    about: str
+    introduces: str | None = None
+
+
+@dataclass
+class PassRecord:
+    """What one pass did in one build: changes made and seconds taken, or why it did not run."""
+
+    name: str
+    changes: int = 0
+    seconds: float = 0.0
+    skipped: str = ""
+
+    def to_json(self) -> dict:
+        """The build.json form."""
+        return {"name": self.name, "changes": self.changes, "seconds": round(self.seconds, 4),
+                **({"skipped": self.skipped} if self.skipped else {})}
+
+
+def run_passes(g: Graph, supports: Supports | None = None, disabled: tuple[str, ...] | list[str] = (),
+               after: Callable[[str, Graph], None] | None = None) -> Graph:
+    """The standard pipeline (PASSES, in an order where each pass sees what the earlier ones simplified);
+    `supports(op)` says whether the corpus implements an op type a pass would introduce (None: assume it does),
+    `disabled` names passes to leave out, `after(name, graph)` is called after each pass that ran."""
+    check_pass_names(disabled)
+    supports = supports or (lambda op_type: True)
+    g.pass_log = []
+    for p in PASSES:
+        if p.name in disabled:
+            g.pass_log.append(PassRecord(p.name, skipped="disabled"))
+            continue
+        if p.introduces and not supports(p.introduces):
+            g.pass_log.append(PassRecord(p.name, skipped=f"the corpus has no {p.introduces}"))
+            continue
+        t0 = time.perf_counter()
+        changes = p.run(g, supports)
+        g.pass_log.append(PassRecord(p.name, int(changes or 0), time.perf_counter() - t0))
+        if after is not None:
+            after(p.name, g)
     return g
+
+
+def check_pass_names(names: tuple[str, ...] | list[str]) -> None:
+    """One-line error for a pass name that does not exist."""
+    known = [p.name for p in PASSES]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SchedulerError(f"unknown pass '{unknown[0]}' (passes: {', '.join(known)})")
 
 
 # ---- constant folding ------------------------------------------------------------------------------------
@@ -321,8 +373,10 @@ def epilogue_bias(g: Graph, node: Node, y: str) -> str:
     c = tuple(g.tensors[other].shape)
     while len(c) > 2 and c[0] == 1:
         c = c[1:]
-    c = (1, 1, *c)[-2:] if len(c) <= 2 else None
-    return other if c is not None and c[0] in (1, rows) and c[1] in (1, cols) else ""
+    if len(c) > 2:
+        return ""
+    c = (1, 1, *c)[-2:]
+    return other if c[0] in (1, rows) and c[1] in (1, cols) else ""
 
 
 FUSED_HOST = {"MatMul": "FusedMatMul", "FusedMatMul": "FusedMatMul", "Gemm": "FusedGemm", "Conv": "FusedConv"}
@@ -365,7 +419,7 @@ def fuse_activations(g: Graph, supports: Callable[[str], bool] | None = None) ->
 # ---- dead nodes ----------------------------------------------------------------------------------------------
 def remove_dead(g: Graph) -> int:
     """Drop nodes, weights, aliases and tensors that no graph output depends on; return nodes removed."""
-    live = set()
+    live: set[str] = set()
     for name in g.outputs:
         mark_live(g, name, live)
     kept_rev: list[Node] = []
@@ -522,3 +576,15 @@ class LstmUnroller:
             self.g.aliases[y_h] = View(hs[-1])
         if y_c:
             self.g.aliases[y_c] = View(c_last)
+
+
+PASSES: list[Pass] = [
+    Pass("fold_constants", lambda g, s: fold_constants(g), "evaluate initializer-only nodes and static shapes"),
+    Pass("alias_views", lambda g, s: alias_views(g), "Reshape-likes and contiguous Slice/Split become views"),
+    Pass("unroll_lstm", lambda g, s: unroll_lstm(g), "forward LSTMs become one fused LSTMCell per step"),
+    Pass("fold_batchnorm", lambda g, s: fold_batchnorm(g), "BatchNormalization folded into its Conv/Gemm"),
+    Pass("fuse_matmul_epilogues", lambda g, s: fuse_matmul_epilogues(g),
+         "a MatMul's scalar Mul/Div and constant Add become one FusedMatMul", introduces="FusedMatMul"),
+    Pass("fuse_activations", fuse_activations, "Relu/Gelu folded into the MatMul/Gemm/Conv that feeds it alone"),
+    Pass("remove_dead", lambda g, s: remove_dead(g), "nodes no graph output depends on are dropped"),
+]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import onnx
 from vdevice.program import validate_plan
@@ -61,11 +61,14 @@ def schedule(workload: Workload, policy: str = "wavefront", profiler: Profiler |
     return plan
 
 
-def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None) -> tuple[Graph, Workload]:
-    """Import and run the passes, then check support: the graph and what the policies schedule."""
+def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, disabled: tuple[str, ...] = (),
+                  after: Callable[[str, Graph], None] | None = None) -> tuple[Graph, Workload]:
+    """Import and run the passes (less the `disabled` ones; `after(name, graph)` after each), then check support:
+    the graph and what the policies schedule."""
     if registry is None:
         from kernel_corpus.bindings import registry
-    graph = run_passes(import_model(model), supports=lambda op_type: bool(registry.for_op(op_type)))
+    graph = run_passes(import_model(model), supports=lambda op_type: bool(registry.for_op(op_type)),
+                       disabled=disabled, after=after)
     return graph, build_workload(graph, registry)
 
 

@@ -1,43 +1,108 @@
-"""What a build shows its reader: a timeline of the predicted schedule (SVG) and a short Markdown report."""
+"""What a build shows its reader: the schedule's timeline as a Perfetto / Chrome trace (timeline.json) and as an
+SVG preview with a colour legend (timeline.svg), and a short Markdown report (report.md)."""
 from __future__ import annotations
 
 import colorsys
 import hashlib
+import json
+from dataclasses import dataclass, field
 from html import escape
-from typing import Any
+from typing import Any, Iterable
 
-from vdevice.program import Program, Run
+from vdevice.program import Program, Wait
 
 from .simulate import veu_ends
 
 ROW_H, LEFT, WIDTH, TOP = 6, 60, 1400, 40
-MAX_RECTS = 40000  # above this, consecutive rTasks of one op on a vEU are drawn as one box
+MAX_RECTS = 40000  # above this, consecutive rTasks of one op type on a vEU are drawn as one box
+LEGEND_COLUMNS = 6
 
 
 def colour(name: str) -> str:
-    """A stable, distinct-enough colour per operator (hashed hue)."""
+    """A stable, distinct-enough colour per operator type (hashed hue)."""
     h = int(hashlib.md5(name.encode()).hexdigest()[:6], 16) / 0xFFFFFF
     r, g, b = colorsys.hls_to_rgb(h, 0.55, 0.65)
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
-def schedule_boxes(plan: Any, programs: list[Program], barrier_us: float) -> list[tuple[int, int, float, float, str]]:
-    """(program, vEU, start µs, end µs, op node) of every rTask, programs back to back in predicted time."""
-    boxes, t0 = [], 0.0
+@dataclass(frozen=True)
+class Slice:
+    """One timed thing a vEU did: an rTask (`kind` "rtask") or a barrier-rTask's wait ("wait"), in µs."""
+
+    program: int
+    veu: int
+    start: float
+    end: float
+    name: str                  # the node (rTask) or "wait"
+    kind: str = "rtask"
+    args: dict = field(default_factory=dict)  # op type, variant, rtask id, launch (rTasks); awaited tasks (waits)
+
+
+def schedule_slices(plan: Any, programs: list[Program], barrier_us: float) -> list[Slice]:
+    """Every rTask and every barrier wait of the plan in predicted time, programs back to back."""
+    out, t0 = [], 0.0
     for pi, prog in enumerate(programs):
         dur = lambda op: plan.ops[op].rtask_us  # noqa: E731
         ends = veu_ends(prog, dur, barrier_us)
         for v, instrs in enumerate(prog.veus):
-            runs = [i for i in instrs if isinstance(i, Run)]
-            for instr, end in zip(runs, ends[v]):
-                d = dur(instr.task.op)
-                boxes.append((pi, v, t0 + end - d, t0 + end, plan.ops[instr.task.op].node))
+            runs, free, waiting = iter(ends[v]), 0.0, None
+            for instr in instrs:
+                if isinstance(instr, Wait):
+                    waiting = waiting or (free, [f"vEU {u} task {k}" for u, k in instr.targets])
+                    continue
+                end = next(runs)
+                start = end - dur(instr.task.op)
+                if waiting is not None and start > waiting[0] + 1e-9:
+                    out.append(Slice(pi, v, t0 + waiting[0], t0 + start, "wait", "wait", {"awaits": waiting[1]}))
+                waiting = None
+                op = plan.ops[instr.task.op]
+                out.append(Slice(pi, v, t0 + start, t0 + end, op.node, "rtask",
+                                 {"op": op.op_type, "variant": op.variant, "rtask": instr.task.rtask,
+                                  "launch": op.launch_index}))
+                free = end
         t0 += plan.program_us[pi] if pi < len(plan.program_us) else max((e[-1] for e in ends if e), default=0.0)
-    return boxes
+    return out
+
+
+def schedule_boxes(plan: Any, programs: list[Program], barrier_us: float) -> list[tuple[int, int, float, float, str]]:
+    """(program, vEU, start µs, end µs, op type) of every rTask, programs back to back in predicted time."""
+    return [(s.program, s.veu, s.start, s.end, s.args["op"])
+            for s in schedule_slices(plan, programs, barrier_us) if s.kind == "rtask"]
+
+
+def trace_events(slices: Iterable[Slice], source: str = "predicted", pid_base: int = 0) -> list[dict]:
+    """Trace-event format (Perfetto, chrome://tracing): a process per rProgram, a thread per vEU, one complete
+    ("X") event per slice; `source` labels the processes ("predicted" here, "measured" for GPU timestamps)."""
+    events: list[dict] = []
+    named: set[tuple[int, int]] = set()
+    for s in slices:
+        pid = pid_base + s.program
+        if (pid, -1) not in named:
+            named.add((pid, -1))
+            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                           "args": {"name": f"rProgram {s.program} ({source})"}})
+            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+        if (pid, s.veu) not in named:
+            named.add((pid, s.veu))
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": s.veu,
+                           "args": {"name": f"vEU {s.veu}"}})
+            events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": s.veu,
+                           "args": {"sort_index": s.veu}})
+        events.append({"ph": "X", "name": s.name, "cat": s.kind, "pid": pid, "tid": s.veu, "ts": round(s.start, 4),
+                       "dur": round(max(s.end - s.start, 0.0), 4), "args": dict(s.args, source=source)})
+    return events
+
+
+def timeline_trace(runs: dict[str, list[Slice]], meta: dict | None = None) -> str:
+    """timeline.json: the slices of each source ("predicted", later "measured") side by side, as trace-event JSON."""
+    events: list[dict] = []
+    for k, (source, slices) in enumerate(runs.items()):
+        events += trace_events(slices, source, pid_base=1000 * k)
+    return json.dumps({"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta or {}})
 
 
 def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, int, float, float, str]]:
-    """Join touching boxes of the same op on the same vEU (keeps big schedules drawable)."""
+    """Join touching boxes of the same op type on the same vEU (keeps big schedules drawable)."""
     out: list[list] = []
     for b in sorted(boxes, key=lambda b: (b[1], b[2])):
         if out and out[-1][1] == b[1] and out[-1][4] == b[4] and b[2] - out[-1][3] < 1e-9:
@@ -48,35 +113,44 @@ def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, i
 
 
 def timeline_svg(plan: Any, programs: list[Program], barrier_us: float) -> str:
-    """vEUs (rows) x predicted time (columns), one colour per operator; hover a box for its op and times."""
+    """vEUs (rows) x predicted time (columns), one colour per op type with a legend; hover a box for its times.
+    The full detail (every rTask with its node, variant and rtask id) is in timeline.json."""
     boxes = schedule_boxes(plan, programs, barrier_us)
     if len(boxes) > MAX_RECTS:
         boxes = _merge(boxes)
     num_veus = max((p.num_veus for p in programs), default=1)
     span = max((b[3] for b in boxes), default=1.0) or 1.0
     scale = (WIDTH - LEFT - 10) / span
-    height = TOP + num_veus * ROW_H + 30
+    kinds = sorted({b[4] for b in boxes})
+    legend_rows = -(-len(kinds) // LEGEND_COLUMNS)
+    height = TOP + num_veus * ROW_H + 30 + legend_rows * 16
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" '
              f'font-size="11">',
              f'<text x="{LEFT}" y="16">{escape(plan.policy)}: {len(programs)} rProgram(s), {num_veus} vEUs, '
-             f'predicted {plan.predicted_us:.1f} us (boxes = rTasks, colour = operator)</text>']
+             f'predicted {plan.predicted_us:.1f} us (boxes = rTasks, colour = op type; detail in timeline.json)</text>']
     starts, t = [], 0.0
     for us in plan.program_us:
         starts.append(t)
         t += us
     for s in starts[1:]:
         x = LEFT + s * scale
-        parts.append(f'<line x1="{x:.1f}" y1="{TOP - 4}" x2="{x:.1f}" y2="{height - 26}" stroke="#000" '
-                     f'stroke-dasharray="3,2"/>')
-    for _, v, a, b, node in boxes:
+        parts.append(f'<line x1="{x:.1f}" y1="{TOP - 4}" x2="{x:.1f}" y2="{TOP + num_veus * ROW_H + 4}" '
+                     f'stroke="#000" stroke-dasharray="3,2"/>')
+    for _, v, a, b, kind in boxes:
         x, w = LEFT + a * scale, max((b - a) * scale, 0.5)
         parts.append(f'<rect x="{x:.2f}" y="{TOP + v * ROW_H}" width="{w:.2f}" height="{ROW_H - 1}" '
-                     f'fill="{colour(node)}"><title>{escape(node)} {a:.2f}-{b:.2f} us</title></rect>')
+                     f'fill="{colour(kind)}"><title>{escape(kind)} {a:.2f}-{b:.2f} us</title></rect>')
     parts.append(f'<text x="4" y="{TOP + 8}">vEU 0</text>')
     parts.append(f'<text x="4" y="{TOP + num_veus * ROW_H}">vEU {num_veus - 1}</text>')
+    axis_y = TOP + num_veus * ROW_H + 16
     for k in range(6):
         us = span * k / 5
-        parts.append(f'<text x="{LEFT + us * scale:.1f}" y="{height - 10}">{us:.1f} us</text>')
+        parts.append(f'<text x="{LEFT + us * scale:.1f}" y="{axis_y}">{us:.1f} us</text>')
+    for i, kind in enumerate(kinds):
+        x = LEFT + (i % LEGEND_COLUMNS) * (WIDTH - LEFT) / LEGEND_COLUMNS
+        y = axis_y + 12 + (i // LEGEND_COLUMNS) * 16
+        parts.append(f'<rect x="{x:.1f}" y="{y}" width="10" height="10" fill="{colour(kind)}"/>'
+                     f'<text x="{x + 14:.1f}" y="{y + 9}">{escape(kind)}</text>')
     parts.append("</svg>\n")
     return "\n".join(parts)
 
@@ -96,7 +170,8 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
              f"- {s.get('profiler', plan.profiler)}",
              f"- build time {s.get('build_s', 0):.1f} s: "
              + ", ".join(f"{k} {v:.1f} s" for k, v in s.get("step_s", {}).items()),
-             "", "## Operators", "", "| node | op | rKernel variant | launches | rTasks | why |", "|---|---|---|---|---|---|"]
+             "", "## Operators", "", "| node | op | rKernel variant | launches | rTasks | why |",
+             "|---|---|---|---|---|---|"]
     per_node: dict[str, list] = {}
     for op in plan.ops:
         per_node.setdefault(op.node, []).append(op)
@@ -105,11 +180,16 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
         choice = plan.choices.get(spec.name)
         lines.append(f"| {spec.name} | {spec.op_type} | {choice.variant if choice else '-'} | {len(ops)} | "
                      f"{sum(o.rtasks for o in ops)} | {choice.why if choice else ''} |")
+    if s.get("passes"):
+        lines += ["", "## Graph passes", "", "| pass | changes | seconds |", "|---|---|---|"]
+        lines += [f"| {r['name']} | {r.get('skipped') or r['changes']} | {r['seconds']:.3f} |" for r in s["passes"]]
     if plan.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in plan.notes]
     lines += ["", "Files: `program.cu` (generated interpreter + rKernels), `rkernels/` (converted sources), "
-              "`plan.json`, `programs.json`, `weights.npz`, `timeline.svg`, `build.json`, `model.onnx`.", ""]
+              "`plan.json`, `programs.json`, `weights.npz`, `timeline.json` (open in https://ui.perfetto.dev), "
+              "`timeline.svg` (preview), `build.json`, `model.onnx`.", ""]
     return "\n".join(lines)
 
 
-__all__ = ["timeline_svg", "render_report", "schedule_boxes"]
+__all__ = ["Slice", "render_report", "schedule_boxes", "schedule_slices", "timeline_svg", "timeline_trace",
+           "trace_events"]

@@ -379,3 +379,96 @@ def test_every_standard_corpus_op_builds_and_checks(tmp_path: Path, op_type: str
     for i in positive:
         feeds[f"x{i}"] = np.abs(feeds[f"x{i}"]) + 0.5
     assert_close(built.run(feeds), ort_outputs(model, feeds))
+
+
+# ---- named passes, dumps, the trace, --json ------------------------------------------------------------------
+def test_disabling_a_pass_changes_the_build_and_it_still_checks(tmp_path: Path) -> None:
+    import test_scheduler
+    model = test_scheduler.relu_model()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    fused = build_model(path, tmp_path / "a", target="cpu", veus=3, quiet=True)
+    plain = build_model(path, tmp_path / "b", target="cpu", veus=3, quiet=True, disable_passes=["fuse_activations"])
+    kinds = lambda b: sorted(op.kernel.wrapper_name for op in b.ops)  # noqa: E731
+    unfused = len(plain.ops) - len(fused.ops)
+    assert unfused >= 1 and kinds(plain).count("unary") - kinds(fused).count("unary") == unfused  # one Relu each
+    log = {r["name"]: r for r in json.loads((tmp_path / "b" / "build.json").read_text())["stats"]["passes"]}
+    assert log["fuse_activations"]["skipped"] == "disabled" and log["fold_constants"]["seconds"] >= 0
+    assert [r["name"] for r in fused.manifest.stats["passes"]] == list(log)
+    assert fused.manifest.stats["passes"][[*log].index("fuse_activations")]["changes"] >= 1
+    feeds = feeds_for(model, seed=3)
+    want = ort_outputs(model, feeds)
+    assert_close(plain.run(feeds), want)
+    assert_close(fused.run(feeds), want)
+
+
+def test_dump_after_writes_a_checkable_onnx_graph(tmp_path: Path) -> None:
+    """After alias_views the graph is standard ONNX with its views as Reshape/Slice: onnxruntime runs it and
+    agrees with the original; after a fusion it holds our custom ops in their own domain and still passes the
+    checker."""
+    model = transformer_model()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    build_model(path, tmp_path / "b", target="cpu", veus=2, quiet=True, compile_check=False,
+                dump_after=["alias_views", "fuse_activations"])
+    early = onnx.load(str(tmp_path / "b" / "after-alias_views.onnx"))
+    onnx.checker.check_model(early, full_check=True)
+    assert not {n.op_type for n in early.graph.node} & {"Shape", "Gather", "Unsqueeze"}  # folded away
+    feeds = feeds_for(model, seed=4)
+    got = dict(zip([o.name for o in early.graph.output],
+                   ort.InferenceSession(early.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)))
+    assert_close(got, ort_outputs(model, feeds))
+    late = onnx.load(str(tmp_path / "b" / "after-fuse_activations.onnx"))
+    onnx.checker.check_model(late)
+    custom = {n.op_type for n in late.graph.node if n.domain == "ai.rammer"}
+    assert "FusedMatMul" in custom and all(n.domain == "" for n in late.graph.node if n.op_type not in custom)
+
+
+@pytest.mark.parametrize("args,message", [(["--disable-pass", "nope"], "unknown pass 'nope'"),
+                                          (["--dump-after", "x"], "unknown pass 'x'"),
+                                          (["--disable-pass", "remove_dead", "--dump-after", "remove_dead"],
+                                           "is disabled")])
+def test_pass_options_fail_in_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp_model(1), path)
+    res = rammer_cli("build", str(path), "-o", str(tmp_path / "b"), "--target", "cpu", *args)
+    assert res.returncode == 1 and message in res.stderr and res.stderr.strip().count("\n") == 1
+    assert not (tmp_path / "b").exists()
+
+
+def test_timeline_json_is_a_trace_with_one_slice_per_rtask(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(lstm_model(5, 2, 3, 4, 2), path)
+    built = build_model(path, tmp_path / "b", target="cpu", veus=3, quiet=True)
+    trace = json.loads((tmp_path / "b" / "timeline.json").read_text())
+    events = trace["traceEvents"]
+    assert all(e["ph"] in ("X", "M") and {"pid", "tid", "name"} <= set(e) for e in events)
+    slices = [e for e in events if e["ph"] == "X" and e["cat"] == "rtask"]
+    programs = json.loads((tmp_path / "b" / "programs.json").read_text())["programs"]
+    runs = sum(1 for p in programs for veu in p["veus"] for i in veu if i[0] == "r")  # counted from the file
+    assert runs == built.manifest.stats["rtasks"] == len(slices)
+    nodes = {op.name.split("#")[0] for op in built.ops}
+    assert {e["name"] for e in slices} <= nodes and all(e["dur"] > 0 for e in slices)
+    assert {tuple(sorted(e["args"])) for e in slices} == {("launch", "op", "rtask", "source", "variant")}
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] in ("process_name", "thread_name")}
+    assert "rProgram 0 (predicted)" in names and "vEU 0" in names
+    waits = [e for e in events if e["ph"] == "X" and e["cat"] == "wait"]
+    assert waits and all(e["args"]["awaits"] for e in waits)
+    svg = (tmp_path / "b" / "timeline.svg").read_text()
+    op_types = {o["op_type"] for o in json.loads((tmp_path / "b" / "plan.json").read_text())["ops"]}
+    assert op_types and all(f">{op}</text>" in svg for op in op_types)  # the colour legend
+
+
+def test_json_output_of_build_run_and_plan(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    onnx.save(mlp_model(2), path)
+    b = rammer_cli("build", str(path), "-o", str(tmp_path / "b"), "--target", "cpu", "--veus", "2", "--json")
+    assert b.returncode == 0, b.stderr
+    built = json.loads(b.stdout)
+    assert built["rtasks"] >= 1 and built["passes"] and built["folder"].endswith("b")
+    r = rammer_cli("run", str(tmp_path / "b"), "--check", "--json")
+    ran = json.loads(r.stdout)
+    assert r.returncode == 0 and ran["check"]["pass"] is True and ran["outputs"][0]["max_rel_error"] <= 1e-4
+    p = rammer_cli("plan", str(path), "--json", "--veus", "4")
+    planned = json.loads(p.stdout)
+    assert p.returncode == 0 and planned["predicted_us"] > 0 and planned["launches"] >= 1

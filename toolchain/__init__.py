@@ -16,5 +16,6 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
-__all__ = ["package_version", "cache_root", "content_key", "demangle_entry", "find_nvcc", "nvcc_compile", "parse_ptxas", "run_ptxas",
+__all__ = ["package_version", "cache_root", "content_key", "demangle_entry", "find_nvcc", "nvcc_compile", "parse_ptxas",
+           "run_ptxas",
            "template_arg_text", "template_args_text"]

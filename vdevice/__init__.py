@@ -7,6 +7,7 @@ from .program import (ArgRef, KernelRef, Op, Program, ProgramError, Run, TaskRef
 
 RUNTIME_INCLUDE = Path(__file__).resolve().parent / "include"  # rtask_runtime.cuh, vdevice_runtime.cuh
 
-__all__ = ["RUNTIME_INCLUDE", "ArgRef", "GraphExecutor", "KernelRef", "Op", "OpByOpExecutor", "PersistentExecutor", "Program",
+__all__ = ["RUNTIME_INCLUDE",
+           "ArgRef", "GraphExecutor", "KernelRef", "Op", "OpByOpExecutor", "PersistentExecutor", "Program",
            "ProgramError", "Run", "TaskRef", "VDevice", "VDeviceError", "Wait", "plan_from_json", "plan_to_json",
            "validate", "validate_plan"]

@@ -172,8 +172,9 @@ def _dispatch(insts: Sequence[Instantiation]) -> str:
 
 def _interpreter() -> str:
     """The persistent __global__: one vEU per block, interpreting its instruction list."""
-    return (f"__global__ void {INTERPRETER}(const unsigned* __restrict__ instr, const unsigned* __restrict__ veu_begin,\n"
-            "    const unsigned* __restrict__ targets, const unsigned* __restrict__ optab,\n"
+    return (f"__global__ void {INTERPRETER}(const unsigned* __restrict__ instr,\n"
+            "    const unsigned* __restrict__ veu_begin, const unsigned* __restrict__ targets,\n"
+            "    const unsigned* __restrict__ optab,\n"
             "    const vd::u64* __restrict__ argtab, unsigned* steps, unsigned* err, unsigned epoch,\n"
             "    unsigned ctl_offset, vd::u64 budget) {\n"
             "  vd::interpret(instr, veu_begin, targets, optab, argtab, steps, err, epoch, ctl_offset, budget,\n"

@@ -69,7 +69,7 @@ def _dims(value: Sequence[int], what: str) -> tuple[int, int, int]:
     dims = tuple(int(v) for v in value) + (1, 1, 1)
     if len(value) > 3 or any(d < 1 for d in dims[:3]):
         raise ProgramError(f"bad {what} {tuple(value)}: expected 1..3 positive sizes")
-    return dims[:3]
+    return dims[0], dims[1], dims[2]
 
 
 @dataclass(frozen=True)
@@ -269,11 +269,10 @@ class Program:
     @staticmethod
     def from_json(obj: dict | str, ops: list[Op] | None = None) -> "Program":
         """Inverse of to_json; `ops` replaces the stored op list (plans store it once)."""
-        if isinstance(obj, str):
-            obj = json.loads(obj)
-        ops = ops if ops is not None else [Op.from_json(o) for o in obj["ops"]]
-        veus = [[_instr_from_json(i) for i in instrs] for instrs in obj["veus"]]
-        return Program(ops, int(obj["num_veus"]), veus)
+        data: dict = json.loads(obj) if isinstance(obj, str) else obj
+        ops = ops if ops is not None else [Op.from_json(o) for o in data["ops"]]
+        veus = [[_instr_from_json(i) for i in instrs] for instrs in data["veus"]]
+        return Program(ops, int(data["num_veus"]), veus)
 
 
 def _instr_from_json(item: list) -> Instr:
@@ -418,6 +417,7 @@ def _deadlock_message(program: Program, pc: list[int], done: list[int], totals: 
         if pc[v] >= len(program.veus[v]):
             continue
         instr = program.veus[v][pc[v]]
+        assert isinstance(instr, Wait)  # only a barrier-rTask blocks a vEU
         for u, k in instr.targets:
             if done[u] <= k:
                 waits_for.setdefault(v, u)

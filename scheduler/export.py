@@ -1,0 +1,75 @@
+"""The scheduler's graph written back as ONNX (`rammer build --dump-after PASS`): for reading in Netron, and for
+running in onnxruntime while it holds standard ops only.
+
+Our fused ops (FusedMatMul, LSTMCell, ...) go in the custom domain kernel_corpus.bindings.CUSTOM_DOMAIN. A view
+(a tensor the passes made an alias of another buffer) becomes standard ops reading its base: a Reshape when it
+covers the whole base, else Reshape to 1-D, Slice [offset, offset + size), Reshape to its shape."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from kernel_corpus.bindings import CUSTOM_DOMAIN
+from kernel_corpus.bindings import registry as default_registry
+
+from .graph import Graph
+
+
+def graph_to_onnx(g: Graph, registry=None, name: str = "rammer") -> onnx.ModelProto:
+    """An ONNX model of the graph as it stands: its nodes, its weights, its views."""
+    registry = registry or default_registry
+    custom = {n.op_type for n in g.nodes if (d := registry.op(n.op_type)) is not None and d.custom}
+    nodes = [helper.make_node(n.op_type, n.inputs, n.outputs, name=n.name,
+                              domain=CUSTOM_DOMAIN if n.op_type in custom else "", **n.attrs) for n in g.nodes]
+    read = {i for n in g.nodes for i in n.inputs if i} | set(g.outputs)
+    read |= {g.buffer_of(a).base for a in g.aliases if a in read}
+    inits = [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in g.weights.items() if k in read]
+    for alias in g.aliases:
+        extra_nodes, extra_inits = _view_nodes(g, alias)
+        nodes += extra_nodes
+        inits += extra_inits
+    graph = helper.make_graph(_topological(nodes, set(g.inputs) | {i.name for i in inits}), name,
+                              [_value_info(g, t) for t in g.inputs], [_value_info(g, t) for t in g.outputs],
+                              initializer=inits)
+    imports = [helper.make_opsetid("", g.opset)] + ([helper.make_opsetid(CUSTOM_DOMAIN, 1)] if custom else [])
+    model = helper.make_model(graph, opset_imports=imports, producer_name="rammer")
+    model.ir_version = 9
+    return model
+
+
+def _value_info(g: Graph, name: str) -> onnx.ValueInfoProto:
+    """A graph input or output with its static shape and element type."""
+    t = g.tensors[name]
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype)), list(t.shape))
+
+
+def _view_nodes(g: Graph, name: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """Standard ops computing a view tensor from the buffer that holds it."""
+    view, t = g.buffer_of(name), g.tensors[name]
+    base = g.tensors[view.base]
+    shape = numpy_helper.from_array(np.array(t.shape, np.int64), f"{name}__view_shape")
+    if view.offset == 0 and t.size == base.size:
+        return [helper.make_node("Reshape", [view.base, shape.name], [name], name=f"{name}__view")], [shape]
+    consts = [shape] + [numpy_helper.from_array(np.array(v, np.int64), f"{name}__view_{k}")
+                        for k, v in (("flat", [-1]), ("start", [view.offset]), ("end", [view.offset + t.size]))]
+    flat, piece = f"{name}__flat", f"{name}__piece"
+    return [helper.make_node("Reshape", [view.base, f"{name}__view_flat"], [flat], name=f"{name}__flatten"),
+            helper.make_node("Slice", [flat, f"{name}__view_start", f"{name}__view_end"], [piece],
+                             name=f"{name}__slice"),
+            helper.make_node("Reshape", [piece, shape.name], [name], name=f"{name}__view")], consts
+
+
+def _topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
+    """The nodes ordered so each reads only what is already computed (views were appended at the end)."""
+    done, pending = set(available), list(nodes)
+    ordered: list[onnx.NodeProto] = []
+    while pending:
+        ready = [n for n in pending if all(i in done for i in n.input if i)]
+        if not ready:  # a cycle or a dangling input: keep the rest in order and let onnx.checker say which
+            return ordered + pending
+        for n in ready:
+            ordered.append(n)
+            done.update(o for o in n.output if o)
+        pending = [n for n in pending if all(n is not r for r in ready)]
+    return ordered

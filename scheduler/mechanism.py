@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from vdevice.program import Program, TaskRef
+from vdevice.program import NOT_AWAITED, Program, TaskRef, uncovered
 
 from .graph import SchedulerError
 from .plan import Choice, MakeOp, Plan, ProgramOp, default_vdevice_op
@@ -15,7 +15,7 @@ from .profiler import Profiler, Resources
 from .simulate import start_time
 from .workload import Candidate, OpSpec
 
-NONE = -1
+NONE = NOT_AWAITED  # no task awaited on a vEU (the same mark vdevice.program uses)
 
 
 @dataclass(frozen=True)
@@ -135,13 +135,10 @@ class ProgramBuilder:
         refs: Awaited | None = None
         wait_ends: list[float] = []
         if dep is not None:
-            mask = dep.order > self.awaited[veu]
-            mask[veu] = False
-            us = np.flatnonzero(mask)
+            us = uncovered(dep.order, self.awaited[veu], veu)  # the program's own rule: predicted waits are real
             if us.size:
                 refs = dep.awaited(us)
                 wait_ends = [float(dep.end[us].max())]
-                self.awaited[veu, us] = dep.order[us]
         start = start_time(float(self.clocks[veu]), wait_ends, self.mech.profiler.device.barrier_us)
         end = start + self.op(task.op).rtask_us
         order = int(self.counts[veu])

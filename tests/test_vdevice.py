@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import re
+
 import numpy as np
 import pytest
 
@@ -576,3 +578,22 @@ def test_converted_corpus_kernels_match_legacy(rows, cols, veus, seed):
     for name in ("t0", "t1", "t2", "t3"):
         np.testing.assert_array_equal(by_op[name], want[name], err_msg=f"op-by-op {name}")
         np.testing.assert_array_equal(persistent[name], want[name], err_msg=f"persistent {name}")
+
+
+def test_table_records_are_described_once():
+    """The packed rows follow the record's field order, pad fields are zero, a missing or unknown field is an
+    error, and the generated C struct declares the same fields in the same order."""
+    from vdevice.tables import OP, c_declarations
+    row = {"kernel": 3, "first_arg": 7, "grid_x": 2, "grid_y": 1, "grid_z": 4, "block_x": 32, "block_y": 2,
+           "block_z": 1, "layout_offset": 48}
+    table = OP.pack([row, dict(row, kernel=5)])
+    assert table.dtype == np.uint32 and table.shape == (2, len(OP.fields))
+    assert [int(table[0, OP.column(k)]) for k in row] == list(row.values()) and table[0, OP.column("pad")] == 0
+    assert int(table[1, OP.column("kernel")]) == 5 and OP.pack([]).shape == (1, len(OP.fields))
+    with pytest.raises(KeyError):
+        OP.pack([{k: v for k, v in row.items() if k != "grid_z"}])
+    with pytest.raises(KeyError, match="no field"):
+        OP.pack([dict(row, bogus=1)])
+    decl = c_declarations()
+    fields = re.findall(r"unsigned (\w+);", decl[decl.index("struct OpRecord"):decl.index("};", decl.index("struct OpRecord"))])
+    assert fields == list(OP.names)

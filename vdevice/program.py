@@ -142,6 +142,21 @@ class Wait:
 
 
 Instr = Run | Wait
+NOT_AWAITED = -1
+
+
+def uncovered(latest: np.ndarray, awaited: np.ndarray, veu: int) -> np.ndarray:
+    """The barrier-coverage rule, kept in this one place (Program.append and the scheduler's ProgramBuilder both
+    call it, so a plan's predicted waits are the program's real ones). `latest[u]` is the order of the latest
+    rTask on vEU u that a task about to run on `veu` awaits (NOT_AWAITED for none); `awaited` is `veu`'s row of
+    what its earlier barrier-rTasks already waited for. A vEU's own tasks never need a barrier (they ran before,
+    in order), nor do tasks an earlier barrier on `veu` covered. Returns the vEUs to wait for, ascending, and
+    records them in `awaited`."""
+    need = latest > awaited
+    need[veu] = False
+    us = np.flatnonzero(need)
+    awaited[us] = latest[us]
+    return us
 
 
 @dataclass
@@ -156,7 +171,8 @@ class Program:
     _op_last: dict[int, dict[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _op_count: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
     _where: dict[TaskRef, tuple[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _awaited: list[dict[int, int]] = field(default_factory=list, init=False, repr=False, compare=False)
+    _awaited: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64), init=False, repr=False,
+                                 compare=False)  # [vEU, other vEU]: latest order an earlier barrier awaited
     _counts: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
     _rtasks: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -168,7 +184,7 @@ class Program:
         if len(self.veus) != self.num_veus:
             raise ProgramError(f"{len(self.veus)} instruction lists for {self.num_veus} vEUs")
         self._rtasks = [op.kernel.rtasks for op in self.ops]
-        self._awaited = [{} for _ in range(self.num_veus)]
+        self._awaited = np.full((self.num_veus, self.num_veus), NOT_AWAITED, np.int64)
         self._where = {}
         self._counts = [0] * self.num_veus
         for v, instrs in enumerate(self.veus):
@@ -178,7 +194,7 @@ class Program:
                     self._note_run(instr.task, v)
                     continue
                 for u, k in instr.targets:
-                    self._awaited[v][u] = max(k, self._awaited[v].get(u, -1))
+                    self._awaited[v, u] = max(k, int(self._awaited[v, u]))
 
     def wait(self, task: TaskRef, tasks: Iterable[TaskRef]) -> None:
         """Record that `task` must not start before every task in `tasks` has finished (call before append)."""
@@ -215,27 +231,23 @@ class Program:
         self._counts[veu] += 1
 
     def _resolve_waits(self, task: TaskRef, veu: int) -> tuple[tuple[int, int], ...]:
-        """Latest awaited rTask per other vEU, minus those an earlier barrier on `veu` already covers."""
-        latest: dict[int, int] = {}
-        where = self._where
-        for dep in self._pending.pop(task, ()):
-            pos = where.get(dep)
+        """Latest awaited rTask per other vEU, minus those an earlier barrier on `veu` already covers (uncovered)."""
+        deps, ops = self._pending.pop(task, ()), self._pending_ops.pop(task, ())
+        if not deps and not ops:
+            return ()
+        latest = np.full(self.num_veus, NOT_AWAITED, np.int64)
+        for dep in deps:
+            pos = self._where.get(dep)
             if pos is None:
                 raise ProgramError(f"{task} waits for {dep}, which is not appended yet")
-            if pos[0] != veu and pos[1] > latest.get(pos[0], -1):
-                latest[pos[0]] = pos[1]
-        for op in self._pending_ops.pop(task, ()):
+            latest[pos[0]] = max(int(latest[pos[0]]), pos[1])
+        for op in ops:
             self._check_task(TaskRef(op, 0))
             if self._op_count.get(op, 0) != self._rtasks[op]:
                 raise ProgramError(f"{task} waits for op '{self.ops[op].name}', whose rTasks are not all appended")
             for u, k in self._op_last[op].items():
-                if u != veu and k > latest.get(u, -1):
-                    latest[u] = k
-        awaited = self._awaited[veu]
-        targets = tuple(sorted((u, k) for u, k in latest.items() if awaited.get(u, -1) < k))
-        for u, k in targets:
-            awaited[u] = k
-        return targets
+                latest[u] = max(int(latest[u]), k)
+        return tuple((int(u), int(latest[u])) for u in uncovered(latest, self._awaited[veu], veu))
 
     def _check_task(self, task: TaskRef) -> None:
         """Reject tasks outside the op list or the op's rTask range."""

@@ -1,10 +1,11 @@
 // vdevice_runtime.cuh — the persistent interpreter that runs an rProgram (vdevice/codegen.py emits the rest).
 //
-// Tables (device memory, written by vdevice/codegen.py):
-//   instr[4*pc]     {VD_RUN, op, rtask, 0} | {VD_WAIT, first target, target count, 0}; vEU v runs
-//                   instructions veu_begin[v] .. veu_begin[v+1]-1
-//   targets[2*i]    {vEU, steps}: the barrier-rTask waits until steps[vEU] >= epoch + steps
-//   optab[10*op]    {kernel instantiation id, first argument slot, grid xyz, block xyz, layout offset, 0}
+// Tables (device memory, written by vdevice/codegen.py). Their row types vd::Instr, vd::Target and vd::OpRecord
+// are generated from one description in vdevice/tables.py and emitted ahead of this header:
+//   instr[pc]       Instr {VD_RUN, op, rtask} | {VD_WAIT, first target, target count}; vEU v runs instructions
+//                   veu_begin[v] .. veu_begin[v+1]-1
+//   targets[i]      Target {veu, steps}: the barrier-rTask waits until steps[veu] >= epoch + steps
+//   optab[op]       OpRecord {kernel instantiation id, first argument slot, grid xyz, block xyz, layout offset}
 //   argtab[slot]    device pointers and scalars (bit patterns, 8 bytes a slot) of every op
 //   steps[v]        rTasks vEU v has finished, plus the epoch of the run (monotonic: never reset per run)
 //   err[8]          {flag, vEU, instruction, awaited vEU, awaited steps, observed steps}: the watchdog record
@@ -16,6 +17,10 @@
 #pragma once
 
 #include "rtask_runtime.cuh"
+
+#ifndef VD_RECORDS_DEFINED
+#error "vdevice_runtime.cuh needs the table records that vdevice.codegen emits before it (vdevice/tables.py)"
+#endif
 
 namespace vd {
 
@@ -142,14 +147,14 @@ __device__ inline void report_timeout(unsigned* err, unsigned veu, unsigned pc, 
 }
 
 // Barrier-rTask: thread i polls targets i, i + blockDim.x, ...; returns nonzero (all threads) when aborted.
-__device__ inline unsigned barrier_rtask(const unsigned* targets, unsigned count, const unsigned* steps,
+__device__ inline unsigned barrier_rtask(const Target* targets, unsigned count, const unsigned* steps,
                                          unsigned* err, unsigned epoch, u64 budget, unsigned veu, unsigned pc,
                                          Control* ctl, unsigned nwait) {
   const unsigned tid = threadIdx.x;
   unsigned* flag = &ctl->flags[nwait % 3u];
   if (tid == 0) ctl->flags[(nwait + 1u) % 3u] = 0u;
   for (unsigned i = tid; i < count; i += blockDim.x) {
-    const unsigned u = targets[2 * i], need = targets[2 * i + 1];
+    const unsigned u = targets[i].veu, need = targets[i].steps;
     const unsigned r = poll_until(steps + u, epoch + need, err, budget);
     if (r == POLL_TIMEOUT) {
       const unsigned seen = load_acquire(steps + u);
@@ -164,12 +169,10 @@ __device__ inline unsigned barrier_rtask(const unsigned* targets, unsigned count
   return *flag;
 }
 
-constexpr unsigned kOptabCols = 10;
-
 // The interpreter loop of one vEU (blockIdx.x). Dispatch(kid, task, args) calls the rKernel instantiation.
 template <class Dispatch>
-__device__ __forceinline__ void interpret(const unsigned* instr, const unsigned* veu_begin, const unsigned* targets,
-                                          const unsigned* optab, const u64* argtab, unsigned* steps, unsigned* err,
+__device__ __forceinline__ void interpret(const Instr* instr, const unsigned* veu_begin, const Target* targets,
+                                          const OpRecord* optab, const u64* argtab, unsigned* steps, unsigned* err,
                                           unsigned epoch, unsigned ctl_offset, u64 budget, Dispatch dispatch) {
   char* dynamic = rt::dynamic_smem();
   rt::TaskSlot* slot = reinterpret_cast<rt::TaskSlot*>(dynamic + ctl_offset);
@@ -180,20 +183,20 @@ __device__ __forceinline__ void interpret(const unsigned* instr, const unsigned*
   unsigned done = 0, nwait = 0;
   const unsigned end = veu_begin[v + 1];
   for (unsigned pc = veu_begin[v]; pc < end; ++pc) {
-    const unsigned* in = instr + 4 * pc;
-    if (in[0] == VD_RUN) {
-      const unsigned* op = optab + kOptabCols * in[1];
-      rt::Task t = rt::make_task(slot, in[2], dim3(op[2], op[3], op[4]), dim3(op[5], op[6], op[7]),
-                                 dynamic + op[8], dynamic);
+    const Instr in = instr[pc];
+    if (in.kind == VD_RUN) {
+      const OpRecord& op = optab[in.a];
+      rt::Task t = rt::make_task(slot, in.b, dim3(op.grid_x, op.grid_y, op.grid_z),
+                                 dim3(op.block_x, op.block_y, op.block_z), dynamic + op.layout_offset, dynamic);
       rt::begin_task(t);
       if (t.tid < t.nthreads) {
-        dispatch(op[0], t, argtab + op[1]);
+        dispatch(op.kernel, t, argtab + op.first_arg);
         rt::end_task(t);
       }
       __syncthreads();
       ++done;
       if (threadIdx.x == 0) publish(steps + v, epoch + done);
-    } else if (barrier_rtask(targets + 2 * in[1], in[2], steps, err, epoch, budget, v, pc, ctl, nwait++)) {
+    } else if (barrier_rtask(targets + in.a, in.b, steps, err, epoch, budget, v, pc, ctl, nwait++)) {
       return;
     }
   }

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import clang.cindex as ci
 
+from toolchain.stubs import PARSE_DEFINE, has_stub, stub_dirs
+
 INCLUDE_DIR = Path(__file__).parent / "include"
 PRELUDE = INCLUDE_DIR / "cuda_parse_prelude.h"
-STUBS = INCLUDE_DIR / "stubs"
 CLANG_ARGS = [
     "-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib",
     "-std=c++17", "-w", "-Wno-everything", "-ferror-limit=0",
@@ -83,7 +84,7 @@ def _line_starts(raw: bytes) -> list[int]:
 
 
 def _resolvable(name: str, angled: bool, base_dir: Path, include_dirs: list[Path]) -> bool:
-    if (STUBS / name).exists():
+    if has_stub(name):
         return True
     search = ([] if angled else [base_dir]) + include_dirs
     if any((d / name).exists() for d in search):
@@ -109,7 +110,8 @@ def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None) 
         if not _resolvable(name, angled, base_dir, incs):
             missing.append(name)
             unsaved.append((f"{stub_dir}/{name}", "// missing header (rtransform)\n"))
-    args = CLANG_ARGS + ["-include", str(PRELUDE), "-I", str(STUBS), f"-I{stub_dir}"]
+    args = CLANG_ARGS + [f"-D{PARSE_DEFINE}=1", "-include", str(PRELUDE)] + [f"-I{d}" for d in stub_dirs()]
+    args += [f"-I{stub_dir}"]
     args += [f"-I{p}" for p in incs] + [f"-I{base_dir}"]
     index = ci.Index.create()
     tu = index.parse(filename, args=args, unsaved_files=unsaved,

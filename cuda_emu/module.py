@@ -29,9 +29,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from toolchain.cache import cache_dir as toolchain_cache_dir
+from toolchain.stubs import stub_dirs
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
-STUB_DIR = INCLUDE_DIR / "emu_stubs"
 DEFAULT_YIELD_BUDGET = 20_000_000
 DEFAULT_STACK_SIZE = 64 * 1024
 DEFAULT_STALL_TIMEOUT = 30.0      # seconds one thread may run without reaching a yield point
@@ -333,7 +333,8 @@ class CpuModule:
         self.yield_budget = yield_budget
         self.stall_timeout = stall_timeout
         self.last_stats: LaunchStats | None = None
-        self._include_dirs = [str(INCLUDE_DIR), str(STUB_DIR)] + [str(Path(d).resolve()) for d in include_dirs]
+        self._include_dirs = ([str(INCLUDE_DIR)] + [str(d) for d in stub_dirs()]
+                              + [str(Path(d).resolve()) for d in include_dirs])
         self._quote_dirs = [str(Path(name).resolve().parent)] if Path(name).is_file() else []
         self._defines = [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in (defines or {}).items()]
         self._flags = [*COMPILE_FLAGS, opt]

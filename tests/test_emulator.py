@@ -721,3 +721,24 @@ def test_large_launches_do_not_keep_thousands_of_mappings():
     after = len(maps.read_text().splitlines())
     np.testing.assert_array_equal(y, np.tile(np.arange(256, dtype=np.float32), 8))
     assert after - before < 400, f"{after - before} mappings kept after one 2048-thread launch"
+
+
+def test_one_set_of_stub_headers_serves_parser_and_emulator():
+    """A legacy file including every stubbed header (C/C++ library, CUDA host runtime, CUDA device headers)
+    converts with libclang and runs on the emulator, taking FLT_MAX, INT_MAX, int32_t and INFINITY from them."""
+    from converter import convert_source
+    from toolchain.stubs import DEVICE_STUBS, HOST_STUBS
+    names = sorted(p.relative_to(d).as_posix() for d in (HOST_STUBS, DEVICE_STUBS) for p in d.rglob("*")
+                   if p.is_file())
+    assert {"cuda_runtime.h", "cstdint", "cooperative_groups.h", "stdio.h"} <= set(names)
+    src = "".join(f"#include <{n}>\n" for n in names) + (
+        "__global__ void limits(float* out, int* iout) {\n"
+        "  int32_t i = threadIdx.x;\n"
+        "  out[i] = i == 0 ? FLT_MAX : (i == 1 ? INFINITY : -FLT_MAX);\n"
+        "  iout[i] = i == 0 ? INT_MAX : INT_MIN + i;\n}\n")
+    res = convert_source(src, "stubs_all.cu")
+    assert [m.name for m in res.rkernels] == ["limits"] and not res.warnings
+    out, iout = np.zeros(3, np.float32), np.zeros(3, np.int32)
+    CpuModule(src, ["limits"], name="stubs_all.cu").launch("limits", 1, 3, 0, [out, iout])
+    assert out[0] == np.finfo(np.float32).max and np.isinf(out[1]) and out[2] == -np.finfo(np.float32).max
+    assert iout.tolist() == [2**31 - 1, -2**31 + 1, -2**31 + 2]

@@ -1,1 +1,0 @@
-// parse stub: everything is in cuda_parse_prelude.h

@@ -1,3 +1,0 @@
-// Stub for the CPU emulator: everything CUDA device code needs comes from cuda_emu.h.
-#pragma once
-#include "cuda_emu.h"

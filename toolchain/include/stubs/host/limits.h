@@ -1,0 +1,15 @@
+// <limits.h>: one stub for the three consumers of CUDA sources without the CUDA toolkit's host side
+// (toolchain/include/stubs/README.md): the parser (RT_PARSE), the CPU emulator (RT_CPU_EMULATOR), NVRTC.
+#pragma once
+#if defined(RT_CPU_EMULATOR)
+#include_next <limits.h>  // g++: the real header
+#elif defined(__CUDACC_RTC__)
+// NVRTC has no host headers: the few macros and typedefs device code takes from it
+#define INT_MAX 2147483647
+#define INT_MIN (-INT_MAX - 1)
+#define UINT_MAX 4294967295U
+#elif defined(RT_PARSE)
+#include_next <limits.h>
+#else
+#include_next <limits.h>
+#endif

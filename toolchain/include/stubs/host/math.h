@@ -1,0 +1,18 @@
+// <math.h>: one stub for the three consumers of CUDA sources without the CUDA toolkit's host side
+// (toolchain/include/stubs/README.md): the parser (RT_PARSE), the CPU emulator (RT_CPU_EMULATOR), NVRTC.
+#pragma once
+#if defined(RT_CPU_EMULATOR)
+#include_next <math.h>  // g++: the real header
+#elif defined(__CUDACC_RTC__)
+// NVRTC has no host headers: the few macros and typedefs device code takes from it
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+#ifndef NAN
+#define NAN __int_as_float(0x7fffffff)
+#endif
+#elif defined(RT_PARSE)
+// the parse prelude (converter/include/cuda_parse_prelude.h) declares what device code uses
+#else
+#include_next <math.h>
+#endif

@@ -15,7 +15,6 @@ the same size.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import re
 import shutil
@@ -29,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from toolchain.cache import cache_dir as toolchain_cache_dir
+from toolchain.cache import content_key
 from toolchain.stubs import stub_dirs
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -293,7 +293,7 @@ def _run_compiler(cmd: list[str], what: str) -> subprocess.CompletedProcess:
 def _stable_file(folder: Path, text: str, suffix: str) -> Path:
     """Writes text to folder/<sha256>.suffix (atomically, once): a path that depends on the text only."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / (hashlib.sha256(text.encode()).hexdigest()[:32] + suffix)
+    path = folder / (content_key(text) + suffix)
     if not path.exists():
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text)
@@ -363,8 +363,7 @@ class CpuModule:
             text = rewrite_shared(pre)
             # line markers name include paths (often fresh temp folders): they do not change the code
             code = re.sub(r'^# \d+ "[^"\n]*".*$', "", text, flags=re.M)
-            key = hashlib.sha256("\0".join([code, *self._flags, cxx, _compiler_version(cxx)]).encode()).hexdigest()
-            lib = out_dir / f"{key[:32]}.so"
+            lib = out_dir / f"{content_key(code, *self._flags, cxx, _compiler_version(cxx))}.so"
             if lib.exists():
                 return lib
             ii = Path(tmp) / "src.ii"

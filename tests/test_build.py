@@ -472,3 +472,26 @@ def test_json_output_of_build_run_and_plan(tmp_path: Path) -> None:
     p = rammer_cli("plan", str(path), "--json", "--veus", "4")
     planned = json.loads(p.stdout)
     assert p.returncode == 0 and planned["predicted_us"] > 0 and planned["launches"] >= 1
+
+
+def test_cache_command_reports_and_clears_one_root(tmp_path: Path) -> None:
+    """`rammer cache info|clear` over $RAMMER_CACHE: the emulator's builds land there, info counts them, clear
+    removes one part or all, and refuses a path outside the cache."""
+    import os
+    env_root = tmp_path / "cache"
+    (env_root / "profiles").mkdir(parents=True)
+    (env_root / "profiles" / "dev.json").write_text("{}")
+    env = dict(os.environ, RAMMER_CACHE=str(env_root))
+    run = lambda *a: subprocess.run([sys.executable, "-c", "from rammer.cli import main; main()", "cache", *a],  # noqa: E731
+                                    capture_output=True, text=True, env=env, timeout=120)
+    code = ("from cuda_emu import CpuModule\n"
+            "CpuModule('__global__ void k(int* p) { p[0] = 1; }', ['k'])\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=300)
+    info = run("info")
+    assert info.returncode == 0 and str(env_root) in info.stdout and "emu" in info.stdout and "profiles" in info.stdout
+    assert any(p.suffix == ".so" for p in (env_root / "emu").iterdir())
+    assert run("clear", "profiles").returncode == 0 and not (env_root / "profiles").exists()
+    assert (env_root / "emu").exists()
+    bad = run("clear", "../elsewhere")
+    assert bad.returncode == 2 and "not a part of the cache" in bad.stderr
+    assert run("clear").returncode == 0 and not env_root.exists()

@@ -14,6 +14,7 @@ the same size.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
@@ -21,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -39,6 +41,13 @@ DEFAULT_STALL_TIMEOUT = 30.0      # seconds one thread may run without reaching 
 # larger than the guard pages fault there instead of writing into the next fiber's stack.
 COMPILE_FLAGS = ("-std=c++20", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-strict-aliasing",
                  "-fno-gnu-unique", "-fstack-clash-protection")
+# Sanitized builds (emu_sanitize.h): g++ calls a check before each load and store of the source.
+SANITIZERS = {"memcheck": 1, "racecheck": 2, "synccheck": 4}
+SANITIZE_FLAGS = ("-g1", "-gdwarf-4", "-DEMU_SANITIZE=1", "-fsanitize=kernel-address",
+                  "-fsanitize-recover=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0",
+                  "--param", "asan-stack=0", "--param", "asan-globals=0")
+REDZONE = 1 << 16   # bytes of PROT_NONE around each buffer a sanitized launch copies into a guarded region
+_SITE_RE = re.compile(r"@@SITE:\+0x([0-9a-f]+)@@")
 _ERR_CAP = 8192
 _LAUNCH_LOCK = threading.Lock()   # one launch at a time: a module's scheduler state is global to its library
 _LIBS: dict[str, ctypes.CDLL] = {}
@@ -46,6 +55,22 @@ _LIBS: dict[str, ctypes.CDLL] = {}
 
 class EmuError(RuntimeError):
     """A launch failed: deadlock, watchdog, fault in device code, bad launch or bad arguments."""
+
+
+def sanitizer_set(sanitize: str | Iterable[str] | None) -> tuple[str, ...]:
+    """Names of the sanitizers asked for: "memcheck", "racecheck", "synccheck", "all", "none" or a list of them."""
+    if sanitize is None or sanitize == "none":
+        return ()
+    names = [sanitize] if isinstance(sanitize, str) else list(sanitize)
+    out: list[str] = []
+    for n in names:
+        if n == "all":
+            out += list(SANITIZERS)
+        elif n in SANITIZERS:
+            out.append(n)
+        elif n != "none":
+            raise ValueError(f"unknown sanitizer {n!r} (memcheck, racecheck, synccheck, all, none)")
+    return tuple(dict.fromkeys(out))
 
 
 class EmuCompileError(RuntimeError):
@@ -221,7 +246,7 @@ def _replacement(decl: str, namespace_scope: bool) -> str | None:
     if namespace_scope:
         return " ".join(f"static {t} {n}{d}; static ::emu::NsShared {n}__emu_ns(&{n}, sizeof({n}));"
                         for t, n, d in decls)
-    return " ".join(f"static ::emu::SharedSlot<{t} {d}> {n}__emu_slot; auto& {n} = {n}__emu_slot.get();"
+    return " ".join(f'static ::emu::SharedSlot<{t} {d}> {n}__emu_slot; auto& {n} = {n}__emu_slot.get("{n}");'
                     for t, n, d in decls)
 
 
@@ -324,7 +349,8 @@ class CpuModule:
     def __init__(self, source: str, kernels: Sequence[str], include_dirs: Iterable[str] = (),
                  defines: Mapping[str, Any] | None = None, *, name: str = "kernel.cu",
                  opt: str = "-O1", stack_size: int = DEFAULT_STACK_SIZE,
-                 yield_budget: int = DEFAULT_YIELD_BUDGET, stall_timeout: float = DEFAULT_STALL_TIMEOUT) -> None:
+                 yield_budget: int = DEFAULT_YIELD_BUDGET, stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+                 sanitize: str | Iterable[str] | None = None) -> None:
         self.kernels = list(dict.fromkeys(kernels))
         for k in self.kernels:
             _check_kernel_expr(k)
@@ -337,7 +363,8 @@ class CpuModule:
                               + [str(Path(d).resolve()) for d in include_dirs])
         self._quote_dirs = [str(Path(name).resolve().parent)] if Path(name).is_file() else []
         self._defines = [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in (defines or {}).items()]
-        self._flags = [*COMPILE_FLAGS, opt]
+        self.sanitize = sanitizer_set(sanitize)
+        self._flags = [*COMPILE_FLAGS, opt, *(SANITIZE_FLAGS if self.sanitize else ())]
         self.library_path = self._build(source)
         self._lib = self._load(self.library_path)
         self._launchers = {k: self._bind(i) for i, k in enumerate(self.kernels)}
@@ -358,7 +385,8 @@ class CpuModule:
         incs = [f"-iquote{d}" for d in self._quote_dirs] + [f"-I{d}" for d in self._include_dirs]
         wrapper = _stable_file(out_dir / "src", self._wrapper(source), ".cu")  # its path is in line markers
         with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-            pre = _run_compiler([cxx, "-std=c++20", "-E", "-x", "c++", *incs, *self._defines, str(wrapper)],
+            defines = self._defines + (["-DEMU_SANITIZE=1"] if self.sanitize else [])
+            pre = _run_compiler([cxx, "-std=c++20", "-E", "-x", "c++", *incs, *defines, str(wrapper)],
                                 f"to preprocess {self.name}").stdout
             text = rewrite_shared(pre)
             # line markers name include paths (often fresh temp folders): they do not change the code
@@ -393,6 +421,12 @@ class CpuModule:
             lib = ctypes.CDLL(key)
             lib.emu_last_stats.argtypes = [ctypes.POINTER(_Stats)]
             lib.emu_last_stats.restype = None
+            lib.emu_san_begin.argtypes = [ctypes.c_uint]
+            lib.emu_san_add.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_uint,
+                                        ctypes.c_char_p]
+            lib.emu_san_alloc.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong]
+            lib.emu_san_alloc.restype = ctypes.c_void_p
+            lib.emu_san_free.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_ulonglong]
             _LIBS[key] = lib
         return _LIBS[key]
 
@@ -406,11 +440,15 @@ class CpuModule:
     # -- launch ------------------------------------------------------------------------------------------
     def launch(self, kernel: str, grid: int | Sequence[int], block: int | Sequence[int], dyn_smem: int = 0,
                args: Sequence[Any] = (), cooperative: bool = False, yield_budget: int | None = None,
-               stall_timeout: float | None = None) -> None:
+               stall_timeout: float | None = None, names: Sequence[str] | None = None,
+               buffers: Mapping[int, tuple[str, np.ndarray]] | None = None) -> None:
         """Runs kernel over grid x block threads; raises EmuError with the emulator's message on failure.
 
         yield_budget bounds the polling of the whole launch; stall_timeout (seconds, 0 = off) bounds how
         long one thread may run without reaching a yield point (a spin loop that never yields).
+        With sanitizers, `names[i]` names argument i in reports (default "arg<i>"); `buffers` (address ->
+        (name, array)) registers device memory reached otherwise than through arguments (the vDevice's
+        tables point into such arrays, which must come from guarded_array()).
         """
         fn = self._launchers.get(kernel)
         if fn is None:
@@ -424,16 +462,94 @@ class CpuModule:
         cfg = _Cfg((ctypes.c_uint * 3)(*_dim3(grid, "grid")), (ctypes.c_uint * 3)(*_dim3(block, "block")),
                    int(dyn_smem), int(bool(cooperative)), budget, int(self.stack_size), int(stall * 1000))
         keep: list[Any] = []
-        argv = (_Arg * max(1, len(args)))(*[_pack(i, a, keep) for i, a in enumerate(args)])
         err = ctypes.create_string_buffer(_ERR_CAP)
         stats = _Stats()
-        with _LAUNCH_LOCK:
-            rc = fn(ctypes.byref(cfg), argv, len(args), err, _ERR_CAP)
+        with _LAUNCH_LOCK, self._guarded_args(args, names, buffers) as launch_args:
+            argv = (_Arg * max(1, len(launch_args)))(*[_pack(i, a, keep) for i, a in enumerate(launch_args)])
+            rc = fn(ctypes.byref(cfg), argv, len(launch_args), err, _ERR_CAP)
             self._lib.emu_last_stats(ctypes.byref(stats))
         self.last_stats = LaunchStats(stats.switches, stats.yields, stats.turns, stats.blocks, stats.threads,
                                       stats.seconds)
         if rc:
-            raise EmuError(f"{kernel}: {err.value.decode(errors='replace')}")
+            raise EmuError(f"{kernel}: {self.resolve_sites(err.value.decode(errors='replace'))}")
+
+    # -- sanitizers ------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _guarded_args(self, args: Sequence[Any], names: Sequence[str] | None,
+                      buffers: Mapping[int, tuple[str, np.ndarray]] | None):
+        """The launch's arguments as the kernel sees them: without sanitizers the caller's own; with them each
+        array is copied into a guarded region (redzones around it) and registered by name, and copied back
+        after the launch, so a stray access is reported instead of corrupting the process."""
+        flags = sum(SANITIZERS[s] for s in self.sanitize)
+        self._lib.emu_san_begin(flags)
+        if not flags:
+            yield list(args)
+            return
+        copies: list[tuple[np.ndarray, np.ndarray, int, int]] = []  # (caller's array, guarded copy, address, bytes)
+        try:
+            out: list[Any] = []
+            for i, a in enumerate(args):
+                if isinstance(a, np.ndarray) and a.size and a.flags.c_contiguous and not a.dtype.hasobject:
+                    g, addr = self._alloc_guarded(a.nbytes)
+                    view = np.frombuffer(g, dtype=a.dtype).reshape(a.shape)
+                    view[...] = a
+                    copies.append((a, view, addr, a.nbytes))
+                    name = names[i] if names is not None and i < len(names) else f"arg{i}"
+                    self._lib.emu_san_add(addr, a.nbytes, REDZONE, a.itemsize, name.encode()[:63])
+                    out.append(view)
+                else:
+                    out.append(a)
+            for addr, (name, arr) in (buffers or {}).items():
+                self._lib.emu_san_add(addr, arr.nbytes, REDZONE, arr.itemsize, name.encode()[:63])
+            yield out
+        finally:
+            for a, view, addr, n in copies:
+                a[...] = view
+                self._lib.emu_san_free(addr, n, REDZONE)
+            self._lib.emu_san_begin(0)
+
+    def _alloc_guarded(self, nbytes: int) -> tuple[Any, int]:
+        """A ctypes byte array over a fresh guarded region of `nbytes` (freed with emu_san_free)."""
+        addr = self._lib.emu_san_alloc(nbytes, REDZONE)
+        if not addr:
+            raise EmuError(f"bad launch: out of memory for a guarded buffer of {nbytes} bytes")
+        return (ctypes.c_char * nbytes).from_address(addr), addr
+
+    def guarded_array(self, shape: Sequence[int], dtype: Any, name: str) -> np.ndarray:
+        """A zeroed array in a guarded region that lives as long as the returned array; pass its address and
+        name to launch(buffers=...) so a sanitized launch checks accesses to it."""
+        n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        raw, addr = self._alloc_guarded(max(1, n))
+        weakref.finalize(raw, self._lib.emu_san_free, addr, max(1, n), REDZONE)  # every view keeps raw alive
+        return np.frombuffer(raw, dtype=np.uint8, count=n).view(dtype).reshape(shape)
+
+    def resolve_sites(self, message: str) -> str:
+        """Replaces each "@@SITE:+0x..@@" of a report by the file:line (and function) of that code address."""
+        offsets = list(dict.fromkeys(_SITE_RE.findall(message)))
+        if not offsets:
+            return message
+        where = _addr2line(self.library_path, offsets)
+        return _SITE_RE.sub(lambda m: where.get(m.group(1), f"+0x{m.group(1)}"), message)
+
+
+def _addr2line(library: Path, offsets: list[str]) -> dict[str, str]:
+    """"file:line (function)" of code offsets of a library built with line tables. The offsets are return
+    addresses, so the call is the byte before; with inlining addr2line -i lists the innermost frame first."""
+    tool = shutil.which("addr2line")
+    out: dict[str, str] = {}
+    for o in offsets if tool else []:
+        try:
+            res = subprocess.run([tool, "-f", "-i", "-C", "-e", str(library), hex(int(o, 16) - 1)],
+                                 capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        frames = list(zip(res.stdout.splitlines()[0::2], res.stdout.splitlines()[1::2]))
+        # innermost first: skip the emulator's own wrappers (an inlined __syncthreads) for the caller's line
+        user = [f for f in frames if not f[1].startswith("??") and not f[1].startswith(str(INCLUDE_DIR))]
+        if user:
+            func, loc = user[0]
+            out[o] = f"{re.sub(r' [(]discriminator [0-9]+[)]$', '', loc)} ({func})"
+    return out
 
 
 def _dim3(v: int | Sequence[int], what: str) -> tuple[int, int, int]:

@@ -20,12 +20,14 @@ def kernel_exprs(pairs: Iterable[tuple[Binding, NodeInfo]]) -> dict[str, list[st
     return {source: sorted(found) for source, found in exprs.items()}
 
 
-def build_module(source: str, exprs: list[str]):
-    """A CpuModule of one legacy source file instantiating the given kernel expressions."""
+def build_module(source: str, exprs: list[str], sanitize: str | tuple[str, ...] | None = None):
+    """A CpuModule of one legacy source file instantiating the given kernel expressions (with the emulator's
+    sanitizers when asked: "all", or some of memcheck, racecheck, synccheck)."""
     from cuda_emu import CpuModule  # imported late: the emulator is optional for the rest of the corpus
 
     from kernel_corpus.bindings import LEGACY_DIR
-    return CpuModule((LEGACY_DIR / source).read_text(), kernels=exprs, include_dirs=[str(LEGACY_DIR)])
+    return CpuModule((LEGACY_DIR / source).read_text(), kernels=exprs, include_dirs=[str(LEGACY_DIR)],
+                     name=str(LEGACY_DIR / source), sanitize=sanitize)
 
 
 def _argument(arg: Arg, inputs: list[np.ndarray | None], outputs: list[np.ndarray],
@@ -46,6 +48,15 @@ def _argument(arg: Arg, inputs: list[np.ndarray | None], outputs: list[np.ndarra
     raise ValueError(f"unknown launch argument {arg!r}")
 
 
+def _arg_name(arg: Arg, node: NodeInfo) -> str:
+    """A launch argument's name in sanitizer reports: in0, out1, the temp's name."""
+    if isinstance(arg, In):
+        return f"in{arg.index}"
+    if isinstance(arg, Out):
+        return f"out{arg.index}"
+    return arg.name if isinstance(arg, Temp) else "scalar"
+
+
 def run_launches(module, launches: list[Launch], node: NodeInfo,
                  inputs: list[np.ndarray | None]) -> list[np.ndarray]:
     """Launch in order; returns the outputs (pre-filled with NaN so unwritten elements show)."""
@@ -54,5 +65,6 @@ def run_launches(module, launches: list[Launch], node: NodeInfo,
     temps: dict[str, np.ndarray] = {}
     for launch in launches:
         args = [_argument(a, data, outputs, temps) for a in launch.args]
-        module.launch(launch.expr, launch.grid, launch.block, launch.dynamic_smem, args)
+        names = [_arg_name(a, node) for a in launch.args]
+        module.launch(launch.expr, launch.grid, launch.block, launch.dynamic_smem, args, names=names)
     return outputs

@@ -61,16 +61,27 @@ def include_dir() -> None:
     click.echo(str(RUNTIME_INCLUDE))
 
 
+SANITIZE_CHOICES = click.Choice(["memcheck", "racecheck", "synccheck", "all", "none"])
+SANITIZE_HELP = ("the CPU emulator's sanitizers (repeatable): memcheck (out-of-bounds global and shared accesses), "
+                 "racecheck (shared-memory races), synccheck (divergent barriers and warp masks), all, none")
+
+
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--spec", required=True, type=click.Path(dir_okay=False), help="launch spec (YAML)")
 @click.option("--converted", is_flag=True, help="run the converted rKernel through its plain wrapper")
 @click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
 @click.option("--save", type=click.Path(dir_okay=False), help="save in.NAME / out.NAME arrays (.npz)")
-def run(file: str, spec: str, converted: bool, device: str, save: str | None) -> None:
-    """Run one kernel of FILE as the spec says (legacy, or converted with --converted)."""
+@click.option("--sanitize", "sanitize", multiple=True, type=SANITIZE_CHOICES,
+              help=SANITIZE_HELP + " [default: memcheck]")
+def run(file: str, spec: str, converted: bool, device: str, save: str | None, sanitize: tuple[str, ...]) -> None:
+    """Run one kernel of FILE as the spec says (legacy, or converted with --converted).
+
+    FILE is compiled and executed natively (g++ for the CPU emulator, NVRTC on a GPU): run only code you trust."""
+    from cuda_emu.module import sanitizer_set
     from rtransform.run import run_command
-    sys.exit(run_command(file, spec, converted=converted, device=device, save=save))
+    sys.exit(run_command(file, spec, converted=converted, device=device, save=save,
+                         sanitize=sanitizer_set(sanitize or "memcheck")))
 
 
 @main.command()
@@ -78,10 +89,14 @@ def run(file: str, spec: str, converted: bool, device: str, save: str | None) ->
 @click.option("--spec", required=True, type=click.Path(dir_okay=False), help="launch spec (YAML)")
 @click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable result")
-def verify(file: str, spec: str, device: str, as_json: bool) -> None:
-    """Convert, run legacy and rKernel (persistent, shuffled, surplus threads) and compare outputs."""
+@click.option("--sanitize", "sanitize", multiple=True, type=SANITIZE_CHOICES, help=SANITIZE_HELP + " [default: all]")
+def verify(file: str, spec: str, device: str, as_json: bool, sanitize: tuple[str, ...]) -> None:
+    """Convert, run legacy and rKernel (persistent, shuffled, surplus threads) and compare outputs.
+
+    Both run under the emulator's sanitizers on the CPU. FILE is compiled and executed natively."""
+    from cuda_emu.module import sanitizer_set
     from rtransform.verify import verify_command
-    sys.exit(verify_command(file, spec, device=device, json_out=as_json))
+    sys.exit(verify_command(file, spec, device=device, json_out=as_json, sanitize=sanitizer_set(sanitize or "all")))
 
 
 @main.command("convert-all")

@@ -94,17 +94,21 @@ _MODULES: dict[tuple, Any] = {}
 _MAX_MODULES = 64
 
 
-def make_module(device: str, source: str, kernels: Sequence[str], include_dirs: Sequence[str]) -> Any:
-    """Build `source` for the device ('cpu' emulator or 'gpu'), once per process for the same inputs."""
-    key = (device, source, tuple(kernels), tuple(include_dirs))
+def make_module(device: str, source: str, kernels: Sequence[str], include_dirs: Sequence[str],
+                sanitize: Sequence[str] = (), name: str = "kernel.cu") -> Any:
+    """Build `source` for the device ('cpu' emulator or 'gpu'), once per process for the same inputs; on the
+    CPU `sanitize` names the emulator's sanitizers (memcheck, racecheck, synccheck) to build in and run."""
+    sanitize = tuple(sanitize) if device == "cpu" else ()
+    key = (device, source, tuple(kernels), tuple(include_dirs), sanitize, name)
     if key not in _MODULES:
         if len(_MODULES) >= _MAX_MODULES:
             _MODULES.pop(next(iter(_MODULES)))
-        _MODULES[key] = _build_module(device, source, kernels, include_dirs)
+        _MODULES[key] = _build_module(device, source, kernels, include_dirs, sanitize, name)
     return _MODULES[key]
 
 
-def _build_module(device: str, source: str, kernels: Sequence[str], include_dirs: Sequence[str]) -> Any:
+def _build_module(device: str, source: str, kernels: Sequence[str], include_dirs: Sequence[str],
+                  sanitize: Sequence[str] = (), name: str = "kernel.cu") -> Any:
     try:
         if device == "gpu":
             from vdevice.gpu import GpuModule, NoGpuError
@@ -115,11 +119,18 @@ def _build_module(device: str, source: str, kernels: Sequence[str], include_dirs
         if device != "cpu":
             raise RunError(f"error: unknown device '{device}' (cpu or gpu)")
         from cuda_emu import CpuModule
-        return CpuModule(source, list(kernels), list(include_dirs))
+        return CpuModule(source, list(kernels), list(include_dirs), sanitize=sanitize, name=name)
     except RunError:
         raise
     except Exception as e:  # compiler failures come back as exceptions with the compiler's text
         raise RunError(f"error: building for {device} failed: {first_error_line(e)}") from None
+
+
+def full_message(e: BaseException) -> str:
+    """An exception's text, first line as the summary and the rest (which threads wait where, the sites of a
+    sanitizer report) below it, indented."""
+    lines = [ln.rstrip() for ln in str(e).splitlines() if ln.strip()] or [type(e).__name__]
+    return "\n".join([lines[0]] + ["  " + ln.strip() for ln in lines[1:]])
 
 
 def first_error_line(e: BaseException) -> str:
@@ -133,18 +144,20 @@ def launch(module: Any, expr: str, grid: Sequence[int], block: Sequence[int], dy
            values: dict[str, Any], extra: Sequence[Any] = ()) -> dict[str, Any]:
     """Launch with copies of `values` (in order) plus `extra` args; returns the copies after the launch."""
     args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in values.items()}
+    named = {"names": [*args, *(f"extra{i}" for i in range(len(extra)))]} if getattr(module, "sanitize", ()) else {}
     try:
-        module.launch(expr, tuple(grid), tuple(block), dyn_smem, [*args.values(), *extra])
-    except Exception as e:  # emulator deadlock/fault or a CUDA error: one line, the run failed
-        raise RunError(f"error: launch of {expr} failed: {first_error_line(e)}") from None
+        module.launch(expr, tuple(grid), tuple(block), dyn_smem, [*args.values(), *extra], **named)
+    except Exception as e:  # emulator deadlock/fault, a sanitizer report or a CUDA error: the run failed
+        raise RunError(f"error: launch of {expr} failed: {full_message(e)}") from None
     return args
 
 
-def run_file(file: str, spec_path: str, converted: bool = False, device: str = "cpu") -> RunResult:
-    """Run the legacy kernel (or the converted wrapper) once as the spec says."""
+def run_file(file: str, spec_path: str, converted: bool = False, device: str = "cpu",
+             sanitize: Sequence[str] = ("memcheck",)) -> RunResult:
+    """Run the legacy kernel (or the converted wrapper) once as the spec says (on the CPU under `sanitize`)."""
     prep = prepare(file, spec_path, [str(RUNTIME_INCLUDE)] if converted else [])
     spec = prep.spec
-    module = make_module(device, prep.text, [spec.kernel_expr()], prep.include_dirs)
+    module = make_module(device, prep.text, [spec.kernel_expr()], prep.include_dirs, sanitize, prep.file)
     inputs = make_inputs(spec)
     outputs = launch(module, spec.kernel_expr(), spec.grid, spec.block, spec.dynamic_smem, inputs)
     return RunResult(spec, inputs, outputs)
@@ -168,10 +181,11 @@ def describe(name: str, a: np.ndarray) -> str:
     return f"{head} min={f.min():.6g} max={f.max():.6g} sum={f.sum():.6g} first={f[:4].tolist()}"
 
 
-def run_command(file: str, spec: str, converted: bool = False, device: str = "cpu", save: str | None = None) -> int:
+def run_command(file: str, spec: str, converted: bool = False, device: str = "cpu", save: str | None = None,
+                sanitize: Sequence[str] = ("memcheck",)) -> int:
     """CLI body of `rtransform run`; returns the exit status."""
     try:
-        result = run_file(file, spec, converted=converted, device=device)
+        result = run_file(file, spec, converted=converted, device=device, sanitize=sanitize)
         if save:
             save_npz(save, result)
     except RunError as e:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from rtransform.spec import LaunchSpec, make_inputs
 from toolchain.cxx import kernel_expr
 
 EXECUTOR = "__rt_verify_exec"
+SANITIZE_ALL = ("memcheck", "racecheck", "synccheck")
 MAX_VEUS = 3
 MAX_THREADS = 1024
 
@@ -175,20 +176,23 @@ def compare(name: str, legacy: np.ndarray, rkernel: np.ndarray, tolerance: float
 
 
 def verify_file(file: str, spec_path: str, device: str = "cpu",
-                transform: Callable[[str], str] | None = None) -> VerifyResult:
-    """Convert FILE's kernel, run legacy and persistent rKernel from the same inputs, compare the outputs."""
+                transform: Callable[[str], str] | None = None,
+                sanitize: Sequence[str] = SANITIZE_ALL) -> VerifyResult:
+    """Convert FILE's kernel, run legacy and persistent rKernel from the same inputs, compare the outputs; on the
+    CPU both run under the emulator's sanitizers (all by default), so a kernel that reads or writes out of
+    bounds, races or diverges at a barrier fails instead of agreeing by chance."""
     prep = prepare(file, spec_path)
     spec = prep.spec
     converted, meta = convert(prep)
     if transform is not None:
         converted = transform(converted)
     inputs = make_inputs(spec)
-    legacy_mod = make_module(device, prep.text, [spec.kernel_expr()], prep.include_dirs)
+    legacy_mod = make_module(device, prep.text, [spec.kernel_expr()], prep.include_dirs, sanitize, prep.file)
     legacy = launch(legacy_mod, spec.kernel_expr(), spec.grid, spec.block, spec.dynamic_smem, inputs)
     order = task_order(spec)
     threads, veus = veu_threads(spec.block_threads()), num_veus(spec.num_blocks())
     exec_mod = make_module(device, converted + executor_source(meta, spec), [executor_expr(spec)],
-                           [*prep.include_dirs, str(RUNTIME_INCLUDE)])
+                           [*prep.include_dirs, str(RUNTIME_INCLUDE)], sanitize, prep.file)
     rk = launch(exec_mod, executor_expr(spec), (veus, 1, 1), (threads, 1, 1), spec.dynamic_smem, inputs,
                 extra=[order, np.uint32(len(order))])
     result = VerifyResult(file, spec.kernel_expr(), device, len(order), veus, threads, spec.block_threads(),
@@ -208,10 +212,11 @@ def report(result: VerifyResult) -> str:
     return "\n".join(lines)
 
 
-def verify_command(file: str, spec: str, device: str = "cpu", json_out: bool = False) -> int:
+def verify_command(file: str, spec: str, device: str = "cpu", json_out: bool = False,
+                   sanitize: Sequence[str] = SANITIZE_ALL) -> int:
     """CLI body of `rtransform verify`; returns the exit status."""
     try:
-        result = verify_file(file, spec, device=device)
+        result = verify_file(file, spec, device=device, sanitize=sanitize)
     except RunError as e:
         if json_out:
             print(json.dumps({"file": file, "ok": False, "error": str(e)}))

@@ -155,7 +155,7 @@ def test_lstm_fused_cell_reference_matches_onnx_lstm(batch: int, hidden: int, is
 def modules() -> dict:
     """One emulator module per legacy source, instantiating every kernel expression the test pairs launch."""
     pytest.importorskip("cuda_emu", reason="the CPU emulator (cuda_emu) is not available")
-    return {source: build_module(source, exprs) for source, exprs in kernel_exprs((b, c.node) for b, c in PAIRS).items()}
+    return {source: build_module(source, exprs, sanitize="all") for source, exprs in kernel_exprs((b, c.node) for b, c in PAIRS).items()}
 
 
 @pytest.mark.parametrize("binding,case", PAIRS, ids=[f"{b.name}-{c.label}" for b, c in PAIRS])

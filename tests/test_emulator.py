@@ -27,23 +27,23 @@ def blocks_of(n: int, b: int) -> int:
     return (n + b - 1) // b
 
 
-@pytest.fixture(scope="module")
-def blocks():
+@pytest.fixture(scope="module", params=[None, "all"], ids=["plain", "sanitized"])
+def blocks(request):
     return module("blocks.cu", ["block_sum<64, float>", "block_sum<128, double>", "block_sum<32, int>",
                                 "warp_reduce", "shuffles", "votes", "sync_reductions", "early_return",
-                                "indices", "box3x3<8>", "barrier_loop", "hello"])
+                                "indices", "box3x3<8>", "barrier_loop", "hello"], sanitize=request.param)
 
 
-@pytest.fixture(scope="module")
-def memory():
+@pytest.fixture(scope="module", params=[None, "all"], ids=["plain", "sanitized"])
+def memory(request):
     return module("memory.cu", ["histogram", "global_atomics", "spin_lock", "dyn_alias", "dyn_scan<float>",
                                 "dyn_scan<int>", "decl_forms", "half_ops", "to_half", "to_bf16",
-                                "half_scale"])
+                                "half_scale"], sanitize=request.param)
 
 
-@pytest.fixture(scope="module")
-def groups():
-    return module("groups.cu", ["cg_block_sum", "cg_tiles8"])
+@pytest.fixture(scope="module", params=[None, "all"], ids=["plain", "sanitized"])
+def groups(request):
+    return module("groups.cu", ["cg_block_sum", "cg_tiles8"], sanitize=request.param)
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +53,10 @@ def failures():
                                   "throws", "dyn_overflow"])
 
 
-@pytest.fixture(scope="module")
-def rtask():
+@pytest.fixture(scope="module", params=[None, "all"], ids=["plain", "sanitized"])
+def rtask(request):
     return module("rtask.cu", ["seg_sum<64>", "seg_sum_veu<64>", "partial_reduce"],
-                  include_dirs=[str(KERNELS), str(RUNTIME_INCLUDE)])
+                  include_dirs=[str(KERNELS), str(RUNTIME_INCLUDE)], sanitize=request.param)
 
 
 # ---------------------------------------------------------------------------------------------------------

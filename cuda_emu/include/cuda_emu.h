@@ -87,6 +87,7 @@ constexpr int warpSize = 32;
 #include "emu_fiber.h"
 #include "emu_runtime.h"
 #include "emu_guard.h"
+#include "emu_sanitize.h"
 #include "emu_sync.h"
 #include "emu_cg.h"
 #include "emu_launch.h"

@@ -50,6 +50,8 @@ inline void block_setup(Block& b, unsigned linear_id, Fiber** th, const unsigned
   b.th = th;
   b.n = b.live = g.nthreads;
   b.bar_arrived = b.bar_true = 0;
+  b.san_serial = ++san.serial;
+  b.san_epoch = 0;
   b.qhead = b.qtail = nullptr;
   b.qlen = 0;
   unsigned nw = (b.n + 31) / 32;
@@ -65,6 +67,7 @@ inline void block_setup(Block& b, unsigned linear_id, Fiber** th, const unsigned
     f->tid = uint3{i % blk[0], (i / blk[0]) % blk[1], i / (blk[0] * blk[1])};
     f->yield_turn = 0;
     f->why = "";
+    f->san_touch = f->san_wtouch = 0;
     ctx_make(f->ctx, f->map + kGuard, f->map_size - kGuard, fiber_entry);
     make_ready(f);
   }

@@ -42,6 +42,9 @@ struct Fiber {
   BarKind bar_kind = BAR_SYNC;
   int bar_pred = 0, bar_res = 0;
   WarpOp wop = W_SYNC;
+  uintptr_t san_touch = 0;  // synccheck: site of a shared access made while its block waited at a barrier
+  uintptr_t san_wsite = 0;  // synccheck: call site of the warp collective it waits in
+  uintptr_t san_wtouch = 0; // synccheck: site of an access made while lanes of its warp waited for it
   const char* wname = "";
   unsigned wmask = 0;
   int warg = 0, wwidth = 32, wpred = 0;
@@ -59,6 +62,11 @@ struct Block {
   unsigned qlen = 0;
   char* smem = nullptr;    // static part at 0, dynamic part at kStaticSmemCap
   char* save = nullptr;    // cooperative: this block's copy of namespace-scope shared variables
+  unsigned long long san_serial = 0;  // sanitizers (emu_sanitize.h): this block run's id,
+  unsigned san_epoch = 0;             // completed barriers (block or rTask) so far,
+  const char* san_bar_file = "";      // the source line of the barrier episode in progress,
+  unsigned san_bar_line = 0;
+  unsigned san_bar_first = 0;         // the first thread that arrived there,
 };
 
 struct Range { char* p; size_t n; };
@@ -200,11 +208,18 @@ inline void suspend(Fiber* f) { ctx_switch(f->ctx, g.sched); }
 
 // ---- shared memory ---------------------------------------------------------------------------------------
 inline char* block_smem() { return g.cur ? g.cur->blk->smem : g.home; }
-inline size_t static_alloc(size_t size, size_t align) {
-  size_t off = (g.static_top + align - 1) & ~(align - 1);
+inline void san_note_slot(size_t off, size_t size, const char* name, size_t item);
+#if defined(EMU_SANITIZE)
+constexpr size_t kSlotRedzone = 64;  // memcheck: bytes between static __shared__ variables
+#else
+constexpr size_t kSlotRedzone = 0;
+#endif
+inline size_t static_alloc(size_t size, size_t align, const char* name = "?", size_t item = 1) {
+  size_t off = (g.static_top + kSlotRedzone + align - 1) & ~(align - 1);
   if (off + size > kStaticSmemCap)
     fail("%s: __shared__ variables of this module need more than %zu bytes", here(), kStaticSmemCap);
   g.static_top = off + size;
+  if (kSlotRedzone) san_note_slot(off, size, name, item);
   return off;
 }
 // A function-scope __shared__ variable: one offset per variable (per template instantiation), the storage
@@ -212,8 +227,8 @@ inline size_t static_alloc(size_t size, size_t align) {
 template <class T>
 struct SharedSlot {
   size_t off = ~size_t(0);
-  T& get() {
-    if (off == ~size_t(0)) off = static_alloc(sizeof(T), alignof(T));
+  T& get(const char* name = "?") {
+    if (off == ~size_t(0)) off = static_alloc(sizeof(T), alignof(T), name, sizeof(std::remove_all_extents_t<T>));
     return *reinterpret_cast<T*>(block_smem() + off);
   }
 };
@@ -291,6 +306,7 @@ inline void warp_try_all(Block& b, unsigned w);
 inline void bar_release(Block& b) {
   unsigned count = b.bar_true, arrived = b.bar_arrived;
   b.bar_arrived = b.bar_true = 0;
+  b.san_epoch++;
   for (unsigned i = 0; i < b.n; ++i) {
     Fiber* f = b.th[i];
     if (f->state != S_BAR) continue;
@@ -303,11 +319,24 @@ inline void bar_release(Block& b) {
     if (f == g.cur) f->state = S_RUNNING; else make_ready(f);
   }
 }
+inline void san_barrier_arrive(Block& b, Fiber* f, const char* file, unsigned line);
+inline void san_warp_exit(Block& b, Fiber* f);
+inline void san_thread_exit(Block& b, Fiber* f);
+// Sanitized builds keep the barrier and collective entry points out of line: their return address is then
+// the CUDA source's call site (synccheck compares and reports it).
+#if defined(EMU_SANITIZE)
+#define EMU_SITE_FN __attribute__((noinline))
+#define EMU_CALL_SITE reinterpret_cast<uintptr_t>(__builtin_return_address(0))
+#else
+#define EMU_SITE_FN inline
+#define EMU_CALL_SITE uintptr_t(0)
+#endif
 // __syncthreads family: completes when every live (not exited) thread of the block has arrived.
-inline int bar_arrive(BarKind kind, int pred) {
+inline int bar_arrive(BarKind kind, int pred, const char* file = "", unsigned line = 0) {
   Fiber* f = g.cur;
   if (!f) return kind == BAR_COUNT ? (pred != 0) : (pred != 0);
   Block& b = *f->blk;
+  san_barrier_arrive(b, f, file, line);
   f->bar_kind = kind;
   f->bar_pred = pred != 0;
   f->state = S_BAR;
@@ -396,8 +425,8 @@ inline void warp_try_all(Block& b, unsigned w) {
   }
 }
 // A warp collective: waits for every live lane of mask (the caller's own lane always counts).
-inline unsigned long long warp_collective(WarpOp op, const char* name, unsigned mask, unsigned long long val,
-                                          int arg = 0, int width = 32) {
+EMU_SITE_FN unsigned long long warp_collective(WarpOp op, const char* name, unsigned mask, unsigned long long val,
+                                               int arg = 0, int width = 32) {
   Fiber* f = g.cur;
   if (width < 1 || width > 32 || (width & (width - 1)))
     fail("%s: %s width %d is not a power of two in [1, 32]", here(), name, width);
@@ -407,6 +436,8 @@ inline unsigned long long warp_collective(WarpOp op, const char* name, unsigned 
   f->wop = op; f->wname = name; f->wmask = mask | (1u << lane);
   f->wval = val; f->warg = arg; f->wwidth = width;
   f->state = S_WARP;
+  f->san_wsite = EMU_CALL_SITE;
+  f->san_wtouch = 0;
   b.warp_arrived[w] |= 1u << lane;
   if (!warp_try(b, w, f->wmask & ~b.warp_exited[w])) suspend(f);
   return f->wres;
@@ -418,6 +449,8 @@ inline unsigned active_mask() {
 
 [[noreturn]] inline void thread_exit(Fiber* f) {
   Block& b = *f->blk;
+  san_thread_exit(b, f);
+  san_warp_exit(b, f);
   f->state = S_DONE;
   b.live--;
   g.live_total--;

@@ -2,11 +2,22 @@
 // fibers. Part of cuda_emu.h; include that instead.
 #pragma once
 
+// Sanitized builds inline these wrappers for sure, so the out-of-line entry they call (bar_arrive,
+// warp_collective) sees the CUDA source's call site as its return address.
+#if defined(EMU_SANITIZE)
+#define EMU_WRAP inline __attribute__((always_inline))
+#else
+#define EMU_WRAP inline
+#endif
+
 // ---- block barriers --------------------------------------------------------------------------------------
-inline void __syncthreads() { emu::bar_arrive(emu::BAR_SYNC, 1); }
-inline int __syncthreads_count(int pred) { return emu::bar_arrive(emu::BAR_COUNT, pred); }
-inline int __syncthreads_and(int pred) { return emu::bar_arrive(emu::BAR_AND, pred); }
-inline int __syncthreads_or(int pred) { return emu::bar_arrive(emu::BAR_OR, pred); }
+// The caller's file and line come in as default arguments: synccheck compares barrier sites by source line.
+#define EMU_HERE const char* emu_file = __builtin_FILE(), unsigned emu_line = __builtin_LINE()
+EMU_WRAP void __syncthreads(EMU_HERE) { emu::bar_arrive(emu::BAR_SYNC, 1, emu_file, emu_line); }
+EMU_WRAP int __syncthreads_count(int pred, EMU_HERE) { return emu::bar_arrive(emu::BAR_COUNT, pred, emu_file, emu_line); }
+EMU_WRAP int __syncthreads_and(int pred, EMU_HERE) { return emu::bar_arrive(emu::BAR_AND, pred, emu_file, emu_line); }
+EMU_WRAP int __syncthreads_or(int pred, EMU_HERE) { return emu::bar_arrive(emu::BAR_OR, pred, emu_file, emu_line); }
+#undef EMU_HERE
 
 // ---- warp collectives ------------------------------------------------------------------------------------
 namespace emu {
@@ -25,31 +36,31 @@ inline T unpack(unsigned long long u) {
 }
 }  // namespace emu
 
-inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::warp_collective(emu::W_SYNC, "__syncwarp", mask, 0); }
+EMU_WRAP void __syncwarp(unsigned mask = 0xffffffffu) { emu::warp_collective(emu::W_SYNC, "__syncwarp", mask, 0); }
 template <class T>
-inline T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize) {
+EMU_WRAP T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize) {
   return emu::unpack<T>(emu::warp_collective(emu::W_IDX, "__shfl_sync", mask, emu::pack(var), src_lane, width));
 }
 template <class T>
-inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
+EMU_WRAP T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
   return emu::unpack<T>(emu::warp_collective(emu::W_UP, "__shfl_up_sync", mask, emu::pack(var), (int)delta, width));
 }
 template <class T>
-inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
+EMU_WRAP T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
   return emu::unpack<T>(
       emu::warp_collective(emu::W_DOWN, "__shfl_down_sync", mask, emu::pack(var), (int)delta, width));
 }
 template <class T>
-inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize) {
+EMU_WRAP T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize) {
   return emu::unpack<T>(emu::warp_collective(emu::W_XOR, "__shfl_xor_sync", mask, emu::pack(var), lane_mask, width));
 }
-inline unsigned __ballot_sync(unsigned mask, int pred) {
+EMU_WRAP unsigned __ballot_sync(unsigned mask, int pred) {
   return (unsigned)emu::warp_collective(emu::W_BALLOT, "__ballot_sync", mask, pred != 0);
 }
-inline int __any_sync(unsigned mask, int pred) {
+EMU_WRAP int __any_sync(unsigned mask, int pred) {
   return (int)emu::warp_collective(emu::W_ANY, "__any_sync", mask, pred != 0);
 }
-inline int __all_sync(unsigned mask, int pred) {
+EMU_WRAP int __all_sync(unsigned mask, int pred) {
   return (int)emu::warp_collective(emu::W_ALL, "__all_sync", mask, pred != 0);
 }
 inline int __uni_sync(unsigned mask, int pred) { return __all_sync(mask, pred) || !__any_sync(mask, pred); }
@@ -91,28 +102,32 @@ inline int __all(int p) { return __all_sync(0xffffffffu, p); }
 // ---- atomics: one OS thread, so a read-modify-write is atomic; one that changes nothing is a poll -------
 namespace emu {
 template <class T>
-inline T rmw_done(T* p, T old) {
+EMU_NOSAN T rmw_done(T* p, T old) {
   if (memcmp(p, &old, sizeof(T)) == 0 && g.cur) yield("atomic poll");
   return old;
 }
 template <class T> using same_t = std::type_identity_t<T>;  // the operand converts to the pointee type
 }  // namespace emu
-template <class T> inline T atomicAdd(T* p, emu::same_t<T> v) { T o = *p; *p = o + v; return emu::rmw_done(p, o); }
-template <class T> inline T atomicSub(T* p, emu::same_t<T> v) { T o = *p; *p = o - v; return emu::rmw_done(p, o); }
-template <class T> inline T atomicExch(T* p, emu::same_t<T> v) { T o = *p; *p = v; return emu::rmw_done(p, o); }
-template <class T> inline T atomicMin(T* p, emu::same_t<T> v) { T o = *p; *p = v < o ? v : o; return emu::rmw_done(p, o); }
-template <class T> inline T atomicMax(T* p, emu::same_t<T> v) { T o = *p; *p = o < v ? v : o; return emu::rmw_done(p, o); }
-template <class T> inline T atomicAnd(T* p, emu::same_t<T> v) { T o = *p; *p = o & v; return emu::rmw_done(p, o); }
-template <class T> inline T atomicOr(T* p, emu::same_t<T> v) { T o = *p; *p = o | v; return emu::rmw_done(p, o); }
-template <class T> inline T atomicXor(T* p, emu::same_t<T> v) { T o = *p; *p = o ^ v; return emu::rmw_done(p, o); }
+template <class T> EMU_NOSAN T atomicAdd(T* p, emu::same_t<T> v) { emu::san_atomic(p, sizeof(T), EMU_CALL_SITE); T o = *p; *p = o + v; return emu::rmw_done(p, o); }
+template <class T> EMU_NOSAN T atomicSub(T* p, emu::same_t<T> v) { emu::san_atomic(p, sizeof(T), EMU_CALL_SITE); T o = *p; *p = o - v; return emu::rmw_done(p, o); }
+template <class T> EMU_NOSAN T atomicExch(T* p, emu::same_t<T> v) { emu::san_atomic(p, sizeof(T), EMU_CALL_SITE); T o = *p; *p = v; return emu::rmw_done(p, o); }
+template <class T> EMU_NOSAN T atomicMin(T* p, emu::same_t<T> v) { emu::san_atomic(p, sizeof(T), EMU_CALL_SITE); T o = *p; *p = v < o ? v : o; return emu::rmw_done(p, o); }
+template <class T> EMU_NOSAN T atomicMax(T* p, emu::same_t<T> v) { emu::san_atomic(p, sizeof(T), EMU_CALL_SITE); T o = *p; *p = o < v ? v : o; return emu::rmw_done(p, o); }
+template <class T> EMU_NOSAN T atomicAnd(T* p, emu::same_t<T> v) { emu::san_atomic(p, sizeof(T), EMU_CALL_SITE); T o = *p; *p = o & v; return emu::rmw_done(p, o); }
+template <class T> EMU_NOSAN T atomicOr(T* p, emu::same_t<T> v) { emu::san_atomic(p, sizeof(T), EMU_CALL_SITE); T o = *p; *p = o | v; return emu::rmw_done(p, o); }
+template <class T> EMU_NOSAN T atomicXor(T* p, emu::same_t<T> v) { emu::san_atomic(p, sizeof(T), EMU_CALL_SITE); T o = *p; *p = o ^ v; return emu::rmw_done(p, o); }
 template <class T>
-inline T atomicCAS(T* p, emu::same_t<T> cmp, emu::same_t<T> v) {
+EMU_NOSAN T atomicCAS(T* p, emu::same_t<T> cmp, emu::same_t<T> v) {
+  emu::san_atomic(p, sizeof(T), EMU_CALL_SITE);
   T o = *p;
   if (o == cmp) *p = v;
   return emu::rmw_done(p, o);
 }
-inline unsigned atomicInc(unsigned* p, unsigned v) { unsigned o = *p; *p = o >= v ? 0u : o + 1u; return emu::rmw_done(p, o); }
-inline unsigned atomicDec(unsigned* p, unsigned v) {
+EMU_NOSAN unsigned atomicInc(unsigned* p, unsigned v) {
+  emu::san_atomic(p, sizeof(unsigned), EMU_CALL_SITE);
+  unsigned o = *p; *p = o >= v ? 0u : o + 1u; return emu::rmw_done(p, o); }
+EMU_NOSAN unsigned atomicDec(unsigned* p, unsigned v) {
+  emu::san_atomic(p, sizeof(unsigned), EMU_CALL_SITE);
   unsigned o = *p;
   *p = (o == 0u || o > v) ? v : o - 1u;
   return emu::rmw_done(p, o);

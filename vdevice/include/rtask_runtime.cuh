@@ -112,19 +112,21 @@ __device__ __forceinline__ void bar_wait(TaskSlot* s, u64 state) {
 }
 #else
 // CPU emulator: fibers of one OS thread, switched only at yield points, so plain reads and writes are atomic.
-inline void bar_init(TaskSlot* s, unsigned count) { s->expected = s->pending = count; s->phase = 0; }
+// The barrier's own state is the synchronisation: the sanitizers do not check it (EMU_NOSAN); a completed phase
+// orders the rTask's shared accesses for racecheck (emu_sync_point).
+EMU_NOSAN void bar_init(TaskSlot* s, unsigned count) { s->expected = s->pending = count; s->phase = 0; }
 inline void bar_inval(TaskSlot*) {}
-inline u64 bar_arrive(TaskSlot* s) {
+EMU_NOSAN u64 bar_arrive(TaskSlot* s) {
   u64 token = s->phase;
-  if (--s->pending == 0) { s->phase++; s->pending = s->expected; }
+  if (--s->pending == 0) { s->phase++; s->pending = s->expected; emu_sync_point(); }
   return token;
 }
-inline void bar_arrive_drop(TaskSlot* s) {
+EMU_NOSAN void bar_arrive_drop(TaskSlot* s) {
   s->expected--;
-  if (--s->pending == 0) { s->phase++; s->pending = s->expected; }
+  if (--s->pending == 0) { s->phase++; s->pending = s->expected; emu_sync_point(); }
 }
-inline bool bar_test(TaskSlot* s, u64 token) { return s->phase != token; }
-inline void bar_wait(TaskSlot* s, u64 token) {
+EMU_NOSAN bool bar_test(TaskSlot* s, u64 token) { return s->phase != token; }
+EMU_NOSAN void bar_wait(TaskSlot* s, u64 token) {
   while (!bar_test(s, token)) emu_yield("rTask barrier");
 }
 #endif

@@ -1,0 +1,393 @@
+// emu_sanitize.h — the emulator as a sanitizer (what compute-sanitizer does on a GPU, here on the CPU).
+// Part of cuda_emu.h.
+//
+// A module built with sanitizers (CpuModule(..., sanitize=...)) is compiled by g++ with
+// -fsanitize=kernel-address in its "outline" form: before every load and store of the source, g++ calls
+// __asan_{load,store}{1,2,4,8,16,N}_noabort(address[, size]). This file defines those hooks (no ASan runtime is
+// involved), so each access of the running CUDA thread (fiber) is checked:
+//   memcheck   global buffers handed to a launch live in guarded regions (cuda_emu/module.py copies them there,
+//              registered here with their names); an access that leaves its buffer and lands in the redzone
+//              around it is reported with the buffer, the element offset and the size. Shared memory: static
+//              __shared__ variables get redzones between them; the dynamic part is bounded by the launch.
+//   racecheck  shared memory only: a shadow entry per 4-byte word remembers the last writer and the readers
+//              since the block's last barrier; an access from another warp that conflicts (write after read,
+//              read after write, write after write) with no __syncthreads (or rTask barrier) in between is
+//              reported with both sites. Threads of one warp are not checked against each other.
+//   synccheck  a block barrier whose threads arrive from different __syncthreads call sites; a thread that
+//              skips a barrier the rest of its block waits at, touching shared memory before it exits; a warp
+//              collective whose mask names lanes that were alive when it began but never joined it.
+// A report names the thread and carries "@@SITE:+0x..@@" for each code location (an offset into the built
+// library); cuda_emu/module.py turns those into file:line with addr2line. Emulator internals that touch user
+// memory on purpose (atomics) are not instrumented (EMU_NOSAN) and check bounds explicitly.
+#pragma once
+
+#include <dlfcn.h>
+
+#if defined(EMU_SANITIZE)
+#define EMU_NOSAN __attribute__((no_sanitize_address, noinline)) inline
+#define EMU_SAN_FN __attribute__((no_sanitize_address)) inline  // the checker's own code is never checked
+#else
+#define EMU_NOSAN inline
+#define EMU_SAN_FN inline
+#endif
+
+namespace emu {
+
+enum : unsigned { SAN_MEM = 1u, SAN_RACE = 2u, SAN_SYNC = 4u };
+
+struct SanBuf {
+  uintptr_t lo, hi;   // the buffer's bytes [lo, hi)
+  uintptr_t red;      // redzone bytes on each side (the region the hooks attribute to this buffer)
+  unsigned item;      // element size, for the reported offset
+  char name[64];
+};
+struct SanSlot {      // a static __shared__ variable in the block's area (sanitized builds)
+  size_t off, size;
+  const char* name;
+  size_t item;        // its element size
+};
+struct Shadow {       // racecheck: one 4-byte word of shared memory
+  unsigned long long serial;       // the block run the entry belongs to
+  unsigned epoch;                  // the block's barrier count when the entry was last written
+  unsigned short wwarp, r1warp, r2warp;  // warp + 1 of the last writer / two readers of different warps (0: none)
+  unsigned wthread, r1thread, r2thread;
+  uintptr_t wsite, r1site, r2site;
+};
+
+constexpr size_t kMaxSanBufs = 4096;
+constexpr size_t kShadowWords = (kSmemBytes + kPage) / 4;
+
+struct SanState {
+  unsigned flags = 0;
+  SanBuf* bufs = nullptr;       // sorted by lo
+  size_t nbufs = 0;
+  SanSlot* slots = nullptr;
+  size_t nslots = 0, slots_cap = 0;
+  Shadow* shadow = nullptr;     // racecheck shadow of the area in use (plain launches) or of the home area
+  char* shadow_area = nullptr;
+  unsigned long long serial = 0;
+  bool busy = false;            // inside a check (its own memory accesses are not checked)
+};
+inline SanState san;
+
+// "@@SITE:+0x1a2b@@": an offset into the library that holds the code (module.py resolves it to file:line).
+EMU_SAN_FN void append_site(char* buf, size_t cap, uintptr_t site) {
+  Dl_info info;
+  if (site && dladdr(reinterpret_cast<void*>(site), &info) && info.dli_fbase)
+    appendf(buf, cap, "@@SITE:+0x%lx@@", (unsigned long)(site - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+  else
+    appendf(buf, cap, "(unknown site)");
+}
+EMU_SAN_FN void describe_thread(char* buf, size_t cap, const Block& b, unsigned lin) {
+  unsigned x = blockDim.x, y = blockDim.y;
+  appendf(buf, cap, "thread (%u,%u,%u)", lin % x, (lin / x) % y, lin / (x * y));
+  (void)b;
+}
+// Ends the launch with a sanitizer report (from inside a fiber).
+[[noreturn]] EMU_SAN_FN void san_fail(const char* report) {
+  san.busy = false;
+  if (!g.failed) {
+    g.failed = true;
+    snprintf(g.err, sizeof g.err, "%s", report);
+  }
+  ctx_switch(g.cur->ctx, g.sched);
+  __builtin_unreachable();
+}
+
+// ---- memcheck: global buffers -----------------------------------------------------------------------------
+EMU_SAN_FN const SanBuf* san_buf_near(uintptr_t a) {
+  size_t lo = 0, hi = san.nbufs;  // last buffer with lo - red <= a
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (san.bufs[mid].lo - san.bufs[mid].red <= a) lo = mid + 1; else hi = mid;
+  }
+  for (size_t i = lo; i-- > 0;) {
+    const SanBuf& b = san.bufs[i];
+    if (a < b.hi + b.red) return &b;
+    if (i + 8 < lo) break;  // regions do not overlap: the nearest few are enough
+  }
+  return nullptr;
+}
+[[noreturn]] EMU_SAN_FN void report_oob(const char* space, const SanBuf& b, uintptr_t a, size_t n, bool write, uintptr_t site) {
+  char msg[1024] = {};
+  long long rel = (long long)(a - b.lo);
+  long long elem = rel >= 0 ? rel / (long long)b.item : -((-rel + b.item - 1) / (long long)b.item);
+  appendf(msg, sizeof msg, "memcheck: %s: out-of-bounds %s of %zu bytes at %s[%+lld] (%s buffer '%s', %llu elements",
+          here(), write ? "write" : "read", n, b.name, elem, space, b.name,
+          (unsigned long long)((b.hi - b.lo) / b.item));
+  if (rel % (long long)b.item) appendf(msg, sizeof msg, "; byte offset %+lld", rel);
+  appendf(msg, sizeof msg, ") at ");
+  append_site(msg, sizeof msg, site);
+  san_fail(msg);
+}
+EMU_SAN_FN bool san_check_global(uintptr_t a, size_t n, bool write, uintptr_t site) {
+  const SanBuf* b = san_buf_near(a);
+  if (!b) return false;
+  if (a >= b->lo && a + n <= b->hi) return true;
+  report_oob("global", *b, a, n, write, site);
+}
+
+// ---- shared memory: which area, memcheck of static slots and the dynamic part -------------------------------
+EMU_SAN_FN char* san_area() { return g.coop && g.ns_dyn ? g.home : g.cur->blk->smem; }
+EMU_SAN_FN void san_note_slot(size_t off, size_t size, const char* name, size_t item) {
+  if (!grow(san.slots, san.slots_cap, san.nslots + 1)) return;
+  san.slots[san.nslots++] = SanSlot{off, size, name, item ? item : 1};
+}
+EMU_SAN_FN void san_check_shared(char* area, uintptr_t a, size_t n, bool write, uintptr_t site) {
+  uintptr_t base = reinterpret_cast<uintptr_t>(area), off = a - base;
+  if (off < kStaticSmemCap) {
+    const SanSlot* near = nullptr;
+    for (size_t i = 0; i < san.nslots; ++i) {
+      const SanSlot& s = san.slots[i];
+      if (off >= s.off && off + n <= s.off + s.size) return;
+      if (!near || (off < s.off ? s.off - off : off - (s.off + s.size)) <
+                       (off < near->off ? near->off - off : off - (near->off + near->size)))
+        near = &s;
+    }
+    if (!near) return;  // no static __shared__ variable at all: nothing to attribute the access to
+    SanBuf b{base + near->off, base + near->off + near->size, 0, (unsigned)near->item, {}};
+    snprintf(b.name, sizeof b.name, "%s", near->name ? near->name : "?");
+    report_oob("shared", b, a, n, write, site);
+  }
+  uintptr_t dlo = base + g.dyn_off, dhi = dlo + g.dyn;
+  if (a >= dlo && a + n <= dhi) return;
+  SanBuf b{dlo, dhi, 0, 1, {}};
+  snprintf(b.name, sizeof b.name, "extern __shared__ (%zu bytes)", g.dyn);
+  report_oob("dynamic shared", b, a, n, write, site);
+}
+
+// ---- racecheck --------------------------------------------------------------------------------------------
+EMU_SAN_FN Shadow* san_shadow(char* area) {
+  if (san.shadow_area != area || !san.shadow) {
+    if (!san.shadow) {
+      san.shadow = static_cast<Shadow*>(map_anon(kShadowWords * sizeof(Shadow)));
+      if (!san.shadow) return nullptr;
+    }
+    if (san.shadow_area && san.shadow_area != area) madvise(san.shadow, kShadowWords * sizeof(Shadow), MADV_DONTNEED);
+    san.shadow_area = area;
+  }
+  return san.shadow;
+}
+[[noreturn]] EMU_SAN_FN void report_race(const char* kind, const char* other_verb, uintptr_t a, const Block& b,
+                        unsigned other_thread, uintptr_t other_site, bool write, uintptr_t site) {
+  char msg[1024] = {};
+  uintptr_t off = a - reinterpret_cast<uintptr_t>(san_area());
+  const char* name = "shared memory";
+  size_t rel = off;
+  for (size_t i = 0; i < san.nslots; ++i)
+    if (off >= san.slots[i].off && off < san.slots[i].off + san.slots[i].size) {
+      name = san.slots[i].name;
+      rel = off - san.slots[i].off;
+    }
+  if (off >= g.dyn_off && off < g.dyn_off + g.dyn) { name = "extern __shared__"; rel = off - g.dyn_off; }
+  appendf(msg, sizeof msg, "racecheck: shared-memory race (%s) on %s byte %zu: %s %s at ", kind, name, rel, here(),
+          write ? "writes" : "reads");
+  append_site(msg, sizeof msg, site);
+  appendf(msg, sizeof msg, "; ");
+  describe_thread(msg, sizeof msg, b, other_thread);
+  appendf(msg, sizeof msg, " %s it at ", other_verb);
+  append_site(msg, sizeof msg, other_site);
+  appendf(msg, sizeof msg, " with no barrier in between");
+  san_fail(msg);
+}
+EMU_SAN_FN void san_race(char* area, uintptr_t a, size_t n, bool write, uintptr_t site) {
+  Shadow* sh = san_shadow(area);
+  if (!sh) return;
+  Fiber* f = g.cur;
+  Block& b = *f->blk;
+  unsigned short w = (unsigned short)((f->lin >> 5) + 1);
+  uintptr_t first = (a - reinterpret_cast<uintptr_t>(area)) / 4, last = (a + n - 1 - reinterpret_cast<uintptr_t>(area)) / 4;
+  for (uintptr_t i = first; i <= last && i < kShadowWords; ++i) {
+    Shadow& e = sh[i];
+    if (e.serial != b.san_serial || e.epoch != b.san_epoch) {
+      e = Shadow{};
+      e.serial = b.san_serial;
+      e.epoch = b.san_epoch;
+    }
+    if (write) {
+      if (e.wwarp && e.wwarp != w) report_race("write after write", "wrote", a, b, e.wthread, e.wsite, true, site);
+      if (e.r1warp && e.r1warp != w) report_race("write after read", "read", a, b, e.r1thread, e.r1site, true, site);
+      if (e.r2warp && e.r2warp != w) report_race("write after read", "read", a, b, e.r2thread, e.r2site, true, site);
+      e.wwarp = w; e.wthread = f->lin; e.wsite = site;
+      e.r1warp = e.r2warp = 0;
+    } else {
+      if (e.wwarp && e.wwarp != w) report_race("read after write", "wrote", a, b, e.wthread, e.wsite, false, site);
+      if (!e.r1warp) { e.r1warp = w; e.r1thread = f->lin; e.r1site = site; }
+      else if (e.r1warp != w && !e.r2warp) { e.r2warp = w; e.r2thread = f->lin; e.r2site = site; }
+    }
+  }
+}
+
+// ---- the access hook --------------------------------------------------------------------------------------
+EMU_SAN_FN bool san_is_shared(char* area, uintptr_t a) {
+  uintptr_t base = reinterpret_cast<uintptr_t>(area);
+  if (a >= base && a < base + kSmemBytes + kPage) return true;
+  for (size_t i = 0; i < g.ns_n; ++i)  // namespace-scope __shared__ variables live in the module's data
+    if (a >= reinterpret_cast<uintptr_t>(g.ns[i].p) && a < reinterpret_cast<uintptr_t>(g.ns[i].p) + g.ns[i].n)
+      return true;
+  return false;
+}
+EMU_SAN_FN unsigned san_waiting_for(const Block& b, const Fiber* f);
+EMU_SAN_FN void san_access_checked(uintptr_t a, size_t n, bool write, uintptr_t site) {
+  Fiber* f = g.cur;
+  char* area = san_area();
+  bool shared = san_is_shared(area, a);
+  if (shared) {
+    bool in_area = a >= reinterpret_cast<uintptr_t>(area) && a < reinterpret_cast<uintptr_t>(area) + kSmemBytes;
+    if ((san.flags & SAN_MEM) && in_area) san_check_shared(area, a, n, write, site);
+    if (san.flags & SAN_RACE) san_race(area, a, n, write, site);
+    if ((san.flags & SAN_SYNC) && f->blk->bar_arrived && !f->san_touch) f->san_touch = site;
+  } else if (!san_buf_near(a)) {
+    return;  // neither shared memory nor a device buffer (the emulator's own variables, such as threadIdx)
+  } else if (san.flags & SAN_MEM) {
+    san_check_global(a, n, write, site);
+  }
+  if ((san.flags & SAN_SYNC) && !f->san_wtouch && f->blk->warp_arrived[f->lin >> 5] && san_waiting_for(*f->blk, f))
+    f->san_wtouch = site;
+}
+EMU_NOSAN void san_access(uintptr_t a, size_t n, bool write, uintptr_t site) {
+  if (!san.flags || !g.cur || !g.in_launch || g.failed || san.busy) return;
+  san.busy = true;  // code the checks call (libc, the emulator's helpers) is not checked in turn
+  san_access_checked(a, n, write, site);
+  san.busy = false;
+}
+// Atomics: bounds-checked, never a race (they are the synchronisation).
+EMU_NOSAN void san_atomic(const void* p, size_t n, uintptr_t site) {
+  if (!(san.flags & SAN_MEM) || !g.cur || !g.in_launch || g.failed || san.busy) return;
+  uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  char* area = san_area();
+  if (san_is_shared(area, a)) {
+    if (a >= reinterpret_cast<uintptr_t>(area) && a < reinterpret_cast<uintptr_t>(area) + kSmemBytes)
+      san_check_shared(area, a, n, true, site);
+    return;
+  }
+  san_check_global(a, n, true, site);
+}
+
+// ---- synccheck --------------------------------------------------------------------------------------------
+// A barrier episode: the first thread to arrive fixes the source line; another line in the same episode is
+// divergence (threads of one block meeting at different __syncthreads).
+EMU_SAN_FN void san_barrier_arrive(Block& b, Fiber* f, const char* file, unsigned line) {
+  f->san_touch = 0;
+  if (!(san.flags & SAN_SYNC)) return;
+  if (b.bar_arrived == 0) { b.san_bar_file = file; b.san_bar_line = line; b.san_bar_first = f->lin; return; }
+  if (line == b.san_bar_line && strcmp(file, b.san_bar_file) == 0) return;
+  char msg[1024] = {};
+  appendf(msg, sizeof msg, "synccheck: divergent barrier: %s arrives at the __syncthreads at %s:%u while ", here(),
+          file, line);
+  describe_thread(msg, sizeof msg, b, b.san_bar_first);
+  appendf(msg, sizeof msg, " and %u other thread(s) of its block wait at the one at %s:%u", b.bar_arrived - 1,
+          b.san_bar_file, b.san_bar_line);
+  san_fail(msg);
+}
+// A thread exiting while its block waits at a barrier it skipped, after touching shared memory meanwhile.
+EMU_SAN_FN void san_thread_exit(Block& b, Fiber* f) {
+  if (!(san.flags & SAN_SYNC) || !b.bar_arrived || !f->san_touch || g.failed) return;
+  char msg[1024] = {};
+  appendf(msg, sizeof msg, "synccheck: barrier skipped by part of the block: %s exits without reaching the "
+          "__syncthreads at %s:%u that %u thread(s) of its block wait at, after accessing shared memory at ",
+          here(), b.san_bar_file, b.san_bar_line, b.bar_arrived);
+  append_site(msg, sizeof msg, f->san_touch);
+  san_fail(msg);
+}
+// A lane that leaves its warp's pending collective behind: it is named in the mask of a lane waiting there,
+// runs code that touches memory instead of joining, and exits. (A lane that returns at once, before doing anything
+// else, is an exited lane the mask may name: CUDA asks only the non-exited lanes of a mask to take part.)
+EMU_SAN_FN unsigned san_waiting_for(const Block& b, const Fiber* f) {
+  unsigned w = f->lin >> 5, bit = 1u << (f->lin & 31u), waiting = b.warp_arrived[w] & ~bit, who = 0;
+  for (unsigned l = 0; waiting && l < 32; ++l)
+    if (((waiting >> l) & 1u) && (b.th[w * 32 + l]->wmask & bit)) who |= 1u << l;
+  return who;
+}
+EMU_SAN_FN void san_warp_exit(Block& b, Fiber* f) {
+  if (!(san.flags & SAN_SYNC) || !f->san_wtouch || g.failed) return;
+  unsigned who = san_waiting_for(b, f);
+  if (!who) return;
+  const Fiber* w = b.th[(f->lin & ~31u) + (unsigned)__builtin_ctz(who)];
+  char msg[1024] = {};
+  appendf(msg, sizeof msg, "synccheck: %s mask 0x%08x names %s, which never joins it: lanes 0x%08x of its warp "
+          "wait at ", w->wname, w->wmask, here(), who);
+  append_site(msg, sizeof msg, w->san_wsite);
+  appendf(msg, sizeof msg, " while it runs on (accessing memory at ");
+  append_site(msg, sizeof msg, f->san_wtouch);
+  appendf(msg, sizeof msg, ") and exits");
+  san_fail(msg);
+}
+
+}  // namespace emu
+
+// A completed rTask barrier (vdevice/include/rtask_runtime.cuh) orders shared accesses as __syncthreads does.
+inline void emu_sync_point() {
+  if (emu::g.cur) emu::g.cur->blk->san_epoch++;
+}
+
+#if defined(EMU_SANITIZE)
+// The hooks g++ calls before each access of instrumented code (-fsanitize=kernel-address, outline form).
+#define EMU_SAN_HOOK(N)                                                                                        \
+  extern "C" __attribute__((no_sanitize_address)) void __asan_load##N##_noabort(void* p) {                                               \
+    emu::san_access(reinterpret_cast<uintptr_t>(p), N, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
+  }                                                                                                            \
+  extern "C" __attribute__((no_sanitize_address)) void __asan_store##N##_noabort(void* p) {                                              \
+    emu::san_access(reinterpret_cast<uintptr_t>(p), N, true, reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
+  }
+EMU_SAN_HOOK(1)
+EMU_SAN_HOOK(2)
+EMU_SAN_HOOK(4)
+EMU_SAN_HOOK(8)
+EMU_SAN_HOOK(16)
+#undef EMU_SAN_HOOK
+extern "C" __attribute__((no_sanitize_address)) void __asan_loadN_noabort(void* p, size_t n) {
+  emu::san_access(reinterpret_cast<uintptr_t>(p), n, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+extern "C" __attribute__((no_sanitize_address)) void __asan_storeN_noabort(void* p, size_t n) {
+  emu::san_access(reinterpret_cast<uintptr_t>(p), n, true, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+// What instrumented code calls besides the checks (no-ops here: there is no ASan runtime).
+extern "C" __attribute__((no_sanitize_address)) void __asan_handle_no_return() {}
+extern "C" __attribute__((no_sanitize_address)) void __asan_before_dynamic_init(const char*) {}
+extern "C" __attribute__((no_sanitize_address)) void __asan_after_dynamic_init() {}
+#endif
+
+// ---- the sanitizer's host API (cuda_emu/module.py) ------------------------------------------------------------
+extern "C" __attribute__((visibility("default"), used)) inline int emu_san_available() {
+#if defined(EMU_SANITIZE)
+  return 1;
+#else
+  return 0;
+#endif
+}
+// Starts a launch's checks: which sanitizers, and no registered buffers yet.
+extern "C" __attribute__((visibility("default"), used)) inline void emu_san_begin(unsigned flags) {
+  emu::san.flags = flags;
+  emu::san.nbufs = 0;
+  if (!emu::san.bufs) emu::san.bufs = static_cast<emu::SanBuf*>(calloc(emu::kMaxSanBufs, sizeof(emu::SanBuf)));
+}
+// Registers a device buffer [p, p + n) whose redzones span `red` bytes on each side.
+extern "C" __attribute__((visibility("default"), used)) inline int emu_san_add(void* p, unsigned long long n,
+                                                                                 unsigned long long red,
+                                                                                 unsigned item, const char* name) {
+  using namespace emu;
+  if (!san.bufs || san.nbufs >= kMaxSanBufs) return 1;
+  SanBuf b{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + n, red, item ? item : 1u, {}};
+  snprintf(b.name, sizeof b.name, "%s", name ? name : "?");
+  size_t i = san.nbufs++;
+  while (i > 0 && san.bufs[i - 1].lo > b.lo) { san.bufs[i] = san.bufs[i - 1]; --i; }
+  san.bufs[i] = b;
+  return 0;
+}
+// A guarded region for one buffer: PROT_NONE redzones of `red` bytes (a multiple of the page size) on both
+// sides of n bytes rounded up to pages; returns the data's start (page aligned) or null.
+extern "C" __attribute__((visibility("default"), used)) inline void* emu_san_alloc(unsigned long long n,
+                                                                                    unsigned long long red) {
+  size_t data = (n + emu::kPage - 1) / emu::kPage * emu::kPage;
+  char* p = static_cast<char*>(emu::map_anon(data + 2 * red));
+  if (!p) return nullptr;
+  mprotect(p, red, PROT_NONE);
+  mprotect(p + red + data, red, PROT_NONE);
+  return p + red;
+}
+extern "C" __attribute__((visibility("default"), used)) inline void emu_san_free(void* p, unsigned long long n,
+                                                                                  unsigned long long red) {
+  size_t data = (n + emu::kPage - 1) / emu::kPage * emu::kPage;
+  munmap(static_cast<char*>(p) - red, data + 2 * red);
+}

@@ -25,7 +25,7 @@ from scheduler.graph import Graph
 from scheduler.plan import temp_buffer
 from vdevice.program import Op, Program, plan_to_json
 
-from .runtime import (MANIFEST, BufferSpec, BuildError, Built, Manifest, TensorSpec, npz_key,
+from .runtime import (MANIFEST, BufferSpec, BuildError, Built, Manifest, TensorSpec, npz_key, read_manifest,
                       rebind_programs)
 
 CPU_DEFAULT_VEUS = 8  # the emulator runs every vEU thread as a fiber on one core: keep the vDevice small
@@ -217,8 +217,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     from scheduler.report import render_report, schedule_slices, timeline_svg, timeline_trace
 
     out = Path(out_dir)
-    if out.exists() and not (out / MANIFEST).is_file() and any(out.iterdir()):
-        raise BuildError(f"{out}: error: exists and is not a rammer build folder; refusing to replace it")
+    check_output_folder(out, model_path)
     check_pass_names(list(disable_passes) + list(dump_after))
     off = [n for n in dump_after if n in disable_passes]
     if off:
@@ -287,8 +286,9 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
             prog.step(f"compile for {target}", lambda: built.compile(target))
         manifest.stats["build_s"] = round(prog.total, 2)
         manifest.stats["step_s"] = {k: round(v, 2) for k, v in prog.times.items()}
-        (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1))
         (tmp / "report.md").write_text(render_report(manifest, plan, sch.workload))
+        manifest.files = sorted([p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()] + [MANIFEST])
+        (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1))
         _replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -310,14 +310,56 @@ def _stats(plan: Any, programs: list[Program], ops: list[Op]) -> dict:
             "predicted_baselines_us": {k: round(v, 3) for k, v in plan.baselines_us.items()}, "notes": plan.notes}
 
 
+def check_output_folder(out: Path, model_path: str | Path) -> None:
+    """Refuse, before any work, a destination that is not ours to replace: an existing non-empty folder without a
+    manifest that proves it is an earlier build, a file, or a folder holding the model itself."""
+    if out.exists() and not out.is_dir():
+        raise BuildError(f"{out}: error: exists and is not a folder; refusing to replace it")
+    model = Path(model_path).resolve()
+    if out.exists() and (out.resolve() == model or out.resolve() in model.parents):
+        raise BuildError(f"{out}: error: holds the model being built; choose another output folder")
+    if out.exists() and any(out.iterdir()) and read_manifest(out) is None:
+        raise BuildError(f"{out}: error: exists and is not a rammer build folder (no build.json written by "
+                         f"`rammer build`); refusing to write into it")
+
+
+def foreign_files(out: Path) -> list[Path]:
+    """Files in an earlier build folder that the build did not write (the user's): they are kept."""
+    manifest = read_manifest(out)
+    ours = set(manifest.files) if manifest else set()
+    return sorted(p for p in out.rglob("*") if p.is_file() and p.relative_to(out).as_posix() not in ours)
+
+
 def _replace_dir(tmp: Path, out: Path) -> None:
-    """Move the finished build into place; an older build there is removed only after the new one is ready."""
+    """Move the finished build into place. An earlier build there is replaced file for file: the files it wrote
+    go, anything else in the folder (notes, saved outputs) moves into the new build untouched; the old folder
+    is removed only after the new one is ready. A file of the user's whose name the new build uses is refused."""
     os.chmod(tmp, 0o755)
-    if out.exists():
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, out)
+        return
+    check_output_folder(out, tmp)  # re-checked: the folder may have changed during the build
+    keep = foreign_files(out)
+    clash = [p.relative_to(out).as_posix() for p in keep if (tmp / p.relative_to(out)).exists()]
+    if clash:
+        raise BuildError(f"{out}: error: {', '.join(clash[:3])} {'is' if len(clash) == 1 else 'are'} not the "
+                         f"earlier build's but the new build writes {'it' if len(clash) == 1 else 'them'}; "
+                         f"move {'it' if len(clash) == 1 else 'them'} away first")
+    moved: list[tuple[Path, Path]] = []
+    try:
+        for p in keep:
+            dest = tmp / p.relative_to(out)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(p, dest)
+            moved.append((dest, p))
         old = out.with_name(f".{out.name}.old-{os.getpid()}")
         os.replace(out, old)
         os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, out)
+    except BaseException:
+        for dest, p in reversed(moved):  # the user's files go back where they were
+            if dest.exists():
+                p.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(dest, p)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zipfile
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +16,9 @@ import numpy as np
 from scheduler.graph import SchedulerError
 from vdevice.program import Op, Program, plan_from_json
 
-BUILD_FORMAT = 1
+BUILD_FORMAT = 2   # 2: the manifest names itself (MARKER) and lists the files the build wrote
 MANIFEST = "build.json"
+MARKER = "rammer build folder"
 
 
 class BuildError(SchedulerError):
@@ -68,11 +70,13 @@ class Manifest:
     predicted_us: float
     stats: dict[str, Any] = field(default_factory=dict)
     format: int = BUILD_FORMAT
+    files: list[str] = field(default_factory=list)  # every file the build wrote, relative, build.json included
 
     def to_json(self) -> dict:
         """JSON-ready form."""
         return {
-            "format": self.format, "model": self.model, "model_sha256": self.model_sha256, "target": self.target,
+            "marker": MARKER, "format": self.format, "files": self.files, "model": self.model,
+            "model_sha256": self.model_sha256, "target": self.target,
             "policy": self.policy, "num_veus": self.num_veus,
             "inputs": [vars(t) | {"shape": list(t.shape)} for t in self.inputs],
             "outputs": [vars(t) | {"shape": list(t.shape)} for t in self.outputs],
@@ -82,17 +86,40 @@ class Manifest:
         }
 
     @staticmethod
-    def from_json(obj: dict) -> "Manifest":
-        """Inverse of to_json."""
+    def from_json(obj: Any, where: str = MANIFEST) -> "Manifest":
+        """Inverse of to_json; a manifest that is not one, or is damaged, is a one-line BuildError."""
+        if not is_manifest(obj):
+            raise BuildError(f"{where}: error: not a rammer build manifest (rebuild with `rammer build`)")
         if obj.get("format") != BUILD_FORMAT:
-            raise BuildError(f"build format {obj.get('format')} is not {BUILD_FORMAT}: rebuild the model")
-        tensor = lambda t: TensorSpec(t["name"], tuple(t["shape"]), t["dtype"], t["base"], t["offset"])  # noqa: E731
-        return Manifest(obj["model"], obj["model_sha256"], obj["target"], obj["policy"], obj["num_veus"],
-                        [tensor(t) for t in obj["inputs"]], [tensor(t) for t in obj["outputs"]],
-                        [BufferSpec(b["name"], tuple(b["shape"]), b["dtype"], b["kind"]) for b in obj["buffers"]],
-                        {k: (v[0], int(v[1])) for k, v in obj["views"].items()}, obj["sources"],
-                        [tuple(d) for d in obj["deps"]], obj["predicted_us"], obj.get("stats", {}))
+            raise BuildError(f"{where}: error: build format {obj.get('format')} is not {BUILD_FORMAT}: "
+                             f"rebuild the model")
+        try:
+            tensor = lambda t: TensorSpec(t["name"], tuple(t["shape"]), t["dtype"], t["base"], t["offset"])  # noqa: E731
+            return Manifest(obj["model"], obj["model_sha256"], obj["target"], obj["policy"], obj["num_veus"],
+                            [tensor(t) for t in obj["inputs"]], [tensor(t) for t in obj["outputs"]],
+                            [BufferSpec(b["name"], tuple(b["shape"]), b["dtype"], b["kind"]) for b in obj["buffers"]],
+                            {k: (v[0], int(v[1])) for k, v in obj["views"].items()}, obj["sources"],
+                            [tuple(d) for d in obj["deps"]], obj["predicted_us"], obj.get("stats", {}),
+                            files=list(obj["files"]))
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise BuildError(f"{where}: error: corrupt or incomplete build: manifest field {exc} is missing or "
+                             f"malformed; rebuild the model") from None
 
+
+
+def is_manifest(obj: Any) -> bool:
+    """Whether a parsed build.json was written by `rammer build` (it names itself and lists its files)."""
+    return isinstance(obj, dict) and obj.get("marker") == MARKER and isinstance(obj.get("files"), list)
+
+
+def read_manifest(folder: Path) -> Manifest | None:
+    """The manifest of a build folder, None when the folder holds none that proves it is a build."""
+    path = Path(folder) / MANIFEST
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return Manifest.from_json(obj, str(path)) if is_manifest(obj) else None
 
 
 def rebind_programs(programs: list[Program], ops: list[Op]) -> list[Program]:
@@ -242,15 +269,30 @@ def _view(host: Mapping[str, np.ndarray], t: TensorSpec) -> np.ndarray:
 
 
 def load(out_dir: str | Path) -> Built:
-    """Read a build folder written by build_model."""
+    """Read a build folder written by build_model; anything missing or damaged is one line: corrupt or incomplete
+    build, and what."""
     folder = Path(out_dir)
     mpath = folder / MANIFEST
     if not mpath.is_file():
         raise BuildError(f"{folder}: error: not a rammer build folder (no {MANIFEST}); run `rammer build` first")
-    manifest = Manifest.from_json(json.loads(mpath.read_text()))
-    sources = {sid: (folder / "rkernels" / name).read_text() for sid, name in manifest.sources.items()}
-    ops = [Op.from_json(o) for o in json.loads((folder / "programs.json").read_text())["ops"]]
-    programs = rebind_programs(plan_from_json((folder / "programs.json").read_text()), ops) if ops else []
-    with np.load(folder / "weights.npz") as z:
-        weights = {b.name: z[npz_key(b.name)] for b in manifest.buffers if b.kind == "weight"}
+    try:
+        obj = json.loads(mpath.read_text())
+    except (OSError, ValueError) as exc:
+        raise BuildError(f"{mpath}: error: corrupt or incomplete build: {MANIFEST} is not readable JSON "
+                         f"({exc})") from None
+    manifest = Manifest.from_json(obj, str(mpath))
+    missing = [f for f in manifest.files if not (folder / f).is_file()]
+    if missing:
+        raise BuildError(f"{folder}: error: corrupt or incomplete build: {', '.join(missing[:3])} "
+                         f"{'is' if len(missing) == 1 else 'are'} missing; rebuild the model")
+    try:
+        sources = {sid: (folder / "rkernels" / name).read_text() for sid, name in manifest.sources.items()}
+        table = json.loads((folder / "programs.json").read_text())
+        ops = [Op.from_json(o) for o in table["ops"]]
+        programs = rebind_programs(plan_from_json(json.dumps(table)), ops) if ops else []
+        with np.load(folder / "weights.npz") as z:
+            weights = {b.name: z[npz_key(b.name)] for b in manifest.buffers if b.kind == "weight"}
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+        raise BuildError(f"{folder}: error: corrupt or incomplete build: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}; rebuild the model") from None
     return Built(folder, manifest, ops, programs, sources, weights)

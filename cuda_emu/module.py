@@ -30,11 +30,13 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from toolchain.cache import cache_dir as toolchain_cache_dir
-from toolchain.cache import content_key
+from toolchain.cache import content_key, evict
 from toolchain.stubs import stub_dirs
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 DEFAULT_YIELD_BUDGET = 20_000_000
+YIELD_BUDGET_ENV = "RAMMER_EMU_YIELD_BUDGET"    # overrides the defaults below (the CLIs' --yield-budget sets it)
+STALL_TIMEOUT_ENV = "RAMMER_EMU_STALL_TIMEOUT"  # seconds; 0 turns the stall watchdog off (--stall-timeout)
 DEFAULT_STACK_SIZE = 64 * 1024
 DEFAULT_STALL_TIMEOUT = 30.0      # seconds one thread may run without reaching a yield point
 # hidden + no GNU unique: each library keeps its own emulator state; stack-clash protection makes a frame
@@ -51,6 +53,46 @@ _SITE_RE = re.compile(r"@@SITE:\+0x([0-9a-f]+)@@")
 _ERR_CAP = 8192
 _LAUNCH_LOCK = threading.Lock()   # one launch at a time: a module's scheduler state is global to its library
 _LIBS: dict[str, ctypes.CDLL] = {}
+
+
+def available_memory() -> int:
+    """Bytes this process can still allocate: MemAvailable from /proc/meminfo, else physical memory."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def env_yield_budget(default: int = DEFAULT_YIELD_BUDGET) -> int:
+    """The yield budget: $RAMMER_EMU_YIELD_BUDGET when set (a positive integer), else `default`."""
+    raw = os.environ.get(YIELD_BUDGET_ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(float(raw))
+    except ValueError:
+        raise EmuError(f"bad launch: ${YIELD_BUDGET_ENV}={raw!r} is not a number") from None
+    if value < 1:
+        raise EmuError(f"bad launch: ${YIELD_BUDGET_ENV} must be >= 1, got {raw}")
+    return value
+
+
+def env_stall_timeout(default: float = DEFAULT_STALL_TIMEOUT) -> float:
+    """The stall timeout in seconds: $RAMMER_EMU_STALL_TIMEOUT when set (0 = off), else `default`."""
+    raw = os.environ.get(STALL_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise EmuError(f"bad launch: ${STALL_TIMEOUT_ENV}={raw!r} is not a number") from None
+    if value < 0:
+        raise EmuError(f"bad launch: ${STALL_TIMEOUT_ENV} must be >= 0, got {raw}")
+    return value
 
 
 class EmuError(RuntimeError):
@@ -391,8 +433,12 @@ class CpuModule:
             text = rewrite_shared(pre)
             # line markers name include paths (often fresh temp folders): they do not change the code
             code = re.sub(r'^# \d+ "[^"\n]*".*$', "", text, flags=re.M)
-            lib = out_dir / f"{content_key(code, *self._flags, cxx, _compiler_version(cxx))}.so"
-            if lib.exists():
+            # a sanitized build's line tables name the source file in its reports: that name is part of the key
+            named = (self.name,) if self.sanitize else ()
+            lib = out_dir / f"{content_key(code, *self._flags, cxx, _compiler_version(cxx), *named)}.so"
+            if lib.exists() and _loadable(lib):
+                with contextlib.suppress(OSError):
+                    os.utime(lib)  # recently used: the cache's size cap evicts the least recently used first
                 return lib
             ii = Path(tmp) / "src.ii"
             ii.write_text(text)
@@ -403,6 +449,7 @@ class CpuModule:
             except EmuCompileError as e:
                 raise EmuCompileError(self._explain(str(e))) from None
             os.replace(tmp_lib, lib)
+        evict("emu", keep=lib)
         return lib
 
     def _explain(self, msg: str) -> str:
@@ -453,12 +500,13 @@ class CpuModule:
         fn = self._launchers.get(kernel)
         if fn is None:
             raise EmuError(f"bad launch: kernel {kernel!r} was not built into this module (built: {self.kernels})")
-        budget = self.yield_budget if yield_budget is None else int(yield_budget)
+        # the environment, when set, overrides every default and every computed value (the user's escape hatch)
+        budget = env_yield_budget(self.yield_budget if yield_budget is None else int(yield_budget))
         if budget < 1:
             raise EmuError(f"bad launch: yield_budget must be >= 1, got {budget}")
         if not isinstance(dyn_smem, (int, np.integer)) or dyn_smem < 0:
             raise EmuError(f"bad launch: dyn_smem must be a byte count >= 0, got {dyn_smem!r}")
-        stall = self.stall_timeout if stall_timeout is None else stall_timeout
+        stall = env_stall_timeout(self.stall_timeout if stall_timeout is None else stall_timeout)
         cfg = _Cfg((ctypes.c_uint * 3)(*_dim3(grid, "grid")), (ctypes.c_uint * 3)(*_dim3(block, "block")),
                    int(dyn_smem), int(bool(cooperative)), budget, int(self.stack_size), int(stall * 1000))
         keep: list[Any] = []
@@ -530,6 +578,19 @@ class CpuModule:
             return message
         where = _addr2line(self.library_path, offsets)
         return _SITE_RE.sub(lambda m: where.get(m.group(1), f"+0x{m.group(1)}"), message)
+
+
+def _loadable(lib: Path) -> bool:
+    """Whether a cached library loads; a damaged one (truncated by a crash, a full disk) is removed so the
+    caller rebuilds it."""
+    if str(lib) in _LIBS:
+        return True
+    try:
+        ctypes.CDLL(str(lib))
+        return True
+    except OSError:
+        lib.unlink(missing_ok=True)
+        return False
 
 
 def _addr2line(library: Path, offsets: list[str]) -> dict[str, str]:

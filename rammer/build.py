@@ -224,9 +224,8 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         raise BuildError(f"--dump-after {off[0]}: that pass is disabled, there is nothing to dump")
     prog = Progress(quiet)
     registry = corpus_registry(corpus)
-    num_veus = veus or (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
-    if num_veus < 1:
-        raise BuildError(f"--veus must be >= 1, got {num_veus}")
+    num_veus = veus if veus is not None else (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
+    check_veus(num_veus, target)
     profiler = make_profiler(profile, target, num_veus)
     if not quiet:
         print(f"  {profiler.describe()}", file=sys.stderr)
@@ -308,6 +307,30 @@ def _stats(plan: Any, programs: list[Program], ops: list[Op]) -> dict:
             "predicted_us": round(plan.predicted_us, 3),
             "predicted_busy_pct": round(100 * busy / capacity, 1) if capacity else 0.0,
             "predicted_baselines_us": {k: round(v, 3) for k, v in plan.baselines_us.items()}, "notes": plan.notes}
+
+
+GPU_MAX_BLOCKS_PER_SM = 32     # resident blocks per SM on sm_80/sm_90 (CUDA C++ Programming Guide, table 21)
+CPU_VEU_THREADS_BOUND = 256    # threads per vEU assumed before planning (the planner's default vEU size)
+
+
+def check_veus(num_veus: int, target: str) -> None:
+    """Refuse up front a vEU count the target cannot hold: co-residency on the GPU, fiber stacks on the CPU."""
+    from scheduler.profiler import H100
+    if num_veus < 1:
+        raise BuildError(f"error: --veus must be >= 1, got {num_veus}")
+    if target == "gpu":
+        limit = H100.sms * GPU_MAX_BLOCKS_PER_SM
+        if num_veus > limit:
+            raise BuildError(f"error: --veus {num_veus}: at most {limit} vEUs can be co-resident on the target "
+                             f"({H100.sms} SMs x {GPU_MAX_BLOCKS_PER_SM} blocks)")
+        return
+    from cuda_emu.module import DEFAULT_STACK_SIZE, available_memory
+    per_veu = CPU_VEU_THREADS_BOUND * DEFAULT_STACK_SIZE
+    limit = max(1, available_memory() // (2 * per_veu))
+    if num_veus > limit:
+        raise BuildError(f"error: --veus {num_veus}: the CPU emulator keeps every vEU thread alive as a fiber "
+                         f"({per_veu // 2**20} MiB of stacks per {CPU_VEU_THREADS_BOUND}-thread vEU); this machine "
+                         f"holds at most {limit}")
 
 
 def check_output_folder(out: Path, model_path: str | Path) -> None:

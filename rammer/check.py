@@ -19,15 +19,37 @@ def reference_outputs(model: onnx.ModelProto | str | Path, feeds: dict[str, np.n
 
 
 def relative_error(outs: list[np.ndarray], refs: list[np.ndarray]) -> float:
-    """Largest deviation from the reference over all outputs, scaled by each reference's magnitude."""
+    """Largest deviation from the reference over all outputs, scaled by each reference's largest finite magnitude.
+
+    NaN where the reference has NaN, and the same infinity where the reference has it, agree (as onnxruntime's
+    own tests compare); any other non-finite disagreement is an infinite error (see nonfinite_mismatch)."""
     if len(outs) != len(refs):
         raise ValueError(f"{len(outs)} outputs, the reference has {len(refs)}")
     worst = 0.0
     for out, ref in zip(outs, refs):
-        out = np.asarray(out, dtype=np.float64)
+        out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
         if out.shape != ref.shape:
             raise ValueError(f"output shape {out.shape}, the reference has {ref.shape}")
-        scale = max(float(np.max(np.abs(ref))), 1e-6) if ref.size else 1.0
-        err = float(np.max(np.abs(out - ref))) / scale if ref.size else 0.0
-        worst = max(worst, err if math.isfinite(err) else math.inf)
+        if not ref.size:
+            continue
+        same = (np.isnan(out) & np.isnan(ref)) | (np.isinf(ref) & (out == ref))
+        finite_ref = np.abs(ref[np.isfinite(ref)])
+        scale = max(float(finite_ref.max()) if finite_ref.size else 0.0, 1e-6)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(same, 0.0, np.abs(out - ref))
+        err = float(np.max(np.where(np.isnan(diff), np.inf, diff))) / scale
+        worst = max(worst, err)
     return worst
+
+
+def nonfinite_mismatch(out: np.ndarray, ref: np.ndarray) -> str | None:
+    """A one-line description of the first place where out and ref disagree about NaN or infinity, None if
+    they agree everywhere (so a FAIL says "NaN where onnxruntime has 0.5" rather than "error inf")."""
+    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    bad = (np.isnan(out) != np.isnan(ref)) | ((np.isinf(out) | np.isinf(ref)) & (out != ref) & ~np.isnan(ref))
+    if out.shape != ref.shape or not bad.any():
+        return None
+    where = tuple(int(i) for i in np.argwhere(bad)[0])
+    name = lambda v: "NaN" if math.isnan(v) else ("+inf" if v == math.inf else "-inf" if v == -math.inf else f"{v:.6g}")
+    return (f"{name(out[where])} where onnxruntime has {name(ref[where])} at index {list(where)} "
+            f"({int(bad.sum())} such element(s))")

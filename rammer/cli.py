@@ -2,10 +2,13 @@
 write the zoo's models, and look after the cache."""
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 import sys
 import time
+from pathlib import Path
 
 import click
 import numpy as np
@@ -14,10 +17,13 @@ from scheduler.graph import SchedulerError
 from scheduler.onnx_import import first_line
 from scheduler.passes import PASSES
 from scheduler.policies import POLICIES
+from cuda_emu.options import emulator_limits, sanitize_option
 from toolchain import package_version
+from toolchain.files import clash, write_atomic
+from toolchain.messages import whole_message
 
 from .build import PROFILES, build_model
-from .check import RTOL, reference_outputs, relative_error
+from .check import RTOL, nonfinite_mismatch, reference_outputs, relative_error
 from .runtime import BuildError, load
 
 PASS_NAMES = [p.name for p in PASSES]
@@ -38,7 +44,8 @@ def main() -> None:
 @click.option("--corpus", type=click.Path(file_okay=False), default=None,
               help="kernel corpus (default: built-in); its ops/*.py are imported and run")
 @click.option("--policy", type=click.Choice(sorted(POLICIES)), default="wavefront", show_default=True)
-@click.option("--target", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True)
+@click.option("--target", type=click.Choice(["gpu", "cpu"]), default=None,
+              help="where the build runs [default: gpu when one is visible, else cpu]")
 @click.option("--veus", type=int, default=None, help="number of vEUs (default: what fits the target)")
 @click.option("--profile", type=click.Choice(PROFILES), default="auto", show_default=True,
               help="rTask times: measured on the device (cached per device), the cost model, or measured when a "
@@ -48,7 +55,7 @@ def main() -> None:
 @click.option("--dump-after", "dump_after", multiple=True, metavar="NAME",
               help="write the graph after this pass as OUT_DIR/after-NAME.onnx (repeatable; open it in Netron)")
 @click.option("--json", "as_json", is_flag=True, help="print the build's summary (build.json's stats) as JSON")
-def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str, veus: int | None,
+def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str | None, veus: int | None,
           profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], as_json: bool) -> None:
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report)."""
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
@@ -64,10 +71,15 @@ def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str
               help="where to run (default: the build's --target)")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random inputs")
 @click.option("--json", "as_json", is_flag=True, help="print the result (outputs' shapes, errors, verdict) as JSON")
+@sanitize_option("none")
+@emulator_limits
 def run(out_dir: str, inputs: str | None, check: bool, save: str | None, device: str | None, seed: int,
-        as_json: bool) -> None:
-    """Run a built model once (random inputs unless --inputs), optionally checked against onnxruntime."""
-    sys.exit(run_command(out_dir, inputs=inputs, check=check, save=save, device=device, seed=seed, as_json=as_json))
+        as_json: bool, sanitize: tuple[str, ...]) -> None:
+    """Run a built model once (random inputs unless --inputs), optionally checked against onnxruntime.
+
+    On the CPU, --sanitize runs the whole persistent program under the emulator's sanitizers."""
+    sys.exit(run_command(out_dir, inputs=inputs, check=check, save=save, device=device, seed=seed, as_json=as_json,
+                         sanitize=sanitize))
 
 
 @main.command()
@@ -140,10 +152,19 @@ def cache_clear(part: str | None) -> None:
 
 
 def build_command(model: str, out_dir: str, corpus: str | None = None, policy: str = "wavefront",
-                  target: str = "gpu", veus: int | None = None, profile: str = "auto",
+                  target: str | None = None, veus: int | None = None, profile: str = "auto",
                   disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False) -> int:
     """CLI body of `rammer build`: one error line and exit 1 on failure, a summary (or, with --json, the build's
-    stats as one JSON object on stdout) on success."""
+    stats as one JSON object on stdout) on success. Without --target: the GPU when one is visible, else the CPU."""
+    from vdevice.gpu import gpu_available
+    gpu, why = gpu_available()
+    if target is None:
+        target = "gpu" if gpu else "cpu"
+        if not gpu:
+            print(f"note: no GPU is visible ({first_line(why)}): building for --target cpu", file=sys.stderr)
+    elif target == "gpu" and not gpu:
+        print(f"note: no GPU is visible here ({first_line(why)}): the build is compiled with nvcc for the GPU and "
+              f"will run only where one is (or rebuild with --target cpu)", file=sys.stderr)
     print(f"rammer build {model} -> {out_dir} (policy {policy}, target {target})", file=sys.stderr)
     try:
         built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile, quiet=as_json,
@@ -161,8 +182,21 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
         return 0
     print(f"{built.folder}: {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, "
           f"{s['programs']} rProgram(s), {s['barrier_rtasks']} barrier-rTasks on {built.manifest.num_veus} vEUs, "
-          f"predicted {s['predicted_us']:.1f} us, built in {s['build_s']:.1f} s")
+          + (f"predicted {s['predicted_us']:.1f} us, " if built.manifest.target == "gpu" else "")
+          + f"built in {s['build_s']:.1f} s")
     return 0
+
+
+def check_writable(path: str, inputs: list[Path]) -> None:
+    """Before the run: --save must not name an input of the run, and its folder must exist and be writable."""
+    where = clash(path, *inputs)
+    if where:
+        raise BuildError(f"{path}: error: is {where}, an input of this run; choose another --save path")
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise BuildError(f"{path}: error: folder {str(folder)!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise BuildError(f"{path}: error: folder {str(folder)!r} is not writable")
 
 
 def _one_line(exc: Exception) -> str:
@@ -172,11 +206,15 @@ def _one_line(exc: Exception) -> str:
 
 
 def run_command(out_dir: str, inputs: str | None = None, check: bool = False, save: str | None = None,
-                device: str | None = None, seed: int = 0, as_json: bool = False) -> int:
+                device: str | None = None, seed: int = 0, as_json: bool = False,
+                sanitize: tuple[str, ...] = ()) -> int:
     """CLI body of `rammer run`: run once, print outputs (and errors vs onnxruntime with --check)."""
     backend = device or "cpu"
     try:
         built = load(out_dir)
+        if save:
+            check_writable(save, [built.folder / "model.onnx", built.folder / "weights.npz", *(
+                [Path(inputs)] if inputs else [])])
         if inputs:
             try:
                 with np.load(inputs) as z:
@@ -192,8 +230,10 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
             ok, why = gpu_available()
             if not ok:
                 raise BuildError(f"{why}; run with --device cpu or build with --target cpu")
+        if sanitize and backend != "cpu":
+            raise BuildError("error: --sanitize runs on the CPU emulator only; add --device cpu")
         t = time.perf_counter()
-        outs = built.run(feeds, backend=backend)
+        outs = built.run(feeds, backend=backend, sanitize=sanitize) if sanitize else built.run(feeds, backend=backend)
         secs = time.perf_counter() - t
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
@@ -203,7 +243,7 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
         if "out of memory" in str(exc) and backend == "cpu":
             hint = (f" (the emulator runs every thread of {built.manifest.num_veus} vEUs as a fiber: "
                     f"rebuild with --target cpu or fewer --veus)")
-        print(f"error: {type(exc).__name__}: {first_line(exc)}{hint}", file=sys.stderr)
+        print(f"error: {type(exc).__name__}: {whole_message(exc)}{hint}", file=sys.stderr)
         return 1
     say = (lambda *a: None) if as_json else print
     say(f"ran {out_dir} on {backend} in {secs:.3f} s (first run, compile included when not cached)")
@@ -219,10 +259,20 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
             worst = max(worst, err)
             line += f"  max rel error vs onnxruntime {err:.3g}"
             entry["max_rel_error"] = err
+            why = nonfinite_mismatch(arr, refs[name])
+            if why:
+                line += f" ({why})"
+                entry["nonfinite_mismatch"] = why
         say(line)
         report["outputs"].append(entry)
     if save:
-        np.savez(save, **outs)
+        try:
+            buf = io.BytesIO()
+            np.savez(buf, **outs)
+            write_atomic(save, buf.getvalue())
+        except OSError as exc:
+            print(f"{save}: error: cannot save the outputs: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     ok = worst <= RTOL
     if check:
         say(f"check: {'PASS' if ok else 'FAIL'} (max relative error {worst:.3g}, tolerance {RTOL:g})")

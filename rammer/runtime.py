@@ -142,8 +142,8 @@ class Built:
                  sources: dict[str, str], weights: dict[str, np.ndarray]) -> None:
         self.folder, self.manifest, self.ops, self.programs = folder, manifest, ops, programs
         self.sources, self.weights = sources, weights
-        self._vdevices: dict[str, Any] = {}
-        self._executors: dict[tuple[str, str], Any] = {}
+        self._vdevices: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._executors: dict[tuple[str, str, tuple[str, ...]], Any] = {}
 
     @property
     def input_names(self) -> list[str]:
@@ -163,15 +163,16 @@ class Built:
                            if b.kind == "weight" else np.zeros(b.shape, dtype=b.dtype))  # own, writable copies
         return out
 
-    def vdevice(self, backend: str) -> Any:
-        """One compiled module and buffer set per backend, shared by its executors."""
-        if backend not in self._vdevices:
+    def vdevice(self, backend: str, sanitize: tuple[str, ...] = ()) -> Any:
+        """One compiled module and buffer set per backend (and set of CPU sanitizers), shared by its executors."""
+        key = (backend, tuple(sanitize))
+        if key not in self._vdevices:
             from vdevice.executors import VDevice
             if not self.ops:
                 return None
-            self._vdevices[backend] = VDevice(self.ops, self.sources, self.host_buffers(), backend,
-                                              views=self.manifest.views)
-        return self._vdevices[backend]
+            self._vdevices[key] = VDevice(self.ops, self.sources, self.host_buffers(), backend,
+                                          views=self.manifest.views, sanitize=sanitize)
+        return self._vdevices[key]
 
     def compile(self, backend: str) -> None:
         """Build the module for a backend (GPU: when one is present; otherwise nvcc checks the source)."""
@@ -198,13 +199,14 @@ class Built:
             errs = [ln for ln in res.stderr.splitlines() if "error" in ln][:3]
             raise BuildError("nvcc cannot compile the generated program: " + " | ".join(errs or [res.stderr[-300:]]))
 
-    def executor(self, kind: str = "persistent", backend: str | None = None) -> Any:
-        """persistent (one launch per rProgram), op-by-op (one launch per op) or graph (CUDA Graph of those)."""
+    def executor(self, kind: str = "persistent", backend: str | None = None, sanitize: tuple[str, ...] = ()) -> Any:
+        """persistent (one launch per rProgram), op-by-op (one launch per op) or graph (CUDA Graph of those);
+        `sanitize` runs it under the CPU emulator's sanitizers."""
         from vdevice.executors import GraphExecutor, OpByOpExecutor, PersistentExecutor
         backend = backend or self.manifest.target
-        key = (kind, backend)
+        key = (kind, backend, tuple(sanitize))
         if key not in self._executors:
-            vd = self.vdevice(backend)
+            vd = self.vdevice(backend, tuple(sanitize))
             if vd is None:
                 return None
             ex: Any
@@ -239,10 +241,10 @@ class Built:
         return out
 
     def run(self, feeds: Mapping[str, np.ndarray], kind: str = "persistent",
-            backend: str | None = None) -> dict[str, np.ndarray]:
+            backend: str | None = None, sanitize: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
         """Run the model once; returns every graph output as a new array."""
         data = self.check_inputs(feeds)
-        ex = self.executor(kind, backend)
+        ex = self.executor(kind, backend, tuple(sanitize))
         if ex is None:  # nothing to run: outputs are inputs or constants
             host = self.host_buffers()
         else:

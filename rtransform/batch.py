@@ -158,6 +158,11 @@ def _convert_file(job: FileJob, out_dir: Path) -> FileRecord:
         write_atomic(out_dir / out_rel, text)
         rec.outputs = [out_rel]
         return rec
+    if not outcome.rkernels:  # every kernel refused: the refusals are recorded, no (empty) converted source written
+        (out_dir / out_rel).unlink(missing_ok=True)
+        write_atomic(out_dir / meta_rel, metadata_json(job.rel, [], outcome.refused))
+        rec.outputs = [meta_rel]
+        return rec
     if job.resources:
         rec.resources_note = attach_resources(job, outcome)
     if job.verify:
@@ -321,16 +326,40 @@ def attach_resources(job: FileJob, outcome: Outcome) -> str | None:
 
 
 # ---- the batch: discovery, cache, process pool -------------------------------------------------------------
-def discover_sources(src_dir: Path, out_dir: Path) -> list[str]:
-    """Relative '/'-paths of every .cu/.cuh below src_dir (recursively, sorted), leaving out out_dir."""
+def discover_sources(src_dir: Path, out_dir: Path, skipped: list[str] | None = None) -> list[str]:
+    """Relative '/'-paths of every .cu/.cuh below src_dir (recursively, sorted), leaving out out_dir and files
+    the converter wrote (listed in `skipped`: converting a conversion fails, and they are not sources)."""
     out_resolved = out_dir.resolve()
     found = []
     for root, dirs, files in os.walk(src_dir):
         rp = Path(root)
         dirs[:] = sorted(d for d in dirs if (rp / d).resolve() != out_resolved)
-        found += [(rp / f).relative_to(src_dir).as_posix() for f in files
-                  if f.endswith(SOURCE_SUFFIXES) and _file_or_dangling(rp / f)]
+        for f in files:
+            if not (f.endswith(SOURCE_SUFFIXES) and _file_or_dangling(rp / f)):
+                continue
+            rel = (rp / f).relative_to(src_dir).as_posix()
+            if is_converter_output(rp / f):
+                if skipped is not None:
+                    skipped.append(rel)
+                continue
+            found.append(rel)
+    if skipped is not None:
+        skipped.sort()
     return sorted(found)
+
+
+CONVERTED_FIRST_LINE = '#include "rtask_runtime.cuh"'
+
+
+def is_converter_output(path: Path) -> bool:
+    """Whether a file is one `rtransform convert` wrote: it opens with the runtime include the converter puts
+    first, and its metadata file lies beside it (or its name ends in .rtask.cu, the default output name)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            first = fh.readline().strip()
+    except OSError:
+        return False
+    return first == CONVERTED_FIRST_LINE and (path.name.endswith(".rtask.cu") or metadata_path(path).is_file())
 
 
 def _file_or_dangling(p: Path) -> bool:
@@ -551,6 +580,9 @@ def format_table(report: dict) -> str:
         if counts[name]:
             lines.append(f"{name}: " + ", ".join(f"{k} {v}" for k, v in counts[name].items()))
     run = report["run"]
+    if run.get("skipped_converter_outputs"):
+        lines.append("skipped (outputs of rtransform convert, not sources): "
+                     + ", ".join(run["skipped_converter_outputs"]))
     lines.append(f"time: {run['seconds']:.2f} s, {run['converted_files']} files converted now "
                  f"({run['converted_kernels']} kernels, {run['kernels_per_second']:.1f} kernels/s), "
                  f"{run['cache_hits']} from cache; exit {report['exit_code']}")
@@ -591,7 +623,8 @@ def convert_all(src_dir: str | Path, out_dir: str | Path, jobs: int | None = Non
         raise UsageError("--resources needs nvcc: none found ($CUDA_HOME, /usr/local/cuda, the nvidia-cuda-nvcc "
                          "wheel, PATH)")
     toolchain = toolchain_version(verify, resources, nvcc)
-    rels = discover_sources(src, out)
+    skipped: list[str] = []
+    rels = discover_sources(src, out, skipped)
     old_cache = load_cache(out)
     keys = {rel: cache_key(src / rel, toolchain, verify or resources) for rel in rels}
     records: dict[str, FileRecord] = {}
@@ -604,17 +637,30 @@ def convert_all(src_dir: str | Path, out_dir: str | Path, jobs: int | None = Non
             budget = file_timeout_s + (VERIFY_TIMEOUT_S * len(spec_files(src / rel)) if verify else 0)
             todo.append(FileJob(str(src), rel, str(out), verify, resources, nvcc, budget))
     _remove_vanished(out, old_cache, set(rels))
+    entries = {rel: e for rel, e in old_cache.items() if rel in records}  # still valid hits
+    last_save = [time.monotonic()]
+
+    def finished(rec: FileRecord, bar) -> None:
+        """Each finished file enters the cache at once (saved at most every 2 s, and at the end), so an
+        interrupted run keeps what it did."""
+        bar.update(1)
+        if not is_transient(rec):
+            entries[rec.path] = {"key": keys[rec.path], "record": asdict(rec), "outputs": output_digests(out, rec)}
+        if time.monotonic() - last_save[0] > 2.0:
+            save_cache(out, entries)
+            last_save[0] = time.monotonic()
+
     with tqdm(total=len(todo), file=sys.stderr, disable=not progress, unit="file", desc="convert-all") as bar:
-        records.update(run_pool(todo, jobs or default_jobs(), lambda rec: bar.update(1)))
+        try:
+            records.update(run_pool(todo, jobs or default_jobs(), lambda rec: finished(rec, bar)))
+        finally:
+            save_cache(out, entries)
     ordered = [records[rel] for rel in rels]
-    save_cache(out, {rel: {"key": keys[rel], "record": asdict(records[rel]),
-                           "outputs": output_digests(out, records[rel])}
-                     for rel in rels if not is_transient(records[rel])})
     seconds = time.perf_counter() - start
     fresh_kernels = sum(len(records[j.rel].kernels) for j in todo)
     run = {"seconds": round(seconds, 3), "jobs": jobs or default_jobs(), "converted_files": len(todo),
            "converted_kernels": fresh_kernels, "kernels_per_second": round(fresh_kernels / seconds, 1),
-           "cache_hits": len(rels) - len(todo), "nvcc": nvcc}
+           "cache_hits": len(rels) - len(todo), "nvcc": nvcc, "skipped_converter_outputs": skipped}
     options = {"src_dir": str(src), "out_dir": str(out), "verify": verify, "resources": resources,
                "strict": strict}
     report = build_report(ordered, options, run, exit_code(ordered, strict))

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from converter.output import metadata_path
+from cuda_emu.options import emulator_limits, sanitize_option
 from toolchain import package_version
 from vdevice import RUNTIME_INCLUDE
 
@@ -35,24 +36,48 @@ def main() -> None:
 def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bool) -> None:
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
     from converter import ConversionError, convert_file, metadata_json, write_atomic
+    from toolchain.files import clash
+    if output == "-" and as_json:
+        _fail(["error: -o - and --json both write to stdout; write the source to a file or leave out --json"], 2)
+    out = None if output == "-" else Path(output) if output else Path(file).with_suffix(".rtask.cu")
+    for target in ([out, metadata_path(out)] if out else []):
+        if clash(target, file):
+            _fail([f"{target}: error: is the input file {file}; choose another -o"], 2)
     try:
         res = convert_file(file, list(kernels) or None, strict=True)
     except ConversionError as e:
-        _fail(e.diagnostics)
+        _fail(e.diagnostics + _partial_hint(file, list(kernels), e))
     for w in res.warnings:
         click.echo(w, err=True)
     meta = metadata_json(file, res.rkernels, res.refused)
-    if output == "-":
+    if out is None:
         click.echo(res.output, nl=False)
     else:
-        out = Path(output) if output else Path(file).with_suffix(".rtask.cu")
-        write_atomic(metadata_path(out), meta)
-        write_atomic(out, res.output)
+        try:
+            write_atomic(metadata_path(out), meta)
+            write_atomic(out, res.output)
+        except OSError as e:
+            _fail([f"{out}: error: cannot write the converted source: {e.strerror or e}"])
         if not as_json:
             names = ", ".join(m.name for m in res.rkernels)
             click.echo(f"{file}: {len(res.rkernels)} rKernel(s) ({names}) -> {out}", err=True)
     if as_json:
         click.echo(meta, nl=False)
+
+
+def _partial_hint(file: str, kernels: list[str], err: Exception) -> list[str]:
+    """When only some kernels of a file are refused: a note naming the ones --kernel can still convert."""
+    from converter import ConversionError, convert_file
+    if not getattr(err, "refused", None):
+        return []
+    try:
+        good = [m.name for m in convert_file(file, kernels or None, strict=False).rkernels]
+    except ConversionError:
+        return []
+    if not good:
+        return []
+    flags = " ".join(f"--kernel {k}" for k in good)
+    return [f"{file}: note: {len(good)} other kernel(s) of this file convert; to convert them alone: {flags}"]
 
 
 @main.command("include-dir")
@@ -61,27 +86,20 @@ def include_dir() -> None:
     click.echo(str(RUNTIME_INCLUDE))
 
 
-SANITIZE_CHOICES = click.Choice(["memcheck", "racecheck", "synccheck", "all", "none"])
-SANITIZE_HELP = ("the CPU emulator's sanitizers (repeatable): memcheck (out-of-bounds global and shared accesses), "
-                 "racecheck (shared-memory races), synccheck (divergent barriers and warp masks), all, none")
-
-
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--spec", required=True, type=click.Path(dir_okay=False), help="launch spec (YAML)")
 @click.option("--converted", is_flag=True, help="run the converted rKernel through its plain wrapper")
 @click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
 @click.option("--save", type=click.Path(dir_okay=False), help="save in.NAME / out.NAME arrays (.npz)")
-@click.option("--sanitize", "sanitize", multiple=True, type=SANITIZE_CHOICES,
-              help=SANITIZE_HELP + " [default: memcheck]")
+@sanitize_option("memcheck")
+@emulator_limits
 def run(file: str, spec: str, converted: bool, device: str, save: str | None, sanitize: tuple[str, ...]) -> None:
     """Run one kernel of FILE as the spec says (legacy, or converted with --converted).
 
     FILE is compiled and executed natively (g++ for the CPU emulator, NVRTC on a GPU): run only code you trust."""
-    from cuda_emu.module import sanitizer_set
     from rtransform.run import run_command
-    sys.exit(run_command(file, spec, converted=converted, device=device, save=save,
-                         sanitize=sanitizer_set(sanitize or "memcheck")))
+    sys.exit(run_command(file, spec, converted=converted, device=device, save=save, sanitize=sanitize))
 
 
 @main.command()
@@ -89,14 +107,14 @@ def run(file: str, spec: str, converted: bool, device: str, save: str | None, sa
 @click.option("--spec", required=True, type=click.Path(dir_okay=False), help="launch spec (YAML)")
 @click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable result")
-@click.option("--sanitize", "sanitize", multiple=True, type=SANITIZE_CHOICES, help=SANITIZE_HELP + " [default: all]")
+@sanitize_option("all")
+@emulator_limits
 def verify(file: str, spec: str, device: str, as_json: bool, sanitize: tuple[str, ...]) -> None:
     """Convert, run legacy and rKernel (persistent, shuffled, surplus threads) and compare outputs.
 
     Both run under the emulator's sanitizers on the CPU. FILE is compiled and executed natively."""
-    from cuda_emu.module import sanitizer_set
     from rtransform.verify import verify_command
-    sys.exit(verify_command(file, spec, device=device, json_out=as_json, sanitize=sanitizer_set(sanitize or "all")))
+    sys.exit(verify_command(file, spec, device=device, json_out=as_json, sanitize=sanitize))
 
 
 @main.command("convert-all")

@@ -15,6 +15,7 @@ name and signature, so the same spec launches it unchanged.
 """
 from __future__ import annotations
 
+import io
 import os
 import sys
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ import numpy as np
 
 from converter.slice import SliceError, slice_source
 from vdevice import RUNTIME_INCLUDE
+from toolchain.files import clash, write_atomic
+from toolchain.messages import whole_message
 from rtransform.spec import LaunchSpec, SpecError, check_params, load_spec, make_inputs
 
 EXIT_ERROR, EXIT_NO_GPU = 1, 2
@@ -126,13 +129,6 @@ def _build_module(device: str, source: str, kernels: Sequence[str], include_dirs
         raise RunError(f"error: building for {device} failed: {first_error_line(e)}") from None
 
 
-def full_message(e: BaseException) -> str:
-    """An exception's text, first line as the summary and the rest (which threads wait where, the sites of a
-    sanitizer report) below it, indented."""
-    lines = [ln.rstrip() for ln in str(e).splitlines() if ln.strip()] or [type(e).__name__]
-    return "\n".join([lines[0]] + ["  " + ln.strip() for ln in lines[1:]])
-
-
 def first_error_line(e: BaseException) -> str:
     """The most telling line of an exception's text (the first compiler 'error:' line when there is one)."""
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
@@ -148,7 +144,7 @@ def launch(module: Any, expr: str, grid: Sequence[int], block: Sequence[int], dy
     try:
         module.launch(expr, tuple(grid), tuple(block), dyn_smem, [*args.values(), *extra], **named)
     except Exception as e:  # emulator deadlock/fault, a sanitizer report or a CUDA error: the run failed
-        raise RunError(f"error: launch of {expr} failed: {full_message(e)}") from None
+        raise RunError(f"error: launch of {expr} failed: {whole_message(e)}") from None
     return args
 
 
@@ -167,9 +163,9 @@ def save_npz(path: str, result: RunResult) -> None:
     """Every argument as `in.NAME` (before) and `out.NAME` (after)."""
     arrays = {f"in.{k}": np.asarray(v) for k, v in result.inputs.items()}
     arrays.update({f"out.{k}": np.asarray(v) for k, v in result.outputs.items()})
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
-        np.savez(fh, **arrays)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_atomic(path, buf.getvalue())
 
 
 def describe(name: str, a: np.ndarray) -> str:
@@ -185,6 +181,8 @@ def run_command(file: str, spec: str, converted: bool = False, device: str = "cp
                 sanitize: Sequence[str] = ("memcheck",)) -> int:
     """CLI body of `rtransform run`; returns the exit status."""
     try:
+        if save and clash(save, file, spec):
+            raise RunError(f"{save}: error: is {clash(save, file, spec)}, an input of this run; choose another --save")
         result = run_file(file, spec, converted=converted, device=device, sanitize=sanitize)
         if save:
             save_npz(save, result)
@@ -192,7 +190,7 @@ def run_command(file: str, spec: str, converted: bool = False, device: str = "cp
         print(str(e), file=sys.stderr)
         return e.code
     except OSError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"{e.filename or save}: error: {e.strerror or e}", file=sys.stderr)
         return EXIT_ERROR
     s = result.spec
     kind = "converted" if converted else "legacy"

@@ -14,6 +14,7 @@ Format (docs/ARCHITECTURE.md §3):
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ import numpy as np
 import yaml
 
 from converter.slice import KernelParam
+from cuda_emu.module import available_memory
 from toolchain.cxx import kernel_expr, template_arg_text  # noqa: F401  (re-exported: spec users spell args with it)
 
 DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
@@ -131,6 +133,7 @@ def parse_spec(raw: Any, path: str = "<spec>") -> LaunchSpec:
     if threads > MAX_BLOCK_THREADS:
         raise SpecError(f"{path}: block: {threads} threads per block (at most {MAX_BLOCK_THREADS})")
     args = _args(raw["args"], path)
+    _check_total_bytes(args, path)
     outputs = _outputs(raw["outputs"], args, path)
     return LaunchSpec(path=path, kernel=kernel.strip(), grid=grid, block=block, args=args, outputs=outputs,
                       template_args=targs,
@@ -150,9 +153,26 @@ def _int(v: Any, path: str, where: str, minimum: int) -> int:
 def _number(v: Any, path: str, where: str, minimum: float) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SpecError(f"{path}: {where}: must be a number, got {v!r}")
+    if not math.isfinite(v):
+        raise SpecError(f"{path}: {where}: must be a finite number, got {v!r}")
     if v < minimum:
         raise SpecError(f"{path}: {where}: must be >= {minimum}, got {v}")
     return float(v)
+
+
+# A run holds each buffer about three times (the inputs, the launch's copy, a guarded copy under memcheck).
+COPIES_PER_BUFFER = 3
+
+
+def _check_total_bytes(args: list[ArgSpec], path: str) -> None:
+    """Refuse up front a spec whose buffers cannot fit in memory (rather than a MemoryError mid-run)."""
+    total = sum(a.size * np.dtype(a.dtype).itemsize for a in args if a.kind == "buffer")
+    need, have = total * COPIES_PER_BUFFER, available_memory()
+    if need > have:
+        big = max((a for a in args if a.kind == "buffer"), key=lambda a: a.size * np.dtype(a.dtype).itemsize)
+        raise SpecError(f"{path}: args: the buffers total {total / 2**30:.2f} GiB ({big.name} alone "
+                        f"{big.size * np.dtype(big.dtype).itemsize / 2**30:.2f} GiB); a run needs about "
+                        f"{need / 2**30:.1f} GiB and {have / 2**30:.1f} GiB is available")
 
 
 def _dims(v: Any, path: str, where: str) -> tuple[int, int, int]:

@@ -155,6 +155,16 @@ def timeline_svg(plan: Any, programs: list[Program], barrier_us: float) -> str:
     return "\n".join(parts)
 
 
+def _prediction_lines(manifest: Any, plan: Any) -> list[str]:
+    """The report's predicted times: the plan's, and the same launches' under each baseline."""
+    s = manifest.stats
+    return [f"- predicted time {s['predicted_us']:.1f} us (per program: "
+            f"{', '.join(f'{u:.1f}' for u in plan.program_us)}); vEUs busy {s.get('predicted_busy_pct', 0):.1f}% "
+            "of the predicted time",
+            *[f"- the same launches {name}: predicted {us:.1f} us (rammer {us / max(s['predicted_us'], 1e-9):.2f}x "
+              "faster)" for name, us in plan.baselines_us.items()]]
+
+
 def render_report(manifest: Any, plan: Any, workload: Any) -> str:
     """report.md: what was built, how it is scheduled, what each node runs, and the build's notes."""
     s = manifest.stats
@@ -162,11 +172,9 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
              f"- target {manifest.target}, policy {manifest.policy}, {manifest.num_veus} vEUs",
              f"- {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, {s['programs']} "
              f"rProgram(s), {s['barrier_rtasks']} barrier-rTasks",
-             f"- predicted time {s['predicted_us']:.1f} us (per program: "
-             f"{', '.join(f'{u:.1f}' for u in plan.program_us)}); vEUs busy {s.get('predicted_busy_pct', 0):.1f}% "
-             "of the predicted time",
-             *[f"- the same launches {name}: predicted {us:.1f} us (rammer {us / max(s['predicted_us'], 1e-9):.2f}x "
-               "faster)" for name, us in plan.baselines_us.items()],
+             *(_prediction_lines(manifest, plan) if manifest.target == "gpu" else [
+                 "- no time prediction: a CPU build runs on the emulator, whose times say nothing about a GPU "
+                 "(build with --target gpu for the cost model's prediction)"]),
              f"- {s.get('profiler', plan.profiler)}",
              f"- build time {s.get('build_s', 0):.1f} s: "
              + ", ".join(f"{k} {v:.1f} s" for k, v in s.get("step_s", {}).items()),

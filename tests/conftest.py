@@ -1,11 +1,18 @@
 """Fixtures shared by the test files (keep small; add, never remove)."""
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The suite keeps its own toolchain cache (emulator builds, profiles), never the user's ~/.cache/rammer: a folder
+# of its own under the temp directory, kept between runs so repeated runs stay fast ($RAMMER_TEST_CACHE overrides).
+os.environ["RAMMER_CACHE"] = os.environ.get("RAMMER_TEST_CACHE") or str(
+    Path(tempfile.gettempdir()) / f"rammer-test-cache-{os.getuid()}")
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 
 ENV = "RAMMER_CACHE"
+MAX_ENV = "RAMMER_CACHE_MAX_MB"
+DEFAULT_MAX_MB = 4096  # emulator builds are 1-10 MB each: a few hundred kernels' worth before the oldest go
 
 
 def cache_root() -> Path:
@@ -50,4 +52,44 @@ def clear(kind: str | None = None) -> int:
         return 0
     freed = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
     shutil.rmtree(target, ignore_errors=True)
+    return freed
+
+
+def max_bytes() -> int:
+    """The cache's size cap: $RAMMER_CACHE_MAX_MB (0 = no cap), else DEFAULT_MAX_MB."""
+    raw = os.environ.get(MAX_ENV, "")
+    try:
+        mb = float(raw) if raw.strip() else DEFAULT_MAX_MB
+    except ValueError:
+        mb = DEFAULT_MAX_MB
+    return int(mb * 2**20)
+
+
+def evict(kind: str, keep: Path | None = None, cap: int | None = None) -> int:
+    """Keep one sub-folder under its share of the cap by removing its least recently used files (by access,
+    else modification time), never `keep`; returns the bytes freed. Called after each new entry is written."""
+    cap = max_bytes() if cap is None else cap
+    folder = cache_dir(kind)
+    if cap <= 0 or not folder.is_dir():
+        return 0
+    entries = []
+    for f in folder.rglob("*"):
+        try:
+            if f.is_file():
+                st = f.stat()
+                entries.append((max(st.st_atime, st.st_mtime), st.st_size, f))
+        except OSError:
+            continue  # removed meanwhile by another process
+    total = sum(size for _, size, _ in entries)
+    freed = 0
+    for _, size, f in sorted(entries, key=lambda e: e[0]):
+        if total - freed <= cap:
+            break
+        if keep is not None and f == keep:
+            continue
+        try:
+            f.unlink()
+            freed += size
+        except OSError:
+            continue
     return freed

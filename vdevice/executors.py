@@ -9,10 +9,15 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from cuda_emu.module import DEFAULT_YIELD_BUDGET
+
 from .codegen import INTERPRETER, LAYOUT_QUERY, ArgTable, GeneratedModule, ProgramTables, encode, generate
 from .program import KernelRef, Op, Program, ProgramError, Run
 
 CPU_WATCHDOG_POLLS = 200_000          # barrier polls (each one an emulator yield) before a wait is declared stuck
+# The emulator's whole-launch yield budget for one rProgram grows with its instructions: the zoo --small models
+# made 157-651 yields per instruction (lstm-tc, resnext, transformer; 2026-11-25), full-size rTasks poll longer.
+CPU_YIELDS_PER_INSTRUCTION = 50_000
 GPU_WATCHDOG_CYCLES = 2_000_000_000   # clock64 cycles (about a second) before a wait is declared stuck
 _U32_LIMIT = 2**32 - 1
 
@@ -29,14 +34,24 @@ class _CpuBackend:
 
     name = "cpu"
 
-    def __init__(self, gen: GeneratedModule):
+    def __init__(self, gen: GeneratedModule, sanitize: Sequence[str] = ()):
         from cuda_emu import CpuModule
 
-        self.module = CpuModule(gen.source, gen.kernel_names, list(gen.include_dirs))
+        self.module = CpuModule(gen.source, gen.kernel_names, list(gen.include_dirs), sanitize=tuple(sanitize))
+        # sanitized: every device array lives in a guarded region, registered by name for the reports
+        self.guarded = bool(self.module.sanitize)
+        self._registered: dict[int, tuple[str, np.ndarray]] = {}
 
-    def to_device(self, array: np.ndarray) -> np.ndarray:
-        """Host memory is device memory here."""
-        return np.ascontiguousarray(array)
+    def to_device(self, array: np.ndarray, name: str = "table") -> np.ndarray:
+        """Host memory is device memory here (a guarded copy under the sanitizers)."""
+        if not self.guarded:
+            return np.ascontiguousarray(array)
+        src = np.ascontiguousarray(array)
+        out = self.module.guarded_array(src.shape, src.dtype, name)
+        out[...] = src
+        if out.size:
+            self._registered[int(out.ctypes.data)] = (name, out)
+        return out
 
     def to_host(self, array: np.ndarray) -> np.ndarray:
         """Identity on the CPU."""
@@ -46,9 +61,12 @@ class _CpuBackend:
         """Address of the first element."""
         return int(array.ctypes.data)
 
-    def launch(self, expr: str, grid: tuple, block: tuple, smem: int, args: list, cooperative: bool = False) -> None:
-        """Run a kernel to completion."""
-        self.module.launch(expr, grid, block, smem, args, cooperative=cooperative)
+    def launch(self, expr: str, grid: tuple, block: tuple, smem: int, args: list, cooperative: bool = False,
+               yield_budget: int | None = None) -> None:
+        """Run a kernel to completion (`yield_budget`: the emulator's watchdog for this launch)."""
+        extra = {"buffers": self._registered} if self.guarded else {}
+        self.module.launch(expr, grid, block, smem, args, cooperative=cooperative, yield_budget=yield_budget,
+                           **extra)
 
     def zero(self, array: np.ndarray) -> None:
         """Clear a buffer."""
@@ -113,8 +131,10 @@ class _GpuBackend:
             self._smem_set[expr] = smem
         return fn
 
-    def launch(self, expr: str, grid: tuple, block: tuple, smem: int, args: list, cooperative: bool = False) -> None:
-        """Enqueue a kernel on the backend stream (cuLaunchCooperativeKernel when cooperative)."""
+    def launch(self, expr: str, grid: tuple, block: tuple, smem: int, args: list, cooperative: bool = False,
+               yield_budget: int | None = None) -> None:
+        """Enqueue a kernel on the backend stream (cuLaunchCooperativeKernel when cooperative); the hardware has
+        no yield budget (the interpreter's own watchdog bounds its waits)."""
         fn = self._allow_smem(expr, smem)
         fn.kernel(tuple(grid), tuple(block), tuple(args), shared_mem=smem, stream=self.stream,
                   enable_cooperative_groups=cooperative)
@@ -133,10 +153,12 @@ class _GpuBackend:
         self.stream.synchronize()
 
 
-def _make_backend(kind: str, gen: GeneratedModule) -> _CpuBackend | _GpuBackend:
-    """Backend by name."""
+def _make_backend(kind: str, gen: GeneratedModule, sanitize: Sequence[str] = ()) -> _CpuBackend | _GpuBackend:
+    """Backend by name (`sanitize`: the emulator's sanitizers, CPU only)."""
     if kind == "cpu":
-        return _CpuBackend(gen)
+        return _CpuBackend(gen, sanitize)
+    if sanitize:
+        raise VDeviceError("the sanitizers run on the CPU emulator only (backend cpu)")
     if kind == "gpu":
         from .gpu import gpu_available
 
@@ -155,10 +177,10 @@ class VDevice:
 
     def __init__(self, ops: Sequence[Op], sources: Mapping[str, str], buffers: Mapping[str, np.ndarray],
                  backend: str = "cpu", include_dirs: Sequence[str] = (), catalog: Sequence[KernelRef] = (),
-                 views: Mapping[str, tuple[str, int]] | None = None):
+                 views: Mapping[str, tuple[str, int]] | None = None, sanitize: Sequence[str] = ()):
         self.ops = list(ops)
         self.gen = generate(self.ops, sources, include_dirs, catalog)
-        self.backend = _make_backend(backend, self.gen)
+        self.backend = _make_backend(backend, self.gen, sanitize)
         self.args = ArgTable.build(self.ops)
         # a view is a name for bytes inside another buffer (zero-copy reshapes and slices of the model)
         self.views = {name: (base, int(off)) for name, (base, off) in (views or {}).items()}
@@ -168,10 +190,16 @@ class VDevice:
         missing = self.args.buffer_names() - set(buffers) - set(self.views)
         if missing:
             raise VDeviceError(f"buffers not given: {sorted(missing)}")
-        self.buffers = {name: self.backend.to_device(np.asarray(arr)) for name, arr in buffers.items()}
+        self.buffers = {name: self._upload(name, arr) for name, arr in buffers.items()}
         self.generation = 0  # bumped whenever a buffer address changes (CPU rebinding)
         self._argtab: tuple[int, Any] = (-1, None)
         self.layout_sizes = self._query_layouts()
+
+    def _upload(self, name: str, arr: Any) -> Any:
+        """A model buffer on the device (named for the sanitizers' reports on the CPU)."""
+        if isinstance(self.backend, _CpuBackend):
+            return self.backend.to_device(np.asarray(arr), name)
+        return self.backend.to_device(np.asarray(arr))
 
     def _query_layouts(self) -> np.ndarray:
         """[vEU header bytes, aligned layout bytes of each instantiation] measured by the compiler itself."""
@@ -186,7 +214,10 @@ class VDevice:
         for name, arr in buffers.items():
             if name not in self.buffers:
                 continue
-            if self.backend.name == "cpu":
+            if self.backend.name == "cpu" and getattr(self.backend, "guarded", False):
+                if self.buffers[name] is not arr:  # sanitized: the data moves into the guarded buffer
+                    self.buffers[name][...] = np.asarray(arr).reshape(self.buffers[name].shape)
+            elif self.backend.name == "cpu":
                 if not (isinstance(arr, np.ndarray) and arr.flags.c_contiguous):
                     raise VDeviceError(f"buffer '{name}' must be a C-contiguous numpy array")
                 if self.buffers[name] is not arr:
@@ -197,7 +228,13 @@ class VDevice:
 
     def unbind(self, buffers: Mapping[str, np.ndarray] | None) -> None:
         """Copy device results back into the caller's numpy arrays (GPU); nothing to do on the CPU."""
-        if buffers is None or self.backend.name == "cpu":
+        if buffers is None:
+            return
+        if self.backend.name == "cpu":
+            if getattr(self.backend, "guarded", False):
+                for name, arr in buffers.items():
+                    if name in self.buffers and self.buffers[name] is not arr:
+                        arr[...] = self.buffers[name].reshape(arr.shape)
             return
         for name, arr in buffers.items():
             if name in self.buffers:
@@ -318,8 +355,10 @@ class PersistentExecutor:
         d = ld.device
         args = [d["instr"], d["veu_begin"], d["targets"], d["optab"], self.vd.argtab(), d["steps"], d["err"],
                 np.uint32(self._epoch(ld)), np.uint32(ld.ctl_offset), np.uint64(self.watchdog)]
+        budget = None if self.vd.backend.name != "cpu" else max(
+            DEFAULT_YIELD_BUDGET, CPU_YIELDS_PER_INSTRUCTION * len(ld.tables.instr))
         self.vd.backend.launch(INTERPRETER, (ld.tables.num_veus, 1, 1), (ld.tables.threads, 1, 1), ld.smem, args,
-                               cooperative=True)
+                               cooperative=True, yield_budget=budget)
 
     def run(self, buffers: Mapping[str, np.ndarray] | None = None) -> None:
         """Run every program once on `buffers` (in place); raise VDeviceError naming a stuck wait."""

@@ -78,8 +78,8 @@ inline void yield(const char* why) {
     if (!g.failed) {
       g.failed = true;
       snprintf(g.err, sizeof g.err,
-               "watchdog: %lld yields without the launch finishing (endless polling? raise yield_budget if "
-               "the work is just long); %s polls at '%s'. Live threads:",
+               "watchdog: %lld yields without the launch finishing (endless polling? if the work is just long, "
+               "raise the budget: --yield-budget N or $RAMMER_EMU_YIELD_BUDGET); %s polls at '%s'. Live threads:",
                g.budget, here(), why);
       f->why = why;
       f->state = S_READY;
@@ -142,7 +142,8 @@ inline void on_stall(int, siginfo_t*, void*) {
   g.failed = true;
   snprintf(g.err, sizeof g.err,
            "stall: %s ran %.1f s without reaching a yield point (a spin loop without emu_yield() or "
-           "__nanosleep()? raise stall_timeout if it is just long work). Other threads:",
+           "__nanosleep()? if it is just long work, raise the limit: --stall-timeout S or "
+           "$RAMMER_EMU_STALL_TIMEOUT). Other threads:",
            here(), stall_ticks * kStallTickMs / 1000.0);
   f->state = S_READY;
   f->why = "(spinning)";

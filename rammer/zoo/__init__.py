@@ -9,6 +9,8 @@ from typing import Callable
 import numpy as np
 import onnx
 
+from toolchain.files import write_atomic
+
 from . import cnn, nasbench, nasnet, rnn, transformer
 from .builder import GraphBuilder
 
@@ -82,7 +84,10 @@ def zoo_command(name: str | None, out: str | None, batch: int = 1, small: bool =
         model = generate(name, batch, small, seed)
     except ValueError as e:
         return _fail(str(e))
-    onnx.save(model, str(path))
+    try:
+        write_atomic(path, model.SerializeToString())
+    except OSError as e:
+        return _fail(f"cannot write {str(path)!r}: {e.strerror or e}")
     params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
     print(f"{path}: {name}{' (small)' if small else ''}, batch {batch}, {len(model.graph.node)} nodes, "
           f"{params} parameters, opset {model.opset_import[0].version}")

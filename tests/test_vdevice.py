@@ -597,3 +597,31 @@ def test_table_records_are_described_once():
     decl = c_declarations()
     fields = re.findall(r"unsigned (\w+);", decl[decl.index("struct OpRecord"):decl.index("};", decl.index("struct OpRecord"))])
     assert fields == list(OP.names)
+
+
+# ---- whole programs under the emulator's sanitizers -----------------------------------------------------------
+@needs_emulator
+def test_sanitized_program_runs_clean_and_catches_an_out_of_bounds_rtask():
+    """A persistent program under memcheck/racecheck/synccheck: a correct one gives the numpy result with no report;
+    an op whose element count exceeds its buffers (n = 64 over 40-element buffers) is reported by name."""
+    from cuda_emu import EmuError
+    args = lambda n: (ArgRef.buf("y"), ArgRef.buf("x"), ArgRef.scalar("float32", 2.0),  # noqa: E731
+                      ArgRef.scalar("float32", 1.0), ArgRef.scalar("int32", n))
+    sanitize = ("memcheck", "racecheck", "synccheck")
+    for n, size in ((64, 64), (64, 40)):
+        ops = [Op("t0", affine_kernel(64, 32), args(n))]
+        program = Program(ops, 2, [[Run(TaskRef(0, 0))], [Run(TaskRef(0, 1))]])
+        x = np.arange(size, dtype=F32)
+        bufs = {"x": x, "y": np.zeros(size, F32)}
+        vd = VDevice(ops, SOURCES, bufs, "cpu", catalog=CATALOG, sanitize=sanitize)
+        exe = PersistentExecutor(ops, [program], SOURCES, {}, vdevice=vd)
+        out = {"x": x.copy(), "y": np.zeros(size, F32)}
+        if size == n:
+            exe.run(out)
+            assert np.array_equal(out["y"], ref_affine(x, 2.0, 1.0))
+        else:
+            with pytest.raises(VDeviceError) as info:
+                exe.run(out)
+            assert isinstance(info.value.__cause__, EmuError)
+            assert re.search(r"memcheck: .*out-of-bounds read of 4 bytes at x\[\+(4\d|5\d|6[0-3])\] "
+                             r"\(global buffer 'x', 40 elements\) at \S*elementwise.cu:\d+", str(info.value))

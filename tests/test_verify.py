@@ -278,3 +278,30 @@ def test_verify_on_gpu_catches_broken_conversion(name, corrupt):
     if not ok:
         pytest.skip(reason)
     assert not verify_file(*paths(name), device="gpu", transform=corrupt).ok
+
+
+# ---- the stress order itself (a mutation that stops shuffling must be caught) ---------------------------------
+LAST_WRITER = """\
+// Every block writes its index to the same word: on a GPU the block order is unspecified, so the result is too.
+__global__ void last_writer(int* out) { if (threadIdx.x == 0) out[0] = blockIdx.x; }
+"""
+
+
+@pytest.mark.parametrize("blocks", [3, 4, 7, 16])
+def test_stress_order_is_not_the_identity(tmp_path, blocks):
+    from rtransform.verify import task_order
+    (tmp_path / "k.yaml").write_text(f"kernel: last_writer\ngrid: [{blocks}]\nblock: [32]\nargs:\n"
+                                     f"  - {{name: out, kind: buffer, dtype: int32, size: 1, init: zeros}}\n"
+                                     f"outputs: [out]\n")
+    order = task_order(load_spec(str(tmp_path / "k.yaml")))
+    assert sorted(order.tolist()) == list(range(blocks)) and order.tolist() != list(range(blocks))
+
+
+def test_verify_runs_rtasks_out_of_order(tmp_path):
+    """A kernel whose result depends on the block order is reported as differing: verify really shuffles."""
+    (tmp_path / "k.cu").write_text(LAST_WRITER)
+    (tmp_path / "k.yaml").write_text("kernel: last_writer\ngrid: [6]\nblock: [32]\nargs:\n"
+                                     "  - {name: out, kind: buffer, dtype: int32, size: 1, init: zeros}\n"
+                                     "outputs: [out]\n")
+    res = verify_file(str(tmp_path / "k.cu"), str(tmp_path / "k.yaml"))
+    assert not res.ok and res.outputs[0].mismatches == 1

@@ -74,6 +74,8 @@ def evict(kind: str, keep: Path | None = None, cap: int | None = None) -> int:
         return 0
     entries = []
     for f in folder.rglob("*"):
+        if any(part.startswith("tmp") for part in f.relative_to(folder).parts[:-1]):
+            continue  # a build in progress (another process's temporary folder)
         try:
             if f.is_file():
                 st = f.stat()

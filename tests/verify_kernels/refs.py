@@ -336,3 +336,16 @@ def _im2col(i: Inputs):
     x = np.pad(i["data_im"].reshape(-1, h, w), ((0, 0), (p, p), (p, p)))
     cols = [x[:, dy:dy + s * hc:s, dx:dx + s * wc:s] for dy in range(k) for dx in range(k)]
     return {"data_col": np.stack(cols, axis=1).reshape(-1)}
+
+
+@ref("rows2d_shfl", 1e-5)
+def _rows2d_shfl(i: Inputs):
+    x = i["x"].astype(np.float64).reshape(20, 32)
+    lanes = np.tile(np.arange(32) + 100 * (np.arange(20)[:, None] % 4), 1)
+    return {"row_sums": (x * (1.0 + np.arange(32))).sum(axis=1), "lanes": lanes.ravel()}
+
+
+@ref("ballot3d", 0)
+def _ballot3d(i: Inputs):
+    bits = (i["v"] > int(i["threshold"])).reshape(12, 32).astype(np.uint64)
+    return {"masks": (bits << np.arange(32, dtype=np.uint64)).sum(axis=1)}

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from rtransform.run import run_file
 from rtransform.verify import verify_file
 
 KDIR = Path(__file__).resolve().parent / "verify_kernels"
@@ -16,20 +17,22 @@ MODES = {"none": (), "memcheck": ("memcheck",), "all": ("memcheck", "racecheck",
 
 def main(repeats: int = 3) -> None:
     names = sorted(p.stem for p in KDIR.glob("*.cu"))
-    totals = {m: 0.0 for m in MODES}
-    for name in names:
-        cu, spec = str(KDIR / f"{name}.cu"), str(KDIR / f"{name}.spec.yaml")
-        for mode, san in MODES.items():
-            verify_file(cu, spec, sanitize=san)  # build (or load from the cache) first: run time only below
-            samples = []
-            for _ in range(repeats):
-                t = time.perf_counter()
-                verify_file(cu, spec, sanitize=san)
-                samples.append(time.perf_counter() - t)
-            totals[mode] += statistics.median(samples)
-    print(f"verify set: {len(names)} kernels, median of {repeats} warm runs each, summed")
-    for mode, secs in totals.items():
-        print(f"  sanitize={mode:9s} {secs:7.2f} s  ({secs / totals['none']:.2f}x the unsanitized run)")
+    for label, fn in (("rtransform verify (convert + legacy run + persistent run)", verify_file),
+                      ("rtransform run (one legacy launch)", run_file)):
+        totals = {m: 0.0 for m in MODES}
+        for name in names:
+            cu, spec = str(KDIR / f"{name}.cu"), str(KDIR / f"{name}.spec.yaml")
+            for mode, san in MODES.items():
+                fn(cu, spec, sanitize=san)  # build (or load from the cache) first: run time only below
+                samples = []
+                for _ in range(repeats):
+                    t = time.perf_counter()
+                    fn(cu, spec, sanitize=san)
+                    samples.append(time.perf_counter() - t)
+                totals[mode] += statistics.median(samples)
+        print(f"{label}: {len(names)} kernels of the verify set, median of {repeats} warm runs each, summed")
+        for mode, secs in totals.items():
+            print(f"  sanitize={mode:9s} {secs:7.3f} s  ({secs / totals['none']:.2f}x the unsanitized run)")
 
 
 if __name__ == "__main__":

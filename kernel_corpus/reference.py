@@ -105,10 +105,17 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[t
 
 
 def output_shapes(node: NodeInfo, d: OpDef) -> list[tuple[int, ...]]:
-    """The node's output shapes by ONNX shape inference (strict) of its model."""
+    """The node's output shapes by ONNX shape inference (strict) of its model; where inference leaves a shape
+    unknown (GroupNormalization has no inference function), by evaluating the reference on zeros."""
     inferred = onnx.shape_inference.infer_shapes(node_model(node, d, output_shapes=False), strict_mode=True)
-    return [tuple(dim.dim_value for dim in o.type.tensor_type.shape.dim) for o in inferred.graph.output]
-
+    outs = inferred.graph.output
+    if all(o.type.tensor_type.HasField("shape") for o in outs):
+        return [tuple(dim.dim_value for dim in o.type.tensor_type.shape.dim) for o in outs]
+    zeros = [None if t is None else np.zeros(t.shape, dtype=t.dtype) for t in node.inputs]
+    for pos, key in enumerate(d.constant_inputs, start=1):
+        if key in node.attrs and pos < len(zeros):
+            zeros[pos] = None
+    return [tuple(np.shape(y)) for y in run_reference(node, zeros)]
 
 
 def shape_node(d: OpDef, s: Shape, name: str | None = None) -> NodeInfo:

@@ -17,6 +17,7 @@ from .reference import can_evaluate, evaluate
 
 VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
 SHAPE_ONLY_OPS = ("Shape", "Size")
+RANDOM_OPS = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial")
 
 
 Supports = Callable[[str], bool]  # does the corpus implement this op type?
@@ -81,17 +82,16 @@ def check_pass_names(names: tuple[str, ...] | list[str]) -> None:
 
 # ---- constant folding ------------------------------------------------------------------------------------
 def fold_constants(g: Graph) -> int:
-    """Evaluate nodes whose inputs are all weights (or that read only a static shape); return how many."""
+    """Evaluate nodes whose inputs are all weights (or empty, or of which only the static shape is read): the
+    shape subgraphs of exported models (Shape, Gather, Concat, Cast, Range, ConstantOfShape, Unsqueeze, ...)
+    become weights; return how many nodes were evaluated."""
     kept: list[Node] = []
     folded = 0
     for node in g.nodes:
-        if not is_foldable(g, node):
+        values = folded_values(g, node) if is_foldable(g, node) else None
+        if values is None:
             kept.append(node)
             continue
-        if node.op_type in SHAPE_ONLY_OPS:
-            values = shape_only(g, node)
-        else:
-            values = evaluate(g, node, [g.constant(n) if n else None for n in node.inputs])
         for out, value in zip(node.outputs, values):
             if out:
                 t = g.tensors[out]
@@ -104,13 +104,27 @@ def fold_constants(g: Graph) -> int:
     return folded
 
 
+def folded_values(g: Graph, node: Node) -> list[np.ndarray] | None:
+    """The outputs of a foldable node, or None when the evaluator rejects its inputs (the node then stays)."""
+    if node.op_type in SHAPE_ONLY_OPS:
+        return shape_only(g, node)
+    inputs = [None if not n else g.constant(n) if g.is_constant(n) else np.zeros(g.tensors[n].shape,
+                                                                              g.tensors[n].dtype)
+              for n in node.inputs]
+    try:
+        return evaluate(g, node, inputs)
+    except SchedulerError:
+        return None
+
+
 def is_foldable(g: Graph, node: Node) -> bool:
-    """A node the numpy evaluator can run now: every input constant, or only the input's shape is read."""
+    """A node the evaluator can run now: every input constant or empty (an empty tensor has one value), or only
+    the input's shape is read; never a random generator."""
     if node.op_type in SHAPE_ONLY_OPS:
         return True
-    if not can_evaluate(node.op_type):
+    if node.op_type in RANDOM_OPS or not can_evaluate(node.op_type):
         return False
-    return all(g.is_constant(n) for n in present(node.inputs))
+    return all(g.is_constant(n) or g.tensors[n].size == 0 for n in present(node.inputs))
 
 
 def shape_only(g: Graph, node: Node) -> list[np.ndarray]:
@@ -579,7 +593,8 @@ class LstmUnroller:
 
 
 PASSES: list[Pass] = [
-    Pass("fold_constants", lambda g, s: fold_constants(g), "evaluate initializer-only nodes and static shapes"),
+    Pass("fold_constants", lambda g, s: fold_constants(g),
+         "evaluate nodes of constant (or empty) inputs and static shapes: shape subgraphs disappear"),
     Pass("alias_views", lambda g, s: alias_views(g), "Reshape-likes and contiguous Slice/Split become views"),
     Pass("unroll_lstm", lambda g, s: unroll_lstm(g), "forward LSTMs become one fused LSTMCell per step"),
     Pass("fold_batchnorm", lambda g, s: fold_batchnorm(g), "BatchNormalization folded into its Conv/Gemm"),

@@ -207,7 +207,8 @@ def compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str 
     if nan_bad:
         return f"{nan_bad} element(s) NaN where the expected output is not (or the reverse)"
     both = ~np.isnan(w64)
-    diff = np.abs(g64[both] - w64[both])
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(g64[both] - w64[both])
     bound = atol + rtol * np.abs(w64[both])
     inf_bad = np.isinf(w64[both]) & (g64[both] != w64[both])
     worst = int(np.count_nonzero((diff > bound) | inf_bad))

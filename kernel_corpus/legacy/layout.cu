@@ -1,4 +1,5 @@
-// layout.cu — legacy data-movement kernels (float32): Concat, Split/Slice and Transpose.
+// layout.cu — legacy data-movement kernels (float32 data, int64 indices): Concat, Split/Slice, Transpose, Gather,
+// GatherElements, Tile and CumSum.
 
 // One Concat input into its place in the output: src viewed as [outer, src_inner], dst as [outer, dst_inner];
 // element (o, r) goes to dst[o*dst_inner + offset + r]. One launch per input. block (BLOCK), grid ceil(outer*src_inner / BLOCK).
@@ -57,5 +58,77 @@ __global__ void transpose_tiled(const float* __restrict__ src, float* __restrict
   for (int j = threadIdx.y; j < TILE; j += ROWS) {
     const int out_row = c0 + j, out_col = r0 + threadIdx.x;
     if (out_row < cols && out_col < rows) dst[plane + (size_t)out_row * rows + out_col] = tile[threadIdx.x][j];
+  }
+}
+
+// Gather along one axis: X [outer, len, inner], n_idx int64 indices (negative ones count from the end) ->
+// Y [outer, n_idx, inner]. block (BLOCK), grid ceil(outer*n_idx*inner / BLOCK).
+template <int BLOCK>
+__global__ void gather_axis(const float* __restrict__ X, const long long* __restrict__ indices, float* __restrict__ Y,
+                            int outer, int len, int n_idx, int inner) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)outer * n_idx * inner) return;
+  const size_t i = idx % inner;
+  const size_t j = (idx / inner) % n_idx;
+  const size_t o = idx / ((size_t)inner * n_idx);
+  long long k = indices[j];
+  if (k < 0) k += len;
+  Y[idx] = X[(o * len + k) * inner + i];
+}
+
+// GatherElements: Y has the shape of the indices, up to 4 dims [d0, d1, d2, d3] (d0 implied); Y[c] = X at c with
+// coordinate `axis` replaced by indices[c] (negative ones count from len). X is read through its strides s0..s3.
+// block (BLOCK), grid ceil(n / BLOCK).
+template <int BLOCK>
+__global__ void gather_elements(const float* __restrict__ X, const long long* __restrict__ indices,
+                                float* __restrict__ Y, int n, int d1, int d2, int d3, int s0, int s1, int s2, int s3,
+                                int axis, int len) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  long long c[4];
+  size_t rest = idx;
+  c[3] = rest % d3;
+  rest /= d3;
+  c[2] = rest % d2;
+  rest /= d2;
+  c[1] = rest % d1;
+  c[0] = rest / d1;
+  long long k = indices[idx];
+  c[axis] = k < 0 ? k + len : k;
+  Y[idx] = X[c[0] * s0 + c[1] * s1 + c[2] * s2 + c[3] * s3];
+}
+
+// Tile: Y [d0, d1, d2, d3] (d0 implied) reads X [e0, e1, e2, e3] at each coordinate modulo X's dim, through X's
+// strides s0..s3. block (BLOCK), grid ceil(n / BLOCK).
+template <int BLOCK>
+__global__ void tile_nd(const float* __restrict__ X, float* __restrict__ Y, int n, int d1, int d2, int d3, int e0,
+                        int e1, int e2, int e3, int s0, int s1, int s2, int s3) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  size_t rest = idx;
+  const size_t c3 = rest % d3;
+  rest /= d3;
+  const size_t c2 = rest % d2;
+  rest /= d2;
+  const size_t c1 = rest % d1;
+  const size_t c0 = rest / d1;
+  Y[idx] = X[(c0 % e0) * s0 + (c1 % e1) * s1 + (c2 % e2) * s2 + (c3 % e3) * s3];
+}
+
+// CumSum over the middle axis of X [outer, len, inner], one thread per (outer, inner) pair; `exclusive` leaves each
+// element out of its own sum, `reverse` sums from the end. block (BLOCK), grid ceil(outer*inner / BLOCK).
+template <int BLOCK>
+__global__ void cumsum_axis(const float* __restrict__ X, float* __restrict__ Y, int outer, int len, int inner,
+                            int exclusive, int reverse) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)outer * inner) return;
+  const size_t base = (idx / inner) * (size_t)len * inner + idx % inner;
+  float acc = 0.0f;
+  for (int t = 0; t < len; ++t) {
+    const size_t at = base + (size_t)(reverse ? len - 1 - t : t) * inner;
+    const float x = X[at];
+    if (!exclusive) acc += x;
+    Y[at] = acc;
+    if (exclusive) acc += x;
   }
 }

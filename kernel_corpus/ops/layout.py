@@ -1,8 +1,11 @@
-"""Bindings of the data-movement ops of legacy/layout.cu: Concat, Split, Slice and Transpose."""
+"""The data-movement family of legacy/layout.cu: Concat, Split, Slice, Transpose, Gather, GatherElements, Tile and
+CumSum."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+
+import numpy as np
 
 from typing import Callable
 
@@ -273,7 +276,141 @@ def _torch_transpose(T, a: dict, k: list, nout: int) -> Callable:
     return lambda x: x.permute(a.get("perm", list(range(x.dim()))[::-1]))
 
 
+# ---- Gather, GatherElements, Tile, CumSum ---------------------------------------------------------------------
+def _int64_indices(node: NodeInfo) -> str | None:
+    """Float data and int64 indices, both present."""
+    missing = require_present(node, 2)
+    if missing:
+        return missing
+    return None if node.inputs[1].dtype == "int64" else f"indices are {node.inputs[1].dtype}, the kernel reads int64"
+
+
+def gather_view(node: NodeInfo) -> tuple[int, int, int, int] | str:
+    """(outer, len, n_idx, inner) of a Gather node."""
+    bad = _int64_indices(node)
+    if bad:
+        return bad
+    x, ind = node.inputs[0].shape, node.inputs[1].shape
+    axis = norm_axis(int(node.attr("axis", 0)), len(x))
+    if isinstance(axis, str):
+        return axis
+    if node.outputs[0].shape != x[:axis] + ind + x[axis + 1:]:
+        return f"output {list(node.outputs[0].shape)} is not data[:axis] + indices + data[axis+1:]"
+    return prod(x[:axis]), x[axis], prod(ind), prod(x[axis + 1:])
+
+
+def _gather_plan(node: NodeInfo) -> list[Launch]:
+    """gather_axis, one thread per output element."""
+    outer, length, n_idx, inner = gather_view(node)
+    n = outer * n_idx * inner
+    return [linear_launch("gather_axis", [BLOCK], n, BLOCK,
+                          [In(0), In(1), Out(0), i32(outer), i32(length), i32(n_idx), i32(inner)], 0,
+                          _copy_bytes(n) + 8 * n_idx)]
+
+
+def padded4(values: list[int], fill: int) -> list[int] | str:
+    """A rank <= 4 list padded in front to 4 entries."""
+    if len(values) > MAX_TRANSPOSE_RANK:
+        return f"rank {len(values)} is more than the kernel's {MAX_TRANSPOSE_RANK}"
+    return [fill] * (MAX_TRANSPOSE_RANK - len(values)) + list(values)
+
+
+def gather_elements_view(node: NodeInfo) -> tuple[list[int], list[int], int, int] | str:
+    """Index dims and data strides (padded to 4), the padded axis and its length."""
+    bad = _int64_indices(node)
+    if bad:
+        return bad
+    x, ind = node.inputs[0].shape, node.inputs[1].shape
+    axis = norm_axis(int(node.attr("axis", 0)), len(x))
+    if isinstance(axis, str):
+        return axis
+    if len(ind) != len(x) or node.outputs[0].shape != ind:
+        return f"indices {list(ind)} and output must have the data's rank {len(x)}"
+    dims, strides = padded4(list(ind), 1), padded4(contiguous_strides(x), 0)
+    if isinstance(dims, str) or isinstance(strides, str):
+        return str(dims)
+    return dims, strides, axis + MAX_TRANSPOSE_RANK - len(x), x[axis]
+
+
+def _gather_elements_plan(node: NodeInfo) -> list[Launch]:
+    """gather_elements, one thread per index."""
+    dims, strides, axis, length = gather_elements_view(node)
+    n = node.outputs[0].numel
+    return [linear_launch("gather_elements", [BLOCK], n, BLOCK,
+                          [In(0), In(1), Out(0), i32(n)] + [i32(v) for v in dims[1:] + strides] + [i32(axis),
+                                                                                                  i32(length)],
+                          0, _copy_bytes(n) + 8 * n)]
+
+
+def tile_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]] | str:
+    """Output dims, input dims and input strides (each padded to 4) of a Tile node."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    x, y = node.inputs[0].shape, node.outputs[0].shape
+    if len(x) != len(y) or any(b % a for a, b in zip(x, y)):
+        return f"output {list(y)} is not a tiling of {list(x)}"
+    dims, ins, strides = padded4(list(y), 1), padded4(list(x), 1), padded4(contiguous_strides(x), 0)
+    for v in (dims, ins, strides):
+        if isinstance(v, str):
+            return v
+    return dims, ins, strides
+
+
+def _tile_plan(node: NodeInfo) -> list[Launch]:
+    """tile_nd, one thread per output element."""
+    dims, ins, strides = tile_view(node)
+    n = node.outputs[0].numel
+    return [linear_launch("tile_nd", [BLOCK], n, BLOCK,
+                          [In(0), Out(0), i32(n)] + [i32(v) for v in dims[1:] + ins + strides], 0, _copy_bytes(n))]
+
+
+def cumsum_view(node: NodeInfo) -> tuple[int, int, int] | str:
+    """[outer, len, inner] around CumSum's constant axis."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    if "axis" not in node.attrs:
+        return "the axis input must be a constant"
+    x = node.inputs[0].shape
+    axis = norm_axis(int(np.asarray(node.attrs["axis"]).reshape(-1)[0]), len(x))
+    if isinstance(axis, str):
+        return axis
+    return prod(x[:axis]), x[axis], prod(x[axis + 1:])
+
+
+def _cumsum_plan(node: NodeInfo) -> list[Launch]:
+    """cumsum_axis, a thread per (outer, inner) pair."""
+    outer, length, inner = cumsum_view(node)
+    return [linear_launch("cumsum_axis", [BLOCK], outer * inner, BLOCK,
+                          [In(0), Out(0), i32(outer), i32(length), i32(inner), i32(node.attr("exclusive", 0)),
+                           i32(node.attr("reverse", 0))], outer * length * inner, _copy_bytes(outer * length * inner))]
+
+
 OPS = [
+    OpDef("Gather", (Binding("Gather", "axis", SOURCE, "only", lambda n: reason(gather_view(n)), _gather_plan,
+                             ("gather_axis",), float_inputs=1),),
+          (Shape(((5, 4), (2, 3)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (-5, 5)}),
+           Shape(((3, 6, 2), (4,)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (0, 6)}),
+           Shape(((3, 7), ()), {"axis": -1}, dtypes={1: "int64"}, ranges={1: (-7, 7)})),
+          torch=lambda T, a, k, n: (lambda x, i: T.index_select(x, a.get("axis", 0), i.reshape(-1)).reshape(
+              x.shape[:a.get("axis", 0) % x.dim()] + i.shape + x.shape[a.get("axis", 0) % x.dim() + 1:]))),
+    OpDef("GatherElements", (Binding("GatherElements", "direct", SOURCE, "only",
+                                     lambda n: reason(gather_elements_view(n)), _gather_elements_plan,
+                                     ("gather_elements",), float_inputs=1),),
+          (Shape(((3, 4), (3, 2)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (-4, 4)}),
+           Shape(((4, 3, 2), (2, 3, 2)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (0, 4)})),
+          torch=lambda T, a, k, n: (lambda x, i: T.gather(x, a.get("axis", 0), i))),
+    OpDef("Tile", (Binding("Tile", "nd", SOURCE, "only", lambda n: reason(tile_view(n)), _tile_plan, ("tile_nd",),
+                           float_inputs=1),),
+          (Shape(((2, 3),), {"repeats": [2, 3]}), Shape(((2, 1, 3),), {"repeats": [1, 4, 2]}),
+           Shape(((5,),), {"repeats": [3]})),
+          constant_inputs=("repeats",), torch=lambda T, a, k, n: (lambda x, *r: x.repeat(*k[1]))),
+    OpDef("CumSum", (Binding("CumSum", "axis", SOURCE, "only", lambda n: reason(cumsum_view(n)), _cumsum_plan,
+                             ("cumsum_axis",), float_inputs=1),),
+          (Shape(((4, 6),), {"axis": 1}), Shape(((3, 5, 2),), {"axis": 1, "exclusive": 1, "reverse": 1}),
+           Shape(((7,),), {"axis": 0, "reverse": 1})),
+          constant_inputs=("axis",)),
     OpDef("Concat", (Binding("Concat", "copy", SOURCE, "only", _concat_condition, _concat_plan, ("concat_copy",),
                              note="one launch per input; the launches write disjoint parts of the output and may "
                                   "run concurrently"),),

@@ -118,12 +118,14 @@ def folded_values(g: Graph, node: Node) -> list[np.ndarray] | None:
 
 
 def is_foldable(g: Graph, node: Node) -> bool:
-    """A node the evaluator can run now: every input constant or empty (an empty tensor has one value), or only
-    the input's shape is read; never a random generator."""
+    """A node the evaluator can run now: every input constant or empty (an empty tensor has one value), every
+    output empty, or only the input's shape is read; never a random generator."""
     if node.op_type in SHAPE_ONLY_OPS:
         return True
     if node.op_type in RANDOM_OPS or not can_evaluate(node.op_type):
         return False
+    if all(g.tensors[n].size == 0 for n in present(node.outputs)):
+        return True  # empty outputs hold no values, whatever the inputs are
     return all(g.is_constant(n) or g.tensors[n].size == 0 for n in present(node.inputs))
 
 
@@ -149,9 +151,27 @@ def alias_views(g: Graph) -> int:
         for out, offset in zip(node.outputs, views):
             if out:
                 g.aliases[out] = View(node.inputs[0], offset)
+        if node.op_type == "Dropout" and len(node.outputs) > 1 and node.outputs[1]:
+            mask = node.outputs[1]  # nothing dropped: the mask is all true
+            g.weights[mask] = np.ones(g.tensors[mask].shape, dtype=g.tensors[mask].dtype)
+            g.tensors[mask].kind = "weight"
         count += 1
     g.nodes = kept
     return count
+
+
+def deterministic_dropout(g: Graph, node: Node) -> bool:
+    """A Dropout that drops nothing: inference (training_mode absent or constant false) or a constant ratio 0."""
+    ins = node.inputs + [""] * (3 - len(node.inputs))
+    training = bool(node.attrs.get("training_mode", 0))  # opset < 12 had no such input
+    if ins[2]:
+        if not g.is_constant(ins[2]):
+            return False
+        training = bool(g.constant(ins[2]).reshape(-1)[0])
+    if not training:
+        return True
+    ratio = g.constant(ins[1]).reshape(-1)[0] if ins[1] and g.is_constant(ins[1]) else (0.5 if not ins[1] else None)
+    return ratio is not None and float(ratio) == 0.0
 
 
 def view_offsets(g: Graph, node: Node) -> list[int] | None:
@@ -161,8 +181,7 @@ def view_offsets(g: Graph, node: Node) -> list[int] | None:
     if node.op_type in VIEW_OPS:
         return [0]
     if node.op_type == "Dropout":
-        no_mask = len(present(node.outputs)) == 1 and not node.attrs.get("training_mode", 0)
-        return [0] if no_mask and (len(node.inputs) < 3 or not node.inputs[2]) else None
+        return [0] if deterministic_dropout(g, node) else None
     if node.op_type == "Slice":
         return slice_offset(g, node)
     if node.op_type == "Split":

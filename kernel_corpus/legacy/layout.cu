@@ -1,5 +1,5 @@
 // layout.cu — legacy data-movement kernels (float32 data, int64 indices): Concat, Split/Slice, Transpose, Gather,
-// GatherElements, Tile and CumSum.
+// GatherElements, Tile, CumSum, Pad and strided N-d copies (Slice over several axes).
 
 // One Concat input into its place in the output: src viewed as [outer, src_inner], dst as [outer, dst_inner];
 // element (o, r) goes to dst[o*dst_inner + offset + r]. One launch per input. block (BLOCK), grid ceil(outer*src_inner / BLOCK).
@@ -131,4 +131,56 @@ __global__ void cumsum_axis(const float* __restrict__ X, float* __restrict__ Y, 
     Y[at] = acc;
     if (exclusive) acc += x;
   }
+}
+
+// Strided copy of up to 4 dims: the output [d0, d1, d2, d3] (d0 implied) reads src[base + sum c_i * s_i] with
+// signed element strides (a Slice of several axes, negative steps included). block (BLOCK), grid ceil(n / BLOCK).
+template <int BLOCK>
+__global__ void strided_copy(const float* __restrict__ src, float* __restrict__ dst, int n, long long base, int d1,
+                             int d2, int d3, int s0, int s1, int s2, int s3) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  long long rest = (long long)idx;
+  const long long c3 = rest % d3;
+  rest /= d3;
+  const long long c2 = rest % d2;
+  rest /= d2;
+  const long long c1 = rest % d1;
+  dst[idx] = src[base + (rest / d1) * s0 + c1 * s1 + c2 * s2 + c3 * s3];
+}
+
+// Where coordinate x of a padded axis reads from an input axis of length e: MODE 0 constant (-1: the pad value),
+// 1 reflect, 2 edge, 3 wrap.
+template <int MODE>
+__device__ __forceinline__ long long pad_source(long long x, int e) {
+  if (x >= 0 && x < e) return x;
+  if (MODE == 0) return -1;
+  if (MODE == 2) return x < 0 ? 0 : e - 1;
+  if (MODE == 3) return ((x % e) + e) % e;
+  if (e == 1) return 0;
+  const long long period = 2LL * (e - 1);  // reflect without repeating the edge
+  long long m = ((x % period) + period) % period;
+  return m < e ? m : period - m;
+}
+
+// Pad of up to 4 dims: output [d0, d1, d2, d3] (d0 implied), input dims e0..e3 with element strides s0..s3,
+// leading pads p0..p3 (negative: cropped). block (BLOCK), grid ceil(n / BLOCK).
+template <int MODE, int BLOCK>
+__global__ void pad_nd(const float* __restrict__ src, float* __restrict__ dst, int n, int d1, int d2, int d3, int e0,
+                       int e1, int e2, int e3, int s0, int s1, int s2, int s3, int p0, int p1, int p2, int p3,
+                       float value) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  long long rest = (long long)idx;
+  const long long c3 = pad_source<MODE>(rest % d3 - p3, e3);
+  rest /= d3;
+  const long long c2 = pad_source<MODE>(rest % d2 - p2, e2);
+  rest /= d2;
+  const long long c1 = pad_source<MODE>(rest % d1 - p1, e1);
+  const long long c0 = pad_source<MODE>(rest / d1 - p0, e0);
+  if (c0 < 0 || c1 < 0 || c2 < 0 || c3 < 0) {
+    dst[idx] = value;
+    return;
+  }
+  dst[idx] = src[c0 * s0 + c1 * s1 + c2 * s2 + c3 * s3];
 }

@@ -9,6 +9,7 @@ from onnx import helper, numpy_helper
 from kernel_corpus.bindings import INT32_MAX, Launch, NodeInfo, Scalar, Temp, TensorInfo
 
 MAX_GRID_YZ = 65535
+MAX_VIEW_RANK = 4  # dims the view kernels (reductions, strided copies, pads) index
 
 
 def cdiv(a: int, b: int) -> int:
@@ -76,6 +77,26 @@ def contiguous_strides(shape: tuple[int, ...] | list[int]) -> list[int]:
     for i in range(len(shape) - 2, -1, -1):
         strides[i] = strides[i + 1] * shape[i + 1]
     return strides
+
+
+def merged_view(dims: list[tuple[int, int]]) -> tuple[list[int], list[int]] | str:
+    """(sizes, strides) of a list of (size, stride) dims, unit dims dropped and contiguous neighbours fused,
+    padded in front to 4 dims; why not when more remain (strides may be negative)."""
+    sizes: list[int] = []
+    strides: list[int] = []
+    for size, stride in dims:
+        if size == 1:
+            continue
+        if sizes and strides[-1] == stride * size:
+            sizes[-1] *= size
+            strides[-1] = stride
+        else:
+            sizes.append(size)
+            strides.append(stride)
+    if len(sizes) > MAX_VIEW_RANK:
+        return f"needs {len(sizes)} dims after merging, the kernel takes {MAX_VIEW_RANK}"
+    pad = MAX_VIEW_RANK - len(sizes)
+    return [1] * pad + sizes, [0] * pad + strides
 
 
 def require_present(node: NodeInfo, count: int) -> str | None:

@@ -9,9 +9,9 @@ import numpy as np
 
 from typing import Callable
 
-from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import (MAX_GRID_YZ, cdiv, contiguous_strides, i32, linear_launch, norm_axis, reason,
-                                       require_present)
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Scalar, Shape
+from kernel_corpus.ops._common import (MAX_GRID_YZ, MAX_VIEW_RANK, cdiv, contiguous_strides, f32, i32, linear_launch,
+                                       merged_view, norm_axis, reason, require_present)
 from kernel_corpus.torch_builders import const_ints, need_const
 
 SOURCE = "layout.cu"
@@ -158,6 +158,86 @@ def slice_plan(node: NodeInfo) -> AxisSlice | str:
 def _slice_condition(node: NodeInfo) -> str | None:
     """At most one axis is really sliced."""
     return reason(slice_plan(node))
+
+
+def strided_view(node: NodeInfo) -> tuple[int, list[int], list[int]] | str:
+    """(base offset, output dims, signed input strides) of a Slice over any axes, merged to at most 4 dims."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    x = node.inputs[0].shape
+    starts, ends = node.attr("starts"), node.attr("ends")
+    if starts is None or ends is None:
+        return "starts and ends must be given as constant attributes"
+    starts, ends = [int(v) for v in starts], [int(v) for v in ends]
+    axes = [int(v) for v in node.attr("axes", range(len(starts)))]
+    steps = [int(v) for v in node.attr("steps", [1] * len(starts))]
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        return "starts, ends, axes and steps differ in length"
+    lens, stride = list(x), contiguous_strides(x)
+    eff, base = list(stride), 0
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis = norm_axis(axis, len(x))
+        if isinstance(axis, str) or step == 0:
+            return axis if isinstance(axis, str) else "step 0 is not allowed"
+        first, lens[axis] = onnx_slice_range(x[axis], start, end, step)
+        base += first * stride[axis]
+        eff[axis] = stride[axis] * step
+    if node.outputs[0].shape != tuple(lens):
+        return f"output {list(node.outputs[0].shape)} is not the sliced shape {lens}"
+    view = merged_view(list(zip(lens, eff)))
+    return view if isinstance(view, str) else (base, view[0], view[1])
+
+
+def _strided_plan(node: NodeInfo) -> list[Launch]:
+    """strided_copy, one thread per output element."""
+    base, dims, strides = strided_view(node)
+    n = node.outputs[0].numel
+    return [linear_launch("strided_copy", [BLOCK], n, BLOCK,
+                          [In(0), Out(0), i32(n), Scalar("int64", base)] + [i32(v) for v in dims[1:] + strides], 0,
+                          _copy_bytes(n))]
+
+
+# ---- Pad -------------------------------------------------------------------------------------------------------
+PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
+
+
+def pad_view(node: NodeInfo) -> tuple[list[int], list[int], list[int], list[int]] | str:
+    """Output dims, input dims, input strides and leading pads, each padded in front to 4 dims."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    if str(node.attr("mode", "constant")) not in PAD_MODES:
+        return f"mode {node.attr('mode')} is not one of {', '.join(PAD_MODES)}"
+    x = node.inputs[0].shape
+    pads = node.attr("pads")
+    if pads is None:
+        return "pads must be a constant"
+    pads = [int(p) for p in np.asarray(pads).reshape(-1)]
+    axes = [int(a) % max(len(x), 1) for a in node.attr("axes", range(len(x)))]
+    if len(pads) != 2 * len(axes):
+        return f"{len(pads)} pads for {len(axes)} axes"
+    begin = [0] * len(x)
+    for k, a in enumerate(axes):
+        begin[a] = pads[k]
+    if len(x) > MAX_VIEW_RANK:
+        return f"rank {len(x)} is more than the kernel's {MAX_VIEW_RANK}"
+    if str(node.attr("mode", "constant")) != "constant" and min(x) == 0:
+        return "an empty axis cannot be padded by reflection, edge or wrap"
+    fill = MAX_VIEW_RANK - len(x)
+    return ([1] * fill + list(node.outputs[0].shape), [1] * fill + list(x), [0] * fill + contiguous_strides(x),
+            [0] * fill + begin)
+
+
+def _pad_plan(node: NodeInfo) -> list[Launch]:
+    """pad_nd<MODE>, one thread per output element; the constant value (default 0) as an argument."""
+    out, ins, strides, begin = pad_view(node)
+    n = node.outputs[0].numel
+    value = float(np.asarray(node.attr("constant_value", 0.0)).reshape(-1)[0]) if node.attr("constant_value") \
+        is not None else 0.0
+    return [linear_launch("pad_nd", [PAD_MODES[str(node.attr("mode", "constant"))], BLOCK], n, BLOCK,
+                          [In(0), Out(0), i32(n)] + [i32(v) for v in out[1:] + ins + strides + begin] + [f32(value)],
+                          0, _copy_bytes(n))]
 
 
 # ---- Transpose --------------------------------------------------------------------------------------------
@@ -424,14 +504,27 @@ OPS = [
                                                                              opset=17),
            Shape(((1, 48, 8, 8),), {"axis": 1, "split": [16, 32]}, outputs=2)),
           constant_inputs=("split",), torch=_torch_split),
-    OpDef("Slice", (Binding("Slice", "copy", SOURCE, "only", _slice_condition,
+    OpDef("Slice", (Binding("Slice", "copy", SOURCE, "fast", _slice_condition,
                             lambda node: [_axis_slice_launch(slice_plan(node), 0)], ("slice_axis",), float_inputs=1,
-                            note="starts/ends/axes/steps are read from attrs of those names"),),
+                            note="starts/ends/axes/steps are read from attrs of those names"),
+                    Binding("Slice", "strided", SOURCE, "efficient", lambda node: reason(strided_view(node)),
+                            _strided_plan, ("strided_copy",), float_inputs=1)),
           (Shape(((10, 8),), {"starts": [1], "ends": [9], "axes": [0], "steps": [2]}),
            Shape(((4, 9),), {"starts": [-1], "ends": [-100], "axes": [1], "steps": [-2]}),
            Shape(((3, 10, 4),), {"starts": [0, 2], "ends": [3, 1000], "axes": [0, 1]}),
-           Shape(((4, 64),), {"starts": [0], "ends": [32], "axes": [1]})),
+           Shape(((4, 64),), {"starts": [0], "ends": [32], "axes": [1]}),
+           Shape(((6, 5, 4),), {"starts": [5, 0, -1], "ends": [0, 5, -5], "axes": [0, 1, 2], "steps": [-2, 2, -1]}),
+           Shape(((3, 4, 5, 2, 3),), {"starts": [1, 1], "ends": [3, 4], "axes": [1, 3]})),
           constant_inputs=("starts", "ends", "axes", "steps"), torch=_torch_slice),
+    OpDef("Pad", (Binding("Pad", "nd", SOURCE, "only", lambda node: reason(pad_view(node)), _pad_plan, ("pad_nd",),
+                          float_inputs=1),),
+          (Shape(((2, 3),), {"pads": [1, 0, 2, 3]}), Shape(((1, 2, 4, 5),), {"pads": [0, 0, 2, 1, 0, 0, 1, 3],
+                                                                              "constant_value": 1.5}),
+           Shape(((3, 4, 5),), {"pads": [1, 3, 2, 0, 2, 4], "mode": "reflect"}),
+           Shape(((2, 4, 3),), {"pads": [0, 2, 5, 1, 1, 0], "mode": "edge"}),
+           Shape(((2, 3, 4),), {"pads": [1, 4, 2, 0, 5, 1], "mode": "wrap"}, opset=19),
+           Shape(((4, 6),), {"pads": [0, 1, 3, 2], "mode": "reflect"})),
+          constant_inputs=("pads", "constant_value", "axes")),
     OpDef("Transpose", (Binding("Transpose", "nd", SOURCE, "efficient", _transpose_nd_condition, _transpose_nd_plan,
                                 ("transpose_nd",)),
                         Binding("Transpose", "tiled", SOURCE, "fast", _tiled_condition, _tiled_plan,

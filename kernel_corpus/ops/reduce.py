@@ -8,8 +8,8 @@ import numpy as np
 from typing import Callable
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import (cdiv, contiguous_strides, extra_outputs, f32, i32, linear_launch, norm_axis,
-                                       reason, require_present, temp, tensor_bytes)
+from kernel_corpus.ops._common import (cdiv, contiguous_strides, extra_outputs, f32, i32, linear_launch, merged_view,
+                                       norm_axis, reason, require_present, temp, tensor_bytes)
 
 SOURCE = "reduce.cu"
 # (variant, threads per row, rows per rTask, kind): a block per row for long rows, a warp per row for short ones.
@@ -19,7 +19,6 @@ FLOPS_PER_ELEMENT = {"Softmax": 5, "LogSoftmax": 5, "LayerNormalization": 8, "Gl
 REDUCE_OPS = {"ReduceSum": 0, "ReduceMean": 1, "ReduceMax": 2, "ReduceMin": 3, "ReduceProd": 4, "ReduceL1": 5,
               "ReduceL2": 6, "ReduceSumSquare": 7, "ReduceLogSumExp": 8, "ReduceLogSum": 9}  # reduce_axes codes
 AXES_INPUT_SINCE = {"ReduceSum": 13}  # opset from which axes is an input (18 for the other Reduce* ops)
-MAX_VIEW_RANK = 4
 BLOCK = 256
 
 
@@ -196,26 +195,6 @@ def reduce_axes(node: NodeInfo) -> list[int] | str:
             return axis
         out.append(axis)
     return sorted(set(out))
-
-
-def merged_view(dims: list[tuple[int, int]]) -> tuple[list[int], list[int]] | str:
-    """(sizes, strides) of a list of (size, stride) dims, unit dims dropped and contiguous neighbours fused,
-    padded in front to 4 dims; why not when more remain."""
-    sizes: list[int] = []
-    strides: list[int] = []
-    for size, stride in dims:
-        if size == 1:
-            continue
-        if sizes and strides[-1] == stride * size:
-            sizes[-1] *= size
-            strides[-1] = stride
-        else:
-            sizes.append(size)
-            strides.append(stride)
-    if len(sizes) > MAX_VIEW_RANK:
-        return f"needs {len(sizes)} dims after merging, the kernel takes {MAX_VIEW_RANK}"
-    pad = MAX_VIEW_RANK - len(sizes)
-    return [1] * pad + sizes, [0] * pad + strides
 
 
 def reduce_view(node: NodeInfo) -> tuple[list[int], list[int], list[int], list[int]] | str:

@@ -46,9 +46,9 @@ def _evaluator(model_bytes: bytes):
 
 
 def constant_array(value: Any, float_dtype: Any = np.float32) -> np.ndarray:
-    """A constant input carried as an attribute: int64 (shapes, axes, sizes), or a float scalar (Clip's bounds) in
-    the model's float type."""
-    if isinstance(value, float):
+    """A constant input carried as an attribute: int64 (shapes, axes, sizes), or floats (Clip's bounds, Resize's
+    scales) in the model's float type."""
+    if np.asarray(value).dtype.kind == "f":
         return np.array(value, dtype=float_dtype)
     return np.array(value, dtype=np.int64)
 
@@ -120,7 +120,7 @@ def output_shapes(node: NodeInfo, d: OpDef) -> list[tuple[int, ...]]:
 
 def shape_node(d: OpDef, s: Shape, name: str | None = None) -> NodeInfo:
     """The NodeInfo of one reference shape of an op: float32 inputs (unless the shape names another type), constant
-    inputs as int64 tensors (float scalars: float32) at their positions, output shapes by ONNX shape inference of
+    inputs as int64 tensors (floats: float32) at their positions, output shapes by ONNX shape inference of
     the node (or of a custom op's equivalent graph)."""
     inputs = [None if sh is None else TensorInfo(tuple(sh), s.dtypes.get(i, "float32"))
               for i, sh in enumerate(s.inputs)]

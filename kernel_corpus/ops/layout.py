@@ -467,7 +467,115 @@ def _cumsum_plan(node: NodeInfo) -> list[Launch]:
                            i32(node.attr("reverse", 0))], outer * length * inner, _copy_bytes(outer * length * inner))]
 
 
+# ---- Resize ------------------------------------------------------------------------------------------------------
+RESIZE_MODES = {"nearest": 0, "linear": 1, "cubic": 2}
+RESIZE_COORDS = {"half_pixel": 0, "asymmetric": 1, "align_corners": 2, "pytorch_half_pixel": 3,
+                 "tf_crop_and_resize": 4, "half_pixel_symmetric": 5}
+NEAREST_MODES = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3}
+
+
+@dataclass(frozen=True)
+class ResizeView:
+    """A Resize as resize_2d runs it: [outer, ih, iw] -> [outer, oh, ow], per-axis scales and roi, modes."""
+
+    outer: int
+    ih: int
+    iw: int
+    oh: int
+    ow: int
+    scale: tuple[float, float]
+    roi: tuple[float, float, float, float]   # h start, h end, w start, w end
+    template: tuple[int, int, int]             # MODE, COORD, NEAREST
+
+
+def _const_floats(node: NodeInfo, key: str) -> list[float]:
+    """A constant float input given as an attribute ([] when absent or empty)."""
+    value = node.attr(key)
+    return [] if value is None else [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
+
+
+def _resize_scales(node: NodeInfo, shape: tuple[int, ...], axes: list[int]) -> list[float] | str:
+    """The scale of every axis: from scales, or from sizes (keep_aspect_ratio_policy applied)."""
+    scales = [1.0] * len(shape)
+    given, sizes = _const_floats(node, "scales"), _const_floats(node, "sizes")
+    if given:
+        if len(given) != len(axes):
+            return f"{len(given)} scales for {len(axes)} axes"
+        for a, v in zip(axes, given):
+            scales[a] = v
+        return scales
+    if len(sizes) != len(axes):
+        return "scales or sizes must be constants with one entry per axis"
+    ratios = [v / shape[a] for a, v in zip(axes, sizes)]
+    policy = str(node.attr("keep_aspect_ratio_policy", "stretch"))
+    if policy != "stretch":
+        ratios = [min(ratios) if policy == "not_larger" else max(ratios)] * len(axes)
+    for a, v in zip(axes, ratios):
+        scales[a] = v
+    return scales
+
+
+def resize_view(node: NodeInfo) -> ResizeView | str:
+    """The resize_2d view of a Resize node (opset >= 11), or why not."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    if node.opset < 11:
+        return "Resize before opset 11 is not supported"
+    mode = str(node.attr("mode", "nearest"))
+    coord = str(node.attr("coordinate_transformation_mode", "half_pixel"))
+    nearest = str(node.attr("nearest_mode", "round_prefer_floor"))
+    for value, table in ((mode, RESIZE_MODES), (coord, RESIZE_COORDS), (nearest, NEAREST_MODES)):
+        if value not in table:
+            return f"{value} is not one of {', '.join(table)}"
+    x, y = node.inputs[0].shape, node.outputs[0].shape
+    axes = [int(a) % len(x) for a in node.attr("axes", range(len(x)))]
+    scales = _resize_scales(node, x, axes)
+    if isinstance(scales, str):
+        return scales
+    if int(node.attr("antialias", 0)) and mode != "nearest" and min(scales) < 1.0:
+        return "antialiased downsampling is not supported"
+    roi_in = _const_floats(node, "roi") if coord == "tf_crop_and_resize" else []
+    roi = [(0.0, 1.0)] * len(x)
+    for k, a in enumerate(axes if roi_in else []):
+        roi[a] = (roi_in[k], roi_in[k + len(axes)])
+    lead = max(len(x) - 2, 0)
+    if any(x[a] != y[a] or scales[a] != 1.0 or roi[a] != (0.0, 1.0) for a in range(lead)):
+        return "only the last two axes may be resized"
+    (ih, oh, sh, rh), (iw, ow, sw, rw) = [(1, 1, 1.0, (0.0, 1.0))] * (2 - min(len(x), 2)) + \
+        [(x[a], y[a], scales[a], roi[a]) for a in range(lead, len(x))]
+    return ResizeView(prod(x[:lead]), ih, iw, oh, ow, (sh, sw), (*rh, *rw),
+                      (RESIZE_MODES[mode], RESIZE_COORDS[coord], NEAREST_MODES[nearest]))
+
+
+def _resize_plan(node: NodeInfo) -> list[Launch]:
+    """resize_2d<MODE, COORD, NEAREST>, one thread per output element."""
+    v = resize_view(node)
+    n = v.outer * v.oh * v.ow
+    args = [In(0), Out(0)] + [i32(d) for d in (v.outer, v.ih, v.iw, v.oh, v.ow)] + \
+        [Scalar("float64", x) for x in (*v.scale, *v.roi)] + \
+        [f32(node.attr("cubic_coeff_a", -0.75)), i32(node.attr("exclude_outside", 0)),
+         f32(node.attr("extrapolation_value", 0.0))]
+    taps = (1, 4, 16)[v.template[0]]
+    return [linear_launch("resize_2d", [*v.template, BLOCK], n, BLOCK, args, 2 * taps * n,
+                          4 * (node.inputs[0].numel + n))]
+
+
 OPS = [
+    OpDef("Resize", (Binding("Resize", "2d", SOURCE, "only", lambda n: reason(resize_view(n)), _resize_plan,
+                             ("resize_2d",), float_inputs=1),),
+          (Shape(((1, 2, 4, 5),), {"scales": [1.0, 1.0, 2.0, 1.5]}, opset=19),
+           Shape(((2, 3, 6, 8),), {"sizes": [2, 3, 4, 5], "mode": "linear"}, opset=19),
+           Shape(((1, 1, 5, 4),), {"scales": [1.0, 1.0, 0.6, 1.75], "mode": "cubic",
+                                   "coordinate_transformation_mode": "align_corners"}, opset=19),
+           Shape(((3, 7, 6),), {"sizes": [3, 9, 4], "mode": "linear",
+                                "coordinate_transformation_mode": "pytorch_half_pixel"}, opset=19),
+           Shape(((1, 1, 4, 4),), {"roi": [0.0, 0.0, 0.4, 0.3, 1.0, 1.0, 1.3, 0.8], "sizes": [1, 1, 3, 5],
+                                   "mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+                                   "extrapolation_value": 2.0}, opset=19),
+           Shape(((1, 3, 4, 6),), {"scales": [2.0, 3.0], "axes": [2, 3], "nearest_mode": "ceil",
+                                   "coordinate_transformation_mode": "asymmetric"}, opset=19)),
+          constant_inputs=("roi", "scales", "sizes")),
     OpDef("Gather", (Binding("Gather", "axis", SOURCE, "only", lambda n: reason(gather_view(n)), _gather_plan,
                              ("gather_axis",), float_inputs=1),),
           (Shape(((5, 4), (2, 3)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (-5, 5)}),

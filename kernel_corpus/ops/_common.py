@@ -162,12 +162,13 @@ def _out_size_ok(size: int, k: int, s: int, d: int, pads: tuple[int, int], out: 
     return floor_out <= out <= (cdiv(span, s) + 1 if ceil_mode else floor_out)
 
 
-def window_2d(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_sizes: tuple[int, ...],
-              ceil_mode: bool = False) -> Window | str:
-    """The window of a 1-D or 2-D Conv/pool node (1-D becomes H = 1), checked against the output sizes."""
+def window_dims(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_sizes: tuple[int, ...],
+                ceil_mode: bool = False) -> list[tuple[int, int, int, int, int]] | str:
+    """Per spatial dim (kernel, stride, leading pad, trailing pad, dilation) of a Conv/pool node of any rank,
+    checked against the output sizes."""
     rank = len(kernel)
-    if rank not in (1, 2) or len(in_sizes) != rank or len(out_sizes) != rank:
-        return f"only 1-D and 2-D windows are supported, got {len(in_sizes)} spatial dims"
+    if len(in_sizes) != rank or len(out_sizes) != rank:
+        return f"kernel_shape has {rank} dims, the input {len(in_sizes)} spatial dims"
     strides = _spatial_list(node, "strides", rank, 1)
     dilations = _spatial_list(node, "dilations", rank, 1)
     pads = _spatial_list(node, "pads", rank, 0)
@@ -185,7 +186,18 @@ def window_2d(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_
         if not _out_size_ok(in_sizes[i], kernel[i], strides[i], dilations[i], pad, out_sizes[i], ceil_mode):
             return f"output size {out_sizes[i]} of spatial dim {i} does not follow from the window attributes"
         dims.append((kernel[i], strides[i], pad[0], pad[1], dilations[i]))
-    if rank == 1:
+    return dims
+
+
+def window_2d(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_sizes: tuple[int, ...],
+              ceil_mode: bool = False) -> Window | str:
+    """The window of a 1-D or 2-D Conv/pool node (1-D becomes H = 1), checked against the output sizes."""
+    if len(kernel) not in (1, 2) or len(in_sizes) != len(kernel) or len(out_sizes) != len(kernel):
+        return f"only 1-D and 2-D windows are supported, got {len(in_sizes)} spatial dims"
+    dims = window_dims(node, in_sizes, kernel, out_sizes, ceil_mode)
+    if isinstance(dims, str):
+        return dims
+    if len(kernel) == 1:
         dims.insert(0, (1, 1, 0, 0, 1))
     (kh, sh, ph, ph_end, dh), (kw, sw, pw, pw_end, dw) = dims
     return Window(kh, kw, sh, sw, ph, pw, ph_end, pw_end, dh, dw)

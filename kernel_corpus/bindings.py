@@ -264,6 +264,8 @@ class Shape:
     outputs: int = 1                  # how many outputs the node has
     test: bool = True                 # run on the emulator by the tests; False: a model-sized shape the index
                                       # evaluates (launch geometry) but nothing runs
+    dtypes: dict[int, str] = field(default_factory=dict)  # inputs that are not float32 (bool, int64) by position
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)  # integer inputs drawn in [low, high)
 
     def key(self, op_type: str) -> str:
         """Readable shape key, unique per op: `Conv(1x16x32x32, 32x16x3x3; pads=1,1,1,1)`."""

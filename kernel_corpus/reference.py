@@ -45,7 +45,15 @@ def _evaluator(model_bytes: bytes):
     return ReferenceEvaluator(onnx.load_from_string(model_bytes))
 
 
-def input_names(node: NodeInfo, d: OpDef) -> tuple[list[str], list[onnx.TensorProto]]:
+def constant_array(value: Any, float_dtype: Any = np.float32) -> np.ndarray:
+    """A constant input carried as an attribute: int64 (shapes, axes, sizes), or floats (Clip's bounds, Resize's
+    scales) in the model's float type."""
+    if np.asarray(value).dtype.kind == "f":
+        return np.array(value, dtype=float_dtype)
+    return np.array(value, dtype=np.int64)
+
+
+def input_names(node: NodeInfo, d: OpDef, float_dtype: Any = np.float32) -> tuple[list[str], list[onnx.TensorProto]]:
     """ONNX input names of the node ('' for absent) and initializers for the constant inputs it carries as
     attributes (d.constant_inputs: inputs 1, 2, ...)."""
     names = [f"x{i}" if t is not None else "" for i, t in enumerate(node.inputs)]
@@ -56,7 +64,7 @@ def input_names(node: NodeInfo, d: OpDef) -> tuple[list[str], list[onnx.TensorPr
         while len(names) <= pos:
             names.append("")
         names[pos] = key
-        inits.append(numpy_helper.from_array(np.array(node.attrs[key], dtype=np.int64), key))
+        inits.append(numpy_helper.from_array(constant_array(node.attrs[key], float_dtype), key))
     while names and not names[-1]:
         names.pop()
     return names, inits
@@ -67,7 +75,7 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[t
     """A model computing one node with standard ONNX ops: the node itself, or its custom op's equivalent graph.
     Data inputs are x0, x1, ... of `dtype` (shapes from the node unless given); outputs y0, y1, ... with the node's
     output shapes (left to inference without `output_shapes`); constant inputs become int64 initializers."""
-    names, inits = input_names(node, d)
+    names, inits = input_names(node, d, dtype)
     outs = [f"y{i}" if t is not None else "" for i, t in enumerate(node.outputs)] or ["y0"]
     attrs = {k: v for k, v in node.attrs.items() if k not in d.constant_inputs}
     if d.custom:
@@ -97,21 +105,31 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[t
 
 
 def output_shapes(node: NodeInfo, d: OpDef) -> list[tuple[int, ...]]:
-    """The node's output shapes by ONNX shape inference (strict) of its model."""
+    """The node's output shapes by ONNX shape inference (strict) of its model; where inference leaves a shape
+    unknown (GroupNormalization has no inference function), by evaluating the reference on zeros."""
     inferred = onnx.shape_inference.infer_shapes(node_model(node, d, output_shapes=False), strict_mode=True)
-    return [tuple(dim.dim_value for dim in o.type.tensor_type.shape.dim) for o in inferred.graph.output]
-
+    outs = inferred.graph.output
+    if all(o.type.tensor_type.HasField("shape") for o in outs):
+        return [tuple(dim.dim_value for dim in o.type.tensor_type.shape.dim) for o in outs]
+    zeros = [None if t is None else np.zeros(t.shape, dtype=t.dtype) for t in node.inputs]
+    for pos, key in enumerate(d.constant_inputs, start=1):
+        if key in node.attrs and pos < len(zeros):
+            zeros[pos] = None
+    return [tuple(np.shape(y)) for y in run_reference(node, zeros)]
 
 
 def shape_node(d: OpDef, s: Shape, name: str | None = None) -> NodeInfo:
-    """The NodeInfo of one reference shape of an op: float32 inputs, constant inputs as int64 tensors at their
-    positions, output shapes by ONNX shape inference of the node (or of a custom op's equivalent graph)."""
-    inputs = [None if sh is None else TensorInfo(tuple(sh)) for sh in s.inputs]
+    """The NodeInfo of one reference shape of an op: float32 inputs (unless the shape names another type), constant
+    inputs as int64 tensors (floats: float32) at their positions, output shapes by ONNX shape inference of
+    the node (or of a custom op's equivalent graph)."""
+    inputs = [None if sh is None else TensorInfo(tuple(sh), s.dtypes.get(i, "float32"))
+              for i, sh in enumerate(s.inputs)]
     for pos, key in enumerate(d.constant_inputs, start=1):
         if key in s.attrs:
             while len(inputs) <= pos:
                 inputs.append(None)
-            inputs[pos] = TensorInfo((len(np.atleast_1d(s.attrs[key])),), "int64")
+            value = constant_array(s.attrs[key])
+            inputs[pos] = TensorInfo(value.shape, value.dtype.name)
     probe = NodeInfo(d.op_type, name or s.label or s.key(d.op_type), inputs,
                      [TensorInfo((1,))] * s.outputs, dict(s.attrs), s.opset)
     outs = output_shapes(probe, d)

@@ -33,9 +33,71 @@ def load_model(source: str | Path | onnx.ModelProto) -> onnx.ModelProto:
     except Exception as exc:
         raise ModelError(f"malformed ONNX model {where}: {first_line(exc)}") from None
     try:
+        model = fold_onnx_constants(model)
         return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as exc:
         raise ModelError(f"shape inference failed for {where}: {first_line(exc)}") from None
+
+
+MAX_FOLD_ROUNDS = 16  # each round infers shapes once; shape chains of exported models settle in two or three
+
+
+def fold_onnx_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Shape arithmetic before import: nodes whose inputs are initializers, or Shape/Size of a tensor whose shape
+    inference already knows, become initializers, round after round, so that shapes computed by such chains
+    (Range, ConstantOfShape, Reshape targets) become static; the passes' fold_constants does the rest."""
+    from .passes import RANDOM_OPS, SHAPE_ONLY_OPS
+    from .reference import evaluate_standard, standard_op
+    model_copy = onnx.ModelProto()
+    model_copy.CopyFrom(model)
+    g = model_copy.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    for _ in range(MAX_FOLD_ROUNDS):
+        shapes = static_shapes(shape_inference.infer_shapes(model_copy, data_prop=True))
+        known = {init.name: numpy_helper.to_array(init) for init in g.initializer}
+        kept, folded = [], 0
+        for proto, name in zip(g.node, unique_node_names(g.node)):
+            node = node_from_proto(proto, name)
+            values = None
+            if node.op_type in SHAPE_ONLY_OPS and node.inputs[0] in shapes:
+                dims = np.array(shapes[node.inputs[0]], dtype=np.int64)
+                values = [np.array(dims.prod(), dtype=np.int64)] if node.op_type == "Size" else \
+                    [dims[node.attrs.get("start", 0):node.attrs.get("end", len(dims))]]
+            elif (node.op_type not in RANDOM_OPS and standard_op(node.op_type)
+                  and all(n in known for n in present(node.inputs))
+                  and not any(isinstance(v, str) and v.startswith("<subgraph") for v in node.attrs.values())):
+                try:
+                    values = evaluate_standard(node, [known[n] if n else None for n in node.inputs], opset)
+                except SchedulerError:
+                    values = None
+            if values is None:
+                kept.append(proto)
+                continue
+            for out, value in zip(node.outputs, values):
+                if out:
+                    known[out] = np.asarray(value)
+                    g.initializer.append(numpy_helper.from_array(np.asarray(value), out))
+            folded += 1
+        if not folded:
+            break
+        del g.node[:]
+        g.node.extend(kept)
+        outputs = {o.name for o in g.output}
+        kept_info = [vi for vi in g.value_info if vi.name not in known or vi.name in outputs]
+        del g.value_info[:]
+        g.value_info.extend(kept_info)
+    return model_copy
+
+
+def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Every value whose shape inference found a fully static shape."""
+    out = {}
+    for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        t = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and t.HasField("shape") and all(d.HasField("dim_value")
+                                                                             for d in t.shape.dim):
+            out[vi.name] = tuple(int(d.dim_value) for d in t.shape.dim)
+    return out
 
 
 def import_model(source: str | Path | onnx.ModelProto) -> Graph:

@@ -1,5 +1,5 @@
-"""Graph passes over the plain DFG: fold constants and BatchNorm, alias views, unroll LSTMs, fuse MatMul
-epilogues and activations into their producers, drop dead nodes.
+"""Graph passes over the plain DFG: fold constants and BatchNorm, split RNN directions, alias views, unroll LSTMs
+and GRUs, fuse MatMul epilogues and activations into their producers, drop dead nodes.
 
 Each pass is a named `Pass` in `PASSES`, run in that order by `run_passes`; `rammer build --disable-pass NAME`
 leaves one out and `--dump-after NAME` writes the graph after it as ONNX (scheduler/export.py). A pass returns how
@@ -17,6 +17,7 @@ from .reference import can_evaluate, evaluate
 
 VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
 SHAPE_ONLY_OPS = ("Shape", "Size")
+RANDOM_OPS = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli", "Multinomial")
 
 
 Supports = Callable[[str], bool]  # does the corpus implement this op type?
@@ -81,17 +82,16 @@ def check_pass_names(names: tuple[str, ...] | list[str]) -> None:
 
 # ---- constant folding ------------------------------------------------------------------------------------
 def fold_constants(g: Graph) -> int:
-    """Evaluate nodes whose inputs are all weights (or that read only a static shape); return how many."""
+    """Evaluate nodes whose inputs are all weights (or empty, or of which only the static shape is read): the
+    shape subgraphs of exported models (Shape, Gather, Concat, Cast, Range, ConstantOfShape, Unsqueeze, ...)
+    become weights; return how many nodes were evaluated."""
     kept: list[Node] = []
     folded = 0
     for node in g.nodes:
-        if not is_foldable(g, node):
+        values = folded_values(g, node) if is_foldable(g, node) else None
+        if values is None:
             kept.append(node)
             continue
-        if node.op_type in SHAPE_ONLY_OPS:
-            values = shape_only(g, node)
-        else:
-            values = evaluate(g, node, [g.constant(n) if n else None for n in node.inputs])
         for out, value in zip(node.outputs, values):
             if out:
                 t = g.tensors[out]
@@ -104,13 +104,29 @@ def fold_constants(g: Graph) -> int:
     return folded
 
 
+def folded_values(g: Graph, node: Node) -> list[np.ndarray] | None:
+    """The outputs of a foldable node, or None when the evaluator rejects its inputs (the node then stays)."""
+    if node.op_type in SHAPE_ONLY_OPS:
+        return shape_only(g, node)
+    inputs = [None if not n else g.constant(n) if g.is_constant(n) else np.zeros(g.tensors[n].shape,
+                                                                              g.tensors[n].dtype)
+              for n in node.inputs]
+    try:
+        return evaluate(g, node, inputs)
+    except SchedulerError:
+        return None
+
+
 def is_foldable(g: Graph, node: Node) -> bool:
-    """A node the numpy evaluator can run now: every input constant, or only the input's shape is read."""
+    """A node the evaluator can run now: every input constant or empty (an empty tensor has one value), every
+    output empty, or only the input's shape is read; never a random generator."""
     if node.op_type in SHAPE_ONLY_OPS:
         return True
-    if not can_evaluate(node.op_type):
+    if node.op_type in RANDOM_OPS or not can_evaluate(node.op_type):
         return False
-    return all(g.is_constant(n) for n in present(node.inputs))
+    if all(g.tensors[n].size == 0 for n in present(node.outputs)):
+        return True  # empty outputs hold no values, whatever the inputs are
+    return all(g.is_constant(n) or g.tensors[n].size == 0 for n in present(node.inputs))
 
 
 def shape_only(g: Graph, node: Node) -> list[np.ndarray]:
@@ -135,9 +151,27 @@ def alias_views(g: Graph) -> int:
         for out, offset in zip(node.outputs, views):
             if out:
                 g.aliases[out] = View(node.inputs[0], offset)
+        if node.op_type == "Dropout" and len(node.outputs) > 1 and node.outputs[1]:
+            mask = node.outputs[1]  # nothing dropped: the mask is all true
+            g.weights[mask] = np.ones(g.tensors[mask].shape, dtype=g.tensors[mask].dtype)
+            g.tensors[mask].kind = "weight"
         count += 1
     g.nodes = kept
     return count
+
+
+def deterministic_dropout(g: Graph, node: Node) -> bool:
+    """A Dropout that drops nothing: inference (training_mode absent or constant false) or a constant ratio 0."""
+    ins = node.inputs + [""] * (3 - len(node.inputs))
+    training = bool(node.attrs.get("training_mode", 0))  # opset < 12 had no such input
+    if ins[2]:
+        if not g.is_constant(ins[2]):
+            return False
+        training = bool(g.constant(ins[2]).reshape(-1)[0])
+    if not training:
+        return True
+    ratio = g.constant(ins[1]).reshape(-1)[0] if ins[1] and g.is_constant(ins[1]) else (0.5 if not ins[1] else None)
+    return ratio is not None and float(ratio) == 0.0
 
 
 def view_offsets(g: Graph, node: Node) -> list[int] | None:
@@ -147,8 +181,7 @@ def view_offsets(g: Graph, node: Node) -> list[int] | None:
     if node.op_type in VIEW_OPS:
         return [0]
     if node.op_type == "Dropout":
-        no_mask = len(present(node.outputs)) == 1 and not node.attrs.get("training_mode", 0)
-        return [0] if no_mask and (len(node.inputs) < 3 or not node.inputs[2]) else None
+        return [0] if deterministic_dropout(g, node) else None
     if node.op_type == "Slice":
         return slice_offset(g, node)
     if node.op_type == "Split":
@@ -466,6 +499,14 @@ def unroll_lstm(g: Graph) -> int:
     return count
 
 
+def full_sequences(g: Graph, x: str, lens: str, layout: int = 0) -> bool:
+    """No sequence_lens, or constant ones that all equal the number of steps: nothing to mask."""
+    if not lens:
+        return True
+    steps = g.tensors[x].shape[1 if layout else 0]
+    return g.is_constant(lens) and bool(np.all(g.constant(lens) == steps))
+
+
 def check_lstm(g: Graph, node: Node) -> None:
     """Refuse the LSTM variants the unroller does not implement, naming the node."""
     a = node.attrs
@@ -481,7 +522,7 @@ def check_lstm(g: Graph, node: Node) -> None:
     if a.get("input_forget", 0):
         problems.append("input_forget=1")
     ins = node.inputs + [""] * (8 - len(node.inputs))
-    if ins[4]:
+    if not full_sequences(g, ins[0], ins[4]):
         problems.append("sequence_lens")
     if ins[7]:
         problems.append("peepholes P")
@@ -578,10 +619,252 @@ class LstmUnroller:
             self.g.aliases[y_c] = View(c_last)
 
 
+# ---- RNN directions and layouts -----------------------------------------------------------------------------------
+RNN_OPS = ("LSTM", "GRU")
+
+
+def split_rnn_directions(g: Graph) -> int:
+    """Rewrite each LSTM/GRU that runs in reverse, both directions, or with layout=1 as forward, layout-0 nodes of
+    one direction each: time reversed by Slice (step -1) before and after, batch-major tensors transposed, the
+    directions' outputs concatenated; return how many nodes were rewritten."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        a = node.attrs
+        lens = node.inputs[4] if len(node.inputs) > 4 else ""
+        if node.op_type in RNN_OPS and (a.get("direction", "forward") != "forward" or a.get("layout", 0)) \
+                and all(g.is_constant(n) for n in present(node.inputs[1:4])) \
+                and full_sequences(g, node.inputs[0], lens, int(a.get("layout", 0))):
+            g.nodes = out + [node]
+            out.extend(RnnSplitter(g, node).run())
+            count += 1
+        else:
+            out.append(node)
+    g.nodes = out
+    if count:
+        g.notes.append(f"RNN directions/layouts split into forward layout-0 nodes: {count} node(s)")
+    return count
+
+
+class RnnSplitter:
+    """Builds the forward, layout-0, one-direction nodes that compute one LSTM/GRU node."""
+
+    def __init__(self, g: Graph, node: Node) -> None:
+        self.g, self.node = g, node
+        self.layout = int(node.attrs.get("layout", 0))
+        self.direction = node.attrs.get("direction", "forward")
+        self.dirs = ["forward", "reverse"] if self.direction == "bidirectional" else [self.direction]
+        self.new: list[Node] = []
+        self.producers = g.producers()
+
+    def tensor(self, stem: str, shape: tuple[int, ...], dtype: str) -> str:
+        """A fresh intermediate tensor named after the node."""
+        return self.g.add_tensor(f"{self.node.name}/{stem}", shape, dtype)
+
+    def emit(self, op_type: str, inputs: list[str], out: str, stem: str, **attrs) -> str:
+        """Append one node writing `out`."""
+        self.new.append(Node(f"{self.node.name}/{stem}", op_type, inputs, [out], attrs))
+        return out
+
+    def transposed(self, src: str, perm: list[int], stem: str) -> str:
+        """Transpose of src by perm into a new tensor."""
+        t = self.g.tensors[src]
+        return self.emit("Transpose", [src], self.tensor(stem, tuple(t.shape[p] for p in perm), t.dtype), stem,
+                         perm=perm)
+
+    def reversed_time(self, src: str, stem: str, out: str | None = None) -> str:
+        """src with its axis 0 (time) reversed: Slice with step -1."""
+        t = self.g.tensors[src]
+        steps = t.shape[0]
+        consts = [self.g.add_weight(f"{self.node.name}/{stem}_{k}", np.array(v, dtype=np.int64))
+                  for k, v in (("starts", [steps - 1]), ("ends", [-steps - 1]), ("axes", [0]), ("steps", [-1]))]
+        return self.emit("Slice", [src] + consts, out or self.tensor(stem, t.shape, t.dtype), stem)
+
+    def direction_slice(self, src: str, d: int, stem: str) -> str:
+        """[1, ...] piece d of a [D, ...] state or weight tensor: a weight, or a view of the state."""
+        if not src:
+            return ""
+        if self.g.is_constant(src):
+            return self.g.add_weight(f"{self.node.name}/{stem}", np.ascontiguousarray(self.g.constant(src)[d:d + 1]))
+        t = self.g.tensors[src]
+        piece = (1, *t.shape[1:])
+        return add_view(self.g, src, piece, f"{self.node.name}/{stem}", d * int(np.prod(piece)), self.producers)
+
+    def run(self) -> list[Node]:
+        """The rewritten nodes, in order."""
+        g, node = self.g, self.node
+        ins = node.inputs + [""] * (8 - len(node.inputs))
+        x, init_h = ins[0], ins[5]
+        init_c = ins[6] if node.op_type == "LSTM" else ""
+        if self.layout:
+            x = self.transposed(x, [1, 0, 2], "x_tbi")
+            init_h = self.transposed(init_h, [1, 0, 2], "h0_dbh") if init_h else ""
+            init_c = self.transposed(init_c, [1, 0, 2], "c0_dbh") if init_c else ""
+        steps, batch = g.tensors[x].shape[:2]
+        hidden = int(node.attrs.get("hidden_size", g.tensors[ins[2]].shape[-1]))
+        dtype = g.tensors[x].dtype
+        ys, hs, cs = [], [], []
+        for d, direction in enumerate(self.dirs):
+            xd = self.reversed_time(x, f"x_rev{d}") if direction == "reverse" else x
+            new_ins = [xd] + [self.direction_slice(ins[k], d, f"{name}{d}") for k, name in ((1, "W"), (2, "R"),
+                                                                                          (3, "B"))]
+            new_ins += ["", self.direction_slice(init_h, d, f"h0_{d}")]
+            if node.op_type == "LSTM":
+                new_ins += [self.direction_slice(init_c, d, f"c0_{d}"), ins[7] and self.direction_slice(ins[7], d,
+                                                                                                        f"P{d}")]
+            y = self.tensor(f"y{d}", (steps, 1, batch, hidden), dtype)
+            yh = self.tensor(f"yh{d}", (1, batch, hidden), dtype)
+            yc = self.tensor(f"yc{d}", (1, batch, hidden), dtype) if node.op_type == "LSTM" else ""
+            attrs = {k: v for k, v in node.attrs.items() if k not in ("direction", "layout")}
+            self.new.append(Node(f"{node.name}/dir{d}", node.op_type, new_ins, [y, yh] + ([yc] if yc else []),
+                                 attrs))
+            ys.append(self.reversed_time(y, f"y_fwd{d}") if direction == "reverse" else y)
+            hs.append(yh)
+            cs.append(yc)
+        outs = node.outputs + [""] * (3 - len(node.outputs))
+        for out, parts, axis, perm in ((outs[0], ys, 1, [2, 0, 1, 3]), (outs[1], hs, 0, [1, 0, 2]),
+                                       (outs[2], cs, 0, [1, 0, 2])):
+            if out and all(parts):
+                self.combine(out, parts, axis, perm)
+        return self.new
+
+    def combine(self, out: str, parts: list[str], axis: int, perm: list[int]) -> None:
+        """out = the directions' parts concatenated along `axis` (then transposed back for layout=1)."""
+        t = self.g.tensors[out]
+        shape = tuple(t.shape[p] for p in np.argsort(perm)) if self.layout else t.shape
+        joined = self.tensor(f"{out}_tbd", shape, t.dtype) if self.layout else out
+        if len(parts) == 1:
+            self.g.aliases[joined] = View(parts[0])
+        else:
+            self.emit("Concat", parts, joined, f"{out}_concat", axis=axis)
+        if self.layout:
+            self.emit("Transpose", [joined], out, f"{out}_layout", perm=perm)
+
+
+# ---- GRU unrolling -------------------------------------------------------------------------------------------------
+def unroll_gru(g: Graph) -> int:
+    """Replace each forward GRU by per-step MatMul/Add/Sigmoid/Tanh/Mul/Sub operators; return how many."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        if node.op_type == "GRU":
+            g.nodes = out + [node]
+            out.extend(GruUnroller(g, node).run())
+            count += 1
+        else:
+            out.append(node)
+    g.nodes = out
+    if count:
+        g.notes.append(f"GRU unrolled into per-step operators: {count} node(s)")
+    return count
+
+
+def check_gru(g: Graph, node: Node) -> None:
+    """Refuse the GRU variants the unroller does not implement, naming the node."""
+    a = node.attrs
+    problems = []
+    if a.get("direction", "forward") != "forward" or a.get("layout", 0):
+        problems.append(f"direction={a.get('direction', 'forward')} layout={a.get('layout', 0)} (split_rnn_directions "
+                        "rewrites these)")
+    if a.get("activations", ["Sigmoid", "Tanh"]) != ["Sigmoid", "Tanh"]:
+        problems.append(f"activations={a['activations']}")
+    if "clip" in a:
+        problems.append("clip")
+    ins = node.inputs + [""] * (6 - len(node.inputs))
+    if not full_sequences(g, ins[0], ins[4]):
+        problems.append("sequence_lens")
+    if not all(g.is_constant(n) for n in present(ins[1:4])):
+        problems.append("non-constant W/R/B")
+    if problems:
+        raise SchedulerError(f"GRU node '{node.name}': unsupported {', '.join(problems)} "
+                             "(default activations, constant weights, no sequence_lens)")
+
+
+class GruUnroller:
+    """Builds the per-step operators of one forward GRU node (gate order z, r, h as ONNX stores them)."""
+
+    def __init__(self, g: Graph, node: Node) -> None:
+        check_gru(g, node)
+        self.g, self.node = g, node
+        ins = node.inputs + [""] * (6 - len(node.inputs))
+        self.x, self.init_h = ins[0], ins[5]
+        self.steps, self.batch, self.isize = g.tensors[self.x].shape
+        w, r = g.constant(ins[1])[0], g.constant(ins[2])[0]
+        self.hidden = H = int(node.attrs.get("hidden_size", r.shape[1]))
+        self.dtype = g.tensors[self.x].dtype
+        b = g.constant(ins[3])[0] if ins[3] else np.zeros(6 * H, dtype=self.dtype)
+        self.lbr = int(node.attrs.get("linear_before_reset", 0))
+        wb, rb = b[:3 * H], b[3 * H:]
+        x_bias = wb + np.concatenate([rb[:2 * H], np.zeros(H) if self.lbr else rb[2 * H:]])
+        self.wt = [g.add_weight(f"{node.name}/W{k}t", w[i * H:(i + 1) * H].T.astype(self.dtype))
+                   for i, k in enumerate("zrh")]
+        self.rt = [g.add_weight(f"{node.name}/R{k}t", r[i * H:(i + 1) * H].T.astype(self.dtype))
+                   for i, k in enumerate("zrh")]
+        self.xb = [g.add_weight(f"{node.name}/b{k}", x_bias[i * H:(i + 1) * H].astype(self.dtype))
+                   for i, k in enumerate("zrh")]
+        self.rbh = g.add_weight(f"{node.name}/Rbh", rb[2 * H:].astype(self.dtype)) if self.lbr else ""
+        self.new_nodes: list[Node] = []
+        self.producers = g.producers()
+
+    def view(self, src: str, shape: tuple[int, ...], stem: str, offset: int = 0) -> str:
+        """A view of `src` (through the producers before this GRU)."""
+        return add_view(self.g, src, shape, f"{self.node.name}/{stem}", offset, self.producers)
+
+    def emit(self, op_type: str, inputs: list[str], shape: tuple[int, ...], stem: str) -> str:
+        """Append a node with one fresh output tensor and return its name."""
+        out = self.g.add_tensor(f"{self.node.name}/{stem}", shape, self.dtype)
+        self.new_nodes.append(Node(f"{self.node.name}/{stem}", op_type, inputs, [out]))
+        return out
+
+    def run(self) -> list[Node]:
+        """Hoisted x·Wᵀ + b per gate over all steps, then per step the recurrence; Y, Y_h wired as for LSTM."""
+        T, B, H = self.steps, self.batch, self.hidden
+        x2d = self.view(self.x, (T * B, self.isize), "x2d")
+        xw = [self.emit("Add", [self.emit("MatMul", [x2d, wt], (T * B, H), f"xw{k}"), b], (T * B, H), f"xwb{k}")
+              for k, wt, b in zip("zrh", self.wt, self.xb)]
+        h = self.view(self.init_h, (B, H), "h_init") if self.init_h else \
+            self.g.add_weight(f"{self.node.name}/h_zero", np.zeros((B, H), dtype=self.dtype))
+        hs = []
+        for t in range(T):
+            h = self.step(t, h, [self.view(v, (B, H), f"{v.rsplit('/', 1)[-1]}_{t}", t * B * H) for v in xw])
+            hs.append(h)
+        self.wire_outputs(hs)
+        return self.new_nodes
+
+    def step(self, t: int, h: str, xw: list[str]) -> str:
+        """h_t = hh + z * (h - hh), z = σ(xz + h·Rz), r = σ(xr + h·Rr), hh = tanh(xh + (r*h)·Rh) or, with
+        linear_before_reset, tanh(xh + r*(h·Rh + Rbh))."""
+        B, H = self.batch, self.hidden
+        e = lambda op, ins, stem: self.emit(op, ins, (B, H), f"t{t}/{stem}")  # noqa: E731
+        z = e("Sigmoid", [e("Add", [xw[0], e("MatMul", [h, self.rt[0]], "hz")], "az")], "z")
+        r = e("Sigmoid", [e("Add", [xw[1], e("MatMul", [h, self.rt[1]], "hr")], "ar")], "r")
+        if self.lbr:
+            hr = e("Add", [e("MatMul", [h, self.rt[2]], "hh"), self.rbh], "hhb")
+            pre = e("Add", [xw[2], e("Mul", [r, hr], "rhh")], "ah")
+        else:
+            pre = e("Add", [xw[2], e("MatMul", [e("Mul", [r, h], "rh"), self.rt[2]], "hh")], "ah")
+        hh = e("Tanh", [pre], "cand")
+        return e("Add", [hh, e("Mul", [z, e("Sub", [h, hh], "d")], "zd")], "h")
+
+    def wire_outputs(self, hs: list[str]) -> None:
+        """Y = Concat over steps of [1,1,B,H] views of h_t; Y_h = a view of the last h."""
+        outs = self.node.outputs + [""] * (2 - len(self.node.outputs))
+        if outs[0]:
+            pieces = [add_view(self.g, h, (1, 1, self.batch, self.hidden), f"{h}/as_y", 0, self.producers)
+                      for h in hs]
+            self.new_nodes.append(Node(f"{self.node.name}/Y", "Concat", pieces, [outs[0]], {"axis": 0}))
+        if outs[1]:
+            self.g.aliases[outs[1]] = View(hs[-1])
+
+
 PASSES: list[Pass] = [
-    Pass("fold_constants", lambda g, s: fold_constants(g), "evaluate initializer-only nodes and static shapes"),
+    Pass("fold_constants", lambda g, s: fold_constants(g),
+         "evaluate nodes of constant (or empty) inputs and static shapes: shape subgraphs disappear"),
+    Pass("split_rnn_directions", lambda g, s: split_rnn_directions(g),
+         "reverse/bidirectional/batch-major LSTMs and GRUs become forward layout-0 nodes per direction"),
     Pass("alias_views", lambda g, s: alias_views(g), "Reshape-likes and contiguous Slice/Split become views"),
     Pass("unroll_lstm", lambda g, s: unroll_lstm(g), "forward LSTMs become one fused LSTMCell per step"),
+    Pass("unroll_gru", lambda g, s: unroll_gru(g), "forward GRUs become per-step MatMul and pointwise operators"),
     Pass("fold_batchnorm", lambda g, s: fold_batchnorm(g), "BatchNormalization folded into its Conv/Gemm"),
     Pass("fuse_matmul_epilogues", lambda g, s: fuse_matmul_epilogues(g),
          "a MatMul's scalar Mul/Div and constant Add become one FusedMatMul", introduces="FusedMatMul"),

@@ -1,6 +1,7 @@
 """A small numpy evaluator of DFG nodes: constant folding runs it and tests execute passed graphs with it.
 Ops the corpus defines use the corpus's references (kernel_corpus.reference: onnx's ReferenceEvaluator); the
-shape and constant ops only the front end meets are evaluated here."""
+shape and constant ops only the front end meets are evaluated here; any other standard ONNX op (Range, Equal,
+Where on shapes, ...) by onnx's ReferenceEvaluator on the node itself."""
 from __future__ import annotations
 
 import math
@@ -29,8 +30,17 @@ def op(*names: str) -> Callable[[OpFn], OpFn]:
 
 
 def can_evaluate(op_type: str) -> bool:
-    """True when this evaluator (or the corpus reference) knows the op."""
-    return op_type in OPS or registry.op(op_type) is not None
+    """True when this evaluator, the corpus reference or onnx's ReferenceEvaluator knows the op."""
+    return op_type in OPS or registry.op(op_type) is not None or standard_op(op_type)
+
+
+def standard_op(op_type: str) -> bool:
+    """An op of the default ONNX domain that onnx's ReferenceEvaluator implements (not control flow)."""
+    from onnx.defs import has
+    return "." not in op_type and op_type not in CONTROL_FLOW and has(op_type)
+
+
+CONTROL_FLOW = ("If", "Loop", "Scan", "SequenceMap")
 
 
 def evaluate(g: Graph, node: Node, inputs: Arrays) -> list[np.ndarray]:
@@ -39,7 +49,26 @@ def evaluate(g: Graph, node: Node, inputs: Arrays) -> list[np.ndarray]:
         return OPS[node.op_type](node, inputs)
     if registry.op(node.op_type) is not None:
         return run_reference(node_info(g, node), inputs)
+    if standard_op(node.op_type):
+        return evaluate_standard(node, inputs, g.opset)
     raise SchedulerError(f"numpy evaluator has no {node.op_type} (node '{node.name}')")
+
+
+def evaluate_standard(node: Node, inputs: Arrays, opset: int) -> list[np.ndarray]:
+    """One standard ONNX node run by onnx's ReferenceEvaluator (its attributes turned back into protos)."""
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    names = [f"x{i}" if x is not None else "" for i, x in enumerate(inputs)]
+    attrs = {k: numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v for k, v in node.attrs.items()}
+    outs = [f"y{i}" if o else f"unused{i}" for i, o in enumerate(node.outputs)]
+    proto = helper.make_node(node.op_type, names, outs, **attrs)
+    try:
+        results = ReferenceEvaluator(proto, opsets={"": opset}).run(
+            None, {n: x for n, x in zip(names, inputs) if n})
+    except Exception as exc:  # the evaluator raises many types for inputs it rejects
+        raise SchedulerError(f"cannot evaluate {node.op_type} node '{node.name}': {str(exc).splitlines()[0]}") \
+            from None
+    return [np.asarray(r) for r in results]
 
 
 def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -2,6 +2,7 @@
 operators; the references against onnxruntime; registry rules, launch geometry and refusals."""
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ class Case:
     tol: float
     seed: int = 0
     positive: tuple[int, ...] = ()   # inputs drawn in [0.5, 1.5] (variances, divisors)
+    ranges: dict = dataclasses.field(default_factory=dict)  # integer inputs drawn in [low, high)
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -46,7 +48,7 @@ def _cases() -> list[Case]:
         for s in d.shapes:
             if s.test:
                 label = s.label or s.key(d.op_type)
-                cases.append(Case(label, shape_node(d, s, label), d, s.tol, len(cases), s.positive))
+                cases.append(Case(label, shape_node(d, s, label), d, s.tol, len(cases), s.positive, s.ranges))
     return cases
 
 
@@ -62,11 +64,18 @@ PAIRS = [(b, case) for case in CASES for b in registry.for_op(case.node.op_type)
 
 
 def draw_inputs(case: Case) -> list[np.ndarray | None]:
-    """Seeded random float32 inputs (positive where the op needs it)."""
+    """Seeded random inputs: float32 (positive where the op needs it), bool, integers in their given range."""
     rng = np.random.default_rng(case.seed)
     arrays = []
+    constant = {pos for pos, key in enumerate(case.op.constant_inputs, start=1) if key in case.node.attrs}
     for i, t in enumerate(case.node.inputs):
-        if t is None or t.dtype != "float32":
+        if i in constant:
+            arrays.append(None)  # given as an attribute: an initializer of the reference model
+        elif t is not None and t.dtype == "bool":
+            arrays.append(rng.random(t.shape) < 0.5)
+        elif t is not None and i in case.ranges:
+            arrays.append(rng.integers(*case.ranges[i], size=t.shape).astype(t.dtype))
+        elif t is None or t.dtype != "float32":
             arrays.append(None)
         else:
             low, high = (0.5, 1.5) if i in case.positive else (-2.0, 2.0)

@@ -365,8 +365,8 @@ def test_malformed_and_missing_files_are_one_line_errors(tmp_path: Path) -> None
 def unsupported_model() -> onnx.ModelProto:
     """Two op types the corpus has no rKernel for, between supported ones."""
     b = Builder(7)
-    h = b.one("Relu", [b.one("Sin", ["x"])])
-    b.one("Add", [h, b.one("Cos", [h])])
+    h = b.one("Relu", [b.one("Sinh", ["x"])])
+    b.one("Add", [h, b.one("Cosh", [h])])
     b.nodes[-1].output[0] = "y"
     return b.model({"x": (2, 7)}, {"y": (2, 7)})
 
@@ -377,7 +377,7 @@ def test_unsupported_ops_listed_in_one_error() -> None:
         build_workload(graph)
     text = str(info.value)
     assert "\n" not in text and "2 unsupported" in text
-    for op_type in ("Sin", "Cos"):
+    for op_type in ("Sinh", "Cosh"):
         node = next(n for n in graph.nodes if n.op_type == op_type)
         assert f"{op_type} in float32[2, 7]" in text and f"node '{node.name}'" in text
 
@@ -388,7 +388,7 @@ def test_cli_reports_unsupported_op_in_one_line(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", "from rammer.cli import main; main()", "plan", str(path)], cwd=REPO, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 1
-    assert proc.stderr.count("\n") == 1 and "Sin" in proc.stderr and "Cos" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Sinh" in proc.stderr and "Cosh" in proc.stderr
 
 
 def test_cli_plans_and_writes_plan_json(tmp_path: Path) -> None:

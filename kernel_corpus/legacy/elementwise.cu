@@ -1,29 +1,62 @@
-// elementwise.cu — legacy pointwise kernels (float32): Add/Sub/Mul/Div with broadcasting, Relu/Sigmoid/Tanh/Gelu,
-// BatchNormalization (inference) and the fused LSTM-cell pointwise step. One thread per element (or per 4).
+// elementwise.cu — legacy pointwise kernels (float32): binary ops with numpy broadcasting (Add, Sub, Mul, Div, Pow,
+// PRelu, Max, Min; n-ary Sum/Mean/Max/Min by accumulation; Expand as a broadcast copy), Where, the unary ops (one
+// line each in unary_op), BatchNormalization (inference) and the fused LSTM-cell pointwise step. One thread per
+// element (or per 4).
 
-// Binary operators: 0 Add, 1 Sub, 2 Mul, 3 Div.
+// Binary operators: 0 Add, 1 Sub, 2 Mul, 3 Div, 4 Pow, 5 PRelu (b is the slope), 6 Max, 7 Min, 8 First (a).
+// Max and Min return NaN when either operand is NaN, as ONNX does.
 template <int OP>
 __device__ __forceinline__ float binary_op(float a, float b) {
   if (OP == 0) return a + b;
   if (OP == 1) return a - b;
   if (OP == 2) return a * b;
-  return a / b;
+  if (OP == 3) return a / b;
+  if (OP == 4) return powf(a, b);
+  if (OP == 5) return a < 0.0f ? a * b : a;
+  if (OP == 6) return (a > b || a != a) ? a : b;
+  if (OP == 7) return (a < b || a != a) ? a : b;
+  return a;
 }
 
 __device__ __forceinline__ float sigmoid_act(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// Unary operators: 0 Relu, 1 Sigmoid, 2 Tanh, 3 Gelu (erf form), 4 Gelu (tanh approximation), 5 LeakyRelu,
-// 6 Erf.
-// `alpha` is the op's float attribute where it has one. Comparisons let NaN pass through, as in ONNX.
+// min(hi, max(lo, x)) that lets NaN through (hi wins when lo > hi, as ONNX's Clip says).
+__device__ __forceinline__ float clip(float x, float lo, float hi) {
+  const float t = x < lo ? lo : x;
+  return t > hi ? hi : t;
+}
+
+__device__ __forceinline__ float clamp01(float t) { return clip(t, 0.0f, 1.0f); }
+
+// Unary operators, one line each; `alpha` and `beta` are the op's float attributes where it has them:
+// 0 Relu, 1 Sigmoid, 2 Tanh, 3 Gelu (erf form), 4 Gelu (tanh approximation), 5 LeakyRelu, 6 Erf, 7 Sqrt, 8 Exp,
+// 9 Neg, 10 Abs, 11 Reciprocal, 12 Log, 13 Sin, 14 Cos, 15 HardSigmoid, 16 HardSwish, 17 Softplus, 18 Elu,
+// 19 Clip (alpha = min, beta = max), 20 Scale (alpha * x), 21 Identity.
+// Comparisons are written so that NaN passes through, as in ONNX.
 template <int OP>
-__device__ __forceinline__ float unary_op(float x, float alpha) {
+__device__ __forceinline__ float unary_op(float x, float alpha, float beta) {
   if (OP == 0) return x < 0.0f ? 0.0f : x;
   if (OP == 1) return sigmoid_act(x);
   if (OP == 2) return tanhf(x);
   if (OP == 3) return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  if (OP == 4) return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
   if (OP == 5) return x < 0.0f ? alpha * x : x;
   if (OP == 6) return erff(x);
-  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  if (OP == 7) return sqrtf(x);
+  if (OP == 8) return expf(x);
+  if (OP == 9) return -x;
+  if (OP == 10) return fabsf(x);
+  if (OP == 11) return 1.0f / x;
+  if (OP == 12) return logf(x);
+  if (OP == 13) return sinf(x);
+  if (OP == 14) return cosf(x);
+  if (OP == 15) return clamp01(alpha * x + beta);
+  if (OP == 16) return x * clamp01(x * (1.0f / 6.0f) + 0.5f);
+  if (OP == 17) return x > 20.0f ? x : log1pf(expf(x));
+  if (OP == 18) return x < 0.0f ? alpha * (expf(x) - 1.0f) : x;
+  if (OP == 19) return clip(x, alpha, beta);
+  if (OP == 20) return alpha * x;
+  return x;
 }
 
 // Same-shape binary op, four elements per thread: a float4 load/store when all three pointers are 16-byte
@@ -66,11 +99,45 @@ __global__ void binary_bcast(const float* __restrict__ A, const float* __restric
   Y[idx] = binary_op<OP>(A[a], B[b]);
 }
 
-// Unary activation, one thread per element. block (BLOCK), grid ceil(n / BLOCK).
+// Unary op, one thread per element. block (BLOCK), grid ceil(n / BLOCK).
 template <int OP, int BLOCK>
-__global__ void unary(const float* __restrict__ X, float* __restrict__ Y, int n, float alpha) {
+__global__ void unary(const float* __restrict__ X, float* __restrict__ Y, int n, float alpha, float beta) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
-  if (idx < (size_t)n) Y[idx] = unary_op<OP>(X[idx], alpha);
+  if (idx < (size_t)n) Y[idx] = unary_op<OP>(X[idx], alpha, beta);
+}
+
+// One more operand folded into Y in place, Y = op(Y, B) * scale (n-ary Sum/Mean/Max/Min: the first two operands
+// go through binary_bcast, each further one through this; Mean passes 1/count with its last operand). B is read
+// through its strides per output dim [d0, d1, d2, d3] (0 where broadcast). block (BLOCK), grid ceil(n / BLOCK).
+template <int OP, int BLOCK>
+__global__ void binary_accumulate(float* Y, const float* __restrict__ B, int n, int d1, int d2, int d3, int sb0,
+                                  int sb1, int sb2, int sb3, float scale) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  const int i3 = idx % d3;
+  const int i2 = (idx / d3) % d2;
+  const int i1 = (idx / ((size_t)d3 * d2)) % d1;
+  const int i0 = idx / ((size_t)d3 * d2 * d1);
+  const size_t b = (size_t)i0 * sb0 + (size_t)i1 * sb1 + (size_t)i2 * sb2 + (size_t)i3 * sb3;
+  Y[idx] = binary_op<OP>(Y[idx], B[b]) * scale;
+}
+
+// Where: Y = C ? A : B with numpy broadcasting of all three over an output of up to 4 dims (strides as in
+// binary_bcast; C is a bool tensor). block (BLOCK), grid ceil(n / BLOCK).
+template <int BLOCK>
+__global__ void where_bcast(const bool* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
+                            float* __restrict__ Y, int n, int d1, int d2, int d3, int sc0, int sc1, int sc2, int sc3,
+                            int sa0, int sa1, int sa2, int sa3, int sb0, int sb1, int sb2, int sb3) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  const int i3 = idx % d3;
+  const int i2 = (idx / d3) % d2;
+  const int i1 = (idx / ((size_t)d3 * d2)) % d1;
+  const int i0 = idx / ((size_t)d3 * d2 * d1);
+  const size_t c = (size_t)i0 * sc0 + (size_t)i1 * sc1 + (size_t)i2 * sc2 + (size_t)i3 * sc3;
+  const size_t a = (size_t)i0 * sa0 + (size_t)i1 * sa1 + (size_t)i2 * sa2 + (size_t)i3 * sa3;
+  const size_t b = (size_t)i0 * sb0 + (size_t)i1 * sb1 + (size_t)i2 * sb2 + (size_t)i3 * sb3;
+  Y[idx] = C[c] ? A[a] : B[b];
 }
 
 // BatchNormalization, inference form, X [N, C, inner...]: y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + bias[c].

@@ -1,4 +1,4 @@
-// pool.cu — legacy windowed 2-D pooling for ONNX MaxPool and AveragePool (float32, NCHW).
+// pool.cu — legacy windowed 2-D and 3-D pooling for ONNX MaxPool and AveragePool (float32, NCHW / NCDHW).
 //
 // X [NC, H, W] (N and C flattened), Y [NC, OH, OW]. Window tap (kh, kw) of output (oh, ow) reads
 // ih = oh*sh - ph + kh*dh, iw = ow*sw - pw + kw*dw. ph/pw are the leading pads, ph_end/pw_end the trailing ones;
@@ -30,6 +30,42 @@ __global__ void pool2d(const float* __restrict__ X, float* __restrict__ Y, int N
       const float v = x[(size_t)ih * W + iw];
       if (MODE == 0) acc = v > acc ? v : acc;
       else acc += v;
+    }
+  }
+  Y[idx] = MODE == 0 ? acc : (count > 0 ? acc / count : 0.0f);
+}
+
+// 3-D pooling, the same rules over X [NC, D, H, W] -> Y [NC, OD, OH, OW], window (KD, KH, KW), strides, leading and
+// trailing pads, dilations. block (BLOCK), grid ceil(NC*OD*OH*OW / BLOCK), one thread per output.
+template <int MODE, int BLOCK>
+__global__ void pool3d(const float* __restrict__ X, float* __restrict__ Y, int NC, int D, int H, int W, int OD,
+                       int OH, int OW, int KD, int KH, int KW, int sd, int sh, int sw, int pd, int ph, int pw,
+                       int pd_end, int ph_end, int pw_end, int dd, int dh, int dw) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)NC * OD * OH * OW) return;
+  const int ow = idx % OW;
+  const int oh = (idx / OW) % OH;
+  const int od = (idx / ((size_t)OW * OH)) % OD;
+  const size_t plane = idx / ((size_t)OW * OH * OD);
+  const float* x = X + plane * D * H * W;
+  float acc = MODE == 0 ? -3.402823466e+38f : 0.0f;
+  int count = 0;
+  for (int kd = 0; kd < KD; ++kd) {
+    const int id = od * sd - pd + kd * dd;
+    const bool d_in = id >= 0 && id < D, d_padded = id >= -pd && id < D + pd_end;
+    for (int kh = 0; kh < KH; ++kh) {
+      const int ih = oh * sh - ph + kh * dh;
+      const bool h_in = d_in && ih >= 0 && ih < H, h_padded = d_padded && ih >= -ph && ih < H + ph_end;
+      for (int kw = 0; kw < KW; ++kw) {
+        const int iw = ow * sw - pw + kw * dw;
+        const bool in = h_in && iw >= 0 && iw < W;
+        if (MODE == 2) count += (h_padded && iw >= -pw && iw < W + pw_end) ? 1 : 0;
+        else count += in ? 1 : 0;
+        if (!in) continue;
+        const float v = x[((size_t)id * H + ih) * W + iw];
+        if (MODE == 0) acc = v > acc ? v : acc;
+        else acc += v;
+      }
     }
   }
   Y[idx] = MODE == 0 ? acc : (count > 0 ? acc / count : 0.0f);

@@ -9,6 +9,7 @@ from onnx import helper, numpy_helper
 from kernel_corpus.bindings import INT32_MAX, Launch, NodeInfo, Scalar, Temp, TensorInfo
 
 MAX_GRID_YZ = 65535
+MAX_VIEW_RANK = 4  # dims the view kernels (reductions, strided copies, pads) index
 
 
 def cdiv(a: int, b: int) -> int:
@@ -78,6 +79,26 @@ def contiguous_strides(shape: tuple[int, ...] | list[int]) -> list[int]:
     return strides
 
 
+def merged_view(dims: list[tuple[int, int]]) -> tuple[list[int], list[int]] | str:
+    """(sizes, strides) of a list of (size, stride) dims, unit dims dropped and contiguous neighbours fused,
+    padded in front to 4 dims; why not when more remain (strides may be negative)."""
+    sizes: list[int] = []
+    strides: list[int] = []
+    for size, stride in dims:
+        if size == 1:
+            continue
+        if sizes and strides[-1] == stride * size:
+            sizes[-1] *= size
+            strides[-1] = stride
+        else:
+            sizes.append(size)
+            strides.append(stride)
+    if len(sizes) > MAX_VIEW_RANK:
+        return f"needs {len(sizes)} dims after merging, the kernel takes {MAX_VIEW_RANK}"
+    pad = MAX_VIEW_RANK - len(sizes)
+    return [1] * pad + sizes, [0] * pad + strides
+
+
 def require_present(node: NodeInfo, count: int) -> str | None:
     """Why the node lacks one of its first `count` inputs or its first output, else None."""
     for i in range(count):
@@ -141,12 +162,13 @@ def _out_size_ok(size: int, k: int, s: int, d: int, pads: tuple[int, int], out: 
     return floor_out <= out <= (cdiv(span, s) + 1 if ceil_mode else floor_out)
 
 
-def window_2d(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_sizes: tuple[int, ...],
-              ceil_mode: bool = False) -> Window | str:
-    """The window of a 1-D or 2-D Conv/pool node (1-D becomes H = 1), checked against the output sizes."""
+def window_dims(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_sizes: tuple[int, ...],
+                ceil_mode: bool = False) -> list[tuple[int, int, int, int, int]] | str:
+    """Per spatial dim (kernel, stride, leading pad, trailing pad, dilation) of a Conv/pool node of any rank,
+    checked against the output sizes."""
     rank = len(kernel)
-    if rank not in (1, 2) or len(in_sizes) != rank or len(out_sizes) != rank:
-        return f"only 1-D and 2-D windows are supported, got {len(in_sizes)} spatial dims"
+    if len(in_sizes) != rank or len(out_sizes) != rank:
+        return f"kernel_shape has {rank} dims, the input {len(in_sizes)} spatial dims"
     strides = _spatial_list(node, "strides", rank, 1)
     dilations = _spatial_list(node, "dilations", rank, 1)
     pads = _spatial_list(node, "pads", rank, 0)
@@ -164,7 +186,18 @@ def window_2d(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_
         if not _out_size_ok(in_sizes[i], kernel[i], strides[i], dilations[i], pad, out_sizes[i], ceil_mode):
             return f"output size {out_sizes[i]} of spatial dim {i} does not follow from the window attributes"
         dims.append((kernel[i], strides[i], pad[0], pad[1], dilations[i]))
-    if rank == 1:
+    return dims
+
+
+def window_2d(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_sizes: tuple[int, ...],
+              ceil_mode: bool = False) -> Window | str:
+    """The window of a 1-D or 2-D Conv/pool node (1-D becomes H = 1), checked against the output sizes."""
+    if len(kernel) not in (1, 2) or len(in_sizes) != len(kernel) or len(out_sizes) != len(kernel):
+        return f"only 1-D and 2-D windows are supported, got {len(in_sizes)} spatial dims"
+    dims = window_dims(node, in_sizes, kernel, out_sizes, ceil_mode)
+    if isinstance(dims, str):
+        return dims
+    if len(kernel) == 1:
         dims.insert(0, (1, 1, 0, 0, 1))
     (kh, sh, ph, ph_end, dh), (kw, sw, pw, pw_end, dw) = dims
     return Window(kh, kw, sh, sw, ph, pw, ph_end, pw_end, dh, dw)

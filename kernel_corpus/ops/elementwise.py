@@ -1,8 +1,10 @@
-"""The pointwise ops of legacy/elementwise.cu: binary arithmetic with broadcasting, unary activations,
-BatchNormalization (inference) and the custom LSTMCellPointwise.
+"""The pointwise family of legacy/elementwise.cu: binary ops with numpy broadcasting (Add, Sub, Mul, Div, Pow,
+PRelu), the n-ary Sum/Mean/Max/Min, Where, Expand (a broadcast copy), the unary ops, BatchNormalization
+(inference) and the custom LSTMCellPointwise.
 
-A unary op is one row of UNARY (its code in elementwise.cu's `unary_op`, FLOPs per element, its PyTorch baseline)
-plus one line in that kernel; its truth is onnx's ReferenceEvaluator and its test shapes are UNARY_SHAPES."""
+A unary op is one row of UNARY (its code in elementwise.cu's `unary_op`, FLOPs per element, its float attributes,
+its PyTorch baseline) plus one line in that kernel; its truth is onnx's ReferenceEvaluator and its test shapes are
+UNARY_SHAPES."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,7 +12,7 @@ from typing import Callable
 
 from onnx import helper
 
-from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.bindings import FLOAT32, Binding, In, Launch, NodeInfo, OpDef, Out, Shape
 from kernel_corpus.ops._common import (cdiv, contiguous_strides, extra_outputs, f32, i32, linear_launch, reason,
                                        require_present, tensor_bytes)
 from kernel_corpus.torch_builders import torch_function
@@ -18,18 +20,22 @@ from kernel_corpus.torch_builders import torch_function
 SOURCE = "elementwise.cu"
 BLOCK = 256
 MAX_BCAST_RANK = 4
-BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3}
+BINARY_OPS = {"Add": 0, "Sub": 1, "Mul": 2, "Div": 3, "Pow": 4, "PRelu": 5}
+NARY_OPS = {"Sum": 0, "Mean": 0, "Max": 6, "Min": 7}  # the binary_op each folds its operands with
+FIRST = 8  # binary_op code returning its first operand: a broadcast copy
+INF = float("inf")
 
 
 @dataclass(frozen=True)
 class Unary:
-    """One unary activation: its `unary_op` code, FLOPs per element, the float attribute the kernel takes as its
-    `alpha` argument (with ONNX's default), and its PyTorch baseline."""
+    """One unary op: its `unary_op` code, FLOPs per element, its PyTorch baseline, and the float attributes the
+    kernel takes as its `alpha` and `beta` arguments (with ONNX's defaults)."""
 
     code: int
     flops: int
     torch: Callable
     alpha: tuple[str, float] | None = None
+    beta: tuple[str, float] | None = None
 
 
 def _torch_gelu(T, a: dict, k: list, nout: int) -> Callable:
@@ -45,9 +51,28 @@ UNARY = {  # op type -> Unary; Gelu's tanh form is code 4, chosen by its `approx
     "LeakyRelu": Unary(5, 2, lambda T, a, k, n: (lambda x: T.nn.functional.leaky_relu(x, a.get("alpha", 0.01))),
                        alpha=("alpha", 0.01)),
     "Erf": Unary(6, 10, torch_function("erf")),
+    "Sqrt": Unary(7, 1, torch_function("sqrt")),
+    "Exp": Unary(8, 4, torch_function("exp")),
+    "Neg": Unary(9, 1, torch_function("neg")),
+    "Abs": Unary(10, 1, torch_function("abs")),
+    "Reciprocal": Unary(11, 1, torch_function("reciprocal")),
+    "Log": Unary(12, 4, torch_function("log")),
+    "Sin": Unary(13, 4, torch_function("sin")),
+    "Cos": Unary(14, 4, torch_function("cos")),
+    "HardSigmoid": Unary(15, 3, lambda T, a, k, n: (lambda x: (a.get("alpha", 0.2) * x + a.get("beta", 0.5))
+                                                    .clamp(0.0, 1.0)), alpha=("alpha", 0.2), beta=("beta", 0.5)),
+    "HardSwish": Unary(16, 4, torch_function("nn.functional.hardswish")),
+    "Softplus": Unary(17, 4, torch_function("nn.functional.softplus")),
+    "Elu": Unary(18, 4, lambda T, a, k, n: (lambda x: T.nn.functional.elu(x, a.get("alpha", 1.0))),
+                 alpha=("alpha", 1.0)),
+    "Clip": Unary(19, 2, lambda T, a, k, n: (lambda x, *bounds: x.clamp(a.get("min"), a.get("max"))),
+                  alpha=("min", -INF), beta=("max", INF)),
 }
+POSITIVE_ONLY = ("Sqrt", "Log")  # ops whose test inputs are drawn positive
 GELU_TANH = Unary(4, 10, _torch_gelu)
 UNARY_SHAPES = (Shape(((3, 70),)), Shape(((2, 3, 4, 5),)), Shape(((4, 1000),)), Shape(((1, 64, 28, 28),)))
+CLIP_SHAPES = (Shape(((3, 70),), {"min": -0.5, "max": 0.7}), Shape(((2, 3, 4, 5),), {"max": 0.1}),
+               Shape(((4, 9),), {"min": 0.0}))
 
 
 def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | str:
@@ -86,22 +111,60 @@ def merge_dims(out: tuple[int, ...], strides: list[list[int]]) -> tuple[list[int
     return dims, merged
 
 
-def broadcast_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]] | str:
-    """Output dims and A/B strides of a binary node, at most 4 dims (left-padded with 1s), or why not."""
-    missing = require_present(node, 2)
-    if missing:
-        return missing
-    a, b = node.inputs[0].shape, node.inputs[1].shape
-    out = _broadcast_shape(a, b)
-    if isinstance(out, str):
-        return out
-    if out != node.outputs[0].shape:
-        return f"output {list(node.outputs[0].shape)} is not the broadcast shape {list(out)}"
-    dims, (sa, sb) = merge_dims(out, [_operand_strides(a, out), _operand_strides(b, out)])
+def operand_view(out: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[list[int], list[list[int]]] | str:
+    """Output dims (at most 4, left-padded with 1s) and each operand's strides along them, when every operand
+    broadcasts to `out`; else why not."""
+    for shape in shapes:
+        both = _broadcast_shape(shape, out)
+        if isinstance(both, str) or both != out:
+            return f"operand {list(shape)} does not broadcast to the output {list(out)}"
+    dims, strides = merge_dims(out, [_operand_strides(shape, out) for shape in shapes])
     if len(dims) > MAX_BCAST_RANK:
         return f"the broadcast needs {len(dims)} dims after merging, the kernel takes {MAX_BCAST_RANK}"
     pad = MAX_BCAST_RANK - len(dims)
-    return [1] * pad + dims, [0] * pad + sa, [0] * pad + sb
+    return [1] * pad + dims, [[0] * pad + s for s in strides]
+
+
+def nary_view(node: NodeInfo, count: int | None = None) -> tuple[list[int], list[list[int]]] | str:
+    """The view of the first `count` inputs (all by default) of a node whose output is their broadcast."""
+    count = len(node.inputs) if count is None else count
+    missing = require_present(node, count)
+    if missing:
+        return missing
+    shapes = [node.inputs[i].shape for i in range(count)]
+    out: tuple[int, ...] | str = ()
+    for shape in shapes:
+        out = _broadcast_shape(out, shape)
+        if isinstance(out, str):
+            return out
+    if out != node.outputs[0].shape:
+        return f"output {list(node.outputs[0].shape)} is not the broadcast shape {list(out)}"
+    return operand_view(out, shapes)
+
+
+def broadcast_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]] | str:
+    """Output dims and A/B strides of a binary node, at most 4 dims (left-padded with 1s), or why not."""
+    view = nary_view(node, 2)
+    if isinstance(view, str):
+        return view
+    dims, (sa, sb) = view
+    return dims, sa, sb
+
+
+def bcast_launch(op: int, node: NodeInfo, a: int, b: int, dims: list[int], sa: list[int], sb: list[int]) -> Launch:
+    """binary_bcast<op>(In(a), In(b)) -> Out(0) over the output view."""
+    n = node.outputs[0].numel
+    args = [In(a), In(b), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sa + sb]
+    return linear_launch("binary_bcast", [op, BLOCK], n, BLOCK, args, n,
+                         tensor_bytes(node.inputs[a], node.inputs[b], node.outputs[0]))
+
+
+def accumulate_launch(op: int, node: NodeInfo, b: int, dims: list[int], sb: list[int], scale: float) -> Launch:
+    """binary_accumulate<op>: Out(0) = op(Out(0), In(b)) * scale."""
+    n = node.outputs[0].numel
+    args = [Out(0), In(b), i32(n)] + [i32(v) for v in dims[1:] + sb] + [f32(scale)]
+    return linear_launch("binary_accumulate", [op, BLOCK], n, BLOCK, args, n,
+                         tensor_bytes(node.inputs[b], node.outputs[0], node.outputs[0]))
 
 
 def _same_condition(node: NodeInfo) -> str | None:
@@ -127,9 +190,7 @@ def _binary_bindings(op_type: str) -> list[Binding]:
 
     def plan_bcast(node: NodeInfo) -> list[Launch]:
         dims, sa, sb = broadcast_view(node)
-        n = node.outputs[0].numel
-        args = [In(0), In(1), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sa + sb]
-        return [linear_launch("binary_bcast", [op, BLOCK], n, BLOCK, args, n, traffic(node))]
+        return [bcast_launch(op, node, 0, 1, dims, sa, sb)]
 
     return [
         Binding(op_type, "same_shape", SOURCE, "fast", _same_condition, plan_same, ("binary_same",)),
@@ -164,19 +225,104 @@ def _unary_condition(node: NodeInfo) -> str | None:
 
 
 def _unary_plan(node: NodeInfo) -> list[Launch]:
-    """unary<OP>, one thread per element; the op's float attribute (if any) is the kernel's alpha."""
+    """unary<OP>, one thread per element; the op's float attributes (if any) are the kernel's alpha and beta."""
     n, u = node.outputs[0].numel, _unary_of(node)
     alpha = float(node.attr(*u.alpha)) if u.alpha else 0.0
-    return [linear_launch("unary", [u.code, BLOCK], n, BLOCK, [In(0), Out(0), i32(n), f32(alpha)], u.flops * n,
-                          tensor_bytes(node.inputs[0], node.outputs[0]))]
+    beta = float(node.attr(*u.beta)) if u.beta else 0.0
+    return [linear_launch("unary", [u.code, BLOCK], n, BLOCK, [In(0), Out(0), i32(n), f32(alpha), f32(beta)],
+                          u.flops * n, tensor_bytes(node.inputs[0], node.outputs[0]))]
+
+
+def _clip_condition(node: NodeInfo) -> str | None:
+    """Clip's bounds are constants: attributes (opset < 11) or constant scalar inputs (given as attrs)."""
+    for i, key in ((1, "min"), (2, "max")):
+        if node.input(i) is not None and key not in node.attrs:
+            return f"Clip's {key} (input {i}) must be a constant"
+    return _unary_condition(node)
 
 
 def _unary_def(op_type: str, u: Unary) -> OpDef:
-    """The OpDef of one unary activation."""
-    shapes = UNARY_SHAPES + ((Shape(((5, 13),), {"approximate": "tanh"}),) if op_type == "Gelu" else ())
-    shapes += (Shape(((5, 13),), {u.alpha[0]: 0.3}),) if u.alpha else ()
+    """The OpDef of one unary op (Clip: bounds as constant inputs min, max)."""
+    if op_type == "Clip":
+        return OpDef(op_type, (Binding(op_type, "direct", SOURCE, "only", _clip_condition, _unary_plan, ("unary",)),),
+                     CLIP_SHAPES, constant_inputs=("min", "max"), torch=u.torch)
+    positive = (0,) if op_type in POSITIVE_ONLY else ()
+    shapes = tuple(Shape(s.inputs, s.attrs, positive=positive) for s in UNARY_SHAPES)
+    shapes += (Shape(((5, 13),), {"approximate": "tanh"}),) if op_type == "Gelu" else ()
+    shapes += (Shape(((5, 13),), {u.alpha[0]: 0.3} | ({u.beta[0]: 0.4} if u.beta else {})),) if u.alpha else ()
     return OpDef(op_type, (Binding(op_type, "direct", SOURCE, "only", _unary_condition, _unary_plan, ("unary",)),),
                  shapes, torch=u.torch)
+
+
+# ---- n-ary Sum/Mean/Max/Min, Where, Expand -------------------------------------------------------------------
+def _nary_plan(node: NodeInfo) -> list[Launch]:
+    """The first two operands through binary_bcast (a copy of the first for one operand, or for Mean, whose last
+    accumulation divides by the count), each further one accumulated in place."""
+    op, count = NARY_OPS[node.op_type], len(node.inputs)
+    dims, strides = nary_view(node)
+    mean = node.op_type == "Mean"
+    if count == 1 or mean:
+        launches, rest = [bcast_launch(FIRST, node, 0, 0, dims, strides[0], strides[0])], range(1, count)
+    else:
+        launches, rest = [bcast_launch(op, node, 0, 1, dims, strides[0], strides[1])], range(2, count)
+    for k in rest:
+        launches.append(accumulate_launch(op, node, k, dims, strides[k], 1.0 / count if mean and k == count - 1
+                                          else 1.0))
+    return launches
+
+
+def _nary_def(op_type: str) -> OpDef:
+    """Sum/Mean/Max/Min of one or more broadcasting operands."""
+    torch_fold = {"Sum": "add", "Mean": "add", "Max": "maximum", "Min": "minimum"}[op_type]
+
+    def build(T, a: dict, k: list, nout: int) -> Callable:
+        fn = getattr(T, torch_fold)
+
+        def f(*xs):
+            y = xs[0]
+            for x in xs[1:]:
+                y = fn(y, x)
+            return y / len(xs) if op_type == "Mean" else y
+        return f
+
+    return OpDef(op_type, (Binding(op_type, "broadcast", SOURCE, "only", lambda n: reason(nary_view(n)), _nary_plan,
+                                   ("binary_bcast", "binary_accumulate"),
+                                   note="one launch per operand after the first two, in order"),),
+                 (Shape(((3, 5), (3, 5), (3, 5))), Shape(((2, 3, 4), (4,))), Shape(((7, 6),)),
+                  Shape(((2, 3, 4), (1, 4), (3, 1), (4,))))
+                 # onnx 1.23's reference Mean cannot broadcast its first operand up
+                 + ((Shape(((1, 4), (3, 1), (2, 3, 4), (4,))),) if op_type != "Mean" else ()),
+                 torch=build)
+
+
+def _where_condition(node: NodeInfo) -> str | None:
+    """A bool condition and two float32 operands broadcast to the output."""
+    missing = require_present(node, 3)
+    if missing:
+        return missing
+    if node.inputs[0].dtype != "bool" or any(node.inputs[i].dtype != FLOAT32 for i in (1, 2)):
+        return f"needs a bool condition and float32 operands, got {[t.dtype for t in node.inputs]}"
+    return reason(nary_view(node))
+
+
+def _where_plan(node: NodeInfo) -> list[Launch]:
+    """where_bcast, one thread per output element."""
+    dims, (sc, sa, sb) = nary_view(node)
+    n = node.outputs[0].numel
+    args = [In(0), In(1), In(2), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sc + sa + sb]
+    return [linear_launch("where_bcast", [BLOCK], n, BLOCK, args, n, tensor_bytes(*node.inputs, node.outputs[0]))]
+
+
+def _expand_view(node: NodeInfo) -> tuple[list[int], list[list[int]]] | str:
+    """Expand: the data input broadcast to the output (whose shape inference applied the shape input)."""
+    missing = require_present(node, 1)
+    return missing if missing else operand_view(node.outputs[0].shape, [node.inputs[0].shape])
+
+
+def _expand_plan(node: NodeInfo) -> list[Launch]:
+    """binary_bcast<FIRST>(X, X): a broadcast copy."""
+    dims, (sx,) = _expand_view(node)
+    return [bcast_launch(FIRST, node, 0, 0, dims, sx, sx)]
 
 
 def _batchnorm_condition(node: NodeInfo) -> str | None:
@@ -251,10 +397,26 @@ def _lstm_pointwise_equivalent(node: NodeInfo, ins: list[str], outs: list[str], 
     return lstm_pointwise_nodes(ins[0], ins[1], outs[0], outs[1], "cell"), []
 
 
+PRELU_SHAPES = tuple(Shape((x, slope)) for x, slope in [
+    ((3, 50), (3, 50)), ((2, 3, 4, 5), (1,)), ((2, 3, 4, 5), (3, 1, 1)), ((6, 10), (10,)), ((1, 64, 8, 8), (64, 1, 1))])
+SHAPES_OF = {"Pow": tuple(Shape(s.inputs, positive=(0,)) for s in BINARY_SHAPES), "PRelu": PRELU_SHAPES}
+
 OPS = (
-    [OpDef(op, tuple(_binary_bindings(op)), BINARY_SHAPES, torch=torch_function(op.lower()))
+    [OpDef(op, tuple(_binary_bindings(op)), SHAPES_OF.get(op, BINARY_SHAPES), torch=torch_function(op.lower()))
      for op in BINARY_OPS]
     + [_unary_def(op, u) for op, u in UNARY.items()]
+    + [_nary_def(op) for op in NARY_OPS]
+    + [OpDef("Where", (Binding("Where", "broadcast", SOURCE, "only", _where_condition, _where_plan, ("where_bcast",),
+                               dtypes=(FLOAT32, "bool")),),
+             tuple(Shape(ins, dtypes={0: "bool"}) for ins in (((3, 5), (3, 5), (3, 5)), ((4, 1), (3,), (2, 4, 3)),
+                                                              ((1, 1, 6), (2, 1, 6), ()))),
+             torch=lambda T, a, k, n: T.where),
+       OpDef("Expand", (Binding("Expand", "broadcast", SOURCE, "only", lambda n: reason(_expand_view(n)),
+                                _expand_plan, ("binary_bcast",), float_inputs=1),),
+             (Shape(((3, 1),), {"shape": [2, 3, 4]}), Shape(((1, 5),), {"shape": [4, 1]}),
+              Shape(((2, 1, 3),), {"shape": [2, 4, 3]})),
+             constant_inputs=("shape",), torch=lambda T, a, k, n: (lambda x, *s: x.expand(*[
+                 max(d, e) for d, e in zip((1,) * (len(k[1]) - x.dim()) + tuple(x.shape), k[1])])))]
     + [OpDef("BatchNormalization",
              (Binding("BatchNormalization", "direct", SOURCE, "only", _batchnorm_condition, _batchnorm_plan,
                       ("batchnorm_infer",)),),

@@ -1,14 +1,17 @@
-"""Bindings of the data-movement ops of legacy/layout.cu: Concat, Split, Slice and Transpose."""
+"""The data-movement family of legacy/layout.cu: Concat, Split, Slice, Transpose, Gather, GatherElements, Tile and
+CumSum."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
 
+import numpy as np
+
 from typing import Callable
 
-from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import (MAX_GRID_YZ, cdiv, contiguous_strides, i32, linear_launch, norm_axis, reason,
-                                       require_present)
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Scalar, Shape
+from kernel_corpus.ops._common import (MAX_GRID_YZ, MAX_VIEW_RANK, cdiv, contiguous_strides, f32, i32, linear_launch,
+                                       merged_view, norm_axis, reason, require_present)
 from kernel_corpus.torch_builders import const_ints, need_const
 
 SOURCE = "layout.cu"
@@ -157,6 +160,86 @@ def _slice_condition(node: NodeInfo) -> str | None:
     return reason(slice_plan(node))
 
 
+def strided_view(node: NodeInfo) -> tuple[int, list[int], list[int]] | str:
+    """(base offset, output dims, signed input strides) of a Slice over any axes, merged to at most 4 dims."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    x = node.inputs[0].shape
+    starts, ends = node.attr("starts"), node.attr("ends")
+    if starts is None or ends is None:
+        return "starts and ends must be given as constant attributes"
+    starts, ends = [int(v) for v in starts], [int(v) for v in ends]
+    axes = [int(v) for v in node.attr("axes", range(len(starts)))]
+    steps = [int(v) for v in node.attr("steps", [1] * len(starts))]
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        return "starts, ends, axes and steps differ in length"
+    lens, stride = list(x), contiguous_strides(x)
+    eff, base = list(stride), 0
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis = norm_axis(axis, len(x))
+        if isinstance(axis, str) or step == 0:
+            return axis if isinstance(axis, str) else "step 0 is not allowed"
+        first, lens[axis] = onnx_slice_range(x[axis], start, end, step)
+        base += first * stride[axis]
+        eff[axis] = stride[axis] * step
+    if node.outputs[0].shape != tuple(lens):
+        return f"output {list(node.outputs[0].shape)} is not the sliced shape {lens}"
+    view = merged_view(list(zip(lens, eff)))
+    return view if isinstance(view, str) else (base, view[0], view[1])
+
+
+def _strided_plan(node: NodeInfo) -> list[Launch]:
+    """strided_copy, one thread per output element."""
+    base, dims, strides = strided_view(node)
+    n = node.outputs[0].numel
+    return [linear_launch("strided_copy", [BLOCK], n, BLOCK,
+                          [In(0), Out(0), i32(n), Scalar("int64", base)] + [i32(v) for v in dims[1:] + strides], 0,
+                          _copy_bytes(n))]
+
+
+# ---- Pad -------------------------------------------------------------------------------------------------------
+PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
+
+
+def pad_view(node: NodeInfo) -> tuple[list[int], list[int], list[int], list[int]] | str:
+    """Output dims, input dims, input strides and leading pads, each padded in front to 4 dims."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    if str(node.attr("mode", "constant")) not in PAD_MODES:
+        return f"mode {node.attr('mode')} is not one of {', '.join(PAD_MODES)}"
+    x = node.inputs[0].shape
+    pads = node.attr("pads")
+    if pads is None:
+        return "pads must be a constant"
+    pads = [int(p) for p in np.asarray(pads).reshape(-1)]
+    axes = [int(a) % max(len(x), 1) for a in node.attr("axes", range(len(x)))]
+    if len(pads) != 2 * len(axes):
+        return f"{len(pads)} pads for {len(axes)} axes"
+    begin = [0] * len(x)
+    for k, a in enumerate(axes):
+        begin[a] = pads[k]
+    if len(x) > MAX_VIEW_RANK:
+        return f"rank {len(x)} is more than the kernel's {MAX_VIEW_RANK}"
+    if str(node.attr("mode", "constant")) != "constant" and min(x) == 0:
+        return "an empty axis cannot be padded by reflection, edge or wrap"
+    fill = MAX_VIEW_RANK - len(x)
+    return ([1] * fill + list(node.outputs[0].shape), [1] * fill + list(x), [0] * fill + contiguous_strides(x),
+            [0] * fill + begin)
+
+
+def _pad_plan(node: NodeInfo) -> list[Launch]:
+    """pad_nd<MODE>, one thread per output element; the constant value (default 0) as an argument."""
+    out, ins, strides, begin = pad_view(node)
+    n = node.outputs[0].numel
+    value = float(np.asarray(node.attr("constant_value", 0.0)).reshape(-1)[0]) if node.attr("constant_value") \
+        is not None else 0.0
+    return [linear_launch("pad_nd", [PAD_MODES[str(node.attr("mode", "constant"))], BLOCK], n, BLOCK,
+                          [In(0), Out(0), i32(n)] + [i32(v) for v in out[1:] + ins + strides + begin] + [f32(value)],
+                          0, _copy_bytes(n))]
+
+
 # ---- Transpose --------------------------------------------------------------------------------------------
 def transpose_view(node: NodeInfo) -> tuple[list[int], list[int]] | str:
     """The transpose reduced to its smallest form: merged input dims and their permutation."""
@@ -273,7 +356,249 @@ def _torch_transpose(T, a: dict, k: list, nout: int) -> Callable:
     return lambda x: x.permute(a.get("perm", list(range(x.dim()))[::-1]))
 
 
+# ---- Gather, GatherElements, Tile, CumSum ---------------------------------------------------------------------
+def _int64_indices(node: NodeInfo) -> str | None:
+    """Float data and int64 indices, both present."""
+    missing = require_present(node, 2)
+    if missing:
+        return missing
+    return None if node.inputs[1].dtype == "int64" else f"indices are {node.inputs[1].dtype}, the kernel reads int64"
+
+
+def gather_view(node: NodeInfo) -> tuple[int, int, int, int] | str:
+    """(outer, len, n_idx, inner) of a Gather node."""
+    bad = _int64_indices(node)
+    if bad:
+        return bad
+    x, ind = node.inputs[0].shape, node.inputs[1].shape
+    axis = norm_axis(int(node.attr("axis", 0)), len(x))
+    if isinstance(axis, str):
+        return axis
+    if node.outputs[0].shape != x[:axis] + ind + x[axis + 1:]:
+        return f"output {list(node.outputs[0].shape)} is not data[:axis] + indices + data[axis+1:]"
+    return prod(x[:axis]), x[axis], prod(ind), prod(x[axis + 1:])
+
+
+def _gather_plan(node: NodeInfo) -> list[Launch]:
+    """gather_axis, one thread per output element."""
+    outer, length, n_idx, inner = gather_view(node)
+    n = outer * n_idx * inner
+    return [linear_launch("gather_axis", [BLOCK], n, BLOCK,
+                          [In(0), In(1), Out(0), i32(outer), i32(length), i32(n_idx), i32(inner)], 0,
+                          _copy_bytes(n) + 8 * n_idx)]
+
+
+def padded4(values: list[int], fill: int) -> list[int] | str:
+    """A rank <= 4 list padded in front to 4 entries."""
+    if len(values) > MAX_TRANSPOSE_RANK:
+        return f"rank {len(values)} is more than the kernel's {MAX_TRANSPOSE_RANK}"
+    return [fill] * (MAX_TRANSPOSE_RANK - len(values)) + list(values)
+
+
+def gather_elements_view(node: NodeInfo) -> tuple[list[int], list[int], int, int] | str:
+    """Index dims and data strides (padded to 4), the padded axis and its length."""
+    bad = _int64_indices(node)
+    if bad:
+        return bad
+    x, ind = node.inputs[0].shape, node.inputs[1].shape
+    axis = norm_axis(int(node.attr("axis", 0)), len(x))
+    if isinstance(axis, str):
+        return axis
+    if len(ind) != len(x) or node.outputs[0].shape != ind:
+        return f"indices {list(ind)} and output must have the data's rank {len(x)}"
+    dims, strides = padded4(list(ind), 1), padded4(contiguous_strides(x), 0)
+    if isinstance(dims, str) or isinstance(strides, str):
+        return str(dims)
+    return dims, strides, axis + MAX_TRANSPOSE_RANK - len(x), x[axis]
+
+
+def _gather_elements_plan(node: NodeInfo) -> list[Launch]:
+    """gather_elements, one thread per index."""
+    dims, strides, axis, length = gather_elements_view(node)
+    n = node.outputs[0].numel
+    return [linear_launch("gather_elements", [BLOCK], n, BLOCK,
+                          [In(0), In(1), Out(0), i32(n)] + [i32(v) for v in dims[1:] + strides] + [i32(axis),
+                                                                                                  i32(length)],
+                          0, _copy_bytes(n) + 8 * n)]
+
+
+def tile_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]] | str:
+    """Output dims, input dims and input strides (each padded to 4) of a Tile node."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    x, y = node.inputs[0].shape, node.outputs[0].shape
+    if len(x) != len(y) or any(b % a for a, b in zip(x, y)):
+        return f"output {list(y)} is not a tiling of {list(x)}"
+    dims, ins, strides = padded4(list(y), 1), padded4(list(x), 1), padded4(contiguous_strides(x), 0)
+    for v in (dims, ins, strides):
+        if isinstance(v, str):
+            return v
+    return dims, ins, strides
+
+
+def _tile_plan(node: NodeInfo) -> list[Launch]:
+    """tile_nd, one thread per output element."""
+    dims, ins, strides = tile_view(node)
+    n = node.outputs[0].numel
+    return [linear_launch("tile_nd", [BLOCK], n, BLOCK,
+                          [In(0), Out(0), i32(n)] + [i32(v) for v in dims[1:] + ins + strides], 0, _copy_bytes(n))]
+
+
+def cumsum_view(node: NodeInfo) -> tuple[int, int, int] | str:
+    """[outer, len, inner] around CumSum's constant axis."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    if "axis" not in node.attrs:
+        return "the axis input must be a constant"
+    x = node.inputs[0].shape
+    axis = norm_axis(int(np.asarray(node.attrs["axis"]).reshape(-1)[0]), len(x))
+    if isinstance(axis, str):
+        return axis
+    return prod(x[:axis]), x[axis], prod(x[axis + 1:])
+
+
+def _cumsum_plan(node: NodeInfo) -> list[Launch]:
+    """cumsum_axis, a thread per (outer, inner) pair."""
+    outer, length, inner = cumsum_view(node)
+    return [linear_launch("cumsum_axis", [BLOCK], outer * inner, BLOCK,
+                          [In(0), Out(0), i32(outer), i32(length), i32(inner), i32(node.attr("exclusive", 0)),
+                           i32(node.attr("reverse", 0))], outer * length * inner, _copy_bytes(outer * length * inner))]
+
+
+# ---- Resize ------------------------------------------------------------------------------------------------------
+RESIZE_MODES = {"nearest": 0, "linear": 1, "cubic": 2}
+RESIZE_COORDS = {"half_pixel": 0, "asymmetric": 1, "align_corners": 2, "pytorch_half_pixel": 3,
+                 "tf_crop_and_resize": 4, "half_pixel_symmetric": 5}
+NEAREST_MODES = {"round_prefer_floor": 0, "round_prefer_ceil": 1, "floor": 2, "ceil": 3}
+
+
+@dataclass(frozen=True)
+class ResizeView:
+    """A Resize as resize_2d runs it: [outer, ih, iw] -> [outer, oh, ow], per-axis scales and roi, modes."""
+
+    outer: int
+    ih: int
+    iw: int
+    oh: int
+    ow: int
+    scale: tuple[float, float]
+    roi: tuple[float, float, float, float]   # h start, h end, w start, w end
+    template: tuple[int, int, int]             # MODE, COORD, NEAREST
+
+
+def _const_floats(node: NodeInfo, key: str) -> list[float]:
+    """A constant float input given as an attribute ([] when absent or empty)."""
+    value = node.attr(key)
+    return [] if value is None else [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
+
+
+def _resize_scales(node: NodeInfo, shape: tuple[int, ...], axes: list[int]) -> list[float] | str:
+    """The scale of every axis: from scales, or from sizes (keep_aspect_ratio_policy applied)."""
+    scales = [1.0] * len(shape)
+    given, sizes = _const_floats(node, "scales"), _const_floats(node, "sizes")
+    if given:
+        if len(given) != len(axes):
+            return f"{len(given)} scales for {len(axes)} axes"
+        for a, v in zip(axes, given):
+            scales[a] = v
+        return scales
+    if len(sizes) != len(axes):
+        return "scales or sizes must be constants with one entry per axis"
+    ratios = [v / shape[a] for a, v in zip(axes, sizes)]
+    policy = str(node.attr("keep_aspect_ratio_policy", "stretch"))
+    if policy != "stretch":
+        ratios = [min(ratios) if policy == "not_larger" else max(ratios)] * len(axes)
+    for a, v in zip(axes, ratios):
+        scales[a] = v
+    return scales
+
+
+def resize_view(node: NodeInfo) -> ResizeView | str:
+    """The resize_2d view of a Resize node (opset >= 11), or why not."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    if node.opset < 11:
+        return "Resize before opset 11 is not supported"
+    mode = str(node.attr("mode", "nearest"))
+    coord = str(node.attr("coordinate_transformation_mode", "half_pixel"))
+    nearest = str(node.attr("nearest_mode", "round_prefer_floor"))
+    for value, table in ((mode, RESIZE_MODES), (coord, RESIZE_COORDS), (nearest, NEAREST_MODES)):
+        if value not in table:
+            return f"{value} is not one of {', '.join(table)}"
+    x, y = node.inputs[0].shape, node.outputs[0].shape
+    axes = [int(a) % len(x) for a in node.attr("axes", range(len(x)))]
+    scales = _resize_scales(node, x, axes)
+    if isinstance(scales, str):
+        return scales
+    if int(node.attr("antialias", 0)) and mode != "nearest" and min(scales) < 1.0:
+        return "antialiased downsampling is not supported"
+    roi_in = _const_floats(node, "roi") if coord == "tf_crop_and_resize" else []
+    roi = [(0.0, 1.0)] * len(x)
+    for k, a in enumerate(axes if roi_in else []):
+        roi[a] = (roi_in[k], roi_in[k + len(axes)])
+    lead = max(len(x) - 2, 0)
+    if any(x[a] != y[a] or scales[a] != 1.0 or roi[a] != (0.0, 1.0) for a in range(lead)):
+        return "only the last two axes may be resized"
+    (ih, oh, sh, rh), (iw, ow, sw, rw) = [(1, 1, 1.0, (0.0, 1.0))] * (2 - min(len(x), 2)) + \
+        [(x[a], y[a], scales[a], roi[a]) for a in range(lead, len(x))]
+    return ResizeView(prod(x[:lead]), ih, iw, oh, ow, (sh, sw), (*rh, *rw),
+                      (RESIZE_MODES[mode], RESIZE_COORDS[coord], NEAREST_MODES[nearest]))
+
+
+def _resize_plan(node: NodeInfo) -> list[Launch]:
+    """resize_2d<MODE, COORD, NEAREST>, one thread per output element."""
+    v = resize_view(node)
+    n = v.outer * v.oh * v.ow
+    args = [In(0), Out(0)] + [i32(d) for d in (v.outer, v.ih, v.iw, v.oh, v.ow)] + \
+        [Scalar("float64", x) for x in (*v.scale, *v.roi)] + \
+        [f32(node.attr("cubic_coeff_a", -0.75)), i32(node.attr("exclude_outside", 0)),
+         f32(node.attr("extrapolation_value", 0.0))]
+    taps = (1, 4, 16)[v.template[0]]
+    return [linear_launch("resize_2d", [*v.template, BLOCK], n, BLOCK, args, 2 * taps * n,
+                          4 * (node.inputs[0].numel + n))]
+
+
 OPS = [
+    OpDef("Resize", (Binding("Resize", "2d", SOURCE, "only", lambda n: reason(resize_view(n)), _resize_plan,
+                             ("resize_2d",), float_inputs=1),),
+          (Shape(((1, 2, 4, 5),), {"scales": [1.0, 1.0, 2.0, 1.5]}, opset=19),
+           Shape(((2, 3, 6, 8),), {"sizes": [2, 3, 4, 5], "mode": "linear"}, opset=19),
+           Shape(((1, 1, 5, 4),), {"scales": [1.0, 1.0, 0.6, 1.75], "mode": "cubic",
+                                   "coordinate_transformation_mode": "align_corners"}, opset=19),
+           Shape(((3, 7, 6),), {"sizes": [3, 9, 4], "mode": "linear",
+                                "coordinate_transformation_mode": "pytorch_half_pixel"}, opset=19),
+           Shape(((1, 1, 4, 4),), {"roi": [0.0, 0.0, 0.4, 0.3, 1.0, 1.0, 1.3, 0.8], "sizes": [1, 1, 3, 5],
+                                   "mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+                                   "extrapolation_value": 2.0}, opset=19),
+           Shape(((1, 3, 4, 6),), {"scales": [2.0, 3.0], "axes": [2, 3], "nearest_mode": "ceil",
+                                   "coordinate_transformation_mode": "asymmetric"}, opset=19)),
+          constant_inputs=("roi", "scales", "sizes")),
+    OpDef("Gather", (Binding("Gather", "axis", SOURCE, "only", lambda n: reason(gather_view(n)), _gather_plan,
+                             ("gather_axis",), float_inputs=1),),
+          (Shape(((5, 4), (2, 3)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (-5, 5)}),
+           Shape(((3, 6, 2), (4,)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (0, 6)}),
+           Shape(((3, 7), ()), {"axis": -1}, dtypes={1: "int64"}, ranges={1: (-7, 7)})),
+          torch=lambda T, a, k, n: (lambda x, i: T.index_select(x, a.get("axis", 0), i.reshape(-1)).reshape(
+              x.shape[:a.get("axis", 0) % x.dim()] + i.shape + x.shape[a.get("axis", 0) % x.dim() + 1:]))),
+    OpDef("GatherElements", (Binding("GatherElements", "direct", SOURCE, "only",
+                                     lambda n: reason(gather_elements_view(n)), _gather_elements_plan,
+                                     ("gather_elements",), float_inputs=1),),
+          (Shape(((3, 4), (3, 2)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (-4, 4)}),
+           Shape(((4, 3, 2), (2, 3, 2)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (0, 4)})),
+          torch=lambda T, a, k, n: (lambda x, i: T.gather(x, a.get("axis", 0), i))),
+    OpDef("Tile", (Binding("Tile", "nd", SOURCE, "only", lambda n: reason(tile_view(n)), _tile_plan, ("tile_nd",),
+                           float_inputs=1),),
+          (Shape(((2, 3),), {"repeats": [2, 3]}), Shape(((2, 1, 3),), {"repeats": [1, 4, 2]}),
+           Shape(((5,),), {"repeats": [3]})),
+          constant_inputs=("repeats",), torch=lambda T, a, k, n: (lambda x, *r: x.repeat(*k[1]))),
+    OpDef("CumSum", (Binding("CumSum", "axis", SOURCE, "only", lambda n: reason(cumsum_view(n)), _cumsum_plan,
+                             ("cumsum_axis",), float_inputs=1),),
+          (Shape(((4, 6),), {"axis": 1}), Shape(((3, 5, 2),), {"axis": 1, "exclusive": 1, "reverse": 1}),
+           Shape(((7,),), {"axis": 0, "reverse": 1})),
+          constant_inputs=("axis",)),
     OpDef("Concat", (Binding("Concat", "copy", SOURCE, "only", _concat_condition, _concat_plan, ("concat_copy",),
                              note="one launch per input; the launches write disjoint parts of the output and may "
                                   "run concurrently"),),
@@ -287,14 +612,27 @@ OPS = [
                                                                              opset=17),
            Shape(((1, 48, 8, 8),), {"axis": 1, "split": [16, 32]}, outputs=2)),
           constant_inputs=("split",), torch=_torch_split),
-    OpDef("Slice", (Binding("Slice", "copy", SOURCE, "only", _slice_condition,
+    OpDef("Slice", (Binding("Slice", "copy", SOURCE, "fast", _slice_condition,
                             lambda node: [_axis_slice_launch(slice_plan(node), 0)], ("slice_axis",), float_inputs=1,
-                            note="starts/ends/axes/steps are read from attrs of those names"),),
+                            note="starts/ends/axes/steps are read from attrs of those names"),
+                    Binding("Slice", "strided", SOURCE, "efficient", lambda node: reason(strided_view(node)),
+                            _strided_plan, ("strided_copy",), float_inputs=1)),
           (Shape(((10, 8),), {"starts": [1], "ends": [9], "axes": [0], "steps": [2]}),
            Shape(((4, 9),), {"starts": [-1], "ends": [-100], "axes": [1], "steps": [-2]}),
            Shape(((3, 10, 4),), {"starts": [0, 2], "ends": [3, 1000], "axes": [0, 1]}),
-           Shape(((4, 64),), {"starts": [0], "ends": [32], "axes": [1]})),
+           Shape(((4, 64),), {"starts": [0], "ends": [32], "axes": [1]}),
+           Shape(((6, 5, 4),), {"starts": [5, 0, -1], "ends": [0, 5, -5], "axes": [0, 1, 2], "steps": [-2, 2, -1]}),
+           Shape(((3, 4, 5, 2, 3),), {"starts": [1, 1], "ends": [3, 4], "axes": [1, 3]})),
           constant_inputs=("starts", "ends", "axes", "steps"), torch=_torch_slice),
+    OpDef("Pad", (Binding("Pad", "nd", SOURCE, "only", lambda node: reason(pad_view(node)), _pad_plan, ("pad_nd",),
+                          float_inputs=1),),
+          (Shape(((2, 3),), {"pads": [1, 0, 2, 3]}), Shape(((1, 2, 4, 5),), {"pads": [0, 0, 2, 1, 0, 0, 1, 3],
+                                                                              "constant_value": 1.5}),
+           Shape(((3, 4, 5),), {"pads": [1, 3, 2, 0, 2, 4], "mode": "reflect"}),
+           Shape(((2, 4, 3),), {"pads": [0, 2, 5, 1, 1, 0], "mode": "edge"}),
+           Shape(((2, 3, 4),), {"pads": [1, 4, 2, 0, 5, 1], "mode": "wrap"}, opset=19),
+           Shape(((4, 6),), {"pads": [0, 1, 3, 2], "mode": "reflect"})),
+          constant_inputs=("pads", "constant_value", "axes")),
     OpDef("Transpose", (Binding("Transpose", "nd", SOURCE, "efficient", _transpose_nd_condition, _transpose_nd_plan,
                                 ("transpose_nd",)),
                         Binding("Transpose", "tiled", SOURCE, "fast", _tiled_condition, _tiled_plan,

@@ -1,4 +1,4 @@
-"""Bindings of MaxPool and AveragePool (1-D and 2-D, NCHW) to legacy/pool.cu."""
+"""Bindings of MaxPool and AveragePool (1-D, 2-D: pool2d; 3-D: pool3d) to legacy/pool.cu."""
 from __future__ import annotations
 
 import math
@@ -8,7 +8,7 @@ import numpy as np
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
 from kernel_corpus.ops._common import (Window, extra_outputs, i32, linear_launch, reason, require_present,
-                                       spatial_hw, tensor_bytes, window_2d)
+                                       spatial_hw, tensor_bytes, window_2d, window_dims)
 from kernel_corpus.torch_builders import spatial_pads
 
 SOURCE = "pool.cu"
@@ -53,6 +53,31 @@ def _plan(node: NodeInfo) -> list[Launch]:
     outputs = node.outputs[0].numel
     return [linear_launch("pool2d", [_mode(node), BLOCK], outputs, BLOCK, [In(0), Out(0)] + [i32(v) for v in scalars],
                           outputs * win.kh * win.kw, tensor_bytes(node.inputs[0], node.outputs[0]))]
+
+
+def pool_window_3d(node: NodeInfo) -> list[tuple[int, int, int, int, int]] | str:
+    """Per dim (kernel, stride, leading pad, trailing pad, dilation) of a 3-D pool."""
+    missing = require_present(node, 1) or extra_outputs(node, 1)
+    if missing:
+        return missing
+    x, y = node.inputs[0].shape, node.outputs[0].shape
+    if len(x) != 5 or len(y) != 5 or tuple(y[:2]) != tuple(x[:2]):
+        return f"needs X and Y of rank 5 with the same N, C, got {list(x)} and {list(y)}"
+    kernel = node.attr("kernel_shape")
+    if kernel is None:
+        return "attribute kernel_shape is missing"
+    return window_dims(node, x[2:], [int(k) for k in kernel], y[2:], bool(node.attr("ceil_mode", 0)))
+
+
+def _plan_3d(node: NodeInfo) -> list[Launch]:
+    """One pool3d launch, a thread per output."""
+    dims = pool_window_3d(node)
+    x, y = node.inputs[0].shape, node.outputs[0].shape
+    k, s, pb, pe, d = zip(*dims)
+    scalars = (x[0] * x[1], *x[2:], *y[2:], *k, *s, *pb, *pe, *d)
+    outputs = node.outputs[0].numel
+    return [linear_launch("pool3d", [_mode(node), BLOCK], outputs, BLOCK, [In(0), Out(0)] + [i32(v) for v in scalars],
+                          outputs * k[0] * k[1] * k[2], tensor_bytes(node.inputs[0], node.outputs[0]))]
 
 
 def _torch_pool(kind: str) -> Callable:
@@ -132,7 +157,12 @@ AVGPOOL_SHAPES = COMMON_SHAPES + (
                             "count_include_pad": 1}),
 )
 
-OPS = [OpDef(op, (Binding(op, "direct", SOURCE, "only", _condition, _plan, ("pool2d",)),), shapes,
-             reference=reference, torch=_torch_pool(op))
+SHAPES_3D = (Shape(((1, 2, 5, 6, 7),), {"kernel_shape": [2, 3, 2], "strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 1]}),
+             Shape(((2, 1, 6, 5, 4),), {"kernel_shape": [3, 2, 2], "dilations": [2, 1, 1], "ceil_mode": 1,
+                                        "strides": [2, 2, 1]}))
+
+OPS = [OpDef(op, (Binding(op, "direct", SOURCE, "only", _condition, _plan, ("pool2d",)),
+                  Binding(op, "3d", SOURCE, "only", lambda n: reason(pool_window_3d(n)), _plan_3d, ("pool3d",))),
+             shapes + SHAPES_3D, reference=reference, torch=_torch_pool(op))
        for op, shapes, reference in (("MaxPool", MAXPOOL_SHAPES, _maxpool_reference),
                                      ("AveragePool", AVGPOOL_SHAPES, None))]

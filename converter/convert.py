@@ -645,6 +645,10 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
             raise ConversionError([f"{filename}:{d.location.line}:{d.location.column}: error: not a CUDA/C++ "
                                    f"source this tool can read: {d.spelling}"])
         raise ConversionError([f"{filename}:1:1: error: no __global__ kernel found"])
+    header_errors = src.header_errors()
+    if header_errors:
+        names = [f.qualname for f in all_kernels if not kernels or f.name in kernels or f.qualname in kernels]
+        raise ConversionError(list(dict.fromkeys(h.diagnostic(names) for h in header_errors)))
     if kernels:
         names = {k for k in kernels}
         missing = names - {f.name for f in all_kernels} - {f.qualname for f in all_kernels}

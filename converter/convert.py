@@ -177,6 +177,18 @@ def _in_cg(ref: ci.Cursor | None) -> bool:
     return False
 
 
+def _dependent_cg_call(call: ci.Cursor) -> bool:
+    """A call whose arguments depend on template parameters (`cg::sync(g)` in a helper generic over the group
+    type): clang leaves it unresolved, with the cooperative_groups candidates it found by name."""
+    for c in call.walk_preorder():
+        if c.kind == K.OVERLOADED_DECL_REF:
+            n = ci.conf.lib.clang_getNumOverloadedDecls(c)
+            return any(_in_cg(ci.conf.lib.clang_getOverloadedDecl(c, i)) for i in range(n))
+        if c is not call and c.kind == K.CALL_EXPR:
+            return False
+    return False
+
+
 def _is_texture(var: ci.Cursor) -> bool:
     """A legacy texture/surface reference variable (`texture<float, 1, cudaReadModeElementType> tex;`)."""
     t = var.type.spelling
@@ -402,7 +414,8 @@ class Converter:
             f.texture_calls.append((off, c.extent.end.offset, used))
         elif name == "this_grid" and (ref is None or _in_cg(ref)):
             f.refusals.append((off, "grid-wide synchronisation (this_grid) cannot run as an rTask"))
-        elif name in CG_CALLS and _in_cg(ref) and (ref is None or ref.kind != K.CXX_METHOD):
+        elif name in CG_CALLS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))) \
+                and (ref is None or ref.kind != K.CXX_METHOD):
             f.cg_calls.append((c, name))
             f.features.add("cooperative_groups")
             if name == "sync":

@@ -37,3 +37,20 @@ def sq(a):
     n = int(a["n"])
     x[:n] = x[:n] * x[:n]
     return {"x": x}
+
+
+def fwd_helper(a):
+    x = a["in"].reshape(4, 48).astype(np.float32)
+    lane = np.arange(48, dtype=np.float32)
+    blk = np.arange(4, dtype=np.float32)[:, None]
+    return {"out": ((x + np.float32(0.5) * lane) * np.float32(3) + blk + np.roll(x, -1, axis=1)).ravel()}
+
+
+def lambdas_mixed(a):
+    x = a["in"].reshape(3, 64).astype(np.int64)
+    stage = x + (np.arange(64) % 7)
+    res = np.roll(stage, -3, axis=1)
+    res = res * 100 + (x & 1).sum(axis=1, keepdims=True)
+    res = res * 10 + (x > 40).any(axis=1, keepdims=True)
+    res = res * 100 + ((x & 2) != 0).sum(axis=1, keepdims=True)
+    return {"out": res.astype(np.int32).ravel()}

@@ -426,6 +426,10 @@ class Converter:
                 and (ref is None or ref.kind != K.CXX_METHOD):
             f.cg_calls.append((c, name))
             f.features.add("cooperative_groups")
+            size = self._tile_size(c) if name == "tiled_partition" else None
+            if size is not None and size > 32:
+                f.refusals.append((off, f"tiled_partition<{size}>: tiles larger than a warp have no rTask counterpart "
+                                   "(rt::Tile spans at most 32 threads)"))
             if name == "sync":
                 f.barrier_sites.append((off, "cg::sync"))
         elif name == "sync" and ref is not None and ref.kind == K.CXX_METHOD and _in_cg(ref) \
@@ -438,6 +442,14 @@ class Converter:
                 if target in self.funcs and self.funcs[target].is_kernel:
                     f.refusals.append((off, "dynamic parallelism (a kernel launch inside a kernel) cannot run as an "
                                             "rTask"))
+
+    def _tile_size(self, call: ci.Cursor) -> int | None:
+        """The literal size N of `tiled_partition<N>(...)`, or None when it is not an integer literal."""
+        i = self._call_name_token(call, "tiled_partition")
+        if i < 0 or i + 3 >= len(self.tok.spell) or self.tok.spell[i + 1] != "<" or self.tok.spell[i + 3] != ">":
+            return None
+        lit = self.tok.spell[i + 2].rstrip("uUlL")
+        return int(lit, 0) if lit.isdigit() else None
 
     def _direct(self, call: ci.Cursor, name: str) -> bool:
         i = self.tok.at(call.extent.start.offset)

@@ -243,15 +243,59 @@ template <unsigned N, class P = void> struct thread_block_tile : thread_group {
   __device__ unsigned ballot(int) const; __device__ int any(int) const; __device__ int all(int) const;
   __device__ unsigned meta_group_rank() const; __device__ unsigned meta_group_size() const; __device__ unsigned num_threads() const;
 };
+struct coalesced_group : thread_group {
+  template <class T> __device__ T shfl(T, int) const; template <class T> __device__ T shfl_down(T, unsigned) const;
+  template <class T> __device__ T shfl_up(T, unsigned) const;
+  __device__ unsigned ballot(int) const; __device__ int any(int) const; __device__ int all(int) const;
+  __device__ unsigned meta_group_rank() const; __device__ unsigned meta_group_size() const; __device__ unsigned num_threads() const;
+};
+template <unsigned N> struct block_tile_memory { unsigned char scratch[N > 32 ? 8 * N / 32 : 8]; };
+struct thread_group_dynamic : thread_group { __device__ unsigned meta_group_rank() const; __device__ unsigned meta_group_size() const; };
 __device__ thread_block this_thread_block();
+template <unsigned N> __device__ thread_block this_thread_block(block_tile_memory<N>&);
 __device__ grid_group this_grid();
+__device__ coalesced_group coalesced_threads();
 template <unsigned N, class P> __device__ thread_block_tile<N> tiled_partition(const P&);
+__device__ thread_group_dynamic tiled_partition(const thread_block&, unsigned);
+__device__ thread_group_dynamic tiled_partition(const thread_group&, unsigned);
 template <class G> __device__ void sync(const G&);
-template <class T> struct plus { __device__ T operator()(T, T) const; };
-template <class T> struct greater { __device__ T operator()(T, T) const; };
-template <class T> struct less { __device__ T operator()(T, T) const; };
+template <class T = void> struct plus { __device__ T operator()(T, T) const; };
+template <class T = void> struct greater { __device__ T operator()(T, T) const; };
+template <class T = void> struct less { __device__ T operator()(T, T) const; };
+template <class T = void> struct bit_and { __device__ T operator()(T, T) const; };
+template <class T = void> struct bit_or { __device__ T operator()(T, T) const; };
+template <class T = void> struct bit_xor { __device__ T operator()(T, T) const; };
 template <class G, class T, class Op> __device__ T reduce(const G&, T, Op);
+template <class G, class T, class Op> __device__ T inclusive_scan(const G&, T, Op);
+template <class G, class T> __device__ T inclusive_scan(const G&, T);
+template <class G, class T, class Op> __device__ T exclusive_scan(const G&, T, Op);
+template <class G, class T> __device__ T exclusive_scan(const G&, T);
+template <class G, class T> __device__ void memcpy_async(const G&, T*, const T*, size_t);
+template <class G> __device__ void wait(const G&);
+template <unsigned N, class G> __device__ void wait_prior(const G&);
 }  // namespace cooperative_groups
+// <cuda/barrier>, <cuda/pipeline> (libcu++): the block-scope barrier and pipeline device code uses.
+namespace cuda {
+enum thread_scope { thread_scope_system = 0, thread_scope_device = 1, thread_scope_block = 2, thread_scope_thread = 3 };
+template <thread_scope S = thread_scope_system> struct barrier {
+  using arrival_token = unsigned long long;
+  __device__ barrier() = default;
+  __device__ arrival_token arrive(long = 1); __device__ void wait(arrival_token&&) const;
+  __device__ void wait(const arrival_token&) const; __device__ void arrive_and_wait(); __device__ void arrive_and_drop();
+  template <thread_scope T> __device__ friend void init(barrier<T>*, long);
+};
+template <thread_scope S> __device__ void init(barrier<S>*, long);
+template <thread_scope S = thread_scope_system> struct pipeline {
+  __device__ void producer_acquire(); __device__ void producer_commit(); __device__ void consumer_wait();
+  __device__ void consumer_release();
+};
+template <thread_scope S> __device__ pipeline<S> make_pipeline();
+template <class G, thread_scope S> __device__ void memcpy_async(const G&, void*, const void*, size_t, barrier<S>&);
+template <thread_scope S> __device__ void memcpy_async(void*, const void*, size_t, barrier<S>&);
+template <class G, thread_scope S> __device__ void memcpy_async(const G&, void*, const void*, size_t, pipeline<S>&);
+template <size_t N> struct aligned_size_t { size_t value; __device__ __host__ constexpr aligned_size_t(size_t v) : value(v) {} };
+namespace std { using size_t = ::size_t; }
+}  // namespace cuda
 // Host API, declared so that host code in kernel files parses (rtransform never runs it).
 typedef int cudaError_t;
 typedef struct CUstream_st* cudaStream_t;

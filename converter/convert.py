@@ -845,8 +845,11 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
         edits.append(Edit(f.start, f.start, pre))
     argnames = ", ".join(p.spelling for p in params)
     lb = f"__launch_bounds__({launch_bounds}) " if launch_bounds else ""
-    sh_decl = f"__shared__ {layout}{targs} __rt_sh; " if layout else ""
-    sh_ptr = "&__rt_sh" if layout else "(char*)0"
+    # raw bytes, not the struct: a member with a constructor (cuda::barrier) would make the __shared__ variable
+    # dynamically initialised, which CUDA does not do (nvcc warning #20054); init() sets such members up
+    sh_decl = (f"__shared__ __align__(alignof({layout}{targs})) unsigned char __rt_sh[sizeof({layout}{targs})]; "
+               if layout else "")
+    sh_ptr = "__rt_sh" if layout else "(char*)0"
     wrapper = (f"\n// rtransform: plain launch of {f.name}__rtask, one legacy block per rTask\n"
                + (theader + "\n" if theader else "")
                + ('extern "C" ' if extern_c else "")

@@ -23,6 +23,7 @@ WARP_MASKED = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_
 CG_CALLS = {"this_thread_block": "rt::this_task", "tiled_partition": "rt::tiled_partition",
             "sync": "rt::sync", "reduce": "rt::reduce"}
 CG_TYPES = {"thread_block": "rt::TaskGroup", "thread_block_tile": "rt::Tile"}
+CG_SCANS = {"inclusive_scan", "exclusive_scan"}
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
                  "surf1Dread", "surf2Dread", "surf3Dread", "surf1Dwrite", "surf2Dwrite", "surf3Dwrite"}
 ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b")
@@ -422,6 +423,8 @@ class Converter:
             f.texture_calls.append((off, c.extent.end.offset, used))
         elif name == "this_grid" and (ref is None or _in_cg(ref)):
             f.refusals.append((off, "grid-wide synchronisation (this_grid) cannot run as an rTask"))
+        elif name in CG_SCANS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))):
+            f.refusals.append((off, f"cg::{name} has no rTask counterpart yet (rt::Tile offers reduce, not scans)"))
         elif name in CG_CALLS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))) \
                 and (ref is None or ref.kind != K.CXX_METHOD):
             f.cg_calls.append((c, name))

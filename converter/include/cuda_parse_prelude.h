@@ -78,10 +78,10 @@ __device__ unsigned __match_any_sync(unsigned, int);
 __device__ unsigned __reduce_add_sync(unsigned, unsigned);
 __device__ unsigned __reduce_max_sync(unsigned, unsigned);
 __device__ unsigned __reduce_min_sync(unsigned, unsigned);
-template <class T> __device__ T __shfl_sync(unsigned, T, int, int = 32);
-template <class T> __device__ T __shfl_up_sync(unsigned, T, unsigned, int = 32);
-template <class T> __device__ T __shfl_down_sync(unsigned, T, unsigned, int = 32);
-template <class T> __device__ T __shfl_xor_sync(unsigned, T, int, int = 32);
+template <class T> __device__ T __shfl_sync(unsigned, T v, int, int = 32) { return v; }
+template <class T> __device__ T __shfl_up_sync(unsigned, T v, unsigned, int = 32) { return v; }
+template <class T> __device__ T __shfl_down_sync(unsigned, T v, unsigned, int = 32) { return v; }
+template <class T> __device__ T __shfl_xor_sync(unsigned, T v, int, int = 32) { return v; }
 template <class T> __device__ T __ldg(const T*);
 // Atomics: CUDA's overload sets (a literal argument converts to the pointee type: atomicAdd(unsigned*, 1)),
 // with the _block and _system scopes.
@@ -238,14 +238,19 @@ struct thread_block : thread_group {
 };
 struct grid_group : thread_group { __device__ bool is_valid() const; __device__ unsigned long long num_threads() const; };
 template <unsigned N, class P = void> struct thread_block_tile : thread_group {
-  template <class T> __device__ T shfl(T, int) const; template <class T> __device__ T shfl_down(T, unsigned) const;
-  template <class T> __device__ T shfl_up(T, unsigned) const; template <class T> __device__ T shfl_xor(T, unsigned) const;
+  // defined (trivially) so that a value of a local type (a struct in the kernel) may be shuffled: a template
+  // declared only would be "used but not defined" for a type without linkage
+  template <class T> __device__ T shfl(T v, int) const { return v; }
+  template <class T> __device__ T shfl_down(T v, unsigned) const { return v; }
+  template <class T> __device__ T shfl_up(T v, unsigned) const { return v; }
+  template <class T> __device__ T shfl_xor(T v, unsigned) const { return v; }
   __device__ unsigned ballot(int) const; __device__ int any(int) const; __device__ int all(int) const;
   __device__ unsigned meta_group_rank() const; __device__ unsigned meta_group_size() const; __device__ unsigned num_threads() const;
 };
 struct coalesced_group : thread_group {
-  template <class T> __device__ T shfl(T, int) const; template <class T> __device__ T shfl_down(T, unsigned) const;
-  template <class T> __device__ T shfl_up(T, unsigned) const;
+  template <class T> __device__ T shfl(T v, int) const { return v; }
+  template <class T> __device__ T shfl_down(T v, unsigned) const { return v; }
+  template <class T> __device__ T shfl_up(T v, unsigned) const { return v; }
   __device__ unsigned ballot(int) const; __device__ int any(int) const; __device__ int all(int) const;
   __device__ unsigned meta_group_rank() const; __device__ unsigned meta_group_size() const; __device__ unsigned num_threads() const;
 };

@@ -23,6 +23,7 @@ WARP_MASKED = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_
 CG_CALLS = {"this_thread_block": "rt::this_task", "tiled_partition": "rt::tiled_partition",
             "sync": "rt::sync", "reduce": "rt::reduce"}
 CG_TYPES = {"thread_block": "rt::TaskGroup", "thread_block_tile": "rt::Tile"}
+CG_SCANS = {"inclusive_scan", "exclusive_scan"}
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
                  "surf1Dread", "surf2Dread", "surf3Dread", "surf1Dwrite", "surf2Dwrite", "surf3Dwrite"}
 ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b")
@@ -86,6 +87,7 @@ class Func:
     features: set[str] = field(default_factory=set)
     extern_c: bool = False          # declared inside (or with) a C linkage specification
     texture_calls: list[tuple[int, int, set]] = field(default_factory=list)  # (start, end, texture var USRs)
+    lambdas: list[ci.Cursor] = field(default_factory=list)
 
     @property
     def needs_context(self) -> bool:
@@ -177,6 +179,18 @@ def _in_cg(ref: ci.Cursor | None) -> bool:
     return False
 
 
+def _dependent_cg_call(call: ci.Cursor) -> bool:
+    """A call whose arguments depend on template parameters (`cg::sync(g)` in a helper generic over the group
+    type): clang leaves it unresolved, with the cooperative_groups candidates it found by name."""
+    for c in call.walk_preorder():
+        if c.kind == K.OVERLOADED_DECL_REF:
+            n = ci.conf.lib.clang_getNumOverloadedDecls(c)
+            return any(_in_cg(ci.conf.lib.clang_getOverloadedDecl(c, i)) for i in range(n))
+        if c is not call and c.kind == K.CALL_EXPR:
+            return False
+    return False
+
+
 def _is_texture(var: ci.Cursor) -> bool:
     """A legacy texture/surface reference variable (`texture<float, 1, cudaReadModeElementType> tex;`)."""
     t = var.type.spelling
@@ -203,6 +217,7 @@ class Converter:
         self.funcs: dict[str, Func] = {}          # by USR
         self.by_name: dict[str, list[Func]] = {}
         self.global_shared: dict[str, SharedVar] = {}
+        self.fwd_decls: dict[str, list[ci.Cursor]] = {}   # device functions declared before their definition
         self.warnings: list[str] = []
 
     # ---- analysis -------------------------------------------------------------------------------------
@@ -219,7 +234,11 @@ class Converter:
             kind = c.kind
             # cheap checks first: most top-level cursors are macro definitions/expansions and declarations of
             # the parse prelude, which need no location query at all
-            if kind not in _COLLECTED or (kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and not c.is_definition()):
+            if kind not in _COLLECTED:
+                continue
+            if kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and not c.is_definition():
+                if self.src.is_main(c) and K.CUDADEVICE_ATTR in _attrs(c):
+                    self.fwd_decls.setdefault(c.get_usr(), []).append(c)
                 continue
             if not self.src.is_main(c):
                 continue
@@ -317,6 +336,8 @@ class Converter:
                     elif name == "grid_group":
                         f.refusals.append((c.extent.start.offset, "grid-wide synchronisation (grid_group) "
                                            "cannot run as an rTask"))
+            elif k == K.LAMBDA_EXPR:
+                f.lambdas.append(c)
             elif k == K.ASM_STMT:
                 text = self.raw[c.extent.start.offset:c.extent.end.offset].decode(errors="replace")
                 m = ASM_SPECIAL_RE.search(text)
@@ -402,9 +423,16 @@ class Converter:
             f.texture_calls.append((off, c.extent.end.offset, used))
         elif name == "this_grid" and (ref is None or _in_cg(ref)):
             f.refusals.append((off, "grid-wide synchronisation (this_grid) cannot run as an rTask"))
-        elif name in CG_CALLS and _in_cg(ref) and (ref is None or ref.kind != K.CXX_METHOD):
+        elif name in CG_SCANS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))):
+            f.refusals.append((off, f"cg::{name} has no rTask counterpart yet (rt::Tile offers reduce, not scans)"))
+        elif name in CG_CALLS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))) \
+                and (ref is None or ref.kind != K.CXX_METHOD):
             f.cg_calls.append((c, name))
             f.features.add("cooperative_groups")
+            size = self._tile_size(c) if name == "tiled_partition" else None
+            if size is not None and size > 32:
+                f.refusals.append((off, f"tiled_partition<{size}>: tiles larger than a warp have no rTask counterpart "
+                                   "(rt::Tile spans at most 32 threads)"))
             if name == "sync":
                 f.barrier_sites.append((off, "cg::sync"))
         elif name == "sync" and ref is not None and ref.kind == K.CXX_METHOD and _in_cg(ref) \
@@ -417,6 +445,14 @@ class Converter:
                 if target in self.funcs and self.funcs[target].is_kernel:
                     f.refusals.append((off, "dynamic parallelism (a kernel launch inside a kernel) cannot run as an "
                                             "rTask"))
+
+    def _tile_size(self, call: ci.Cursor) -> int | None:
+        """The literal size N of `tiled_partition<N>(...)`, or None when it is not an integer literal."""
+        i = self._call_name_token(call, "tiled_partition")
+        if i < 0 or i + 3 >= len(self.tok.spell) or self.tok.spell[i + 1] != "<" or self.tok.spell[i + 3] != ">":
+            return None
+        lit = self.tok.spell[i + 2].rstrip("uUlL")
+        return int(lit, 0) if lit.isdigit() else None
 
     def _direct(self, call: ci.Cursor, name: str) -> bool:
         i = self.tok.at(call.extent.start.offset)
@@ -550,7 +586,34 @@ class Converter:
             if usr in clones:
                 extra = "__rt, __rt_sh" if usr in smem_callees else "__rt"
                 edits += self._rename_call(c, clones[usr].name + "__rt", extra, keep_qualifier=True)
+        for lam in f.lambdas:
+            edits += self._lambda_captures(f, lam)
         return edits
+
+    def _lambda_captures(self, f: Func, lam: ci.Cursor) -> list[Edit]:
+        """Captures for the names the conversion makes local: the task `__rt`, the legacy indices and the
+        shared-memory bindings. In CUDA a lambda needs no capture for them (builtins, static storage); converted,
+        they are locals, so they are captured by reference: a `[=]` copy of a `__shared__` array or of the task
+        state (a `mutable` lambda's own barrier counters) would change the result."""
+        i = self.tok.at(lam.extent.start.offset)
+        if i < 0 or self.tok.spell[i] != "[":
+            return []
+        j = self.tok.matching(i, "[", "]")
+        inside = self.tok.spell[i + 1:j]
+        if inside[:1] == ["&"] and (len(inside) == 1 or inside[1] == ","):
+            return []   # [&] already refers to them
+        if not inside:
+            return [Edit(self.tok.end[i], self.tok.end[i], "&")]
+        shared = {v.name for v in f.shared} | set(f.global_shared)
+        used: list[str] = []
+        for c in lam.walk_preorder():
+            if c.kind == K.DECL_REF_EXPR and c.referenced is not None:
+                n = c.referenced.spelling
+                local = n in shared or (n in INDEX_VARS and not self.src.is_main(c.referenced))
+                if local and n not in used:
+                    used.append(n)
+        names = ["__rt"] + [n for n in used if n not in inside]
+        return [Edit(self.tok.start[j], self.tok.start[j], "".join(f", &{n}" for n in names))]
 
     def _call_name_token(self, c: ci.Cursor, name: str) -> int:
         i = self.tok.first_from(c.extent.start.offset)
@@ -645,6 +708,10 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
             raise ConversionError([f"{filename}:{d.location.line}:{d.location.column}: error: not a CUDA/C++ "
                                    f"source this tool can read: {d.spelling}"])
         raise ConversionError([f"{filename}:1:1: error: no __global__ kernel found"])
+    header_errors = src.header_errors()
+    if header_errors:
+        names = [f.qualname for f in all_kernels if not kernels or f.name in kernels or f.qualname in kernels]
+        raise ConversionError(list(dict.fromkeys(h.diagnostic(names) for h in header_errors)))
     if kernels:
         names = {k for k in kernels}
         missing = names - {f.name for f in all_kernels} - {f.qualname for f in all_kernels}
@@ -699,9 +766,13 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
     if (strict and refused) or not rkernels:
         diags = list(dict.fromkeys(d for r in refused for d in r["diagnostics"]))  # a callee shared by kernels
         raise ConversionError(diags, refused)
-    # clones of callees, inserted after each original
+    # clones of callees, inserted after each original (and declared after each forward declaration of it)
     for usr, g in clones_needed.items():
         edits.append(Edit(g.end, g.end, _clone_text(conv, g, clones_needed, smem_callees)))
+        for d in conv.fwd_decls.get(usr, []):
+            if d.extent.end.offset < g.start:
+                at = _after_semicolon(conv, d)
+                edits.append(Edit(at, at, _clone_declaration(conv, d, g, usr in smem_callees, at)))
     edits.append(Edit(0, 0, f'#include "rtask_runtime.cuh"\n#line 1 "{filename}"\n'))
     out = _apply_range(conv.raw, edits, 0, len(conv.raw))
     return ConversionResult(out, rkernels, refused, warnings)
@@ -777,8 +848,11 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
         edits.append(Edit(f.start, f.start, pre))
     argnames = ", ".join(p.spelling for p in params)
     lb = f"__launch_bounds__({launch_bounds}) " if launch_bounds else ""
-    sh_decl = f"__shared__ {layout}{targs} __rt_sh; " if layout else ""
-    sh_ptr = "&__rt_sh" if layout else "(char*)0"
+    # raw bytes, not the struct: a member with a constructor (cuda::barrier) would make the __shared__ variable
+    # dynamically initialised, which CUDA does not do (nvcc warning #20054); init() sets such members up
+    sh_decl = (f"__shared__ __align__(alignof({layout}{targs})) unsigned char __rt_sh[sizeof({layout}{targs})]; "
+               if layout else "")
+    sh_ptr = "__rt_sh" if layout else "(char*)0"
     wrapper = (f"\n// rtransform: plain launch of {f.name}__rtask, one legacy block per rTask\n"
                + (theader + "\n" if theader else "")
                + ('extern "C" ' if extern_c else "")
@@ -852,6 +926,37 @@ def _clone_text(conv: Converter, g: Func, clones: dict[str, Func], smem_callees:
     fname = conv.src.filename
     return (f"\n// rtransform: {g.name} with the rTask context\n#line {line} \"{fname}\"\n{' ' * (col - 1)}{body}"
             + _resume_line(conv, g.end))
+
+
+def _clone_declaration(conv: Converter, decl: ci.Cursor, g: Func, needs_sh: bool, at: int) -> str:
+    """A declaration of g's clone to follow a forward declaration of g (`__device__ float bump(float);`), so that
+    code between the declaration and g's definition can call the clone."""
+    tok = conv.tok
+    start, end = decl.extent.start.offset, decl.extent.end.offset
+    name_i = tok.at(decl.location.offset)
+    lp = name_i
+    while lp < len(tok.spell) and tok.spell[lp] != "(":
+        lp += 1
+    has_params = any(c.kind == K.PARM_DECL for c in decl.get_children())
+    extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "") + (", " if has_params else "")
+    edits = [Edit(tok.start[name_i], tok.end[name_i], f"{g.name}__rt"), Edit(tok.end[lp], tok.end[lp], extra)]
+    head = ""
+    if needs_sh:
+        t = tok.at(start)
+        if t >= 0 and tok.spell[t] == "template":
+            close = tok.matching(t + 1, "<", ">")
+            edits.append(Edit(tok.start[close], tok.start[close], ", class __RtL"))
+        else:
+            head = "template <class __RtL> "
+    line, col = conv.src.location(start)
+    text = _apply_range(conv.raw, edits, start, end)
+    return f"\n#line {line} \"{conv.src.filename}\"\n{' ' * (col - 1)}{head}{text};" + _resume_line(conv, at)
+
+
+def _after_semicolon(conv: Converter, decl: ci.Cursor) -> int:
+    """Offset just past the `;` that ends a declaration (its extent stops before it)."""
+    i = conv.tok.first_from(decl.extent.end.offset)
+    return conv.tok.end[i] if i < len(conv.tok.spell) and conv.tok.spell[i] == ";" else decl.extent.end.offset
 
 
 def _resume_line(conv: Converter, offset: int) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import clang.cindex as ci
 
-from toolchain.stubs import PARSE_DEFINE, has_stub, stub_dirs
+from toolchain.stubs import CLANG_BUILTINS, PARSE_DEFINE, has_stub, stub_dirs
 
 INCLUDE_DIR = Path(__file__).parent / "include"
 PRELUDE = INCLUDE_DIR / "cuda_parse_prelude.h"
@@ -72,6 +72,91 @@ class ParsedSource:
                 and d.location.file.name == self.filename and not _DYN_PARALLEL_RE.match(d.spelling)]
 
 
+    def header_errors(self) -> list[HeaderError]:
+        """Errors outside the main file that can change what the converter sees.
+
+        A fatal error anywhere (a header not found, an #error) stops clang's template instantiation for the whole
+        translation unit; any other error in a header counts unless it lies in the body of a host-only function
+        (host code is never converted: its errors cannot change the device analysis).
+        """
+        out: list[HeaderError] = []
+        diags = [d for d in self.tu.diagnostics if d.severity >= ci.Diagnostic.Error and d.location.file is not None
+                 and (d.location.file.name != self.filename or d.severity >= ci.Diagnostic.Fatal)]
+        host = _host_bodies(self.tu, {d.location.file.name for d in diags if d.severity < ci.Diagnostic.Fatal})
+        for d in diags:
+            name = d.location.file.name
+            if d.severity < ci.Diagnostic.Fatal and _inside(host[name], d.location.line, d.location.column):
+                continue
+            out.append(HeaderError(name, d.location.line, d.location.column, d.spelling,
+                                   d.severity >= ci.Diagnostic.Fatal, self._includer(name)))
+        return out
+
+    def _includer(self, header: str) -> str:
+        """The chain of files that included `header`, outermost first (the main file's own #include line)."""
+        by_file = {inc.include.name: inc for inc in self.tu.get_includes() if inc.include is not None}
+        chain, seen = [], {header}
+        inc = by_file.get(header)
+        while inc is not None and inc.source is not None:
+            chain.append(f"{inc.source.name}:{inc.location.line}")
+            src = inc.source.name
+            if src in seen:
+                break
+            seen.add(src)
+            inc = by_file.get(src)
+        return " <- ".join(chain)
+
+
+@dataclass
+class HeaderError:
+    """A clang error outside the main file that the converter cannot ignore."""
+    file: str
+    line: int
+    col: int
+    message: str
+    fatal: bool
+    included_from: str   # "main.cu:3 <- ..." innermost first; empty for the main file
+
+    def diagnostic(self, kernels: list[str]) -> str:
+        """One `file:line:col: error:` line naming the header and the kernels whose analysis it changes."""
+        what = "stops clang's analysis (templates are no longer instantiated)" if self.fatal \
+            else "leaves a declaration unanalysed"
+        via = f" (included from {self.included_from})" if self.included_from else ""
+        ks = ", ".join(kernels) or "every kernel"
+        return (f"{self.file}:{self.line}:{self.col}: error: {self.message}{via}: this {what}, so kernel(s) {ks} "
+                f"cannot be converted reliably; add the include path (-I) or fix the header")
+
+
+def _host_bodies(tu: ci.TranslationUnit, files: set[str]) -> dict[str, list[tuple[int, int, int, int]]]:
+    """Extents ((line, col) start and end) of the bodies of host-only functions defined in `files`."""
+    out: dict[str, list[tuple[int, int, int, int]]] = {f: [] for f in files}
+
+    def visit(parent: ci.Cursor) -> None:
+        for c in parent.get_children():
+            f = c.location.file
+            if f is None or f.name not in files:
+                continue
+            if c.kind in _SCOPES:
+                visit(c)
+            elif c.kind in _FUNCTION_KINDS and c.is_definition():
+                attrs = {a.kind for a in c.get_children() if a.kind.is_attribute()}
+                if attrs & {ci.CursorKind.CUDADEVICE_ATTR, ci.CursorKind.CUDAGLOBAL_ATTR}:
+                    continue
+                body = next((b for b in c.get_children() if b.kind == ci.CursorKind.COMPOUND_STMT), None)
+                if body is not None:
+                    e = body.extent
+                    out[f.name].append((e.start.line, e.start.column, e.end.line, e.end.column))
+    visit(tu.cursor)
+    return out
+
+
+def _inside(spans: list[tuple[int, int, int, int]], line: int, col: int) -> bool:
+    return any((l0, c0) <= (line, col) <= (l1, c1) for l0, c0, l1, c1 in spans)
+
+
+_SCOPES = {ci.CursorKind.NAMESPACE, ci.CursorKind.LINKAGE_SPEC, ci.CursorKind.UNEXPOSED_DECL,
+           ci.CursorKind.STRUCT_DECL, ci.CursorKind.CLASS_DECL, ci.CursorKind.CLASS_TEMPLATE}
+_FUNCTION_KINDS = {ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE, ci.CursorKind.CXX_METHOD,
+                   ci.CursorKind.CONSTRUCTOR, ci.CursorKind.DESTRUCTOR}
 _DYN_PARALLEL_RE = re.compile(r"reference to __global__ function '[^']*' in __(global|device)__ function")
 
 
@@ -112,7 +197,7 @@ def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None) 
             unsaved.append((f"{stub_dir}/{name}", "// missing header (rtransform)\n"))
     args = CLANG_ARGS + [f"-D{PARSE_DEFINE}=1", "-include", str(PRELUDE)] + [f"-I{d}" for d in stub_dirs()]
     args += [f"-I{stub_dir}"]
-    args += [f"-I{p}" for p in incs] + [f"-I{base_dir}"]
+    args += [f"-I{p}" for p in incs] + [f"-iquote{base_dir}", "-isystem", str(CLANG_BUILTINS)]
     index = ci.Index.create()
     tu = index.parse(filename, args=args, unsaved_files=unsaved,
                      options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)

@@ -14,8 +14,10 @@ Dropped: host-only functions (main included), host globals, kernels and helpers 
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import clang.cindex as ci
 
@@ -60,8 +62,9 @@ class Decl:
     qualname: str
     names: set[str]          # identifiers it declares (enumerators included)
     role: str                # kernel | device | type | var | host | always
-    start: int               # byte offsets of its extent in the text
+    start: int               # byte offsets of its extent in the text of `file`
     end: int
+    file: str = ""           # the main file or a local header
 
 
 @dataclass
@@ -72,6 +75,7 @@ class SliceResult:
     dropped_includes: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)   # qualified names of removed declarations
     params: dict[str, list[KernelParam]] = field(default_factory=dict)  # per kernel (qualified name)
+    headers: dict[str, str] = field(default_factory=dict)  # local header path -> its sliced text (lines kept)
 
 
 def device_slice(text: str, filename: str, kernels: list[str] | None = None,
@@ -81,30 +85,79 @@ def device_slice(text: str, filename: str, kernels: list[str] | None = None,
 
 
 def slice_source(text: str, filename: str, kernels: list[str] | None = None,
-                 include_dirs: list[str] | None = None) -> SliceResult:
-    """Slice and report what was dropped; raises SliceError for unknown kernels or undeclared names."""
+                 include_dirs: list[str] | None = None, local_dirs: list[str] | None = None) -> SliceResult:
+    """Slice and report what was dropped; raises SliceError for unknown kernels or undeclared names.
+
+    Local headers (included files under the source's folder or one of `local_dirs`) are sliced with the main
+    file: the device code the kernels reach is kept, host code and its unresolved includes are dropped; their
+    sliced texts come back in `headers` (see materialize_headers)."""
     parsed = parse_cuda(text, filename, include_dirs)
-    decls = _collect(parsed)
+    files = _Files(parsed, _local_headers(parsed, filename, local_dirs or []))
+    decls = _collect(parsed, files)
     roots = _roots(decls, kernels, filename)
-    macros = _macro_tokens(parsed)
-    closures = {d.qualname: _closure(parsed, d, decls, macros) for d in roots}
+    macros = _macro_tokens(parsed, files)
+    closures = {d.qualname: _closure(files, d, decls, macros) for d in roots}
     keep_ids = set().union(*closures.values()) if closures else set()
     keep = [d for d in decls if d.role == "always" or id(d) in keep_ids or _is_operator(d)]
     _check_undeclared(parsed, keep, roots, closures)
-    raw = bytearray(text.encode())
+    raws = {f: bytearray(t.encode()) for f, t in files.texts.items()}
     dropped = [d for d in decls if d not in keep and d.role != "namespace"]
     for d in dropped:
-        _blank(raw, d.start, d.end)
-    dropped_includes = _blank_includes(raw, parsed)
+        _blank(raws[d.file], d.start, d.end)
+    _blank_instantiations(raws, decls, keep, dropped)
+    dropped_includes = _blank_includes(raws, parsed, files)
     params = {d.qualname: _params(d.cursor) for d in roots}
-    return SliceResult(raw.decode(), [d.qualname for d in roots], dropped_includes,
-                       [d.qualname for d in dropped], params)
+    headers = {f: raws[f].decode() for f in files.headers}
+    return SliceResult(raws[parsed.filename].decode(), [d.qualname for d in roots], dropped_includes,
+                       [d.qualname for d in dropped], params, headers)
+
+
+def materialize_headers(result: SliceResult, folder: Path) -> str:
+    """Write the sliced local headers under `folder` and point every #include of them (in the main text and
+    in the headers) at those copies; returns the main text. Includes keep their line, so lines stay true."""
+    folder.mkdir(parents=True, exist_ok=True)
+    copies = {h: folder / f"h{i}_{Path(h).name}" for i, h in enumerate(sorted(result.headers))}
+    for h, text in result.headers.items():
+        _write_if_changed(copies[h], _redirect_includes(text, h, copies))
+    return _redirect_includes(result.text, None, copies)
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+
+def _redirect_includes(text: str, owner: str | None, copies: dict[str, Path]) -> str:
+    """`#include "x.h"` -> `#include "/abs/copy/of/x.h"` for the local headers that have a sliced copy."""
+    by_name: dict[str, list[str]] = {}
+    for h in copies:
+        by_name.setdefault(Path(h).name, []).append(h)
+
+    def repl(m: re.Match) -> str:
+        name = m.group(2)
+        target = _which(name, owner, by_name.get(Path(name).name, []))
+        return m.group(0) if target is None else f'{m.group(1)}"{copies[target]}"'
+    return _INCLUDE_LINE.sub(repl, text)
+
+
+def _which(name: str, owner: str | None, candidates: list[str]) -> str | None:
+    """The local header an include spelled `name` resolved to (by path suffix; the includer's folder first)."""
+    hits = [c for c in candidates if c.replace(os.sep, "/").endswith("/" + name.lstrip("./")) or Path(c).name == name]
+    if owner is not None:
+        near = [c for c in hits if Path(c).parent == Path(owner).parent]
+        hits = near or hits
+    return hits[0] if len(hits) == 1 or hits else None
+
+
+_INCLUDE_LINE = re.compile(r'^([ \t]*#[ \t]*include[ \t]*)[<"]([^>"\n]+)[>"]', re.M)
 
 
 def kernel_params(text: str, filename: str, kernel: str, include_dirs: list[str] | None = None) -> list[KernelParam]:
     """Parameters of __global__ `kernel` with canonical types from libclang."""
     parsed = parse_cuda(text, filename, include_dirs)
-    return _params(_roots(_collect(parsed), [kernel], filename)[0].cursor)
+    return _params(_roots(_collect(parsed, _Files(parsed, [])), [kernel], filename)[0].cursor)
 
 
 def _params(kernel: ci.Cursor) -> list[KernelParam]:
@@ -123,64 +176,134 @@ def _param(arg: ci.Cursor) -> KernelParam:
 
 
 # ---- collecting declarations -------------------------------------------------------------------------------
-def _collect(parsed: ParsedSource) -> list[Decl]:
-    out: list[Decl] = []
-    _walk(parsed, parsed.tu.cursor, "", out)
+class _Files:
+    """The files the slicer edits: the main file and its local headers, with their texts and line starts."""
+
+    def __init__(self, parsed: ParsedSource, headers: list[str]):
+        self.main = parsed.filename
+        self.headers = headers
+        self.texts = {self.main: parsed.text}
+        for h in headers:
+            self.texts[h] = Path(h).read_text(encoding="utf-8", errors="replace")
+        self._starts = {f: _line_starts(t) for f, t in self.texts.items()}
+        self._main_handle = parsed
+
+    def owner(self, c: ci.Cursor) -> str | None:
+        """The edited file a cursor is spelled in, or None."""
+        if self._main_handle.is_main(c):
+            return self.main
+        if not self.headers:
+            return None
+        f = c.location.file
+        return f.name if f is not None and f.name in self.texts else None
+
+    def offset(self, file: str, line: int, col: int) -> int:
+        return self._starts[file][line - 1] + col - 1
+
+    def text(self, file: str) -> str:
+        return self.texts[file]
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    for i, b in enumerate(text.encode()):
+        if b == 10:
+            starts.append(i + 1)
+    return starts
+
+
+def _local_headers(parsed: ParsedSource, filename: str, local_dirs: list[str]) -> list[str]:
+    """Included files under the source's folder or one of `local_dirs` (the project's own headers)."""
+    roots = [Path(os.path.abspath(filename)).parent] + [Path(os.path.abspath(d)) for d in local_dirs]
+    out: list[str] = []
+    for inc in parsed.tu.get_includes():
+        f = inc.include
+        if f is None:
+            continue
+        p = Path(os.path.abspath(f.name))
+        if any(r == p.parent or r in p.parents for r in roots) and f.name not in out and f.name != filename \
+                and p.is_file():
+            out.append(f.name)
     return out
 
 
-def _walk(parsed: ParsedSource, parent: ci.Cursor, prefix: str, out: list[Decl]) -> None:
+def _collect(parsed: ParsedSource, files: _Files) -> list[Decl]:
+    out: list[Decl] = []
+    _walk(parsed, files, parsed.tu.cursor, "", out)
+    return out
+
+
+def _walk(parsed: ParsedSource, files: _Files, parent: ci.Cursor, prefix: str, out: list[Decl]) -> None:
     for c in parent.get_children():
-        if not parsed.is_main(c) or c.kind.is_preprocessing():
+        if c.kind.is_preprocessing():
+            continue
+        file = files.owner(c)
+        if file is None:
             continue
         if c.kind == CK.NAMESPACE:
-            out.append(_decl(parsed, c, prefix, "namespace"))
-            _walk(parsed, c, f"{prefix}{c.spelling}::", out)
-        elif c.kind == CK.LINKAGE_SPEC and _braced(parsed, c):
-            _walk(parsed, c, prefix, out)
+            out.append(_decl(files, file, c, prefix, "namespace"))
+            _walk(parsed, files, c, f"{prefix}{c.spelling}::", out)
+        elif c.kind == CK.LINKAGE_SPEC and _braced(files, file, c):
+            _walk(parsed, files, c, prefix, out)
         elif c.kind == CK.LINKAGE_SPEC:
             inner = next(iter(c.get_children()), None)
             if inner is not None:
-                d = _decl(parsed, inner, prefix, _role(parsed, inner))
-                d.start = parsed.offset(c.extent.start.line, c.extent.start.column)
+                d = _decl(files, file, inner, prefix, _role(files, file, inner))
+                d.start = files.offset(file, c.extent.start.line, c.extent.start.column)
                 out.append(d)
         else:
-            out.append(_decl(parsed, c, prefix, _role(parsed, c)))
+            out.append(_decl(files, file, c, prefix, _role(files, file, c)))
 
 
-def _braced(parsed: ParsedSource, linkage: ci.Cursor) -> bool:
+def _braced(files: _Files, file: str, linkage: ci.Cursor) -> bool:
     """extern "C" { ... } (a block) rather than extern "C" <one declaration>."""
     first = next(iter(linkage.get_children()), None)
-    start = parsed.offset(linkage.extent.start.line, linkage.extent.start.column)
-    stop = (parsed.offset(first.extent.start.line, first.extent.start.column) if first is not None
-            else parsed.offset(linkage.extent.end.line, linkage.extent.end.column))
-    return "{" in parsed.text.encode()[start:stop].decode(errors="replace")
+    start = files.offset(file, linkage.extent.start.line, linkage.extent.start.column)
+    stop = (files.offset(file, first.extent.start.line, first.extent.start.column) if first is not None
+            else files.offset(file, linkage.extent.end.line, linkage.extent.end.column))
+    return "{" in files.text(file).encode()[start:stop].decode(errors="replace")
 
 
-def _decl(parsed: ParsedSource, c: ci.Cursor, prefix: str, role: str) -> Decl:
+def _decl(files: _Files, file: str, c: ci.Cursor, prefix: str, role: str) -> Decl:
     names = {c.spelling} if c.spelling and not c.spelling.startswith("(") else set()
     if c.kind == CK.ENUM_DECL:
         names |= {e.spelling for e in c.get_children() if e.kind == CK.ENUM_CONSTANT_DECL}
-    start = parsed.offset(c.extent.start.line, c.extent.start.column)
-    end = parsed.offset(c.extent.end.line, c.extent.end.column)
-    return Decl(c, prefix + c.spelling, names, role, start, end)
+    start = files.offset(file, c.extent.start.line, c.extent.start.column)
+    end = files.offset(file, c.extent.end.line, c.extent.end.column)
+    return Decl(c, prefix + c.spelling, names, role, start, end, file)
 
 
-def _role(parsed: ParsedSource, c: ci.Cursor) -> str:
+def _role(files: _Files, file: str, c: ci.Cursor) -> str:
+    """By attributes: __global__ kernel, __device__ function, device/constant/shared or const variable, type.
+
+    A function is device code by its attributes or by being a constexpr function (clang and nvcc's relaxed
+    constexpr call those from device code); a `constexpr` inside a host function's body says nothing.
+    """
     attrs = {a.kind for a in c.get_children() if a.kind.is_attribute()}
     if c.kind in _FUNCTION_KINDS:
         if CK.CUDAGLOBAL_ATTR in attrs:
             return "kernel"
-        if CK.CUDADEVICE_ATTR in attrs or "constexpr" in _identifiers(parsed, c):
+        if CK.CUDADEVICE_ATTR in attrs or "constexpr" in _head_identifiers(files, file, c):
             return "device"
         return "host"
     if c.kind == CK.VAR_DECL:
-        if attrs & _DEVICE_VAR_ATTRS or c.type.is_const_qualified() or "constexpr" in _identifiers(parsed, c):
+        if attrs & _DEVICE_VAR_ATTRS or c.type.is_const_qualified() or "constexpr" in _identifiers(files, file, c):
             return "var"
         return "host"
     if c.kind in _TYPE_KINDS:
         return "type"
     return "always"
+
+
+def _head_identifiers(files: _Files, file: str, c: ci.Cursor) -> set[str]:
+    """Identifiers of a function's declaration before its body."""
+    body = next((b for b in c.get_children() if b.kind == CK.COMPOUND_STMT), None)
+    if body is None:
+        return _identifiers(files, file, c)
+    start = files.offset(file, c.extent.start.line, c.extent.start.column)
+    end = files.offset(file, body.extent.start.line, body.extent.start.column)
+    code = _NOISE.sub(" ", files.text(file).encode()[start:end].decode(errors="replace"))
+    return set(_IDENT.findall(code))
 
 
 def _is_operator(d: Decl) -> bool:
@@ -211,16 +334,18 @@ def _unique_by_name(decls: list[Decl]) -> list[Decl]:
     return list(seen.values())
 
 
-def _macro_tokens(parsed: ParsedSource) -> dict[str, set[str]]:
-    """Identifiers in the body of each #define of the main file."""
+def _macro_tokens(parsed: ParsedSource, files: _Files) -> dict[str, set[str]]:
+    """Identifiers in the body of each #define of the main file and the local headers."""
     out: dict[str, set[str]] = {}
     for c in parsed.tu.cursor.get_children():
-        if c.kind == CK.MACRO_DEFINITION and parsed.is_main(c):
-            out.setdefault(c.spelling, set()).update(_identifiers(parsed, c) - {c.spelling})
+        if c.kind == CK.MACRO_DEFINITION:
+            file = files.owner(c)
+            if file is not None:
+                out.setdefault(c.spelling, set()).update(_identifiers(files, file, c) - {c.spelling})
     return out
 
 
-def _closure(parsed: ParsedSource, root: Decl, decls: list[Decl], macros: dict[str, set[str]]) -> set[int]:
+def _closure(files: _Files, root: Decl, decls: list[Decl], macros: dict[str, set[str]]) -> set[int]:
     """ids of the declarations reachable from root through identifiers (and macro bodies)."""
     by_name: dict[str, list[Decl]] = {}
     for d in decls:
@@ -235,7 +360,7 @@ def _closure(parsed: ParsedSource, root: Decl, decls: list[Decl], macros: dict[s
         if id(d) in reached:
             continue
         reached.add(id(d))
-        names = _identifiers(parsed, d.cursor)
+        names = _identifiers(files, d.file, d.cursor)
         while names:
             n = names.pop()
             if n in seen_names:
@@ -246,14 +371,14 @@ def _closure(parsed: ParsedSource, root: Decl, decls: list[Decl], macros: dict[s
     return reached
 
 
-def _identifiers(parsed: ParsedSource, c: ci.Cursor) -> set[str]:
+def _identifiers(files: _Files, file: str, c: ci.Cursor) -> set[str]:
     """Identifiers spelled in the cursor's extent, comments and literals skipped.
 
     Read from the text: libclang returns no tokens for cursors when the parse uses `-include` (the prelude).
     """
-    start = parsed.offset(c.extent.start.line, c.extent.start.column)
-    end = parsed.offset(c.extent.end.line, c.extent.end.column)
-    code = _NOISE.sub(" ", parsed.text.encode()[start:end].decode(errors="replace"))
+    start = files.offset(file, c.extent.start.line, c.extent.start.column)
+    end = files.offset(file, c.extent.end.line, c.extent.end.column)
+    code = _NOISE.sub(" ", files.text(file).encode()[start:end].decode(errors="replace"))
     return set(_IDENT.findall(code))
 
 
@@ -267,7 +392,8 @@ def _check_undeclared(parsed: ParsedSource, keep: list[Decl], roots: list[Decl],
         if not m:
             continue
         off = parsed.offset(diag.location.line, diag.location.column)
-        owner = next((d for d in keep if d.start <= off <= d.end and d.role != "namespace"), None)
+        owner = next((d for d in keep if d.file == parsed.filename and d.start <= off <= d.end
+                      and d.role != "namespace"), None)
         if owner is None:
             continue
         kernel = next((r.qualname for r in roots if id(owner) in closures[r.qualname]), owner.qualname)
@@ -289,12 +415,38 @@ def _blank(raw: bytearray, start: int, end: int) -> None:
             raw[i] = 32
 
 
-def _blank_includes(raw: bytearray, parsed: ParsedSource) -> list[str]:
-    """Blank the #include lines of headers that do not resolve; returns their names."""
+def _blank_includes(raws: dict[str, bytearray], parsed: ParsedSource, files: _Files) -> list[str]:
+    """Blank the #include lines (main file and local headers) of headers that do not resolve; their names."""
     dropped: list[str] = []
     for c in parsed.tu.cursor.get_children():
-        if c.kind == CK.INCLUSION_DIRECTIVE and parsed.is_main(c) and c.spelling in parsed.missing_includes:
-            start = parsed.offset(c.extent.start.line, 1)
-            _blank(raw, start, parsed.offset(c.extent.end.line, c.extent.end.column))
-            dropped.append(c.spelling)
+        if c.kind != CK.INCLUSION_DIRECTIVE:
+            continue
+        file = files.owner(c)
+        if file is None or (c.spelling not in parsed.missing_includes and c.get_included_file() is not None):
+            continue
+        start = files.offset(file, c.extent.start.line, 1)
+        _blank(raws[file], start, files.offset(file, c.extent.end.line, c.extent.end.column))
+        dropped.append(c.spelling)
     return dropped
+
+
+_EXPLICIT_INST = re.compile(rb"(?<![\w:])(?:extern\s+)?template(?!\s*<)\s[^;{}]*;")
+
+
+def _blank_instantiations(raws: dict[str, bytearray], decls: list[Decl], keep: list[Decl],
+                          dropped: list[Decl]) -> None:
+    """Blank explicit instantiations (`template void launch<float>(...);`) of templates the slice dropped.
+
+    libclang exposes no cursor for them, so they are found in the text between declarations: the name
+    instantiated is the last identifier before the first `<` or `(`.
+    """
+    gone = {n for d in dropped for n in d.names} - {n for d in keep for n in d.names}
+    for file, raw in raws.items():
+        spans = [(d.start, d.end) for d in decls if d.file == file and d.role != "namespace"]
+        for m in _EXPLICIT_INST.finditer(bytes(raw)):
+            if any(a <= m.start() < b for a, b in spans):
+                continue
+            head = re.split(rb"[<(]", m.group(0), maxsplit=1)[0]
+            ids = re.findall(rb"[A-Za-z_]\w*", head)
+            if ids and ids[-1].decode() in gone:
+                _blank(raw, m.start(), m.end())

@@ -309,7 +309,30 @@ def rewrite_shared(text: str) -> str:
         out.append(text[last:mk.start] + new + "\n" * text.count("\n", mk.start, end + 1))
         last = end + 1
     out.append(text[last:])
-    return "".join(out)
+    return _capture_shared_in_lambdas("".join(out))
+
+
+_SLOT_BINDING = re.compile(r'auto& (\w+) = \1__emu_slot\.get\("\1"\);')
+_COPY_DEFAULT = re.compile(r"\[\s*=\s*(?=[,\]])")
+
+
+def _capture_shared_in_lambdas(text: str) -> str:
+    """`[=` lambdas in the scope of a block-scope __shared__ variable capture it by reference.
+
+    In CUDA a __shared__ variable has static storage, so a lambda refers to it without capturing it; here it is a
+    local reference to the block's storage, which `[=]` would copy (a stale copy, or a const one that cannot be
+    written)."""
+    edits: list[tuple[int, str]] = []
+    for m in _SLOT_BINDING.finditer(text):
+        end, depth = m.end(), 0
+        while end < len(text) and depth >= 0:
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            end += 1
+        for lam in _COPY_DEFAULT.finditer(text, m.end(), end):
+            edits.append((lam.end(), f", &{m.group(1)}"))
+    for pos, add in sorted(edits, reverse=True):
+        text = text[:pos] + add + text[pos:]
+    return text
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from converter.slice import SliceError, slice_source
+from converter.slice import SliceError, materialize_headers, slice_source
+from toolchain.cache import cache_dir, content_key
 from vdevice import RUNTIME_INCLUDE
 from toolchain.files import clash, write_atomic
 from toolchain.messages import whole_message
@@ -72,10 +73,12 @@ def read_source(file: str) -> str:
 
 
 def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = ()) -> Prepared:
-    """Read FILE and the spec, slice out the device code, and check the spec against the kernel's parameters."""
+    """Read FILE and the spec, slice out the device code (local headers too), and check the spec against the
+    kernel's parameters. The source's folder is searched for "..." includes only (-iquote, as nvcc does), so a
+    local header named like a system one never shadows it."""
     spec = _load(spec_path)
     text = read_source(file)
-    include_dirs = [str(Path(file).resolve().parent), *extra_include_dirs]
+    include_dirs = [str(d) for d in extra_include_dirs]
     try:
         sliced = slice_source(text, file, [spec.kernel], include_dirs)
         check_params(spec, sliced.params[sliced.kernels[0]])
@@ -83,7 +86,12 @@ def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = ()) -
         raise RunError(e.diagnostics[0]) from None
     except SpecError as e:
         raise RunError(str(e)) from None
-    return Prepared(file, spec, sliced.text, include_dirs, sliced.dropped_includes)
+    body = sliced.text
+    if sliced.headers:
+        parts = (f"{h}\0{t}" for h, t in sorted(sliced.headers.items()))
+        folder = cache_dir("sliced") / content_key(os.path.abspath(file), *parts)
+        body = materialize_headers(sliced, folder)
+    return Prepared(file, spec, body, include_dirs, sliced.dropped_includes)
 
 
 def _load(spec_path: str) -> LaunchSpec:

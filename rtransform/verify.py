@@ -118,8 +118,10 @@ def executor_source(meta: RKernelMeta, spec: LaunchSpec) -> str:
     params = "".join(f"{p['type']} {p['name']}, " for p in meta.params)
     args = "".join(f", {p['name']}" for p in meta.params)
     layout = meta.layout
-    layout_decl = f"  __shared__ {qual}{layout}{targs} __rt_layout;\n" if layout else ""
-    smem = "reinterpret_cast<char*>(&__rt_layout)" if layout else "static_cast<char*>(nullptr)"
+    ltype = f"{qual}{layout}{targs}"
+    layout_decl = (f"  __shared__ __align__(alignof({ltype})) unsigned char __rt_layout[sizeof({ltype})];\n"
+                   if layout else "")
+    smem = "reinterpret_cast<char*>(__rt_layout)" if layout else "static_cast<char*>(nullptr)"
     g, b = spec.grid, spec.block
     return (
         f"\n// ---- rtransform verify: persistent executor for {meta.name} ----\n"

@@ -774,7 +774,8 @@ def test_missing_unrelated_headers_do_not_stop_conversion(tmp_path):
     assert all(h in res.output.splitlines() for h in text.splitlines()[:2])
     assert any("not_here/helpers.h" in w for w in res.warnings) and any("vendor_blas.h" in w for w in res.warnings)
     r = run_cli("convert", str(KDIR / "host_mixed.cu"), "-o", str(tmp_path / "host.cu"))
-    assert r.returncode == 0 and "cublas_v2.h" in r.stderr and (tmp_path / "host.cu").exists()
+    # cuBLAS resolves to the vendor stub (toolchain/include/stubs/host): no warning about it
+    assert r.returncode == 0 and "cublas_v2.h" not in r.stderr and (tmp_path / "host.cu").exists()
 
 
 def test_kernel_option_selects(tmp_path):

@@ -23,11 +23,11 @@ KEEP = [  # in dependency order; each piece is needed by kernel `k` below
 DROP = [  # host code and device code the kernel never reaches
     "static void host_log(const char* s) { printf(\"%s\\n\", s); }\n",
     "float* g_host_buffer = nullptr;\n",
-    "cublasHandle_t g_handle;\n",
+    "vendorblasHandle_t g_handle;\n",
     "__device__ float unused_helper(float x) { return x + undeclared_var; }\n",
     "__global__ void other_kernel(float* p) {\n  p[0] = 1.f;\n}\n",
-    "static cublasStatus_t make_handle() {\n  return cublasCreate(&g_handle);\n}\n",
-    "struct HostOnly {\n  cublasHandle_t h;\n};\n",
+    "static vendorblasStatus_t make_handle() {\n  return vendorblasCreate(&g_handle);\n}\n",
+    "struct HostOnly {\n  vendorblasHandle_t h;\n};\n",
 ]
 KERNEL = ("__global__ void k(Pair* out, const float* in, int n) {\n"
           "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -35,7 +35,7 @@ KERNEL = ("__global__ void k(Pair* out, const float* in, int n) {\n"
           "}\n")
 MAIN = ("int main() {\n  float* d;\n  cudaMalloc(&d, 64);\n  k<<<1, 32>>>((Pair*)d, d, 8);\n"
         "  cudaDeviceSynchronize();\n  return 0;\n}\n")
-HEADER = "#include <cstdio>\n#include <cuda_runtime.h>\n#include <cublas_v2.h>\n"
+HEADER = "#include <cstdio>\n#include <cuda_runtime.h>\n#include <vendorblas_v2.h>\n"
 
 
 def build(seed: int) -> tuple[str, list[tuple[int, int, bool]]]:
@@ -64,8 +64,8 @@ def test_mixed_file_keeps_device_code_in_place(tmp_path, seed):
             assert out[start:end] == text[start:end]
         else:
             assert set(out[start:end].split()) <= {";"}, out[start:end]
-    assert "cublas" not in out and "main" not in out and "cudaMalloc" not in out
-    assert res.dropped_includes == ["cublas_v2.h"]
+    assert "vendorblas" not in out and "main" not in out and "cudaMalloc" not in out
+    assert res.dropped_includes == ["vendorblas_v2.h"]
     assert "#include <cstdio>" in out and "#include <cuda_runtime.h>" in out
 
 
@@ -98,16 +98,16 @@ def position(text: str, needle: str, nth: int = 0) -> tuple[int, int]:
 
 
 def test_kernel_needing_a_dropped_header_is_reported(tmp_path):
-    text = (HEADER + "__device__ void use(cublasHandle_t h) {}\n"
-            "__global__ void gemm_epilogue(float* c) {\n  cublasHandle_t h;\n  use(h);\n  c[0] = 0.f;\n}\n" + MAIN)
+    text = (HEADER + "__device__ void use(vendorblasHandle_t h) {}\n"
+            "__global__ void gemm_epilogue(float* c) {\n  vendorblasHandle_t h;\n  use(h);\n  c[0] = 0.f;\n}\n" + MAIN)
     f = str(tmp_path / "e.cu")
     with pytest.raises(SliceError) as e:
         device_slice(text, f, ["gemm_epilogue"])
-    line, col = position(text, "cublasHandle_t", 0)
-    assert e.value.diagnostics[0] == (f"{f}:{line}:{col}: error: 'cublasHandle_t' is not declared "
-                                      f"(needed by kernel gemm_epilogue); missing header 'cublas_v2.h'?")
-    line2, col2 = position(text, "cublasHandle_t", 1)
-    assert f"{f}:{line2}:{col2}: error: 'cublasHandle_t'" in e.value.diagnostics[1]
+    line, col = position(text, "vendorblasHandle_t", 0)
+    assert e.value.diagnostics[0] == (f"{f}:{line}:{col}: error: 'vendorblasHandle_t' is not declared "
+                                      f"(needed by kernel gemm_epilogue); missing header 'vendorblas_v2.h'?")
+    line2, col2 = position(text, "vendorblasHandle_t", 1)
+    assert f"{f}:{line2}:{col2}: error: 'vendorblasHandle_t'" in e.value.diagnostics[1]
 
 
 def test_undeclared_through_a_helper_names_the_kernel(tmp_path):

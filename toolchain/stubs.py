@@ -6,6 +6,7 @@ from pathlib import Path
 STUB_ROOT = Path(__file__).resolve().parent / "include" / "stubs"
 HOST_STUBS = STUB_ROOT / "host"      # C/C++ library and CUDA host-runtime headers: parser, emulator and NVRTC
 DEVICE_STUBS = STUB_ROOT / "device"  # CUDA device headers NVRTC and nvcc bring themselves: parser and emulator
+CLANG_BUILTINS = STUB_ROOT / "clang"  # the compiler's own headers the libclang wheel lacks: the parser only
 PARSE_DEFINE = "RT_PARSE"            # the macro the parser defines (the emulator's is RT_CPU_EMULATOR)
 
 

@@ -1,6 +1,18 @@
 // cuda_parse_prelude.h — just enough of CUDA for libclang to parse device code without a CUDA toolkit.
 // It declares; it never defines behaviour (the emulator and the real toolkit do that).
 #pragma once
+// The C/C++ library headers nvcc's force-included cuda_runtime.h brings (host declarations; the device ones
+// follow below as separate overloads).
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <math.h>
+#include <assert.h>
+#ifdef __cplusplus
+#include <cmath>
+#include <cstdlib>
+#endif
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __host__ __attribute__((host))
@@ -9,7 +21,7 @@
 #define __managed__ __attribute__((managed))
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #define __forceinline__ inline __attribute__((always_inline))
-#define __noinline__ __attribute__((noinline))
+// __noinline__: a keyword of clang in CUDA mode (a macro would break libstdc++'s __attribute__((__noinline__)))
 #define __align__(n) __attribute__((aligned(n)))
 #define __restrict__ __restrict
 #define __device_builtin__
@@ -24,7 +36,6 @@
 #ifndef FLT_MAX
 #define FLT_MAX 3.402823466e+38F
 #endif
-typedef __SIZE_TYPE__ size_t;
 struct uint3 { unsigned int x, y, z; };
 struct dim3 {
   unsigned int x, y, z;
@@ -67,22 +78,30 @@ __device__ unsigned __match_any_sync(unsigned, int);
 __device__ unsigned __reduce_add_sync(unsigned, unsigned);
 __device__ unsigned __reduce_max_sync(unsigned, unsigned);
 __device__ unsigned __reduce_min_sync(unsigned, unsigned);
-template <class T> __device__ T __shfl_sync(unsigned, T, int, int = 32);
-template <class T> __device__ T __shfl_up_sync(unsigned, T, unsigned, int = 32);
-template <class T> __device__ T __shfl_down_sync(unsigned, T, unsigned, int = 32);
-template <class T> __device__ T __shfl_xor_sync(unsigned, T, int, int = 32);
+template <class T> __device__ T __shfl_sync(unsigned, T v, int, int = 32) { return v; }
+template <class T> __device__ T __shfl_up_sync(unsigned, T v, unsigned, int = 32) { return v; }
+template <class T> __device__ T __shfl_down_sync(unsigned, T v, unsigned, int = 32) { return v; }
+template <class T> __device__ T __shfl_xor_sync(unsigned, T v, int, int = 32) { return v; }
 template <class T> __device__ T __ldg(const T*);
-template <class T> __device__ T atomicAdd(T*, T);
-template <class T> __device__ T atomicSub(T*, T);
-template <class T> __device__ T atomicMax(T*, T);
-template <class T> __device__ T atomicMin(T*, T);
-template <class T> __device__ T atomicExch(T*, T);
-template <class T> __device__ T atomicCAS(T*, T, T);
-template <class T> __device__ T atomicAnd(T*, T);
-template <class T> __device__ T atomicOr(T*, T);
-template <class T> __device__ T atomicXor(T*, T);
-__device__ unsigned atomicInc(unsigned*, unsigned);
-__device__ unsigned atomicDec(unsigned*, unsigned);
+// Atomics: CUDA's overload sets (a literal argument converts to the pointee type: atomicAdd(unsigned*, 1)),
+// with the _block and _system scopes.
+#define RT_AT(R, n, ...) __device__ R n(__VA_ARGS__); __device__ R n##_block(__VA_ARGS__); __device__ R n##_system(__VA_ARGS__);
+#define RT_AT_INT(n) RT_AT(int, n, int*, int) RT_AT(unsigned, n, unsigned*, unsigned) \
+  RT_AT(unsigned long long, n, unsigned long long*, unsigned long long)
+RT_AT_INT(atomicAdd) RT_AT(float, atomicAdd, float*, float) RT_AT(double, atomicAdd, double*, double)
+RT_AT(__half, atomicAdd, __half*, __half) RT_AT(__half2, atomicAdd, __half2*, __half2)
+RT_AT(__nv_bfloat16, atomicAdd, __nv_bfloat16*, __nv_bfloat16)
+RT_AT(int, atomicSub, int*, int) RT_AT(unsigned, atomicSub, unsigned*, unsigned)
+RT_AT_INT(atomicExch) RT_AT(float, atomicExch, float*, float)
+RT_AT_INT(atomicMin) RT_AT(long long, atomicMin, long long*, long long)
+RT_AT_INT(atomicMax) RT_AT(long long, atomicMax, long long*, long long)
+RT_AT_INT(atomicAnd) RT_AT_INT(atomicOr) RT_AT_INT(atomicXor)
+RT_AT(int, atomicCAS, int*, int, int) RT_AT(unsigned, atomicCAS, unsigned*, unsigned, unsigned)
+RT_AT(unsigned long long, atomicCAS, unsigned long long*, unsigned long long, unsigned long long)
+RT_AT(unsigned short, atomicCAS, unsigned short*, unsigned short, unsigned short)
+RT_AT(unsigned, atomicInc, unsigned*, unsigned) RT_AT(unsigned, atomicDec, unsigned*, unsigned)
+#undef RT_AT_INT
+#undef RT_AT
 __device__ long long clock64();
 __device__ int __popc(unsigned); __device__ int __popcll(unsigned long long); __device__ int __clz(int);
 __device__ int __ffs(int); __device__ unsigned __brev(unsigned); __device__ int __mul24(int, int);
@@ -90,27 +109,105 @@ __device__ unsigned __umulhi(unsigned, unsigned);
 __device__ int __float_as_int(float); __device__ float __int_as_float(int);
 __device__ unsigned __float_as_uint(float); __device__ float __uint_as_float(unsigned);
 __device__ long long __double_as_longlong(double); __device__ double __longlong_as_double(long long);
-#define RT_F1(n) __host__ __device__ float n(float); __host__ __device__ double n(double);
-#define RT_F2(n) __host__ __device__ float n(float, float); __host__ __device__ double n(double, double);
-RT_F1(expf) RT_F1(exp) RT_F1(__expf) RT_F1(exp2f) RT_F1(logf) RT_F1(log) RT_F1(__logf) RT_F1(log2f) RT_F1(log1pf)
-RT_F1(sqrtf) RT_F1(sqrt) RT_F1(rsqrtf) RT_F1(tanhf) RT_F1(tanh) RT_F1(sinf) RT_F1(cosf) RT_F1(__sinf) RT_F1(__cosf)
-RT_F1(fabsf) RT_F1(fabs) RT_F1(floorf) RT_F1(ceilf) RT_F1(truncf) RT_F1(roundf) RT_F1(erff) RT_F1(erf) RT_F1(erfcf)
-RT_F1(__saturatef) RT_F1(__frcp_rn) RT_F1(abs)
-RT_F2(fmaxf) RT_F2(fminf) RT_F2(fmax) RT_F2(fmin) RT_F2(powf) RT_F2(pow) RT_F2(__powf) RT_F2(__fdividef)
-RT_F2(copysignf) RT_F2(fmodf) RT_F2(__fmul_rn) RT_F2(__fadd_rn) RT_F2(__fsub_rn) RT_F2(__fdiv_rn) RT_F2(atan2f)
-__host__ __device__ float fmaf(float, float, float); __host__ __device__ double fma(double, double, double);
-__host__ __device__ bool isnan(float); __host__ __device__ bool isinf(float); __host__ __device__ bool isfinite(float);
-template <class T> __host__ __device__ T max(T, T);
-template <class T> __host__ __device__ T min(T, T);
+// Math: device-only declarations, so that the host ones of the C/C++ library (included above, as nvcc's
+// force-included cuda_runtime.h does) stay separate overloads (clang's CUDA overloading by target). C names
+// carry their C signature only (sqrtf(float): `sqrtf(n)` with an int n is no ambiguity); the C++ float/double
+// overloads are separate declarations; integer arguments to the C++ names go through libstdc++'s templates.
+#define RT_C1(n) extern "C" __device__ float n##f(float) noexcept; extern "C" __device__ double n(double) noexcept; \
+  __device__ float n(float);
+#define RT_C2(n) extern "C" __device__ float n##f(float, float) noexcept; \
+  extern "C" __device__ double n(double, double) noexcept; __device__ float n(float, float);
+RT_C1(exp) RT_C1(exp2) RT_C1(exp10) RT_C1(expm1) RT_C1(log) RT_C1(log2) RT_C1(log10) RT_C1(log1p) RT_C1(logb)
+RT_C1(sqrt) RT_C1(rsqrt) RT_C1(cbrt) RT_C1(rcbrt) RT_C1(sin) RT_C1(cos) RT_C1(tan) RT_C1(asin) RT_C1(acos)
+RT_C1(atan) RT_C1(sinh) RT_C1(cosh) RT_C1(tanh) RT_C1(asinh) RT_C1(acosh) RT_C1(atanh) RT_C1(sinpi) RT_C1(cospi)
+RT_C1(fabs) RT_C1(floor) RT_C1(ceil) RT_C1(trunc) RT_C1(round) RT_C1(rint) RT_C1(nearbyint) RT_C1(erf) RT_C1(erfc)
+RT_C1(erfinv) RT_C1(erfcinv) RT_C1(lgamma) RT_C1(tgamma) RT_C1(normcdf) RT_C1(normcdfinv) RT_C1(j0) RT_C1(j1)
+RT_C1(y0) RT_C1(y1)
+RT_C2(pow) RT_C2(fmax) RT_C2(fmin) RT_C2(fmod) RT_C2(remainder) RT_C2(copysign) RT_C2(atan2) RT_C2(hypot)
+RT_C2(fdim) RT_C2(nextafter)
+#undef RT_C1
+#undef RT_C2
+extern "C" __device__ float fmaf(float, float, float) noexcept; extern "C" __device__ double fma(double, double, double) noexcept;
+__device__ float fma(float, float, float);
+extern "C" __device__ float ldexpf(float, int) noexcept; extern "C" __device__ double ldexp(double, int) noexcept;
+extern "C" __device__ float frexpf(float, int*) noexcept; extern "C" __device__ double frexp(double, int*) noexcept;
+extern "C" __device__ float modff(float, float*) noexcept; extern "C" __device__ double modf(double, double*) noexcept;
+extern "C" __device__ float powif(float, int) noexcept; extern "C" __device__ double powi(double, int) noexcept;
+extern "C" __device__ float scalbnf(float, int) noexcept; extern "C" __device__ int ilogbf(float) noexcept;
+extern "C" __device__ void sincosf(float, float*, float*) noexcept; extern "C" __device__ void sincos(double, double*, double*) noexcept;
+extern "C" __device__ void sincospif(float, float*, float*) noexcept;
+extern "C" __device__ long lrintf(float) noexcept; extern "C" __device__ long lroundf(float) noexcept;
+extern "C" __device__ long long llrintf(float) noexcept; extern "C" __device__ long long llroundf(float) noexcept;
+extern "C" __device__ float fdividef(float, float) noexcept;
+extern "C" __device__ int abs(int) noexcept; extern "C" __device__ long labs(long) noexcept;
+extern "C" __device__ long long llabs(long long) noexcept;
+__device__ float abs(float); __device__ double abs(double); __device__ long abs(long); __device__ long long abs(long long);
+__device__ bool isnan(float); __device__ bool isnan(double); __device__ bool isinf(float); __device__ bool isinf(double);
+__device__ bool isfinite(float); __device__ bool isfinite(double); __device__ bool signbit(float); __device__ bool signbit(double);
+extern "C" __device__ int __isnanf(float) noexcept; extern "C" __device__ int __isinff(float) noexcept;
+extern "C" __device__ int __finitef(float) noexcept; extern "C" __device__ int __signbitf(float) noexcept;
+// fast-math and rounding intrinsics (CUDA's __xxx names)
+#define RT_I1(n) __device__ float n(float);
+#define RT_I2(n) __device__ float n(float, float);
+RT_I1(__expf) RT_I1(__exp10f) RT_I1(__logf) RT_I1(__log2f) RT_I1(__log10f) RT_I1(__sinf) RT_I1(__cosf) RT_I1(__tanf)
+RT_I1(__tanhf) RT_I1(__saturatef) RT_I1(__frcp_rn) RT_I1(__frcp_rz) RT_I1(__frcp_rd) RT_I1(__frcp_ru) RT_I1(__fsqrt_rn)
+RT_I1(__fsqrt_rz) RT_I1(__fsqrt_rd) RT_I1(__fsqrt_ru) RT_I1(__frsqrt_rn)
+RT_I2(__powf) RT_I2(__fdividef) RT_I2(__fadd_rn) RT_I2(__fadd_rz) RT_I2(__fadd_rd) RT_I2(__fadd_ru) RT_I2(__fsub_rn)
+RT_I2(__fsub_rz) RT_I2(__fsub_rd) RT_I2(__fsub_ru) RT_I2(__fmul_rn) RT_I2(__fmul_rz) RT_I2(__fmul_rd) RT_I2(__fmul_ru)
+RT_I2(__fdiv_rn) RT_I2(__fdiv_rz) RT_I2(__fdiv_rd) RT_I2(__fdiv_ru)
+#undef RT_I1
+#undef RT_I2
+__device__ void __sincosf(float, float*, float*);
+__device__ float __fmaf_rn(float, float, float); __device__ float __fmaf_rz(float, float, float);
+__device__ double __dadd_rn(double, double); __device__ double __dsub_rn(double, double);
+__device__ double __dmul_rn(double, double); __device__ double __ddiv_rn(double, double);
+__device__ double __drcp_rn(double); __device__ double __dsqrt_rn(double); __device__ double __fma_rn(double, double, double);
+__device__ int __float2int_rn(float); __device__ int __float2int_rz(float); __device__ int __float2int_rd(float);
+__device__ int __float2int_ru(float); __device__ unsigned __float2uint_rn(float); __device__ unsigned __float2uint_rz(float);
+__device__ float __int2float_rn(int); __device__ float __uint2float_rn(unsigned); __device__ long long __float2ll_rn(float);
+__device__ float __ll2float_rn(long long); __device__ int __double2int_rn(double); __device__ float __double2float_rn(double);
+__device__ double __int2double_rn(int); __device__ int __double2hiint(double); __device__ int __double2loint(double);
+__device__ double __hiloint2double(int, int);
+// integer intrinsics
+__device__ int __popc(unsigned); __device__ int __popcll(unsigned long long); __device__ int __clz(int);
+__device__ int __clzll(long long); __device__ int __ffs(int); __device__ int __ffsll(long long);
+__device__ unsigned __brev(unsigned); __device__ unsigned long long __brevll(unsigned long long);
+__device__ int __mul24(int, int); __device__ unsigned __umul24(unsigned, unsigned);
+__device__ int __mulhi(int, int); __device__ unsigned __umulhi(unsigned, unsigned);
+__device__ long long __mul64hi(long long, long long); __device__ unsigned long long __umul64hi(unsigned long long, unsigned long long);
+__device__ unsigned __byte_perm(unsigned, unsigned, unsigned); __device__ unsigned __funnelshift_l(unsigned, unsigned, unsigned);
+__device__ unsigned __funnelshift_r(unsigned, unsigned, unsigned); __device__ int __hadd(int, int); __device__ int __rhadd(int, int);
+__device__ unsigned __uhadd(unsigned, unsigned); __device__ unsigned __urhadd(unsigned, unsigned);
+__device__ unsigned __sad(int, int, unsigned); __device__ unsigned __usad(unsigned, unsigned, unsigned);
+__device__ int __dp4a(int, int, int); __device__ unsigned __dp4a(unsigned, unsigned, unsigned);
+__device__ int __float_as_int(float); __device__ float __int_as_float(int);
+__device__ unsigned __float_as_uint(float); __device__ float __uint_as_float(unsigned);
+__device__ long long __double_as_longlong(double); __device__ double __longlong_as_double(long long);
+// min / max: CUDA's overload set (every pair of arithmetic types, so mixed calls are never ambiguous)
+#define RT_MM(A, B) __device__ decltype((A)0 + (B)0) min(A, B); __device__ decltype((A)0 + (B)0) max(A, B);
+#define RT_MM_ROW(A) RT_MM(A, int) RT_MM(A, unsigned) RT_MM(A, long) RT_MM(A, unsigned long) RT_MM(A, long long) \
+  RT_MM(A, unsigned long long) RT_MM(A, float) RT_MM(A, double)
+RT_MM_ROW(int) RT_MM_ROW(unsigned) RT_MM_ROW(long) RT_MM_ROW(unsigned long) RT_MM_ROW(long long)
+RT_MM_ROW(unsigned long long) RT_MM_ROW(float) RT_MM_ROW(double)
+#undef RT_MM_ROW
+#undef RT_MM
+__device__ unsigned umin(unsigned, unsigned); __device__ unsigned umax(unsigned, unsigned);
+__device__ long long llmin(long long, long long); __device__ long long llmax(long long, long long);
+__device__ unsigned long long ullmin(unsigned long long, unsigned long long);
+__device__ unsigned long long ullmax(unsigned long long, unsigned long long);
 __host__ __device__ __half __float2half(float); __host__ __device__ float __half2float(__half);
 __host__ __device__ __half __float2half_rn(float);
 __host__ __device__ __half __hadd(__half, __half); __host__ __device__ __half __hmul(__half, __half);
 __host__ __device__ __half2 __floats2half2_rn(float, float); __host__ __device__ float2 __half22float2(__half2);
 __host__ __device__ float __bfloat162float(__nv_bfloat16); __host__ __device__ __nv_bfloat16 __float2bfloat16(float);
-extern "C" __host__ __device__ int printf(const char*, ...);
-extern "C" void* memcpy(void*, const void*, size_t);
-extern "C" void* memset(void*, int, size_t);
-#define assert(x) ((void)0)
+// device-side C library (common_functions.h)
+extern "C" __device__ int printf(const char*, ...);
+extern "C" __device__ void* memcpy(void*, const void*, size_t) noexcept;
+extern "C" __device__ void* memset(void*, int, size_t) noexcept;
+extern "C" __device__ void* malloc(size_t) noexcept;
+extern "C" __device__ void free(void*) noexcept;
+extern "C" __device__ void __assertfail(const char*, const char*, unsigned, const char*, size_t);
+extern "C" __device__ void __assert_fail(const char*, const char*, unsigned, const char*) noexcept __attribute__((noreturn));  // glibc assert()
 // Texture / surface references (removed in CUDA 12; declared only so that the converter can refuse them).
 // As in CUDA's own headers they are device_builtin types, so device code may name a file-scope texture variable
 // without a clang error of its own: the converter's refusal at the texture read is the one report.
@@ -141,20 +238,69 @@ struct thread_block : thread_group {
 };
 struct grid_group : thread_group { __device__ bool is_valid() const; __device__ unsigned long long num_threads() const; };
 template <unsigned N, class P = void> struct thread_block_tile : thread_group {
-  template <class T> __device__ T shfl(T, int) const; template <class T> __device__ T shfl_down(T, unsigned) const;
-  template <class T> __device__ T shfl_up(T, unsigned) const; template <class T> __device__ T shfl_xor(T, unsigned) const;
+  // defined (trivially) so that a value of a local type (a struct in the kernel) may be shuffled: a template
+  // declared only would be "used but not defined" for a type without linkage
+  template <class T> __device__ T shfl(T v, int) const { return v; }
+  template <class T> __device__ T shfl_down(T v, unsigned) const { return v; }
+  template <class T> __device__ T shfl_up(T v, unsigned) const { return v; }
+  template <class T> __device__ T shfl_xor(T v, unsigned) const { return v; }
   __device__ unsigned ballot(int) const; __device__ int any(int) const; __device__ int all(int) const;
   __device__ unsigned meta_group_rank() const; __device__ unsigned meta_group_size() const; __device__ unsigned num_threads() const;
 };
+struct coalesced_group : thread_group {
+  template <class T> __device__ T shfl(T v, int) const { return v; }
+  template <class T> __device__ T shfl_down(T v, unsigned) const { return v; }
+  template <class T> __device__ T shfl_up(T v, unsigned) const { return v; }
+  __device__ unsigned ballot(int) const; __device__ int any(int) const; __device__ int all(int) const;
+  __device__ unsigned meta_group_rank() const; __device__ unsigned meta_group_size() const; __device__ unsigned num_threads() const;
+};
+template <unsigned N> struct block_tile_memory { unsigned char scratch[N > 32 ? 8 * N / 32 : 8]; };
+struct thread_group_dynamic : thread_group { __device__ unsigned meta_group_rank() const; __device__ unsigned meta_group_size() const; };
 __device__ thread_block this_thread_block();
+template <unsigned N> __device__ thread_block this_thread_block(block_tile_memory<N>&);
 __device__ grid_group this_grid();
+__device__ coalesced_group coalesced_threads();
 template <unsigned N, class P> __device__ thread_block_tile<N> tiled_partition(const P&);
+__device__ thread_group_dynamic tiled_partition(const thread_block&, unsigned);
+__device__ thread_group_dynamic tiled_partition(const thread_group&, unsigned);
 template <class G> __device__ void sync(const G&);
-template <class T> struct plus { __device__ T operator()(T, T) const; };
-template <class T> struct greater { __device__ T operator()(T, T) const; };
-template <class T> struct less { __device__ T operator()(T, T) const; };
+template <class T = void> struct plus { __device__ T operator()(T, T) const; };
+template <class T = void> struct greater { __device__ T operator()(T, T) const; };
+template <class T = void> struct less { __device__ T operator()(T, T) const; };
+template <class T = void> struct bit_and { __device__ T operator()(T, T) const; };
+template <class T = void> struct bit_or { __device__ T operator()(T, T) const; };
+template <class T = void> struct bit_xor { __device__ T operator()(T, T) const; };
 template <class G, class T, class Op> __device__ T reduce(const G&, T, Op);
+template <class G, class T, class Op> __device__ T inclusive_scan(const G&, T, Op);
+template <class G, class T> __device__ T inclusive_scan(const G&, T);
+template <class G, class T, class Op> __device__ T exclusive_scan(const G&, T, Op);
+template <class G, class T> __device__ T exclusive_scan(const G&, T);
+template <class G, class T> __device__ void memcpy_async(const G&, T*, const T*, size_t);
+template <class G> __device__ void wait(const G&);
+template <unsigned N, class G> __device__ void wait_prior(const G&);
 }  // namespace cooperative_groups
+// <cuda/barrier>, <cuda/pipeline> (libcu++): the block-scope barrier and pipeline device code uses.
+namespace cuda {
+enum thread_scope { thread_scope_system = 0, thread_scope_device = 1, thread_scope_block = 2, thread_scope_thread = 3 };
+template <thread_scope S = thread_scope_system> struct barrier {
+  using arrival_token = unsigned long long;
+  __device__ barrier() = default;
+  __device__ arrival_token arrive(long = 1); __device__ void wait(arrival_token&&) const;
+  __device__ void wait(const arrival_token&) const; __device__ void arrive_and_wait(); __device__ void arrive_and_drop();
+  template <thread_scope T> __device__ friend void init(barrier<T>*, long);
+};
+template <thread_scope S> __device__ void init(barrier<S>*, long);
+template <thread_scope S = thread_scope_system> struct pipeline {
+  __device__ void producer_acquire(); __device__ void producer_commit(); __device__ void consumer_wait();
+  __device__ void consumer_release();
+};
+template <thread_scope S> __device__ pipeline<S> make_pipeline();
+template <class G, thread_scope S> __device__ void memcpy_async(const G&, void*, const void*, size_t, barrier<S>&);
+template <thread_scope S> __device__ void memcpy_async(void*, const void*, size_t, barrier<S>&);
+template <class G, thread_scope S> __device__ void memcpy_async(const G&, void*, const void*, size_t, pipeline<S>&);
+template <size_t N> struct aligned_size_t { size_t value; __device__ __host__ constexpr aligned_size_t(size_t v) : value(v) {} };
+namespace std { using size_t = ::size_t; }
+}  // namespace cuda
 // Host API, declared so that host code in kernel files parses (rtransform never runs it).
 typedef int cudaError_t;
 typedef struct CUstream_st* cudaStream_t;

@@ -88,4 +88,76 @@ template <class T> struct bit_xor { T operator()(T a, T b) const { return a ^ b;
 template <unsigned N, class T, class Op>
 inline T reduce(const thread_block_tile<N>& g, T v, Op op) { return g.reduce(v, op); }
 
+// Scans over a tile: lane i gets op over lanes 0..i (inclusive) or 0..i-1 (exclusive; lane 0 gets T()).
+template <unsigned N, class T, class Op>
+inline T inclusive_scan(const thread_block_tile<N>& g, T v, Op op) {
+  for (unsigned o = 1; o < N; o <<= 1) {
+    T other = g.shfl_up(v, o);
+    if (g.thread_rank() >= o) v = op(other, v);
+  }
+  return v;
+}
+template <unsigned N, class T>
+inline T inclusive_scan(const thread_block_tile<N>& g, T v) { return inclusive_scan(g, v, plus<T>()); }
+template <unsigned N, class T, class Op>
+inline T exclusive_scan(const thread_block_tile<N>& g, T v, Op op) {
+  T inc = inclusive_scan(g, v, op);
+  T prev = g.shfl_up(inc, 1);
+  return g.thread_rank() == 0 ? T() : prev;
+}
+template <unsigned N, class T>
+inline T exclusive_scan(const thread_block_tile<N>& g, T v) { return exclusive_scan(g, v, plus<T>()); }
+
+// Scratch for tiles larger than a warp (CUDA 11.1+); on the emulator the block needs none.
+template <unsigned N> struct block_tile_memory { unsigned char scratch[8]; };
+template <unsigned N> inline thread_block this_thread_block(block_tile_memory<N>&) { return thread_block(); }
+
+// Asynchronous block copies (cg::memcpy_async + cg::wait): the group's threads share the copy; it completes
+// at wait(), which synchronises the group, as on the GPU.
+template <class G, class T>
+inline void memcpy_async(const G& g, T* dst, const T* src, size_t bytes) {
+  char* d = reinterpret_cast<char*>(dst);
+  const char* s = reinterpret_cast<const char*>(src);
+  for (size_t i = g.thread_rank(); i < bytes; i += g.size()) d[i] = s[i];
+}
+template <class G> inline void wait(const G& g) { g.sync(); }
+template <unsigned N, class G> inline void wait_prior(const G& g) { g.sync(); }
+
 }  // namespace cooperative_groups
+
+// ---- <cuda/barrier>: the block-scope split barrier of libcu++ ------------------------------------------
+namespace cuda {
+enum thread_scope { thread_scope_system = 0, thread_scope_device = 1, thread_scope_block = 2, thread_scope_thread = 3 };
+template <thread_scope S = thread_scope_system>
+class barrier {
+  long expected_ = 0, pending_ = 0;
+  unsigned long long phase_ = 0;
+
+ public:
+  using arrival_token = unsigned long long;
+  barrier() = default;
+  barrier(const barrier&) = delete;
+  void init_count(long n) { expected_ = pending_ = n; phase_ = 0; }
+  arrival_token arrive(long n = 1) {
+    arrival_token t = phase_;
+    pending_ -= n;
+    if (pending_ <= 0) { pending_ = expected_; phase_++; emu_sync_point(); }  // orders accesses (racecheck)
+    return t;
+  }
+  void wait(arrival_token&& t) const { wait(t); }
+  void wait(const arrival_token& t) const {
+    while (*static_cast<volatile const unsigned long long*>(&phase_) == t) emu::yield("cuda::barrier::wait");
+  }
+  void arrive_and_wait() { wait(arrive()); }
+  void arrive_and_drop() { expected_--; arrive(); }
+  template <thread_scope T> friend void init(barrier<T>* b, long n);
+};
+template <thread_scope S> inline void init(barrier<S>* b, long n) { b->init_count(n); }
+// memcpy_async with a barrier: the copy happens at once; the barrier's phase then covers it.
+template <class G, thread_scope S>
+inline void memcpy_async(const G& g, void* dst, const void* src, size_t bytes, barrier<S>&) {
+  cooperative_groups::memcpy_async(g, static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+}
+template <thread_scope S>
+inline void memcpy_async(void* dst, const void* src, size_t bytes, barrier<S>&) { memcpy(dst, src, bytes); }
+}  // namespace cuda

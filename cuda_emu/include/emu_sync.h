@@ -37,22 +37,44 @@ inline T unpack(unsigned long long u) {
 }  // namespace emu
 
 EMU_WRAP void __syncwarp(unsigned mask = 0xffffffffu) { emu::warp_collective(emu::W_SYNC, "__syncwarp", mask, 0); }
+// Values wider than 8 bytes (cooperative groups' tile.shfl takes any trivially copyable type: uint4, structs)
+// move as consecutive 8-byte shuffles with the same source lane, as CUDA's cg implementation splits them.
+namespace emu {
+template <class T, class One>
+inline T shfl_any(T v, One one) {
+  static_assert(std::is_trivially_copyable_v<T>, "warp shuffles move trivially copyable values");
+  if constexpr (sizeof(T) <= 8) {
+    return unpack<T>(one(pack(v)));
+  } else {
+    constexpr size_t n = (sizeof(T) + 7) / 8;
+    unsigned long long in[n] = {}, out[n];
+    memcpy(in, &v, sizeof(T));
+    for (size_t i = 0; i < n; i++) out[i] = one(in[i]);
+    T r;
+    memcpy(&r, out, sizeof(T));
+    return r;
+  }
+}
+}  // namespace emu
 template <class T>
 EMU_WRAP T __shfl_sync(unsigned mask, T var, int src_lane, int width = warpSize) {
-  return emu::unpack<T>(emu::warp_collective(emu::W_IDX, "__shfl_sync", mask, emu::pack(var), src_lane, width));
+  return emu::shfl_any(var, [&](unsigned long long u) {
+    return emu::warp_collective(emu::W_IDX, "__shfl_sync", mask, u, src_lane, width); });
 }
 template <class T>
 EMU_WRAP T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
-  return emu::unpack<T>(emu::warp_collective(emu::W_UP, "__shfl_up_sync", mask, emu::pack(var), (int)delta, width));
+  return emu::shfl_any(var, [&](unsigned long long u) {
+    return emu::warp_collective(emu::W_UP, "__shfl_up_sync", mask, u, (int)delta, width); });
 }
 template <class T>
 EMU_WRAP T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = warpSize) {
-  return emu::unpack<T>(
-      emu::warp_collective(emu::W_DOWN, "__shfl_down_sync", mask, emu::pack(var), (int)delta, width));
+  return emu::shfl_any(var, [&](unsigned long long u) {
+    return emu::warp_collective(emu::W_DOWN, "__shfl_down_sync", mask, u, (int)delta, width); });
 }
 template <class T>
 EMU_WRAP T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = warpSize) {
-  return emu::unpack<T>(emu::warp_collective(emu::W_XOR, "__shfl_xor_sync", mask, emu::pack(var), lane_mask, width));
+  return emu::shfl_any(var, [&](unsigned long long u) {
+    return emu::warp_collective(emu::W_XOR, "__shfl_xor_sync", mask, u, lane_mask, width); });
 }
 EMU_WRAP unsigned __ballot_sync(unsigned mask, int pred) {
   return (unsigned)emu::warp_collective(emu::W_BALLOT, "__ballot_sync", mask, pred != 0);

@@ -9,8 +9,6 @@
 #define FLT_MIN 1.175494351e-38F
 #define FLT_EPSILON 1.192092896e-07F
 #define DBL_MAX 1.7976931348623158e+308
-#elif defined(RT_PARSE)
-// the parse prelude (converter/include/cuda_parse_prelude.h) declares what device code uses
-#else
+#else  // the parser (RT_PARSE: system headers parse with stubs/clang/) and other compilers
 #include_next <float.h>
 #endif

@@ -8,8 +8,6 @@
 #define INT_MAX 2147483647
 #define INT_MIN (-INT_MAX - 1)
 #define UINT_MAX 4294967295U
-#elif defined(RT_PARSE)
-#include_next <limits.h>
-#else
+#else  // the parser (RT_PARSE: system headers parse with stubs/clang/) and other compilers
 #include_next <limits.h>
 #endif

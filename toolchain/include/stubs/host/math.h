@@ -11,8 +11,6 @@
 #ifndef NAN
 #define NAN __int_as_float(0x7fffffff)
 #endif
-#elif defined(RT_PARSE)
-// the parse prelude (converter/include/cuda_parse_prelude.h) declares what device code uses
-#else
+#else  // the parser (RT_PARSE: system headers parse with stubs/clang/) and other compilers
 #include_next <math.h>
 #endif

@@ -9,8 +9,6 @@ typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef 
 typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;
 typedef unsigned long uint64_t;
 typedef long intptr_t; typedef unsigned long uintptr_t;
-#elif defined(RT_PARSE)
-#include_next <stdint.h>
-#else
+#else  // the parser (RT_PARSE: system headers parse with stubs/clang/) and other compilers
 #include_next <stdint.h>
 #endif

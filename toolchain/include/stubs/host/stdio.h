@@ -5,18 +5,6 @@
 #include_next <stdio.h>  // g++: the real header
 #elif defined(__CUDACC_RTC__)
 // NVRTC has no host headers: the few macros and typedefs device code takes from it
-#elif defined(RT_PARSE)
-typedef struct __rt_parse_FILE FILE;
-extern FILE* stdin;
-extern FILE* stdout;
-extern FILE* stderr;
-extern "C" int fprintf(FILE*, const char*, ...);
-extern "C" int sprintf(char*, const char*, ...);
-extern "C" int snprintf(char*, unsigned long, const char*, ...);
-extern "C" int puts(const char*);
-extern "C" int fflush(FILE*);
-extern "C" FILE* fopen(const char*, const char*);
-extern "C" int fclose(FILE*);
-#else
+#else  // the parser (RT_PARSE: system headers parse with stubs/clang/) and other compilers
 #include_next <stdio.h>
 #endif

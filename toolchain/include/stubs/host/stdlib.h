@@ -5,8 +5,6 @@
 #include_next <stdlib.h>  // g++: the real header
 #elif defined(__CUDACC_RTC__)
 // NVRTC has no host headers: the few macros and typedefs device code takes from it
-#elif defined(RT_PARSE)
-#include_next <stdlib.h>
-#else
+#else  // the parser (RT_PARSE: system headers parse with stubs/clang/) and other compilers
 #include_next <stdlib.h>
 #endif

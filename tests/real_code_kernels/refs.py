@@ -1,0 +1,56 @@
+"""numpy references for the real-code kernels: inputs (dict of arrays/scalars before the launch) -> outputs."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def scale(a):
+    out = a["out"].copy()
+    n = int(a["n"])
+    out[:n] = a["in"][:n] * np.float32(a["s"])
+    return {"out": out}
+
+
+def tile_max(a):
+    return {"out": a["in"].reshape(-1, 16).max(axis=1)}
+
+
+def reverse_rows(a):
+    return {"out": a["in"].reshape(4, 128)[:, ::-1].ravel()}
+
+
+def gelu_forward(a):
+    out = a["out"].copy()
+    n = int(a["N"])
+    x = a["inp"][:n].astype(np.float64)
+    out[:n] = 0.5 * x * (1.0 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+    return {"out": out}
+
+
+def box_filter(a):
+    rows = a["in"].reshape(-1, 8).astype(np.float64)
+    return {"out": np.repeat(rows.mean(axis=1), 8)}
+
+
+def sq(a):
+    x = a["x"].copy()
+    n = int(a["n"])
+    x[:n] = x[:n] * x[:n]
+    return {"x": x}
+
+
+def fwd_helper(a):
+    x = a["in"].reshape(4, 48).astype(np.float32)
+    lane = np.arange(48, dtype=np.float32)
+    blk = np.arange(4, dtype=np.float32)[:, None]
+    return {"out": ((x + np.float32(0.5) * lane) * np.float32(3) + blk + np.roll(x, -1, axis=1)).ravel()}
+
+
+def lambdas_mixed(a):
+    x = a["in"].reshape(3, 64).astype(np.int64)
+    stage = x + (np.arange(64) % 7)
+    res = np.roll(stage, -3, axis=1)
+    res = res * 100 + (x & 1).sum(axis=1, keepdims=True)
+    res = res * 10 + (x > 40).any(axis=1, keepdims=True)
+    res = res * 100 + ((x & 2) != 0).sum(axis=1, keepdims=True)
+    return {"out": res.astype(np.int32).ravel()}

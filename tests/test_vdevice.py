@@ -453,7 +453,7 @@ def test_repeated_runs_use_epochs_and_survive_counter_wrap():
         exe.run(got)  # steps from the previous run already satisfy a non-epoch target: stale waits would race
         assert_outputs(dag, got, dag.reference(run_bufs), exact=False)
     loaded = exe.loaded[0]
-    loaded.runs = (2**32 - 1) // loaded.tables.max_steps - 1  # next epoch would overflow 32 bits
+    loaded.runs = (2**32 - 1) // loaded.tables.max_count - 1  # next epoch would overflow 32 bits
     got = fresh(bufs)
     exe.run(got)
     assert loaded.runs == 1
@@ -581,19 +581,119 @@ def test_converted_corpus_kernels_match_legacy(rows, cols, veus, seed):
 
 
 def test_table_records_are_described_once():
-    """The packed rows follow the record's field order, pad fields are zero, a missing or unknown field is an
-    error, and the generated C struct declares the same fields in the same order."""
-    from vdevice.tables import OP, c_declarations
-    row = {"kernel": 3, "first_arg": 7, "grid_x": 2, "grid_y": 1, "grid_z": 4, "block_x": 32, "block_y": 2,
-           "block_z": 1, "layout_offset": 48}
-    table = OP.pack([row, dict(row, kernel=5)])
-    assert table.dtype == np.uint32 and table.shape == (2, len(OP.fields))
-    assert [int(table[0, OP.column(k)]) for k in row] == list(row.values()) and table[0, OP.column("pad")] == 0
-    assert int(table[1, OP.column("kernel")]) == 5 and OP.pack([]).shape == (1, len(OP.fields))
+    """The packed rows follow the record's field order, a missing or unknown field is an error, and the generated
+    C struct declares the same fields in the same order, 16-byte aligned in one 32-byte row (two 128-bit loads)."""
+    from vdevice.tables import INSTR, VD_NAMED, c_declarations, pack_block, pack_grid_yz
+    row = {"code": 3 | VD_NAMED, "a": 7, "b": 2, "publish": 0, "grid_x": 100_000, "grid_yz": pack_grid_yz(3, 65535),
+           "block": pack_block(1024, 1, 64), "layout_offset": 48}
+    table = INSTR.pack([row, dict(row, code=5)])
+    assert table.dtype == np.uint32 and table.shape == (2, len(INSTR.fields)) and table.nbytes == 64
+    assert [int(table[0, INSTR.column(k)]) for k in row] == list(row.values())
+    assert int(table[1, INSTR.column("code")]) == 5 and INSTR.pack([]).shape == (1, len(INSTR.fields))
+    grid_yz, block = int(table[0, INSTR.column("grid_yz")]), int(table[0, INSTR.column("block")])
+    assert (grid_yz & 0xFFFF, grid_yz >> 16) == (3, 65535)
+    assert (block & 2047, (block >> 11) & 2047, block >> 22) == (1024, 1, 64)
+    with pytest.raises(ValueError):
+        pack_block(32, 32, 65)
+    with pytest.raises(ValueError):
+        pack_grid_yz(65536, 1)
     with pytest.raises(KeyError):
-        OP.pack([{k: v for k, v in row.items() if k != "grid_z"}])
+        INSTR.pack([{k: v for k, v in row.items() if k != "grid_x"}])
     with pytest.raises(KeyError, match="no field"):
-        OP.pack([dict(row, bogus=1)])
+        INSTR.pack([dict(row, bogus=1)])
     decl = c_declarations()
-    fields = re.findall(r"unsigned (\w+);", decl[decl.index("struct OpRecord"):decl.index("};", decl.index("struct OpRecord"))])
-    assert fields == list(OP.names)
+    start = decl.index("struct alignas(16) Instr")
+    fields = re.findall(r"unsigned (\w+);", decl[start:decl.index("};", start)])
+    assert fields == list(INSTR.names) and "sizeof(Instr) == 32" in decl
+
+
+# ---- barriers: counters per awaited group, publish only what is awaited -----------------------------------------
+
+
+def _implied_after(program: Program, v: int, pc: int) -> np.ndarray:
+    """Finished-count per vEU that a wait at (v, pc) implies, by the vector clocks of the validator's simulation
+    (an independent derivation: transitive knowledge, not only the wait's own targets)."""
+    from vdevice.program import simulate
+    clocks = simulate(program)
+    order = sum(isinstance(i, Run) for i in program.veus[v][:pc])
+    return clocks.before(v, order)
+
+
+@pytest.mark.parametrize("kind,num_ops,veus,seed", [("chain", 9, 3, 0), ("diamond", 13, 4, 1), ("fan", 20, 8, 2),
+                                                     ("random", 40, 5, 3), ("random", 30, 7, 8)])
+def test_counters_serve_each_wait_exactly(kind, num_ops, veus, seed):
+    """Every wait's counters cover its targets, every member of a polled counter is implied by the wait (so no
+    dependency is added, no deadlock), each awaited rTask publishes to exactly one counter and no other rTask
+    publishes at all."""
+    from vdevice.counters import group_waits
+    dag = make_dag(kind, num_ops, 100, seed)
+    program = schedule(dag, veus, seed)
+    counters = group_waits(program)
+    waits = [(v, pc, i) for v, instrs in enumerate(program.veus) for pc, i in enumerate(instrs) if isinstance(i, Wait)]
+    awaited = {t for _, _, w in waits for t in w.targets}
+    assert set(counters.of_step) == awaited
+    assert sorted(s for m in counters.members for s in m) == sorted(awaited)
+    for (v, pc, w), polled in zip(waits, counters.waits):
+        implied = _implied_after(program, v, pc)
+        for u, k in w.targets:
+            assert counters.of_step[(u, k)] in polled
+        for c in polled:
+            assert all(k < implied[u] for u, k in counters.members[c]), f"wait at vEU {v} pc {pc} gains a dependency"
+    # the test scheduler waits for every rTask of each producer: one counter per awaited op, whatever the fan-in
+    ops_awaited = {program.runs(u)[k].op for u, k in awaited}
+    assert len(counters.members) >= len(ops_awaited)
+
+
+def test_counters_fan_in_independent_and_split_for_partial_waits():
+    """A consumer on every vEU waiting for an op spread over all vEUs polls one counter (not one per vEU); a wait
+    for only part of an op gets a counter of its own part."""
+    from vdevice.counters import group_waits
+    veus = 16
+    ops = _ops(veus, veus, 1)
+    p = Program(ops, veus)
+    for r in range(veus):
+        p.append(TaskRef(0, r), r)
+    for r in range(veus):
+        p.wait_ops(TaskRef(1, r), [0])
+        p.append(TaskRef(1, r), r)
+    p.wait(TaskRef(2, 0), [TaskRef(1, 0), TaskRef(1, 1)])  # two of op 1's sixteen rTasks
+    p.append(TaskRef(2, 0), 5)
+    c = group_waits(p)
+    waits = [(v, i) for v in range(veus) for i in p.veus[v] if isinstance(i, Wait)]
+    partial_at = waits.index((5, p.veus[5][-2]))
+    full = [k for k in range(len(waits)) if k != partial_at]
+    assert len(waits) == veus + 1 and all(len(waits[k][1].targets) == veus - 1 for k in full)
+    assert {c.waits[k] for k in full} == {(c.of_step[(0, 0)],)}  # one counter, polled by all sixteen
+    assert len(c.members[c.of_step[(0, 0)]]) == veus  # all of op 0: each consumer's own vEU is implied
+    partial = c.waits[partial_at]
+    assert len(partial) == 1 and sorted(c.members[partial[0]]) == [(0, 1), (1, 1)]
+    validate(p, [(0, 1)])  # op 2 waits for part of op 1 only: no op-level edge
+
+
+@needs_emulator
+@pytest.mark.parametrize("veus", [2, 3])
+def test_removed_publish_is_caught(veus):
+    """The producer's rTasks publish; with one awaited rTask's publish removed from the tables the consumer never
+    passes its barrier and the watchdog names that rTask."""
+    from vdevice.tables import INSTR
+    dag, program = _producer_consumer(veus)
+    bufs = dag.inputs(31)
+    exe = PersistentExecutor(dag.ops, [program], SOURCES, bufs, vdevice=_vdevice(dag, bufs))
+    ld = exe.loaded[0]
+    publish = ld.device["instr"][:, INSTR.column("publish")]
+    published = np.flatnonzero(publish)
+    runs_total = sum(program.steps(v) for v in range(veus))
+    # only the last producer rTask of each producer vEU is awaited (the consumer's barrier covers the rest)
+    assert len(published) == veus - 1 < runs_total
+    good = fresh(bufs)
+    exe.run(good)
+    np.testing.assert_allclose(good["t1"], dag.reference(bufs)["t1"], rtol=2e-6, atol=2e-6)
+    victim = int(published[-1])
+    u = int(np.searchsorted(ld.tables.veu_begin, victim, side="right")) - 1
+    publish[victim] = 0
+    exe.watchdog = 20_000  # polls: ample for the slow producer, short for a wait that can never pass
+    with pytest.raises(VDeviceError) as info:
+        exe.run(fresh(bufs))
+    last = program.runs(u)[-1]
+    assert f"rTask {last.rtask} of op 't0' on vEU {u}" in str(info.value)
+    assert "a publish is missing" in str(info.value)

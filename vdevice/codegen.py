@@ -10,15 +10,15 @@ import numpy as np
 
 from toolchain.cxx import template_arg_text
 
+from .counters import Counters, group_waits
 from .program import KernelRef, Op, Program, ProgramError, Run
-from .tables import INSTR, OP, TARGET, c_declarations
+from .tables import INSTR, TARGET, VD_NAMED, VD_PREPARE, VD_WAIT, c_declarations, pack_block, pack_grid_yz
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 INTERPRETER = "vd_interpreter"
 LAYOUT_QUERY = "vd_layout_sizes"
 GENERATED_NAME = "vd_generated.cu"
 _LINE_MARK = "//@@vd-line@@"
-VD_RUN, VD_WAIT = 0, 1
 WARP = 32
 
 _INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"][^>"]+[>"])', re.MULTILINE)
@@ -35,6 +35,8 @@ class Instantiation:
     layout: str | None
     template_args: tuple
     wrapper: str
+    may_exit_early: bool = True  # the rKernel body has a `return` (or could not be found): keep the mbarrier
+    reduces: bool = True  # the source uses __syncthreads_count/and/or: the reduction slots need resetting
 
     def _targs(self) -> str:
         """`<a, b>` or '' when the rKernel is not a template."""
@@ -90,16 +92,19 @@ class GeneratedModule:
 
 
 def generate(ops: Sequence[Op], sources: Mapping[str, str], include_dirs: Sequence[str] = (),
-             catalog: Sequence[KernelRef] = ()) -> GeneratedModule:
+             catalog: Sequence[KernelRef] = (), veus_per_sm: int = 1) -> GeneratedModule:
     """Emit one translation unit: each source in its own namespace, one switch over distinct instantiations.
 
     `catalog` adds instantiations no op uses yet, so one module (and one compile) serves many programs.
-    The text depends only on the set of instantiations, never on grids, rTask counts or op order."""
+    `veus_per_sm` goes into the interpreter's __launch_bounds__ (ptxas then keeps registers low enough for that
+    many vEUs of the largest rTask's threads per SM; see vdevice.occupancy). The text depends only on the set of
+    instantiations, their block sizes and veus_per_sm, never on grids, rTask counts or op order."""
     kernels = [op.kernel for op in ops] + list(catalog)
     namespaces = _namespaces(kernels, sources)
     by_key = {_key(k, sources): k for k in reversed(kernels)}
     keys = sorted(by_key, key=repr)
-    insts = tuple(Instantiation(namespaces[key[0]], key[1], key[2], key[3], by_key[key].wrapper_name)
+    insts = tuple(Instantiation(namespaces[key[0]], key[1], key[2], key[3], by_key[key].wrapper_name,
+                                *_body_traits(sources[key[0]], key[1]))
                   for key in keys)
     index = {key: i for i, key in enumerate(keys)}
     text = _restore_line_numbers("\n".join([
@@ -110,7 +115,7 @@ def generate(ops: Sequence[Op], sources: Mapping[str, str], include_dirs: Sequen
         *_hoisted_includes(sources[s] for s in namespaces),
         *(_wrapped_source(sid, ns, sources[sid]) for sid, ns in namespaces.items()),
         _dispatch(insts),
-        _interpreter(),
+        _interpreter(_align_warp(max(k.threads for k in kernels)) if kernels else WARP, veus_per_sm),
         _layout_query(insts),
     ]))
     dirs = (str(INCLUDE_DIR), *(str(d) for d in include_dirs))
@@ -126,6 +131,45 @@ def _key(kernel: KernelRef, sources: Mapping[str, str]) -> tuple:
         if re.search(rf"\bstruct\s+{re.escape(base)}__rt_shared\b", sources[source_id]):
             layout = f"{base}__rt_shared"
     return source_id, rkernel, layout, targs
+
+
+_COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_REDUCTION_RE = re.compile(r"\b(sync_count|sync_and|sync_or|live_count|__syncthreads_count|__syncthreads_and|"
+                           r"__syncthreads_or|RT_SHADOW_INTRINSICS)\b")
+
+
+def _body_traits(source: str, rkernel: str) -> tuple[bool, bool]:
+    """(may the rKernel's threads leave early, does its source reduce over the block): what decides whether its
+    rTasks can synchronise with a named bar.sync and skip setting up the vEU's TaskSlot. Conservative: a body
+    that cannot be found, or any `return` in it, counts as an early exit."""
+    text = _COMMENT_RE.sub(" ", source)
+    reduces = bool(_REDUCTION_RE.search(text))
+    name = re.escape(rkernel.rsplit("::", 1)[-1])
+    for m in re.finditer(rf"\b{name}\s*\(", text):
+        body = _definition_body(text, m.end() - 1)
+        if body is not None:
+            return bool(re.search(r"\breturn\b", body)), reduces
+    return True, reduces
+
+
+def _definition_body(text: str, open_paren: int) -> str | None:
+    """The `{...}` body after the parameter list opening at `open_paren`, or None for a call or declaration."""
+    depth, i = 0, open_paren
+    while i < len(text):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        i += 1
+        if depth == 0:
+            break
+    rest = text[i:].lstrip()
+    if not rest.startswith("{"):
+        return None
+    start = len(text) - len(rest)
+    depth = 0
+    for j in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[start + 1:j]
+    return None
 
 
 def _namespaces(kernels: Sequence[KernelRef], sources: Mapping[str, str]) -> dict[str, str]:
@@ -171,14 +215,21 @@ def _dispatch(insts: Sequence[Instantiation]) -> str:
             "    switch (kid) {\n" + cases + "\n      default: break;\n    }\n  }\n};")
 
 
-def _interpreter() -> str:
+def _align_warp(threads: int) -> int:
+    """Threads rounded up to whole warps (a vEU's size)."""
+    return (threads + WARP - 1) // WARP * WARP
+
+
+def _interpreter(max_threads: int, veus_per_sm: int) -> str:
     """The persistent __global__: one vEU per block, interpreting its instruction list."""
-    return (f"__global__ void {INTERPRETER}(const vd::Instr* __restrict__ instr,\n"
+    if veus_per_sm < 1:
+        raise ProgramError(f"veus_per_sm must be >= 1, got {veus_per_sm}")
+    return (f"__global__ void __launch_bounds__({max_threads}, {veus_per_sm})\n"
+            f"{INTERPRETER}(const vd::Instr* __restrict__ instr,\n"
             "    const unsigned* __restrict__ veu_begin, const vd::Target* __restrict__ targets,\n"
-            "    const vd::OpRecord* __restrict__ optab,\n"
-            "    const vd::u64* __restrict__ argtab, unsigned* steps, unsigned* err, unsigned epoch,\n"
-            "    unsigned ctl_offset, vd::u64 budget) {\n"
-            "  vd::interpret(instr, veu_begin, targets, optab, argtab, steps, err, epoch, ctl_offset, budget,\n"
+            "    const vd::u64* __restrict__ argtab, unsigned* counters, unsigned* progress, unsigned* err,\n"
+            "    unsigned run, unsigned ctl_offset, vd::u64 budget) {\n"
+            "  vd::interpret(instr, veu_begin, targets, argtab, counters, progress, err, run, ctl_offset, budget,\n"
             "                vd_dispatch{});\n}")
 
 
@@ -195,25 +246,32 @@ def _layout_query(insts: Sequence[Instantiation]) -> str:
 
 @dataclass(frozen=True)
 class ProgramTables:
-    """Device-memory tables of one program for the interpreter."""
+    """Device-memory tables of one program for the interpreter, and what the host needs to read its results."""
 
     instr: np.ndarray
     veu_begin: np.ndarray
     targets: np.ndarray
-    optab: np.ndarray
     num_veus: int
     threads: int
-    max_steps: int
-    used_ops: tuple[int, ...]
+    counters: Counters
+    regions: tuple[tuple[int, int], ...]  # (instantiation, layout offset) of every op the program runs
+
+    @property
+    def max_count(self) -> int:
+        """The largest per-run increment of a counter (bounds the runs before the counters would overflow)."""
+        return max([1, *self.counters.sizes])
+
+    @property
+    def num_counters(self) -> int:
+        """Counters to allocate (at least one: never a zero-size device allocation)."""
+        return max(1, len(self.counters.members))
 
     def smem_bytes(self, layout_sizes: Sequence[int]) -> tuple[int, int]:
         """(dynamic shared bytes per vEU, offset of the vEU control block).
 
         Per rTask: its dynamic bytes, then its layout at align16(dynamic); the control block (rt::TaskSlot and
         the barrier flags, layout_sizes[0] bytes) follows the largest such region."""
-        offset, kernel = OP.column("layout_offset"), OP.column("kernel")
-        region = max((int(self.optab[i, offset]) + int(layout_sizes[int(self.optab[i, kernel]) + 1])
-                      for i in self.used_ops), default=0)
+        region = max((offset + int(layout_sizes[kernel + 1]) for kernel, offset in self.regions), default=0)
         ctl_offset = _align16(region)
         return ctl_offset + int(layout_sizes[0]), ctl_offset
 
@@ -224,37 +282,49 @@ def _align16(n: int) -> int:
 
 
 def encode(program: Program, module: GeneratedModule, argtab: "ArgTable") -> ProgramTables:
-    """Flatten a program into the interpreter's tables."""
+    """Flatten a program into the interpreter's tables: one Instr record per instruction (vdevice/tables.py), the
+    counters each wait polls, and for each awaited rTask the counter it publishes to."""
+    counters = group_waits(program)
     instr: list[dict[str, int]] = []
     targets: list[dict[str, int]] = []
     begin = [0]
     used_ops: set[int] = set()
-    for instrs in program.veus:
+    nwait = 0
+    for v, instrs in enumerate(program.veus):
+        order = 0
         for item in instrs:
             if isinstance(item, Run):
-                instr.append({"kind": VD_RUN, "a": item.task.op, "b": item.task.rtask})
+                counter = counters.of_step.get((v, order))
+                instr.append(_run_record(program.ops[item.task.op], item.task.rtask, module, argtab, item.task.op,
+                                         0 if counter is None else counter + 1))
                 used_ops.add(item.task.op)
-            else:
-                instr.append({"kind": VD_WAIT, "a": len(targets), "b": len(item.targets)})
-                targets.extend({"veu": u, "steps": k + 1} for u, k in item.targets)
+                order += 1
+                continue
+            polled = counters.waits[nwait]
+            nwait += 1
+            instr.append({"code": VD_WAIT, "a": len(targets), "b": len(polled), "publish": 0, "grid_x": 0,
+                          "grid_yz": 0, "block": 0, "layout_offset": 0})
+            targets.extend({"counter": c, "count": counters.sizes[c]} for c in polled)
         begin.append(len(instr))
+    pad = {name: 0 for name in INSTR.names}  # read by the one-ahead fetch after the last vEU's last instruction
     threads = max((program.ops[i].kernel.threads for i in used_ops), default=1)
+    regions = tuple(sorted({(module.op_kernel[i], _align16(program.ops[i].kernel.dynamic_smem)) for i in used_ops}))
     return ProgramTables(
-        instr=INSTR.pack(instr), veu_begin=np.asarray(begin, dtype=np.uint32), targets=TARGET.pack(targets),
-        optab=_optab(program.ops, module, argtab), num_veus=program.num_veus,
-        threads=(threads + WARP - 1) // WARP * WARP, max_steps=max(1, max(map(program.steps, range(program.num_veus)))),
-        used_ops=tuple(sorted(used_ops)))
+        instr=INSTR.pack([*instr, pad]), veu_begin=np.asarray(begin, dtype=np.uint32), targets=TARGET.pack(targets),
+        num_veus=program.num_veus, threads=_align_warp(threads), counters=counters, regions=regions)
 
 
-def _optab(ops: Sequence[Op], module: GeneratedModule, argtab: "ArgTable") -> np.ndarray:
-    """One OpRecord per op (vdevice/tables.py)."""
-    rows = []
-    for i, op in enumerate(ops):
-        (gx, gy, gz), (bx, by, bz) = op.kernel.grid, op.kernel.block
-        rows.append({"kernel": module.op_kernel[i], "first_arg": argtab.offsets[i], "grid_x": gx, "grid_y": gy,
-                     "grid_z": gz, "block_x": bx, "block_y": by, "block_z": bz,
-                     "layout_offset": _align16(op.kernel.dynamic_smem)})
-    return OP.pack(rows)
+def _run_record(op: Op, rtask: int, module: GeneratedModule, argtab: "ArgTable", index: int,
+                publish: int) -> dict[str, int]:
+    """The Instr of one rTask: everything its dispatch needs in one 32-byte row."""
+    (gx, gy, gz), (bx, by, bz) = op.kernel.grid, op.kernel.block
+    kernel = module.op_kernel[index]
+    inst = module.instantiations[kernel]
+    named = op.kernel.threads % WARP == 0 and not inst.may_exit_early
+    code = kernel | (VD_NAMED if named else 0) | (VD_PREPARE if not named or inst.reduces else 0)
+    return {"code": code, "a": rtask, "b": argtab.offsets[index], "publish": publish, "grid_x": gx,
+            "grid_yz": pack_grid_yz(gy, gz), "block": pack_block(bx, by, bz),
+            "layout_offset": _align16(op.kernel.dynamic_smem)}
 
 
 @dataclass(frozen=True)
@@ -268,7 +338,7 @@ class ArgTable:
     @staticmethod
     def build(ops: Sequence[Op]) -> "ArgTable":
         """Lay out 8-byte slots op after op."""
-        offsets, slots, values = [], [], []
+        offsets, slots, values = [], [], []  # type: list[int], list[tuple[int, str]], list[int]
         for op in ops:
             offsets.append(len(values))
             for arg in op.args:

@@ -14,6 +14,9 @@
 //   __syncthreads();                          // vEU-wide: the shared buffer may be reused after this
 // A thread that returns early from the rKernel body reaches end_task() at once, so later barrier phases stop
 // counting it (sm_70+ exited-thread semantics). Surplus vEU threads (tid >= nthreads) are never counted.
+// The vDevice interpreter specialises this where its build knows more: an rTask of whole warps whose rKernel never
+// returns early sets t.named, so rt::sync is `bar.sync 1, nthreads` and the slot needs no setup (prepare_slot) at
+// all; otherwise thread 0 runs prepare_slot between two vEU barriers, as begin_task does.
 #pragma once
 
 #ifndef __CUDACC_RTC__
@@ -28,8 +31,9 @@ typedef unsigned long long u64;
 struct alignas(16) TaskSlot {
   u64 bar;          // mbarrier (GPU) or emulated barrier word (CPU)
   unsigned red[3];  // rotating reduction slots for __syncthreads_count/and/or
-  unsigned pad;
-  unsigned expected, pending, phase, pad2;  // used only by the CPU emulation of the mbarrier
+  unsigned named_arrived;  // CPU emulation of the named barrier (bar.sync 1, n): threads arrived this phase
+  unsigned expected, pending, phase;  // CPU emulation of the mbarrier
+  unsigned named_phase;  // CPU emulation of the named barrier: completed phases
 };
 
 // Everything an rKernel body knows about the rTask it computes. One per thread (registers / local memory).
@@ -41,6 +45,7 @@ struct Task {
   unsigned nthreads;  // legacy threads per block
   unsigned lanemask;  // lanes of this thread's warp that belong to the rTask (partial warps)
   unsigned nred;      // reductions done so far by this thread (selects the rotating slot)
+  unsigned named;     // nonzero: whole warps, no early exit, so rt::sync is the named barrier bar.sync 1, nthreads
   TaskSlot* slot;     // barrier + reduction slots
   char* smem;         // the rKernel's lifted static __shared__ variables (its layout struct)
   char* dyn_smem;     // the rKernel's extern __shared__ (dynamic) memory
@@ -59,7 +64,7 @@ __device__ __forceinline__ Task make_task(TaskSlot* slot, unsigned id, dim3 grid
   unsigned warp_base = t.tid & ~31u;
   unsigned live = t.nthreads > warp_base ? t.nthreads - warp_base : 0u;
   t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
-  t.nred = 0; t.slot = slot; t.smem = smem; t.dyn_smem = dyn_smem;
+  t.nred = 0; t.named = 0; t.slot = slot; t.smem = smem; t.dyn_smem = dyn_smem;
   return t;
 }
 
@@ -110,6 +115,10 @@ __device__ __forceinline__ void bar_wait(TaskSlot* s, u64 state) {
   while (!bar_test(s, state)) {
   }
 }
+// Named barrier 1 over the rTask's threads (whole warps; surplus warps of the vEU never take part).
+__device__ __forceinline__ void named_sync(TaskSlot*, unsigned nthreads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(nthreads) : "memory");
+}
 #else
 // CPU emulator: fibers of one OS thread, switched only at yield points, so plain reads and writes are atomic.
 // The barrier's own state is the synchronisation: the sanitizers do not check it (EMU_NOSAN); a completed phase
@@ -129,6 +138,18 @@ EMU_NOSAN bool bar_test(TaskSlot* s, u64 token) { return s->phase != token; }
 EMU_NOSAN void bar_wait(TaskSlot* s, u64 token) {
   while (!bar_test(s, token)) emu_yield("rTask barrier");
 }
+// bar.sync 1, n: resets itself after each phase (no initialisation), and a thread that never arrives (an early
+// exit) leaves the others waiting, as on the GPU.
+EMU_NOSAN void named_sync(TaskSlot* s, unsigned nthreads) {
+  const unsigned phase = s->named_phase;
+  if (++s->named_arrived == nthreads) {
+    s->named_arrived = 0;
+    s->named_phase = phase + 1u;
+    emu_sync_point();
+    return;
+  }
+  while (s->named_phase == phase) emu_yield("rTask named barrier");
+}
 #endif
 
 // Start of the block's dynamic shared memory (C++ linkage, so extern "C" kernels can use it too).
@@ -138,19 +159,32 @@ __device__ __forceinline__ char* dynamic_smem() {
 }
 
 // ---- executor side ---------------------------------------------------------------------------------------
+// Thread 0 sets up the slot for an rTask of `nthreads` threads: the mbarrier and the reduction slots. The vEU
+// must synchronise before (no thread still waits on the old mbarrier phase) and after (all see the new one).
+__device__ __forceinline__ void prepare_slot(TaskSlot* s, unsigned nthreads) {
+  bar_inval(s);
+  bar_init(s, nthreads);
+  s->red[0] = s->red[1] = s->red[2] = 0;
+}
 __device__ __forceinline__ void begin_task(Task& t) {
-  if (t.tid == 0) {
-    bar_inval(t.slot);
-    bar_init(t.slot, t.nthreads);
-    t.slot->red[0] = t.slot->red[1] = t.slot->red[2] = 0;
-  }
+  if (t.tid == 0) prepare_slot(t.slot, t.nthreads);
   __syncthreads();
 }
-__device__ __forceinline__ void end_task(Task& t) { bar_arrive_drop(t.slot); }
+// A thread leaving the rTask (at its end or by an early return) stops counting for the mbarrier; the named
+// barrier needs nothing (it is used only where no thread leaves early).
+__device__ __forceinline__ void end_task(Task& t) {
+  if (!t.named) bar_arrive_drop(t.slot);
+}
 
 // ---- what rKernel bodies call ------------------------------------------------------------------------------
 // __syncthreads() over the live threads of this rTask only.
-__device__ __forceinline__ void sync(Task& t) { bar_wait(t.slot, bar_arrive(t.slot)); }
+__device__ __forceinline__ void sync(Task& t) {
+  if (t.named) {
+    named_sync(t.slot, t.nthreads);
+  } else {
+    bar_wait(t.slot, bar_arrive(t.slot));
+  }
+}
 
 // __syncthreads_count: rotating slots, reset one ahead, read after the barrier (safe with no second barrier).
 __device__ __forceinline__ int sync_count(Task& t, int pred) {

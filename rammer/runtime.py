@@ -170,7 +170,8 @@ class Built:
             if not self.ops:
                 return None
             self._vdevices[backend] = VDevice(self.ops, self.sources, self.host_buffers(), backend,
-                                              views=self.manifest.views)
+                                              views=self.manifest.views,
+                                              veus_per_sm=int(self.manifest.stats.get("veus_per_sm", 1)))
         return self._vdevices[backend]
 
     def compile(self, backend: str) -> None:

@@ -369,21 +369,24 @@ def test_codegen_rejects_missing_source_and_bad_arguments():
 # ---- executors on the CPU emulator --------------------------------------------------------------------------
 
 
-def _vdevice(dag: Dag, bufs: dict[str, np.ndarray]) -> VDevice:
-    return VDevice(dag.ops, SOURCES, bufs, "cpu", catalog=CATALOG)
+def _vdevice(dag: Dag, bufs: dict[str, np.ndarray], veus_per_sm: int = 1) -> VDevice:
+    return VDevice(dag.ops, SOURCES, bufs, "cpu", catalog=CATALOG, veus_per_sm=veus_per_sm)
 
 
 @needs_emulator
-@pytest.mark.parametrize("kind,num_ops,veus,n,seed", [
-    ("chain", 1, 2, 37, 10), ("chain", 12, 3, 100, 11), ("diamond", 13, 4, 64, 12), ("fan", 20, 8, 45, 13),
-    ("random", 30, 5, 129, 14), ("random", 50, 8, 33, 15),
+@pytest.mark.parametrize("kind,num_ops,veus,n,seed,per_sm", [
+    ("chain", 1, 2, 37, 10, 1), ("chain", 12, 3, 100, 11, 2), ("diamond", 13, 4, 64, 12, 3), ("fan", 20, 8, 45, 13, 4),
+    ("random", 30, 5, 129, 14, 1), ("random", 50, 8, 33, 15, 2), ("random", 24, 1, 50, 16, 1),
 ])
-def test_persistent_matches_op_by_op_and_numpy(kind, num_ops, veus, n, seed):
+def test_persistent_matches_op_by_op_and_numpy(kind, num_ops, veus, n, seed, per_sm):
+    """Random DAGs on 1-8 vEUs, the interpreter built for 1-4 vEUs per SM (__launch_bounds__): bit-exact against
+    op by op, which matches numpy."""
     dag = make_dag(kind, num_ops, n, seed)
     program = schedule(dag, veus, seed)
     validate(program, dag.deps)
     bufs = dag.inputs(seed)
-    vd = _vdevice(dag, bufs)
+    vd = _vdevice(dag, bufs, per_sm)
+    assert re.search(rf"__launch_bounds__\(\d+, {per_sm}\)", vd.gen.source)
     by_op = fresh(bufs)
     OpByOpExecutor(dag.ops, SOURCES, by_op, deps=dag.deps, vdevice=vd).run(by_op)
     assert_outputs(dag, by_op, dag.reference(bufs), exact=False)
@@ -697,3 +700,47 @@ def test_removed_publish_is_caught(veus):
     last = program.runs(u)[-1]
     assert f"rTask {last.rtask} of op 't0' on vEU {u}" in str(info.value)
     assert "a publish is missing" in str(info.value)
+
+
+# ---- occupancy: vEUs per SM from ptxas' figures ------------------------------------------------------------------
+
+
+def test_blocks_per_sm_matches_the_documented_occupancy():
+    """The CUDA C++ Best Practices Guide's worked example (compute capability 7.0: 37 registers per thread give
+    twelve 128-thread blocks but only four 320-thread blocks per SM) and H100 figures from DESIGN.md (the interpreter
+    at 79-80 registers, 256 threads: 3 per SM)."""
+    from vdevice.occupancy import SM90, SmLimits, blocks_per_sm
+    sm70 = SmLimits(name="sm_70", sms=80, regs_per_sm=65536, regs_per_block=65536, reg_alloc_unit=256,
+                    sub_partitions=4, max_threads_per_sm=2048, max_threads_per_block=1024, max_blocks_per_sm=32,
+                    smem_per_sm=96 * 1024, smem_per_block=96 * 1024, smem_reserved_per_block=0, smem_alloc_unit=256)
+    assert blocks_per_sm(128, 37, 0, sm70).blocks == 12
+    assert blocks_per_sm(320, 37, 0, sm70).blocks == 4
+    assert blocks_per_sm(256, 80, 4096, SM90).blocks == 3 and blocks_per_sm(256, 80, 0).limit == "registers"
+    assert blocks_per_sm(256, 95, 0).blocks == 2
+    assert blocks_per_sm(32, 16, 0).blocks == 32 and blocks_per_sm(32, 16, 0).limit == "blocks"
+    assert blocks_per_sm(1024, 32, 0).blocks == 2 and blocks_per_sm(1024, 32, 0).limit == "threads"
+    big = blocks_per_sm(128, 32, 100 * 1024)  # 100 KB + 1 KB reserved per block in 228 KB
+    assert big.blocks == 2 and big.limit == "shared memory"
+    assert blocks_per_sm(128, 32, 228 * 1024).blocks == 0 and blocks_per_sm(1024, 128, 0).blocks == 0
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("toolchain.nvcc") or
+                    not __import__("toolchain.nvcc").nvcc.find_nvcc(), reason="nvcc is not installed")
+def test_launch_bounds_choice_from_ptxas():
+    """The generated interpreter compiled by nvcc under __launch_bounds__(threads, k) for k = 1..4: the chosen k
+    spills nothing, and ptxas' registers at that k let k vEUs share an SM by the occupancy arithmetic."""
+    from vdevice.occupancy import blocks_per_sm, choose_veus_per_sm, interpreter_usage
+    ops = [Op("g", gather_kernel(256, 64, 3), ()), Op("a", add2_kernel(256, (32, 8)), ())]
+    seen = {}
+
+    def usage(k: int):
+        gen = generate(ops, SOURCES, veus_per_sm=k)
+        assert f"__launch_bounds__(256, {k})" in gen.source
+        seen[k] = interpreter_usage(gen.source, gen.include_dirs)
+        return seen[k]
+    choice = choose_veus_per_sm(usage, 256, 4096)
+    chosen = seen[choice.veus_per_sm]
+    assert chosen.spill_bytes == 0 and blocks_per_sm(256, chosen.registers, 4096).blocks >= choice.veus_per_sm
+    assert all(seen[k].spill_bytes or blocks_per_sm(256, seen[k].registers, 4096).blocks < k
+               for k in seen if k > choice.veus_per_sm)
+    assert choice.veus_per_sm >= 2  # a small interpreter: at least two 256-thread vEUs per SM

@@ -188,8 +188,7 @@ class ProgramBuilder:
         mask = deps.order[None, :] > self.awaited[rows]
         mask[np.arange(len(rows)), rows] = False
         ends = np.where(mask, deps.end[None, :], -np.inf).max(axis=1)
-        cost = self.mech.profiler.barrier_cost_us
-        barrier = np.array([cost(int(n)) for n in mask.sum(axis=1)])  # by the count of vEUs each would await
+        barrier = self.mech.profiler.barrier_costs_us(mask.sum(axis=1))  # by the count of vEUs each would await
         return np.where(np.isfinite(ends), ends + barrier, 0.0)
 
     # ---- nodes ------------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from kernel_corpus.bindings import Scalar
 from toolchain.cache import cache_dir
 from vdevice.program import Program
@@ -227,6 +229,12 @@ class Profiler:
         if self.fixed_barrier and self.device.barrier_us is not None:
             return self.device.barrier_us
         return self.device.handoff_us + self.device.arrival_us * max(1, fan_in)
+
+    def barrier_costs_us(self, fan_ins: np.ndarray) -> np.ndarray:
+        """barrier_cost_us of each fan-in (vectorised for the mechanism's candidate vEUs)."""
+        if self.fixed_barrier and self.device.barrier_us is not None:
+            return np.full(len(fan_ins), self.device.barrier_us)
+        return self.device.handoff_us + self.device.arrival_us * np.maximum(1, fan_ins)
 
     @property
     def veus_per_sm(self) -> int:

@@ -45,6 +45,7 @@ class DeviceSpec:
     # vEU or one block can pull is bounded by threads x 16 B / 0.6 us whatever the device's share
     bytes_in_flight_per_thread: int = 16
     dram_latency_us: float = 0.6
+    l2_latency_us: float = 0.3  # an L2 hit: about half the DRAM latency (estimate; 0.2-0.3 us reported publicly)
     # Per-rTask dispatch of the interpreter: 1.25 us measured for the old dispatch (three dependent global loads,
     # an mbarrier re-init, three __syncthreads and a release fence per rTask: results/h100-2026-11-23/
     # vdevice_bench.txt); the current one (one record fetched ahead, one __syncthreads, a fence only when awaited)
@@ -251,15 +252,17 @@ class Profiler:
     def task_us(self, launch: Any, per_sm: int, concurrent: int) -> float:
         """One block's work when `per_sm` blocks share its SM and `concurrent` run on the device: compute at the
         kernel's FFMA share of the SM's peak, scaled down when the SM's resident warps cannot hide latency, and
-        memory at the device's (or L2's) bandwidth share, bounded by the loads the block's threads keep in flight."""
+        memory at the device's (or L2's) bandwidth share, bounded by the loads the block's threads keep in flight over
+        the DRAM (or L2) latency."""
         d = self.device
         tasks = max(1, launch.rtasks)
         warps = -(-launch.threads // 32)
         latency = min(1.0, per_sm * warps / d.saturating_warps)
         sm_rate = d.peak_flops / d.sms * ffma_share(launch.kernel) * latency / per_sm
         compute_s = launch.flops / tasks / sm_rate
-        bandwidth = d.l2_bw if self.l2_resident(launch) else d.mem_bw
-        in_flight = launch.threads * d.bytes_in_flight_per_thread / (d.dram_latency_us * 1e-6)
+        l2 = self.l2_resident(launch)
+        bandwidth, latency_us = (d.l2_bw, d.l2_latency_us) if l2 else (d.mem_bw, d.dram_latency_us)
+        in_flight = launch.threads * d.bytes_in_flight_per_thread / (latency_us * 1e-6)
         memory_s = launch.bytes / tasks / min(bandwidth / max(1, concurrent), in_flight)
         return max(compute_s, memory_s) * 1e6
 

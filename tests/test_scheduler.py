@@ -438,13 +438,15 @@ def test_more_veus_per_sm_hide_latency() -> None:
 
 
 def test_l2_term_for_a_model_that_fits() -> None:
-    """Operands of a model whose working set fits the 50 MB L2 come at 5.5 TB/s, others at 3.0 TB/s."""
+    """Operands of a model whose working set fits the 50 MB L2 come at 5.5 TB/s and 0.3 us latency, others at
+    3.0 TB/s and 0.6 us."""
     work = launch("unary", 1, 1024, 0, 1e6)
     cold, warm = Profiler(H100, 1), Profiler(H100, 1)
     warm.resident_bytes = 21 * 2**20
     cold.resident_bytes = 300 * 2**20
     per = 1024 * 16 / 0.6e-6
     assert cold.rtask_us(work) == pytest.approx(0.45 + 1e6 / min(3.0e12, per) * 1e6)
+    assert warm.rtask_us(work) == pytest.approx(0.45 + 1e6 / min(5.5e12, 2 * per) * 1e6)
     big = launch("unary", 396 * 4, 1024, 0, 40e6)  # on 396 vEUs the bandwidth share binds, not the loads in flight
     many_warm, many_cold = Profiler(H100, 396), Profiler(H100, 396)
     many_warm.resident_bytes, many_cold.resident_bytes = warm.resident_bytes, cold.resident_bytes

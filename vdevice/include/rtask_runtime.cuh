@@ -36,6 +36,8 @@ struct alignas(16) TaskSlot {
   unsigned named_phase;  // CPU emulation of the named barrier: completed phases
 };
 
+enum : unsigned { RT_MBARRIER = 0u, RT_NAMED = 1u, RT_BLOCK = 2u };
+
 // Everything an rKernel body knows about the rTask it computes. One per thread (registers / local memory).
 struct Task {
   unsigned id;        // rtask_id == the legacy linear block index
@@ -45,7 +47,8 @@ struct Task {
   unsigned nthreads;  // legacy threads per block
   unsigned lanemask;  // lanes of this thread's warp that belong to the rTask (partial warps)
   unsigned nred;      // reductions done so far by this thread (selects the rotating slot)
-  unsigned named;     // nonzero: whole warps, no early exit, so rt::sync is the named barrier bar.sync 1, nthreads
+  unsigned named;     // how rt::sync synchronises: RT_MBARRIER, RT_NAMED (whole warps, no early exit: bar.sync 1,
+                      // nthreads) or RT_BLOCK (the rTask is the whole hardware block: __syncthreads)
   TaskSlot* slot;     // barrier + reduction slots
   char* smem;         // the rKernel's lifted static __shared__ variables (its layout struct)
   char* dyn_smem;     // the rKernel's extern __shared__ (dynamic) memory
@@ -69,8 +72,14 @@ __device__ __forceinline__ Task make_task(TaskSlot* slot, unsigned id, dim3 grid
 }
 
 // Legacy threadIdx / blockIdx from the 1-D vEU thread index and the rtask_id, x fastest (as CUDA does).
+// One-dimensional blocks and grids (most launches) skip the run-time divisions, which cost about forty
+// instructions each on the dispatch path of every rTask.
 __device__ __forceinline__ uint3 thread_idx(const Task& t) {
   uint3 r;
+  if (t.block.y == 1u && t.block.z == 1u) {
+    r.x = t.tid; r.y = 0u; r.z = 0u;
+    return r;
+  }
   r.x = t.tid % t.block.x;
   r.y = (t.tid / t.block.x) % t.block.y;
   r.z = t.tid / (t.block.x * t.block.y);
@@ -78,6 +87,10 @@ __device__ __forceinline__ uint3 thread_idx(const Task& t) {
 }
 __device__ __forceinline__ uint3 block_idx(const Task& t) {
   uint3 r;
+  if (t.grid.y == 1u && t.grid.z == 1u) {
+    r.x = t.id; r.y = 0u; r.z = 0u;
+    return r;
+  }
   r.x = t.id % t.grid.x;
   r.y = (t.id / t.grid.x) % t.grid.y;
   r.z = t.id / (t.grid.x * t.grid.y);
@@ -167,19 +180,24 @@ __device__ __forceinline__ void prepare_slot(TaskSlot* s, unsigned nthreads) {
   s->red[0] = s->red[1] = s->red[2] = 0;
 }
 __device__ __forceinline__ void begin_task(Task& t) {
-  if (t.tid == 0) prepare_slot(t.slot, t.nthreads);
+  if (t.tid == 0) {
+    if (t.named == RT_MBARRIER) prepare_slot(t.slot, t.nthreads);
+    else t.slot->red[0] = t.slot->red[1] = t.slot->red[2] = 0;
+  }
   __syncthreads();
 }
 // A thread leaving the rTask (at its end or by an early return) stops counting for the mbarrier; the named
 // barrier needs nothing (it is used only where no thread leaves early).
 __device__ __forceinline__ void end_task(Task& t) {
-  if (!t.named) bar_arrive_drop(t.slot);
+  if (t.named == RT_MBARRIER) bar_arrive_drop(t.slot);
 }
 
 // ---- what rKernel bodies call ------------------------------------------------------------------------------
 // __syncthreads() over the live threads of this rTask only.
 __device__ __forceinline__ void sync(Task& t) {
-  if (t.named) {
+  if (t.named == RT_BLOCK) {
+    __syncthreads();
+  } else if (t.named == RT_NAMED) {
     named_sync(t.slot, t.nthreads);
   } else {
     bar_wait(t.slot, bar_arrive(t.slot));
@@ -298,13 +316,16 @@ __device__ __forceinline__ T reduce(const Tile<N, P>& g, T v, Op op) {
   auto __syncthreads_or = [&](int p) { return ::rt::sync_or(t, p); };                               \
   (void)__syncthreads; (void)__syncthreads_count; (void)__syncthreads_and; (void)__syncthreads_or
 
-// Body of the plain __global__ wrapper that runs one rTask per legacy block (no surplus threads there).
+// Body of the plain __global__ wrapper that runs one rTask per legacy block (no surplus threads there): the rTask
+// is the whole block, so its barrier is __syncthreads (a thread that returns early exits the kernel, and exited
+// threads no longer hold a block barrier on sm_70+), as in the legacy kernel.
 #define RT_RUN_AS_KERNEL(smem_ptr, call)                                                             \
   do {                                                                                               \
     __shared__ ::rt::TaskSlot __rt_slot;                                                             \
     unsigned __rt_id = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);               \
     ::rt::Task __rt = ::rt::make_task(&__rt_slot, __rt_id, gridDim, blockDim, (char*)(smem_ptr),       \
                                       ::rt::dynamic_smem());                                            \
+    __rt.named = ::rt::RT_BLOCK;                                                                     \
     ::rt::begin_task(__rt);                                                                          \
     { call; }                                                                                        \
     ::rt::end_task(__rt);                                                                            \

@@ -52,7 +52,13 @@ template <class T> struct is_pointer<T*> { static constexpr bool value = true; }
 template <class P>
 __device__ __forceinline__ P arg(const u64* slot) {
   if constexpr (is_pointer<P>::value) {
-    return reinterpret_cast<P>(*slot);
+    const P p = reinterpret_cast<P>(*slot);
+#if !defined(RT_CPU_EMULATOR)
+    // every pointer argument is a buffer of the program (ArgTable has no null pointers), all in global memory:
+    // saying so lets the compiler use LDG/STG instead of generic loads and stores
+    __builtin_assume(__isGlobal(p));
+#endif
+    return p;
   } else {
     static_assert(sizeof(P) <= 8, "scalar rKernel arguments of at most 8 bytes");
     const u64 bits = *slot;  // one 8-byte load, then a register-level bit cast
@@ -193,7 +199,7 @@ __device__ __forceinline__ rt::Task task_of(const Instr& in, rt::TaskSlot* slot,
   const dim3 grid(in.grid_x, in.grid_yz & ym, in.grid_yz >> VD_GRID_YZ_BITS);
   const dim3 block(in.block & m, (in.block >> VD_BLOCK_BITS) & m, in.block >> (2u * VD_BLOCK_BITS));
   rt::Task t = rt::make_task(slot, in.a, grid, block, dynamic + in.layout_offset, dynamic);
-  t.named = in.code & VD_NAMED;
+  t.named = (in.code & VD_NAMED) ? rt::RT_NAMED : rt::RT_MBARRIER;
   return t;
 }
 

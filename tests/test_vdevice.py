@@ -744,3 +744,63 @@ def test_launch_bounds_choice_from_ptxas():
     assert all(seen[k].spill_bytes or blocks_per_sm(256, seen[k].registers, 4096).blocks < k
                for k in seen if k > choice.veus_per_sm)
     assert choice.veus_per_sm >= 2  # a small interpreter: at least two 256-thread vEUs per SM
+
+
+# ---- SASS: converted inner loops against the legacy ones (sm_90) -------------------------------------------------
+
+
+def _sass_tools() -> str | None:
+    """Why the SASS comparison cannot run here, or None."""
+    from toolchain.nvcc import find_nvcc
+    from vdevice.sass import find_cuobjdump
+    if find_nvcc() is None:
+        return "nvcc is not installed (pip install .[nvcc])"
+    if find_cuobjdump() is None:
+        return "cuobjdump is not installed (pip install .[sass]: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)"
+    return None
+
+
+SASS_CASES = [  # legacy file, kernel, template arguments, grid, block: the launches the full-size zoo builds use
+    ("rnn.cu", "lstm_cell_fused", (8, 4, 256), (32,), (256,)),
+    ("gemm.cu", "gemm_tiled", (16, True, 0), (64, 7), (16, 16)),
+    ("conv.cu", "conv_implicit_gemm", (16, True, False), (64, 16), (16, 16)),
+]
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+@pytest.mark.skipif(_sass_tools() is not None, reason=str(_sass_tools()))
+@pytest.mark.parametrize("source,kernel,targs,grid,block", SASS_CASES, ids=[c[1] for c in SASS_CASES])
+def test_converted_inner_loop_matches_legacy_sass(source, kernel, targs, grid, block):
+    """The legacy kernel, its converted rKernel run alone (the plain wrapper) and inside the interpreter, compiled for
+    sm_90: the hottest inner loop keeps the legacy count of 128-bit shared loads and of global (not generic) loads
+    per FFMA, issues at most 10% more instructions per FFMA, and nothing spills."""
+    from converter.convert import convert_source
+    from toolchain.cxx import template_arg_text
+    from toolchain.ptxas import parse_ptxas
+    from vdevice import RUNTIME_INCLUDE
+    from vdevice.sass import compile_sass, function, hottest_loop
+
+    legacy = (CORPUS / source).read_text()
+    take = f"\nvoid* vd_take = (void*)&{kernel}<{', '.join(template_arg_text(a) for a in targs)}>;\n"
+    converted = convert_source(legacy, source).output
+    variants = {"legacy": (legacy + take, [str(CORPUS)], kernel),
+                "alone": (converted + take, [str(RUNTIME_INCLUDE), str(CORPUS)], kernel)}
+    gen = generate([Op("x", KernelRef(source, f"{kernel}__rtask", None, targs, grid, block), ())], {source: converted})
+    variants["interpreter"] = (gen.source, [*gen.include_dirs, str(CORPUS)], "vd_interpreter")
+    loops = {}
+    for name, (text, dirs, fn) in variants.items():
+        functions, log = compile_sass(text, dirs)
+        loops[name] = hottest_loop(function(functions, fn))
+        spills = {k: e["spill_stores"] + e["spill_loads"] for k, e in parse_ptxas(log).items() if fn in k}
+        assert spills and not any(spills.values()), f"{name}: spills {spills}"
+    want = loops["legacy"]
+    assert want.ffma > 0
+    for name in ("alone", "interpreter"):
+        got = loops[name]
+        ratio = got.ffma / want.ffma  # the same loop, possibly unrolled differently
+        assert got.lds128 == pytest.approx(want.lds128 * ratio), f"{name}: {got} vs legacy {want}"
+        assert got.global_loads == pytest.approx(want.global_loads * ratio), f"{name}: {got} vs legacy {want}"
+        assert got.generic_loads <= want.generic_loads * ratio, f"{name}: generic loads {got} vs legacy {want}"
+        assert got.per_ffma <= 1.10 * want.per_ffma, f"{name}: {got.per_ffma:.2f} instructions per FFMA vs " \
+                                                      f"legacy {want.per_ffma:.2f}"

@@ -348,13 +348,14 @@ class PersistentExecutor:
         if err[0] == 0:
             return
         self.vd.backend.zero(ld.device["err"])
-        progress = [int(x) for x in np.asarray(self.vd.backend.to_host(ld.device["progress"]))]
+        done = [int(x) for x in np.asarray(self.vd.backend.to_host(ld.device["progress"]))]
+        progress = [sum(isinstance(i, Run) for i in instrs[:n]) for instrs, n in zip(ld.program.veus, done)]
         raise VDeviceError(watchdog_message(ld.program, ld.tables, err, progress))
 
 
 def watchdog_message(program: Program, tables: ProgramTables, err: Sequence[int], progress: Sequence[int]) -> str:
     """Human-readable watchdog record {flag, vEU, instruction, counter, needed, observed}, with the first rTask of
-    the counter's group that had not finished (by the vEUs' progress when they left)."""
+    the counter's group that had not finished (progress: rTasks each vEU had finished when it left)."""
     _, veu, pc, counter, need, observed = err[:6]
     local = pc - int(tables.veu_begin[veu])
     nxt = next((i.task for i in program.veus[veu][local:] if isinstance(i, Run)), None)

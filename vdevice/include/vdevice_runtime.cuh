@@ -10,7 +10,7 @@
 //   argtab[slot]    device pointers and scalars (bit patterns, 8 bytes a slot) of every op
 //   counters[c]     how many awaited rTasks of group c have finished, over all runs (monotonic: never reset per
 //                   run; `run` counts this program's launches since the counters were last zeroed)
-//   progress[v]     rTasks vEU v finished in this launch, written when it leaves (for the watchdog's message)
+//   progress[v]     instructions vEU v completed in this launch, written when it leaves (the watchdog's message)
 //   err[8]          {flag, vEU, instruction, counter, needed, observed}: the watchdog record
 // Buffers reach rKernels only through argtab (loaded pointers, never kernel parameters), so nvcc cannot prove them
 // read-only for the launch and does not read them through the non-coherent cache (ld.global.nc), which would be
@@ -161,10 +161,12 @@ __device__ inline void report_timeout(unsigned* err, unsigned veu, unsigned pc, 
 // Returns nonzero (all threads) when aborted.
 __device__ inline unsigned barrier_rtask(const Target* targets, unsigned count, const unsigned* counters,
                                          unsigned* err, unsigned run, u64 budget, unsigned veu, unsigned pc,
-                                         Control* ctl, unsigned nwait) {
+                                         Control* ctl) {
+  // the flag slot rotates with pc: the slot reset here is the one of a wait at least two instructions back,
+  // and a vEU barrier lies between that wait's read of its flag and this reset
   const unsigned tid = threadIdx.x;
-  unsigned* flag = &ctl->flags[nwait % 3u];
-  if (tid == 0) ctl->flags[(nwait + 1u) % 3u] = 0u;
+  unsigned* flag = &ctl->flags[pc % 3u];
+  if (tid == 0) ctl->flags[(pc + 1u) % 3u] = 0u;
   for (unsigned i = tid; i < count; i += blockDim.x) {
     const unsigned c = targets[i].counter, need = (run + 1u) * targets[i].count;
     const unsigned r = poll_until(counters + c, need, err, budget);
@@ -205,8 +207,8 @@ __device__ __forceinline__ rt::Task task_of(const Instr& in, rt::TaskSlot* slot,
 
 // The interpreter loop of one vEU (blockIdx.x). Dispatch(kid, task, args) calls the rKernel instantiation.
 // One 32-byte record per instruction, fetched one instruction ahead: the record of the next rTask is in flight
-// while the current one runs, so an rTask's path starts with its argument loads only. progress[v] gets the
-// vEU's finished rTasks when it leaves (for the watchdog's message; nothing is stored per rTask).
+// while the current one runs, so an rTask's path starts with its argument loads only. progress[v] gets how many
+// of its instructions the vEU completed when it leaves (for the watchdog's message; nothing is stored per rTask).
 template <class Dispatch>
 __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* veu_begin, const Target* targets,
                                           const u64* argtab, unsigned* counters, unsigned* progress, unsigned* err,
@@ -223,8 +225,8 @@ __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* ve
   }
   __syncthreads();
   if (begin < end) prepare(next, slot);
-  unsigned done = 0, nwait = 0;
-  for (unsigned pc = begin; pc < end; ++pc) {
+  unsigned pc = begin;
+  for (; pc < end; ++pc) {
     const Instr in = next;
     next = instr[pc + 1];
     if (is_run(in)) {
@@ -234,14 +236,13 @@ __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* ve
         rt::end_task(t);
       }
       __syncthreads();  // the rTask is finished on every thread: publish it, reuse the shared buffer
-      ++done;
       if (in.publish != 0u && threadIdx.x == 0) publish(counters + in.publish - 1u);
-    } else if (barrier_rtask(targets + in.a, in.b, counters, err, run, budget, v, pc, ctl, nwait++)) {
+    } else if (barrier_rtask(targets + in.a, in.b, counters, err, run, budget, v, pc, ctl)) {
       break;
     }
     if (pc + 1 < end) prepare(next, slot);
   }
-  if (threadIdx.x == 0) progress[v] = done;
+  if (threadIdx.x == 0) progress[v] = pc - begin;
 }
 
 }  // namespace vd

@@ -132,3 +132,31 @@ def hottest_loop(code: list[Instr]) -> LoopFigures:
     if not candidates:
         raise ValueError("no loop in this function")
     return max(candidates, key=lambda f: (f.ffma, -f.instructions))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m vdevice.sass FILE.cu [-I DIR]... [--function NAME]`: compile for sm_90, print one function's
+    SASS (address, guard, instruction) and its hottest loop's figures."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m vdevice.sass", description=main.__doc__)
+    parser.add_argument("source", type=Path)
+    parser.add_argument("-I", dest="include", action="append", default=[])
+    parser.add_argument("--function", default="vd_interpreter")
+    args = parser.parse_args(argv)
+    try:
+        functions, _ = compile_sass(args.source.read_text(), [str(args.source.parent), *args.include])
+        code = function(functions, args.function)
+    except (OSError, RuntimeError, KeyError) as exc:
+        print(f"{args.source}: error: {exc}", file=sys.stderr)
+        return 1
+    for i in code:
+        print(f"{i.addr:05x}  {i.guard + ' ' if i.guard else ''}{i.opcode} {i.operands}".rstrip())
+    try:
+        print(f"# hottest loop: {hottest_loop(code)}", file=sys.stderr)
+    except ValueError:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -250,6 +250,20 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     ops0 = plan.programs[0].ops if plan.programs else []
     ops, texts = prog.step(f"convert {len({op.kernel.source_id for op in ops0})} legacy source(s)",
                            lambda: convert_ops(list(ops0), paths))
+    veus_per_sm, occupancy, most = 1, None, 4
+    while target == "gpu" and veus is None and ops and compile_check:  # re-plan until the plan's vEUs fit
+        from vdevice.occupancy import SM90
+        occupancy = prog.step("vEUs per SM from ptxas", lambda: choose_occupancy(ops, texts, plan, most))
+        if occupancy is None or occupancy.veus_per_sm == veus_per_sm:
+            break
+        veus_per_sm = most = occupancy.veus_per_sm
+        num_veus = veus_per_sm * SM90.sms
+        profiler = make_profiler(profile, target, num_veus)
+        sch = prog.step(f"{policy} plan on {num_veus} vEUs",
+                        lambda: plan_workload(graph, workload, policy, profiler, num_veus=num_veus))
+        plan = sch.plan
+        ops0 = plan.programs[0].ops if plan.programs else []
+        ops, texts = convert_ops(list(ops0), paths)
     programs = rebind_programs(plan.programs, ops)
     buffers, views = plan_buffers(graph, plan, ops)
     deps = op_dependencies(plan, sch.workload) if plan.ops else []
@@ -264,7 +278,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
             (tmp / "rkernels" / sources[sid]).write_text(text)
         if ops:
             from vdevice.codegen import generate
-            gen = prog.step("generate program", lambda: generate(ops, texts))
+            gen = prog.step("generate program", lambda: generate(ops, texts, veus_per_sm=veus_per_sm))
             (tmp / "program.cu").write_text(gen.source)
         (tmp / "programs.json").write_text(plan_to_json(programs) if programs else '{"ops": [], "programs": []}')
         plan.save(tmp / "plan.json")
@@ -279,7 +293,9 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         for name, model in dumps.items():
             onnx.save(model, str(tmp / f"after-{name}.onnx"))
         manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(),
-                                                        "passes": [r.to_json() for r in graph.pass_log]}
+                                                        "passes": [r.to_json() for r in graph.pass_log],
+                                                        "veus_per_sm": veus_per_sm,
+                                                        "occupancy": occupancy.describe() if occupancy else None}
         built = Built(tmp, manifest, ops, programs, texts, weights)
         if compile_check and ops:
             prog.step(f"compile for {target}", lambda: built.compile(target))
@@ -294,6 +310,26 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         raise
     built.folder = out
     return built
+
+
+def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: int) -> Any:
+    """The most vEUs per SM the plan's interpreter keeps co-resident without spills, by ptxas' figures
+    (vdevice.occupancy); None without nvcc (the build then keeps one vEU per SM)."""
+    from toolchain.nvcc import find_nvcc
+    from vdevice.codegen import generate
+    from vdevice.occupancy import choose_veus_per_sm, interpreter_usage
+    if find_nvcc() is None:
+        return None
+    threads = max(n.threads for n in plan.veu_needs)
+    smem = max(n.smem_bytes for n in plan.veu_needs) + HEADER_BYTES
+
+    def usage(k: int) -> Any:
+        gen = generate(ops, texts, veus_per_sm=k)
+        return interpreter_usage(gen.source, gen.include_dirs)
+    return choose_veus_per_sm(usage, threads, smem, most=most)
+
+
+HEADER_BYTES = 128  # a vEU's TaskSlot and barrier flags after its largest rTask region (vd::kHeaderBytes, rounded up)
 
 
 def _stats(plan: Any, programs: list[Program], ops: list[Op]) -> dict:

@@ -171,7 +171,8 @@ class Built:
             if not self.ops:
                 return None
             self._vdevices[key] = VDevice(self.ops, self.sources, self.host_buffers(), backend,
-                                          views=self.manifest.views, sanitize=sanitize)
+                                          views=self.manifest.views, sanitize=sanitize,
+                                          veus_per_sm=int(self.manifest.stats.get("veus_per_sm", 1)))
         return self._vdevices[key]
 
     def compile(self, backend: str) -> None:

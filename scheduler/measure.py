@@ -135,7 +135,7 @@ def measure_workload(workload: Workload, profiler: Profiler, target: str, *,
     vops += [dataclasses.replace(default_vdevice_op(probe.op), name=f"handoff{k}") for k in range(HANDOFFS)]
     ops, texts = convert(vops)
     data = sample_data(workload.graph, ops[:first + 1], samples + [probe], np.random.default_rng(0))
-    vd = VDevice(ops, texts, data, backend=target)
+    vd = VDevice(ops, texts, data, backend=target, veus_per_sm=profiler.veus_per_sm)  # the build's launch bounds
     timed = lambda prog: PersistentExecutor(ops, [prog], texts, {}, vdevice=vd).time(runs)  # noqa: E731
     base_ms = timed(Program(ops, profiler.num_veus))
     for i, s in enumerate(tqdm(samples, file=sys.stderr, disable=quiet, unit="shape", leave=False)):

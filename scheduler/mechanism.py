@@ -139,7 +139,8 @@ class ProgramBuilder:
             if us.size:
                 refs = dep.awaited(us)
                 wait_ends = [float(dep.end[us].max())]
-        start = start_time(float(self.clocks[veu]), wait_ends, self.mech.profiler.device.barrier_us)
+        barrier = self.mech.profiler.barrier_cost_us(len(refs.op)) if refs is not None else 0.0
+        start = start_time(float(self.clocks[veu]), wait_ends, barrier)
         end = start + self.op(task.op).rtask_us
         order = int(self.counts[veu])
         self.clocks[veu], self.counts[veu] = end, order + 1
@@ -187,7 +188,7 @@ class ProgramBuilder:
         mask = deps.order[None, :] > self.awaited[rows]
         mask[np.arange(len(rows)), rows] = False
         ends = np.where(mask, deps.end[None, :], -np.inf).max(axis=1)
-        barrier = self.mech.profiler.device.barrier_us
+        barrier = self.mech.profiler.barrier_costs_us(mask.sum(axis=1))  # by the count of vEUs each would await
         return np.where(np.isfinite(ends), ends + barrier, 0.0)
 
     # ---- nodes ------------------------------------------------------------------------------------------------

@@ -76,6 +76,8 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
                   make_op: MakeOp = default_vdevice_op, validate: bool = True, **params: Any) -> Scheduled:
     """Schedule and validate; the plan carries the graph's notes and aliases."""
     profiler = profiler or Profiler()
+    if profiler.resident_bytes is None:  # the L2 term: whether the weights can stay in L2 between inferences
+        profiler.resident_bytes = sum(int(w.nbytes) for w in graph.weights.values())
     plan = schedule(workload, policy, profiler, make_op, validate, **params)
     plan.baselines_us = profiler.baselines_us([op.launch for op in plan.ops])
     plan.notes = graph.notes + plan.notes

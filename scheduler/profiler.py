@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from kernel_corpus.bindings import Scalar
 from toolchain.cache import cache_dir
 from vdevice.program import Program
@@ -19,23 +21,74 @@ from .simulate import makespan
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    """Peak numbers of a GPU and the fixed costs of the persistent runtime on it."""
+    """A GPU's peak numbers, the limits that keep one vEU or one legacy block below them, and the persistent
+    runtime's fixed costs. Every figure says where it comes from; "estimate" marks the ones no measurement backs
+    yet (tests/vdevice_gpu_bench.py measures them; a measured profile replaces the model on a GPU)."""
 
     name: str
-    sms: int
-    peak_flops: float  # FLOP/s, fp32 without tensor cores
-    mem_bw: float  # bytes/s
-    rtask_overhead_us: float = 1.0  # fetch instruction, begin/end task, vEU barrier
-    barrier_us: float = 0.7  # a barrier-rTask: flag hand-off between resident blocks
-    launch_us: float = 6.2  # one persistent launch per rProgram (eager launch)
-    kernel_launch_us: float = 6.2  # one eager launch per operator: the op-by-op (RammerBase) baseline
-    graph_node_us: float = 0.94  # one launch replayed inside a CUDA Graph
-    saturating_threads: int = 128  # threads one rTask needs to use its SM share fully (128 FP32 lanes / SM)
+    sms: int  # 132: results/h100-2026-11-23/device.txt (H100 80GB HBM3, SXM5)
+    # FP32 without tensor cores: 132 SMs x 128 FMA lanes x 2 FLOP x 1.98 GHz boost = 67 TFLOP/s (NVIDIA H100
+    # datasheet, SXM5: 67 TFLOPS FP32)
+    peak_flops: float = 67e12
+    # HBM3: the datasheet's 3.35 TB/s, of which streaming kernels reach about 90% (the figure the model used before)
+    mem_bw: float = 3.0e12
+    # L2: 50 MB (datasheet); read bandwidth 5.5 TB/s: DESIGN.md's floor for LSTM-TC (1.99 GB per inference from L2
+    # in 0.28-0.36 ms gives 5.5-7.1 TB/s; the low end)
+    l2_bytes: int = 50 * 1024 * 1024
+    l2_bw: float = 5.5e12
+    # An SM issues one warp-instruction per clock from each of its 4 schedulers (H100 whitepaper: 4 SM
+    # sub-partitions); a dependent FP32 chain has about 4 cycles of latency, so 4 warps per scheduler (16 per SM)
+    # keep issue busy without instruction-level parallelism (estimate from those two figures)
+    saturating_warps: int = 16
+    # A thread keeps about 16 bytes of loads in flight (one float4 or four independent floats: estimate) against
+    # about 0.6 us of DRAM latency (estimate; public H100 microbenchmarks report 0.48-0.7 us): the bandwidth one
+    # vEU or one block can pull is bounded by threads x 16 B / 0.6 us whatever the device's share
+    bytes_in_flight_per_thread: int = 16
+    dram_latency_us: float = 0.6
+    l2_latency_us: float = 0.3  # an L2 hit: about half the DRAM latency (estimate; 0.2-0.3 us reported publicly)
+    # Per-rTask dispatch of the interpreter: 1.25 us measured for the old dispatch (three dependent global loads,
+    # an mbarrier re-init, three __syncthreads and a release fence per rTask: results/h100-2026-11-23/
+    # vdevice_bench.txt); the current one (one record fetched ahead, one __syncthreads, a fence only when awaited)
+    # is estimated at 0.45 us: one dependent argument load (~0.15 us L2 hit) plus the vEU barrier and dispatch
+    rtask_overhead_us: float = 0.45
+    # A barrier-rTask: a counter hand-off (0.65 us flag hand-off between resident blocks, DESIGN.md) plus each
+    # arrival's release reduction on the one counter, serialised at its L2 slice: 0.0055 us per arrival from the
+    # probe's step barrier (2.1 us over 264 blocks, DESIGN.md: (2.1 - 0.65) / 264). barrier_us is the cost at the
+    # profiler's typical fan-in (every vEU), set by Profiler; measured runtime costs replace it
+    handoff_us: float = 0.65
+    arrival_us: float = 0.0055
+    barrier_us: float | None = None  # None: barrier_cost_us at the profiler's vEU count
+    launch_us: float = 6.2  # one persistent launch per rProgram: H100 eager launch, DESIGN.md
+    # The baselines as they ran on the H100 (results/h100-2026-11-23/vdevice_bench.txt): a tiny op took 9.41 us
+    # launched eagerly through CuPy (RammerBase) and 1.44 us as a CUDA Graph node; a longer kernel adds its own
+    # time to the launch gap (6.2 us eager, 0.94 us per graph node, DESIGN.md)
+    kernel_launch_us: float = 6.2
+    graph_node_us: float = 0.94
+    tiny_op_eager_us: float = 9.41
+    tiny_op_graph_us: float = 1.44
+    # registers a legacy kernel is assumed to use when its ptxas figures are unknown (the corpus kernels use 32-64;
+    # the issue's SASS reading: op-by-op launches get 40-64 warps per SM)
+    legacy_registers: int = 64
     max_threads_per_block: int = 1024
     max_smem_per_block: int = 227 * 1024
 
 
-H100 = DeviceSpec(name="NVIDIA H100", sms=132, peak_flops=51e12, mem_bw=3.0e12)
+H100 = DeviceSpec(name="NVIDIA H100", sms=132)
+
+# What fraction of issue slots the inner loop spends on FFMA, read from the sm_90 SASS of the corpus kernels
+# (DESIGN.md, "What the first H100 session and the sm_90 SASS showed"): FP32 throughput is at most this share of
+# peak (one warp-FFMA per scheduler and clock is the peak). The LSTM cell: 16 FFMA per 61 instructions of its
+# accumulate loop (issue 14). Kernels not listed are memory-bound (elementwise, reductions, layout): their
+# FLOPs never bind, so they get the lowest listed share.
+FFMA_SHARE = {"conv_direct": 0.09, "conv_implicit_gemm": 0.09, "conv_depthwise_tiled": 0.09, "gemm_tiled": 0.18,
+              "gemm_regblock": 0.064, "lstm_cell_fused": 16 / 61, "gemv_warp": 0.064, "gemv_col": 0.064,
+              "gemv_splitk_partial": 0.064}
+DEFAULT_FFMA_SHARE = min(FFMA_SHARE.values())
+
+
+def ffma_share(kernel: str) -> float:
+    """The FFMA share of a legacy kernel's inner loop (FFMA_SHARE)."""
+    return FFMA_SHARE.get(kernel.split("<", 1)[0].rsplit("::", 1)[-1], DEFAULT_FFMA_SHARE)
 
 
 @dataclass(frozen=True)
@@ -125,6 +178,10 @@ class Profiler:
         self.measure = measure
         # a measured rTask time depends on how many vEUs share the device: one cache file per (device, vEUs)
         self.cache = ProfileCache(f"{device.name} {self.num_veus} vEUs", cache_dir) if mode == "measured" else None
+        self.fixed_barrier = device.barrier_us is not None  # a given or measured figure, whatever the fan-in
+        if device.barrier_us is None:
+            self.device = dataclasses.replace(device, barrier_us=self.barrier_cost_us(self.num_veus))
+        self.resident_bytes: int | None = None  # the model's weights and activations, when the caller knows them
         self.use_runtime_costs()
         self.misses = 0  # measured mode without a measuring function: launches that fell back to the model
         self.memo: dict[str, float] = {}
@@ -135,6 +192,7 @@ class Profiler:
         rt = self.cache.runtime if self.cache else None
         if rt is not None:
             self.device = dataclasses.replace(self.device, barrier_us=rt.barrier_us, launch_us=rt.launch_us)
+            self.fixed_barrier = True
 
     def describe(self) -> str:
         """One line for the user: active mode, device and cache path."""
@@ -165,18 +223,66 @@ class Profiler:
             return self.modelled(launch)
         return hit.rtask_us
 
+    def barrier_cost_us(self, fan_in: int) -> float:
+        """A barrier-rTask on a counter that `fan_in` rTasks increment (vdevice/counters.py): one hand-off plus the
+        arrivals serialised on the counter; the waiter polls one counter whatever the fan-in. A barrier figure given
+        with the device or measured on it is used as it is."""
+        if self.fixed_barrier and self.device.barrier_us is not None:
+            return self.device.barrier_us
+        return self.device.handoff_us + self.device.arrival_us * max(1, fan_in)
+
+    def barrier_costs_us(self, fan_ins: np.ndarray) -> np.ndarray:
+        """barrier_cost_us of each fan-in (vectorised for the mechanism's candidate vEUs)."""
+        if self.fixed_barrier and self.device.barrier_us is not None:
+            return np.full(len(fan_ins), self.device.barrier_us)
+        return self.device.handoff_us + self.device.arrival_us * np.maximum(1, fan_ins)
+
+    @property
+    def veus_per_sm(self) -> int:
+        """vEUs sharing one SM."""
+        return -(-self.num_veus // self.device.sms)
+
     def modelled(self, launch: Any) -> float:
-        """Roofline on the vEU's share of the device: overhead + max(FLOPs / FLOP rate, bytes / bandwidth)."""
+        """One rTask on one vEU: the dispatch overhead plus its work at the vEU's share of its SM (see task_us)."""
         for attr in ("flops", "bytes"):
             if not hasattr(launch, attr):
                 raise SchedulerError(f"launch of {launch.kernel} has no '{attr}': the cost model needs it")
+        return self.device.rtask_overhead_us + self.task_us(launch, self.veus_per_sm, self.num_veus)
+
+    def task_us(self, launch: Any, per_sm: int, concurrent: int) -> float:
+        """One block's work when `per_sm` blocks share its SM and `concurrent` run on the device: compute at the
+        kernel's FFMA share of the SM's peak, scaled down when the SM's resident warps cannot hide latency, and
+        memory at the device's (or L2's) bandwidth share, bounded by the loads the block's threads keep in flight over
+        the DRAM (or L2) latency."""
         d = self.device
         tasks = max(1, launch.rtasks)
-        share = max(self.num_veus, d.sms)  # a vEU never gets more than its SM
-        util = min(1.0, launch.threads / d.saturating_threads)
-        compute_s = launch.flops / tasks / (d.peak_flops / share * util)
-        memory_s = launch.bytes / tasks / (d.mem_bw / share * util)
-        return d.rtask_overhead_us + max(compute_s, memory_s) * 1e6
+        warps = -(-launch.threads // 32)
+        latency = min(1.0, per_sm * warps / d.saturating_warps)
+        sm_rate = d.peak_flops / d.sms * ffma_share(launch.kernel) * latency / per_sm
+        compute_s = launch.flops / tasks / sm_rate
+        l2 = self.l2_resident(launch)
+        bandwidth, latency_us = (d.l2_bw, d.l2_latency_us) if l2 else (d.mem_bw, d.dram_latency_us)
+        in_flight = launch.threads * d.bytes_in_flight_per_thread / (latency_us * 1e-6)
+        memory_s = launch.bytes / tasks / min(bandwidth / max(1, concurrent), in_flight)
+        return max(compute_s, memory_s) * 1e6
+
+    def l2_resident(self, launch: Any) -> bool:
+        """Whether a launch's operands come from L2: the model's whole working set fits in L2 (weights read every
+        inference or every step stay resident), and so does the launch's own traffic."""
+        limit = self.device.l2_bytes
+        return self.resident_bytes is not None and self.resident_bytes <= limit and launch.bytes <= limit
+
+    def legacy_kernel_us(self, launch: Any) -> float:
+        """The legacy kernel launched alone as written: as many of its blocks per SM as its threads, registers
+        (assumed, DeviceSpec.legacy_registers) and shared memory allow, in waves over the device; no interpreter."""
+        from vdevice.occupancy import SM90, blocks_per_sm
+        d = self.device
+        smem = int(launch.dynamic_smem) + int(getattr(launch, "static_smem", 0) or 0)
+        fit = max(1, blocks_per_sm(launch.threads, d.legacy_registers, smem, SM90).blocks)
+        blocks = max(1, launch.rtasks)
+        per_sm = min(fit, -(-blocks // d.sms))
+        waves = -(-blocks // (d.sms * fit))
+        return waves * self.task_us(launch, per_sm, min(blocks, d.sms * fit))
 
     def resources(self, launch: Any) -> Resources:
         """Threads, shared memory (dynamic + the rKernel's static layout when known) and registers."""
@@ -194,18 +300,19 @@ class Profiler:
         return rounds * self.rtask_us(launch)
 
     def baselines_us(self, launches: Sequence[Any]) -> dict[str, float]:
-        """The same launches one kernel at a time on the whole device, each after an eager launch or as a CUDA Graph
-        node (the graph itself launched once, like one eager launch): what the op-by-op and CUDA Graph baselines
-        should take by this model."""
-        dev = self.device
-        work = sum(self.launch_us(launch, dev.sms) for launch in launches)
-        return {"op-by-op": work + len(launches) * dev.kernel_launch_us,
-                "cuda-graph": work + dev.kernel_launch_us + len(launches) * dev.graph_node_us}
+        """The same legacy kernels launched one at a time as written (their own occupancy, no interpreter, so
+        independent of the vDevice's vEUs): after an eager launch each, or as CUDA Graph nodes (the graph itself
+        launched once); an op never takes less than a tiny op took on the H100."""
+        d = self.device
+        kernels = [self.legacy_kernel_us(launch) for launch in launches]
+        return {"op-by-op": sum(max(d.tiny_op_eager_us, k + d.kernel_launch_us) for k in kernels),
+                "cuda-graph": d.kernel_launch_us + sum(max(d.tiny_op_graph_us, k + d.graph_node_us)
+                                                       for k in kernels)}
 
     def program_us(self, program: Program, launches: Sequence[Any]) -> float:
         """Whole rProgram: simulate every vEU's timeline (rTasks, barrier waits), plus one launch;
         `launches[i]` is the corpus launch of program op i."""
         if not any(program.veus):
             return 0.0
-        span = makespan(program, lambda op: self.rtask_us(launches[op]), self.device.barrier_us)
+        span = makespan(program, lambda op: self.rtask_us(launches[op]), self.barrier_cost_us)
         return span + self.device.launch_us

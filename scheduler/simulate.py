@@ -2,7 +2,7 @@
 mechanism shares with it. A wait that can never be met is reported, never looped on."""
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Union
 
 from vdevice.program import Program, Run
 
@@ -15,13 +15,21 @@ def start_time(prev_end: float, wait_ends: Iterable[float], barrier_us: float) -
     return max(prev_end, max(ends) + barrier_us) if ends else prev_end
 
 
-def makespan(program: Program, duration: Callable[[int], float], barrier_us: float) -> float:
+Barrier = Union[float, Callable[[int], float]]  # a barrier-rTask's cost, or its cost by count of awaited vEUs
+
+
+def barrier_cost(barrier: Barrier, awaited: int) -> float:
+    """The cost of a barrier-rTask that awaits `awaited` vEUs."""
+    return barrier(awaited) if callable(barrier) else barrier
+
+
+def makespan(program: Program, duration: Callable[[int], float], barrier_us: Barrier) -> float:
     """When the last vEU finishes, each Run taking duration(op) and each Wait costing a barrier."""
     ends = veu_ends(program, duration, barrier_us)
     return max((lst[-1] for lst in ends if lst), default=0.0)
 
 
-def veu_ends(program: Program, duration: Callable[[int], float], barrier_us: float) -> list[list[float]]:
+def veu_ends(program: Program, duration: Callable[[int], float], barrier_us: Barrier) -> list[list[float]]:
     """End time of every Run, per vEU in order; advances each vEU until it blocks, wakes it when it may go on."""
     nv = program.num_veus
     pc = [0] * nv
@@ -42,7 +50,8 @@ def veu_ends(program: Program, duration: Callable[[int], float], barrier_us: flo
                 if missing is not None:
                     blocked[missing[0]].append((missing[1], v))
                     break
-                ready[v] = start_time(ready[v], (ends[u][k] for u, k in instr.targets), barrier_us)
+                ready[v] = start_time(ready[v], (ends[u][k] for u, k in instr.targets),
+                                      barrier_cost(barrier_us, len(instr.targets)))
             pc[v] += 1
         still = []
         for k, w in blocked[v]:  # each vEU sits in the queue or in one blocked list, never in both

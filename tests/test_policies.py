@@ -45,7 +45,7 @@ def simulated_us(plan: Plan, profiler: Profiler) -> list[float]:
     launches = [op.launch for op in plan.ops]
     times = []
     for prog in plan.programs:
-        ends = veu_ends(prog, lambda op: profiler.rtask_us(launches[op]), profiler.device.barrier_us)
+        ends = veu_ends(prog, lambda op: profiler.rtask_us(launches[op]), profiler.barrier_cost_us)
         times.append(max(e[-1] for e in ends if e) + profiler.device.launch_us)
     return times
 
@@ -60,13 +60,17 @@ def test_policy_produces_valid_plan(policy: str, model: str, veus: int) -> None:
     validate_plan(plan.programs, graph_edges(sch))
     assert {op.node for op in plan.ops} == {n.name for n in sch.graph.nodes} == set(plan.choices)
     assert all(p.num_veus == veus for p in plan.programs)
-    assert plan.program_us == pytest.approx(simulated_us(plan, Profiler(H100, veus)))
+    fresh = Profiler(H100, veus)
+    fresh.resident_bytes = profiler.resident_bytes  # the model's weights, as plan_workload told the planner
+    assert plan.program_us == pytest.approx(simulated_us(plan, fresh))
 
 
 def test_wavefront_beats_sequential_on_lstm() -> None:
     model = lstm_model(8, 2, 5, 6, 3)  # one operator per cell: three layers give a diagonal worth running in parallel
     t = {p: plan_model(model, p, Profiler(), **PARAMS[p]).plan.predicted_us for p in ("wavefront", "sequential")}
-    assert t["wavefront"] < 0.8 * t["sequential"]
+    # cells of this size take about one hand-off (0.5-0.6 us against 0.66 us): the dependency chain's barriers
+    # bound what running the diagonal in parallel saves
+    assert t["wavefront"] < 0.9 * t["sequential"]
 
 
 def two_branch_model(width: int = 64) -> onnx.ModelProto:
@@ -184,11 +188,11 @@ def test_mechanism_append_wait_predicts_hand_times() -> None:
     (a,) = b.schedule_node(spec, spec.candidates[0])  # vEU0: 0-2 and 2-4 (rTask 2); vEU1: 0-2
     op_b = b.add_op(ProgramOp("B", "X", "v", "", 0, fake_launch("b", 1)))
     b.wait(TaskRef(op_b, 0), [TaskRef(a, 2)])
-    assert b.append(TaskRef(op_b, 0), 1) == pytest.approx(4.0 + prof.device.barrier_us + 3.0)
+    assert b.append(TaskRef(op_b, 0), 1) == pytest.approx(4.0 + prof.barrier_cost_us(1) + 3.0)  # awaits one vEU
     mech.commit(b)
     plan = mech.finish("hand", {}, [])
     assert plan.programs[0].veus[1][-2].targets == ((0, 1),)  # a barrier-rTask on vEU 0's second rTask
-    assert plan.program_us == pytest.approx([7.7 + prof.device.launch_us])
+    assert plan.program_us == pytest.approx([7.0 + prof.barrier_cost_us(1) + prof.device.launch_us])
     assert plan.program_us == pytest.approx(simulated_us(plan, prof))
 
 

@@ -369,21 +369,24 @@ def test_codegen_rejects_missing_source_and_bad_arguments():
 # ---- executors on the CPU emulator --------------------------------------------------------------------------
 
 
-def _vdevice(dag: Dag, bufs: dict[str, np.ndarray]) -> VDevice:
-    return VDevice(dag.ops, SOURCES, bufs, "cpu", catalog=CATALOG)
+def _vdevice(dag: Dag, bufs: dict[str, np.ndarray], veus_per_sm: int = 1) -> VDevice:
+    return VDevice(dag.ops, SOURCES, bufs, "cpu", catalog=CATALOG, veus_per_sm=veus_per_sm)
 
 
 @needs_emulator
-@pytest.mark.parametrize("kind,num_ops,veus,n,seed", [
-    ("chain", 1, 2, 37, 10), ("chain", 12, 3, 100, 11), ("diamond", 13, 4, 64, 12), ("fan", 20, 8, 45, 13),
-    ("random", 30, 5, 129, 14), ("random", 50, 8, 33, 15),
+@pytest.mark.parametrize("kind,num_ops,veus,n,seed,per_sm", [
+    ("chain", 1, 2, 37, 10, 1), ("chain", 12, 3, 100, 11, 2), ("diamond", 13, 4, 64, 12, 3), ("fan", 20, 8, 45, 13, 4),
+    ("random", 30, 5, 129, 14, 1), ("random", 50, 8, 33, 15, 2), ("random", 24, 1, 50, 16, 1),
 ])
-def test_persistent_matches_op_by_op_and_numpy(kind, num_ops, veus, n, seed):
+def test_persistent_matches_op_by_op_and_numpy(kind, num_ops, veus, n, seed, per_sm):
+    """Random DAGs on 1-8 vEUs, the interpreter built for 1-4 vEUs per SM (__launch_bounds__): bit-exact against
+    op by op, which matches numpy."""
     dag = make_dag(kind, num_ops, n, seed)
     program = schedule(dag, veus, seed)
     validate(program, dag.deps)
     bufs = dag.inputs(seed)
-    vd = _vdevice(dag, bufs)
+    vd = _vdevice(dag, bufs, per_sm)
+    assert re.search(rf"__launch_bounds__\(\d+, {per_sm}\)", vd.gen.source)
     by_op = fresh(bufs)
     OpByOpExecutor(dag.ops, SOURCES, by_op, deps=dag.deps, vdevice=vd).run(by_op)
     assert_outputs(dag, by_op, dag.reference(bufs), exact=False)
@@ -453,7 +456,7 @@ def test_repeated_runs_use_epochs_and_survive_counter_wrap():
         exe.run(got)  # steps from the previous run already satisfy a non-epoch target: stale waits would race
         assert_outputs(dag, got, dag.reference(run_bufs), exact=False)
     loaded = exe.loaded[0]
-    loaded.runs = (2**32 - 1) // loaded.tables.max_steps - 1  # next epoch would overflow 32 bits
+    loaded.runs = (2**32 - 1) // loaded.tables.max_count - 1  # next epoch would overflow 32 bits
     got = fresh(bufs)
     exe.run(got)
     assert loaded.runs == 1
@@ -526,10 +529,11 @@ def _corpus_dag(rows: int, cols: int) -> tuple[list[Op], list[tuple[int, int]], 
     """relu -> block-row softmax -> add x -> warp-row softmax, as vdevice ops and as legacy launches."""
     n = rows * cols
     launches = [  # (file, kernel, template args, grid, block, args)
-        ("elementwise.cu", "unary", (0, 128), (_ceil(n, 128),), (128,), ["x", "t0", ("int32", n), ("float32", 0.0)]),
-        ("reduce.cu", "softmax_rows", (128, 1), (rows,), (128,), ["t0", "t1", ("int32", rows), ("int32", cols)]),
+        ("elementwise.cu", "unary", (0, 128), (_ceil(n, 128),), (128,), ["x", "t0", ("int32", n), ("float32", 0.0),
+                                                                          ("float32", 0.0)]),
+        ("reduce.cu", "softmax_rows", (128, 1, 0), (rows,), (128,), ["t0", "t1", ("int32", rows), ("int32", cols)]),
         ("elementwise.cu", "binary_same", (0, 128), (_ceil(_ceil(n, 4), 128),), (128,), ["t1", "x", "t2", ("int32", n)]),
-        ("reduce.cu", "softmax_rows", (32, 4), (_ceil(rows, 4),), (32, 4), ["t2", "t3", ("int32", rows), ("int32", cols)]),
+        ("reduce.cu", "softmax_rows", (32, 4, 0), (_ceil(rows, 4),), (32, 4), ["t2", "t3", ("int32", rows), ("int32", cols)]),
     ]
     ops = [Op(f"op{i}", KernelRef(f, f"{k}__rtask", None, t, g, b),
               tuple(ArgRef.scalar(*a) if isinstance(a, tuple) else ArgRef.buf(a) for a in args))
@@ -581,22 +585,226 @@ def test_converted_corpus_kernels_match_legacy(rows, cols, veus, seed):
 
 
 def test_table_records_are_described_once():
-    """The packed rows follow the record's field order, pad fields are zero, a missing or unknown field is an
-    error, and the generated C struct declares the same fields in the same order."""
-    from vdevice.tables import OP, c_declarations
-    row = {"kernel": 3, "first_arg": 7, "grid_x": 2, "grid_y": 1, "grid_z": 4, "block_x": 32, "block_y": 2,
-           "block_z": 1, "layout_offset": 48}
-    table = OP.pack([row, dict(row, kernel=5)])
-    assert table.dtype == np.uint32 and table.shape == (2, len(OP.fields))
-    assert [int(table[0, OP.column(k)]) for k in row] == list(row.values()) and table[0, OP.column("pad")] == 0
-    assert int(table[1, OP.column("kernel")]) == 5 and OP.pack([]).shape == (1, len(OP.fields))
+    """The packed rows follow the record's field order, a missing or unknown field is an error, and the generated
+    C struct declares the same fields in the same order, 16-byte aligned in one 32-byte row (two 128-bit loads)."""
+    from vdevice.tables import INSTR, VD_NAMED, c_declarations, pack_block, pack_grid_yz
+    row = {"code": 3 | VD_NAMED, "a": 7, "b": 2, "publish": 0, "grid_x": 100_000, "grid_yz": pack_grid_yz(3, 65535),
+           "block": pack_block(1024, 1, 64), "layout_offset": 48}
+    table = INSTR.pack([row, dict(row, code=5)])
+    assert table.dtype == np.uint32 and table.shape == (2, len(INSTR.fields)) and table.nbytes == 64
+    assert [int(table[0, INSTR.column(k)]) for k in row] == list(row.values())
+    assert int(table[1, INSTR.column("code")]) == 5 and INSTR.pack([]).shape == (1, len(INSTR.fields))
+    grid_yz, block = int(table[0, INSTR.column("grid_yz")]), int(table[0, INSTR.column("block")])
+    assert (grid_yz & 0xFFFF, grid_yz >> 16) == (3, 65535)
+    assert (block & 2047, (block >> 11) & 2047, block >> 22) == (1024, 1, 64)
+    with pytest.raises(ValueError):
+        pack_block(32, 32, 65)
+    with pytest.raises(ValueError):
+        pack_grid_yz(65536, 1)
     with pytest.raises(KeyError):
-        OP.pack([{k: v for k, v in row.items() if k != "grid_z"}])
+        INSTR.pack([{k: v for k, v in row.items() if k != "grid_x"}])
     with pytest.raises(KeyError, match="no field"):
-        OP.pack([dict(row, bogus=1)])
+        INSTR.pack([dict(row, bogus=1)])
     decl = c_declarations()
-    fields = re.findall(r"unsigned (\w+);", decl[decl.index("struct OpRecord"):decl.index("};", decl.index("struct OpRecord"))])
-    assert fields == list(OP.names)
+    start = decl.index("struct alignas(16) Instr")
+    fields = re.findall(r"unsigned (\w+);", decl[start:decl.index("};", start)])
+    assert fields == list(INSTR.names) and "sizeof(Instr) == 32" in decl
+
+
+# ---- barriers: counters per awaited group, publish only what is awaited -----------------------------------------
+
+
+def _implied_after(program: Program, v: int, pc: int) -> np.ndarray:
+    """Finished-count per vEU that a wait at (v, pc) implies, by the vector clocks of the validator's simulation
+    (an independent derivation: transitive knowledge, not only the wait's own targets)."""
+    from vdevice.program import simulate
+    clocks = simulate(program)
+    order = sum(isinstance(i, Run) for i in program.veus[v][:pc])
+    return clocks.before(v, order)
+
+
+@pytest.mark.parametrize("kind,num_ops,veus,seed", [("chain", 9, 3, 0), ("diamond", 13, 4, 1), ("fan", 20, 8, 2),
+                                                     ("random", 40, 5, 3), ("random", 30, 7, 8)])
+def test_counters_serve_each_wait_exactly(kind, num_ops, veus, seed):
+    """Every wait's counters cover its targets, every member of a polled counter is implied by the wait (so no
+    dependency is added, no deadlock), each awaited rTask publishes to exactly one counter and no other rTask
+    publishes at all."""
+    from vdevice.counters import group_waits
+    dag = make_dag(kind, num_ops, 100, seed)
+    program = schedule(dag, veus, seed)
+    counters = group_waits(program)
+    waits = [(v, pc, i) for v, instrs in enumerate(program.veus) for pc, i in enumerate(instrs) if isinstance(i, Wait)]
+    awaited = {t for _, _, w in waits for t in w.targets}
+    assert set(counters.of_step) == awaited
+    assert sorted(s for m in counters.members for s in m) == sorted(awaited)
+    for (v, pc, w), polled in zip(waits, counters.waits):
+        implied = _implied_after(program, v, pc)
+        for u, k in w.targets:
+            assert counters.of_step[(u, k)] in polled
+        for c in polled:
+            assert all(k < implied[u] for u, k in counters.members[c]), f"wait at vEU {v} pc {pc} gains a dependency"
+    # the test scheduler waits for every rTask of each producer: one counter per awaited op, whatever the fan-in
+    ops_awaited = {program.runs(u)[k].op for u, k in awaited}
+    assert len(counters.members) >= len(ops_awaited)
+
+
+def test_counters_fan_in_independent_and_split_for_partial_waits():
+    """A consumer on every vEU waiting for an op spread over all vEUs polls one counter (not one per vEU); a wait
+    for only part of an op gets a counter of its own part."""
+    from vdevice.counters import group_waits
+    veus = 16
+    ops = _ops(veus, veus, 1)
+    p = Program(ops, veus)
+    for r in range(veus):
+        p.append(TaskRef(0, r), r)
+    for r in range(veus):
+        p.wait_ops(TaskRef(1, r), [0])
+        p.append(TaskRef(1, r), r)
+    p.wait(TaskRef(2, 0), [TaskRef(1, 0), TaskRef(1, 1)])  # two of op 1's sixteen rTasks
+    p.append(TaskRef(2, 0), 5)
+    c = group_waits(p)
+    waits = [(v, i) for v in range(veus) for i in p.veus[v] if isinstance(i, Wait)]
+    partial_at = waits.index((5, p.veus[5][-2]))
+    full = [k for k in range(len(waits)) if k != partial_at]
+    assert len(waits) == veus + 1 and all(len(waits[k][1].targets) == veus - 1 for k in full)
+    assert {c.waits[k] for k in full} == {(c.of_step[(0, 0)],)}  # one counter, polled by all sixteen
+    assert len(c.members[c.of_step[(0, 0)]]) == veus  # all of op 0: each consumer's own vEU is implied
+    partial = c.waits[partial_at]
+    assert len(partial) == 1 and sorted(c.members[partial[0]]) == [(0, 1), (1, 1)]
+    validate(p, [(0, 1)])  # op 2 waits for part of op 1 only: no op-level edge
+
+
+@needs_emulator
+@pytest.mark.parametrize("veus", [2, 3])
+def test_removed_publish_is_caught(veus):
+    """The producer's rTasks publish; with one awaited rTask's publish removed from the tables the consumer never
+    passes its barrier and the watchdog names that rTask."""
+    from vdevice.tables import INSTR
+    dag, program = _producer_consumer(veus)
+    bufs = dag.inputs(31)
+    exe = PersistentExecutor(dag.ops, [program], SOURCES, bufs, vdevice=_vdevice(dag, bufs))
+    ld = exe.loaded[0]
+    publish = ld.device["instr"][:, INSTR.column("publish")]
+    published = np.flatnonzero(publish)
+    runs_total = sum(program.steps(v) for v in range(veus))
+    # only the last producer rTask of each producer vEU is awaited (the consumer's barrier covers the rest)
+    assert len(published) == veus - 1 < runs_total
+    good = fresh(bufs)
+    exe.run(good)
+    np.testing.assert_allclose(good["t1"], dag.reference(bufs)["t1"], rtol=2e-6, atol=2e-6)
+    victim = int(published[-1])
+    u = int(np.searchsorted(ld.tables.veu_begin, victim, side="right")) - 1
+    publish[victim] = 0
+    exe.watchdog = 20_000  # polls: ample for the slow producer, short for a wait that can never pass
+    with pytest.raises(VDeviceError) as info:
+        exe.run(fresh(bufs))
+    last = program.runs(u)[-1]
+    assert f"rTask {last.rtask} of op 't0' on vEU {u}" in str(info.value)
+    assert "a publish is missing" in str(info.value)
+
+
+# ---- occupancy: vEUs per SM from ptxas' figures ------------------------------------------------------------------
+
+
+def test_blocks_per_sm_matches_the_documented_occupancy():
+    """The CUDA C++ Best Practices Guide's worked example (compute capability 7.0: 37 registers per thread give
+    twelve 128-thread blocks but only four 320-thread blocks per SM) and H100 figures from DESIGN.md (the interpreter
+    at 79-80 registers, 256 threads: 3 per SM)."""
+    from vdevice.occupancy import SM90, SmLimits, blocks_per_sm
+    sm70 = SmLimits(name="sm_70", sms=80, regs_per_sm=65536, regs_per_block=65536, reg_alloc_unit=256,
+                    sub_partitions=4, max_threads_per_sm=2048, max_threads_per_block=1024, max_blocks_per_sm=32,
+                    smem_per_sm=96 * 1024, smem_per_block=96 * 1024, smem_reserved_per_block=0, smem_alloc_unit=256)
+    assert blocks_per_sm(128, 37, 0, sm70).blocks == 12
+    assert blocks_per_sm(320, 37, 0, sm70).blocks == 4
+    assert blocks_per_sm(256, 80, 4096, SM90).blocks == 3 and blocks_per_sm(256, 80, 0).limit == "registers"
+    assert blocks_per_sm(256, 95, 0).blocks == 2
+    assert blocks_per_sm(32, 16, 0).blocks == 32 and blocks_per_sm(32, 16, 0).limit == "blocks"
+    assert blocks_per_sm(1024, 32, 0).blocks == 2 and blocks_per_sm(1024, 32, 0).limit == "threads"
+    big = blocks_per_sm(128, 32, 100 * 1024)  # 100 KB + 1 KB reserved per block in 228 KB
+    assert big.blocks == 2 and big.limit == "shared memory"
+    assert blocks_per_sm(128, 32, 228 * 1024).blocks == 0 and blocks_per_sm(1024, 128, 0).blocks == 0
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("toolchain.nvcc") or
+                    not __import__("toolchain.nvcc").nvcc.find_nvcc(), reason="nvcc is not installed")
+def test_launch_bounds_choice_from_ptxas():
+    """The generated interpreter compiled by nvcc under __launch_bounds__(threads, k) for k = 1..4: the chosen k
+    spills nothing, and ptxas' registers at that k let k vEUs share an SM by the occupancy arithmetic."""
+    from vdevice.occupancy import blocks_per_sm, choose_veus_per_sm, interpreter_usage
+    ops = [Op("g", gather_kernel(256, 64, 3), ()), Op("a", add2_kernel(256, (32, 8)), ())]
+    seen = {}
+
+    def usage(k: int):
+        gen = generate(ops, SOURCES, veus_per_sm=k)
+        assert f"__launch_bounds__(256, {k})" in gen.source
+        seen[k] = interpreter_usage(gen.source, gen.include_dirs)
+        return seen[k]
+    choice = choose_veus_per_sm(usage, 256, 4096)
+    chosen = seen[choice.veus_per_sm]
+    assert chosen.spill_bytes == 0 and blocks_per_sm(256, chosen.registers, 4096).blocks >= choice.veus_per_sm
+    assert all(seen[k].spill_bytes or blocks_per_sm(256, seen[k].registers, 4096).blocks < k
+               for k in seen if k > choice.veus_per_sm)
+    assert choice.veus_per_sm >= 2  # a small interpreter: at least two 256-thread vEUs per SM
+
+
+# ---- SASS: converted inner loops against the legacy ones (sm_90) -------------------------------------------------
+
+
+def _sass_tools() -> str | None:
+    """Why the SASS comparison cannot run here, or None."""
+    from toolchain.nvcc import find_nvcc
+    from vdevice.sass import find_cuobjdump
+    if find_nvcc() is None:
+        return "nvcc is not installed (pip install .[nvcc])"
+    if find_cuobjdump() is None:
+        return "cuobjdump is not installed (pip install .[sass]: nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)"
+    return None
+
+
+SASS_CASES = [  # legacy file, kernel, template arguments, grid, block: the launches the full-size zoo builds use
+    ("rnn.cu", "lstm_cell_fused", (8, 4, 256), (32,), (256,)),
+    ("gemm.cu", "gemm_tiled", (16, True, 0), (64, 7), (16, 16)),
+    ("conv.cu", "conv_implicit_gemm", (16, True, False), (64, 16), (16, 16)),
+]
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+@pytest.mark.skipif(_sass_tools() is not None, reason=str(_sass_tools()))
+@pytest.mark.parametrize("source,kernel,targs,grid,block", SASS_CASES, ids=[c[1] for c in SASS_CASES])
+def test_converted_inner_loop_matches_legacy_sass(source, kernel, targs, grid, block):
+    """The legacy kernel, its converted rKernel run alone (the plain wrapper) and inside the interpreter, compiled for
+    sm_90: the hottest inner loop keeps the legacy count of 128-bit shared loads and of global (not generic) loads
+    per FFMA, issues at most 10% more instructions per FFMA, and nothing spills."""
+    from converter.convert import convert_source
+    from toolchain.cxx import template_arg_text
+    from toolchain.ptxas import parse_ptxas
+    from vdevice import RUNTIME_INCLUDE
+    from vdevice.sass import compile_sass, function, hottest_loop
+
+    legacy = (CORPUS / source).read_text()
+    take = f"\nvoid* vd_take = (void*)&{kernel}<{', '.join(template_arg_text(a) for a in targs)}>;\n"
+    converted = convert_source(legacy, source).output
+    variants = {"legacy": (legacy + take, [str(CORPUS)], kernel),
+                "alone": (converted + take, [str(RUNTIME_INCLUDE), str(CORPUS)], kernel)}
+    gen = generate([Op("x", KernelRef(source, f"{kernel}__rtask", None, targs, grid, block), ())], {source: converted})
+    variants["interpreter"] = (gen.source, [*gen.include_dirs, str(CORPUS)], "vd_interpreter")
+    loops = {}
+    for name, (text, dirs, fn) in variants.items():
+        functions, log = compile_sass(text, dirs)
+        loops[name] = hottest_loop(function(functions, fn))
+        spills = {k: e["spill_stores"] + e["spill_loads"] for k, e in parse_ptxas(log).items() if fn in k}
+        assert spills and not any(spills.values()), f"{name}: spills {spills}"
+    want = loops["legacy"]
+    assert want.ffma > 0
+    for name in ("alone", "interpreter"):
+        got = loops[name]
+        ratio = got.ffma / want.ffma  # the same loop, possibly unrolled differently
+        assert got.lds128 == pytest.approx(want.lds128 * ratio), f"{name}: {got} vs legacy {want}"
+        assert got.global_loads == pytest.approx(want.global_loads * ratio), f"{name}: {got} vs legacy {want}"
+        assert got.generic_loads <= want.generic_loads * ratio, f"{name}: generic loads {got} vs legacy {want}"
+        assert got.per_ffma <= 1.10 * want.per_ffma, f"{name}: {got.per_ffma:.2f} instructions per FFMA vs " \
+                                                      f"legacy {want.per_ffma:.2f}"
 
 
 # ---- whole programs under the emulator's sanitizers -----------------------------------------------------------
@@ -625,3 +833,4 @@ def test_sanitized_program_runs_clean_and_catches_an_out_of_bounds_rtask():
             assert isinstance(info.value.__cause__, EmuError)
             assert re.search(r"memcheck: .*out-of-bounds read of 4 bytes at x\[\+(4\d|5\d|6[0-3])\] "
                              r"\(global buffer 'x', 40 elements\) at \S*elementwise.cu:\d+", str(info.value))
+

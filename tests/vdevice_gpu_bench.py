@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""vDevice on a GPU: the DAG tests, barrier hand-off and step-barrier costs, and a chain of tiny ops three ways.
+"""vDevice on a GPU: the DAG tests, the interpreter's per-rTask overhead (1 and all vEUs), hand-off latency,
+barrier cost by fan-in (1, 16, 132, 264, 396 vEUs), bandwidth with 1-4 vEUs per SM, and a chain of tiny ops three
+ways. One run fits one 10-minute device call (tests/gpu/session.sh vdevice).
 
-Run by hand on a GPU machine (the lead's H100):  python tests/vdevice_gpu_bench.py [--quick]
-Skips cleanly (exit 0, one line) without CuPy or a GPU. Exit 1 when a correctness check fails.
+Run on a GPU machine:  python tests/vdevice_gpu_bench.py [--quick] [--table FILE]
+--table writes the measurement table as Markdown (for BENCHMARKS.md). Skips cleanly (exit 0, one line) without
+CuPy or a GPU. Exit 1 when a correctness check fails.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ from test_vdevice import (CATALOG, SOURCES, _producer_consumer, affine_kernel, f
                           make_dag, schedule)
 from vdevice.executors import (GraphExecutor, OpByOpExecutor, PersistentExecutor, VDevice,  # noqa: E402
                                VDeviceError)
-from vdevice.program import ArgRef, Op, Program, Run, TaskRef, Wait, validate  # noqa: E402
+from vdevice.program import ArgRef, KernelRef, Op, Program, Run, TaskRef, Wait, validate  # noqa: E402
 
 FAILURES: list[str] = []
 ROWS: list[tuple[str, str, str, str]] = []
@@ -192,6 +195,74 @@ def step_barrier(num_veus: int, rounds: int, reps: int, validate_it: bool) -> No
     row(f"step-barrier cost, {num_veus} vEUs", t_bar - t_free, rounds, "barrier", "difference / rounds")
 
 
+def bump_kernel(n: int, threads: int) -> KernelRef:
+    """The smallest rTask: y = x + 1 over `threads` elements, whole warps, no barrier (the fast path)."""
+    return KernelRef("elementwise.cu", "bump__rtask", None, (), (-(-n // threads),), (threads,))
+
+
+def bump_op(name: str, n: int, threads: int, src: str, dst: str) -> Op:
+    """One bump launch over n elements."""
+    return Op(name, bump_kernel(n, threads), (ArgRef.buf(dst), ArgRef.buf(src), ArgRef.scalar("int32", n)))
+
+
+def rtask_overhead(num_veus: int, per_veu: int, reps: int, veus_per_sm: int = 1) -> float:
+    """Per-rTask time of tiny independent rTasks (32 threads, one element each), `per_veu` on each vEU, no
+    barrier: (program - empty program) / per_veu. Returns µs per rTask."""
+    n = 32 * num_veus * per_veu
+    bufs = {"x": np.zeros(n, np.float32), "y": np.zeros(n, np.float32)}
+    ops = [bump_op("bump", n, 32, "x", "y"), bump_op("nothing", 32, 32, "x", "y")]
+    program, empty = Program(ops, num_veus), Program(ops, num_veus)
+    for r in range(num_veus * per_veu):
+        program.append(TaskRef(0, r), r % num_veus)
+    program.append(TaskRef(1, 0), 0)
+    empty.append(TaskRef(1, 0), 0)
+    vd = VDevice(ops, SOURCES, bufs, "gpu", catalog=CATALOG, veus_per_sm=veus_per_sm)
+    exe = PersistentExecutor(ops, [program], SOURCES, bufs, vdevice=vd)
+    got = fresh(bufs)
+    exe.run(got)
+    check(bool(np.all(got["y"] == 1.0)), f"{num_veus} vEUs x {per_veu} tiny rTasks computed y = x + 1")
+    t_full = exe.time(reps)
+    t_empty = PersistentExecutor(ops, [empty], SOURCES, bufs, vdevice=vd).time(reps)
+    row(f"per tiny rTask, {num_veus} vEU(s) x {per_veu}", t_full - t_empty, per_veu, "rTask",
+        "(program - empty program) / rTasks per vEU; target <= 0.2 µs")
+    return 1000.0 * (t_full - t_empty) / per_veu
+
+
+def barrier_by_fan_in(fan_ins: list[int], reps: int) -> None:
+    """Step barrier over F vEUs (every vEU waits for all F of the previous round: fan-in F on one counter) minus
+    the same rounds without barriers, for each F; F = 1 is the ping-pong hand-off."""
+    print("Barrier by fan-in:")
+    for f in fan_ins:
+        if f == 1:
+            continue
+        step_barrier(f, max(20, 4000 // f), reps, validate_it=False)
+
+
+def veus_per_sm_bandwidth(sms: int, reps: int, n: int = 1 << 24, threads: int = 256) -> None:
+    """One memory-bound op (y = x + 1 over n floats, 256-thread rTasks) on k vEUs per SM for k = 1..4 (the
+    interpreter compiled with __launch_bounds__(256, k)): time and effective bandwidth (8 bytes per element)."""
+    print("vEUs per SM:")
+    bufs = {"x": np.zeros(n, np.float32), "y": np.zeros(n, np.float32)}
+    ops = [bump_op("bump", n, threads, "x", "y")]
+    for k in range(1, 5):
+        num_veus = k * sms
+        program = Program(ops, num_veus)
+        for r in range(ops[0].kernel.rtasks):
+            program.append(TaskRef(0, r), r % num_veus)
+        try:
+            vd = VDevice(ops, SOURCES, bufs, "gpu", catalog=CATALOG, veus_per_sm=k)
+            exe = PersistentExecutor(ops, [program], SOURCES, bufs, vdevice=vd)
+        except VDeviceError as exc:
+            print(f"  [info] {k} vEUs per SM refused: {exc}")
+            continue
+        got = fresh(bufs)
+        exe.run(got)
+        check(bool(np.all(got["y"] == 1.0)), f"{k} vEU(s) per SM: y = x + 1")
+        ms = exe.time(reps)
+        row(f"y = x + 1 over {4 * n >> 20} MB, {k} vEU(s) per SM ({num_veus} vEUs)", ms, 1, "op",
+            f"{8 * n / (ms * 1e-3) / 1e9:.0f} GB/s")
+
+
 # ---- 3. a chain of tiny ops three ways ----------------------------------------------------------------------
 
 
@@ -219,6 +290,7 @@ def chain_three_ways(count: int, reps: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer hand-offs, rounds and repetitions")
+    parser.add_argument("--table", type=Path, help="write the measurement table (Markdown) to this file")
     args = parser.parse_args()
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
     print(f"device: {DEVICE}, {sms} SMs, CuPy {cupy.__version__}")
@@ -227,13 +299,20 @@ def main() -> int:
                ("fan", 20, 8, 45, 13), ("random", 30, 5, 129, 14), ("random", 50, 8, 33, 15),
                ("random", 50, 64, 4099, 16), ("fan", 40, sms, 2048, 17)])
     race_and_watchdog()
+    print("Per-rTask overhead:")
+    rtask_overhead(1, 2000 if args.quick else 10_000, reps)
+    rtask_overhead(sms, 200 if args.quick else 1000, reps)
+    rtask_overhead(2 * sms, 100 if args.quick else 500, reps, veus_per_sm=2)
     handoff(1000 if args.quick else 10_000, reps)
     step_barrier(sms, 20 if args.quick else 100, reps, validate_it=not args.quick)
-    step_barrier(2 * sms, 10 if args.quick else 50, reps, validate_it=False)
+    barrier_by_fan_in([1, 16, 2 * sms, 3 * sms], reps)
+    veus_per_sm_bandwidth(sms, reps)
     chain_three_ways(1000, reps)
-    print("\n| measurement | ms per launch (median) | per item | note |\n|---|---|---|---|")
-    for r in ROWS:
-        print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |")
+    table = "| measurement | ms per launch (median) | per item | note |\n|---|---|---|---|\n"
+    table += "".join(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |\n" for r in ROWS)
+    print("\n" + table)
+    if args.table:
+        args.table.write_text(f"device: {DEVICE}, {sms} SMs; `python tests/vdevice_gpu_bench.py`\n\n{table}")
     if FAILURES:
         print(f"\n{len(FAILURES)} check(s) FAILED:\n  " + "\n  ".join(FAILURES))
         return 1

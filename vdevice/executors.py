@@ -177,9 +177,10 @@ class VDevice:
 
     def __init__(self, ops: Sequence[Op], sources: Mapping[str, str], buffers: Mapping[str, np.ndarray],
                  backend: str = "cpu", include_dirs: Sequence[str] = (), catalog: Sequence[KernelRef] = (),
-                 views: Mapping[str, tuple[str, int]] | None = None, sanitize: Sequence[str] = ()):
+                 views: Mapping[str, tuple[str, int]] | None = None, veus_per_sm: int = 1,
+                 sanitize: Sequence[str] = ()):
         self.ops = list(ops)
-        self.gen = generate(self.ops, sources, include_dirs, catalog)
+        self.gen = generate(self.ops, sources, include_dirs, catalog, veus_per_sm)
         self.backend = _make_backend(backend, self.gen, sanitize)
         self.args = ArgTable.build(self.ops)
         # a view is a name for bytes inside another buffer (zero-copy reshapes and slices of the model)
@@ -303,7 +304,7 @@ def _median_ms(backend: Any, n: int, body) -> float:
 
 @dataclass
 class _Loaded:
-    """One program's tables on the device and its epoch state."""
+    """One program's tables on the device and its run count (the counters' epoch)."""
 
     program: Program
     tables: ProgramTables
@@ -336,25 +337,27 @@ class PersistentExecutor:
         if limit is not None and program.num_veus > limit:
             raise VDeviceError(f"program needs {program.num_veus} vEUs of {tables.threads} threads and {smem} B "
                                f"shared memory, but only {limit} can be co-resident on this GPU")
-        device = {k: be.to_device(getattr(tables, k)) for k in ("instr", "veu_begin", "targets", "optab")}
-        device["steps"] = be.to_device(np.zeros(program.num_veus, dtype=np.uint32))
+        device = {k: be.to_device(getattr(tables, k)) for k in ("instr", "veu_begin", "targets")}
+        device["counters"] = be.to_device(np.zeros(tables.num_counters, dtype=np.uint32))
+        device["progress"] = be.to_device(np.zeros(program.num_veus, dtype=np.uint32))
         device["err"] = be.to_device(np.zeros(8, dtype=np.uint32))
         return _Loaded(program, tables, device, smem, ctl_offset)
 
-    def _epoch(self, ld: _Loaded) -> int:
-        """This run's step base; steps restart from 0 only before 32-bit overflow."""
-        if (ld.runs + 2) * ld.tables.max_steps >= _U32_LIMIT:
-            self.vd.backend.zero(ld.device["steps"])
+    def _run_index(self, ld: _Loaded) -> int:
+        """This launch's index since the counters were zeroed (a wait needs (run + 1) * count); the counters
+        restart from 0 only before 32-bit overflow, never per run."""
+        if (ld.runs + 2) * ld.tables.max_count >= _U32_LIMIT:
+            self.vd.backend.zero(ld.device["counters"])
             ld.runs = 0
-        epoch = ld.runs * ld.tables.max_steps
+        run = ld.runs
         ld.runs += 1
-        return epoch
+        return run
 
     def _launch(self, ld: _Loaded) -> None:
         """Enqueue the interpreter for one program."""
         d = ld.device
-        args = [d["instr"], d["veu_begin"], d["targets"], d["optab"], self.vd.argtab(), d["steps"], d["err"],
-                np.uint32(self._epoch(ld)), np.uint32(ld.ctl_offset), np.uint64(self.watchdog)]
+        args = [d["instr"], d["veu_begin"], d["targets"], self.vd.argtab(), d["counters"], d["progress"], d["err"],
+                np.uint32(self._run_index(ld)), np.uint32(ld.ctl_offset), np.uint64(self.watchdog)]
         budget = None if self.vd.backend.name != "cpu" else max(
             DEFAULT_YIELD_BUDGET, CPU_YIELDS_PER_INSTRUCTION * len(ld.tables.instr))
         self.vd.backend.launch(INTERPRETER, (ld.tables.num_veus, 1, 1), (ld.tables.threads, 1, 1), ld.smem, args,
@@ -385,24 +388,40 @@ class PersistentExecutor:
         if err[0] == 0:
             return
         self.vd.backend.zero(ld.device["err"])
-        raise VDeviceError(watchdog_message(ld.program, ld.tables, err))
+        done = [int(x) for x in np.asarray(self.vd.backend.to_host(ld.device["progress"]))]
+        progress = [sum(isinstance(i, Run) for i in instrs[:n]) for instrs, n in zip(ld.program.veus, done)]
+        raise VDeviceError(watchdog_message(ld.program, ld.tables, err, progress))
 
 
-def watchdog_message(program: Program, tables: ProgramTables, err: Sequence[int]) -> str:
-    """Human-readable watchdog record: {flag, vEU, instruction, awaited vEU, awaited steps, observed steps}."""
-    _, veu, pc, awaited, need, observed = err[:6]
+def watchdog_message(program: Program, tables: ProgramTables, err: Sequence[int], progress: Sequence[int]) -> str:
+    """Human-readable watchdog record {flag, vEU, instruction, counter, needed, observed}, with the first rTask of
+    the counter's group that had not finished (progress: rTasks each vEU had finished when it left)."""
+    _, veu, pc, counter, need, observed = err[:6]
     local = pc - int(tables.veu_begin[veu])
     nxt = next((i.task for i in program.veus[veu][local:] if isinstance(i, Run)), None)
     ops = program.ops
     waiter = f"rTask {nxt.rtask} of op '{ops[nxt.op].name}'" if nxt else "the end of its list"
+    head = f"vDevice watchdog: vEU {veu} stuck at instruction {local} (barrier-rTask before {waiter}) waiting for "
+    members = tables.counters.members[counter] if counter < len(tables.counters.members) else ()
+    late = [(u, k) for u, k in members if k >= progress[u]]
+    if not late:  # every rTask of the group left its vEU: some increment never came
+        names = ", ".join(_step_name(program, u, k) for u, k in members[:4]) + (", ..." if len(members) > 4 else "")
+        return head + (f"counter {counter} ({names}) to reach {need}; it had {observed} although those rTasks "
+                       f"finished: a publish is missing")
+    awaited, order = late[0]
     runs = program.runs(awaited)
-    if 0 < need <= len(runs):
-        target = runs[need - 1]
-        what = f"finish rTask {target.rtask} of op '{ops[target.op].name}' (its step {need})"
+    if order < len(runs):
+        target = runs[order]
+        what = f"finish rTask {target.rtask} of op '{ops[target.op].name}' (its step {order + 1})"
     else:
-        what = f"reach step {need}, beyond its {len(runs)} rTasks"
-    return (f"vDevice watchdog: vEU {veu} stuck at instruction {local} (barrier-rTask before {waiter}) waiting "
-            f"for vEU {awaited} to {what}; it had finished {observed}")
+        what = f"reach step {order + 1}, beyond its {len(runs)} rTasks"
+    return head + f"vEU {awaited} to {what}; it had finished {progress[awaited]}"
+
+
+def _step_name(program: Program, veu: int, order: int) -> str:
+    """'rTask R of op 'X' on vEU U' for a (vEU, order) step."""
+    task = program.runs(veu)[order]
+    return f"rTask {task.rtask} of op '{program.ops[task.op].name}' on vEU {veu}"
 
 
 # ---- (2) one launch per op, (3) the same launches in a CUDA Graph -----------------------------------------

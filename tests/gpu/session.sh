@@ -28,7 +28,7 @@ check)
   echo "pytest -m gpu rc=$?"; tail -n 25 "$OUT/pytest_gpu.log"
   ;;
 vdevice)
-  timeout 300 python3 tests/vdevice_gpu_bench.py > "$OUT/vdevice_bench.txt" 2>&1
+  timeout 560 python3 tests/vdevice_gpu_bench.py --table "$OUT/vdevice_table.md" > "$OUT/vdevice_bench.txt" 2>&1
   echo "vdevice bench rc=$?"; tail -n 30 "$OUT/vdevice_bench.txt"
   ;;
 zoo)

@@ -77,3 +77,14 @@ __global__ void slow_copy(float* y, const float* x, int n, int rounds) {
   __shared__ slow_copy__rt_shared<B> __rt_sh;
   RT_RUN_AS_KERNEL(&__rt_sh, (slow_copy__rtask<B>(__rt, y, x, n, rounds)));
 }
+
+// y[i] = x[i] + 1, whole warps, no barrier and no early return: the smallest rTask the interpreter runs on its
+// fast path (named barrier, no TaskSlot setup), for measuring dispatch overhead and bandwidth per vEU count.
+__device__ void bump__rtask(rt::Task& __rt, float* __restrict__ y, const float* __restrict__ x, int n) {
+  RT_LEGACY_INDICES(__rt);
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] + 1.0f;
+}
+__global__ void bump(float* __restrict__ y, const float* __restrict__ x, int n) {
+  RT_RUN_AS_KERNEL(nullptr, (bump__rtask(__rt, y, x, n)));
+}

@@ -14,6 +14,9 @@
 //   __syncthreads();                          // vEU-wide: the shared buffer may be reused after this
 // A thread that returns early from the rKernel body reaches end_task() at once, so later barrier phases stop
 // counting it (sm_70+ exited-thread semantics). Surplus vEU threads (tid >= nthreads) are never counted.
+// The vDevice interpreter specialises this where its build knows more: an rTask of whole warps whose rKernel never
+// returns early sets t.named, so rt::sync is `bar.sync 1, nthreads` and the slot needs no setup (prepare_slot) at
+// all; otherwise thread 0 runs prepare_slot between two vEU barriers, as begin_task does.
 #pragma once
 
 #ifndef __CUDACC_RTC__
@@ -28,9 +31,12 @@ typedef unsigned long long u64;
 struct alignas(16) TaskSlot {
   u64 bar;          // mbarrier (GPU) or emulated barrier word (CPU)
   unsigned red[3];  // rotating reduction slots for __syncthreads_count/and/or
-  unsigned pad;
-  unsigned expected, pending, phase, pad2;  // used only by the CPU emulation of the mbarrier
+  unsigned named_arrived;  // CPU emulation of the named barrier (bar.sync 1, n): threads arrived this phase
+  unsigned expected, pending, phase;  // CPU emulation of the mbarrier
+  unsigned named_phase;  // CPU emulation of the named barrier: completed phases
 };
+
+enum : unsigned { RT_MBARRIER = 0u, RT_NAMED = 1u, RT_BLOCK = 2u };
 
 // Everything an rKernel body knows about the rTask it computes. One per thread (registers / local memory).
 struct Task {
@@ -41,6 +47,8 @@ struct Task {
   unsigned nthreads;  // legacy threads per block
   unsigned lanemask;  // lanes of this thread's warp that belong to the rTask (partial warps)
   unsigned nred;      // reductions done so far by this thread (selects the rotating slot)
+  unsigned named;     // how rt::sync synchronises: RT_MBARRIER, RT_NAMED (whole warps, no early exit: bar.sync 1,
+                      // nthreads) or RT_BLOCK (the rTask is the whole hardware block: __syncthreads)
   TaskSlot* slot;     // barrier + reduction slots
   char* smem;         // the rKernel's lifted static __shared__ variables (its layout struct)
   char* dyn_smem;     // the rKernel's extern __shared__ (dynamic) memory
@@ -59,13 +67,19 @@ __device__ __forceinline__ Task make_task(TaskSlot* slot, unsigned id, dim3 grid
   unsigned warp_base = t.tid & ~31u;
   unsigned live = t.nthreads > warp_base ? t.nthreads - warp_base : 0u;
   t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
-  t.nred = 0; t.slot = slot; t.smem = smem; t.dyn_smem = dyn_smem;
+  t.nred = 0; t.named = 0; t.slot = slot; t.smem = smem; t.dyn_smem = dyn_smem;
   return t;
 }
 
 // Legacy threadIdx / blockIdx from the 1-D vEU thread index and the rtask_id, x fastest (as CUDA does).
+// One-dimensional blocks and grids (most launches) skip the run-time divisions, which cost about forty
+// instructions each on the dispatch path of every rTask.
 __device__ __forceinline__ uint3 thread_idx(const Task& t) {
   uint3 r;
+  if (t.block.y == 1u && t.block.z == 1u) {
+    r.x = t.tid; r.y = 0u; r.z = 0u;
+    return r;
+  }
   r.x = t.tid % t.block.x;
   r.y = (t.tid / t.block.x) % t.block.y;
   r.z = t.tid / (t.block.x * t.block.y);
@@ -73,6 +87,10 @@ __device__ __forceinline__ uint3 thread_idx(const Task& t) {
 }
 __device__ __forceinline__ uint3 block_idx(const Task& t) {
   uint3 r;
+  if (t.grid.y == 1u && t.grid.z == 1u) {
+    r.x = t.id; r.y = 0u; r.z = 0u;
+    return r;
+  }
   r.x = t.id % t.grid.x;
   r.y = (t.id / t.grid.x) % t.grid.y;
   r.z = t.id / (t.grid.x * t.grid.y);
@@ -110,6 +128,10 @@ __device__ __forceinline__ void bar_wait(TaskSlot* s, u64 state) {
   while (!bar_test(s, state)) {
   }
 }
+// Named barrier 1 over the rTask's threads (whole warps; surplus warps of the vEU never take part).
+__device__ __forceinline__ void named_sync(TaskSlot*, unsigned nthreads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(nthreads) : "memory");
+}
 #else
 // CPU emulator: fibers of one OS thread, switched only at yield points, so plain reads and writes are atomic.
 // The barrier's own state is the synchronisation: the sanitizers do not check it (EMU_NOSAN); a completed phase
@@ -129,6 +151,18 @@ EMU_NOSAN bool bar_test(TaskSlot* s, u64 token) { return s->phase != token; }
 EMU_NOSAN void bar_wait(TaskSlot* s, u64 token) {
   while (!bar_test(s, token)) emu_yield("rTask barrier");
 }
+// bar.sync 1, n: resets itself after each phase (no initialisation), and a thread that never arrives (an early
+// exit) leaves the others waiting, as on the GPU.
+EMU_NOSAN void named_sync(TaskSlot* s, unsigned nthreads) {
+  const unsigned phase = s->named_phase;
+  if (++s->named_arrived == nthreads) {
+    s->named_arrived = 0;
+    s->named_phase = phase + 1u;
+    emu_sync_point();
+    return;
+  }
+  while (s->named_phase == phase) emu_yield("rTask named barrier");
+}
 #endif
 
 // Start of the block's dynamic shared memory (C++ linkage, so extern "C" kernels can use it too).
@@ -138,19 +172,37 @@ __device__ __forceinline__ char* dynamic_smem() {
 }
 
 // ---- executor side ---------------------------------------------------------------------------------------
+// Thread 0 sets up the slot for an rTask of `nthreads` threads: the mbarrier and the reduction slots. The vEU
+// must synchronise before (no thread still waits on the old mbarrier phase) and after (all see the new one).
+__device__ __forceinline__ void prepare_slot(TaskSlot* s, unsigned nthreads) {
+  bar_inval(s);
+  bar_init(s, nthreads);
+  s->red[0] = s->red[1] = s->red[2] = 0;
+}
 __device__ __forceinline__ void begin_task(Task& t) {
   if (t.tid == 0) {
-    bar_inval(t.slot);
-    bar_init(t.slot, t.nthreads);
-    t.slot->red[0] = t.slot->red[1] = t.slot->red[2] = 0;
+    if (t.named == RT_MBARRIER) prepare_slot(t.slot, t.nthreads);
+    else t.slot->red[0] = t.slot->red[1] = t.slot->red[2] = 0;
   }
   __syncthreads();
 }
-__device__ __forceinline__ void end_task(Task& t) { bar_arrive_drop(t.slot); }
+// A thread leaving the rTask (at its end or by an early return) stops counting for the mbarrier; the named
+// barrier needs nothing (it is used only where no thread leaves early).
+__device__ __forceinline__ void end_task(Task& t) {
+  if (t.named == RT_MBARRIER) bar_arrive_drop(t.slot);
+}
 
 // ---- what rKernel bodies call ------------------------------------------------------------------------------
 // __syncthreads() over the live threads of this rTask only.
-__device__ __forceinline__ void sync(Task& t) { bar_wait(t.slot, bar_arrive(t.slot)); }
+__device__ __forceinline__ void sync(Task& t) {
+  if (t.named == RT_BLOCK) {
+    __syncthreads();
+  } else if (t.named == RT_NAMED) {
+    named_sync(t.slot, t.nthreads);
+  } else {
+    bar_wait(t.slot, bar_arrive(t.slot));
+  }
+}
 
 // __syncthreads_count: rotating slots, reset one ahead, read after the barrier (safe with no second barrier).
 __device__ __forceinline__ int sync_count(Task& t, int pred) {
@@ -264,13 +316,16 @@ __device__ __forceinline__ T reduce(const Tile<N, P>& g, T v, Op op) {
   auto __syncthreads_or = [&](int p) { return ::rt::sync_or(t, p); };                               \
   (void)__syncthreads; (void)__syncthreads_count; (void)__syncthreads_and; (void)__syncthreads_or
 
-// Body of the plain __global__ wrapper that runs one rTask per legacy block (no surplus threads there).
+// Body of the plain __global__ wrapper that runs one rTask per legacy block (no surplus threads there): the rTask
+// is the whole block, so its barrier is __syncthreads (a thread that returns early exits the kernel, and exited
+// threads no longer hold a block barrier on sm_70+), as in the legacy kernel.
 #define RT_RUN_AS_KERNEL(smem_ptr, call)                                                             \
   do {                                                                                               \
     __shared__ ::rt::TaskSlot __rt_slot;                                                             \
     unsigned __rt_id = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);               \
     ::rt::Task __rt = ::rt::make_task(&__rt_slot, __rt_id, gridDim, blockDim, (char*)(smem_ptr),       \
                                       ::rt::dynamic_smem());                                            \
+    __rt.named = ::rt::RT_BLOCK;                                                                     \
     ::rt::begin_task(__rt);                                                                          \
     { call; }                                                                                        \
     ::rt::end_task(__rt);                                                                            \

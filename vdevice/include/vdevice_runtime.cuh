@@ -1,19 +1,23 @@
 // vdevice_runtime.cuh — the persistent interpreter that runs an rProgram (vdevice/codegen.py emits the rest).
 //
-// Tables (device memory, written by vdevice/codegen.py). Their row types vd::Instr, vd::Target and vd::OpRecord
-// are generated from one description in vdevice/tables.py and emitted ahead of this header:
-//   instr[pc]       Instr {VD_RUN, op, rtask} | {VD_WAIT, first target, target count}; vEU v runs instructions
-//                   veu_begin[v] .. veu_begin[v+1]-1
-//   targets[i]      Target {veu, steps}: the barrier-rTask waits until steps[veu] >= epoch + steps
-//   optab[op]       OpRecord {kernel instantiation id, first argument slot, grid xyz, block xyz, layout offset}
+// Tables (device memory, written by vdevice/codegen.py). Their row types vd::Instr and vd::Target and the bits of
+// Instr.code are generated from one description in vdevice/tables.py and emitted ahead of this header:
+//   instr[pc]       Instr, 32 bytes: a run {instantiation id | VD_NAMED | VD_PREPARE, rtask, first argument slot,
+//                   1 + counter to publish (0: none), grid, block, layout offset} or a wait {VD_WAIT, first
+//                   target, target count}; vEU v runs instructions veu_begin[v] .. veu_begin[v+1]-1, and the
+//                   table ends with one pad row (the one-ahead fetch of a vEU's last instruction reads it)
+//   targets[i]      Target {counter, count}: the barrier-rTask waits until counters[counter] >= (run + 1) * count
 //   argtab[slot]    device pointers and scalars (bit patterns, 8 bytes a slot) of every op
-//   steps[v]        rTasks vEU v has finished, plus the epoch of the run (monotonic: never reset per run)
-//   err[8]          {flag, vEU, instruction, awaited vEU, awaited steps, observed steps}: the watchdog record
+//   counters[c]     how many awaited rTasks of group c have finished, over all runs (monotonic: never reset per
+//                   run; `run` counts this program's launches since the counters were last zeroed)
+//   progress[v]     instructions vEU v completed in this launch, written when it leaves (the watchdog's message)
+//   err[8]          {flag, vEU, instruction, counter, needed, observed}: the watchdog record
 // Buffers reach rKernels only through argtab (loaded pointers, never kernel parameters), so nvcc cannot prove them
 // read-only for the launch and does not read them through the non-coherent cache (ld.global.nc), which would be
 // wrong for tensors other vEUs write during the same launch; only the tables above are read that way.
-// Memory order: a finished rTask is published by thread 0 with a release store after the vEU barrier; waiters
-// poll with acquire loads (one target per thread, in parallel), then a vEU barrier hands the order to all.
+// Memory order: an awaited rTask is published by thread 0 after the vEU barrier with one release reduction on its
+// group's counter; a barrier-rTask polls each of its counters with relaxed loads (one thread per counter), then
+// one acquire fence, then a vEU barrier hands the order to all threads.
 #pragma once
 
 #include "rtask_runtime.cuh"
@@ -26,7 +30,6 @@ namespace vd {
 
 typedef unsigned long long u64;
 
-enum : unsigned { VD_RUN = 0u, VD_WAIT = 1u };
 enum : unsigned { POLL_OK = 0u, POLL_ABORTED = 1u, POLL_TIMEOUT = 2u };
 
 // Dynamic shared memory of a vEU (docs/ARCHITECTURE.md §1): for the rTask being run, its dynamic bytes at 0
@@ -49,7 +52,13 @@ template <class T> struct is_pointer<T*> { static constexpr bool value = true; }
 template <class P>
 __device__ __forceinline__ P arg(const u64* slot) {
   if constexpr (is_pointer<P>::value) {
-    return reinterpret_cast<P>(*slot);
+    const P p = reinterpret_cast<P>(*slot);
+#if !defined(RT_CPU_EMULATOR)
+    // every pointer argument is a buffer of the program (ArgTable has no null pointers), all in global memory:
+    // saying so lets the compiler use LDG/STG instead of generic loads and stores
+    __builtin_assume(__isGlobal(p));
+#endif
+    return p;
   } else {
     static_assert(sizeof(P) <= 8, "scalar rKernel arguments of at most 8 bytes");
     const u64 bits = *slot;  // one 8-byte load, then a register-level bit cast
@@ -82,51 +91,52 @@ __device__ __forceinline__ void invoke(rt::Task& t, const u64* a) {
   S::template call<F>(t, a, typename S::indices{});
 }
 
-// ---- step array: publish and poll ------------------------------------------------------------------------
-__device__ __forceinline__ void publish(unsigned* p, unsigned value) {
+// ---- counters: publish and poll ---------------------------------------------------------------------------
+// Only rTasks that some barrier-rTask awaits publish, each by one release reduction on the counter of its group
+// (vdevice/codegen.py groups the awaited rTasks, normally one counter per awaited op); an rTask nobody awaits
+// publishes nothing (no fence, no store).
+__device__ __forceinline__ void publish(unsigned* counter) {
 #if defined(RT_CPU_EMULATOR)
-  *reinterpret_cast<volatile unsigned*>(p) = value;
+  atomicAdd(counter, 1u);
 #else
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(value) : "memory");
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
 #endif
 }
 
-// Acquire orders the awaited rTask's writes before what this vEU does next; relaxed only wants a fresh value
-// (the abort flag).
-template <bool kAcquire>
-__device__ __forceinline__ unsigned load_gpu(const unsigned* p) {
+// A relaxed load wants only a fresh value: the order is taken once, by acquire_fence, when the poll is satisfied
+// (an ld.acquire per poll would be a strong load plus an L1 invalidate each time).
+__device__ __forceinline__ unsigned load_relaxed(const unsigned* p) {
 #if defined(RT_CPU_EMULATOR)
   return *reinterpret_cast<const volatile unsigned*>(p);
 #else
   unsigned value;
-  if constexpr (kAcquire) {
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(p) : "memory");
-  } else {
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(p) : "memory");
-  }
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(p) : "memory");
   return value;
 #endif
 }
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) { return load_gpu<true>(p); }
-__device__ __forceinline__ unsigned load_relaxed(const unsigned* p) { return load_gpu<false>(p); }
+__device__ __forceinline__ void acquire_fence() {
+#if !defined(RT_CPU_EMULATOR)
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#endif
+}
 
-// Polls until *step >= target. budget: poll count on the CPU emulator, clock64 cycles on the GPU.
-__device__ inline unsigned poll_until(const unsigned* step, unsigned target, const unsigned* err, u64 budget) {
+constexpr unsigned kBackoffNs = 32;  // fixed: a hand-off costs about 0.65 us (DESIGN.md), so poll often
+
+// Polls until *counter >= need (relaxed). budget: poll count on the CPU emulator, clock64 cycles on the GPU.
+__device__ inline unsigned poll_until(const unsigned* counter, unsigned need, const unsigned* err, u64 budget) {
 #if defined(RT_CPU_EMULATOR)
   for (u64 polls = 0;; ++polls) {
-    if (load_acquire(step) >= target) return POLL_OK;
+    if (load_relaxed(counter) >= need) return POLL_OK;
     if (load_relaxed(err) != 0u) return POLL_ABORTED;
     if (polls >= budget) return POLL_TIMEOUT;
     emu_yield("vdevice barrier-rTask");
   }
 #else
-  if (load_acquire(step) >= target) return POLL_OK;
+  if (load_relaxed(counter) >= need) return POLL_OK;
   const long long start = clock64();
-  unsigned ns = 32;
   for (;;) {
-    __nanosleep(ns);
-    if (ns < 256u) ns <<= 1;
-    if (load_acquire(step) >= target) return POLL_OK;
+    __nanosleep(kBackoffNs);
+    if (load_relaxed(counter) >= need) return POLL_OK;
     if (load_relaxed(err) != 0u) return POLL_ABORTED;
     if (static_cast<u64>(clock64() - start) > budget) return POLL_TIMEOUT;
   }
@@ -134,72 +144,105 @@ __device__ inline unsigned poll_until(const unsigned* step, unsigned target, con
 }
 
 // First watchdog to fire records what it waited for; every other poller sees the flag and leaves.
-__device__ inline void report_timeout(unsigned* err, unsigned veu, unsigned pc, unsigned awaited, unsigned need,
+__device__ inline void report_timeout(unsigned* err, unsigned veu, unsigned pc, unsigned counter, unsigned need,
                                       unsigned observed) {
   if (atomicCAS(err, 0u, 1u) == 0u) {
     err[1] = veu;
     err[2] = pc;
-    err[3] = awaited;
+    err[3] = counter;
     err[4] = need;
     err[5] = observed;
     __threadfence();
   }
 }
 
-// Barrier-rTask: thread i polls targets i, i + blockDim.x, ...; returns nonzero (all threads) when aborted.
-__device__ inline unsigned barrier_rtask(const Target* targets, unsigned count, const unsigned* steps,
-                                         unsigned* err, unsigned epoch, u64 budget, unsigned veu, unsigned pc,
-                                         Control* ctl, unsigned nwait) {
+// Barrier-rTask: thread i polls counter i (a wait has one counter per awaited group, so normally one or a few,
+// whatever the fan-in), then one acquire fence, then the vEU barrier hands the order to all threads.
+// Returns nonzero (all threads) when aborted.
+__device__ inline unsigned barrier_rtask(const Target* targets, unsigned count, const unsigned* counters,
+                                         unsigned* err, unsigned run, u64 budget, unsigned veu, unsigned pc,
+                                         Control* ctl) {
+  // the flag slot rotates with pc: the slot reset here is the one of a wait at least two instructions back,
+  // and a vEU barrier lies between that wait's read of its flag and this reset
   const unsigned tid = threadIdx.x;
-  unsigned* flag = &ctl->flags[nwait % 3u];
-  if (tid == 0) ctl->flags[(nwait + 1u) % 3u] = 0u;
+  unsigned* flag = &ctl->flags[pc % 3u];
+  if (tid == 0) ctl->flags[(pc + 1u) % 3u] = 0u;
   for (unsigned i = tid; i < count; i += blockDim.x) {
-    const unsigned u = targets[i].veu, need = targets[i].steps;
-    const unsigned r = poll_until(steps + u, epoch + need, err, budget);
-    if (r == POLL_TIMEOUT) {
-      const unsigned seen = load_acquire(steps + u);
-      report_timeout(err, veu, pc, u, need, seen >= epoch ? seen - epoch : 0u);
-    }
+    const unsigned c = targets[i].counter, need = (run + 1u) * targets[i].count;
+    const unsigned r = poll_until(counters + c, need, err, budget);
+    if (r == POLL_TIMEOUT) report_timeout(err, veu, pc, c, need, load_relaxed(counters + c));
     if (r != POLL_OK) {
       *flag = 1u;
       break;
     }
   }
+  if (tid < count) acquire_fence();
   __syncthreads();
   return *flag;
 }
 
+__device__ __forceinline__ bool is_run(const Instr& in) { return in.code != VD_WAIT; }
+__device__ __forceinline__ bool needs_prepare(const Instr& in) { return is_run(in) && (in.code & VD_PREPARE); }
+__device__ __forceinline__ unsigned nthreads_of(const Instr& in) {
+  const unsigned m = (1u << VD_BLOCK_BITS) - 1u;
+  return (in.block & m) * ((in.block >> VD_BLOCK_BITS) & m) * (in.block >> (2u * VD_BLOCK_BITS));
+}
+
+// Before an rTask that uses the slot (mbarrier or reductions): thread 0 sets it up, the vEU synchronises. Every
+// caller has just passed a vEU barrier, so no thread still waits on the previous rTask's mbarrier.
+__device__ __forceinline__ void prepare(const Instr& next, rt::TaskSlot* slot) {
+  if (!needs_prepare(next)) return;
+  if (threadIdx.x == 0) rt::prepare_slot(slot, nthreads_of(next));
+  __syncthreads();
+}
+
+__device__ __forceinline__ rt::Task task_of(const Instr& in, rt::TaskSlot* slot, char* dynamic) {
+  const unsigned m = (1u << VD_BLOCK_BITS) - 1u, ym = (1u << VD_GRID_YZ_BITS) - 1u;
+  const dim3 grid(in.grid_x, in.grid_yz & ym, in.grid_yz >> VD_GRID_YZ_BITS);
+  const dim3 block(in.block & m, (in.block >> VD_BLOCK_BITS) & m, in.block >> (2u * VD_BLOCK_BITS));
+  rt::Task t = rt::make_task(slot, in.a, grid, block, dynamic + in.layout_offset, dynamic);
+  t.named = (in.code & VD_NAMED) ? rt::RT_NAMED : rt::RT_MBARRIER;
+  return t;
+}
+
 // The interpreter loop of one vEU (blockIdx.x). Dispatch(kid, task, args) calls the rKernel instantiation.
+// One 32-byte record per instruction, fetched one instruction ahead: the record of the next rTask is in flight
+// while the current one runs, so an rTask's path starts with its argument loads only. progress[v] gets how many
+// of its instructions the vEU completed when it leaves (for the watchdog's message; nothing is stored per rTask).
 template <class Dispatch>
 __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* veu_begin, const Target* targets,
-                                          const OpRecord* optab, const u64* argtab, unsigned* steps, unsigned* err,
-                                          unsigned epoch, unsigned ctl_offset, u64 budget, Dispatch dispatch) {
+                                          const u64* argtab, unsigned* counters, unsigned* progress, unsigned* err,
+                                          unsigned run, unsigned ctl_offset, u64 budget, Dispatch dispatch) {
   char* dynamic = rt::dynamic_smem();
   rt::TaskSlot* slot = reinterpret_cast<rt::TaskSlot*>(dynamic + ctl_offset);
   Control* ctl = reinterpret_cast<Control*>(dynamic + ctl_offset + (sizeof(rt::TaskSlot) + 15u) / 16u * 16u);
   const unsigned v = blockIdx.x;
-  if (threadIdx.x == 0) ctl->flags[0] = ctl->flags[1] = ctl->flags[2] = 0u;
+  const unsigned begin = veu_begin[v], end = veu_begin[v + 1];
+  Instr next = instr[begin];  // the table ends with a pad row: reading one past a vEU's list is always in bounds
+  if (threadIdx.x == 0) {
+    ctl->flags[0] = ctl->flags[1] = ctl->flags[2] = 0u;
+    slot->named_arrived = slot->named_phase = 0u;
+  }
   __syncthreads();
-  unsigned done = 0, nwait = 0;
-  const unsigned end = veu_begin[v + 1];
-  for (unsigned pc = veu_begin[v]; pc < end; ++pc) {
-    const Instr in = instr[pc];
-    if (in.kind == VD_RUN) {
-      const OpRecord& op = optab[in.a];
-      rt::Task t = rt::make_task(slot, in.b, dim3(op.grid_x, op.grid_y, op.grid_z),
-                                 dim3(op.block_x, op.block_y, op.block_z), dynamic + op.layout_offset, dynamic);
-      rt::begin_task(t);
+  if (begin < end) prepare(next, slot);
+  unsigned pc = begin;
+  for (; pc < end; ++pc) {
+    const Instr in = next;
+    next = instr[pc + 1];
+    if (is_run(in)) {
+      rt::Task t = task_of(in, slot, dynamic);
       if (t.tid < t.nthreads) {
-        dispatch(op.kernel, t, argtab + op.first_arg);
+        dispatch(in.code & VD_KERNEL_MASK, t, argtab + in.b);
         rt::end_task(t);
       }
-      __syncthreads();
-      ++done;
-      if (threadIdx.x == 0) publish(steps + v, epoch + done);
-    } else if (barrier_rtask(targets + in.a, in.b, steps, err, epoch, budget, v, pc, ctl, nwait++)) {
-      return;
+      __syncthreads();  // the rTask is finished on every thread: publish it, reuse the shared buffer
+      if (in.publish != 0u && threadIdx.x == 0) publish(counters + in.publish - 1u);
+    } else if (barrier_rtask(targets + in.a, in.b, counters, err, run, budget, v, pc, ctl)) {
+      break;
     }
+    if (pc + 1 < end) prepare(next, slot);
   }
+  if (threadIdx.x == 0) progress[v] = pc - begin;
 }
 
 }  // namespace vd

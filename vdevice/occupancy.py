@@ -1,0 +1,132 @@
+"""How many vEUs fit on one SM: the arithmetic of cudaOccupancyMaxActiveBlocksPerMultiprocessor applied to ptxas'
+figures for the interpreter, so a build without a GPU picks the same vEU count a GPU would allow, and the choice
+of `__launch_bounds__(threads, vEUs per SM)` that gives the most co-resident vEUs with no spills."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    """Per-SM resources of one GPU architecture (the figures the CUDA occupancy calculator uses)."""
+
+    name: str
+    sms: int
+    regs_per_sm: int
+    regs_per_block: int
+    reg_alloc_unit: int  # registers are given to a warp in units of this many
+    sub_partitions: int  # each has its own register file; warps are spread over them round-robin
+    max_threads_per_sm: int
+    max_threads_per_block: int
+    max_blocks_per_sm: int
+    smem_per_sm: int  # bytes, the largest shared-memory carve-out
+    smem_per_block: int  # bytes a block may opt in to
+    smem_reserved_per_block: int  # bytes the driver keeps per resident block
+    smem_alloc_unit: int
+    warp: int = 32
+
+
+# Compute capability 9.0 (H100 SXM): CUDA C++ Programming Guide, "Compute Capabilities", Table 21 (technical
+# specifications per compute capability: 64 K registers/SM and /block, 2048 threads and 32 blocks per SM, 228 KB
+# shared memory per SM of which 227 KB per block) and the occupancy calculator's allocation units (registers per
+# warp in units of 256, 4 sub-partitions, shared memory in units of 128 bytes, 1 KB reserved per block since sm_80).
+# 132 SMs: results/h100-2026-11-23/device.txt.
+SM90 = SmLimits(name="sm_90 (H100)", sms=132, regs_per_sm=65536, regs_per_block=65536, reg_alloc_unit=256,
+                sub_partitions=4, max_threads_per_sm=2048, max_threads_per_block=1024, max_blocks_per_sm=32,
+                smem_per_sm=228 * 1024, smem_per_block=227 * 1024, smem_reserved_per_block=1024, smem_alloc_unit=128)
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Resident blocks per SM for one kernel configuration and the limit that binds."""
+
+    blocks: int
+    limit: str  # threads | blocks | registers | shared memory
+
+    def __str__(self) -> str:
+        return f"{self.blocks} per SM (limited by {self.limit})"
+
+
+def _ceil_to(n: int, unit: int) -> int:
+    """n rounded up to a multiple of unit."""
+    return -(-n // unit) * unit
+
+
+def blocks_per_sm(threads: int, registers: int, smem_bytes: int, sm: SmLimits = SM90) -> Occupancy:
+    """Blocks of `threads` threads, `registers` per thread and `smem_bytes` (static + dynamic) shared memory that
+    one SM holds at once: the minimum of the thread, block, register and shared-memory limits."""
+    warps = -(-threads // sm.warp)
+    if threads < 1 or threads > sm.max_threads_per_block or smem_bytes > sm.smem_per_block:
+        return Occupancy(0, "threads" if threads > sm.max_threads_per_block or threads < 1 else "shared memory")
+    limits = {"threads": sm.max_threads_per_sm // (warps * sm.warp), "blocks": sm.max_blocks_per_sm}
+    per_warp = _ceil_to(max(1, registers) * sm.warp, sm.reg_alloc_unit)
+    if per_warp * warps > sm.regs_per_block:
+        return Occupancy(0, "registers")
+    warps_per_partition = sm.regs_per_sm // sm.sub_partitions // per_warp
+    limits["registers"] = warps_per_partition * sm.sub_partitions // warps
+    per_block = _ceil_to(smem_bytes + sm.smem_reserved_per_block, sm.smem_alloc_unit)
+    if per_block:
+        limits["shared memory"] = sm.smem_per_sm // per_block
+    limit = min(limits, key=lambda k: limits[k])
+    return Occupancy(limits[limit], limit)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """ptxas' figures for the interpreter under one `__launch_bounds__`."""
+
+    registers: int
+    spill_bytes: int  # spill stores + loads
+    static_smem: int
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The vEUs per SM a build uses, and the figures it was chosen from."""
+
+    veus_per_sm: int
+    usage: Usage
+    occupancy: Occupancy
+    tried: tuple[tuple[int, Usage, Occupancy], ...]
+
+    def describe(self) -> str:
+        """One line for the build log and report."""
+        tried = "; ".join(f"bounds {k}: {u.registers} regs, {u.spill_bytes} B spilled, {o}" for k, u, o in self.tried)
+        return f"{self.veus_per_sm} vEU(s) per SM ({tried})"
+
+
+def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_bytes: int, sm: SmLimits = SM90,
+                       most: int = 4) -> Choice:
+    """The most vEUs per SM (at most `most`) for which ptxas, told to fit that many by __launch_bounds__, spills
+    nothing and the occupancy arithmetic confirms they are co-resident; 1 when none does (a vEU always fits one
+    per SM or the program is refused at launch)."""
+    tried = []
+    for k in range(most, 0, -1):
+        usage = compile_with(k)
+        occ = blocks_per_sm(threads, usage.registers, smem_bytes + usage.static_smem, sm)
+        tried.append((k, usage, occ))
+        if usage.spill_bytes == 0 and occ.blocks >= k:
+            return Choice(k, usage, occ, tuple(tried))
+    k, usage, occ = tried[-1]
+    return Choice(1, usage, occ, tuple(tried))
+
+
+def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90") -> Usage:
+    """ptxas' registers, spills and static shared memory of the interpreter in a generated module (nvcc needed)."""
+    from toolchain.nvcc import find_nvcc
+    from toolchain.ptxas import parse_ptxas, run_ptxas
+
+    from .codegen import INTERPRETER
+
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise RuntimeError("nvcc not found: the vEUs per SM come from ptxas' figures")
+    ok, log = run_ptxas(source, nvcc, list(include_dirs), arch)
+    if not ok:
+        raise RuntimeError(f"nvcc cannot compile the generated program: {log}")
+    for name, entry in parse_ptxas(log).items():
+        if INTERPRETER in name and entry["registers"] is not None:
+            return Usage(int(entry["registers"]), int(entry["spill_stores"]) + int(entry["spill_loads"]),
+                         int(entry["static_smem_bytes"]))
+    raise RuntimeError(f"ptxas reported no figures for {INTERPRETER}")

@@ -47,12 +47,21 @@ def main() -> None:
               help=f"leave a graph pass out (repeatable): {', '.join(PASS_NAMES)}")
 @click.option("--dump-after", "dump_after", multiple=True, metavar="NAME",
               help="write the graph after this pass as OUT_DIR/after-NAME.onnx (repeatable; open it in Netron)")
+@click.option("--backends", default=None, metavar="LIST",
+              help="comma-separated backends nodes may run on: rtask, library, user (default: every one available "
+                   "on the target; user only with --user-lib)")
+@click.option("--placement", type=click.Choice(["dp", "search", "rtask-only"]), default=None,
+              help="how each node's backend is chosen (default: search when some node has a choice)")
+@click.option("--user-lib", "user_libs", multiple=True, type=click.Path(file_okay=False), metavar="FOLDER",
+              help="a user kernel library: .cu files + bindings.yaml (repeatable; enables the user backend)")
 @click.option("--json", "as_json", is_flag=True, help="print the build's summary (build.json's stats) as JSON")
 def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str, veus: int | None,
-          profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], as_json: bool) -> None:
+          profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], backends: str | None,
+          placement: str | None, user_libs: tuple[str, ...], as_json: bool) -> None:
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report)."""
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
-                           disable_passes=disable_passes, dump_after=dump_after, as_json=as_json))
+                           disable_passes=disable_passes, dump_after=dump_after, as_json=as_json,
+                           backends=backends, placement=placement, user_libs=user_libs))
 
 
 @main.command("run")
@@ -141,13 +150,17 @@ def cache_clear(part: str | None) -> None:
 
 def build_command(model: str, out_dir: str, corpus: str | None = None, policy: str = "wavefront",
                   target: str = "gpu", veus: int | None = None, profile: str = "auto",
-                  disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False) -> int:
+                  disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False,
+                  backends: str | None = None, placement: str | None = None, user_libs: tuple[str, ...] = ()) -> int:
     """CLI body of `rammer build`: one error line and exit 1 on failure, a summary (or, with --json, the build's
     stats as one JSON object on stdout) on success."""
     print(f"rammer build {model} -> {out_dir} (policy {policy}, target {target})", file=sys.stderr)
     try:
+        names = default_backends(target, user_libs) if backends is None else \
+            tuple(b.strip() for b in backends.split(",") if b.strip())
         built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile, quiet=as_json,
-                            disable_passes=disable_passes, dump_after=dump_after)
+                            disable_passes=disable_passes, dump_after=dump_after, backends=names,
+                            placement=placement, user_libs=user_libs)
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
         return 1
@@ -160,9 +173,16 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
                           "num_veus": built.manifest.num_veus, **s}))
         return 0
     print(f"{built.folder}: {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, "
-          f"{s['programs']} rProgram(s), {s['barrier_rtasks']} barrier-rTasks on {built.manifest.num_veus} vEUs, "
+          f"{s['programs']} rProgram(s), {s['library_calls']} library call(s), {s['barrier_rtasks']} barrier-rTasks "
+          f"on {built.manifest.num_veus} vEUs, "
           f"predicted {s['predicted_us']:.1f} us, built in {s['build_s']:.1f} s")
     return 0
+
+
+def default_backends(target: str, user_libs: tuple[str, ...]) -> tuple[str, ...]:
+    """Every backend available on the target; user only when a library is given."""
+    from scheduler.backends import available_backends
+    return tuple(b for b in available_backends(target) if b != "user" or user_libs)
 
 
 def _one_line(exc: Exception) -> str:

@@ -80,8 +80,8 @@ def convert_sources(paths: Mapping[str, Path], needed: Mapping[str, set[str]]) -
     for source, kernels in sorted(needed.items()):
         path = paths[source]
         try:
-            res = convert_source(path.read_text(), str(path), kernels=sorted(kernels),
-                                 include_dirs=[str(path.parent)])
+            text = device_text(path, sorted(kernels))
+            res = convert_source(text, str(path), kernels=sorted(kernels), include_dirs=[str(path.parent)])
         except ConversionError as exc:
             raise BuildError("; ".join(exc.diagnostics[:3])) from None
         refused = {r["name"]: r["diagnostics"] for r in res.refused}
@@ -91,6 +91,20 @@ def convert_sources(paths: Mapping[str, Path], needed: Mapping[str, set[str]]) -
         texts[source] = res.output
         meta[source] = {m.name: m for m in res.rkernels}
     return texts, meta
+
+
+def device_text(path: Path, kernels: list[str]) -> str:
+    """A source's text for conversion: the corpus's as it is (device code only); a user library's with its host
+    code (launchers, `<<<...>>>`, main) sliced away, lines and columns kept."""
+    from kernel_corpus.bindings import LEGACY_DIR
+    text = path.read_text()
+    if path.parent.resolve() == LEGACY_DIR.resolve():
+        return text
+    from converter.slice import SliceError, slice_source
+    try:
+        return slice_source(text, str(path), kernels, [str(path.parent)]).text
+    except SliceError as exc:
+        raise BuildError("; ".join(exc.diagnostics[:3])) from None
 
 
 def resolve_ops(ops: list[Op], meta: Mapping[str, Mapping[str, RKernelMeta]]) -> list[Op]:

@@ -63,7 +63,16 @@ def schedule(workload: Workload, policy: str = "wavefront", profiler: Profiler |
     plan = POLICIES[policy](workload, profiler or Profiler(), make_op=make_op, **params)
     if validate:
         check_plan(plan, workload)
+    name_backends(plan, workload)
     return plan
+
+
+def name_backends(plan: Plan, workload: Workload) -> None:
+    """Each choice says the backend of the variant the policy chose (a user library's, or the corpus's)."""
+    for spec in workload.ops:
+        choice = plan.choices.get(spec.name)
+        if choice is not None:
+            choice.backend = next((c.backend for c in spec.candidates if c.variant == choice.variant), choice.backend)
 
 
 def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, disabled: tuple[str, ...] = (),

@@ -222,12 +222,13 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                 quiet: bool = False, compile_check: bool = True, profile: str = "auto",
                 disable_passes: tuple[str, ...] | list[str] = (), dump_after: tuple[str, ...] | list[str] = (),
                 backends: tuple[str, ...] | list[str] | None = None, placement: str | None = None,
-                user_libs: tuple[str, ...] | list[str] = ()) -> "Built":
+                user_libs: tuple[str, ...] | list[str] = (), merge: str = "off") -> "Built":
     """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build.
     `disable_passes` leaves graph passes out; `dump_after` writes the graph after each named pass as
     `after-NAME.onnx` into the build folder. `backends` (default: rtask, plus user when `user_libs` name kernel
     library folders; "library" adds vendor calls) and `placement` (dp, search, rtask-only; default search when
-    some node has a choice) say where each node may run, see scheduler.placement."""
+    some node has a choice) say where each node may run, see scheduler.placement. `merge` is the IOS sibling merge
+    (off, auto: where it wins by the profiler, always; scheduler.merge)."""
     from scheduler.export import graph_to_onnx
     from scheduler.passes import check_pass_names
     from scheduler.pipeline import load_workload, op_dependencies, plan_workload
@@ -257,7 +258,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
 
     graph, workload = prog.step("load, import, passes",
                                 lambda: load_workload(model_path, registry, tuple(disable_passes), dump,
-                                                      backends, target))
+                                                      backends, target, merge, profiler, policy, num_veus))
     paths = source_paths(registry)
     if profiler.mode == "measured":
         done, cached = prog.step(f"measure launch shapes on the {profiler.device.name}",

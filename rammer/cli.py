@@ -52,16 +52,18 @@ def main() -> None:
                    "on the target; user only with --user-lib)")
 @click.option("--placement", type=click.Choice(["dp", "search", "rtask-only"]), default=None,
               help="how each node's backend is chosen (default: search when some node has a choice)")
+@click.option("--merge", type=click.Choice(["auto", "off", "always"]), default="auto", show_default=True,
+              help="IOS merge of sibling Convs/MatMuls sharing an input: where it wins by the profiler, never, always")
 @click.option("--user-lib", "user_libs", multiple=True, type=click.Path(file_okay=False), metavar="FOLDER",
               help="a user kernel library: .cu files + bindings.yaml (repeatable; enables the user backend)")
 @click.option("--json", "as_json", is_flag=True, help="print the build's summary (build.json's stats) as JSON")
 def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str, veus: int | None,
           profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], backends: str | None,
-          placement: str | None, user_libs: tuple[str, ...], as_json: bool) -> None:
+          placement: str | None, merge: str, user_libs: tuple[str, ...], as_json: bool) -> None:
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report)."""
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
                            disable_passes=disable_passes, dump_after=dump_after, as_json=as_json,
-                           backends=backends, placement=placement, user_libs=user_libs))
+                           backends=backends, placement=placement, user_libs=user_libs, merge=merge))
 
 
 @main.command("run")
@@ -151,7 +153,8 @@ def cache_clear(part: str | None) -> None:
 def build_command(model: str, out_dir: str, corpus: str | None = None, policy: str = "wavefront",
                   target: str = "gpu", veus: int | None = None, profile: str = "auto",
                   disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False,
-                  backends: str | None = None, placement: str | None = None, user_libs: tuple[str, ...] = ()) -> int:
+                  backends: str | None = None, placement: str | None = None, user_libs: tuple[str, ...] = (),
+                  merge: str = "auto") -> int:
     """CLI body of `rammer build`: one error line and exit 1 on failure, a summary (or, with --json, the build's
     stats as one JSON object on stdout) on success."""
     print(f"rammer build {model} -> {out_dir} (policy {policy}, target {target})", file=sys.stderr)
@@ -160,7 +163,7 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
             tuple(b.strip() for b in backends.split(",") if b.strip())
         built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile, quiet=as_json,
                             disable_passes=disable_passes, dump_after=dump_after, backends=names,
-                            placement=placement, user_libs=user_libs)
+                            placement=placement, user_libs=user_libs, merge=merge)
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
         return 1

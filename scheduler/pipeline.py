@@ -77,13 +77,18 @@ def name_backends(plan: Plan, workload: Workload) -> None:
 
 def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, disabled: tuple[str, ...] = (),
                   after: Callable[[str, Graph], None] | None = None, backends: tuple[str, ...] = ("rtask", "user"),
-                  target: str = "gpu") -> tuple[Graph, Workload]:
-    """Import and run the passes (less the `disabled` ones; `after(name, graph)` after each), then check support
-    with the enabled backends: the graph and what the policies schedule."""
+                  target: str = "gpu", merge: str = "off", profiler: Profiler | None = None,
+                  policy: str = "wavefront", num_veus: int | None = None) -> tuple[Graph, Workload]:
+    """Import and run the passes (less the `disabled` ones; `after(name, graph)` after each), the IOS sibling merge
+    (`merge`: off, auto: priced with `policy` on `profiler`, always; scheduler.merge), then check support with the
+    enabled backends: the graph and what the policies schedule."""
+    from .merge import run_merge, subgraph_price
     if registry is None:
         from kernel_corpus.bindings import registry
-    graph = run_passes(import_model(model), supports=lambda op_type: bool(registry.for_op(op_type)),
-                       disabled=disabled, after=after)
+    supports = lambda op_type: bool(registry.for_op(op_type))  # noqa: E731
+    graph = run_passes(import_model(model), supports=supports, disabled=disabled, after=after)
+    price = subgraph_price(registry, profiler or Profiler(num_veus=num_veus), policy, num_veus)
+    graph = run_merge(graph, merge, price, lambda op_type: supports(op_type) and supports("Split"))
     return graph, build_workload(graph, registry, backends, target)
 
 

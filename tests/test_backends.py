@@ -341,3 +341,72 @@ def test_library_calls_on_the_gpu_match_onnxruntime(tmp_path: Path, label: str, 
     want = ort_outputs(model, feeds)
     assert_close(fn(**feeds), want)
     assert_close(fn.run(feeds, kind="graph"), want)  # every step captured into one CUDA Graph
+
+
+# ---- IOS operator merge --------------------------------------------------------------------------------------------
+def siblings_model(kind: str, batch: int, seed: int) -> onnx.ModelProto:
+    """Three sibling Convs (same kernel, Relu after two) or three MatMuls sharing their input, summed pairwise by
+    readers that keep every output alive."""
+    rng = np.random.default_rng(seed)
+    if kind == "conv":
+        x_shape, outs = (batch, 4, 7, 6), [3, 5, 2]
+        nodes, inits = [], []
+        for k, m in enumerate(outs):
+            inits += [numpy_helper.from_array(rand(rng, m, 4, 3, 3), f"w{k}"), numpy_helper.from_array(rand(rng, m), f"b{k}")]
+            nodes.append(helper.make_node("Conv", ["x", f"w{k}", f"b{k}"], [f"c{k}"], pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Concat", ["c0", "c1", "c2"], ["y"], axis=1))
+        y_shape = (batch, sum(outs), 7, 6)
+    else:
+        x_shape, outs = (batch, 9), [6, 11, 4]
+        nodes, inits = [], []
+        for k, n in enumerate(outs):
+            inits.append(numpy_helper.from_array(rand(rng, 9, n), f"w{k}"))
+            nodes.append(helper.make_node("MatMul", ["x", f"w{k}"], [f"c{k}"]))
+        nodes.append(helper.make_node("Concat", ["c0", "c1", "c2"], ["y"], axis=1))
+        y_shape = (batch, sum(outs))
+    nodes.append(helper.make_node("Relu", ["y"], ["r"]))
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                          [helper.make_tensor_value_info("r", TensorProto.FLOAT, y_shape),
+                           helper.make_tensor_value_info("c1", TensorProto.FLOAT, (batch, outs[1]) + y_shape[2:])],
+                          inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("kind,batch,seed", [("conv", 1, 0), ("conv", 2, 1), ("matmul", 1, 2), ("matmul", 3, 3)])
+def test_merged_and_unmerged_plans_agree_with_onnxruntime(tmp_path: Path, kind: str, batch: int, seed: int) -> None:
+    model = siblings_model(kind, batch, seed)
+    op = "Conv" if kind == "conv" else "MatMul"
+    for mode in ("off", "always"):
+        (tmp_path / mode).mkdir()
+        build_and_check(tmp_path / mode, model, merge=mode, veus=3)
+        plan = json.loads((tmp_path / mode / "out" / "plan.json").read_text())
+        nodes = {o["node"] for o in plan["ops"] if o["op_type"] == op}
+        assert len(nodes) == (3 if mode == "off" else 1), nodes
+        split = any(o["op_type"] == "Split" for o in plan["ops"])
+        contiguous = batch == 1  # pieces along channels / N are contiguous only for one image / row
+        assert split == (mode == "always" and not contiguous)
+        report = (tmp_path / mode / "out" / "report.md").read_text()
+        assert ("IOS merge: 3 sibling" in report) == (mode == "always")
+
+
+def test_ios_merge_auto_applies_where_the_model_says_it_wins(tmp_path: Path) -> None:
+    """On the small Inception-V3 the model prefers merging some sibling 1x1 convolutions: auto merges exactly the
+    groups whose merged price is lower, and the merged build still matches onnxruntime."""
+    import re
+
+    from rammer.zoo import generate, random_inputs
+    from scheduler.pipeline import load_workload
+    model = generate("inception-v3", small=True)
+    graph, _ = load_workload(model, merge="auto", num_veus=8)
+    notes = [n for n in graph.notes if n.startswith("IOS merge")]
+    assert any("merged" in n and "forced" not in n for n in notes)
+    for n in notes:
+        joined, alone = map(float, re.search(r"merged ([\d.]+) us vs concurrent ([\d.]+) us", n).groups())
+        assert joined <= alone if " kept " not in n else joined >= alone, n
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    built = build_model(path, tmp_path / "out", target="cpu", quiet=True, merge="auto")
+    feeds = random_inputs(model, seed=5)
+    assert_close(built.run(feeds), ort_outputs(model, feeds))

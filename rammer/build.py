@@ -345,7 +345,7 @@ def backend_costs(profiler: Any, target: str, backends: tuple[str, ...]) -> Any:
     from scheduler.backends.costs import BackendCache, BackendCosts
     if "library" not in backends or profiler.mode != "measured":
         return BackendCosts(profiler.device)
-    return BackendCosts(profiler.device, BackendCache(f"{profiler.device.name} {target}"))
+    return BackendCosts(profiler.device, BackendCache(profiler.device.name))
 
 
 def placement_name(placement: str | None, plan: Any) -> str:

@@ -96,6 +96,22 @@ def plan(model: str, policy: str, veus: int | None, profile: str, out: str | Non
 
 
 @main.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--target", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True)
+@click.option("--backends", default=None, metavar="LIST", help="backends to profile (default: all available)")
+@click.option("--veus", type=int, default=None, help="vEUs the rKernel shapes are measured on")
+@click.option("--runs", type=int, default=50, show_default=True, help="runs per library call (median)")
+@click.option("--rtasks", is_flag=True, help="on --target cpu, also time rKernel shapes on the emulator")
+@click.option("--user-lib", "user_libs", multiple=True, type=click.Path(file_okay=False), metavar="FOLDER")
+@click.option("--json", "as_json", is_flag=True)
+def profile(model: str, target: str, backends: str | None, veus: int | None, runs: int, rtasks: bool,
+            user_libs: tuple[str, ...], as_json: bool) -> None:
+    """Fill the profile cache (device, backend, op, shapes, variant) for MODEL ahead of a build."""
+    from .profile import profile_command
+    sys.exit(profile_command(model, target, backends, veus, runs, rtasks, user_libs, as_json))
+
+
+@main.command()
 @click.argument("name", required=False)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
 @click.option("--batch", type=int, default=1, show_default=True)

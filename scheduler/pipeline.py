@@ -144,13 +144,15 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
         return plan
 
     if placement == "rtask-only":
-        return evaluate(fixed(workload, options, False, "rtask-only"))
-    first = dp(workload, options, profiler.device.launch_us)
-    if placement == "dp":
-        return evaluate(first)
-    starts = [first, fixed(workload, options, False, "start rtask-only"),
-              fixed(workload, options, True, "start library wherever possible")]
-    _, plan = search(workload, options, starts, evaluate)
+        plan = evaluate(fixed(workload, options, False, "rtask-only"))
+    elif placement == "dp":
+        plan = evaluate(dp(workload, options, profiler.device.launch_us))
+    else:
+        starts = [dp(workload, options, profiler.device.launch_us), fixed(workload, options, False, "start rtask-only"),
+                  fixed(workload, options, True, "start library wherever possible")]
+        plan = search(workload, options, starts, evaluate)[1]
+    if any(spec.calls for spec in workload.ops):
+        plan.notes.append(costs.describe())
     return plan
 
 

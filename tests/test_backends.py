@@ -410,3 +410,33 @@ def test_ios_merge_auto_applies_where_the_model_says_it_wins(tmp_path: Path) -> 
     built = build_model(path, tmp_path / "out", target="cpu", quiet=True, merge="auto")
     feeds = random_inputs(model, seed=5)
     assert_close(built.run(feeds), ort_outputs(model, feeds))
+
+
+# ---- profile cache ---------------------------------------------------------------------------------------------------
+def test_profile_command_fills_the_cache_and_measured_prices_drive_placement(tmp_path: Path, monkeypatch) -> None:
+    from scheduler.backends.costs import BackendCache, BackendCosts, call_key
+    from scheduler.pipeline import load_workload, plan_workload
+    from scheduler.profiler import H100, Profiler
+    monkeypatch.setenv("RAMMER_CACHE", str(tmp_path / "cache"))
+    model = cnn_model(1, 16, 16, 4)
+    path = tmp_path / "cnn.onnx"
+    onnx.save(model, path)
+    first = rammer_cli("profile", str(path), "--target", "cpu", "--runs", "3", "--json")
+    assert first.returncode == 0, first.stderr
+    lib = json.loads(first.stdout)["library"]
+    graph, workload = load_workload(model, backends=("rtask", "library"), target="cpu")
+    keys = {call_key(c) for spec in workload.ops for c in spec.calls}
+    assert lib["measured"] == len(keys) > 0 and lib["hits"] == 0
+    stored = json.loads(Path(lib["cache"]).read_text())["entries"]
+    assert set(stored) == keys and all(k.startswith("library|") and v["us"] > 0 for k, v in stored.items())
+    again = json.loads(rammer_cli("profile", str(path), "--target", "cpu", "--runs", "3", "--json").stdout)
+    assert again["library"] == dict(lib, measured=0, hits=len(keys))
+    # prices from the cache (not the model) decide: every call priced dear -> no library step; cheap -> library
+    for price, expect in ((1e6, False), (1e-3, True)):
+        cache = BackendCache("test device", tmp_path / "p")
+        for k in keys:
+            cache.put(k, price, 1)
+        plan = plan_workload(graph, workload, "wavefront", Profiler(num_veus=4), placement="search",
+                             costs=BackendCosts(H100, cache), num_veus=4).plan
+        assert bool(plan.calls) == expect and cache.hits > 0
+        assert all(c.us == price for c in plan.calls)

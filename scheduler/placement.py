@@ -101,30 +101,70 @@ def fixed(workload: Workload, options: list[list[Option]], prefer_call: bool, la
 def search(workload: Workload, options: list[list[Option]], start: list[Placement],
            evaluate: Callable[[Placement], Plan], max_evals: int = 60, max_seconds: float = 30.0
            ) -> tuple[Placement, Plan]:
-    """Collage's second level, bounded: the best starting placement by whole-plan time, then single-node moves to
-    another backend while one lowers the plan's predicted time, until no move helps or the budget is spent."""
+    """Collage's second level, bounded: the best distinct starting placement by whole-plan time, then moves while one
+    lowers the plan's predicted time, until none helps or the budget (plans priced, seconds) is spent. A move puts
+    one class of nodes (same op and same option prices: e.g. every step of an LSTM layer) on another backend, then
+    single nodes. The first start is always priced."""
     t0 = time.perf_counter()
-    scored = [(evaluate(p), p) for p in start]
-    best_plan, best = min(scored, key=lambda s: s[0].predicted_us)
-    evals = len(start)
-    movable = [i for i, opts in enumerate(options) if len(opts) > 1]
-    improved = True
+    seen: set[tuple] = set()
+    starts = []
+    for p in start:
+        key = tuple(sorted(p.backend.items()))
+        if key not in seen:
+            seen.add(key)
+            starts.append(p)
+    best, best_plan = starts[0], evaluate(starts[0])
+    evals = 1
+    within = lambda: evals < max_evals and time.perf_counter() - t0 < max_seconds  # noqa: E731
+    for p in starts[1:]:
+        if not within():
+            break
+        plan = evaluate(p)
+        evals += 1
+        if plan.predicted_us < best_plan.predicted_us - 1e-6:
+            best, best_plan = p, plan
     moves = 0
-    while improved and evals < max_evals and time.perf_counter() - t0 < max_seconds:
+    improved = True
+    while improved and within():
         improved = False
-        for i in movable:
-            for opt in options[i]:
-                if opt.backend == best.backend[i] or evals >= max_evals or time.perf_counter() - t0 >= max_seconds:
-                    continue
-                trial = Placement(dict(best.backend), dict(best.why), [])
-                trial.backend[i] = opt.backend
-                plan = evaluate(trial)
-                evals += 1
-                if plan.predicted_us < best_plan.predicted_us - 1e-6:
-                    trial.why[i] = (f"search: {opt.backend} (plan {best_plan.predicted_us:.1f} -> "
-                                    f"{plan.predicted_us:.1f} us)")
-                    best, best_plan, improved = trial, plan, True
-                    moves += 1
-    best.notes = [f"placement search: {evals} plan(s) priced, {moves} move(s) kept, predicted "
-                  f"{best_plan.predicted_us:.1f} us in {time.perf_counter() - t0:.1f} s"]
-    return best, evaluate(best)  # the kept plan again, with every kept move's reason and the search's note
+        for nodes, backend in candidate_moves(options, best):
+            if not within():
+                break
+            trial = Placement(dict(best.backend), dict(best.why), [])
+            for i in nodes:
+                trial.backend[i] = backend
+            plan = evaluate(trial)
+            evals += 1
+            if plan.predicted_us < best_plan.predicted_us - 1e-6:
+                for i in nodes:
+                    trial.why[i] = (f"search: {backend} (plan {best_plan.predicted_us:.1f} -> "
+                                    f"{plan.predicted_us:.1f} us, {len(nodes)} node(s) moved together)")
+                best, best_plan, improved = trial, plan, True
+                moves += 1
+                break  # moves are recomputed from the new placement
+    note = (f"placement search: {evals} plan(s) priced, {moves} move(s) kept, predicted "
+            f"{best_plan.predicted_us:.1f} us in {time.perf_counter() - t0:.1f} s"
+            + ("" if within() else " (budget spent)"))
+    best.notes = [note]
+    if moves:
+        best_plan = evaluate(best)  # the kept plan again, with every kept move's reason and the note
+    else:
+        best_plan.notes.insert(0, note)
+    return best, best_plan
+
+
+def candidate_moves(options: list[list[Option]], current: Placement) -> list[tuple[list[int], str]]:
+    """(nodes, backend) moves away from `current`: whole classes of alike nodes first, then single nodes."""
+    classes: dict[tuple, list[int]] = {}
+    for i, opts in enumerate(options):
+        if len(opts) > 1:
+            classes.setdefault(tuple((o.backend, round(o.us, 3)) for o in opts), []).append(i)
+    moves: list[tuple[list[int], str]] = []
+    for key, nodes in classes.items():
+        for backend, _ in key:
+            movers = [i for i in nodes if current.backend[i] != backend]
+            if len(movers) > 1:
+                moves.append((movers, backend))
+    for i, opts in enumerate(options):
+        moves += [([i], o.backend) for o in opts if len(opts) > 1 and o.backend != current.backend[i]]
+    return moves

@@ -136,9 +136,17 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
             raise SchedulerError(f"--placement rtask-only: {len(only_calls)} node(s) have no rKernel, only a "
                                  f"library call (first: '{only_calls[0]}'); enable placement dp or search")
 
+    runs: dict[tuple, Plan] = {}  # a run of rKernel nodes is planned once per (nodes, backends): moves re-plan
+                                  # only the runs they change
+
+    def plan_run(w: Workload) -> Plan:
+        key = tuple((spec.name, spec.candidates[0].backend) for spec in w.ops)
+        if key not in runs:
+            runs[key] = schedule(w, policy, profiler, make_op, validate, **params)
+        return runs[key]
+
     def evaluate(p: Any) -> Plan:
-        plan = plan_steps(workload, p, lambda w: schedule(w, policy, profiler, make_op, validate, **params),
-                          costs.call_us, policy, profiler)
+        plan = plan_steps(workload, p, plan_run, costs.call_us, policy, profiler)
         if validate:
             check_steps(plan, workload, op_dependencies(plan, workload))
         return plan

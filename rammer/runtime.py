@@ -200,7 +200,7 @@ class Built:
             return
         import subprocess
         cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-c", "-o", os.devnull, f"-I{INCLUDE_DIR}",
-               str(self.folder / "program.cu")]
+               f"-I{self.folder / 'rkernels'}", str(self.folder / "program.cu")]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if res.returncode:
             errs = [ln for ln in res.stderr.splitlines() if "error" in ln][:3]

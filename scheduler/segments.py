@@ -10,11 +10,12 @@ from typing import Any, Callable
 
 from vdevice.program import Program, Run, TaskRef, validate_plan
 
+from .backends import BACKENDS
 from .graph import SchedulerError
 from .plan import Choice, LibraryCall, Plan, Step
 from .workload import OpSpec, Workload
 
-CALL_BACKENDS = ("library",)  # backends whose nodes are plan steps of their own
+CALL_BACKENDS = tuple(b.name for b in BACKENDS.values() if b.kind == "call")  # their nodes are steps of their own
 
 
 @dataclass

@@ -80,8 +80,8 @@ def convert_sources(paths: Mapping[str, Path], needed: Mapping[str, set[str]]) -
     for source, kernels in sorted(needed.items()):
         path = paths[source]
         try:
-            res = convert_source(path.read_text(), str(path), kernels=sorted(kernels),
-                                 include_dirs=[str(path.parent)])
+            text = device_text(path, sorted(kernels))
+            res = convert_source(text, str(path), kernels=sorted(kernels), include_dirs=[str(path.parent)])
         except ConversionError as exc:
             raise BuildError("; ".join(exc.diagnostics[:3])) from None
         refused = {r["name"]: r["diagnostics"] for r in res.refused}
@@ -91,6 +91,20 @@ def convert_sources(paths: Mapping[str, Path], needed: Mapping[str, set[str]]) -
         texts[source] = res.output
         meta[source] = {m.name: m for m in res.rkernels}
     return texts, meta
+
+
+def device_text(path: Path, kernels: list[str]) -> str:
+    """A source's text for conversion: the corpus's as it is (device code only); a user library's with its host
+    code (launchers, `<<<...>>>`, main) sliced away, lines and columns kept."""
+    from kernel_corpus.bindings import LEGACY_DIR
+    text = path.read_text()
+    if path.parent.resolve() == LEGACY_DIR.resolve():
+        return text
+    from converter.slice import SliceError, slice_source
+    try:
+        return slice_source(text, str(path), kernels, [str(path.parent)]).text
+    except SliceError as exc:
+        raise BuildError("; ".join(exc.diagnostics[:3])) from None
 
 
 def resolve_ops(ops: list[Op], meta: Mapping[str, Mapping[str, RKernelMeta]]) -> list[Op]:
@@ -119,6 +133,7 @@ def plan_buffers(graph: Graph, plan: Any, ops: list[Op]) -> tuple[list[BufferSpe
                 temps[name] = max(temps.get(name, 0), int(arg.nbytes))
     used = {a.buffer for op in ops for a in op.args if a.buffer is not None}
     used |= set(graph.inputs) | set(graph.outputs)
+    used |= {n for call in plan.calls for n in call.inputs + call.outputs if n}
     bases: dict[str, BufferSpec] = {}
     views: dict[str, tuple[str, int]] = {}
     for name in sorted(used):
@@ -205,11 +220,15 @@ def profile_workload(workload: Any, profiler: Any, target: str, paths: Mapping[s
 def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path | None = None,
                 policy: str = "wavefront", target: str = "gpu", veus: int | None = None,
                 quiet: bool = False, compile_check: bool = True, profile: str = "auto",
-                disable_passes: tuple[str, ...] | list[str] = (), dump_after: tuple[str, ...] | list[str] = ()
-                ) -> "Built":
+                disable_passes: tuple[str, ...] | list[str] = (), dump_after: tuple[str, ...] | list[str] = (),
+                backends: tuple[str, ...] | list[str] | None = None, placement: str | None = None,
+                user_libs: tuple[str, ...] | list[str] = (), merge: str = "off") -> "Built":
     """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build.
     `disable_passes` leaves graph passes out; `dump_after` writes the graph after each named pass as
-    `after-NAME.onnx` into the build folder."""
+    `after-NAME.onnx` into the build folder. `backends` (default: rtask, plus user when `user_libs` name kernel
+    library folders; "library" adds vendor calls) and `placement` (dp, search, rtask-only; default search when
+    some node has a choice) say where each node may run, see scheduler.placement. `merge` is the IOS sibling merge
+    (off, auto: where it wins by the profiler, always; scheduler.merge)."""
     from scheduler.export import graph_to_onnx
     from scheduler.passes import check_pass_names
     from scheduler.pipeline import load_workload, op_dependencies, plan_workload
@@ -224,6 +243,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         raise BuildError(f"--dump-after {off[0]}: that pass is disabled, there is nothing to dump")
     prog = Progress(quiet)
     registry = corpus_registry(corpus)
+    backends, registry = enabled_backends(backends, target, registry, user_libs)
     num_veus = veus if veus is not None else (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
     check_veus(num_veus, target)
     profiler = make_profiler(profile, target, num_veus)
@@ -236,7 +256,8 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
             dumps[name] = graph_to_onnx(g, registry, name=f"after {name}")
 
     graph, workload = prog.step("load, import, passes",
-                                lambda: load_workload(model_path, registry, tuple(disable_passes), dump))
+                                lambda: load_workload(model_path, registry, tuple(disable_passes), dump,
+                                                      backends, target, merge, profiler, policy, num_veus))
     paths = source_paths(registry)
     if profiler.mode == "measured":
         done, cached = prog.step(f"measure launch shapes on the {profiler.device.name}",
@@ -245,7 +266,9 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
             dev = profiler.device
             print(f"  profiler: {done} launch shape(s) measured, {cached} from the cache; barrier-rTask "
                   f"{dev.barrier_us:.3g} us, rProgram launch {dev.launch_us:.3g} us", file=sys.stderr)
-    sch = prog.step(f"{policy} plan", lambda: plan_workload(graph, workload, policy, profiler, num_veus=num_veus))
+    costs = backend_costs(profiler, target, backends)
+    sch = prog.step(f"{policy} plan", lambda: plan_workload(graph, workload, policy, profiler, placement=placement,
+                                                            costs=costs, num_veus=num_veus))
     plan = sch.plan
     ops0 = plan.programs[0].ops if plan.programs else []
     ops, texts = prog.step(f"convert {len({op.kernel.source_id for op in ops0})} legacy source(s)",
@@ -270,12 +293,13 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     sources = {sid: f"{Path(sid).stem}.rtask.cu" for sid in texts}
     manifest = Manifest(str(model_path), hashlib.sha256(Path(model_path).read_bytes()).hexdigest(), target, policy,
                         num_veus, tensor_specs(graph, graph.inputs), tensor_specs(graph, graph.outputs), buffers,
-                        views, sources, deps, plan.predicted_us)
+                        views, sources, deps, plan.predicted_us, steps=list(plan.steps), calls=list(plan.calls))
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
     try:
         (tmp / "rkernels").mkdir()
         for sid, text in texts.items():
             (tmp / "rkernels" / sources[sid]).write_text(text)
+        copy_headers(texts, paths, tmp / "rkernels")
         if ops:
             from vdevice.codegen import generate
             gen = prog.step("generate program", lambda: generate(ops, texts, veus_per_sm=veus_per_sm))
@@ -295,7 +319,9 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(),
                                                         "passes": [r.to_json() for r in graph.pass_log],
                                                         "veus_per_sm": veus_per_sm,
-                                                        "occupancy": occupancy.describe() if occupancy else None}
+                                                        "occupancy": occupancy.describe() if occupancy else None,
+                                                        "backends": list(backends),
+                                                        "placement": placement_name(placement, plan)}
         built = Built(tmp, manifest, ops, programs, texts, weights)
         if compile_check and ops:
             prog.step(f"compile for {target}", lambda: built.compile(target))
@@ -332,13 +358,58 @@ def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: i
 HEADER_BYTES = 128  # a vEU's TaskSlot and barrier flags after its largest rTask region (vd::kHeaderBytes, rounded up)
 
 
+def enabled_backends(backends: Any, target: str, registry: Any, user_libs: Any) -> tuple[tuple[str, ...], Any]:
+    """The backends a build may use (checked; default rtask, plus user when libraries are given) and the registry
+    with the user libraries' bindings added."""
+    from scheduler.backends import check_backends
+    from scheduler.backends.user import with_user_libraries
+    if backends is None:
+        backends = ("rtask", "user") if user_libs else ("rtask",)
+    names = check_backends(tuple(backends), target)
+    if "user" in names and not user_libs:
+        raise BuildError("--backends user needs a kernel library: --user-lib FOLDER (a bindings.yaml beside .cu "
+                         "files)")
+    if user_libs and "user" not in names:
+        raise BuildError("--user-lib given but the user backend is not enabled (add it to --backends)")
+    return names, with_user_libraries(registry, list(user_libs))
+
+
+def backend_costs(profiler: Any, target: str, backends: tuple[str, ...]) -> Any:
+    """Library call prices: measured ones from the profile cache of this device when the profiler measures, the
+    cost model otherwise."""
+    from scheduler.backends.costs import BackendCache, BackendCosts
+    if "library" not in backends or profiler.mode != "measured":
+        return BackendCosts(profiler.device)
+    return BackendCosts(profiler.device, BackendCache(profiler.device.name))
+
+
+def placement_name(placement: str | None, plan: Any) -> str:
+    """What placement the build used: the given one, 'search' when some node had a choice, else none needed."""
+    if placement:
+        return placement
+    return "search" if plan.calls or any(c.backend != "rtask" for c in plan.choices.values()) else "rtask-only"
+
+
+def copy_headers(texts: Mapping[str, str], paths: Mapping[str, Path], dest: Path) -> None:
+    """Headers beside the user libraries' sources go into rkernels/ (the converted sources include them), so the
+    build folder compiles on its own."""
+    from kernel_corpus.bindings import LEGACY_DIR
+    for sid in texts:
+        folder = paths[sid].parent
+        if folder.resolve() == LEGACY_DIR.resolve():
+            continue
+        for header in sorted(folder.glob("*.cuh")) + sorted(folder.glob("*.h")):
+            shutil.copyfile(header, dest / header.name)
+
+
 def _stats(plan: Any, programs: list[Program], ops: list[Op]) -> dict:
     """Counts for the report and the bench: operators, launches, rTasks, programs, barriers."""
     from vdevice.program import Wait
     barriers = sum(isinstance(i, Wait) for p in programs for v in p.veus for i in v)
     busy = sum(op.rtasks * op.rtask_us for op in plan.ops)
     capacity = plan.num_veus * plan.predicted_us
-    return {"operators": len({op.node for op in plan.ops}), "launches": len(ops),
+    return {"operators": len({op.node for op in plan.ops} | {c.node for c in plan.calls}), "launches": len(ops),
+            "library_calls": len(plan.calls),
             "rtasks": sum(op.kernel.rtasks for op in ops), "programs": len(programs), "barrier_rtasks": barriers,
             "predicted_us": round(plan.predicted_us, 3),
             "predicted_busy_pct": round(100 * busy / capacity, 1) if capacity else 0.0,

@@ -54,12 +54,23 @@ def main() -> None:
               help=f"leave a graph pass out (repeatable): {', '.join(PASS_NAMES)}")
 @click.option("--dump-after", "dump_after", multiple=True, metavar="NAME",
               help="write the graph after this pass as OUT_DIR/after-NAME.onnx (repeatable; open it in Netron)")
+@click.option("--backends", default=None, metavar="LIST",
+              help="comma-separated backends nodes may run on: rtask, library, user (default: every one available "
+                   "on the target; user only with --user-lib)")
+@click.option("--placement", type=click.Choice(["dp", "search", "rtask-only"]), default=None,
+              help="how each node's backend is chosen (default: search when some node has a choice)")
+@click.option("--merge", type=click.Choice(["auto", "off", "always"]), default="auto", show_default=True,
+              help="IOS merge of sibling Convs/MatMuls sharing an input: where it wins by the profiler, never, always")
+@click.option("--user-lib", "user_libs", multiple=True, type=click.Path(file_okay=False), metavar="FOLDER",
+              help="a user kernel library: .cu files + bindings.yaml (repeatable; enables the user backend)")
 @click.option("--json", "as_json", is_flag=True, help="print the build's summary (build.json's stats) as JSON")
 def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str | None, veus: int | None,
-          profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], as_json: bool) -> None:
+          profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], backends: str | None,
+          placement: str | None, merge: str, user_libs: tuple[str, ...], as_json: bool) -> None:
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report)."""
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
-                           disable_passes=disable_passes, dump_after=dump_after, as_json=as_json))
+                           disable_passes=disable_passes, dump_after=dump_after, as_json=as_json,
+                           backends=backends, placement=placement, user_libs=user_libs, merge=merge))
 
 
 @main.command("run")
@@ -94,6 +105,22 @@ def plan(model: str, policy: str, veus: int | None, profile: str, out: str | Non
     """Plan MODEL with one policy and print the prediction (no conversion, no code generation)."""
     from .plan import plan_command
     sys.exit(plan_command(model, policy, veus, profile, out, as_json=as_json))
+
+
+@main.command()
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.option("--target", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True)
+@click.option("--backends", default=None, metavar="LIST", help="backends to profile (default: all available)")
+@click.option("--veus", type=int, default=None, help="vEUs the rKernel shapes are measured on")
+@click.option("--runs", type=int, default=50, show_default=True, help="runs per library call (median)")
+@click.option("--rtasks", is_flag=True, help="on --target cpu, also time rKernel shapes on the emulator")
+@click.option("--user-lib", "user_libs", multiple=True, type=click.Path(file_okay=False), metavar="FOLDER")
+@click.option("--json", "as_json", is_flag=True)
+def profile(model: str, target: str, backends: str | None, veus: int | None, runs: int, rtasks: bool,
+            user_libs: tuple[str, ...], as_json: bool) -> None:
+    """Fill the profile cache (device, backend, op, shapes, variant) for MODEL ahead of a build."""
+    from .profile import profile_command
+    sys.exit(profile_command(model, target, backends, veus, runs, rtasks, user_libs, as_json))
 
 
 @main.command()
@@ -153,7 +180,9 @@ def cache_clear(part: str | None) -> None:
 
 def build_command(model: str, out_dir: str, corpus: str | None = None, policy: str = "wavefront",
                   target: str | None = None, veus: int | None = None, profile: str = "auto",
-                  disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False) -> int:
+                  disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False,
+                  backends: str | None = None, placement: str | None = None, user_libs: tuple[str, ...] = (),
+                  merge: str = "auto") -> int:
     """CLI body of `rammer build`: one error line and exit 1 on failure, a summary (or, with --json, the build's
     stats as one JSON object on stdout) on success. Without --target: the GPU when one is visible, else the CPU."""
     from vdevice.gpu import gpu_available
@@ -167,8 +196,11 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
               f"will run only where one is (or rebuild with --target cpu)", file=sys.stderr)
     print(f"rammer build {model} -> {out_dir} (policy {policy}, target {target})", file=sys.stderr)
     try:
+        names = default_backends(target, user_libs) if backends is None else \
+            tuple(b.strip() for b in backends.split(",") if b.strip())
         built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile, quiet=as_json,
-                            disable_passes=disable_passes, dump_after=dump_after)
+                            disable_passes=disable_passes, dump_after=dump_after, backends=names,
+                            placement=placement, user_libs=user_libs, merge=merge)
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
         return 1
@@ -181,7 +213,8 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
                           "num_veus": built.manifest.num_veus, **s}))
         return 0
     print(f"{built.folder}: {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, "
-          f"{s['programs']} rProgram(s), {s['barrier_rtasks']} barrier-rTasks on {built.manifest.num_veus} vEUs, "
+          f"{s['programs']} rProgram(s), {s['library_calls']} library call(s), {s['barrier_rtasks']} barrier-rTasks "
+          f"on {built.manifest.num_veus} vEUs, "
           + (f"predicted {s['predicted_us']:.1f} us, " if built.manifest.target == "gpu" else "")
           + f"built in {s['build_s']:.1f} s")
     return 0
@@ -197,6 +230,12 @@ def check_writable(path: str, inputs: list[Path]) -> None:
         raise BuildError(f"{path}: error: folder {str(folder)!r} does not exist")
     if not os.access(folder, os.W_OK):
         raise BuildError(f"{path}: error: folder {str(folder)!r} is not writable")
+
+
+def default_backends(target: str, user_libs: tuple[str, ...]) -> tuple[str, ...]:
+    """Every backend available on the target; user only when a library is given."""
+    from scheduler.backends import available_backends
+    return tuple(b for b in available_backends(target) if b != "user" or user_libs)
 
 
 def _one_line(exc: Exception) -> str:

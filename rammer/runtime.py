@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from scheduler.graph import SchedulerError
+from scheduler.plan import LibraryCall, Step, program_steps
 from vdevice.program import Op, Program, plan_from_json
 
 BUILD_FORMAT = 2   # 2: the manifest names itself (MARKER) and lists the files the build wrote
@@ -71,6 +72,8 @@ class Manifest:
     stats: dict[str, Any] = field(default_factory=dict)
     format: int = BUILD_FORMAT
     files: list[str] = field(default_factory=list)  # every file the build wrote, relative, build.json included
+    steps: list[Step] = field(default_factory=list)  # run order: rPrograms and library calls (empty: programs)
+    calls: list[LibraryCall] = field(default_factory=list)  # the library steps
 
     def to_json(self) -> dict:
         """JSON-ready form."""
@@ -83,6 +86,7 @@ class Manifest:
             "buffers": [vars(b) | {"shape": list(b.shape)} for b in self.buffers],
             "views": {k: list(v) for k, v in self.views.items()}, "sources": self.sources,
             "deps": [list(d) for d in self.deps], "predicted_us": round(self.predicted_us, 3), "stats": self.stats,
+            "steps": [s.to_json() for s in self.steps], "library_calls": [c.to_json() for c in self.calls],
         }
 
     @staticmethod
@@ -100,7 +104,9 @@ class Manifest:
                             [BufferSpec(b["name"], tuple(b["shape"]), b["dtype"], b["kind"]) for b in obj["buffers"]],
                             {k: (v[0], int(v[1])) for k, v in obj["views"].items()}, obj["sources"],
                             [tuple(d) for d in obj["deps"]], obj["predicted_us"], obj.get("stats", {}),
-                            files=list(obj["files"]))
+                            files=list(obj["files"]),
+                            steps=[Step(s["kind"], int(s["index"])) for s in obj.get("steps", [])],
+                            calls=[LibraryCall.from_json(c) for c in obj.get("library_calls", [])])
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise BuildError(f"{where}: error: corrupt or incomplete build: manifest field {exc} is missing or "
                              f"malformed; rebuild the model") from None
@@ -142,6 +148,7 @@ class Built:
                  sources: dict[str, str], weights: dict[str, np.ndarray]) -> None:
         self.folder, self.manifest, self.ops, self.programs = folder, manifest, ops, programs
         self.sources, self.weights = sources, weights
+        self.steps = manifest.steps or program_steps(len(programs))
         self._vdevices: dict[tuple[str, tuple[str, ...]], Any] = {}
         self._executors: dict[tuple[str, str, tuple[str, ...]], Any] = {}
 
@@ -168,9 +175,10 @@ class Built:
         key = (backend, tuple(sanitize))
         if key not in self._vdevices:
             from vdevice.executors import VDevice
-            if not self.ops:
+            if not self.ops and not self.manifest.calls:
                 return None
             self._vdevices[key] = VDevice(self.ops, self.sources, self.host_buffers(), backend,
+                                          include_dirs=[str(self.folder / "rkernels")],
                                           views=self.manifest.views, sanitize=sanitize,
                                           veus_per_sm=int(self.manifest.stats.get("veus_per_sm", 1)))
         return self._vdevices[key]
@@ -194,7 +202,7 @@ class Built:
             return
         import subprocess
         cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-c", "-o", os.devnull, f"-I{INCLUDE_DIR}",
-               str(self.folder / "program.cu")]
+               f"-I{self.folder / 'rkernels'}", str(self.folder / "program.cu")]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if res.returncode:
             errs = [ln for ln in res.stderr.splitlines() if "error" in ln][:3]
@@ -212,15 +220,29 @@ class Built:
                 return None
             ex: Any
             if kind == "persistent":
-                ex = PersistentExecutor(self.ops, self.programs, self.sources, {}, vdevice=vd)
-            elif kind == "op-by-op":
-                ex = OpByOpExecutor(self.ops, self.sources, {}, deps=self.manifest.deps, vdevice=vd)
-            elif kind == "graph":
-                ex = GraphExecutor(self.ops, self.sources, {}, deps=self.manifest.deps, vdevice=vd)
+                ex = PersistentExecutor(self.ops, self.programs, self.sources, {}, vdevice=vd,
+                                        steps=self.executor_steps(lambda k: k))
+            elif kind in ("op-by-op", "graph"):
+                by_program = self.program_ops()
+                cls = OpByOpExecutor if kind == "op-by-op" else GraphExecutor
+                ex = cls(self.ops, self.sources, {}, deps=self.manifest.deps, vdevice=vd,
+                         steps=self.executor_steps(lambda k: by_program[k]))
             else:
                 raise BuildError(f"unknown executor '{kind}' (persistent, op-by-op, graph)")
             self._executors[key] = ex
         return self._executors[key]
+
+    def program_ops(self) -> list[list[int]]:
+        """The ops each rProgram runs (every op runs in exactly one)."""
+        from vdevice.program import Run
+        return [sorted({i.task.op for v in p.veus for i in v if isinstance(i, Run)}) for p in self.programs]
+
+    def executor_steps(self, program_step: Any) -> list[Any]:
+        """The build's steps for an executor: `program_step(k)` for rProgram k, a CallStep per library call."""
+        from vdevice.executors import CallStep
+        return [program_step(s.index) if s.kind == "program" else
+                CallStep(self.manifest.calls[s.index].node, library_step(self.manifest.calls[s.index]))
+                for s in self.steps]
 
     def check_inputs(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Inputs as contiguous arrays of the built dtype; one-line error on a missing, extra or misshapen one."""
@@ -262,6 +284,26 @@ class Built:
     def __call__(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
         """`rammer.load(dir)(x=...)`: run on the build's target."""
         return self.run(inputs)
+
+
+def library_step(call: LibraryCall) -> Any:
+    """The body of a call step: the call's tensors as shaped arrays of the vDevice's buffers (views included), run
+    by its backend on numpy (the CPU emulator's buffers) or CuPy (on the backend stream)."""
+    from scheduler.backends.library import run_call
+
+    def run(vd: Any) -> None:
+        gpu = vd.backend.name == "gpu"
+        xp = vd.backend.cp if gpu else np
+        shapes = dict(zip(call.inputs, call.input_shapes)) | dict(zip(call.outputs, call.output_shapes))
+        arrays = {n: device_tensor(vd, n, tuple(s), call.dtype, xp) for n, s in shapes.items() if n and s is not None}
+        run_call(call, arrays, xp)
+    return run
+
+
+def device_tensor(vd: Any, name: str, shape: tuple[int, ...], dtype: str, xp: Any) -> Any:
+    """A tensor of `shape` at the start of a buffer or view on the vDevice (no copy)."""
+    n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return vd.array(name).reshape(-1).view(xp.uint8)[:n].view(dtype).reshape(shape)
 
 
 def _view(host: Mapping[str, np.ndarray], t: TensorSpec) -> np.ndarray:

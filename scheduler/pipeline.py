@@ -32,13 +32,18 @@ def op_dependencies(plan: Plan, workload: Workload) -> list[tuple[int, int]]:
     by_node: dict[str, list[int]] = {}
     for i, op in enumerate(plan.ops):
         by_node.setdefault(op.node, []).append(i)
+    calls = {c.node for c in plan.calls}  # library steps: ordered by the plan's steps, not by op edges
     edges = []
     for spec in workload.ops:
+        if spec.name in calls:
+            continue
         ids = sorted(by_node.get(spec.name, []), key=lambda i: plan.ops[i].launch_index)
         if not ids:
             raise SchedulerError(f"node '{spec.name}' is missing from the plan")
         edges += list(zip(ids, ids[1:]))
         for p in spec.preds:
+            if workload.ops[p].name in calls:
+                continue
             edges.append((max(by_node[workload.ops[p].name], key=lambda i: plan.ops[i].launch_index), ids[0]))
     return edges
 
@@ -58,27 +63,48 @@ def schedule(workload: Workload, policy: str = "wavefront", profiler: Profiler |
     plan = POLICIES[policy](workload, profiler or Profiler(), make_op=make_op, **params)
     if validate:
         check_plan(plan, workload)
+    name_backends(plan, workload)
     return plan
 
 
+def name_backends(plan: Plan, workload: Workload) -> None:
+    """Each choice says the backend of the variant the policy chose (a user library's, or the corpus's)."""
+    for spec in workload.ops:
+        choice = plan.choices.get(spec.name)
+        if choice is not None:
+            choice.backend = next((c.backend for c in spec.candidates if c.variant == choice.variant), choice.backend)
+
+
 def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, disabled: tuple[str, ...] = (),
-                  after: Callable[[str, Graph], None] | None = None) -> tuple[Graph, Workload]:
-    """Import and run the passes (less the `disabled` ones; `after(name, graph)` after each), then check support:
-    the graph and what the policies schedule."""
+                  after: Callable[[str, Graph], None] | None = None, backends: tuple[str, ...] = ("rtask", "user"),
+                  target: str = "gpu", merge: str = "off", profiler: Profiler | None = None,
+                  policy: str = "wavefront", num_veus: int | None = None) -> tuple[Graph, Workload]:
+    """Import and run the passes (less the `disabled` ones; `after(name, graph)` after each), the IOS sibling merge
+    (`merge`: off, auto: priced with `policy` on `profiler`, always; scheduler.merge), then check support with the
+    enabled backends: the graph and what the policies schedule."""
+    from .merge import run_merge, subgraph_price
     if registry is None:
         from kernel_corpus.bindings import registry
-    graph = run_passes(import_model(model), supports=lambda op_type: bool(registry.for_op(op_type)),
-                       disabled=disabled, after=after)
-    return graph, build_workload(graph, registry)
+    supports = lambda op_type: bool(registry.for_op(op_type))  # noqa: E731
+    graph = run_passes(import_model(model), supports=supports, disabled=disabled, after=after)
+    price = subgraph_price(registry, profiler or Profiler(num_veus=num_veus), policy, num_veus)
+    graph = run_merge(graph, merge, price, lambda op_type: supports(op_type) and supports("Split"))
+    return graph, build_workload(graph, registry, backends, target)
 
 
 def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", profiler: Profiler | None = None,
-                  make_op: MakeOp = default_vdevice_op, validate: bool = True, **params: Any) -> Scheduled:
-    """Schedule and validate; the plan carries the graph's notes and aliases."""
+                  make_op: MakeOp = default_vdevice_op, validate: bool = True, placement: str | None = None,
+                  costs: Any = None, **params: Any) -> Scheduled:
+    """Place (when some node has more than one backend, see scheduler.placement), schedule and validate; the plan
+    carries the graph's notes and aliases."""
     profiler = profiler or Profiler()
     if profiler.resident_bytes is None:  # the L2 term: whether the weights can stay in L2 between inferences
         profiler.resident_bytes = sum(int(w.nbytes) for w in graph.weights.values())
-    plan = schedule(workload, policy, profiler, make_op, validate, **params)
+    if placement is None and not needs_placement(workload):
+        plan = schedule(workload, policy, profiler, make_op, validate, **params)
+    else:
+        plan = place_and_schedule(workload, policy, profiler, placement or "search", make_op, validate, costs,
+                                  **params)
     plan.baselines_us = profiler.baselines_us([op.launch for op in plan.ops])
     plan.notes = graph.notes + plan.notes
     if profiler.misses:
@@ -86,6 +112,58 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     plan.aliases = {name: (view.base, view.offset) for name in graph.aliases
                     for view in [graph.buffer_of(name)]}
     return Scheduled(plan, graph, workload)
+
+
+def needs_placement(workload: Workload) -> bool:
+    """Whether some node can run on more than one backend, or only as a library call."""
+    return any(len(spec.backends()) > 1 or not spec.candidates for spec in workload.ops)
+
+
+def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, placement: str,
+                       make_op: MakeOp = default_vdevice_op, validate: bool = True, costs: Any = None,
+                       **params: Any) -> Plan:
+    """Choose each node's backend (dp, search or rtask-only), then plan the runs of rKernel nodes with the policy
+    and the library nodes as call steps (scheduler.segments)."""
+    from .backends.costs import BackendCosts
+    from .placement import PLACEMENTS, dp, fixed, node_options, search
+    from .segments import check_steps, plan_steps
+    if placement not in PLACEMENTS:
+        raise SchedulerError(f"unknown placement '{placement}' (choose from {', '.join(PLACEMENTS)})")
+    costs = costs or BackendCosts(profiler.device)
+    num_veus = params.get("num_veus") or profiler.num_veus
+    options = [node_options(spec, profiler, num_veus, costs.call_us) for spec in workload.ops]
+    if placement == "rtask-only":
+        only_calls = [spec.name for spec, opts in zip(workload.ops, options) if all(o.is_call for o in opts)]
+        if only_calls:
+            raise SchedulerError(f"--placement rtask-only: {len(only_calls)} node(s) have no rKernel, only a "
+                                 f"library call (first: '{only_calls[0]}'); enable placement dp or search")
+
+    runs: dict[tuple, Plan] = {}  # a run of rKernel nodes is planned once per (nodes, backends): moves re-plan
+                                  # only the runs they change
+
+    def plan_run(w: Workload) -> Plan:
+        key = tuple((spec.name, spec.candidates[0].backend) for spec in w.ops)
+        if key not in runs:
+            runs[key] = schedule(w, policy, profiler, make_op, validate, **params)
+        return runs[key]
+
+    def evaluate(p: Any) -> Plan:
+        plan = plan_steps(workload, p, plan_run, costs.call_us, policy, profiler)
+        if validate:
+            check_steps(plan, workload, op_dependencies(plan, workload))
+        return plan
+
+    if placement == "rtask-only":
+        plan = evaluate(fixed(workload, options, False, "rtask-only"))
+    elif placement == "dp":
+        plan = evaluate(dp(workload, options, profiler.device.launch_us))
+    else:
+        starts = [dp(workload, options, profiler.device.launch_us), fixed(workload, options, False, "start rtask-only"),
+                  fixed(workload, options, True, "start library wherever possible")]
+        plan = search(workload, options, starts, evaluate)[1]
+    if any(spec.calls for spec in workload.ops):
+        plan.notes.append(costs.describe())
+    return plan
 
 
 def plan_model(model: str | Path | onnx.ModelProto, policy: str = "wavefront", profiler: Profiler | None = None,

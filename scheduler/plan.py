@@ -1,5 +1,6 @@
 """What a policy hands to code generation: rPrograms (vdevice.program.Program) over one op list, the rKernel
-chosen for each node and why, aliases and notes; plan.json."""
+chosen for each node and why, aliases and notes; plan.json. A plan is a sequence of steps, each a persistent
+rProgram or a library call (`LibraryCall`, a node a vendor library or another host-issued call runs)."""
 from __future__ import annotations
 
 import dataclasses
@@ -69,11 +70,59 @@ def temp_buffer(node: str, arg: Temp) -> str:
 
 
 @dataclass
+class LibraryCall:
+    """One node run by a library backend as its own plan step: the rProgram before it is closed, the next opens
+    after it. `function` names the backend's implementation (scheduler.backends); shapes travel with the call so
+    the runtime needs no graph. Build one with `scheduler.backends.library_call(node_info, inputs, outputs)`."""
+
+    node: str
+    op_type: str
+    backend: str                 # the registered backend that runs it ("library")
+    function: str                # the backend's implementation, e.g. "matmul", "gemm", "conv2d"
+    inputs: list[str]            # tensor names ('' absent)
+    outputs: list[str]
+    input_shapes: list[list[int] | None]
+    output_shapes: list[list[int]]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    dtype: str = "float32"
+    flops: int = 0
+    bytes: int = 0
+    us: float = 0.0              # predicted (or measured) time of the call
+
+    def to_json(self) -> dict:
+        """JSON form (plan.json, build.json's steps)."""
+        return jsonable(dataclasses.asdict(self))
+
+    @staticmethod
+    def from_json(obj: dict) -> "LibraryCall":
+        """Inverse of to_json."""
+        return LibraryCall(**obj)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a plan, in run order: rProgram `index` (kind "program") or library call `index` ("library")."""
+
+    kind: str
+    index: int
+
+    def to_json(self) -> dict:
+        """{"kind", "index"}."""
+        return {"kind": self.kind, "index": self.index}
+
+
+def program_steps(n: int) -> list[Step]:
+    """The steps of a plan of rPrograms only: each program once, in order."""
+    return [Step("program", k) for k in range(n)]
+
+
+@dataclass
 class Choice:
-    """The rKernel (binding variant) chosen for a node and the reason, for the plan's reader."""
+    """The rKernel (binding variant) or library function chosen for a node, its backend, and the reason."""
 
     variant: str
     why: str
+    backend: str = "rtask"
 
 
 @dataclass
@@ -92,11 +141,21 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     veu_needs: list[Any] = field(default_factory=list)  # per program: profiler.Resources of one vEU
     baselines_us: dict[str, float] = field(default_factory=dict)  # predicted op-by-op and CUDA Graph times
+    calls: list[LibraryCall] = field(default_factory=list)  # library steps
+    steps: list[Step] = field(default_factory=list)  # run order; empty: the programs in order
+
+    def __post_init__(self) -> None:
+        if not self.steps:
+            self.steps = program_steps(len(self.programs))
 
     @property
     def predicted_us(self) -> float:
-        """Predicted end-to-end time: the programs run back to back."""
-        return sum(self.program_us)
+        """Predicted end-to-end time: the steps (programs and library calls) run back to back."""
+        return sum(self.program_us) + sum(c.us for c in self.calls)
+
+    def step_us(self, step: Step) -> float:
+        """Predicted time of one step."""
+        return self.program_us[step.index] if step.kind == "program" else self.calls[step.index].us
 
     def to_json(self) -> dict:
         """A JSON-ready dict: scheduler fields, each op (corpus launch and vdevice op) and each program."""
@@ -111,6 +170,8 @@ class Plan:
             "ops": [op_json(op, vop) for op, vop in zip(self.ops, self.programs[0].ops if self.programs else [])],
             "programs": [dict(p.to_json(with_ops=False), veu_threads=n.threads, veu_smem_bytes=n.smem_bytes)
                          for p, n in zip(self.programs, self.veu_needs)],
+            "library_calls": [c.to_json() for c in self.calls],
+            "steps": [s.to_json() for s in self.steps],
         }
 
     def save(self, path: str | Path) -> None:

@@ -39,9 +39,18 @@ class Slice:
 
 
 def schedule_slices(plan: Any, programs: list[Program], barrier_us: float) -> list[Slice]:
-    """Every rTask and every barrier wait of the plan in predicted time, programs back to back."""
+    """Every rTask, every barrier wait and every library call of the plan in predicted time, steps back to back
+    (library calls as slices of their own process, after the rPrograms' ones)."""
     out, t0 = [], 0.0
-    for pi, prog in enumerate(programs):
+    for step in plan.steps:
+        if step.kind == "library":
+            call = plan.calls[step.index]
+            out.append(Slice(len(programs), 0, t0, t0 + call.us, call.node, "library",
+                             {"op": call.op_type, "function": call.function, "backend": call.backend}))
+            t0 += call.us
+            continue
+        pi = step.index
+        prog = programs[pi]
         dur = lambda op: plan.ops[op].rtask_us  # noqa: E731
         ends = veu_ends(prog, dur, barrier_us)
         for v, instrs in enumerate(prog.veus):
@@ -79,13 +88,13 @@ def trace_events(slices: Iterable[Slice], source: str = "predicted", pid_base: i
         pid = pid_base + s.program
         if (pid, -1) not in named:
             named.add((pid, -1))
-            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                           "args": {"name": f"rProgram {s.program} ({source})"}})
+            what = f"library calls ({source})" if s.kind == "library" else f"rProgram {s.program} ({source})"
+            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": what}})
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
         if (pid, s.veu) not in named:
             named.add((pid, s.veu))
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": s.veu,
-                           "args": {"name": f"vEU {s.veu}"}})
+                           "args": {"name": "stream" if s.kind == "library" else f"vEU {s.veu}"}})
             events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": s.veu,
                            "args": {"sort_index": s.veu}})
         events.append({"ph": "X", "name": s.name, "cat": s.kind, "pid": pid, "tid": s.veu, "ts": round(s.start, 4),
@@ -115,23 +124,29 @@ def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, i
 def timeline_svg(plan: Any, programs: list[Program], barrier_us: float) -> str:
     """vEUs (rows) x predicted time (columns), one colour per op type with a legend; hover a box for its times.
     The full detail (every rTask with its node, variant and rtask id) is in timeline.json."""
-    boxes = schedule_boxes(plan, programs, barrier_us)
+    slices = schedule_slices(plan, programs, barrier_us)
+    boxes = [(sl.program, sl.veu, sl.start, sl.end, sl.args["op"]) for sl in slices if sl.kind == "rtask"]
+    calls = [sl for sl in slices if sl.kind == "library"]
     if len(boxes) > MAX_RECTS:
         boxes = _merge(boxes)
     num_veus = max((p.num_veus for p in programs), default=1)
-    span = max((b[3] for b in boxes), default=1.0) or 1.0
+    span = max([b[3] for b in boxes] + [c.end for c in calls], default=1.0) or 1.0
     scale = (WIDTH - LEFT - 10) / span
-    kinds = sorted({b[4] for b in boxes})
+    kinds = sorted({b[4] for b in boxes} | {f"library {c.args['op']}" for c in calls})
     legend_rows = -(-len(kinds) // LEGEND_COLUMNS)
     height = TOP + num_veus * ROW_H + 30 + legend_rows * 16
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" '
              f'font-size="11">',
              f'<text x="{LEFT}" y="16">{escape(plan.policy)}: {len(programs)} rProgram(s), {num_veus} vEUs, '
-             f'predicted {plan.predicted_us:.1f} us (boxes = rTasks, colour = op type; detail in timeline.json)</text>']
+             f'predicted {plan.predicted_us:.1f} us (boxes = rTasks, colour = op type; full-height hatched boxes = '
+             f'library calls; detail in timeline.json)</text>',
+             '<defs><pattern id="lib" width="6" height="6" patternUnits="userSpaceOnUse" '
+             'patternTransform="rotate(45)"><rect width="3" height="6" fill="#fff" fill-opacity="0.5"/></pattern>'
+             '</defs>']
     starts, t = [], 0.0
-    for us in plan.program_us:
+    for step in plan.steps:
         starts.append(t)
-        t += us
+        t += plan.step_us(step)
     for s in starts[1:]:
         x = LEFT + s * scale
         parts.append(f'<line x1="{x:.1f}" y1="{TOP - 4}" x2="{x:.1f}" y2="{TOP + num_veus * ROW_H + 4}" '
@@ -140,6 +155,12 @@ def timeline_svg(plan: Any, programs: list[Program], barrier_us: float) -> str:
         x, w = LEFT + a * scale, max((b - a) * scale, 0.5)
         parts.append(f'<rect x="{x:.2f}" y="{TOP + v * ROW_H}" width="{w:.2f}" height="{ROW_H - 1}" '
                      f'fill="{colour(kind)}"><title>{escape(kind)} {a:.2f}-{b:.2f} us</title></rect>')
+    for c in calls:  # a library call has the whole device: one box over every vEU row
+        x, w, kind = LEFT + c.start * scale, max((c.end - c.start) * scale, 0.5), f"library {c.args['op']}"
+        for fill in (colour(kind), "url(#lib)"):
+            parts.append(f'<rect x="{x:.2f}" y="{TOP}" width="{w:.2f}" height="{num_veus * ROW_H - 1}" '
+                         f'fill="{fill}"><title>{escape(c.name)}: {escape(kind)} ({escape(c.args["function"])}) '
+                         f'{c.start:.2f}-{c.end:.2f} us</title></rect>')
     parts.append(f'<text x="4" y="{TOP + 8}">vEU 0</text>')
     parts.append(f'<text x="4" y="{TOP + num_veus * ROW_H}">vEU {num_veus - 1}</text>')
     axis_y = TOP + num_veus * ROW_H + 16
@@ -171,23 +192,27 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
     lines = [f"# rammer build of `{manifest.model}`", "",
              f"- target {manifest.target}, policy {manifest.policy}, {manifest.num_veus} vEUs",
              f"- {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, {s['programs']} "
-             f"rProgram(s), {s['barrier_rtasks']} barrier-rTasks",
+             f"rProgram(s), {s['barrier_rtasks']} barrier-rTasks, {len(plan.calls)} library call(s)",
+             f"- backends {', '.join(s.get('backends', ['rtask']))}, placement {s.get('placement', 'rtask-only')}; "
+             f"steps: {steps_text(plan)}",
              *(_prediction_lines(manifest, plan) if manifest.target == "gpu" else [
                  "- no time prediction: a CPU build runs on the emulator, whose times say nothing about a GPU "
                  "(build with --target gpu for the cost model's prediction)"]),
              f"- {s.get('profiler', plan.profiler)}",
              f"- build time {s.get('build_s', 0):.1f} s: "
              + ", ".join(f"{k} {v:.1f} s" for k, v in s.get("step_s", {}).items()),
-             "", "## Operators", "", "| node | op | rKernel variant | launches | rTasks | why |",
-             "|---|---|---|---|---|---|"]
+             "", "## Operators", "", "| node | op | backend | rKernel variant / call | launches | rTasks | why |",
+             "|---|---|---|---|---|---|---|"]
     per_node: dict[str, list] = {}
     for op in plan.ops:
         per_node.setdefault(op.node, []).append(op)
     for spec in workload.ops:
         ops = per_node.get(spec.name, [])
         choice = plan.choices.get(spec.name)
-        lines.append(f"| {spec.name} | {spec.op_type} | {choice.variant if choice else '-'} | {len(ops)} | "
-                     f"{sum(o.rtasks for o in ops)} | {choice.why if choice else ''} |")
+        backend = choice.backend if choice else "-"
+        lines.append(f"| {spec.name} | {spec.op_type} | {backend} | {choice.variant if choice else '-'} | "
+                     f"{len(ops) if backend != 'library' else 'call'} | {sum(o.rtasks for o in ops)} | "
+                     f"{choice.why if choice else ''} |")
     if s.get("passes"):
         lines += ["", "## Graph passes", "", "| pass | changes | seconds |", "|---|---|---|"]
         lines += [f"| {r['name']} | {r.get('skipped') or r['changes']} | {r['seconds']:.3f} |" for r in s["passes"]]
@@ -197,6 +222,18 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
               "`plan.json`, `programs.json`, `weights.npz`, `timeline.json` (open in https://ui.perfetto.dev), "
               "`timeline.svg` (preview), `build.json`, `model.onnx`.", ""]
     return "\n".join(lines)
+
+
+def steps_text(plan: Any) -> str:
+    """The plan's steps in order: 'rProgram 0 (12.3 us) -> library matmul of n3 (4.1 us) -> ...'."""
+    out = []
+    for step in plan.steps:
+        if step.kind == "program":
+            out.append(f"rProgram {step.index} ({plan.program_us[step.index]:.1f} us)")
+        else:
+            c = plan.calls[step.index]
+            out.append(f"library {c.function} of {c.node} ({c.us:.1f} us)")
+    return " -> ".join(out) or "none"
 
 
 __all__ = ["Slice", "render_report", "schedule_boxes", "schedule_slices", "timeline_svg", "timeline_trace",

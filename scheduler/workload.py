@@ -22,6 +22,7 @@ class Candidate:
     kind: str  # fast | efficient | only: the corpus's hint
     launches: list[Any]  # kernel_corpus.bindings.Launch
     source: str = ""
+    backend: str = "rtask"  # the binding's backend: rtask (the corpus) or user (a user library)
 
 
 @dataclass
@@ -35,6 +36,12 @@ class OpSpec:
     preds: list[int] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)  # tensor names ('' absent), for the launch's In(i)
     outputs: list[str] = field(default_factory=list)
+    calls: list[Any] = field(default_factory=list)  # scheduler.plan.LibraryCall: library steps that can run it
+
+    def backends(self) -> list[str]:
+        """The backends that can run this node: its candidates' and, when it has a call, the library."""
+        found = list(dict.fromkeys(c.backend for c in self.candidates))
+        return found + list(dict.fromkeys(c.backend for c in self.calls))
 
 
 @dataclass
@@ -68,17 +75,28 @@ def node_info(g: Graph, node: Node, registry: Any = None) -> NodeInfo:
                     attrs, g.opset)
 
 
-def candidates(registry: Any, g: Graph, node: Node) -> tuple[list[Candidate], list[str]]:
-    """Applicable bindings as candidates, and the reasons the others gave."""
+def candidates(registry: Any, g: Graph, node: Node,
+               backends: tuple[str, ...] = ("rtask", "user")) -> tuple[list[Candidate], list[str]]:
+    """Applicable bindings of the enabled backends as candidates, and the reasons the others gave."""
     info = node_info(g, node, registry)
     found, reasons = [], []
     for binding in registry.for_op(node.op_type):
+        if binding.backend not in backends:
+            continue
         refused = binding.refusal(info)
         if refused is None:
-            found.append(Candidate(binding.variant, binding.kind, binding.launch(info), binding.source))
+            found.append(Candidate(binding.variant, binding.kind, binding.launch(info), binding.source,
+                                   binding.backend))
         else:
             reasons.append(f"{binding.variant}: {refused.reason}")
     return found, reasons
+
+
+def library_calls(registry: Any, g: Graph, node: Node, target: str) -> tuple[list[Any], str | None]:
+    """The library step that can run a node (a list of at most one), or why none can."""
+    from .backends import library_call
+    call = library_call(node_info(g, node, registry), list(node.inputs), list(node.outputs), target)
+    return ([], f"library: {call}") if isinstance(call, str) else ([call], None)
 
 
 def describe_node(g: Graph, node: Node) -> str:
@@ -88,21 +106,27 @@ def describe_node(g: Graph, node: Node) -> str:
     return f"{node.op_type} in {ins} -> out {outs} at node '{node.name}'"
 
 
-def build_workload(g: Graph, registry: Any = None) -> Workload:
-    """Candidates for every node; ONE UnsupportedOpError listing every node that has none."""
+def build_workload(g: Graph, registry: Any = None, backends: tuple[str, ...] = ("rtask", "user"),
+                   target: str = "gpu") -> Workload:
+    """Candidates of the enabled backends for every node (rKernels; library calls when "library" is enabled);
+    ONE UnsupportedOpError listing every node that has none."""
     registry = registry or default_registry
     index = {id(n): i for i, n in enumerate(g.nodes)}
     producers = g.producers()
     ops, missing = [], []
     for i, node in enumerate(g.nodes):
-        found, reasons = candidates(registry, g, node)
-        if not found:
+        found, reasons = candidates(registry, g, node, backends)
+        calls: list[Any] = []
+        if "library" in backends:
+            calls, why = library_calls(registry, g, node, target)
+            reasons += [why] if why else []
+        if not found and not calls:
             why = "; ".join(reasons) if reasons else "no rKernel for this op type"
             missing.append(f"{describe_node(g, node)} ({why})")
         preds = [index[id(p)] for p in g.predecessors(node, producers)]
         if any(p >= i for p in preds):
             raise SchedulerError(f"node '{node.name}' reads a tensor produced later: graph not in topological order")
-        ops.append(OpSpec(i, node.name, node.op_type, found, preds, list(node.inputs), list(node.outputs)))
+        ops.append(OpSpec(i, node.name, node.op_type, found, preds, list(node.inputs), list(node.outputs), calls))
     if missing:
         raise UnsupportedOpError(f"{len(missing)} unsupported operator(s), nothing compiled: " + " | ".join(missing))
     return Workload(ops, g)

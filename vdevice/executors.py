@@ -5,7 +5,7 @@ import heapq
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -299,6 +299,30 @@ def _median_ms(backend: Any, n: int, body) -> float:
     return float(statistics.median(samples))
 
 
+# ---- plans with more than one kind of step ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallStep:
+    """A plan step that is not an rProgram: a host-issued call (a vendor library) on the vDevice's buffers, issued
+    in stream order between the launches (on the GPU inside the backend stream, so a CUDA Graph captures it)."""
+
+    name: str
+    run: Callable[["VDevice"], None]
+
+
+Step = Union[int, CallStep]  # persistent executor: an int is an rProgram index
+
+
+def run_call(vd: "VDevice", step: CallStep) -> None:
+    """Issue one call step on the vDevice's stream."""
+    if vd.backend.name == "gpu":
+        with vd.backend.stream:
+            step.run(vd)
+    else:
+        step.run(vd)
+
+
 # ---- (1) persistent: one cooperative launch of the interpreter per rProgram -------------------------------
 
 
@@ -315,16 +339,21 @@ class _Loaded:
 
 
 class PersistentExecutor:
-    """Runs a plan (rPrograms one after another), each as ONE launch of the persistent interpreter."""
+    """Runs a plan (rPrograms one after another), each as ONE launch of the persistent interpreter; `steps` puts
+    call steps between them (default: the programs in order)."""
 
     def __init__(self, ops: Sequence[Op], programs: Sequence[Program], sources: Mapping[str, str],
                  buffers: Mapping[str, np.ndarray], *, backend: str = "cpu", include_dirs: Sequence[str] = (),
-                 watchdog: int | None = None, vdevice: VDevice | None = None):
+                 watchdog: int | None = None, vdevice: VDevice | None = None, steps: Sequence[Step] | None = None):
         self.vd = vdevice or VDevice(ops, sources, buffers, backend, include_dirs)
         be = self.vd.backend
         self.watchdog = watchdog if watchdog is not None else (
             CPU_WATCHDOG_POLLS if be.name == "cpu" else GPU_WATCHDOG_CYCLES)
         self.loaded = [self._load(p) for p in programs]
+        self.steps: list[Step] = list(range(len(programs))) if steps is None else list(steps)
+        bad = [s for s in self.steps if isinstance(s, int) and not 0 <= s < len(self.loaded)]
+        if bad:
+            raise VDeviceError(f"step names rProgram {bad[0]}, but the plan has {len(self.loaded)}")
 
     def _load(self, program: Program) -> _Loaded:
         """Encode, check co-residency and upload one program."""
@@ -364,9 +393,13 @@ class PersistentExecutor:
                                cooperative=True, yield_budget=budget)
 
     def run(self, buffers: Mapping[str, np.ndarray] | None = None) -> None:
-        """Run every program once on `buffers` (in place); raise VDeviceError naming a stuck wait."""
+        """Run every step once on `buffers` (in place); raise VDeviceError naming a stuck wait."""
         self.vd.bind(buffers)
-        for ld in self.loaded:
+        for step in self.steps:
+            if isinstance(step, CallStep):
+                run_call(self.vd, step)
+                continue
+            ld = self.loaded[step]
             try:
                 self._launch(ld)
             except RuntimeError as exc:  # the emulator's deadlock/budget errors, the driver's launch errors
@@ -375,9 +408,17 @@ class PersistentExecutor:
             self._check(ld)
         self.vd.unbind(buffers)
 
+    def _issue_all(self) -> None:
+        """Enqueue every step once."""
+        for step in self.steps:
+            if isinstance(step, CallStep):
+                run_call(self.vd, step)
+            else:
+                self._launch(self.loaded[step])
+
     def time(self, n: int = 20) -> float:
         """Median ms of one run of the whole plan on the device-resident buffers."""
-        ms = _median_ms(self.vd.backend, n, lambda: [self._launch(ld) for ld in self.loaded])
+        ms = _median_ms(self.vd.backend, n, self._issue_all)
         for ld in self.loaded:
             self._check(ld)
         return ms
@@ -452,23 +493,33 @@ def topological_order(num_ops: int, deps: Iterable[tuple[int, int]] | None) -> l
 
 
 class OpByOpExecutor:
-    """RammerBase: every op is one launch of its plain __global__ wrapper, in topological order."""
+    """RammerBase: every op is one launch of its plain __global__ wrapper, in topological order; `steps` groups the
+    ops (each group run in that order) with call steps between the groups (default: one group of every op)."""
 
     def __init__(self, ops: Sequence[Op], sources: Mapping[str, str], buffers: Mapping[str, np.ndarray], *,
                  deps: Iterable[tuple[int, int]] | None = None, backend: str = "cpu",
-                 include_dirs: Sequence[str] = (), vdevice: VDevice | None = None):
+                 include_dirs: Sequence[str] = (), vdevice: VDevice | None = None,
+                 steps: Sequence[Sequence[int] | CallStep] | None = None):
         self.vd = vdevice or VDevice(ops, sources, buffers, backend, include_dirs)
         self.order = topological_order(len(self.vd.ops), deps)
+        rank = {op: k for k, op in enumerate(self.order)}
+        self.steps: list[list[int] | CallStep] = [list(self.order)] if steps is None else [
+            s if isinstance(s, CallStep) else sorted(s, key=rank.__getitem__) for s in steps]
         self._calls: tuple[int, list] = (-1, [])
 
     def _launch_all(self) -> None:
-        """Enqueue every op once (argument lists rebuilt only after a buffer address changed)."""
+        """Enqueue every step once (argument lists rebuilt only after a buffer address changed)."""
         vd = self.vd
         if self._calls[0] != vd.generation:
-            calls = [(vd.wrapper(i), vd.ops[i].kernel, vd.op_launch_args(i)) for i in self.order]
+            calls = [s if isinstance(s, CallStep) else [(vd.wrapper(i), vd.ops[i].kernel, vd.op_launch_args(i))
+                                                        for i in s] for s in self.steps]
             self._calls = (vd.generation, calls)
-        for expr, k, args in self._calls[1]:
-            vd.backend.launch(expr, k.grid, k.block, k.dynamic_smem, args)
+        for step in self._calls[1]:
+            if isinstance(step, CallStep):
+                run_call(vd, step)
+                continue
+            for expr, k, args in step:
+                vd.backend.launch(expr, k.grid, k.block, k.dynamic_smem, args)
 
     def run(self, buffers: Mapping[str, np.ndarray] | None = None) -> None:
         """Run all ops once on `buffers` (in place)."""
@@ -487,11 +538,12 @@ class GraphExecutor(OpByOpExecutor):
 
     def __init__(self, ops: Sequence[Op], sources: Mapping[str, str], buffers: Mapping[str, np.ndarray], *,
                  deps: Iterable[tuple[int, int]] | None = None, backend: str = "gpu",
-                 include_dirs: Sequence[str] = (), vdevice: VDevice | None = None):
+                 include_dirs: Sequence[str] = (), vdevice: VDevice | None = None,
+                 steps: Sequence[Sequence[int] | CallStep] | None = None):
         if (vdevice.backend.name if vdevice else backend) != "gpu":
             raise VDeviceError("GraphExecutor needs the gpu backend (CUDA Graphs)")
         super().__init__(ops, sources, buffers, deps=deps, backend="gpu", include_dirs=include_dirs,
-                         vdevice=vdevice)
+                         vdevice=vdevice, steps=steps)
         be = self.vd.backend
         OpByOpExecutor._launch_all(self)  # loads every function and sets attributes outside the capture
         be.synchronize()

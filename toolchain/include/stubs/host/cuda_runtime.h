@@ -5,3 +5,15 @@
 #include "cuda_emu.h"  // everything device code needs
 #endif
 // RT_PARSE: the parse prelude declares the device API; NVRTC: device code needs nothing of the host runtime
+#if defined(RT_CPU_EMULATOR) || defined(__CUDACC_RTC__)
+// Legacy headers often declare their host API next to their device helpers (a library's `sgemm(...)` returning
+// cudaError_t and taking a stream). Device code never calls it, but its declarations must compile: the types and
+// names such declarations use, declared only (host functions are sliced out of the sources before conversion).
+#ifndef RT_STUB_HOST_RUNTIME_DECLS
+#define RT_STUB_HOST_RUNTIME_DECLS
+typedef int cudaError_t;
+typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
+enum { cudaSuccess = 0 };
+#endif
+#endif

@@ -1,0 +1,301 @@
+"""The `library` backend: vendor library calls as their own plan steps. On the GPU through CuPy (`cupy.matmul`,
+which calls cuBLAS's SGEMM / strided-batched SGEMM, and `cupy.cudnn.convolution_forward`, CuPy's own cuDNN
+binding: CuPy is already the project's GPU binding, so no second one is needed); on the CPU target the same calls
+through numpy, so every plan shape runs and is checked in CI.
+
+Each implementation is one row of IMPLEMENTATIONS: the op types it covers, a condition (None: the node applies,
+else one line saying why not), its work (FLOPs, bytes) for the cost model, and how it runs on an array module
+(`xp` = numpy or cupy) over named arrays."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from math import prod
+from typing import Any, Callable
+
+import numpy as np
+
+from kernel_corpus.bindings import NodeInfo
+
+from ..plan import LibraryCall
+
+NAME = "library"
+KIND = "call"  # its nodes are their own plan steps (not rTasks)
+
+ACTIVATIONS = ("Relu", "Gelu")
+# The cost model's floor of one vendor kernel inside a CUDA Graph beyond the graph node itself (prologue, epilogue,
+# one wave of the smallest tile): a model constant, not a measurement; measured prices replace it (profile cache).
+CALL_FLOOR_US = 2.0
+
+
+# ---- conditions and work -------------------------------------------------------------------------------------
+def _float32(node: NodeInfo) -> str | None:
+    """Every present tensor is float32 and non-empty."""
+    for role, ts in (("input", node.inputs), ("output", node.outputs)):
+        for i, t in enumerate(ts):
+            if t is not None and (t.dtype != "float32" or t.numel == 0):
+                return f"{role} {i} is {t.dtype}{list(t.shape)}: float32, non-empty only"
+    return None
+
+
+def _activation(node: NodeInfo) -> str | None:
+    """A fused activation the calls apply after the product."""
+    act = node.attr("activation", None)
+    return None if not act or act in ACTIVATIONS else f"activation {act!r} is not one of {', '.join(ACTIVATIONS)}"
+
+
+def matmul_condition(node: NodeInfo) -> str | None:
+    """numpy.matmul semantics (batch dims broadcast), rank >= 2 operands."""
+    a, b = node.input(0), node.input(1)
+    if a is None or b is None:
+        return "needs both operands"
+    if len(a.shape) < 2 or len(b.shape) < 2:
+        return "rank-1 operands are left to the rKernels"
+    if a.shape[-1] != b.shape[-2]:
+        return f"inner dimensions differ: {list(a.shape)} @ {list(b.shape)}"
+    c = node.input(2)
+    if c is not None and any(d != 1 for d in c.shape[:-2]):
+        return f"C {list(c.shape)} broadcasts over batch dims"
+    return _float32(node) or _activation(node)
+
+
+def gemm_condition(node: NodeInfo) -> str | None:
+    """2-D A and B (transposed by attribute), C broadcast to [M, N]."""
+    a, b = node.input(0), node.input(1)
+    if a is None or b is None or len(a.shape) != 2 or len(b.shape) != 2:
+        return "needs 2-D A and B"
+    return _float32(node) or _activation(node)
+
+
+def conv_condition(node: NodeInfo) -> str | None:
+    """2-D convolution (NCHW), any group, pads, strides, dilations."""
+    x, w = node.input(0), node.input(1)
+    if x is None or w is None or len(x.shape) != 4 or len(w.shape) != 4:
+        return "2-D convolutions (4-D X and W) only"
+    group = int(node.attr("group", 1))
+    if x.shape[1] % group or w.shape[0] % group or w.shape[1] != x.shape[1] // group:
+        return f"group {group} does not fit X {list(x.shape)} and W {list(w.shape)}"
+    return _float32(node) or _activation(node)
+
+
+def _tensor_bytes(node: NodeInfo) -> int:
+    """Compulsory traffic: every input once, every output once."""
+    return sum(4 * t.numel for t in node.inputs + node.outputs if t is not None)
+
+
+def matmul_flops(node: NodeInfo) -> int:
+    """2 M N K per output matrix."""
+    y = node.outputs[0]
+    return 2 * y.numel * node.inputs[0].shape[-1]
+
+
+def gemm_flops(node: NodeInfo) -> int:
+    """2 M N K."""
+    a = node.inputs[0].shape
+    k = a[0] if node.attr("transA", 0) else a[1]
+    return 2 * node.outputs[0].numel * k
+
+
+def conv_flops(node: NodeInfo) -> int:
+    """2 taps per output element, taps = C/group x kh x kw."""
+    w = node.inputs[1].shape
+    return 2 * node.outputs[0].numel * prod(w[1:])
+
+
+# ---- execution on an array module -----------------------------------------------------------------------------
+def activate(xp: Any, y: Any, attrs: dict) -> None:
+    """Apply the fused activation in place."""
+    act = attrs.get("activation")
+    if act == "Relu":
+        xp.maximum(y, 0, out=y)
+    elif act == "Gelu":
+        if attrs.get("approximate", "none") == "tanh":
+            y[...] = 0.5 * y * (1 + xp.tanh(math.sqrt(2 / math.pi) * (y + 0.044715 * y ** 3)))
+        else:
+            y[...] = 0.5 * y * (1 + erf(xp, y / math.sqrt(2)))
+
+
+def erf(xp: Any, x: Any) -> Any:
+    """erf on the array module (cupyx's special function on the GPU, math.erf element-wise on the CPU)."""
+    if xp is np:
+        return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+    from cupyx.scipy.special import erf as cu_erf
+    return cu_erf(x)
+
+
+def run_matmul(xp: Any, ins: list, outs: list, attrs: dict) -> None:
+    """Y = alpha * (A @ B) + C, then the activation (MatMul and FusedMatMul)."""
+    y = outs[0]
+    xp.matmul(ins[0], ins[1], out=y)
+    alpha = float(attrs.get("alpha", 1.0))
+    if alpha != 1.0:
+        y *= alpha
+    if len(ins) > 2 and ins[2] is not None:
+        y += ins[2]
+    activate(xp, y, attrs)
+
+
+def run_gemm(xp: Any, ins: list, outs: list, attrs: dict) -> None:
+    """Y = alpha * op(A) @ op(B) + beta * C, then the activation (Gemm and FusedGemm)."""
+    a = ins[0].T if attrs.get("transA", 0) else ins[0]
+    b = ins[1].T if attrs.get("transB", 0) else ins[1]
+    y = outs[0]
+    xp.matmul(a, b, out=y)
+    alpha, beta = float(attrs.get("alpha", 1.0)), float(attrs.get("beta", 1.0))
+    if alpha != 1.0:
+        y *= alpha
+    if len(ins) > 2 and ins[2] is not None and beta != 0.0:
+        y += beta * ins[2] if beta != 1.0 else ins[2]
+    activate(xp, y, attrs)
+
+
+@dataclass(frozen=True)
+class ConvWindow:
+    """Pads (top, left, bottom, right), strides and dilations of a 2-D convolution."""
+
+    pads: tuple[int, int, int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    group: int
+
+
+def conv_window(attrs: dict, x: tuple, w: tuple) -> ConvWindow:
+    """ONNX Conv attributes with their defaults; auto_pad SAME_UPPER / SAME_LOWER / VALID resolved."""
+    strides = tuple(int(s) for s in attrs.get("strides", (1, 1)))
+    dil = tuple(int(d) for d in attrs.get("dilations", (1, 1)))
+    auto = attrs.get("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    pads = tuple(int(p) for p in attrs.get("pads", (0, 0, 0, 0)))
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads_b, pads_e = [], []
+        for size, k, s, d in zip(x[2:], w[2:], strides, dil):
+            out = -(-size // s)
+            total = max(0, (out - 1) * s + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            pads_b.append(small if auto == "SAME_UPPER" else big)
+            pads_e.append(big if auto == "SAME_UPPER" else small)
+        pads = (pads_b[0], pads_b[1], pads_e[0], pads_e[1])
+    elif auto == "VALID":
+        pads = (0, 0, 0, 0)
+    return ConvWindow((pads[0], pads[1], pads[2], pads[3]), (strides[0], strides[1]), (dil[0], dil[1]),
+                      int(attrs.get("group", 1)))
+
+
+def conv_numpy(x: np.ndarray, w: np.ndarray, win: ConvWindow, out_hw: tuple[int, int]) -> np.ndarray:
+    """Direct convolution as one tensor contraction per group over strided windows of the padded input."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    t, l, b, r = win.pads
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
+    kh, kw = w.shape[2:]
+    (dh, dw), (sh, sw) = win.dilations, win.strides
+    windows = sliding_window_view(xp, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
+    windows = windows[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :out_hw[0], :out_hw[1]]
+    g, cg, mg = win.group, x.shape[1] // win.group, w.shape[0] // win.group
+    parts = [np.tensordot(windows[:, k * cg:(k + 1) * cg], w[k * mg:(k + 1) * mg], axes=([1, 4, 5], [1, 2, 3]))
+             for k in range(g)]  # [N, OH, OW, M/g] each
+    return np.concatenate(parts, axis=3).transpose(0, 3, 1, 2)
+
+
+def run_conv(xp: Any, ins: list, outs: list, attrs: dict) -> None:
+    """Y = conv(X, W) + B, then the activation (Conv and FusedConv): numpy on the CPU, cuDNN on the GPU."""
+    x, w, y = ins[0], ins[1], outs[0]
+    win = conv_window(attrs, x.shape, w.shape)
+    if xp is np:
+        y[...] = conv_numpy(x, w, win, y.shape[2:])
+        if len(ins) > 2 and ins[2] is not None:
+            y += ins[2].reshape(1, -1, 1, 1)
+    else:
+        conv_cudnn(x, w, ins[2] if len(ins) > 2 else None, y, win)
+    activate(xp, y, attrs)
+
+
+def conv_cudnn(x: Any, w: Any, bias: Any, y: Any, win: ConvWindow) -> None:
+    """cuDNN's forward convolution through CuPy's binding (symmetric pads only: cuDNN takes one pad per axis)."""
+    from cupy import cudnn
+    t, l, b, r = win.pads
+    cudnn.convolution_forward(x, w, bias, y, (t, l), win.strides, win.dilations, win.group,
+                              auto_tune=False, tensor_core="never")
+
+
+def conv_gpu_condition(node: NodeInfo) -> str | None:
+    """cuDNN takes one pad per spatial axis: asymmetric pads (SAME with odd totals) run on the CPU only."""
+    x, w = node.input(0), node.input(1)
+    win = conv_window(node.attrs, x.shape, w.shape)
+    t, l, b, r = win.pads
+    return None if (t, l) == (b, r) else f"asymmetric pads {list(win.pads)}: cuDNN needs one pad per axis"
+
+
+# ---- the table ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Implementation:
+    """One library call: the op types it covers, when it applies, its work, how it runs."""
+
+    function: str
+    op_types: tuple[str, ...]
+    condition: Callable[[NodeInfo], str | None]
+    flops: Callable[[NodeInfo], int]
+    run: Callable[[Any, list, list, dict], None]
+    gpu_condition: Callable[[NodeInfo], str | None] = lambda node: None
+    efficiency: float = 0.75  # share of the FP32 peak the vendor call reaches on a full-device problem
+
+
+IMPLEMENTATIONS: tuple[Implementation, ...] = (
+    Implementation("matmul", ("MatMul", "FusedMatMul"), matmul_condition, matmul_flops, run_matmul),
+    Implementation("gemm", ("Gemm", "FusedGemm"), gemm_condition, gemm_flops, run_gemm),
+    Implementation("conv2d", ("Conv", "FusedConv"), conv_condition, conv_flops, run_conv, conv_gpu_condition,
+                   efficiency=0.6),
+)
+BY_FUNCTION = {impl.function: impl for impl in IMPLEMENTATIONS}
+
+
+def op_types() -> list[str]:
+    """Op types some library call covers."""
+    return sorted({t for impl in IMPLEMENTATIONS for t in impl.op_types})
+
+
+def implementation(op_type: str) -> Implementation | None:
+    """The implementation covering an op type, if any."""
+    return next((i for i in IMPLEMENTATIONS if op_type in i.op_types), None)
+
+
+def refusal(node: NodeInfo, target: str = "cpu") -> str | None:
+    """None when a library call can run this node on `target`, else one line saying why not."""
+    impl = implementation(node.op_type)
+    if impl is None:
+        return f"no library call for {node.op_type} (covers {', '.join(op_types())})"
+    return impl.condition(node) or (impl.gpu_condition(node) if target == "gpu" else None)
+
+
+def library_call(node: NodeInfo, inputs: list[str], outputs: list[str], target: str = "cpu") -> LibraryCall | str:
+    """The plan step that runs `node` through the library, or why it cannot (one line)."""
+    why = refusal(node, target)
+    if why is not None:
+        return why
+    impl = implementation(node.op_type)
+    assert impl is not None
+    attrs = {k: v for k, v in node.attrs.items() if isinstance(v, (int, float, str, list, tuple))}
+    return LibraryCall(node.name, node.op_type, NAME, impl.function, list(inputs), list(outputs),
+                       [list(t.shape) if t is not None else None for t in node.inputs],
+                       [list(t.shape) for t in node.outputs if t is not None], attrs, "float32",
+                       impl.flops(node), _tensor_bytes(node))
+
+
+def run_call(call: LibraryCall, arrays: dict[str, Any], xp: Any = np) -> None:
+    """Execute one call on named arrays (shaped as the call says; absent inputs are None)."""
+    ins = [arrays[n] if n else None for n in call.inputs]
+    outs = [arrays[n] for n in call.outputs if n]
+    BY_FUNCTION[call.function].run(xp, ins, outs, dict(call.attrs))
+
+
+def modelled_us(call: LibraryCall, device: Any) -> float:
+    """The cost model of a vendor call inside the plan's captured CUDA Graph: one graph node, then the roofline at
+    the call's efficiency scaled by how many 128x128 output tiles fill the SMs (small problems leave SMs idle)."""
+    impl = BY_FUNCTION[call.function]
+    out = call.output_shapes[0]
+    rows = prod(out[:-1]) if call.function != "conv2d" else out[0] * prod(out[2:])
+    cols = out[-1] if call.function != "conv2d" else out[1]
+    tiles = -(-rows // 128) * -(-cols // 128)
+    fill = min(1.0, tiles / device.sms)
+    compute_s = call.flops / (device.peak_flops * impl.efficiency * fill)
+    memory_s = call.bytes / (device.mem_bw * 0.8)
+    return device.graph_node_us + max(CALL_FLOOR_US, max(compute_s, memory_s) * 1e6)

@@ -438,7 +438,9 @@ def test_pass_options_fail_in_one_line(tmp_path: Path, args: list[str], message:
 
 def test_timeline_json_is_a_trace_with_one_slice_per_rtask(tmp_path: Path) -> None:
     path = tmp_path / "m.onnx"
-    onnx.save(lstm_model(5, 2, 3, 4, 2), path)
+    # hidden 64: cells worth spreading over the vEUs (with hidden 4 a cell costs less than a barrier-rTask and
+    # the cost model rightly runs the whole model on one vEU, with nothing to wait for)
+    onnx.save(lstm_model(5, 2, 3, 64, 2), path)
     built = build_model(path, tmp_path / "b", target="cpu", veus=3, quiet=True)
     trace = json.loads((tmp_path / "b" / "timeline.json").read_text())
     events = trace["traceEvents"]

@@ -529,9 +529,11 @@ def test_resources_per_rkernel_from_ptxas(tmp_path):
     legacy = _legacy_ptxas(nvcc, src / "red/block/sum_sq.cu")["sum_squares"]
     (res,) = kernels["sum_squares"]["resources"]
     assert 1 <= res["registers"] <= 255 and res["spill_stores"] == 0
-    # the converted kernel keeps the legacy buffer (128 floats) and adds the rTask slot (32 bytes) + alignment
+    # the converted kernel keeps the legacy buffer (128 floats) and at most adds the rTask slot (48 bytes) +
+    # alignment: the plain wrapper synchronises with __syncthreads, so a kernel without __syncthreads_count/and/or
+    # leaves the slot unused and the compiler drops it
     assert legacy["static_smem_bytes"] == 512
-    assert legacy["static_smem_bytes"] + 32 <= res["static_smem_bytes"] <= legacy["static_smem_bytes"] + 64
+    assert legacy["static_smem_bytes"] <= res["static_smem_bytes"] <= legacy["static_smem_bytes"] + 64
     # with a spec giving the template arguments, the template is instantiated and measured
     (src / "tiles/deep/er/transpose_tile.spec.yaml").write_text(TRANSPOSE_SPEC)
     report = batch.convert_all(src, tmp_path / "out", jobs=2, resources=True)

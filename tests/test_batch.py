@@ -543,7 +543,7 @@ def test_resources_per_rkernel_from_ptxas(tmp_path):
     legacy_t = _legacy_ptxas(nvcc, src / "tiles/deep/er/transpose_tile.cu",
                              "\nvoid* inst() { return (void*)&transpose_tile<8>; }\n")["transpose_tile"]
     assert legacy_t["static_smem_bytes"] == 8 * 9 * 4
-    assert legacy_t["static_smem_bytes"] + 32 <= inst["static_smem_bytes"] <= legacy_t["static_smem_bytes"] + 64
+    assert legacy_t["static_smem_bytes"] <= inst["static_smem_bytes"] <= legacy_t["static_smem_bytes"] + 64
 
 
 # ---- throughput ---------------------------------------------------------------------------------------------
@@ -693,7 +693,6 @@ def test_index_registers_per_instance(corpus_index):
             continue
         for expr, inst in e["instances"].items():
             assert 1 <= inst["registers"] <= 255, expr
-            assert inst["static_smem_bytes"] >= 32  # at least the rTask slot
 
 
 def test_convert_all_over_the_whole_corpus(tmp_path):

@@ -286,8 +286,8 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
         np.savez(tmp / "weights.npz", **{npz_key(k): np.ascontiguousarray(v) for k, v in weights.items()})
         shutil.copyfile(model_path, tmp / "model.onnx")
-        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.device.barrier_us))
-        slices = schedule_slices(plan, programs, profiler.device.barrier_us)
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.barrier_cost_us))
+        slices = schedule_slices(plan, programs, profiler.barrier_cost_us)
         (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
                                                           {"model": str(model_path), "policy": policy,
                                                            "profiler": profiler.describe()}))

@@ -260,6 +260,9 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         veus_per_sm = most = occupancy.veus_per_sm
         num_veus = veus_per_sm * SM90.sms
         profiler = make_profiler(profile, target, num_veus)
+        if profiler.mode == "measured":  # rTask times depend on the vEUs sharing an SM: measured per vEU count
+            prog.step(f"measure launch shapes on {num_veus} vEUs",
+                      lambda: profile_workload(workload, profiler, target, paths, quiet), own_line=True)
         sch = prog.step(f"{policy} plan on {num_veus} vEUs",
                         lambda: plan_workload(graph, workload, policy, profiler, num_veus=num_veus))
         plan = sch.plan

@@ -253,12 +253,11 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                            lambda: convert_ops(list(ops0), paths))
     veus_per_sm, occupancy, most = 1, None, 4
     while target == "gpu" and veus is None and ops and compile_check:  # re-plan until the plan's vEUs fit
-        from vdevice.occupancy import SM90
         occupancy = prog.step("vEUs per SM from ptxas", lambda: choose_occupancy(ops, texts, plan, most))
         if occupancy is None or occupancy.veus_per_sm == veus_per_sm:
             break
         veus_per_sm = most = occupancy.veus_per_sm
-        num_veus = veus_per_sm * SM90.sms
+        num_veus = veus_per_sm * profiler.device.sms
         profiler = make_profiler(profile, target, num_veus)
         if profiler.mode == "measured":  # rTask times depend on the vEUs sharing an SM: measured per vEU count
             prog.step(f"measure launch shapes on {num_veus} vEUs",

@@ -399,9 +399,30 @@ def render_text(r: BenchResult) -> str:
                      f"{_fmt(m.max_err, '.2g'):>9s} {_fmt(r.speedup(m.name), '.2f', 'x'):>9s}  {m.note}")
     for policy, b in r.builds.items():
         lines.append(f"build {policy}: {_build_summary(b)}")
+        compared = predicted_vs_measured(r, policy, b)
+        if compared:
+            lines.append("  cost model vs measured: " + "; ".join(
+                f"{name} predicted {p:.1f} us, measured {m:.1f} us ({m / p:.2f}x)" for name, p, m in compared))
         if b.get("folder"):
             lines.append(f"  timeline {Path(b['folder']) / 'timeline.svg'}, report {Path(b['folder']) / 'report.md'}")
     return "\n".join(lines)
+
+
+# the variant each prediction of a build is for: the policy's own program, and (on the wavefront build, whose
+# launches the baselines run) the op-by-op and CUDA Graph baselines priced by the cost model
+_PREDICTED = {"wavefront": (("rammer", "predicted_us"), ("rammer-base", "op-by-op"), ("cuda-graph", "cuda-graph")),
+              "ios": (("rammer-ios", "predicted_us"),)}
+
+
+def predicted_vs_measured(r: BenchResult, policy: str, b: dict) -> list[tuple[str, float, float]]:
+    """(variant, predicted µs, measured median µs) for each variant of this build that ran and was predicted."""
+    out = []
+    for variant, key in _PREDICTED.get(policy, ()):
+        predicted = b.get(key) if key == "predicted_us" else (b.get("predicted_baselines_us") or {}).get(key)
+        measured = r.ms(variant)
+        if predicted and measured is not None:
+            out.append((variant, float(predicted), measured * 1e3))
+    return out
 
 
 def _build_summary(b: dict) -> str:

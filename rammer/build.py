@@ -275,13 +275,15 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                            lambda: convert_ops(list(ops0), paths))
     veus_per_sm, occupancy, most = 1, None, 4
     while target == "gpu" and veus is None and ops and compile_check:  # re-plan until the plan's vEUs fit
-        from vdevice.occupancy import SM90
         occupancy = prog.step("vEUs per SM from ptxas", lambda: choose_occupancy(ops, texts, plan, most))
         if occupancy is None or occupancy.veus_per_sm == veus_per_sm:
             break
         veus_per_sm = most = occupancy.veus_per_sm
-        num_veus = veus_per_sm * SM90.sms
+        num_veus = veus_per_sm * profiler.device.sms
         profiler = make_profiler(profile, target, num_veus)
+        if profiler.mode == "measured":  # rTask times depend on the vEUs sharing an SM: measured per vEU count
+            prog.step(f"measure launch shapes on {num_veus} vEUs",
+                      lambda: profile_workload(workload, profiler, target, paths, quiet), own_line=True)
         sch = prog.step(f"{policy} plan on {num_veus} vEUs",
                         lambda: plan_workload(graph, workload, policy, profiler, num_veus=num_veus))
         plan = sch.plan
@@ -309,8 +311,8 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
         np.savez(tmp / "weights.npz", **{npz_key(k): np.ascontiguousarray(v) for k, v in weights.items()})
         shutil.copyfile(model_path, tmp / "model.onnx")
-        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.device.barrier_us))
-        slices = schedule_slices(plan, programs, profiler.device.barrier_us)
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.barrier_cost_us))
+        slices = schedule_slices(plan, programs, profiler.barrier_cost_us)
         (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
                                                           {"model": str(model_path), "policy": policy,
                                                            "profiler": profiler.describe()}))

@@ -127,7 +127,7 @@ def default_cache_dir() -> Path:
 class RuntimeCosts:
     """The persistent runtime's fixed costs measured on a device (they replace DeviceSpec's defaults)."""
 
-    barrier_us: float  # one barrier-rTask: a hand-off from an rTask on another vEU
+    barrier_us: float  # one barrier-rTask awaiting one rTask on another vEU (a hand-off, fan-in 1)
     launch_us: float  # one persistent launch of an rProgram (an empty program on all vEUs)
 
 
@@ -178,7 +178,7 @@ class Profiler:
         self.measure = measure
         # a measured rTask time depends on how many vEUs share the device: one cache file per (device, vEUs)
         self.cache = ProfileCache(f"{device.name} {self.num_veus} vEUs", cache_dir) if mode == "measured" else None
-        self.fixed_barrier = device.barrier_us is not None  # a given or measured figure, whatever the fan-in
+        self.fixed_barrier = device.barrier_us is not None  # a figure given with the device, whatever the fan-in
         if device.barrier_us is None:
             self.device = dataclasses.replace(device, barrier_us=self.barrier_cost_us(self.num_veus))
         self.resident_bytes: int | None = None  # the model's weights and activations, when the caller knows them
@@ -190,9 +190,10 @@ class Profiler:
     def use_runtime_costs(self) -> None:
         """Price barriers and launches with the cache's measured runtime costs, when it has them."""
         rt = self.cache.runtime if self.cache else None
-        if rt is not None:
-            self.device = dataclasses.replace(self.device, barrier_us=rt.barrier_us, launch_us=rt.launch_us)
-            self.fixed_barrier = True
+        if rt is not None:  # the measured hand-off (fan-in 1) replaces the model's; arrivals still add per fan-in
+            self.device = dataclasses.replace(self.device, handoff_us=rt.barrier_us, launch_us=rt.launch_us)
+            if not self.fixed_barrier:
+                self.device = dataclasses.replace(self.device, barrier_us=self.barrier_cost_us(self.num_veus))
 
     def describe(self) -> str:
         """One line for the user: active mode, device and cache path."""

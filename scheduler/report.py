@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 from vdevice.program import Program, Wait
 
-from .simulate import veu_ends
+from .simulate import Barrier, veu_ends
 
 ROW_H, LEFT, WIDTH, TOP = 6, 60, 1400, 40
 MAX_RECTS = 40000  # above this, consecutive rTasks of one op type on a vEU are drawn as one box
@@ -38,7 +38,7 @@ class Slice:
     args: dict = field(default_factory=dict)  # op type, variant, rtask id, launch (rTasks); awaited tasks (waits)
 
 
-def schedule_slices(plan: Any, programs: list[Program], barrier_us: float) -> list[Slice]:
+def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier) -> list[Slice]:
     """Every rTask, every barrier wait and every library call of the plan in predicted time, steps back to back
     (library calls as slices of their own process, after the rPrograms' ones)."""
     out, t0 = [], 0.0
@@ -73,7 +73,7 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: float) -> li
     return out
 
 
-def schedule_boxes(plan: Any, programs: list[Program], barrier_us: float) -> list[tuple[int, int, float, float, str]]:
+def schedule_boxes(plan: Any, programs: list[Program], barrier_us: Barrier) -> list[tuple[int, int, float, float, str]]:
     """(program, vEU, start µs, end µs, op type) of every rTask, programs back to back in predicted time."""
     return [(s.program, s.veu, s.start, s.end, s.args["op"])
             for s in schedule_slices(plan, programs, barrier_us) if s.kind == "rtask"]
@@ -121,7 +121,7 @@ def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, i
     return [tuple(b) for b in out]
 
 
-def timeline_svg(plan: Any, programs: list[Program], barrier_us: float) -> str:
+def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier) -> str:
     """vEUs (rows) x predicted time (columns), one colour per op type with a legend; hover a box for its times.
     The full detail (every rTask with its node, variant and rtask id) is in timeline.json."""
     slices = schedule_slices(plan, programs, barrier_us)

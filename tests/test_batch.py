@@ -530,9 +530,11 @@ def test_resources_per_rkernel_from_ptxas(tmp_path):
     legacy = _legacy_ptxas(nvcc, src / "red/block/sum_sq.cu")["sum_squares"]
     (res,) = kernels["sum_squares"]["resources"]
     assert 1 <= res["registers"] <= 255 and res["spill_stores"] == 0
-    # the converted kernel keeps the legacy buffer (128 floats) and adds the rTask slot (32 bytes) + alignment
+    # the converted kernel keeps the legacy buffer (128 floats) and at most adds the rTask slot (48 bytes) +
+    # alignment: the plain wrapper synchronises with __syncthreads, so a kernel without __syncthreads_count/and/or
+    # leaves the slot unused and the compiler drops it
     assert legacy["static_smem_bytes"] == 512
-    assert legacy["static_smem_bytes"] + 32 <= res["static_smem_bytes"] <= legacy["static_smem_bytes"] + 64
+    assert legacy["static_smem_bytes"] <= res["static_smem_bytes"] <= legacy["static_smem_bytes"] + 64
     # with a spec giving the template arguments, the template is instantiated and measured
     (src / "tiles/deep/er/transpose_tile.spec.yaml").write_text(TRANSPOSE_SPEC)
     report = batch.convert_all(src, tmp_path / "out", jobs=2, resources=True)
@@ -542,7 +544,7 @@ def test_resources_per_rkernel_from_ptxas(tmp_path):
     legacy_t = _legacy_ptxas(nvcc, src / "tiles/deep/er/transpose_tile.cu",
                              "\nvoid* inst() { return (void*)&transpose_tile<8>; }\n")["transpose_tile"]
     assert legacy_t["static_smem_bytes"] == 8 * 9 * 4
-    assert legacy_t["static_smem_bytes"] + 32 <= inst["static_smem_bytes"] <= legacy_t["static_smem_bytes"] + 64
+    assert legacy_t["static_smem_bytes"] <= inst["static_smem_bytes"] <= legacy_t["static_smem_bytes"] + 64
 
 
 # ---- throughput ---------------------------------------------------------------------------------------------
@@ -692,7 +694,6 @@ def test_index_registers_per_instance(corpus_index):
             continue
         for expr, inst in e["instances"].items():
             assert 1 <= inst["registers"] <= 255, expr
-            assert inst["static_smem_bytes"] >= 32  # at least the rTask slot
 
 
 def test_convert_all_over_the_whole_corpus(tmp_path):

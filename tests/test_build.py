@@ -440,7 +440,9 @@ def test_pass_options_fail_in_one_line(tmp_path: Path, args: list[str], message:
 
 def test_timeline_json_is_a_trace_with_one_slice_per_rtask(tmp_path: Path) -> None:
     path = tmp_path / "m.onnx"
-    onnx.save(lstm_model(5, 2, 3, 4, 2), path)
+    # hidden 64: cells worth spreading over the vEUs (with hidden 4 a cell costs less than a barrier-rTask and
+    # the cost model rightly runs the whole model on one vEU, with nothing to wait for)
+    onnx.save(lstm_model(5, 2, 3, 64, 2), path)
     built = build_model(path, tmp_path / "b", target="cpu", veus=3, quiet=True)
     trace = json.loads((tmp_path / "b" / "timeline.json").read_text())
     events = trace["traceEvents"]
@@ -497,3 +499,28 @@ def test_cache_command_reports_and_clears_one_root(tmp_path: Path) -> None:
     bad = run("clear", "../elsewhere")
     assert bad.returncode == 2 and "not a part of the cache" in bad.stderr
     assert run("clear").returncode == 0 and not env_root.exists()
+
+
+@pytest.mark.nvcc
+@pytest.mark.slow
+def test_gpu_build_picks_veus_per_sm_from_ptxas(tmp_path: Path) -> None:
+    """`rammer build --target gpu` without --veus (no GPU needed, nvcc compiles): the vEU count is the SM count
+    times the vEUs per SM chosen from ptxas, the program carries that __launch_bounds__, and ptxas' registers at
+    those bounds keep that many vEUs co-resident without spills (checked here by the occupancy arithmetic)."""
+    from toolchain.nvcc import find_nvcc
+    if find_nvcc() is None:
+        pytest.skip("nvcc is not installed")
+    from vdevice.occupancy import blocks_per_sm, interpreter_usage
+    from vdevice.codegen import INCLUDE_DIR
+    path = tmp_path / "m.onnx"
+    onnx.save(lstm_model(4, 2, 3, 32, 2), path)
+    built = build_model(path, tmp_path / "b", target="gpu", quiet=True, profile="model")
+    k = built.manifest.stats["veus_per_sm"]
+    assert k >= 2 and built.manifest.num_veus == 132 * k and "per SM" in built.manifest.stats["occupancy"]
+    source = (tmp_path / "b" / "program.cu").read_text()
+    assert f", {k})\nvd_interpreter(" in source
+    usage = interpreter_usage(source, [str(INCLUDE_DIR)])
+    plan = json.loads((tmp_path / "b" / "plan.json").read_text())
+    threads = max(p["veu_threads"] for p in plan["programs"])
+    smem = max(p["veu_smem_bytes"] for p in plan["programs"]) + 128
+    assert usage.spill_bytes == 0 and blocks_per_sm(-(-threads // 32) * 32, usage.registers, smem).blocks >= k

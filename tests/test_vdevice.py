@@ -49,13 +49,17 @@ def gather_kernel(n: int, b: int, taps: int) -> KernelRef:
     return KernelRef("gather.cu", "gather__rtask", "gather__rt_shared", (b, taps), (_ceil(n, b),), (b,))
 
 
+def count_kernel(n: int, b: int) -> KernelRef:
+    return KernelRef("count.cu", "count_pos__rtask", None, (b,), (_ceil(n, b),), (b,))
+
+
 def slow_kernel(n: int) -> KernelRef:
     return KernelRef("elementwise.cu", "slow_copy__rtask", "slow_copy__rt_shared", (32,), (_ceil(n, 32),), (32,))
 
 
 # Every instantiation the tests use: one generated module, one compile, for all programs below.
 CATALOG = [affine_kernel(32, 32), affine_kernel(64, 64), add2_kernel(64, (16, 4)), gather_kernel(32, 32, 5),
-           gather_kernel(64, 64, 3), slow_kernel(32)]
+           gather_kernel(64, 64, 3), slow_kernel(32), count_kernel(64, 32), count_kernel(64, 64)]
 
 
 def ref_affine(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
@@ -64,6 +68,16 @@ def ref_affine(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
 
 def ref_add2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a * F32(0.5) + b
+
+
+def ref_count(x: np.ndarray, b: int) -> np.ndarray:
+    """count_pos: per block of b elements (padded with zeros), the positives and whether all |x| < 3."""
+    pad = np.zeros(_ceil(x.size, b) * b, dtype=F32)
+    pad[: x.size] = x
+    blocks = pad.reshape(-1, b)
+    positives = (blocks > 0).sum(axis=1).astype(F32) * F32(0.125)
+    small = np.where(np.all(np.abs(blocks) < 3.0, axis=1), F32(1.0), F32(0.0))
+    return ((blocks + positives[:, None]) + small[:, None]).reshape(-1)[: x.size]
 
 
 def ref_gather(x: np.ndarray, taps: int, stride: int) -> np.ndarray:
@@ -96,7 +110,11 @@ class Dag:
 
     def unary(self, x: str, rng: np.random.Generator, slow_rounds: int = 3) -> str:
         n, out = self.n, f"t{len(self.ops)}"
-        kind = rng.integers(3)
+        kind = rng.integers(4)
+        if kind == 3:
+            b = int(rng.choice([32, 64]))
+            op = Op(out, count_kernel(n, b), (ArgRef.buf(out), ArgRef.buf(x), ArgRef.scalar("int32", n)))
+            return self.add(op, [x], lambda bufs: ref_count(bufs[x], b))
         if kind == 0:
             b = int(rng.choice([32, 64]))
             alpha, beta = float(rng.uniform(-2, 2)), float(rng.uniform(-1, 1))
@@ -491,9 +509,10 @@ def test_layout_sizes_and_shared_memory_per_veu():
     bufs = dag.inputs(1)
     vd = _vdevice(dag, bufs)
     sizes = {inst.rtask_expr.split("::")[1]: int(vd.layout_sizes[k + 1]) for k, inst in enumerate(vd.gen.instantiations)}
-    # float[B] rounded to 16; gather: float[B] + int = 4B + 4 -> 16; add2 has no static shared memory
+    # float[B] rounded to 16; gather: float[B] + int = 4B + 4 -> 16; add2 and count_pos have no static shared memory
     assert sizes == {"affine__rtask<32>": 128, "affine__rtask<64>": 256, "add2__rtask": 0,
-                     "gather__rtask<32, 5>": 144, "gather__rtask<64, 3>": 272, "slow_copy__rtask<32>": 128}
+                     "gather__rtask<32, 5>": 144, "gather__rtask<64, 3>": 272, "slow_copy__rtask<32>": 128,
+                     "count_pos__rtask<32>": 0, "count_pos__rtask<64>": 0}
     ops = [Op("a", add2_kernel(64, (16, 4)), ()), Op("g", gather_kernel(64, 64, 3), ())]
     program = Program(ops, 1)
     program.append(TaskRef(0, 0), 0)

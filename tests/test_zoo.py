@@ -355,6 +355,8 @@ def test_bench_reports_builds_and_utilisation(monkeypatch):
     assert "build wavefront: 12.3 s, 40 launches, 900 rTasks, 1 rProgram(s), 77 barrier-rTasks" in text
     assert "achieved occupancy 12.5%" in text and "ncu: ncu is not on the PATH" in text
     assert "/x/wavefront/timeline.svg" in text
+    # the cost model's prediction beside the measurement (0.5 ms measured against 321 us predicted)
+    assert "cost model vs measured: rammer predicted 321.0 us, measured 500.0 us (1.56x)" in text
     table = bench.markdown_builds([r]).splitlines()
     assert len(table) == 4
     assert [c.strip() for c in table[2].strip("|").split("|")] == [

@@ -161,6 +161,17 @@ def handoff(count: int, reps: int) -> None:
     row("hand-off cost", t_pp - t_one, count, "hand-off", "(ping-pong - 1 vEU) / N")
 
 
+def persistent_or_none(ops: list[Op], program: Program, bufs: dict[str, np.ndarray], what: str,
+                       veus_per_sm: int = 1) -> PersistentExecutor | None:
+    """The program loaded on a fresh vDevice, or None (said) when the GPU cannot keep its vEUs co-resident."""
+    try:
+        vd = VDevice(ops, SOURCES, bufs, "gpu", catalog=CATALOG, veus_per_sm=veus_per_sm)
+        return PersistentExecutor(ops, [program], SOURCES, bufs, vdevice=vd)
+    except VDeviceError as exc:
+        print(f"  [info] {what} refused: {exc}")
+        return None
+
+
 def step_barrier(num_veus: int, rounds: int, reps: int, validate_it: bool) -> None:
     """Each round every vEU runs one rTask after all vEUs' rTasks of the previous round."""
     n = 32 * num_veus
@@ -179,12 +190,10 @@ def step_barrier(num_veus: int, rounds: int, reps: int, validate_it: bool) -> No
             free.append(TaskRef(r, v), v)  # same work, vEU order only (each vEU reads its own slice)
     if validate_it:
         validate(barrier, [(r - 1, r) for r in range(1, rounds)])
-    vd = VDevice(ops, SOURCES, bufs, "gpu", catalog=CATALOG)
-    try:
-        exe = PersistentExecutor(ops, [barrier], SOURCES, bufs, vdevice=vd)
-    except VDeviceError as exc:
-        print(f"  [info] {num_veus} vEUs refused: {exc}")
+    exe = persistent_or_none(ops, barrier, bufs, f"{num_veus} vEUs")
+    if exe is None:
         return
+    vd = exe.vd
     got = fresh(bufs)
     exe.run(got)
     check(bool(np.all(got["a" if rounds % 2 else "b"] == rounds)), f"step barrier over {num_veus} vEUs x {rounds} rounds")
@@ -249,11 +258,8 @@ def veus_per_sm_bandwidth(sms: int, reps: int, n: int = 1 << 24, threads: int = 
         program = Program(ops, num_veus)
         for r in range(ops[0].kernel.rtasks):
             program.append(TaskRef(0, r), r % num_veus)
-        try:
-            vd = VDevice(ops, SOURCES, bufs, "gpu", catalog=CATALOG, veus_per_sm=k)
-            exe = PersistentExecutor(ops, [program], SOURCES, bufs, vdevice=vd)
-        except VDeviceError as exc:
-            print(f"  [info] {k} vEUs per SM refused: {exc}")
+        exe = persistent_or_none(ops, program, bufs, f"{k} vEUs per SM", veus_per_sm=k)
+        if exe is None:
             continue
         got = fresh(bufs)
         exe.run(got)

@@ -327,8 +327,9 @@ def encode(program: Program, module: GeneratedModule, argtab: "ArgTable") -> Pro
                 continue
             polled = counters.waits[nwait]
             nwait += 1
-            instr.append({"code": VD_WAIT, "a": len(targets), "b": len(polled), "publish": 0, "grid_x": 0,
-                          "grid_yz": 0, "block": 0, "layout_offset": 0})
+            instr.append({"code": VD_WAIT, "a": len(targets), "b": len(polled), "publish": 0,
+                          "grid_x": polled[0] if polled else 0, "grid_yz": counters.sizes[polled[0]] if polled else 0,
+                          "block": 0, "layout_offset": 0})
             targets.extend({"counter": c, "count": counters.sizes[c]} for c in polled)
         begin.append(len(instr))
     pad = {name: 0 for name in INSTR.names}  # read by the one-ahead fetch after the last vEU's last instruction

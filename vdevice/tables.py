@@ -52,8 +52,8 @@ INSTR = Record("Instr", (
     ("a", "run: rTask id; wait: first target"),
     ("b", "run: first argument slot in argtab; wait: target count"),
     ("publish", "run: 1 + the counter this rTask increments when finished; 0 when no barrier-rTask awaits it"),
-    ("grid_x", "legacy grid x"),
-    ("grid_yz", "legacy grid y | grid z << 16"),
+    ("grid_x", "run: legacy grid x; wait: its first target's counter (no dependent load for one counter)"),
+    ("grid_yz", "run: legacy grid y | grid z << 16; wait: its first target's count"),
     ("block", "legacy block x | block y << 11 | block z << 22"),
     ("layout_offset", "the layout struct's offset in the vEU's dynamic buffer: align16(dynamic shared bytes)"),
 ), align=16)

@@ -4,8 +4,9 @@
 // Instr.code are generated from one description in vdevice/tables.py and emitted ahead of this header:
 //   instr[pc]       Instr, 32 bytes: a run {instantiation id | VD_NAMED | VD_PREPARE, rtask, first argument slot,
 //                   1 + counter to publish (0: none), grid, block, layout offset} or a wait {VD_WAIT, first
-//                   target, target count}; vEU v runs instructions veu_begin[v] .. veu_begin[v+1]-1, and the
-//                   table ends with one pad row (the one-ahead fetch of a vEU's last instruction reads it)
+//                   target, target count, -, first target's counter and count}; vEU v runs instructions
+//                   veu_begin[v] .. veu_begin[v+1]-1, and the table ends with one pad row (the one-ahead fetch of
+//                   a vEU's last instruction reads it)
 //   targets[i]      Target {counter, count}: the barrier-rTask waits until counters[counter] >= (run + 1) * count
 //   argtab[slot]    device pointers and scalars (bit patterns, 8 bytes a slot) of every op
 //   counters[c]     how many awaited rTasks of group c have finished, over all runs (monotonic: never reset per
@@ -157,18 +158,20 @@ __device__ inline void report_timeout(unsigned* err, unsigned veu, unsigned pc, 
 }
 
 // Barrier-rTask: thread i polls counter i (a wait has one counter per awaited group, so normally one or a few,
-// whatever the fan-in), then one acquire fence, then the vEU barrier hands the order to all threads.
+// whatever the fan-in), then one acquire fence, then the vEU barrier hands the order to all threads. The first
+// counter comes in the wait's own record (no dependent load when there is one); the others from targets.
 // Returns nonzero (all threads) when aborted.
-__device__ inline unsigned barrier_rtask(const Target* targets, unsigned count, const unsigned* counters,
+__device__ inline unsigned barrier_rtask(const Instr& in, const Target* targets, const unsigned* counters,
                                          unsigned* err, unsigned run, u64 budget, unsigned veu, unsigned pc,
                                          Control* ctl) {
   // the flag slot rotates with pc: the slot reset here is the one of a wait at least two instructions back,
   // and a vEU barrier lies between that wait's read of its flag and this reset
-  const unsigned tid = threadIdx.x;
+  const unsigned tid = threadIdx.x, count = in.b;
   unsigned* flag = &ctl->flags[pc % 3u];
   if (tid == 0) ctl->flags[(pc + 1u) % 3u] = 0u;
   for (unsigned i = tid; i < count; i += blockDim.x) {
-    const unsigned c = targets[i].counter, need = (run + 1u) * targets[i].count;
+    const unsigned c = i == 0 ? in.grid_x : targets[in.a + i].counter;
+    const unsigned need = (run + 1u) * (i == 0 ? in.grid_yz : targets[in.a + i].count);
     const unsigned r = poll_until(counters + c, need, err, budget);
     if (r == POLL_TIMEOUT) report_timeout(err, veu, pc, c, need, load_relaxed(counters + c));
     if (r != POLL_OK) {
@@ -237,7 +240,7 @@ __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* ve
       }
       __syncthreads();  // the rTask is finished on every thread: publish it, reuse the shared buffer
       if (in.publish != 0u && threadIdx.x == 0) publish(counters + in.publish - 1u);
-    } else if (barrier_rtask(targets + in.a, in.b, counters, err, run, budget, v, pc, ctl)) {
+    } else if (barrier_rtask(in, targets, counters, err, run, budget, v, pc, ctl)) {
       break;
     }
     if (pc + 1 < end) prepare(next, slot);

@@ -28,6 +28,7 @@ Conventions for nodes:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import pkgutil
@@ -38,6 +39,7 @@ from math import prod
 from pathlib import Path
 from typing import Any, Callable, Union
 
+from toolchain.cache import content_key
 from toolchain.cxx import kernel_expr
 
 LEGACY_DIR = Path(__file__).parent / "legacy"
@@ -151,6 +153,7 @@ class Launch:
     args: list[Arg]
     flops: int                  # work of this launch, for the roofline cost model
     bytes: int                  # compulsory global-memory traffic of this launch
+    source_digest: str = ""     # content digest of the legacy source (set by Binding.launch): keys measured times
 
     @property
     def expr(self) -> str:
@@ -184,6 +187,21 @@ class Refusal:
 
 
 Condition = Callable[[NodeInfo], "str | None"]  # None: the node applies; else one line saying why not
+
+
+def source_digest(path: Path) -> str:
+    """Content digest of a legacy source file (cached per path and modification time): an edited kernel is a new
+    key for the measured-profile cache, never a stale timing."""
+    try:
+        st = path.stat()
+    except OSError:
+        return ""
+    return _digest(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=512)
+def _digest(path: str, mtime_ns: int, size: int) -> str:
+    return content_key(Path(path).read_bytes(), length=16)
 
 
 @dataclass(frozen=True)
@@ -228,7 +246,8 @@ class Binding:
         refused = self.refusal(node)
         if refused is not None:
             raise NotApplicable(f"{self.name} cannot run node '{node.name}': {refused.reason}")
-        return self.plan(node)
+        digest = source_digest(self.source_path)
+        return [dataclasses.replace(ln, source_digest=digest) for ln in self.plan(node)]
 
     def _common_reason(self, node: NodeInfo) -> str | None:
         """Checks every binding shares: op type, element types, non-empty tensors of int32-indexable size."""

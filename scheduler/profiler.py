@@ -112,10 +112,12 @@ MeasureFn = Callable[[Any], Measurement]
 
 
 def launch_key(launch: Any) -> str:
-    """Cache key of a launch: kernel, template arguments and the shape of the work (grid, block, scalars)."""
+    """Cache key of a launch: kernel, template arguments, the shape of the work (grid, block, scalars) and the
+    digest of the kernel's source (an edited kernel is measured again)."""
     scalars = [str(a.value) for a in launch.args if isinstance(a, Scalar)]
+    src = getattr(launch, "source_digest", "")
     return (f"{launch.expr} grid={tuple(launch.grid)} block={tuple(launch.block)} "
-            f"smem={launch.dynamic_smem} scalars=({','.join(scalars)})")
+            f"smem={launch.dynamic_smem} scalars=({','.join(scalars)})" + (f" src={src}" if src else ""))
 
 
 def default_cache_dir() -> Path:

@@ -349,3 +349,23 @@ def test_cache_evicts_the_least_recently_used_beyond_its_cap(tmp_path: Path, mon
 def test_the_suite_does_not_write_into_the_users_cache() -> None:
     from toolchain.cache import cache_root
     assert cache_root() != Path.home() / ".cache" / "rammer"
+
+
+def test_profile_key_changes_when_the_kernel_source_changes(tmp_path: Path) -> None:
+    """The measured-profile cache is keyed by the kernel's source too: an edited kernel is never served a stale time."""
+    import dataclasses
+    import shutil
+
+    from kernel_corpus.bindings import NodeInfo, TensorInfo
+    from kernel_corpus.ops.elementwise import OPS as ELEMENTWISE
+    from scheduler.profiler import launch_key
+    shutil.copytree(REPO / "kernel_corpus" / "legacy", tmp_path / "legacy")
+    relu = next(b for d in ELEMENTWISE if d.op_type == "Relu" for b in d.bindings)
+    mine = dataclasses.replace(relu, legacy_dir=tmp_path / "legacy")
+    node = NodeInfo("Relu", "n", [TensorInfo((4, 100))], [TensorInfo((4, 100))])
+    before = [launch_key(ln) for ln in mine.launch(node)]
+    assert before == [launch_key(ln) for ln in mine.launch(node)]  # stable while the source is unchanged
+    src = tmp_path / "legacy" / mine.source
+    src.write_text(src.read_text() + "\n// an edit\n")
+    after = [launch_key(ln) for ln in mine.launch(node)]
+    assert all(a != b for a, b in zip(before, after)) and len(after) == len(before)

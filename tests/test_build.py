@@ -15,6 +15,7 @@ from test_scheduler import (MODELS, Builder, cnn_model, feeds_for, lstm_model, m
                             unsupported_model)
 
 import rammer
+from kernel_corpus.bindings import source_digest
 from rammer.build import build_model
 from toolchain.cxx import kernel_expr, template_arg_text
 from rammer.runtime import BuildError, load
@@ -295,7 +296,9 @@ def test_measured_profile_is_taken_cached_and_drives_the_plan(tmp_path: Path, mo
         ln = op["launch"]
         args = [a for a in ln["args"] if a["kind"] == "scalar"]
         key = (f"{kernel_expr(ln['kernel'], ln['template_args'])} grid={tuple(ln['grid'])} "
-               f"block={tuple(ln['block'])} smem={ln['dynamic_smem']} scalars=({','.join(str(a['value']) for a in args)})")
+               f"block={tuple(ln['block'])} smem={ln['dynamic_smem']} scalars=({','.join(str(a['value']) for a in args)})"
+               f" src={ln['source_digest']}")
+        assert ln["source_digest"] == source_digest(REPO / "kernel_corpus" / "legacy" / op["source"])
         assert op["rtask_us"] == pytest.approx(by_key[key], abs=1e-3)
     # another vEU count is another file: measured afresh
     build_model(path, tmp_path / "c", target="cpu", veus=2, quiet=True, profile="measured")

@@ -174,7 +174,7 @@ class Profiler:
         tasks = max(1, launch.rtasks)
         share = max(self.num_veus, d.sms)  # a vEU never gets more than its SM
         util = min(1.0, launch.threads / d.saturating_threads)
-        compute_s = launch.flops / tasks / (d.peak_flops / share * util)
+        compute_s = launch.flops / tasks / (d.peak_flops * getattr(launch, "flop_rate", 1.0) / share * util)
         memory_s = launch.bytes / tasks / (d.mem_bw / share * util)
         return d.rtask_overhead_us + max(compute_s, memory_s) * 1e6
 

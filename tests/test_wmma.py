@@ -191,7 +191,7 @@ def _tc_module(exprs: list[str]) -> CpuModule:
     (64, 64, 0, 1, 65, 100, False, 1), (64, 64, 1, 8, 16, 16, False, 3)])
 def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M: int, N: int, K: int,
                                                  trans_a: bool, batch: int) -> None:
-    expr = f"gemm_tc<{bm}, {bn}, {prec}, false, 0>"
+    expr = f"gemm_tc<{bm}, {bn}, {prec}>"
     mod = _tc_module([expr])
     rng = np.random.default_rng(M + N + K)
     a = rng.uniform(-2, 2, (batch, M, K)).astype(np.float32)
@@ -202,7 +202,7 @@ def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M:
     grid = (-(-N // bn), -(-M // bm), batch)
     args = [stored_a, b, b, y, M, N, K, sam, sak, N, 1, 0, 0, M * K if batch > 1 else 0, K * N if batch > 1 else 0]
     mod.launch(expr, grid=grid, block=128, args=[np.int32(v) if isinstance(v, int) else v for v in args]
-               + [np.float32(1.0), np.float32(0.0)])
+               + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0)])
     for z in range(batch):
         want = tc_gemm_model(a[z], b[z], prec)
         assert np.array_equal(y[z].view(np.uint32), want.view(np.uint32))
@@ -246,13 +246,13 @@ def test_conv_tc_matches_float64(prec: int, xs, ws, stride, pad, dil, group) -> 
     M, cg, KH, KW = ws
     OH, OW = want.shape[2:]
     R = cg * KH * KW
-    exprs = ["conv_tc_offsets<256>", f"conv_tc<64, 64, {prec}, true, false>"]
+    exprs = ["conv_tc_offsets<256>", f"conv_tc<64, 64, {prec}>"]
     mod = _tc_module(exprs)
     tab = np.full(4 * R, -99, np.int32)
     mod.launch(exprs[0], grid=-(-R // 256), block=256, args=[tab] + [np.int32(v) for v in (R, H, W, KH, KW, *dil)])
     y = np.full(want.shape, np.nan, np.float32)
     grid = (-(-(N * OH * OW) // 64), -(-(M // group) // 64), group)
-    ints = [N, C, H, W, M, OH, OW, *stride, *pad, R, group]
+    ints = [N, C, H, W, M, OH, OW, *stride, *pad, R, group, 1, 0]
     mod.launch(exprs[1], grid=grid, block=128, args=[x, w, bias, y, tab] + [np.int32(v) for v in ints])
     err = np.abs(y - want).max() / (1 + np.abs(want).max())
     assert err < (1e-6 if prec == 0 else 2e-3)

@@ -11,6 +11,7 @@
 // GEMM operands are addressed through element strides exactly as in gemm.cu:
 //   A(m,k) = A[z*batch_a + m*sam + k*sak]      B(k,n) = B[z*batch_b + k*sbk + n*sbn]
 //   C(m,n) = C[m*scm + n*scn]                  Y[z][m][n] = act(alpha * sum_k A(m,k) B(k,n) + beta * C(m,n))
+// (the C term only when bias != 0).
 // The convolution is the GEMM Y_g[m][p] = sum_r W_g[m][r] * im2col(X)[r][p] per group g (r = (c, kh, kw),
 // p = (n, oh, ow)); the im2col offsets of every r come precomputed from conv_tc_offsets, so the inner loop has no
 // integer division.
@@ -129,20 +130,21 @@ __device__ __forceinline__ void tc_store(
     for (int j = 0; j < FN; ++j) {
       nvcuda::wmma::store_matrix_sync(stage, acc[i][j], 20, nvcuda::wmma::mem_row_major);
       __syncwarp();
-      out(wm + i * 16, wn + j * 16 + lane % 16, stage + lane % 16);
+      out(wm + i * 16, wn + j * 16 + lane % 16, stage + lane % 16, lane / 16);
       __syncwarp();
     }
 }
 
 // ---- GEMM ------------------------------------------------------------------------------------------------------
-// alpha * acc (+ beta * C(m,n)), then the activation (0 none, 1 Relu, 2 Gelu erf, 3 Gelu tanh), as gemm.cu.
-template <bool BIAS, int ACT>
-__device__ __forceinline__ float tc_gemm_epilogue(float acc, const float* C, size_t c_index, float alpha, float beta) {
+// alpha * acc (+ beta * C(m,n) when bias), then the activation act (0 none, 1 Relu, 2 Gelu erf, 3 Gelu tanh), as
+// gemm.cu. Run-time flags: the epilogue is outside the inner loop, and fewer instantiations keep code size down.
+__device__ __forceinline__ float tc_gemm_epilogue(float acc, const float* C, size_t c_index, float alpha, float beta,
+                                                  int bias, int act) {
   float v = alpha * acc;
-  if (BIAS) v += beta * C[c_index];
-  if (ACT == 1) return fmaxf(v, 0.0f);
-  if (ACT == 2) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-  if (ACT == 3) return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+  if (bias) v += beta * C[c_index];
+  if (act == 1) return fmaxf(v, 0.0f);
+  if (act == 2) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+  if (act == 3) return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
   return v;
 }
 
@@ -153,14 +155,13 @@ struct TcGemmLoader {
   static constexpr int A_PER = BM * TC_BK / TC_THREADS, B_PER = TC_BK * BN / TC_THREADS;
   const float* a;
   const float* b;
-  int K, sak, sbk;
+  int tid, K, sak, sbk;
   int a_off[A_PER], b_off[B_PER];
   bool a_ok[A_PER], b_ok[B_PER];
 
-  __device__ TcGemmLoader(const float* a_, const float* b_, int M, int N, int K_, int sam, int sak_, int sbk_, int sbn,
-                          int m0, int n0)
-      : a(a_), b(b_), K(K_), sak(sak_), sbk(sbk_) {
-    const int tid = threadIdx.x;
+  __device__ TcGemmLoader(int tid_, const float* a_, const float* b_, int M, int N, int K_, int sam, int sak_, int sbk_,
+                          int sbn, int m0, int n0)
+      : a(a_), b(b_), tid(tid_), K(K_), sak(sak_), sbk(sbk_) {
 #pragma unroll
     for (int i = 0; i < A_PER; ++i) {
       const int e = tid + i * TC_THREADS, m = m0 + e / TC_BK;
@@ -175,7 +176,7 @@ struct TcGemmLoader {
     }
   }
   __device__ void operator()(int t, float* as, float* bs) const {
-    const int tid = threadIdx.x, k0 = t * TC_BK;
+    const int k0 = t * TC_BK;
 #pragma unroll
     for (int i = 0; i < A_PER; ++i) {
       const int e = tid + i * TC_THREADS;
@@ -192,60 +193,64 @@ struct TcGemmLoader {
 };
 
 // The GEMM's outputs: alpha, bias and activation, bounds-checked.
-template <bool BIAS, int ACT>
 struct TcGemmOut {
   float* y;
   const float* C;
   int M, N, m0, n0, scm, scn;
   float alpha, beta;
-  // rows r0, r0+2, ... (from lane / 16) of column n of a fragment whose first row is row0; v[r*20] is row r.
-  __device__ void operator()(int row0, int col, const float* v) const {
+  int bias, act;
+  // rows first, first + 2, ... of column col of a fragment whose first row is row0; v[r*20] is row r.
+  __device__ void operator()(int row0, int col, const float* v, int first) const {
     const int n = n0 + col;
     if (n >= N) return;
-    for (int r = threadIdx.x % 32 / 16; r < 16; r += 2) {
+    for (int r = first; r < 16; r += 2) {
       const int m = m0 + row0 + r;
-      if (m < M) y[(size_t)m * N + n] = tc_gemm_epilogue<BIAS, ACT>(v[r * 20], C, (size_t)m * scm + (size_t)n * scn,
-                                                                     alpha, beta);
+      if (m < M) y[(size_t)m * N + n] = tc_gemm_epilogue(v[r * 20], C, (size_t)m * scm + (size_t)n * scn, alpha, beta,
+                                                          bias, act);
     }
   }
 };
 
 // Tensor-core GEMM: a BM x BN tile of Y per block. block (128), grid (ceil(N/BN), ceil(M/BM), batch).
-template <int BM, int BN, int PREC, bool BIAS, int ACT>
+template <int BM, int BN, int PREC>
 __global__ void __launch_bounds__(TC_THREADS)
 gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C, float* __restrict__ Y,
         int M, int N, int K, int sam, int sak, int sbk, int sbn, int scm, int scn, int batch_a, int batch_b,
-        float alpha, float beta) {
+        float alpha, float beta, int bias, int act) {
   constexpr int FM = BM / 32, FN = BN / 32;
   __shared__ __align__(32) float As[2][BM * (TC_BK + TC_PAD)];
   __shared__ __align__(32) float Bs[2][TC_BK * (BN + TC_PAD)];
   __shared__ __align__(32) float Cs[4][16 * 20];
   const int warp = threadIdx.x / 32, wm = (warp / 2) * (BM / 2), wn = (warp % 2) * (BN / 2);
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-  const TcGemmLoader<BM, BN> load(A + (size_t)blockIdx.z * batch_a, B + (size_t)blockIdx.z * batch_b, M, N, K, sam,
-                                  sak, sbk, sbn, m0, n0);
+  const TcGemmLoader<BM, BN> load(threadIdx.x, A + (size_t)blockIdx.z * batch_a, B + (size_t)blockIdx.z * batch_b, M, N,
+                                  K, sam, sak, sbk, sbn, m0, n0);
   nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> acc[FM][FN];
   tc_mainloop<BM, BN, FM, FN, PREC>(acc, As, Bs, (K + TC_BK - 1) / TC_BK, wm, wn, load);
-  const TcGemmOut<BIAS, ACT> out{Y + (size_t)blockIdx.z * M * N, C, M, N, m0, n0, scm, scn, alpha, beta};
+  const TcGemmOut out{Y + (size_t)blockIdx.z * M * N, C, M, N, m0, n0, scm, scn, alpha, beta, bias, act};
   tc_store(acc, Cs[warp], wm, wn, out);
 }
 
 // ---- implicit-GEMM convolution ---------------------------------------------------------------------------------
-// tab[r] = (offset of X[c, kh*dh, kw*dw] from X[0, 0, 0] of a channel block, kh*dh, kw*dw, 0) for
-// r = (c*KH + kh)*KW + kw < R. block (BLOCK), grid ceil(R / BLOCK).
+// One im2col row r = (c*KH + kh)*KW + kw: where its input element lies relative to the pixel's top-left input
+// element X[n, c0, ih0, iw0] (offset = (c*H + kh*dh)*W + kw*dw) and its row and column shifts (for the padding).
+struct __align__(16) TcTap {
+  int offset, dh, dw, unused;
+};
+
+// tab[r] for r < R. block (BLOCK), grid ceil(R / BLOCK).
 template <int BLOCK>
-__global__ void conv_tc_offsets(int4* __restrict__ tab, int R, int H, int W, int KH, int KW, int dh, int dw) {
+__global__ void conv_tc_offsets(TcTap* __restrict__ tab, int R, int H, int W, int KH, int KW, int dh, int dw) {
   const int r = blockIdx.x * BLOCK + threadIdx.x;
   if (r >= R) return;
   const int kw = r % KW, kh = (r / KW) % KH, c = r / (KW * KH);
-  tab[r] = make_int4((c * H + kh * dh) * W + kw * dw, kh * dh, kw * dw, 0);
+  tab[r] = TcTap{(c * H + kh * dh) * W + kw * dw, kh * dh, kw * dw, 0};
 }
 
-// acc (+ Bias[m]), then the optional Relu, as conv.cu.
-template <bool BIAS, bool RELU>
-__device__ __forceinline__ float tc_conv_epilogue(float acc, const float* Bias, int m) {
-  if (BIAS) acc += Bias[m];
-  return RELU ? fmaxf(acc, 0.0f) : acc;
+// acc (+ Bias[m] when bias), then Relu when relu, as conv.cu (run-time flags, as the GEMM's).
+__device__ __forceinline__ float tc_conv_epilogue(float acc, const float* Bias, int m, int bias, int relu) {
+  if (bias) acc += Bias[m];
+  return relu ? fmaxf(acc, 0.0f) : acc;
 }
 
 // Copies of one convolution stage. A = this group's filters W_g [mg, R] (row-major); B = im2col(X) [R, P]: thread
@@ -256,14 +261,14 @@ struct TcConvLoader {
   static constexpr int A_PER = BM * TC_BK / TC_THREADS, B_PER = TC_BK * BN / TC_THREADS, B_STEP = TC_THREADS / BN;
   const float* w;      // W_g
   const float* x;      // X[n, g*cg, 0, 0] of this thread's pixel
-  const int4* tab;
-  int R, H, W, ih0, iw0, a_off[A_PER];
+  const TcTap* tab;
+  int tid, R, H, W, ih0, iw0, a_off[A_PER];
   bool p_ok, a_ok[A_PER];
 
-  __device__ TcConvLoader(const float* X, const float* Wt, const int4* tab_, int N, int C, int H_, int W_, int OH,
-                          int OW, int sh, int sw, int ph, int pw, int cg, int mg, int R_, int g, int m0, int p0)
-      : tab(tab_), R(R_), H(H_), W(W_) {
-    const int tid = threadIdx.x, OHW = OH * OW, p = p0 + tid % BN;
+  __device__ TcConvLoader(int tid_, const float* X, const float* Wt, const TcTap* tab_, int N, int C, int H_, int W_,
+                          int OH, int OW, int sh, int sw, int ph, int pw, int cg, int mg, int R_, int g, int m0, int p0)
+      : tab(tab_), tid(tid_), R(R_), H(H_), W(W_) {
+    const int OHW = OH * OW, p = p0 + tid % BN;
     p_ok = p < N * OHW;
     w = Wt + (size_t)g * mg * R;
 #pragma unroll
@@ -278,7 +283,7 @@ struct TcConvLoader {
     x = X + ((size_t)n * C + (size_t)g * cg) * H * W;
   }
   __device__ void operator()(int t, float* as, float* bs) const {
-    const int tid = threadIdx.x, k0 = t * TC_BK;
+    const int k0 = t * TC_BK;
 #pragma unroll
     for (int i = 0; i < A_PER; ++i) {
       const int e = tid + i * TC_THREADS;
@@ -288,40 +293,39 @@ struct TcConvLoader {
 #pragma unroll
     for (int i = 0; i < B_PER; ++i) {
       const int kk = tid / BN + i * B_STEP, r = k0 + kk;
-      const int4 o = p_ok && r < R ? tab[r] : make_int4(0, 0, -1, 0);
-      const int ih = ih0 + o.y, iw = iw0 + o.z;
+      const TcTap o = p_ok && r < R ? tab[r] : TcTap{0, 0, -1, 0};
+      const int ih = ih0 + o.dh, iw = iw0 + o.dw;
       const bool ok = p_ok && r < R && ih >= 0 && ih < H && iw >= 0 && iw < W;
-      tc_copy4(bs + kk * (BN + TC_PAD) + tid % BN, ok ? x + (ih0 * W + iw0 + o.x) : x, ok);
+      tc_copy4(bs + kk * (BN + TC_PAD) + tid % BN, ok ? x + (ih0 * W + iw0 + o.offset) : x, ok);
     }
   }
 };
 
 // The convolution's outputs: bias and Relu, bounds-checked; output channel g*mg + m of pixel p = (n, oh, ow).
-template <bool BIAS, bool RELU>
 struct TcConvOut {
   float* y;
-  const float* bias;
-  int M, OHW, P, mg, m0, p0, g;
-  // rows r0, r0+2, ... (from lane / 16) of column col of a fragment whose first row is row0; v[r*20] is row r.
-  __device__ void operator()(int row0, int col, const float* v) const {
+  const float* Bias;
+  int M, OHW, P, mg, m0, p0, g, bias, relu;
+  // rows first, first + 2, ... of column col of a fragment whose first row is row0; v[r*20] is row r.
+  __device__ void operator()(int row0, int col, const float* v, int first) const {
     const int p = p0 + col;
     if (p >= P) return;
     const int n = p / OHW;
     float* yp = y + (size_t)n * M * OHW + (p - n * OHW);
-    for (int r = threadIdx.x % 32 / 16; r < 16; r += 2) {
+    for (int r = first; r < 16; r += 2) {
       const int m = m0 + row0 + r;
-      if (m < mg) yp[(size_t)(g * mg + m) * OHW] = tc_conv_epilogue<BIAS, RELU>(v[r * 20], bias, g * mg + m);
+      if (m < mg) yp[(size_t)(g * mg + m) * OHW] = tc_conv_epilogue(v[r * 20], Bias, g * mg + m, bias, relu);
     }
   }
 };
 
-// X [N, C, H, W], Wt [M, C/group, KH, KW], Bias [M], Y [N, M, OH, OW]; tab (R = C/group*KH*KW entries) from
-// conv_tc_offsets. block (128), grid (ceil(N*OH*OW / BN), ceil((M/group) / BM), group).
-template <int BM, int BN, int PREC, bool BIAS, bool RELU>
+// X [N, C, H, W], Wt [M, C/group, KH, KW], Bias [M] (read when bias), Y [N, M, OH, OW], then Relu when relu;
+// tab (R = C/group*KH*KW entries) from conv_tc_offsets. block (128), grid (ceil(N*OH*OW / BN), ceil((M/group) / BM), group).
+template <int BM, int BN, int PREC>
 __global__ void __launch_bounds__(TC_THREADS)
 conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* __restrict__ Bias,
-        float* __restrict__ Y, const int4* __restrict__ tab, int N, int C, int H, int W, int M, int OH, int OW,
-        int sh, int sw, int ph, int pw, int R, int group) {
+        float* __restrict__ Y, const TcTap* __restrict__ tab, int N, int C, int H, int W, int M, int OH, int OW,
+        int sh, int sw, int ph, int pw, int R, int group, int bias, int relu) {
   constexpr int FM = BM / 32, FN = BN / 32;
   __shared__ __align__(32) float As[2][BM * (TC_BK + TC_PAD)];
   __shared__ __align__(32) float Bs[2][TC_BK * (BN + TC_PAD)];
@@ -329,9 +333,9 @@ conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* 
   const int warp = threadIdx.x / 32, wm = (warp / 2) * (BM / 2), wn = (warp % 2) * (BN / 2);
   const int g = blockIdx.z, cg = C / group, mg = M / group;
   const int m0 = blockIdx.y * BM, p0 = blockIdx.x * BN;
-  const TcConvLoader<BM, BN> load(X, Wt, tab, N, C, H, W, OH, OW, sh, sw, ph, pw, cg, mg, R, g, m0, p0);
+  const TcConvLoader<BM, BN> load(threadIdx.x, X, Wt, tab, N, C, H, W, OH, OW, sh, sw, ph, pw, cg, mg, R, g, m0, p0);
   nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> acc[FM][FN];
   tc_mainloop<BM, BN, FM, FN, PREC>(acc, As, Bs, (R + TC_BK - 1) / TC_BK, wm, wn, load);
-  const TcConvOut<BIAS, RELU> out{Y, Bias, M, OH * OW, N * OH * OW, mg, m0, p0, g};
+  const TcConvOut out{Y, Bias, M, OH * OW, N * OH * OW, mg, m0, p0, g, bias, relu};
   tc_store(acc, Cs[warp], wm, wn, out);
 }

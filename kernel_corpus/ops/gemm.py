@@ -12,6 +12,7 @@ from onnx import helper
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
 from kernel_corpus.ops._common import (MAX_GRID_YZ, activated, cdiv, f32, fused_activation, i32, linear_launch,
                                        reason, require_present, scalar_initializer, temp, tensor_bytes)
+from kernel_corpus.ops import _tensor_core as tc
 from kernel_corpus.torch_builders import torch_function
 
 SOURCE = "gemm.cu"
@@ -221,6 +222,20 @@ def _regblock_binding(op_type: str, bm: int, bn: int, bk: int, tm: int, tn: int,
     return Binding(op_type, f"regblock{bm}x{bn}", SOURCE, kind, _gemm_condition(bm), plan, ("gemm_regblock",))
 
 
+def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str) -> Binding:
+    """gemm_tc (tc.cu): a BM x BN tile per rTask on the tensor cores, 3xTF32 (float32 accuracy) or TF32."""
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        p = gemm_problem(node)
+        grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch)
+        work = tc.tensor_core_flops(p.batch, p.M, p.N, p.K, bm, bn, precision) + p.flops - 2 * p.batch * p.M * p.N * p.K
+        return [Launch("gemm_tc", [bm, bn, tc.PREC_CODE[precision]], grid, (tc.THREADS, 1, 1), 0,
+                       _gemm_args(p) + [i32(int(p.bias)), i32(p.act)], work, _traffic(node), flop_rate=tc.TF32_RATE)]
+
+    return Binding(op_type, f"tc{bm}x{bn}_{precision}", tc.SOURCE, kind, _gemm_condition(bm), plan, ("gemm_tc",),
+                   precision=precision)
+
+
 def gemv_problem(node: NodeInfo, layout: str) -> GemmProblem | str:
     """The GEMM of a batch-1, M == 1 node whose weight is contiguous along k ('rows') or n ('cols')."""
     p = gemm_problem(node)
@@ -314,7 +329,8 @@ def _bindings_for(op_type: str) -> list[Binding]:
         _gemv_col_binding(op_type, 32, 8, "efficient"),
         _gemv_col_binding(op_type, 128, 2, "fast"),
         _gemv_splitk_binding(op_type, 32, 8, 256),
-    ]
+    ] + [_tensor_core_binding(op_type, bm, bn, precision, kind)
+         for precision in tc.PREC_CODE for bm, bn, kind in tc.TILES]
 
 
 # ---- op definitions ------------------------------------------------------------------------------------------

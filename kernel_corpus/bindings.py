@@ -50,6 +50,7 @@ BACKENDS = ("rtask", "library", "user")  # how a binding executes: corpus rKerne
 # Arithmetic of a binding's products, most accurate first: fp32 (CUDA cores), 3xtf32 (tensor cores, float32
 # accuracy), tf32 (10-bit mantissas), bf16 (7-bit). A build allows one and every more accurate one.
 PRECISIONS = ("fp32", "3xtf32", "tf32", "bf16")
+DEFAULT_PRECISION = "3xtf32"  # builds: the least accurate that keeps float32 accuracy (models within 1e-4)
 # Tolerance a binding of each precision is held to at least (max |got - want| / (1 + |want|)) at the test shapes
 # (K <= 300, operands in [-2, 2]): an absolute error near sqrt(K) * 2^-11 * |a| |b| for tf32, 2^-8 for bf16.
 PRECISION_TOL = {"fp32": 0.0, "3xtf32": 0.0, "tf32": 3e-2, "bf16": 2e-1}

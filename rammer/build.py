@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 
 from converter import RKernelMeta
-from kernel_corpus.bindings import Temp
+from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS, Temp
 from scheduler.graph import Graph
 from scheduler.plan import temp_buffer
 from vdevice.program import Op, Program, plan_to_json
@@ -205,11 +205,12 @@ def profile_workload(workload: Any, profiler: Any, target: str, paths: Mapping[s
 def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path | None = None,
                 policy: str = "wavefront", target: str = "gpu", veus: int | None = None,
                 quiet: bool = False, compile_check: bool = True, profile: str = "auto",
-                disable_passes: tuple[str, ...] | list[str] = (), dump_after: tuple[str, ...] | list[str] = ()
-                ) -> "Built":
+                disable_passes: tuple[str, ...] | list[str] = (), dump_after: tuple[str, ...] | list[str] = (),
+                precision: str = DEFAULT_PRECISION) -> "Built":
     """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build.
     `disable_passes` leaves graph passes out; `dump_after` writes the graph after each named pass as
-    `after-NAME.onnx` into the build folder."""
+    `after-NAME.onnx` into the build folder; `precision` (PRECISIONS) is the least accurate arithmetic the
+    kernels may use."""
     from scheduler.export import graph_to_onnx
     from scheduler.passes import check_pass_names
     from scheduler.pipeline import load_workload, op_dependencies, plan_workload
@@ -223,7 +224,9 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     if off:
         raise BuildError(f"--dump-after {off[0]}: that pass is disabled, there is nothing to dump")
     prog = Progress(quiet)
-    registry = corpus_registry(corpus)
+    if precision not in PRECISIONS:
+        raise BuildError(f"--precision {precision}: choose from {', '.join(PRECISIONS)}")
+    registry = corpus_registry(corpus).restricted(precision)
     num_veus = veus or (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
     if num_veus < 1:
         raise BuildError(f"--veus must be >= 1, got {num_veus}")
@@ -279,7 +282,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                                                            "profiler": profiler.describe()}))
         for name, model in dumps.items():
             onnx.save(model, str(tmp / f"after-{name}.onnx"))
-        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(),
+        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(), "precision": precision,
                                                         "passes": [r.to_json() for r in graph.pass_log]}
         built = Built(tmp, manifest, ops, programs, texts, weights)
         if compile_check and ops:

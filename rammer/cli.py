@@ -10,6 +10,7 @@ import time
 import click
 import numpy as np
 
+from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS
 from scheduler.graph import SchedulerError
 from scheduler.onnx_import import first_line
 from scheduler.passes import PASSES
@@ -47,12 +48,17 @@ def main() -> None:
               help=f"leave a graph pass out (repeatable): {', '.join(PASS_NAMES)}")
 @click.option("--dump-after", "dump_after", multiple=True, metavar="NAME",
               help="write the graph after this pass as OUT_DIR/after-NAME.onnx (repeatable; open it in Netron)")
+@click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULT_PRECISION, show_default=True,
+              help="the least accurate arithmetic kernels may use: fp32 (CUDA cores), 3xtf32 (tensor cores at float32 "
+                   "accuracy), tf32, bf16; the profiler picks the fastest allowed kernel per operator")
 @click.option("--json", "as_json", is_flag=True, help="print the build's summary (build.json's stats) as JSON")
 def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str, veus: int | None,
-          profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], as_json: bool) -> None:
+          profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], precision: str,
+          as_json: bool) -> None:
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report)."""
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
-                           disable_passes=disable_passes, dump_after=dump_after, as_json=as_json))
+                           disable_passes=disable_passes, dump_after=dump_after, as_json=as_json,
+                           precision=precision))
 
 
 @main.command("run")
@@ -141,13 +147,14 @@ def cache_clear(part: str | None) -> None:
 
 def build_command(model: str, out_dir: str, corpus: str | None = None, policy: str = "wavefront",
                   target: str = "gpu", veus: int | None = None, profile: str = "auto",
-                  disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False) -> int:
+                  disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False,
+                  precision: str = DEFAULT_PRECISION) -> int:
     """CLI body of `rammer build`: one error line and exit 1 on failure, a summary (or, with --json, the build's
     stats as one JSON object on stdout) on success."""
     print(f"rammer build {model} -> {out_dir} (policy {policy}, target {target})", file=sys.stderr)
     try:
         built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile, quiet=as_json,
-                            disable_passes=disable_passes, dump_after=dump_after)
+                            disable_passes=disable_passes, dump_after=dump_after, precision=precision)
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
         return 1

@@ -35,10 +35,13 @@ def mma_model(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return acc
 
 
-def split3(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(hi, lo) of 3xTF32: hi = tf32(x), lo = tf32(x - hi)."""
-    hi = tf32_rna(x)
-    return hi, tf32_rna((x - hi).astype(np.float32))
+def split(x: np.ndarray, prec: int) -> tuple[np.ndarray, np.ndarray]:
+    """The operands tc.cu feeds the tensor cores: 3xTF32 (hi = x truncated to tf32, lo = x - hi, read truncated)
+    or TF32 (hi = tf32(x) rounded; no lo)."""
+    if prec == 1:
+        return tf32_rna(x), np.zeros_like(x)
+    hi = tf32_trunc(x)
+    return hi, tf32_trunc((x - hi).astype(np.float32))
 
 
 def tc_gemm_model(a: np.ndarray, b: np.ndarray, prec: int) -> np.ndarray:
@@ -51,8 +54,8 @@ def tc_gemm_model(a: np.ndarray, b: np.ndarray, prec: int) -> np.ndarray:
     ap[:, :K], bp[:K] = a, b
     acc = np.zeros((M, N), np.float32)
     for k0 in range(0, Kp, 8):
-        ah, al = split3(ap[:, k0:k0 + 8])
-        bh, bl = split3(bp[k0:k0 + 8])
+        ah, al = split(ap[:, k0:k0 + 8], prec)
+        bh, bl = split(bp[k0:k0 + 8], prec)
         terms = [(al, bh), (ah, bl), (ah, bh)] if prec == 0 else [(ah, bh)]
         for x, y in terms:
             acc = mma_model(x, y, acc)

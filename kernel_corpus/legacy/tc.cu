@@ -1,9 +1,11 @@
 // tc.cu — legacy tensor-core GEMM and implicit-GEMM convolution kernels (float32 in and out, nvcuda::wmma, sm_80+).
 //
 // PREC picks the arithmetic of the products (the accumulator is always float):
-//   0  3xTF32: each operand x = hi + lo with hi = tf32(x), lo = tf32(x - hi); acc += a_lo*b_hi + a_hi*b_lo + a_hi*b_hi
-//      (the a_lo*b_lo term, ~2^-22 relative, is dropped): float32 accuracy at three tensor-core products per step;
-//   1  TF32: one product of the rounded operands (10-bit mantissas: ~1e-3 relative error per product).
+//   0  3xTF32: each operand x = hi + lo, hi = x with its low 13 mantissa bits cleared (one LOP3; cvt.rna.tf32 is
+//      a dozen integer instructions on sm_90), lo = x - hi (exact), which the tensor core reads truncated to tf32;
+//      acc += a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (the a_lo*b_lo term, ~2^-20 relative, is dropped): about 2^-19
+//      relative error per product, float32 accuracy for the sums, at three tensor-core products per step;
+//   1  TF32: one product of the operands rounded with __float_to_tf32 (10-bit mantissas: ~5e-4 relative error).
 // Block: 128 threads = 4 warps in a 2 x 2 arrangement, each warp owning a (BM/2) x (BN/2) part of the BM x BN output
 // tile as 16 x 16 accumulator fragments. K advances BK = 16 at a time through two shared-memory stages: the next
 // stage is copied with cp.async (zero-filled outside the matrix) while the tensor cores work on the current one.
@@ -45,6 +47,21 @@ __device__ __forceinline__ void tc_copy_wait() {
 }
 
 // ---- the warp-level product of one shared-memory stage ------------------------------------------------------------
+// Splits a loaded operand fragment for PREC (see above): hi and, for 3xTF32, lo.
+template <int PREC, class Frag>
+__device__ __forceinline__ void tc_split(Frag& hi, Frag& lo) {
+#pragma unroll
+  for (int t = 0; t < hi.num_elements; ++t) {
+    const float v = hi.x[t];
+    if (PREC == 0) {
+      hi.x[t] = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+      lo.x[t] = v - hi.x[t];
+    } else {
+      hi.x[t] = nvcuda::wmma::__float_to_tf32(v);
+    }
+  }
+}
+
 // acc[FM][FN] += As[wm.., 0..BK) x Bs[0..BK), wn..) for this warp's fragments; As is BM x (BK+PAD) row-major (m, k),
 // Bs is BK x (BN+PAD) row-major (k, n).
 template <int FM, int FN, int PREC>
@@ -59,22 +76,12 @@ __device__ __forceinline__ void tc_stage_product(
 #pragma unroll
     for (int i = 0; i < FM; ++i) {
       wmma::load_matrix_sync(a_hi[i], As + i * 16 * lda + kk, lda);
-#pragma unroll
-      for (int t = 0; t < a_hi[i].num_elements; ++t) {
-        const float v = a_hi[i].x[t];
-        a_hi[i].x[t] = wmma::__float_to_tf32(v);
-        a_lo[i].x[t] = wmma::__float_to_tf32(v - a_hi[i].x[t]);
-      }
+      tc_split<PREC>(a_hi[i], a_lo[i]);
     }
 #pragma unroll
     for (int j = 0; j < FN; ++j) {
       wmma::load_matrix_sync(b_hi[j], Bs + kk * ldb + j * 16, ldb);
-#pragma unroll
-      for (int t = 0; t < b_hi[j].num_elements; ++t) {
-        const float v = b_hi[j].x[t];
-        b_hi[j].x[t] = wmma::__float_to_tf32(v);
-        b_lo[j].x[t] = wmma::__float_to_tf32(v - b_hi[j].x[t]);
-      }
+      tc_split<PREC>(b_hi[j], b_lo[j]);
     }
 #pragma unroll
     for (int i = 0; i < FM; ++i)

@@ -191,7 +191,7 @@ def _tc_module(exprs: list[str]) -> CpuModule:
 
 @pytest.mark.parametrize("bm,bn,prec,M,N,K,trans_a,batch", [
     (64, 64, 0, 37, 45, 50, False, 1), (64, 64, 1, 70, 33, 17, True, 1), (128, 64, 0, 130, 70, 40, False, 2),
-    (64, 64, 0, 1, 65, 100, False, 1), (64, 64, 1, 8, 16, 16, False, 3)])
+    (64, 64, 0, 1, 65, 100, False, 1), (64, 64, 1, 8, 16, 16, False, 3), (32, 32, 0, 45, 33, 29, True, 2)])
 def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M: int, N: int, K: int,
                                                  trans_a: bool, batch: int) -> None:
     expr = f"gemm_tc<{bm}, {bn}, {prec}>"
@@ -234,12 +234,13 @@ def _conv_ref(x: np.ndarray, w: np.ndarray, stride: tuple[int, int], pad: tuple[
     return y
 
 
-@pytest.mark.parametrize("prec,xs,ws,stride,pad,dil,group", [
-    (0, (1, 3, 9, 11), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),
-    (0, (2, 4, 10, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 2),
-    (1, (1, 16, 8, 8), (32, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1),
-    (0, (8, 8, 6, 5), (12, 4, 3, 3), (1, 2), (1, 1), (1, 1), 2)])
-def test_conv_tc_matches_float64(prec: int, xs, ws, stride, pad, dil, group) -> None:
+@pytest.mark.parametrize("tile,prec,xs,ws,stride,pad,dil,group", [
+    ((64, 64), 0, (1, 3, 9, 11), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ((32, 32), 0, (2, 4, 10, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 2),
+    ((64, 64), 1, (1, 16, 8, 8), (32, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1),
+    ((128, 64), 0, (8, 8, 6, 5), (12, 4, 3, 3), (1, 2), (1, 1), (1, 1), 2),
+    ((32, 32), 0, (1, 40, 7, 7), (36, 40, 3, 3), (1, 1), (1, 1), (1, 1), 1)])
+def test_conv_tc_matches_float64(tile: tuple[int, int], prec: int, xs, ws, stride, pad, dil, group) -> None:
     rng = np.random.default_rng(sum(xs) + sum(ws))
     x = rng.uniform(-2, 2, xs).astype(np.float32)
     w = rng.uniform(-2, 2, ws).astype(np.float32)
@@ -249,12 +250,12 @@ def test_conv_tc_matches_float64(prec: int, xs, ws, stride, pad, dil, group) -> 
     M, cg, KH, KW = ws
     OH, OW = want.shape[2:]
     R = cg * KH * KW
-    exprs = ["conv_tc_offsets<256>", f"conv_tc<64, 64, {prec}>"]
+    exprs = ["conv_tc_offsets<256>", f"conv_tc<{tile[0]}, {tile[1]}, {prec}>"]
     mod = _tc_module(exprs)
     tab = np.full(4 * R, -99, np.int32)
     mod.launch(exprs[0], grid=-(-R // 256), block=256, args=[tab] + [np.int32(v) for v in (R, H, W, KH, KW, *dil)])
     y = np.full(want.shape, np.nan, np.float32)
-    grid = (-(-(N * OH * OW) // 64), -(-(M // group) // 64), group)
+    grid = (-(-(N * OH * OW) // tile[1]), -(-(M // group) // tile[0]), group)
     ints = [N, C, H, W, M, OH, OW, *stride, *pad, R, group, 1, 0]
     mod.launch(exprs[1], grid=grid, block=128, args=[x, w, bias, y, tab] + [np.int32(v) for v in ints])
     err = np.abs(y - want).max() / (1 + np.abs(want).max())

@@ -12,7 +12,7 @@ PRODUCTS = {"3xtf32": 3, "tf32": 1}   # tensor-core products per multiply-add
 # TF32 tensor-core peak over the fp32 CUDA-core peak: 378 / 51 dense TFLOP/s on an H100 PCIe (the cost model's
 # DeviceSpec); the cost model's roofline holds every kernel to its peak alike.
 TF32_RATE = 378.0 / 51.0
-TILES = ((64, 64, "fast"), (128, 64, "efficient"))  # (BM, BN, kind)
+TILES = ((32, 32, "fast"), (64, 64, "fast"), (128, 64, "efficient"))  # (BM, BN, kind)
 
 
 def tensor_core_flops(batch: int, M: int, N: int, K: int, bm: int, bn: int, precision: str) -> int:

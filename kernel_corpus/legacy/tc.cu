@@ -28,7 +28,8 @@
 // tc_copy_wait<N>() waits until at most N groups are still in flight.
 __device__ __forceinline__ void tc_copy4(float* dst, const float* src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  unsigned s;  // the shared-window address of dst (cvta in PTX: the parser need not know __cvta_generic_to_shared)
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }\n" : "=r"(s) : "l"(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 4 : 0));
 #else
   *dst = valid ? *src : 0.0f;

@@ -4,6 +4,8 @@ order); and the tensor-core GEMM / convolution kernels of kernel_corpus/legacy/t
 3xTF32 and TF32 and against float64."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -260,3 +262,28 @@ def test_conv_tc_matches_float64(tile: tuple[int, int], prec: int, xs, ws, strid
     mod.launch(exprs[1], grid=grid, block=128, args=[x, w, bias, y, tab] + [np.int32(v) for v in ints])
     err = np.abs(y - want).max() / (1 + np.abs(want).max())
     assert err < (1e-6 if prec == 0 else 2e-3)
+
+
+# ---- converted like every corpus kernel -------------------------------------------------------------------------
+@pytest.mark.parametrize("op,variant,shape_index", [
+    ("Gemm", "tc64x64_3xtf32", 2), ("MatMul", "tc32x32_3xtf32", 1), ("FusedConv", "tc128x64_tf32", 1),
+    ("Conv", "tc64x64_3xtf32", 1)])
+def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, shape_index: int) -> None:
+    """rtransform verify (the converted rKernel on the persistent executor: fewer vEUs than rTasks, surplus
+    threads, shuffled rTasks) reproduces the legacy kernel bit for bit at a corpus launch."""
+    import shutil
+
+    import yaml
+
+    from kernel_corpus.bindings import registry
+    from kernel_corpus.index import launch_spec
+    from kernel_corpus.reference import shape_node
+    from rtransform.verify import verify_file
+    d = registry.op(op)
+    node = shape_node(d, [s for s in d.shapes if s.test][shape_index], "n")
+    source = Path(shutil.copy(LEGACY_DIR / "tc.cu", tmp_path / "tc.cu"))
+    for k, launch in enumerate(registry.get(op, variant).launch(node)):
+        spec = tmp_path / f"launch{k}.spec.yaml"
+        spec.write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))
+        res = verify_file(str(source), str(spec))
+        assert res.ok and all(c.max_error == 0 for c in res.outputs), res.summary()

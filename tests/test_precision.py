@@ -38,7 +38,8 @@ def _chosen(folder: Path) -> set[str]:
     ("fp32", lambda: cnn_model(batch=2, channels=64, size=8, groups=4), 4, 1e-4),
     ("3xtf32", lambda: cnn_model(batch=2, channels=64, size=8, groups=4), 4, 1e-4),
     ("3xtf32", lambda: mlp_model(batch=64, dims=(256, 256, 128, 64)), 3, 1e-4),
-    ("tf32", lambda: cnn_model(batch=2, channels=32, size=16, groups=4), 5, 3e-2)])
+    ("tf32", lambda: cnn_model(batch=2, channels=32, size=16, groups=4), 5, 3e-2),
+    ("bf16", lambda: cnn_model(batch=2, channels=32, size=16, groups=4), 5, 1e-1)])
 def test_build_at_a_precision_matches_onnxruntime(tmp_path: Path, precision: str, make, veus: int,
                                                   tol: float) -> None:
     model = make()

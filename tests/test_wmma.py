@@ -267,7 +267,7 @@ def test_conv_tc_matches_float64(tile: tuple[int, int], prec: int, xs, ws, strid
 # ---- converted like every corpus kernel -------------------------------------------------------------------------
 @pytest.mark.parametrize("op,variant,shape_index", [
     ("Gemm", "tc64x64_3xtf32", 2), ("MatMul", "tc32x32_3xtf32", 1), ("FusedConv", "tc128x64_tf32", 1),
-    ("Conv", "tc64x64_3xtf32", 1)])
+    ("Conv", "tc64x64_3xtf32", 1), ("MatMul", "tc32x32_bf16", 1)])
 def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, shape_index: int) -> None:
     """rtransform verify (the converted rKernel on the persistent executor: fewer vEUs than rTasks, surplus
     threads, shuffled rTasks) reproduces the legacy kernel bit for bit at a corpus launch."""
@@ -287,3 +287,27 @@ def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, s
         spec.write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))
         res = verify_file(str(source), str(spec))
         assert res.ok and all(c.max_error == 0 for c in res.outputs), res.summary()
+
+
+def bf16_round(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 (round to nearest even) -> float32, as __float2bfloat16."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)).view(np.float32)
+
+
+@pytest.mark.parametrize("bm,bn,M,N,K", [(64, 64, 37, 45, 50), (32, 32, 20, 70, 33)])
+def test_gemm_tc_bf16_matches_numpy_model_bit_for_bit(bm: int, bn: int, M: int, N: int, K: int) -> None:
+    """PREC 2: operands rounded to bfloat16, one k16 product per 16-deep stage, k in order."""
+    expr = f"gemm_tc<{bm}, {bn}, 2>"
+    mod = _tc_module([expr])
+    rng = np.random.default_rng(M * N)
+    a = rng.uniform(-2, 2, (M, K)).astype(np.float32)
+    b = rng.uniform(-2, 2, (K, N)).astype(np.float32)
+    y = np.full((M, N), np.nan, np.float32)
+    ints = [M, N, K, K, 1, N, 1, 0, 0, 0, 0]
+    mod.launch(expr, grid=(-(-N // bn), -(-M // bm), 1), block=128,
+               args=[a, b, b, y] + [np.int32(v) for v in ints] + [np.float32(1), np.float32(0), np.int32(0), np.int32(0)])
+    kp = -(-K // 16) * 16
+    ap, bp = np.zeros((M, kp), np.float32), np.zeros((kp, N), np.float32)
+    ap[:, :K], bp[:K] = bf16_round(a), bf16_round(b)
+    assert np.array_equal(y.view(np.uint32), mma_model(ap, bp, np.zeros((M, N), np.float32)).view(np.uint32))

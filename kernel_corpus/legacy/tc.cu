@@ -5,7 +5,9 @@
 //      a dozen integer instructions on sm_90), lo = x - hi (exact), which the tensor core reads truncated to tf32;
 //      acc += a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (the a_lo*b_lo term, ~2^-20 relative, is dropped): about 2^-19
 //      relative error per product, float32 accuracy for the sums, at three tensor-core products per step;
-//   1  TF32: one product of the operands rounded with __float_to_tf32 (10-bit mantissas: ~5e-4 relative error).
+//   1  TF32: one product of the operands rounded with __float_to_tf32 (10-bit mantissas: ~5e-4 relative error);
+//   2  BF16: each float stage is rounded to bfloat16 in shared memory (7-bit mantissas: ~4e-3 relative error)
+//      and multiplied as m16n16k16 fragments.
 // Block: 128 threads = 4 warps in a 2 x 2 arrangement, each warp owning a (BM/2) x (BN/2) part of the BM x BN output
 // tile as 16 x 16 accumulator fragments. K advances BK = 16 at a time through two shared-memory stages: the next
 // stage is copied with cp.async (zero-filled outside the matrix) while the tensor cores work on the current one.
@@ -22,14 +24,24 @@
 #define TC_THREADS 128
 #define TC_BK 16
 #define TC_PAD 4  // floats of padding per shared-memory row: rows stay 16-byte aligned, fragments 32-byte aligned
+#define TC_HPAD 8  // bfloat16 padding per row of the BF16 stage (ldm a multiple of 8, fragments 32-byte aligned)
+
+// The accumulator fragment of a precision: k = 8 for tf32 operands, 16 for bf16.
+template <int PREC>
+struct TcAcc {
+  typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, PREC == 2 ? 16 : 8, float> type;
+};
 
 // ---- cp.async (sm_80+) with a plain-copy fallback (host pass, the CPU emulator, the parser) ---------------------
 // dst[0] = valid ? src[0] : 0, asynchronously on the GPU; tc_copy_commit() closes a group of copies,
 // tc_copy_wait<N>() waits until at most N groups are still in flight.
 __device__ __forceinline__ void tc_copy4(float* dst, const float* src, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  unsigned s;  // the shared-window address of dst (cvta in PTX: the parser need not know __cvta_generic_to_shared)
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }\n" : "=r"(s) : "l"(dst));
+#if defined(RT_PARSE)  // the converter's parse declares no __cvta_generic_to_shared; it needs no value here
+  const unsigned s = 0;
+#else
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+#endif
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 4 : 0));
 #else
   *dst = valid ? *src : 0.0f;
@@ -65,10 +77,9 @@ __device__ __forceinline__ void tc_split(Frag& hi, Frag& lo) {
 
 // acc[FM][FN] += As[wm.., 0..BK) x Bs[0..BK), wn..) for this warp's fragments; As is BM x (BK+PAD) row-major (m, k),
 // Bs is BK x (BN+PAD) row-major (k, n).
-template <int FM, int FN, int PREC>
-__device__ __forceinline__ void tc_stage_product(
-    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> (&acc)[FM][FN], const float* As, int lda,
-    const float* Bs, int ldb) {
+template <int FM, int FN, int PREC, class Acc>
+__device__ __forceinline__ void tc_stage_product(Acc (&acc)[FM][FN], const float* As, int lda, const float* Bs,
+                                                 int ldb) {
   using namespace nvcuda;
 #pragma unroll
   for (int kk = 0; kk < TC_BK; kk += 8) {
@@ -97,12 +108,38 @@ __device__ __forceinline__ void tc_stage_product(
   }
 }
 
+// The BF16 product of one stage: all threads round the float stage into Ah (BM x (BK+HPAD)) and Bh (BK x (BN+HPAD)),
+// then each warp multiplies its fragments with k = 16. Ends with a barrier.
+template <int BM, int BN, int FM, int FN, class Acc>
+__device__ __forceinline__ void tc_stage_product_bf16(Acc (&acc)[FM][FN], const float* As, const float* Bs,
+                                                      __nv_bfloat16* Ah, __nv_bfloat16* Bh, int wm, int wn) {
+  using namespace nvcuda;
+  constexpr int LDA = TC_BK + TC_PAD, LDB = BN + TC_PAD, LHA = TC_BK + TC_HPAD, LHB = BN + TC_HPAD;
+  for (int e = threadIdx.x; e < BM * TC_BK; e += TC_THREADS)
+    Ah[e / TC_BK * LHA + e % TC_BK] = __float2bfloat16(As[e / TC_BK * LDA + e % TC_BK]);
+  for (int e = threadIdx.x; e < TC_BK * BN; e += TC_THREADS)
+    Bh[e / BN * LHB + e % BN] = __float2bfloat16(Bs[e / BN * LDB + e % BN]);
+  __syncthreads();
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[FM];
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b[FN];
+#pragma unroll
+  for (int i = 0; i < FM; ++i) wmma::load_matrix_sync(a[i], Ah + (wm + i * 16) * LHA, LHA);
+#pragma unroll
+  for (int j = 0; j < FN; ++j) wmma::load_matrix_sync(b[j], Bh + wn + j * 16, LHB);
+#pragma unroll
+  for (int i = 0; i < FM; ++i)
+#pragma unroll
+    for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+  __syncthreads();
+}
+
 // The double-buffered main loop: stage t + 1 is copied (load(t + 1, its As, its Bs) issues the copies) while the
 // warp multiplies stage t. Ends with every copy complete and a barrier, so the caller may reuse shared memory.
-template <int BM, int BN, int FM, int FN, int PREC, class Loader>
-__device__ __forceinline__ void tc_mainloop(
-    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> (&acc)[FM][FN], float (*As)[BM * (TC_BK + TC_PAD)],
-    float (*Bs)[TC_BK * (BN + TC_PAD)], int tiles, int wm, int wn, const Loader& load) {
+// Ah and Bh are the BF16 stage (PREC 2 only).
+template <int BM, int BN, int FM, int FN, int PREC, class Acc, class Loader>
+__device__ __forceinline__ void tc_mainloop(Acc (&acc)[FM][FN], float (*As)[BM * (TC_BK + TC_PAD)],
+                                            float (*Bs)[TC_BK * (BN + TC_PAD)], __nv_bfloat16* Ah,
+                                            __nv_bfloat16* Bh, int tiles, int wm, int wn, const Loader& load) {
   constexpr int LDA = TC_BK + TC_PAD, LDB = BN + TC_PAD;
 #pragma unroll
   for (int i = 0; i < FM; ++i)
@@ -119,7 +156,10 @@ __device__ __forceinline__ void tc_mainloop(
       tc_copy_wait<0>();
     }
     __syncthreads();
-    tc_stage_product<FM, FN, PREC>(acc, As[t & 1] + wm * LDA, LDA, Bs[t & 1] + wn, LDB);
+    if constexpr (PREC == 2)
+      tc_stage_product_bf16<BM, BN>(acc, As[t & 1], Bs[t & 1], Ah, Bh, wm, wn);
+    else
+      tc_stage_product<FM, FN, PREC>(acc, As[t & 1] + wm * LDA, LDA, Bs[t & 1] + wn, LDB);
     __syncthreads();
   }
 }
@@ -127,10 +167,8 @@ __device__ __forceinline__ void tc_mainloop(
 // Hands every output of this warp's fragments to out(row, column) within the block tile: each fragment goes through
 // the warp's 16 x 16 staging tile `stage` (16 x 20 floats), then lane l writes rows l/16, l/16 + 2, ... of column
 // l % 16.
-template <int FM, int FN, class Out>
-__device__ __forceinline__ void tc_store(
-    const nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> (&acc)[FM][FN], float* stage, int wm,
-    int wn, const Out& out) {
+template <int FM, int FN, class Acc, class Out>
+__device__ __forceinline__ void tc_store(const Acc (&acc)[FM][FN], float* stage, int wm, int wn, const Out& out) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int i = 0; i < FM; ++i)
@@ -229,12 +267,14 @@ gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* _
   __shared__ __align__(32) float As[2][BM * (TC_BK + TC_PAD)];
   __shared__ __align__(32) float Bs[2][TC_BK * (BN + TC_PAD)];
   __shared__ __align__(32) float Cs[4][16 * 20];
+  __shared__ __align__(32) __nv_bfloat16 Ah[PREC == 2 ? BM * (TC_BK + TC_HPAD) : 16];
+  __shared__ __align__(32) __nv_bfloat16 Bh[PREC == 2 ? TC_BK * (BN + TC_HPAD) : 16];
   const int warp = threadIdx.x / 32, wm = (warp / 2) * (BM / 2), wn = (warp % 2) * (BN / 2);
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const TcGemmLoader<BM, BN> load(threadIdx.x, A + (size_t)blockIdx.z * batch_a, B + (size_t)blockIdx.z * batch_b, M, N,
                                   K, sam, sak, sbk, sbn, m0, n0);
-  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> acc[FM][FN];
-  tc_mainloop<BM, BN, FM, FN, PREC>(acc, As, Bs, (K + TC_BK - 1) / TC_BK, wm, wn, load);
+  typename TcAcc<PREC>::type acc[FM][FN];
+  tc_mainloop<BM, BN, FM, FN, PREC>(acc, As, Bs, Ah, Bh, (K + TC_BK - 1) / TC_BK, wm, wn, load);
   const TcGemmOut out{Y + (size_t)blockIdx.z * M * N, C, M, N, m0, n0, scm, scn, alpha, beta, bias, act};
   tc_store(acc, Cs[warp], wm, wn, out);
 }
@@ -328,7 +368,8 @@ struct TcConvOut {
 };
 
 // X [N, C, H, W], Wt [M, C/group, KH, KW], Bias [M] (read when bias), Y [N, M, OH, OW], then Relu when relu;
-// tab (R = C/group*KH*KW entries) from conv_tc_offsets. block (128), grid (ceil(N*OH*OW / BN), ceil((M/group) / BM), group).
+// tab (R = C/group*KH*KW entries) from conv_tc_offsets.
+// block (128), grid (ceil(N*OH*OW / BN), ceil((M/group) / BM), group).
 template <int BM, int BN, int PREC>
 __global__ void __launch_bounds__(TC_THREADS)
 conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* __restrict__ Bias,
@@ -338,12 +379,14 @@ conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* 
   __shared__ __align__(32) float As[2][BM * (TC_BK + TC_PAD)];
   __shared__ __align__(32) float Bs[2][TC_BK * (BN + TC_PAD)];
   __shared__ __align__(32) float Cs[4][16 * 20];
+  __shared__ __align__(32) __nv_bfloat16 Ah[PREC == 2 ? BM * (TC_BK + TC_HPAD) : 16];
+  __shared__ __align__(32) __nv_bfloat16 Bh[PREC == 2 ? TC_BK * (BN + TC_HPAD) : 16];
   const int warp = threadIdx.x / 32, wm = (warp / 2) * (BM / 2), wn = (warp % 2) * (BN / 2);
   const int g = blockIdx.z, cg = C / group, mg = M / group;
   const int m0 = blockIdx.y * BM, p0 = blockIdx.x * BN;
   const TcConvLoader<BM, BN> load(threadIdx.x, X, Wt, tab, N, C, H, W, OH, OW, sh, sw, ph, pw, cg, mg, R, g, m0, p0);
-  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> acc[FM][FN];
-  tc_mainloop<BM, BN, FM, FN, PREC>(acc, As, Bs, (R + TC_BK - 1) / TC_BK, wm, wn, load);
+  typename TcAcc<PREC>::type acc[FM][FN];
+  tc_mainloop<BM, BN, FM, FN, PREC>(acc, As, Bs, Ah, Bh, (R + TC_BK - 1) / TC_BK, wm, wn, load);
   const TcConvOut out{Y, Bias, M, OH * OW, N * OH * OW, mg, m0, p0, g, bias, relu};
   tc_store(acc, Cs[warp], wm, wn, out);
 }

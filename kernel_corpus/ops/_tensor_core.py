@@ -8,8 +8,9 @@ SOURCE = "tc.cu"
 THREADS = 128
 BK = 16  # k per pipeline stage
 PREC_CODE = {"3xtf32": 0, "tf32": 1, "bf16": 2}  # tc.cu's PREC template argument
-PRODUCTS = {"3xtf32": 3, "tf32": 1, "bf16": 0.5}  # tensor-core products (at the TF32 rate) per multiply-add
-# (bf16 tensor cores run at twice the TF32 rate.) TF32 tensor-core peak over the fp32 CUDA-core peak: 378 / 51 dense TFLOP/s on an H100 PCIe (the cost model's
+# Tensor-core products per multiply-add, in TF32-rate units (bf16 tensor cores run at twice the TF32 rate).
+PRODUCTS = {"3xtf32": 3, "tf32": 1, "bf16": 0.5}
+# TF32 tensor-core peak over the fp32 CUDA-core peak: 378 / 51 dense TFLOP/s on an H100 PCIe (the cost model's
 # DeviceSpec); the cost model's roofline holds every kernel to its peak alike.
 TF32_RATE = 378.0 / 51.0
 TILES = ((32, 32, "fast"), (64, 64, "fast"), (128, 64, "efficient"))  # (BM, BN, kind)

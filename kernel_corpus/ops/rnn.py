@@ -95,6 +95,29 @@ def _binding(units: int, kind: str, rows: int = BATCH_ROWS) -> Binding:
                         "i,o,f,c")
 
 
+def _vec4_condition(node: NodeInfo) -> str | None:
+    """Batch 1 and H % 4 == 0 (whole float4 column quads)."""
+    s = lstm_cell_shape(node)
+    if isinstance(s, str):
+        return s
+    if s.B != 1 or s.H % 4:
+        return f"needs batch 1 and H % 4 == 0 (float4 weight loads), got B = {s.B}, H = {s.H}"
+    return None
+
+
+def _vec4_binding(units: int, kind: str) -> Binding:
+    """lstm_cell_vec4<J, THREADS>: batch 1, J hidden units per rTask, 16-byte weight loads."""
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        s = lstm_cell_shape(node)
+        arg = [In(i) if node.input(i) is not None else In(C_PREV) for i in range(C_PREV)]
+        args = [*arg, In(C_PREV), Out(0), Out(1), i32(s.H), i32(s.I), i32(s.KH), i32(s.pre_stride)]
+        return [Launch("lstm_cell_vec4", [units, THREADS], (cdiv(s.H, units), 1, 1), (THREADS, 1, 1), 0, args,
+                       s.flops, tensor_bytes(*node.inputs, *node.outputs))]
+
+    return Binding("LSTMCell", f"vec4_j{units}", SOURCE, kind, _vec4_condition, plan, ("lstm_cell_vec4",))
+
+
 def _equivalent(node: NodeInfo, ins: list[str], outs: list[str], dtype) -> tuple[list, list]:
     """LSTMCell as standard ONNX ops: gates = pre + x·Wt + h_prev·Rt (absent terms left out), then the cell."""
     ins = ins + [""] * (6 - len(ins))
@@ -120,9 +143,12 @@ def _step(b: int, h: int, isize: int, recurrent: bool = True, pre: str | None = 
                   (h, g) if recurrent else None, pre_shape, (b, h)), outputs=2, **kw)
 
 
-OPS = [OpDef("LSTMCell", (_binding(8, "fast"), _binding(32, "efficient"), _binding(8, "fast", 1),
-                          _binding(32, "efficient", 1)),
+# At batch 1 the float4 cell comes first: the cost model cannot tell it from the scalar BB = 1 one (same work, bytes
+# and rTasks), and a tie goes to the first candidate.
+OPS = [OpDef("LSTMCell", (_binding(8, "fast"), _binding(32, "efficient"), _vec4_binding(8, "fast"),
+                          _vec4_binding(32, "efficient"), _binding(8, "fast", 1), _binding(32, "efficient", 1)),
              (_step(1, 37, 20), _step(1, 70, 0, pre="rows", tol=1e-4), _step(1, 20, 9, pre=None),
+              _step(1, 36, 13, tol=1e-4), _step(1, 44, 0, recurrent=False, pre="rows"),
               _step(3, 100, 37, tol=1e-4), _step(6, 20, 0, pre="rows"), _step(9, 12, 5, pre=None),
               _step(2, 10, 0, recurrent=False, pre="rows"), _step(5, 9, 7, recurrent=False),
               _step(1, 256, 256, test=False), _step(1, 256, 0, pre="rows", test=False),

@@ -64,9 +64,10 @@ def schedule(workload: Workload, policy: str = "wavefront", profiler: Profiler |
 def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, disabled: tuple[str, ...] = (),
                   after: Callable[[str, Graph], None] | None = None) -> tuple[Graph, Workload]:
     """Import and run the passes (less the `disabled` ones; `after(name, graph)` after each), then check support:
-    the graph and what the policies schedule."""
+    the graph and what the policies schedule. Without a registry: the built-in corpus at the default precision."""
     if registry is None:
-        from kernel_corpus.bindings import registry
+        from kernel_corpus.bindings import DEFAULT_PRECISION, registry as full
+        registry = full.restricted(DEFAULT_PRECISION)
     graph = run_passes(import_model(model), supports=lambda op_type: bool(registry.for_op(op_type)),
                        disabled=disabled, after=after)
     return graph, build_workload(graph, registry)

@@ -193,7 +193,8 @@ def _tc_module(exprs: list[str]) -> CpuModule:
 
 @pytest.mark.parametrize("bm,bn,prec,M,N,K,trans_a,batch", [
     (64, 64, 0, 37, 45, 50, False, 1), (64, 64, 1, 70, 33, 17, True, 1), (128, 64, 0, 130, 70, 40, False, 2),
-    (64, 64, 0, 1, 65, 100, False, 1), (64, 64, 1, 8, 16, 16, False, 3), (32, 32, 0, 45, 33, 29, True, 2)])
+    (64, 64, 0, 1, 65, 100, False, 1), (64, 64, 1, 8, 16, 16, False, 3), (32, 32, 0, 45, 33, 29, True, 2),
+    (64, 64, 1, 33, 48, 30, False, 1), (128, 64, 0, 40, 64, 64, False, 2)])
 def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M: int, N: int, K: int,
                                                  trans_a: bool, batch: int) -> None:
     expr = f"gemm_tc<{bm}, {bn}, {prec}>"

@@ -343,16 +343,19 @@ def _gemv_splitk_binding(op_type: str, cols: int, krows: int, reduce_block: int)
 
 
 def _bindings_for(op_type: str) -> list[Binding]:
-    """The GEMM and [K, N]-weight GEMV variants, for MatMul or Gemm."""
+    """The GEMM and [K, N]-weight GEMV variants, for MatMul or Gemm. The float4 GEMVs come first: where the cost
+    model cannot tell a batch-1 product's variants apart (same work, bytes and rTasks: gemv_vec4_16x64 and tiled16
+    both give one rTask per 16 columns), a tie goes to the first candidate."""
     return [
+        _gemv_vec4_binding(op_type, 4, 64, 4, "fast"),
+        _gemv_vec4_binding(op_type, 8, 32, 4, "efficient"),
+        _gemv_vec4_binding(op_type, 16, 16, 4, "efficient"),
         _tiled_binding(op_type, 16, "efficient"),
         _regblock_binding(op_type, 32, 32, 8, 2, 2, "efficient"),
         _regblock_binding(op_type, 64, 64, 8, 4, 4, "fast"),
         _gemv_col_binding(op_type, 32, 8, "efficient"),
         _gemv_col_binding(op_type, 128, 2, "fast"),
         _gemv_splitk_binding(op_type, 32, 8, 256),
-        _gemv_vec4_binding(op_type, 8, 32, 4, "efficient"),
-        _gemv_vec4_binding(op_type, 16, 16, 4, "fast"),
     ] + [_tensor_core_binding(op_type, bm, bn, precision, kind)
          for precision in tc.PREC_CODE for bm, bn, kind in tc.TILES]
 

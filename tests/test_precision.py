@@ -91,3 +91,23 @@ def test_tensor_core_kernels_use_hmma_in_their_inner_loop(tmp_path: Path, kernel
     # 2 k-halves on sm_90) x products
     assert f.loop.hmma == 2 * (bm // 32) * (bn // 32) * 4 * (3 if prec == 0 else 1)
     assert f.spill_bytes == 0
+
+
+@pytest.mark.nvcc
+def test_gpu_build_program_has_tensor_core_instructions(tmp_path: Path) -> None:
+    """A --target gpu build (no GPU needed: nvcc compiles program.cu) holds HMMA in its persistent interpreter at the
+    default precision and none with --precision fp32."""
+    from toolchain.nvcc import find_nvcc
+    from toolchain.sass import compile_figures, find_cuobjdump
+    from vdevice.codegen import INCLUDE_DIR
+    if find_nvcc() is None or find_cuobjdump() is None:
+        pytest.skip("needs nvcc and cuobjdump (pip install nvidia-cuda-nvcc nvidia-cuda-cuobjdump: extra `sass`)")
+    path = tmp_path / "cnn.onnx"
+    onnx.save(cnn_model(batch=2, channels=64, size=16, groups=4), path)
+    hmma = {}
+    for precision in ("fp32", "3xtf32"):
+        built = build_model(path, tmp_path / precision, target="gpu", veus=16, quiet=True, precision=precision,
+                            profile="model")
+        figures = compile_figures(built.folder / "program.cu", [str(INCLUDE_DIR)])
+        hmma[precision] = sum(f.hmma for f in figures)
+    assert hmma["fp32"] == 0 and hmma["3xtf32"] > 0

@@ -49,6 +49,13 @@ FLOAT32 = "float32"
 OPSET = 20  # reference shapes are ONNX nodes of this opset (Gelu needs 20)
 CUSTOM_DOMAIN = "ai.rammer"  # our fused ops (FusedMatMul, LSTMCell, ...) when written as ONNX
 BACKENDS = ("rtask", "library", "user")  # how a binding executes: corpus rKernels, a vendor call, a user library
+# Arithmetic of a binding's products, most accurate first: fp32 (CUDA cores), 3xtf32 (tensor cores, float32
+# accuracy), tf32 (10-bit mantissas), bf16 (7-bit). A build allows one and every more accurate one.
+PRECISIONS = ("fp32", "3xtf32", "tf32", "bf16")
+DEFAULT_PRECISION = "3xtf32"  # builds: the least accurate that keeps float32 accuracy (models within 1e-4)
+# Tolerance a binding of each precision is held to at least (max |got - want| / (1 + |want|)) at the test shapes
+# (K <= 300, operands in [-2, 2]): an absolute error near sqrt(K) * 2^-11 * |a| |b| for tf32, 2^-8 for bf16.
+PRECISION_TOL = {"fp32": 0.0, "3xtf32": 0.0, "tf32": 3e-2, "bf16": 2e-1}
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,7 @@ class Launch:
     args: list[Arg]
     flops: int                  # work of this launch, for the roofline cost model
     bytes: int                  # compulsory global-memory traffic of this launch
+    flop_rate: float = 1.0      # its arithmetic's peak as a multiple of the fp32 CUDA-core peak (tensor cores: more)
     source_digest: str = ""     # content digest of the legacy source (set by Binding.launch): keys measured times
 
     @property
@@ -221,6 +229,7 @@ class Binding:
     backend: str = "rtask"                          # BACKENDS: how the launches execute
     devices: tuple[str, ...] = ("gpu", "cpu")       # targets the binding runs on
     dtypes: tuple[str, ...] = (FLOAT32,)            # element types of its data inputs and outputs
+    precision: str = "fp32"                         # PRECISIONS: the arithmetic of its products
 
     @property
     def name(self) -> str:
@@ -396,6 +405,17 @@ class Registry:
                 return b
         known = ", ".join(b.variant for b in self.for_op(op_type)) or "none"
         raise KeyError(f"no binding {op_type}/{variant} (variants: {known})")
+
+    def restricted(self, precision: str) -> "Registry":
+        """The same ops with only the bindings at least as accurate as `precision` (PRECISIONS)."""
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r} (choose from {', '.join(PRECISIONS)})")
+        allowed = PRECISIONS[: PRECISIONS.index(precision) + 1]
+        view = Registry(self._package)
+        view._ops = {d.op_type: dataclasses.replace(d, bindings=tuple(b for b in d.bindings
+                                                                      if b.precision in allowed))
+                     for d in self.ops()}
+        return view
 
     def applicable(self, node: NodeInfo) -> list[Binding]:
         """The bindings that can implement this node."""

@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 
 from converter import RKernelMeta
-from kernel_corpus.bindings import Temp
+from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS, Temp
 from scheduler.graph import Graph
 from scheduler.plan import temp_buffer
 from vdevice.program import Op, Program, plan_to_json
@@ -222,13 +222,15 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                 quiet: bool = False, compile_check: bool = True, profile: str = "auto",
                 disable_passes: tuple[str, ...] | list[str] = (), dump_after: tuple[str, ...] | list[str] = (),
                 backends: tuple[str, ...] | list[str] | None = None, placement: str | None = None,
-                user_libs: tuple[str, ...] | list[str] = (), merge: str = "off") -> "Built":
+                user_libs: tuple[str, ...] | list[str] = (), merge: str = "off",
+                precision: str = DEFAULT_PRECISION) -> "Built":
     """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build.
     `disable_passes` leaves graph passes out; `dump_after` writes the graph after each named pass as
     `after-NAME.onnx` into the build folder. `backends` (default: rtask, plus user when `user_libs` name kernel
     library folders; "library" adds vendor calls) and `placement` (dp, search, rtask-only; default search when
     some node has a choice) say where each node may run, see scheduler.placement. `merge` is the IOS sibling merge
-    (off, auto: where it wins by the profiler, always; scheduler.merge)."""
+    (off, auto: where it wins by the profiler, always; scheduler.merge). `precision` (PRECISIONS) is the least
+    accurate arithmetic the kernels may use."""
     from scheduler.export import graph_to_onnx
     from scheduler.passes import check_pass_names
     from scheduler.pipeline import load_workload, op_dependencies, plan_workload
@@ -242,7 +244,9 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     if off:
         raise BuildError(f"--dump-after {off[0]}: that pass is disabled, there is nothing to dump")
     prog = Progress(quiet)
-    registry = corpus_registry(corpus)
+    if precision not in PRECISIONS:
+        raise BuildError(f"--precision {precision}: choose from {', '.join(PRECISIONS)}")
+    registry = corpus_registry(corpus).restricted(precision)
     backends, registry = enabled_backends(backends, target, registry, user_libs)
     num_veus = veus if veus is not None else (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
     check_veus(num_veus, target)
@@ -318,7 +322,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                                                            "profiler": profiler.describe()}))
         for name, model in dumps.items():
             onnx.save(model, str(tmp / f"after-{name}.onnx"))
-        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(),
+        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(), "precision": precision,
                                                         "passes": [r.to_json() for r in graph.pass_log],
                                                         "veus_per_sm": veus_per_sm,
                                                         "occupancy": occupancy.describe() if occupancy else None,

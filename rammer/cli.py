@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 import numpy as np
 
+from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS
 from scheduler.graph import SchedulerError
 from scheduler.onnx_import import first_line
 from scheduler.passes import PASSES
@@ -63,14 +64,19 @@ def main() -> None:
               help="IOS merge of sibling Convs/MatMuls sharing an input: where it wins by the profiler, never, always")
 @click.option("--user-lib", "user_libs", multiple=True, type=click.Path(file_okay=False), metavar="FOLDER",
               help="a user kernel library: .cu files + bindings.yaml (repeatable; enables the user backend)")
+@click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULT_PRECISION, show_default=True,
+              help="the least accurate arithmetic kernels may use: fp32 (CUDA cores), 3xtf32 (tensor cores at float32 "
+                   "accuracy), tf32, bf16; the profiler picks the fastest allowed kernel per operator")
 @click.option("--json", "as_json", is_flag=True, help="print the build's summary (build.json's stats) as JSON")
 def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str | None, veus: int | None,
           profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], backends: str | None,
-          placement: str | None, merge: str, user_libs: tuple[str, ...], as_json: bool) -> None:
+          placement: str | None, merge: str, user_libs: tuple[str, ...], precision: str,
+          as_json: bool) -> None:
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report)."""
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
                            disable_passes=disable_passes, dump_after=dump_after, as_json=as_json,
-                           backends=backends, placement=placement, user_libs=user_libs, merge=merge))
+                           backends=backends, placement=placement, user_libs=user_libs, merge=merge,
+                           precision=precision))
 
 
 @main.command("run")
@@ -182,7 +188,7 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
                   target: str | None = None, veus: int | None = None, profile: str = "auto",
                   disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False,
                   backends: str | None = None, placement: str | None = None, user_libs: tuple[str, ...] = (),
-                  merge: str = "auto") -> int:
+                  merge: str = "auto", precision: str = DEFAULT_PRECISION) -> int:
     """CLI body of `rammer build`: one error line and exit 1 on failure, a summary (or, with --json, the build's
     stats as one JSON object on stdout) on success. Without --target: the GPU when one is visible, else the CPU."""
     from vdevice.gpu import gpu_available
@@ -200,7 +206,7 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
             tuple(b.strip() for b in backends.split(",") if b.strip())
         built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile, quiet=as_json,
                             disable_passes=disable_passes, dump_after=dump_after, backends=names,
-                            placement=placement, user_libs=user_libs, merge=merge)
+                            placement=placement, user_libs=user_libs, merge=merge, precision=precision)
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
         return 1

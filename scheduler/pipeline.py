@@ -83,8 +83,10 @@ def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, dis
     (`merge`: off, auto: priced with `policy` on `profiler`, always; scheduler.merge), then check support with the
     enabled backends: the graph and what the policies schedule."""
     from .merge import run_merge, subgraph_price
-    if registry is None:
-        from kernel_corpus.bindings import registry
+    if registry is None:  # the built-in corpus at the default precision
+        from kernel_corpus.bindings import DEFAULT_PRECISION
+        from kernel_corpus.bindings import registry as full
+        registry = full.restricted(DEFAULT_PRECISION)
     supports = lambda op_type: bool(registry.for_op(op_type))  # noqa: E731
     graph = run_passes(import_model(model), supports=supports, disabled=disabled, after=after)
     price = subgraph_price(registry, profiler or Profiler(num_veus=num_veus), policy, num_veus)

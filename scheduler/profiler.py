@@ -261,7 +261,9 @@ class Profiler:
         tasks = max(1, launch.rtasks)
         warps = -(-launch.threads // 32)
         latency = min(1.0, per_sm * warps / d.saturating_warps)
-        sm_rate = d.peak_flops / d.sms * ffma_share(launch.kernel) * latency / per_sm
+        # tensor-core kernels: their peak as a multiple of the FP32 CUDA-core peak (Launch.flop_rate)
+        sm_rate = (d.peak_flops * getattr(launch, "flop_rate", 1.0) / d.sms * ffma_share(launch.kernel) * latency
+                   / per_sm)
         compute_s = launch.flops / tasks / sm_rate
         l2 = self.l2_resident(launch)
         bandwidth, latency_us = (d.l2_bw, d.l2_latency_us) if l2 else (d.mem_bw, d.dram_latency_us)

@@ -270,8 +270,10 @@ def test_measured_profile_is_taken_cached_and_drives_the_plan(tmp_path: Path, mo
     assert "mode=measured" in built.manifest.stats["profiler"]
     cache = tmp_path / "cache" / "profiles" / "cpu-emulator-3-veus.json"
     entries = json.loads(cache.read_text())["entries"]
-    # every launch shape of every candidate of every node was timed, not only the chosen ones
-    _, workload = load_workload(path)
+    # every launch shape of every candidate of every node was timed, not only the chosen ones (of the kernels the
+    # default precision allows)
+    from kernel_corpus.bindings import DEFAULT_PRECISION, registry
+    _, workload = load_workload(path, registry.restricted(DEFAULT_PRECISION))
     keys = {launch_key(ln) for op in workload.ops for c in op.candidates for ln in c.launches}
     assert set(entries) == keys and all(e["rtask_us"] > 0 for e in entries.values())
     runtime = json.loads(cache.read_text())["runtime"]  # the persistent runtime's own costs, measured once

@@ -13,8 +13,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from kernel_corpus.bindings import (LEGACY_DIR, Binding, In, NodeInfo, NotApplicable, OpDef, Out, Scalar, Shape, Temp,
-                                    TensorInfo, registry)
+from kernel_corpus.bindings import (LEGACY_DIR, PRECISION_TOL, Binding, In, NodeInfo, NotApplicable, OpDef, Out, Scalar,
+                                    Shape, Temp, TensorInfo, registry)
 from kernel_corpus.cpu_run import build_module, kernel_exprs, run_launches
 from kernel_corpus.reference import node_model, run_reference, shape_node
 
@@ -174,7 +174,7 @@ def test_binding_matches_reference(binding: Binding, case: Case, modules: dict) 
     want = run_reference(case.node, inputs)
     for g, w in zip(got, want):
         assert g.shape == tuple(w.shape)
-        assert rel_err(g, w) <= case.tol
+        assert rel_err(g, w) <= max(case.tol, PRECISION_TOL[binding.precision])
 
 
 @pytest.mark.gpu
@@ -191,7 +191,7 @@ def test_bindings_on_the_gpu_match_reference() -> None:
         inputs = draw_inputs(case)
         got = run_launches(gpu[binding.source], binding.launch(case.node), case.node, inputs)
         errs = [rel_err(g, w) for g, w in zip(got, run_reference(case.node, inputs))]
-        if max(errs) > case.tol:
+        if max(errs) > max(case.tol, PRECISION_TOL[binding.precision]):
             failures.append(f"{binding.name}-{case.label}: {max(errs):.3g}")
     assert not failures, failures
 

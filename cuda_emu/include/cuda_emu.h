@@ -90,4 +90,5 @@ constexpr int warpSize = 32;
 #include "emu_sanitize.h"
 #include "emu_sync.h"
 #include "emu_cg.h"
+#include "emu_wmma.h"
 #include "emu_launch.h"

@@ -192,3 +192,69 @@ __global__ void gemv_splitk_reduce(const float* __restrict__ partial, const floa
   for (int s = 0; s < splits; ++s) acc += partial[(size_t)s * N + n];
   y[n] = gemm_epilogue<BIAS, ACT>(acc, C, (size_t)n * scn, alpha, beta);
 }
+
+// Batch-1 GEMV for a weight whose rows are contiguous in n (MatMul B [K, N]) with float4 loads: thread (tx, ty) owns
+// the 4 columns n0 + 4*tx .. +3 and sums every KSPLIT-th k from ty, UNROLL rows at a time (UNROLL 16-byte loads in
+// flight); the KSPLIT partial float4s of a column group meet in shared memory in a tree (KSPLIT a power of two).
+// Needs sbn == 1, N % 4 == 0, sbk % 4 == 0 and a 16-byte-aligned W (else the scalar path runs, same order).
+// block (COLS4, KSPLIT), grid ceil(N / (4*COLS4)).
+template <int COLS4, int KSPLIT, int UNROLL, bool BIAS, int ACT>
+__global__ void __launch_bounds__(COLS4 * KSPLIT)
+gemv_vec4(const float* __restrict__ x, const float* __restrict__ W, const float* __restrict__ C,
+          float* __restrict__ y, int N, int K, int sx, int sbk, int scn, float alpha, float beta) {
+  __shared__ float4 part[KSPLIT][COLS4];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int n = (blockIdx.x * COLS4 + tx) * 4;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (n < N) {
+    const bool vec = ((size_t)W & 15) == 0;
+    int k = ty;
+    if (vec) {
+      for (; k + (UNROLL - 1) * KSPLIT < K; k += UNROLL * KSPLIT) {
+        float4 w[UNROLL];
+        float xv[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {  // every load first: UNROLL rows in flight
+          w[u] = *reinterpret_cast<const float4*>(W + (size_t)(k + u * KSPLIT) * sbk + n);
+          xv[u] = x[(size_t)(k + u * KSPLIT) * sx];
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+          acc.x += xv[u] * w[u].x;
+          acc.y += xv[u] * w[u].y;
+          acc.z += xv[u] * w[u].z;
+          acc.w += xv[u] * w[u].w;
+        }
+      }
+    }
+    for (; k < K; k += KSPLIT) {
+      const float xk = x[(size_t)k * sx];
+      const float* w = W + (size_t)k * sbk + n;
+      acc.x += xk * w[0];
+      acc.y += xk * w[1];
+      acc.z += xk * w[2];
+      acc.w += xk * w[3];
+    }
+  }
+  part[ty][tx] = acc;
+  __syncthreads();
+#pragma unroll
+  for (int half = KSPLIT / 2; half > 0; half /= 2) {
+    if (ty < half) {
+      const float4 o = part[ty + half][tx];
+      float4& p = part[ty][tx];
+      p.x += o.x;
+      p.y += o.y;
+      p.z += o.z;
+      p.w += o.w;
+    }
+    __syncthreads();
+  }
+  if (ty == 0 && n < N) {
+    const float4 s = part[0][tx];
+    const float v[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      y[n + i] = gemm_epilogue<BIAS, ACT>(v[i], C, (size_t)(n + i) * scn, alpha, beta);
+  }
+}

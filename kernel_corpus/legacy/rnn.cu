@@ -72,3 +72,76 @@ lstm_cell_fused(const float* __restrict__ x, const float* __restrict__ Wt, const
     h_out[idx] = rnn_sigmoid(gate[1]) * tanhf(c);
   }
 }
+
+// acc += sum over k = k0, k0 + SLICES, ... < K of v[k] * W[k*ldw + n .. n+3], four rows of 16-byte loads in flight.
+template <int SLICES>
+__device__ __forceinline__ void lstm_accumulate4(float4& acc, const float* __restrict__ v, const float* __restrict__ W,
+                                                 int K, int ldw, int n, int k0) {
+  int k = k0;
+  for (; k + 3 * SLICES < K; k += 4 * SLICES) {
+    float4 w[4];
+    float s[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      w[u] = *reinterpret_cast<const float4*>(W + (size_t)(k + u * SLICES) * ldw + n);
+      s[u] = v[k + u * SLICES];
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      acc.x += s[u] * w[u].x;
+      acc.y += s[u] * w[u].y;
+      acc.z += s[u] * w[u].z;
+      acc.w += s[u] * w[u].w;
+    }
+  }
+  for (; k < K; k += SLICES) {
+    const float4 w = *reinterpret_cast<const float4*>(W + (size_t)k * ldw + n);
+    acc.x += v[k] * w.x;
+    acc.y += v[k] * w.y;
+    acc.z += v[k] * w.z;
+    acc.w += v[k] * w.w;
+  }
+}
+
+// One LSTM step at batch 1 (the same operands and cell as lstm_cell_fused) with 16-byte weight loads: thread t owns
+// the 4 weight columns g*H + j0 + 4*(q % (J/4)) .. +3, q = t % J, g = q / (J/4), over the K-slice t / J; the slices'
+// float4 partial sums meet in shared memory. Needs H % 4 == 0 and 16-byte-aligned Wt and Rt.
+// block (THREADS), grid ceil(H/J).
+template <int J, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+lstm_cell_vec4(const float* __restrict__ x, const float* __restrict__ Wt, const float* __restrict__ h,
+               const float* __restrict__ Rt, const float* __restrict__ pre, const float* __restrict__ c_prev,
+               float* __restrict__ h_out, float* __restrict__ c_out, int H, int I, int KH, int pre_stride) {
+  constexpr int SLICES = THREADS / J;
+  static_assert(J % 4 == 0 && THREADS % J == 0 && THREADS >= J, "whole quads per gate, whole slices");
+  __shared__ float4 part[THREADS / J][J];  // [SLICES][quad]: quad q holds columns (q / (J/4), 4*(q % (J/4)) .. +3)
+  const int tid = threadIdx.x, q = tid % J, slice = tid / J;
+  const int j0 = blockIdx.x * J;
+  const int unit = j0 + 4 * (q % (J / 4));
+  const int n = (q / (J / 4)) * H + unit;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (unit < H) {  // H % 4 == 0: a quad is whole or absent
+    lstm_accumulate4<SLICES>(acc, x, Wt, I, 4 * H, n, slice);
+    lstm_accumulate4<SLICES>(acc, h, Rt, KH, 4 * H, n, slice);
+  }
+  part[slice][q] = acc;
+  __syncthreads();
+  for (int jj = tid; jj < J; jj += THREADS) {
+    const int j = j0 + jj;
+    if (j >= H) continue;
+    float gate[4];
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      float s = pre_stride >= 0 ? pre[g * H + j] : 0.0f;
+      const int qq = g * (J / 4) + jj / 4;
+      for (int sl = 0; sl < SLICES; ++sl) {
+        const float4 p = part[sl][qq];
+        s += jj % 4 == 0 ? p.x : jj % 4 == 1 ? p.y : jj % 4 == 2 ? p.z : p.w;
+      }
+      gate[g] = s;
+    }
+    const float c = rnn_sigmoid(gate[2]) * c_prev[j] + rnn_sigmoid(gate[0]) * tanhf(gate[3]);
+    c_out[j] = c;
+    h_out[j] = rnn_sigmoid(gate[1]) * tanhf(c);
+  }
+}

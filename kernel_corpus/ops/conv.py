@@ -10,11 +10,13 @@ from onnx import helper
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
 from kernel_corpus.ops._common import (MAX_GRID_YZ, Window, activated, cdiv, fused_activation, i32, linear_launch,
-                                       require_present, spatial_hw, tensor_bytes, window_2d)
+                                       require_present, spatial_hw, temp, tensor_bytes, window_2d)
+from kernel_corpus.ops import _tensor_core as tc
 from kernel_corpus.torch_builders import spatial_pads
 
 SOURCE = "conv.cu"
 MAX_STATIC_SMEM = 48 * 1024
+TAP_BLOCK = 256  # threads per rTask of conv_tc_offsets
 
 
 @dataclass(frozen=True)
@@ -111,13 +113,19 @@ def _direct_binding(op_type: str, block: int, kind: str) -> Binding:
     return Binding(op_type, f"direct{block}", SOURCE, kind, _geometry_condition(), plan, ("conv_direct",))
 
 
-def _implicit_gemm_binding(op_type: str, tile: int, kind: str) -> Binding:
-    """conv_implicit_gemm: per group a GEMM of TILE x TILE output tiles over (channel, pixel)."""
+def _grid_limits(tile_m: int):
+    """Limits of a grid (pixel tiles, channel tiles of tile_m, groups): grid.y and grid.z are bounded."""
 
     def limits(g: ConvGeom) -> str | None:
-        if g.group > MAX_GRID_YZ or cdiv(g.M // g.group, tile) > MAX_GRID_YZ:
+        if g.group > MAX_GRID_YZ or cdiv(g.M // g.group, tile_m) > MAX_GRID_YZ:
             return f"group {g.group} or M/group {g.M // g.group} exceeds the grid limits"
         return None
+
+    return limits
+
+
+def _implicit_gemm_binding(op_type: str, tile: int, kind: str) -> Binding:
+    """conv_implicit_gemm: per group a GEMM of TILE x TILE output tiles over (channel, pixel)."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         g = conv_geometry(node)
@@ -125,8 +133,32 @@ def _implicit_gemm_binding(op_type: str, tile: int, kind: str) -> Binding:
         return [Launch("conv_implicit_gemm", [tile, *_flags(g)], grid, (tile, tile, 1), 0,
                        _conv_args(g) + [i32(g.group)], g.flops, _traffic(node))]
 
-    return Binding(op_type, f"implicit_gemm{tile}", SOURCE, kind, _geometry_condition(limits), plan,
+    return Binding(op_type, f"implicit_gemm{tile}", SOURCE, kind, _geometry_condition(_grid_limits(tile)), plan,
                    ("conv_implicit_gemm",))
+
+
+def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str) -> Binding:
+    """conv_tc (tc.cu): per group the GEMM W_g [M/group, R] x im2col(X) [R, N*OH*OW] on the tensor cores, BM x BN
+    outputs per rTask; a first launch tabulates the im2col offsets of the R = C/group*KH*KW rows."""
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        g = conv_geometry(node)
+        w = g.win
+        R, P, mg = g.C // g.group * w.kh * w.kw, g.N * g.OH * g.OW, g.M // g.group
+        taps = temp("taps", 16 * R)
+        offsets = linear_launch("conv_tc_offsets", [TAP_BLOCK], R, TAP_BLOCK,
+                                [taps] + [i32(v) for v in (R, g.H, g.W, w.kh, w.kw, w.dh, w.dw)], 8 * R, 16 * R)
+        work = tc.tensor_core_flops(g.group, mg, P, R, bm, bn, precision) + g.flops - 2 * g.M * P * R
+        args = _conv_args(g)[:4] + [taps] + [i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.sh, w.sw, w.ph,
+                                                              w.pw, R, g.group, int(g.bias), int(g.relu))]
+        conv = Launch("conv_tc", [bm, bn, tc.PREC_CODE[precision]], (cdiv(P, bn), cdiv(mg, bm), g.group),
+                      (tc.THREADS, 1, 1), 0, args, work, _traffic(node) + 16 * R, flop_rate=tc.TF32_RATE)
+        return [offsets, conv]
+
+    return Binding(op_type, f"tc{bm}x{bn}_{precision}", tc.SOURCE, kind, _geometry_condition(_grid_limits(bm)), plan,
+                   ("conv_tc_offsets", "conv_tc"), precision=precision,
+                   note="two launches (the im2col offset table into a temp, then the GEMM); the second waits for "
+                        "the first")
 
 
 def depthwise_smem(g: ConvGeom, tile: int) -> int:
@@ -214,7 +246,9 @@ FUSED_CONV_SHAPES = (
 def _conv_bindings(op_type: str) -> tuple[Binding, ...]:
     """The Conv kernels of conv.cu for Conv or FusedConv."""
     return (_implicit_gemm_binding(op_type, 16, "fast"), _implicit_gemm_binding(op_type, 8, "efficient"),
-            _direct_binding(op_type, 128, "efficient"), _depthwise_binding(op_type, 16, "fast"))
+            _direct_binding(op_type, 128, "efficient"), _depthwise_binding(op_type, 16, "fast")) + tuple(
+        _tensor_core_binding(op_type, bm, bn, precision, kind) for precision in tc.PREC_CODE
+        for bm, bn, kind in tc.TILES)
 
 
 OPS = [

@@ -12,6 +12,7 @@ from onnx import helper
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
 from kernel_corpus.ops._common import (MAX_GRID_YZ, activated, cdiv, f32, fused_activation, i32, linear_launch,
                                        reason, require_present, scalar_initializer, temp, tensor_bytes)
+from kernel_corpus.ops import _tensor_core as tc
 from kernel_corpus.torch_builders import torch_function
 
 SOURCE = "gemm.cu"
@@ -221,6 +222,20 @@ def _regblock_binding(op_type: str, bm: int, bn: int, bk: int, tm: int, tn: int,
     return Binding(op_type, f"regblock{bm}x{bn}", SOURCE, kind, _gemm_condition(bm), plan, ("gemm_regblock",))
 
 
+def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str) -> Binding:
+    """gemm_tc (tc.cu): a BM x BN tile per rTask on the tensor cores, 3xTF32 (float32 accuracy) or TF32."""
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        p = gemm_problem(node)
+        grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch)
+        work = tc.tensor_core_flops(p.batch, p.M, p.N, p.K, bm, bn, precision) + p.flops - 2 * p.batch * p.M * p.N * p.K
+        return [Launch("gemm_tc", [bm, bn, tc.PREC_CODE[precision]], grid, (tc.THREADS, 1, 1), 0,
+                       _gemm_args(p) + [i32(int(p.bias)), i32(p.act)], work, _traffic(node), flop_rate=tc.TF32_RATE)]
+
+    return Binding(op_type, f"tc{bm}x{bn}_{precision}", tc.SOURCE, kind, _gemm_condition(bm), plan, ("gemm_tc",),
+                   precision=precision)
+
+
 def gemv_problem(node: NodeInfo, layout: str) -> GemmProblem | str:
     """The GEMM of a batch-1, M == 1 node whose weight is contiguous along k ('rows') or n ('cols')."""
     p = gemm_problem(node)
@@ -270,6 +285,28 @@ def _gemv_col_binding(op_type: str, cols: int, krows: int, kind: str) -> Binding
     return Binding(op_type, f"gemv_col{cols}x{krows}", SOURCE, kind, _gemv_condition("cols"), plan, ("gemv_col",))
 
 
+def _gemv_vec4_binding(op_type: str, cols4: int, ksplit: int, unroll: int, kind: str) -> Binding:
+    """gemv_vec4<COLS4, KSPLIT, UNROLL>: batch 1, [K, N] weight read with 16-byte loads, 4*COLS4 outputs per rTask,
+    K split over KSPLIT threads and summed in a tree."""
+
+    def condition(node: NodeInfo) -> str | None:
+        p = gemv_problem(node, "cols")
+        if isinstance(p, str):
+            return p
+        if p.N % 4 or p.sbk % 4:
+            return f"N = {p.N} and the weight's row stride {p.sbk} must be multiples of 4 (float4 loads)"
+        return None
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        p = gemv_problem(node, "cols")
+        args = [In(0), In(1), _bias_arg(p), Out(0), i32(p.N), i32(p.K), i32(p.sak), i32(p.sbk), i32(p.scn),
+                f32(p.alpha), f32(p.beta)]
+        return [Launch("gemv_vec4", [cols4, ksplit, unroll, *_flags(p)], (cdiv(p.N, 4 * cols4), 1, 1),
+                       (cols4, ksplit, 1), 0, args, p.flops, _traffic(node))]
+
+    return Binding(op_type, f"gemv_vec4_{4 * cols4}x{ksplit}", SOURCE, kind, condition, plan, ("gemv_vec4",))
+
+
 def splitk_shape(K: int) -> tuple[int, int]:
     """(splits, k per split) of the split-K GEMV: chunks of at least SPLITK_MIN_CHUNK, at most 32 splits."""
     chunk = max(SPLITK_MIN_CHUNK, cdiv(K, SPLITK_MAX_SPLITS))
@@ -306,15 +343,21 @@ def _gemv_splitk_binding(op_type: str, cols: int, krows: int, reduce_block: int)
 
 
 def _bindings_for(op_type: str) -> list[Binding]:
-    """The GEMM and [K, N]-weight GEMV variants, for MatMul or Gemm."""
+    """The GEMM and [K, N]-weight GEMV variants, for MatMul or Gemm. The float4 GEMVs come first: where the cost
+    model cannot tell a batch-1 product's variants apart (same work, bytes and rTasks: gemv_vec4_16x64 and tiled16
+    both give one rTask per 16 columns), a tie goes to the first candidate."""
     return [
+        _gemv_vec4_binding(op_type, 4, 64, 4, "fast"),
+        _gemv_vec4_binding(op_type, 8, 32, 4, "efficient"),
+        _gemv_vec4_binding(op_type, 16, 16, 4, "efficient"),
         _tiled_binding(op_type, 16, "efficient"),
         _regblock_binding(op_type, 32, 32, 8, 2, 2, "efficient"),
         _regblock_binding(op_type, 64, 64, 8, 4, 4, "fast"),
         _gemv_col_binding(op_type, 32, 8, "efficient"),
         _gemv_col_binding(op_type, 128, 2, "fast"),
         _gemv_splitk_binding(op_type, 32, 8, 256),
-    ]
+    ] + [_tensor_core_binding(op_type, bm, bn, precision, kind)
+         for precision in tc.PREC_CODE for bm, bn, kind in tc.TILES]
 
 
 # ---- op definitions ------------------------------------------------------------------------------------------
@@ -375,7 +418,7 @@ L = 1e-4  # tolerance of long-K reductions (fp32 sums in another order)
 MATMUL_SHAPES = _shapes(
     Shape(((20, 37), (37, 45))), Shape(((2, 3, 17, 9), (9, 33))), Shape(((2, 5, 8), (2, 8, 7))),
     Shape(((5, 8), (3, 8, 6))), Shape(((1, 70), (70, 50))), Shape(((300,), (300, 40)), tol=L),
-    Shape(((1, 200), (200, 33)), tol=L), Shape(((6, 5), (5,))),
+    Shape(((1, 200), (200, 33)), tol=L), Shape(((6, 5), (5,))), Shape(((1, 300), (300, 44)), tol=L),
     Shape(((1, 256), (256, 512)), test=False), Shape(((64, 128), (128, 96)), test=False),
     Shape(((2, 32, 64), (64, 48)), test=False), Shape(((1, 2048), (2048, 64)), test=False))
 GEMM_SHAPES = _shapes(
@@ -385,6 +428,7 @@ GEMM_SHAPES = _shapes(
     Shape(((1, 130), (40, 130), (40,)), {"transB": 1, "alpha": 1.5}, tol=L),
     Shape(((1, 256), (33, 256)), {"transB": 1}, tol=L),
     Shape(((1, 150), (150, 37), (1, 37)), tol=L),
+    Shape(((1, 130), (130, 52), (52,)), {"alpha": 0.5, "beta": 2.0}, tol=L),
     Shape(((200, 1), (200, 20), ()), {"transA": 1, "beta": 0.5}, tol=L),
     Shape(((1, 512), (1024, 512), (1024,)), {"transB": 1}, test=False),
     Shape(((64, 128), (128, 256), (256,)), test=False), Shape(((1, 1024), (1024, 256), (256,)), test=False))
@@ -400,6 +444,7 @@ FUSED_MATMUL_SHAPES = _shapes(
     Shape(((1, 9, 40), (40, 24), (24,)), {"activation": "Gelu"}),
     Shape(((5, 8), (8, 70), (70,)), {"activation": "Gelu", "approximate": "tanh"}),
     Shape(((1, 96), (96, 40), (40,)), {"activation": "Gelu"}, tol=L),
+    Shape(((1, 1, 260), (260, 36), (36,)), {"activation": "Relu"}, tol=L),
     Shape(((1, 64, 768), (768, 2304), (2304,)), test=False),
     Shape(((1, 12, 64, 64), (1, 12, 64, 64), (1, 1, 64, 64)), {"alpha": 0.125}, test=False),
     Shape(((1, 256), (256, 1024), (1024,)), test=False))
@@ -409,6 +454,7 @@ FUSED_GEMM_SHAPES = _shapes(
     Shape(((1, 130), (40, 130), (40,)), {"transB": 1, "activation": "Relu"}, tol=L),
     Shape(((1, 256), (33, 256)), {"transB": 1, "activation": "Relu"}, tol=L),
     Shape(((1, 150), (150, 37), (37,)), {"activation": "Relu"}, tol=L),
+    Shape(((1, 100), (100, 48), (48,)), {"activation": "Relu"}, tol=L),
     Shape(((90, 1), (90, 20), (1, 20)), {"transA": 1, "beta": 0.5, "activation": "Relu"}, tol=L),
     Shape(((1, 9216), (4096, 9216), (4096,)), {"transB": 1, "activation": "Relu"}, test=False))
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from onnx import helper
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import MAX_GRID_YZ, cdiv, i32, reason, tensor_bytes
+from kernel_corpus.ops._common import MAX_GRID_YZ, cdiv, i32, tensor_bytes
 from kernel_corpus.ops.elementwise import lstm_pointwise_nodes
 
 SOURCE = "rnn.cu"
@@ -61,27 +61,61 @@ def lstm_cell_shape(node: NodeInfo) -> LstmCellShape | str:
     return LstmCellShape(B, H, I, 0 if h_prev is None else H, pre_stride)
 
 
-def _condition(node: NodeInfo) -> str | None:
-    """Consistent shapes of the present inputs (see lstm_cell_shape)."""
-    return reason(lstm_cell_shape(node))
+def _batch_condition(rows: int):
+    """The shape condition, and which batch a BB = rows instantiation serves: BB = 1 exactly batch 1 (a BB = 4 block
+    would spend three quarters of its multiply-adds on absent rows), BB > 1 the batches above 1."""
+
+    def condition(node: NodeInfo) -> str | None:
+        s = lstm_cell_shape(node)
+        if isinstance(s, str):
+            return s
+        if (rows == 1) != (s.B == 1):
+            return "batch 1 has its own instantiation (BB = 1)" if s.B == 1 else f"BB = 1 serves batch 1, not {s.B}"
+        return None
+
+    return condition
 
 
-def _binding(units: int, kind: str) -> Binding:
-    """lstm_cell_fused<J, BB, THREADS>: J hidden units (4J weight columns) by BB batch rows per rTask."""
+def _binding(units: int, kind: str, rows: int = BATCH_ROWS) -> Binding:
+    """lstm_cell_fused<J, BB, THREADS>: J hidden units (4J weight columns) by BB = rows batch rows per rTask."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         s = lstm_cell_shape(node)
         # an absent operand is never read: c_prev stands in for its pointer
         arg = [In(i) if node.input(i) is not None else In(C_PREV) for i in range(C_PREV)]
         args = [*arg, In(C_PREV), Out(0), Out(1), i32(s.B), i32(s.H), i32(s.I), i32(s.KH), i32(s.pre_stride)]
-        grid = (cdiv(s.H, units), cdiv(s.B, BATCH_ROWS), 1)
-        return [Launch("lstm_cell_fused", [units, BATCH_ROWS, THREADS], grid, (THREADS, 1, 1), 0, args, s.flops,
+        grid = (cdiv(s.H, units), cdiv(s.B, rows), 1)
+        return [Launch("lstm_cell_fused", [units, rows, THREADS], grid, (THREADS, 1, 1), 0, args, s.flops,
                        tensor_bytes(*node.inputs, *node.outputs))]
 
-    return Binding("LSTMCell", f"fused_j{units}", SOURCE, kind, _condition, plan, ("lstm_cell_fused",),
+    variant = f"fused_j{units}" if rows == BATCH_ROWS else f"fused_j{units}_b{rows}"
+    return Binding("LSTMCell", variant, SOURCE, kind, _batch_condition(rows), plan, ("lstm_cell_fused",),
                    note="custom op: x [B,I], Wt [I,4H] (both optional), h_prev [B,H], Rt [H,4H] (both optional), "
                         "pre [4H] or [B,4H] (optional), c_prev [B,H] -> h [B,H], c [B,H]; gates in ONNX order "
                         "i,o,f,c")
+
+
+def _vec4_condition(node: NodeInfo) -> str | None:
+    """Batch 1 and H % 4 == 0 (whole float4 column quads)."""
+    s = lstm_cell_shape(node)
+    if isinstance(s, str):
+        return s
+    if s.B != 1 or s.H % 4:
+        return f"needs batch 1 and H % 4 == 0 (float4 weight loads), got B = {s.B}, H = {s.H}"
+    return None
+
+
+def _vec4_binding(units: int, kind: str) -> Binding:
+    """lstm_cell_vec4<J, THREADS>: batch 1, J hidden units per rTask, 16-byte weight loads."""
+
+    def plan(node: NodeInfo) -> list[Launch]:
+        s = lstm_cell_shape(node)
+        arg = [In(i) if node.input(i) is not None else In(C_PREV) for i in range(C_PREV)]
+        args = [*arg, In(C_PREV), Out(0), Out(1), i32(s.H), i32(s.I), i32(s.KH), i32(s.pre_stride)]
+        return [Launch("lstm_cell_vec4", [units, THREADS], (cdiv(s.H, units), 1, 1), (THREADS, 1, 1), 0, args,
+                       s.flops, tensor_bytes(*node.inputs, *node.outputs))]
+
+    return Binding("LSTMCell", f"vec4_j{units}", SOURCE, kind, _vec4_condition, plan, ("lstm_cell_vec4",))
 
 
 def _equivalent(node: NodeInfo, ins: list[str], outs: list[str], dtype) -> tuple[list, list]:
@@ -109,8 +143,13 @@ def _step(b: int, h: int, isize: int, recurrent: bool = True, pre: str | None = 
                   (h, g) if recurrent else None, pre_shape, (b, h)), outputs=2, **kw)
 
 
-OPS = [OpDef("LSTMCell", (_binding(8, "fast"), _binding(32, "efficient")),
-             (_step(1, 37, 20), _step(3, 100, 37, tol=1e-4), _step(6, 20, 0, pre="rows"), _step(9, 12, 5, pre=None),
+# At batch 1 the float4 cell comes first: the cost model cannot tell it from the scalar BB = 1 one (same work, bytes
+# and rTasks), and a tie goes to the first candidate.
+OPS = [OpDef("LSTMCell", (_binding(8, "fast"), _binding(32, "efficient"), _vec4_binding(8, "fast"),
+                          _vec4_binding(32, "efficient"), _binding(8, "fast", 1), _binding(32, "efficient", 1)),
+             (_step(1, 37, 20), _step(1, 70, 0, pre="rows", tol=1e-4), _step(1, 20, 9, pre=None),
+              _step(1, 36, 13, tol=1e-4), _step(1, 44, 0, recurrent=False, pre="rows"),
+              _step(3, 100, 37, tol=1e-4), _step(6, 20, 0, pre="rows"), _step(9, 12, 5, pre=None),
               _step(2, 10, 0, recurrent=False, pre="rows"), _step(5, 9, 7, recurrent=False),
               _step(1, 256, 256, test=False), _step(1, 256, 0, pre="rows", test=False),
               _step(8, 128, 0, pre="rows", test=False)),

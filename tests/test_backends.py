@@ -440,3 +440,24 @@ def test_profile_command_fills_the_cache_and_measured_prices_drive_placement(tmp
                              costs=BackendCosts(H100, cache), num_veus=4).plan
         assert bool(plan.calls) == expect and cache.hits > 0
         assert all(c.us == price for c in plan.calls)
+
+
+# ---- the user library verified like the corpus ---------------------------------------------------------------------
+def test_user_library_verifies_at_its_declared_shapes_and_catches_a_broken_kernel(tmp_path: Path) -> None:
+    from scheduler.backends.user import verify_library
+    verdicts = verify_library(USERLIB)
+    assert {v.binding.split("/")[1] for v in verdicts} == {"tinyblas.sgemm_32x32", "tinyblas.sgemm_64x64",
+                                                          "tinyblas.sgemm_bias_act", "tinyblas.bias_rows"}
+    assert all(v.ok(1e-5) for v in verdicts), verdicts
+    broken = tmp_path / "lib"
+    broken.mkdir()
+    for f in USERLIB.iterdir():
+        if f.is_file():
+            (broken / f.name).write_text(f.read_text())
+    src = broken / "tinyblas_sgemm.cu"
+    text = src.read_text()
+    assert "for (int k = 0; k < BK; ++k)" in text
+    src.write_text(text.replace("for (int k = 0; k < BK; ++k)", "for (int k = 1; k < BK; ++k)"))  # drops a tap
+    bad = verify_library(broken)
+    assert any(not v.ok(1e-3) for v in bad if "sgemm" in v.binding)
+    assert all(v.ok(1e-5) for v in bad if "bias_rows" in v.binding)

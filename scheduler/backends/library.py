@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kernel_corpus.bindings import NodeInfo
+from kernel_corpus.bindings import NodeInfo, TensorInfo
 
 from ..plan import LibraryCall
 
@@ -83,23 +83,27 @@ def _tensor_bytes(node: NodeInfo) -> int:
     return sum(4 * t.numel for t in node.inputs + node.outputs if t is not None)
 
 
+def shape_of(t: TensorInfo | None) -> tuple[int, ...]:
+    """The shape of a tensor the condition already required to be present."""
+    assert t is not None
+    return t.shape
+
+
 def matmul_flops(node: NodeInfo) -> int:
     """2 M N K per output matrix."""
-    y = node.outputs[0]
-    return 2 * y.numel * node.inputs[0].shape[-1]
+    return 2 * prod(shape_of(node.output(0))) * shape_of(node.input(0))[-1]
 
 
 def gemm_flops(node: NodeInfo) -> int:
     """2 M N K."""
-    a = node.inputs[0].shape
+    a = shape_of(node.input(0))
     k = a[0] if node.attr("transA", 0) else a[1]
-    return 2 * node.outputs[0].numel * k
+    return 2 * prod(shape_of(node.output(0))) * k
 
 
 def conv_flops(node: NodeInfo) -> int:
     """2 taps per output element, taps = C/group x kh x kw."""
-    w = node.inputs[1].shape
-    return 2 * node.outputs[0].numel * prod(w[1:])
+    return 2 * prod(shape_of(node.output(0))) * prod(shape_of(node.input(1))[1:])
 
 
 # ---- execution on an array module -----------------------------------------------------------------------------
@@ -219,8 +223,7 @@ def conv_cudnn(x: Any, w: Any, bias: Any, y: Any, win: ConvWindow) -> None:
 
 def conv_gpu_condition(node: NodeInfo) -> str | None:
     """cuDNN takes one pad per spatial axis: asymmetric pads (SAME with odd totals) run on the CPU only."""
-    x, w = node.input(0), node.input(1)
-    win = conv_window(node.attrs, x.shape, w.shape)
+    win = conv_window(node.attrs, shape_of(node.input(0)), shape_of(node.input(1)))
     t, l, b, r = win.pads
     return None if (t, l) == (b, r) else f"asymmetric pads {list(win.pads)}: cuDNN needs one pad per axis"
 

@@ -258,10 +258,12 @@ def verify_library(folder: str | Path, registry: Registry | None = None, seed: i
     for entry in entries:
         binding = make_binding(entry, root, library)
         d = registry.op(binding.op_type)
-        if d is None and entry.get("shapes"):
+        if not entry.get("shapes"):
+            continue
+        if d is None:
             raise UserLibraryError(f"{entry.where}: error: no reference for {binding.op_type}: shapes can be "
                                    f"verified only for op types the corpus defines")
-        for k, spec in enumerate(entry.get("shapes") or []):
+        for k, spec in enumerate(entry.get("shapes")):
             node = shape_node(d, Shape(tuple(tuple(x) if x is not None else None for x in spec["inputs"]),
                                        dict(spec.get("attrs") or {})), f"{binding.name}#{k}")
             refused = binding.refusal(node)

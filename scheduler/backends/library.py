@@ -108,23 +108,37 @@ def conv_flops(node: NodeInfo) -> int:
 
 # ---- execution on an array module -----------------------------------------------------------------------------
 def activate(xp: Any, y: Any, attrs: dict) -> None:
-    """Apply the fused activation in place."""
+    """Apply the fused activation in place (on the GPU without temporaries, so a CUDA Graph can capture it)."""
     act = attrs.get("activation")
     if act == "Relu":
         xp.maximum(y, 0, out=y)
     elif act == "Gelu":
-        if attrs.get("approximate", "none") == "tanh":
-            y[...] = 0.5 * y * (1 + xp.tanh(math.sqrt(2 / math.pi) * (y + 0.044715 * y ** 3)))
+        tanh = attrs.get("approximate", "none") == "tanh"
+        if xp is np:
+            y[...] = gelu_numpy(y, tanh)
         else:
-            y[...] = 0.5 * y * (1 + erf(xp, y / math.sqrt(2)))
+            gelu_kernel(tanh)(y, y)
 
 
-def erf(xp: Any, x: Any) -> Any:
-    """erf on the array module (cupyx's special function on the GPU, math.erf element-wise on the CPU)."""
-    if xp is np:
-        return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
-    from cupyx.scipy.special import erf as cu_erf
-    return cu_erf(x)
+def gelu_numpy(x: np.ndarray, tanh: bool) -> np.ndarray:
+    """Gelu on the CPU: the tanh approximation, or the exact form through math.erf element by element."""
+    if tanh:
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return (0.5 * x * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2)))).astype(x.dtype)
+
+
+GELU_BODY = {False: "y = 0.5f * x * (1.0f + erff(x * 0.70710678f))",
+             True: "y = 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)))"}
+_GELU_KERNELS: dict[bool, Any] = {}
+
+
+def gelu_kernel(tanh: bool) -> Any:
+    """A CuPy elementwise kernel computing Gelu in place (one per form, compiled once)."""
+    if tanh not in _GELU_KERNELS:
+        import cupy
+        _GELU_KERNELS[tanh] = cupy.ElementwiseKernel("float32 x", "float32 y", GELU_BODY[tanh],
+                                                     f"rammer_gelu_{'tanh' if tanh else 'erf'}")
+    return _GELU_KERNELS[tanh]
 
 
 def run_matmul(xp: Any, ins: list, outs: list, attrs: dict) -> None:
@@ -149,7 +163,11 @@ def run_gemm(xp: Any, ins: list, outs: list, attrs: dict) -> None:
     if alpha != 1.0:
         y *= alpha
     if len(ins) > 2 and ins[2] is not None and beta != 0.0:
-        y += beta * ins[2] if beta != 1.0 else ins[2]
+        if beta != 1.0:  # y + beta C without a temporary: beta (y / beta + C)
+            y /= beta
+        y += ins[2]
+        if beta != 1.0:
+            y *= beta
     activate(xp, y, attrs)
 
 
@@ -214,11 +232,22 @@ def run_conv(xp: Any, ins: list, outs: list, attrs: dict) -> None:
 
 
 def conv_cudnn(x: Any, w: Any, bias: Any, y: Any, win: ConvWindow) -> None:
-    """cuDNN's forward convolution through CuPy's binding (symmetric pads only: cuDNN takes one pad per axis)."""
+    """cuDNN's forward convolution through CuPy's binding (symmetric pads only: cuDNN takes one pad per axis). While
+    a stream is being captured into a CUDA Graph the call gets no workspace (an algorithm that needs none), since a
+    workspace freed after the call would be reused by others while the graph still writes it."""
+    import cupy
     from cupy import cudnn
     t, l, b, r = win.pads
-    cudnn.convolution_forward(x, w, bias, y, (t, l), win.strides, win.dilations, win.group,
-                              auto_tune=False, tensor_core="never")
+    capturing = bool(getattr(cupy.cuda.get_current_stream(), "is_capturing", lambda: False)())
+    limit = cudnn.get_max_workspace_size() if capturing else None
+    if capturing:
+        cudnn.set_max_workspace_size(0)
+    try:
+        cudnn.convolution_forward(x, w, bias, y, (t, l), win.strides, win.dilations, win.group,
+                                  auto_tune=False, tensor_core="never")
+    finally:
+        if limit is not None:
+            cudnn.set_max_workspace_size(limit)
 
 
 def conv_gpu_condition(node: NodeInfo) -> str | None:

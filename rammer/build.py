@@ -327,7 +327,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                                                         "veus_per_sm": veus_per_sm,
                                                         "occupancy": occupancy.describe() if occupancy else None,
                                                         "backends": list(backends),
-                                                        "placement": placement_name(placement, plan)}
+                                                        "placement": placement_name(placement, workload)}
         built = Built(tmp, manifest, ops, programs, texts, weights)
         if compile_check and ops:
             prog.step(f"compile for {target}", lambda: built.compile(target))
@@ -389,11 +389,10 @@ def backend_costs(profiler: Any, target: str, backends: tuple[str, ...]) -> Any:
     return BackendCosts(profiler.device, BackendCache(profiler.device.name))
 
 
-def placement_name(placement: str | None, plan: Any) -> str:
-    """What placement the build used: the given one, 'search' when some node had a choice, else none needed."""
-    if placement:
-        return placement
-    return "search" if plan.calls or any(c.backend != "rtask" for c in plan.choices.values()) else "rtask-only"
+def placement_name(placement: str | None, workload: Any) -> str:
+    """What placement the build used: the given one, else search when some node had a choice, else none."""
+    from scheduler.pipeline import needs_placement
+    return placement or ("search" if needs_placement(workload) else "none (one backend per node)")
 
 
 def copy_headers(texts: Mapping[str, str], paths: Mapping[str, Path], dest: Path) -> None:

@@ -127,7 +127,7 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
     """Choose each node's backend (dp, search or rtask-only), then plan the runs of rKernel nodes with the policy
     and the library nodes as call steps (scheduler.segments)."""
     from .backends.costs import BackendCosts
-    from .placement import PLACEMENTS, dp, fixed, node_options, search
+    from .placement import PLACEMENTS, dp, fixed, lost_overlap, node_options, search
     from .segments import check_steps, plan_steps
     if placement not in PLACEMENTS:
         raise SchedulerError(f"unknown placement '{placement}' (choose from {', '.join(PLACEMENTS)})")
@@ -155,14 +155,20 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
             check_steps(plan, workload, op_dependencies(plan, workload))
         return plan
 
+    kernels_only = fixed(workload, options, False, "rtask-only")
     if placement == "rtask-only":
-        plan = evaluate(fixed(workload, options, False, "rtask-only"))
-    elif placement == "dp":
-        plan = evaluate(dp(workload, options, profiler.device.launch_us))
+        plan = evaluate(kernels_only)
     else:
-        starts = [dp(workload, options, profiler.device.launch_us), fixed(workload, options, False, "start rtask-only"),
-                  fixed(workload, options, True, "start library wherever possible")]
-        plan = search(workload, options, starts, evaluate)[1]
+        # the all-rKernel plan (when every node has an rKernel) tells the DP what overlap each cut would lose
+        base = evaluate(kernels_only) if all(spec.candidates for spec in workload.ops) else None
+        first = dp(workload, options, profiler.device.launch_us,
+                   lost_overlap(workload, base, profiler.device.barrier_us))
+        if placement == "dp":
+            plan = evaluate(first)
+        else:
+            starts = [first, fixed(workload, options, False, "start rtask-only"),
+                      fixed(workload, options, True, "start library wherever possible")]
+            plan = search(workload, options, starts, evaluate)[1]
     if any(spec.calls for spec in workload.ops):
         plan.notes.append(costs.describe())
     return plan

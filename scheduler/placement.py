@@ -1,11 +1,13 @@
 """Placement (after Collage, MLSys'23): which backend runs each node. Every enabled backend offers its options per
 node (an rKernel backend: its fastest candidate alone on the vDevice; the library: its call), priced by the
 profiler and the backend costs. The first level is a dynamic program over the operator order with two states (an
-rProgram is open, or the last step was a library call): a library call closes the open rProgram, and the next
-rKernel node pays for opening a new one (a persistent launch). It is optimal for chains under that price. The second
-level is a bounded local search that prices whole plans with the policy itself (so the overlap an rProgram gives
-independent nodes, which the DP cannot see, counts): it starts from the best of the DP's, the rKernel-only and the
-library-wherever-possible placements and moves one node at a time while that helps, within `max_evals` plans."""
+rProgram is open, or the last step was a library call): a library call closes the open rProgram, paying the
+overlap that cut loses (measured on the all-rKernel plan: how long nodes before it still run after nodes beyond it
+have started), and the next rKernel node pays for opening a new one (a persistent launch). It is optimal for chains
+under those prices (a test checks it against brute force). The second level is a bounded local search that prices
+whole plans with the policy itself: it starts from the best of the DP's, the rKernel-only and the
+library-wherever-possible placements and moves classes of alike nodes, then single nodes, while that helps, within
+`max_evals` plans and `max_seconds`."""
 from __future__ import annotations
 
 import time
@@ -45,9 +47,41 @@ def node_options(spec: OpSpec, profiler: Profiler, num_veus: int, call_us: Calla
     return out
 
 
-def dp(workload: Workload, options: list[list[Option]], open_us: float) -> Placement:
-    """Collage's first level: least total price over the operator order, a new rProgram costing `open_us` after a
-    library call (and at the start). Ties keep nodes inside rPrograms."""
+def lost_overlap(workload: Workload, plan: Plan | None, barrier_us: float) -> list[float]:
+    """Per node i, the overlap a cut at i would lose: in the all-rKernel plan, how long nodes before i (in operator
+    order) still run after nodes beyond i have started. Zero everywhere without such a plan."""
+    n = len(workload.ops)
+    if plan is None:
+        return [0.0] * n
+    from .report import schedule_slices
+    start: dict[str, float] = {}
+    end: dict[str, float] = {}
+    for sl in schedule_slices(plan, plan.programs, barrier_us):
+        if sl.kind == "rtask":
+            start[sl.name] = min(start.get(sl.name, sl.start), sl.start)
+            end[sl.name] = max(end.get(sl.name, sl.end), sl.end)
+    names = [spec.name for spec in workload.ops]
+    before = [0.0] * n
+    acc = float("-inf")
+    for i, name in enumerate(names):
+        before[i] = acc
+        acc = max(acc, end.get(name, float("-inf")))
+    after = [0.0] * n
+    acc = float("inf")
+    for i in range(n - 1, -1, -1):
+        after[i] = acc
+        acc = min(acc, start.get(names[i], float("inf")))
+    return [max(0.0, before[i] - after[i]) if before[i] > float("-inf") and after[i] < float("inf") else 0.0
+            for i in range(n)]
+
+
+def dp(workload: Workload, options: list[list[Option]], open_us: float, lost: list[float] | None = None
+       ) -> Placement:
+    """Collage's first level: least total price over the operator order. A library call closes the open rProgram:
+    the next rKernel node pays `open_us` to open a new one (so does the first), and a call at node i placed while an
+    rProgram is open pays `lost[i]`, the overlap the cut takes from the nodes around it. Ties keep nodes inside
+    rPrograms."""
+    lost = lost or [0.0] * len(options)
     INF = float("inf")
     cost = [INF, 0.0]  # before the first node nothing is open: the first rKernel node opens an rProgram
     back: list[list[tuple[int, Option]]] = []
@@ -59,6 +93,7 @@ def dp(workload: Workload, options: list[list[Option]], open_us: float) -> Place
             for opt in opts:
                 nxt = CLOSED if opt.is_call else OPEN
                 price = cost[state] + opt.us + (open_us if nxt == OPEN and state == CLOSED else 0.0)
+                price += lost[len(back)] if opt.is_call and state == OPEN else 0.0
                 if price < new[nxt] - 1e-9:
                     new[nxt], how[nxt] = price, (state, opt)
         back.append(how)
@@ -73,16 +108,17 @@ def dp(workload: Workload, options: list[list[Option]], open_us: float) -> Place
     for i, opts in enumerate(options):
         opt = chosen[i]
         placement.backend[i] = opt.backend
-        placement.why[i] = why(opt, opts, open_us)
+        placement.why[i] = why(opt, opts, open_us, lost[i])
     return placement
 
 
-def why(opt: Option, opts: list[Option], open_us: float) -> str:
+def why(opt: Option, opts: list[Option], open_us: float, lost: float = 0.0) -> str:
     """The reason of one DP choice: its price against the others'."""
     if len(opts) == 1:
         return f"{opt.backend}: the only backend ({opt.us:.1f} us)"
     others = ", ".join(f"{o.backend} {o.us:.1f} us" for o in opts if o is not opt)
-    split = f"; a library call closes the rProgram, reopening costs {open_us:.1f} us"
+    split = (f"; a library call closes the rProgram: reopening costs {open_us:.1f} us"
+             + (f", the cut loses {lost:.1f} us of overlap" if lost > 0 else ""))
     return f"dp: {opt.backend} {opt.us:.1f} us vs {others}{split if any(o.is_call for o in opts) else ''}"
 
 

@@ -199,7 +199,8 @@ def test_zoo_small_with_rtask_and_library(tmp_path: Path, name: str, placement: 
 
 # ---- placement ----------------------------------------------------------------------------------------------------
 def test_placement_dp_is_optimal_on_chains_against_brute_force() -> None:
-    """The DP's price equals the least price over every assignment of backends (brute force, same prices)."""
+    """The DP's price equals the least price over every assignment of backends (brute force, same prices: option
+    prices, the launch that reopens an rProgram, the overlap a cut loses)."""
     from scheduler.placement import CLOSED, OPEN, Option, dp
     from scheduler.workload import OpSpec, Workload
     rng = np.random.default_rng(11)
@@ -214,21 +215,49 @@ def test_placement_dp_is_optimal_on_chains_against_brute_force() -> None:
                 opts.append(Option("user", float(rng.uniform(1, 10))))
             options.append(opts)
         open_us = float(rng.uniform(0, 8))
+        lost = [float(x) for x in rng.uniform(0, 4, n)]  # overlap a cut at each node would lose
         w = Workload([OpSpec(i, f"n{i}", "X", [], [i - 1] if i else []) for i in range(n)])
 
         def price(assign: tuple) -> float:
             total, state = 0.0, CLOSED
-            for opt in assign:
+            for i, opt in enumerate(assign):
                 if not opt.is_call and state == CLOSED:
                     total += open_us
+                if opt.is_call and state == OPEN:
+                    total += lost[i]
                 total += opt.us
                 state = CLOSED if opt.is_call else OPEN
             return total
 
         best = min(price(a) for a in itertools.product(*options))
-        got = dp(w, options, open_us)
+        got = dp(w, options, open_us, lost)
         chosen = tuple(next(o for o in options[i] if o.backend == got.backend[i]) for i in range(n))
         assert price(chosen) == pytest.approx(best), (trial, options, open_us)
+
+
+def test_lost_overlap_is_measured_on_the_all_rkernel_plan() -> None:
+    """A long node (Softmax over a big input) overlaps a short chain beside it in one rProgram: a cut inside that
+    chain separates the long node from the chain's rest, which then cannot start early; a cut at the first or the
+    last node loses nothing."""
+    from scheduler.pipeline import load_workload, plan_workload
+    from scheduler.placement import lost_overlap
+    from scheduler.profiler import Profiler
+    nodes = [helper.make_node("Softmax", ["x"], ["a"], name="long"),
+             helper.make_node("Sigmoid", ["x2"], ["b"], name="b"),
+             helper.make_node("Tanh", ["b"], ["c"], name="cut"),
+             helper.make_node("Relu", ["b"], ["d"], name="d"),
+             helper.make_node("Add", ["d", "c"], ["e"], name="e"),
+             helper.make_node("Add", ["a", "a"], ["y"], name="y")]
+    g = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (512, 1024)),
+                                       helper.make_tensor_value_info("x2", TensorProto.FLOAT, (4, 8))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, (512, 1024)),
+                           helper.make_tensor_value_info("e", TensorProto.FLOAT, (4, 8))])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    graph, workload = load_workload(model)
+    plan = plan_workload(graph, workload, "wavefront", Profiler(num_veus=4), num_veus=4).plan
+    lost = dict(zip([spec.name for spec in workload.ops], lost_overlap(workload, plan, 0.7)))
+    assert lost["cut"] > 0, lost  # Softmax before it still runs when Relu after it starts
+    assert lost["long"] == 0 and lost["y"] == 0, lost
 
 
 def test_search_never_loses_to_the_dp_and_both_check(tmp_path: Path) -> None:
@@ -440,3 +469,24 @@ def test_profile_command_fills_the_cache_and_measured_prices_drive_placement(tmp
                              costs=BackendCosts(H100, cache), num_veus=4).plan
         assert bool(plan.calls) == expect and cache.hits > 0
         assert all(c.us == price for c in plan.calls)
+
+
+# ---- the user library verified like the corpus ---------------------------------------------------------------------
+def test_user_library_verifies_at_its_declared_shapes_and_catches_a_broken_kernel(tmp_path: Path) -> None:
+    from scheduler.backends.user import verify_library
+    verdicts = verify_library(USERLIB)
+    assert {v.binding.split("/")[1] for v in verdicts} == {"tinyblas.sgemm_32x32", "tinyblas.sgemm_64x64",
+                                                          "tinyblas.sgemm_bias_act", "tinyblas.bias_rows"}
+    assert all(v.ok(1e-5) for v in verdicts), verdicts
+    broken = tmp_path / "lib"
+    broken.mkdir()
+    for f in USERLIB.iterdir():
+        if f.is_file():
+            (broken / f.name).write_text(f.read_text())
+    src = broken / "tinyblas_sgemm.cu"
+    text = src.read_text()
+    assert "for (int k = 0; k < BK; ++k)" in text
+    src.write_text(text.replace("for (int k = 0; k < BK; ++k)", "for (int k = 1; k < BK; ++k)"))  # drops a tap
+    bad = verify_library(broken)
+    assert any(not v.ok(1e-3) for v in bad if "sgemm" in v.binding)
+    assert all(v.ok(1e-5) for v in bad if "bias_rows" in v.binding)

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kernel_corpus.bindings import NodeInfo
+from kernel_corpus.bindings import NodeInfo, TensorInfo
 
 from ..plan import LibraryCall
 
@@ -83,44 +83,62 @@ def _tensor_bytes(node: NodeInfo) -> int:
     return sum(4 * t.numel for t in node.inputs + node.outputs if t is not None)
 
 
+def shape_of(t: TensorInfo | None) -> tuple[int, ...]:
+    """The shape of a tensor the condition already required to be present."""
+    assert t is not None
+    return t.shape
+
+
 def matmul_flops(node: NodeInfo) -> int:
     """2 M N K per output matrix."""
-    y = node.outputs[0]
-    return 2 * y.numel * node.inputs[0].shape[-1]
+    return 2 * prod(shape_of(node.output(0))) * shape_of(node.input(0))[-1]
 
 
 def gemm_flops(node: NodeInfo) -> int:
     """2 M N K."""
-    a = node.inputs[0].shape
+    a = shape_of(node.input(0))
     k = a[0] if node.attr("transA", 0) else a[1]
-    return 2 * node.outputs[0].numel * k
+    return 2 * prod(shape_of(node.output(0))) * k
 
 
 def conv_flops(node: NodeInfo) -> int:
     """2 taps per output element, taps = C/group x kh x kw."""
-    w = node.inputs[1].shape
-    return 2 * node.outputs[0].numel * prod(w[1:])
+    return 2 * prod(shape_of(node.output(0))) * prod(shape_of(node.input(1))[1:])
 
 
 # ---- execution on an array module -----------------------------------------------------------------------------
 def activate(xp: Any, y: Any, attrs: dict) -> None:
-    """Apply the fused activation in place."""
+    """Apply the fused activation in place (on the GPU without temporaries, so a CUDA Graph can capture it)."""
     act = attrs.get("activation")
     if act == "Relu":
         xp.maximum(y, 0, out=y)
     elif act == "Gelu":
-        if attrs.get("approximate", "none") == "tanh":
-            y[...] = 0.5 * y * (1 + xp.tanh(math.sqrt(2 / math.pi) * (y + 0.044715 * y ** 3)))
+        tanh = attrs.get("approximate", "none") == "tanh"
+        if xp is np:
+            y[...] = gelu_numpy(y, tanh)
         else:
-            y[...] = 0.5 * y * (1 + erf(xp, y / math.sqrt(2)))
+            gelu_kernel(tanh)(y, y)
 
 
-def erf(xp: Any, x: Any) -> Any:
-    """erf on the array module (cupyx's special function on the GPU, math.erf element-wise on the CPU)."""
-    if xp is np:
-        return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
-    from cupyx.scipy.special import erf as cu_erf
-    return cu_erf(x)
+def gelu_numpy(x: np.ndarray, tanh: bool) -> np.ndarray:
+    """Gelu on the CPU: the tanh approximation, or the exact form through math.erf element by element."""
+    if tanh:
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    return (0.5 * x * (1 + np.vectorize(math.erf, otypes=[np.float64])(x / math.sqrt(2)))).astype(x.dtype)
+
+
+GELU_BODY = {False: "y = 0.5f * x * (1.0f + erff(x * 0.70710678f))",
+             True: "y = 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)))"}
+_GELU_KERNELS: dict[bool, Any] = {}
+
+
+def gelu_kernel(tanh: bool) -> Any:
+    """A CuPy elementwise kernel computing Gelu in place (one per form, compiled once)."""
+    if tanh not in _GELU_KERNELS:
+        import cupy
+        _GELU_KERNELS[tanh] = cupy.ElementwiseKernel("float32 x", "float32 y", GELU_BODY[tanh],
+                                                     f"rammer_gelu_{'tanh' if tanh else 'erf'}")
+    return _GELU_KERNELS[tanh]
 
 
 def run_matmul(xp: Any, ins: list, outs: list, attrs: dict) -> None:
@@ -145,7 +163,11 @@ def run_gemm(xp: Any, ins: list, outs: list, attrs: dict) -> None:
     if alpha != 1.0:
         y *= alpha
     if len(ins) > 2 and ins[2] is not None and beta != 0.0:
-        y += beta * ins[2] if beta != 1.0 else ins[2]
+        if beta != 1.0:  # y + beta C without a temporary: beta (y / beta + C)
+            y /= beta
+        y += ins[2]
+        if beta != 1.0:
+            y *= beta
     activate(xp, y, attrs)
 
 
@@ -210,17 +232,27 @@ def run_conv(xp: Any, ins: list, outs: list, attrs: dict) -> None:
 
 
 def conv_cudnn(x: Any, w: Any, bias: Any, y: Any, win: ConvWindow) -> None:
-    """cuDNN's forward convolution through CuPy's binding (symmetric pads only: cuDNN takes one pad per axis)."""
+    """cuDNN's forward convolution through CuPy's binding (symmetric pads only: cuDNN takes one pad per axis). While
+    a stream is being captured into a CUDA Graph the call gets no workspace (an algorithm that needs none), since a
+    workspace freed after the call would be reused by others while the graph still writes it."""
+    import cupy
     from cupy import cudnn
     t, l, b, r = win.pads
-    cudnn.convolution_forward(x, w, bias, y, (t, l), win.strides, win.dilations, win.group,
-                              auto_tune=False, tensor_core="never")
+    capturing = bool(getattr(cupy.cuda.get_current_stream(), "is_capturing", lambda: False)())
+    limit = cudnn.get_max_workspace_size() if capturing else None
+    if capturing:
+        cudnn.set_max_workspace_size(0)
+    try:
+        cudnn.convolution_forward(x, w, bias, y, (t, l), win.strides, win.dilations, win.group,
+                                  auto_tune=False, tensor_core="never")
+    finally:
+        if limit is not None:
+            cudnn.set_max_workspace_size(limit)
 
 
 def conv_gpu_condition(node: NodeInfo) -> str | None:
     """cuDNN takes one pad per spatial axis: asymmetric pads (SAME with odd totals) run on the CPU only."""
-    x, w = node.input(0), node.input(1)
-    win = conv_window(node.attrs, x.shape, w.shape)
+    win = conv_window(node.attrs, shape_of(node.input(0)), shape_of(node.input(1)))
     t, l, b, r = win.pads
     return None if (t, l) == (b, r) else f"asymmetric pads {list(win.pads)}: cuDNN needs one pad per axis"
 

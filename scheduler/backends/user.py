@@ -29,7 +29,8 @@ NAME = "user"
 KIND = "rkernel"
 BINDING_FILE = "bindings.yaml"
 REQUIRED = ("op", "variant", "source", "kernel", "grid", "block", "args")
-OPTIONAL = ("kind", "inputs", "outputs", "let", "when", "template_args", "dynamic_smem", "flops", "bytes", "note")
+OPTIONAL = ("kind", "inputs", "outputs", "let", "when", "template_args", "dynamic_smem", "flops", "bytes", "note",
+            "shapes")
 ARG = re.compile(r"^\s*(in|out|temp|int32|int64|float32|uint32)\s+(.+?)\s*$")
 
 
@@ -222,3 +223,68 @@ def with_user_libraries(base: Registry, folders: list[str | Path]) -> Registry:
     reg = Registry(package=f"{base._package}+user")
     reg._ops = ops
     return reg
+
+
+# ---- verification, as the corpus is verified: every binding at its declared shapes against the reference --------
+@dataclass(frozen=True)
+class Verdict:
+    """One binding at one shape: its largest error |got - want| / (1 + |want|) against the reference."""
+
+    binding: str
+    shape: str
+    error: float
+
+    def ok(self, tol: float) -> bool:
+        return self.error <= tol
+
+
+def verify_library(folder: str | Path, registry: Registry | None = None, seed: int = 0) -> list[Verdict]:
+    """Convert each source, run every binding's converted kernels (their plain wrappers) on the CPU emulator at the
+    entry's `shapes:` (input shapes and attributes) and compare with the reference of the op (onnx's
+    ReferenceEvaluator; the standard graph of a custom op). An entry without `shapes:` is not verified."""
+    import numpy as np
+
+    from cuda_emu import CpuModule
+    from kernel_corpus.bindings import Shape
+    from kernel_corpus.bindings import registry as corpus
+    from kernel_corpus.cpu_run import run_launches
+    from kernel_corpus.reference import run_reference, shape_node
+    from vdevice.codegen import INCLUDE_DIR
+    root = Path(folder).resolve()
+    library, entries = read_entries(root / BINDING_FILE)
+    registry = registry or corpus
+    rng = np.random.default_rng(seed)
+    out = []
+    for entry in entries:
+        binding = make_binding(entry, root, library)
+        d = registry.op(binding.op_type)
+        if not entry.get("shapes"):
+            continue
+        if d is None:
+            raise UserLibraryError(f"{entry.where}: error: no reference for {binding.op_type}: shapes can be "
+                                   f"verified only for op types the corpus defines")
+        for k, spec in enumerate(entry.get("shapes")):
+            node = shape_node(d, Shape(tuple(tuple(x) if x is not None else None for x in spec["inputs"]),
+                                       dict(spec.get("attrs") or {})), f"{binding.name}#{k}")
+            refused = binding.refusal(node)
+            if refused is not None:
+                raise UserLibraryError(f"{entry.where}: error: shapes[{k}] does not apply: {refused.reason}")
+            launches = binding.launch(node)
+            module = CpuModule(converted_source(binding, [la.kernel for la in launches]),
+                               kernels=sorted({la.expr for la in launches}),
+                               include_dirs=[str(root), str(INCLUDE_DIR)], name=str(binding.source_path))
+            inputs = [None if t is None else rng.standard_normal(t.shape).astype(np.float32) for t in node.inputs]
+            got = run_launches(module, launches, node, inputs)
+            want = run_reference(node, inputs, registry)
+            err = max(float(np.max(np.abs(g - w) / (1 + np.abs(w)))) for g, w in zip(got, want))
+            out.append(Verdict(binding.name, str([list(x) if x else x for x in spec["inputs"]]), err))
+    return out
+
+
+def converted_source(binding: Binding, kernels: list[str]) -> str:
+    """The binding's source with host code sliced away, converted (the wrappers keep the legacy names)."""
+    from converter import convert_source
+    from converter.slice import slice_source
+    path = binding.source_path
+    text = slice_source(path.read_text(), str(path), kernels, [str(path.parent)]).text
+    return convert_source(text, str(path), kernels=kernels, include_dirs=[str(path.parent)]).output

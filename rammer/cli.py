@@ -67,12 +67,23 @@ def main() -> None:
 @click.option("--precision", type=click.Choice(PRECISIONS), default=DEFAULT_PRECISION, show_default=True,
               help="the least accurate arithmetic kernels may use: fp32 (CUDA cores), 3xtf32 (tensor cores at float32 "
                    "accuracy), tf32, bf16; the profiler picks the fastest allowed kernel per operator")
+@click.option("--strict", is_flag=True,
+              help="everything in rPrograms: refuse a node no rKernel implements instead of running it as a library "
+                   "step (vendor call, or onnxruntime on the CPU); the same as --placement rtask-only")
 @click.option("--json", "as_json", is_flag=True, help="print the build's summary (build.json's stats) as JSON")
 def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str | None, veus: int | None,
           profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], backends: str | None,
-          placement: str | None, merge: str, user_libs: tuple[str, ...], precision: str,
+          placement: str | None, merge: str, user_libs: tuple[str, ...], precision: str, strict: bool,
           as_json: bool) -> None:
-    """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report)."""
+    """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report).
+
+    A node no rKernel implements runs as a library step (a vendor call; on the CPU target any standard ONNX op
+    through onnxruntime), listed in report.md as a kernel to write; --strict refuses it instead."""
+    if strict:
+        if placement not in (None, "rtask-only"):
+            click.echo(f"error: --strict and --placement {placement} contradict each other", err=True)
+            sys.exit(2)
+        placement = "rtask-only"
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
                            disable_passes=disable_passes, dump_after=dump_after, as_json=as_json,
                            backends=backends, placement=placement, user_libs=user_libs, merge=merge,

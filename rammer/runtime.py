@@ -295,7 +295,8 @@ def library_step(call: LibraryCall) -> Any:
         gpu = vd.backend.name == "gpu"
         xp = vd.backend.cp if gpu else np
         shapes = dict(zip(call.inputs, call.input_shapes)) | dict(zip(call.outputs, call.output_shapes))
-        arrays = {n: device_tensor(vd, n, tuple(s), call.dtype, xp) for n, s in shapes.items() if n and s is not None}
+        arrays = {n: device_tensor(vd, n, tuple(s), call.dtypes.get(n, call.dtype), xp)
+                  for n, s in shapes.items() if n and s is not None}
         run_call(call, arrays, xp)
     return run
 

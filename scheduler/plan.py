@@ -88,6 +88,8 @@ class LibraryCall:
     flops: int = 0
     bytes: int = 0
     us: float = 0.0              # predicted (or measured) time of the call
+    dtypes: dict[str, str] = field(default_factory=dict)  # per tensor, where one differs from `dtype`
+    opset: int = 17              # the node's opset (the onnxruntime fallback rebuilds the node at it)
 
     def to_json(self) -> dict:
         """JSON form (plan.json, build.json's steps)."""

@@ -216,6 +216,11 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
     if s.get("passes"):
         lines += ["", "## Graph passes", "", "| pass | changes | seconds |", "|---|---|---|"]
         lines += [f"| {r['name']} | {r.get('skipped') or r['changes']} | {r['seconds']:.3f} |" for r in s["passes"]]
+    fallback = [c for c in plan.calls if c.function == "onnxruntime"]
+    if fallback:
+        lines += ["", "## Nodes without an rKernel (run through onnxruntime: the next kernels to write)", "",
+                  "| node | op | inputs -> outputs |", "|---|---|---|"]
+        lines += [f"| {c.node} | {c.op_type} | {c.input_shapes} -> {c.output_shapes} |" for c in fallback]
     if plan.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in plan.notes]
     lines += ["", "Files: `program.cu` (generated interpreter + rKernels), `rkernels/` (converted sources), "

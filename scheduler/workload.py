@@ -99,6 +99,13 @@ def library_calls(registry: Any, g: Graph, node: Node, target: str) -> tuple[lis
     return ([], f"library: {call}") if isinstance(call, str) else ([call], None)
 
 
+def fallback_calls(registry: Any, g: Graph, node: Node, target: str) -> tuple[list[Any], str | None]:
+    """The onnxruntime step for a node nothing else implements (a list of at most one), or why there is none."""
+    from .backends import fallback_call
+    call = fallback_call(node_info(g, node, registry), list(node.inputs), list(node.outputs), target)
+    return ([], call) if isinstance(call, str) else ([call], None)
+
+
 def describe_node(g: Graph, node: Node) -> str:
     """'Op in[1,3,8,8] out[1,4,8,8] at node 'name'' for error messages."""
     ins = " ".join(f"{g.tensors[n].dtype}{list(g.tensors[n].shape)}" for n in present(node.inputs))
@@ -120,6 +127,9 @@ def build_workload(g: Graph, registry: Any = None, backends: tuple[str, ...] = (
         if "library" in backends:
             calls, why = library_calls(registry, g, node, target)
             reasons += [why] if why else []
+            if not found and not calls:  # no rKernel and no vendor call: onnxruntime stands in (CPU target)
+                calls, why = fallback_calls(registry, g, node, target)
+                reasons += [why] if why else []
         if not found and not calls:
             why = "; ".join(reasons) if reasons else "no rKernel for this op type"
             missing.append(f"{describe_node(g, node)} ({why})")

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import library, rtask, user
-from .library import library_call
+from .library import fallback_call, library_call
 
-__all__ = ["BACKENDS", "Backend", "available_backends", "check_backends", "library_call"]
+__all__ = ["BACKENDS", "Backend", "available_backends", "check_backends", "fallback_call", "library_call"]
 
 
 @dataclass(frozen=True)

@@ -316,12 +316,89 @@ def run_call(call: LibraryCall, arrays: dict[str, Any], xp: Any = np) -> None:
     """Execute one call on named arrays (shaped as the call says; absent inputs are None)."""
     ins = [arrays[n] if n else None for n in call.inputs]
     outs = [arrays[n] for n in call.outputs if n]
+    if call.function == FALLBACK:
+        run_fallback(call, ins, outs)
+        return
     BY_FUNCTION[call.function].run(xp, ins, outs, dict(call.attrs))
+
+
+# ---- the fallback: any standard ONNX node through onnxruntime ---------------------------------------------------
+FALLBACK = "onnxruntime"
+FALLBACK_DTYPES = ("float32", "int64", "int32", "bool")
+# The cost model's price of the fallback beyond its traffic: an onnxruntime session run on the host (measured on
+# this CPU at 10-40 us per small node, 2026-11-25) plus, on a GPU, the copies each way; a model constant that
+# makes the policy prefer any rKernel, never a measurement of the call itself.
+FALLBACK_FLOOR_US = 50.0
+
+
+def fallback_refusal(node: NodeInfo, target: str) -> str | None:
+    """None when onnxruntime can stand in for a node with no rKernel: a standard ONNX op, tensors of the kinds the
+    build keeps, on the CPU target (on a GPU the call would need a host round trip inside the captured graph)."""
+    import onnx
+    if target != "cpu":
+        return "the onnxruntime fallback runs on the CPU target only"
+    if not onnx.defs.has(node.op_type):
+        return f"{node.op_type} is not a standard ONNX op"
+    for role, ts in (("input", node.inputs), ("output", node.outputs)):
+        for i, t in enumerate(ts):
+            if t is not None and t.dtype not in FALLBACK_DTYPES:
+                return f"{role} {i} is {t.dtype}"
+    return None
+
+
+def fallback_call(node: NodeInfo, inputs: list[str], outputs: list[str], target: str = "cpu") -> LibraryCall | str:
+    """A node no rKernel implements, as one onnxruntime call between rPrograms (or why it cannot be)."""
+    why = fallback_refusal(node, target)
+    if why is not None:
+        return f"no onnxruntime fallback: {why}"
+    attrs = {k: v for k, v in node.attrs.items() if isinstance(v, (int, float, str, list, tuple))}
+    dtypes = {name: t.dtype for name, t in zip(list(inputs) + list(outputs), list(node.inputs) + list(node.outputs))
+              if name and t is not None and t.dtype != "float32"}
+    return LibraryCall(node.name, node.op_type, NAME, FALLBACK, list(inputs), list(outputs),
+                       [list(t.shape) if t is not None else None for t in node.inputs],
+                       [list(t.shape) for t in node.outputs if t is not None], attrs, "float32",
+                       0, _tensor_bytes(node), dtypes=dtypes, opset=node.opset)
+
+
+_SESSIONS: dict[str, Any] = {}
+
+
+def fallback_session(call: LibraryCall) -> Any:
+    """An onnxruntime session of the call's one node (built once per process and call)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import helper
+    key = repr((call.op_type, call.inputs, call.outputs, call.input_shapes, call.output_shapes,
+                sorted(call.attrs.items()), sorted(call.dtypes.items()), call.opset))
+    if key not in _SESSIONS:
+        elem = lambda name: helper.np_dtype_to_tensor_dtype(np.dtype(call.dtypes.get(name, call.dtype)))  # noqa: E731
+        ins = [f"i{k}" if n else "" for k, n in enumerate(call.inputs)]
+        outs = [f"o{k}" for k, n in enumerate(call.outputs) if n]
+        node = helper.make_node(call.op_type, ins, outs, **call.attrs)
+        graph = helper.make_graph(
+            [node], "fallback",
+            [helper.make_tensor_value_info(i, elem(n), s) for i, n, s in zip(ins, call.inputs, call.input_shapes) if i],
+            [helper.make_tensor_value_info(o, elem(n), s)
+             for o, n, s in zip(outs, [n for n in call.outputs if n], call.output_shapes)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", call.opset)])
+        model.ir_version = min(model.ir_version, onnx.IR_VERSION)
+        _SESSIONS[key] = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return _SESSIONS[key]
+
+
+def run_fallback(call: LibraryCall, ins: list, outs: list) -> None:
+    """Run the node in onnxruntime on the CPU arrays and write its outputs in place."""
+    sess = fallback_session(call)
+    feeds = {f"i{k}": np.ascontiguousarray(a) for k, a in enumerate(ins) if a is not None}
+    for out, got in zip(outs, sess.run(None, feeds)):
+        out[...] = np.asarray(got).reshape(out.shape)
 
 
 def modelled_us(call: LibraryCall, device: Any) -> float:
     """The cost model of a vendor call inside the plan's captured CUDA Graph: one graph node, then the roofline at
     the call's efficiency scaled by how many 128x128 output tiles fill the SMs (small problems leave SMs idle)."""
+    if call.function == FALLBACK:
+        return device.graph_node_us + FALLBACK_FLOOR_US + call.bytes / (device.mem_bw * 0.1) * 1e6
     impl = BY_FUNCTION[call.function]
     out = call.output_shapes[0]
     rows = prod(out[:-1]) if call.function != "conv2d" else out[0] * prod(out[2:])

@@ -73,15 +73,15 @@ def evict(kind: str, keep: Path | None = None, cap: int | None = None) -> int:
     if cap <= 0 or not folder.is_dir():
         return 0
     entries = []
-    for f in folder.rglob("*"):
-        if any(part.startswith("tmp") for part in f.relative_to(folder).parts[:-1]):
-            continue  # a build in progress (another process's temporary folder)
-        try:
-            if f.is_file():
+    for root, dirs, files in os.walk(folder, onerror=lambda err: None):  # tolerant: others build and evict too
+        dirs[:] = [d for d in dirs if not d.startswith("tmp")]  # builds in progress (other processes' temp folders)
+        for name in files:
+            f = Path(root) / name
+            try:
                 st = f.stat()
-                entries.append((max(st.st_atime, st.st_mtime), st.st_size, f))
-        except OSError:
-            continue  # removed meanwhile by another process
+            except OSError:
+                continue  # removed meanwhile by another process
+            entries.append((max(st.st_atime, st.st_mtime), st.st_size, f))
     total = sum(size for _, size, _ in entries)
     freed = 0
     for _, size, f in sorted(entries, key=lambda e: e[0]):

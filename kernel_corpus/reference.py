@@ -53,13 +53,26 @@ def constant_array(value: Any, float_dtype: Any = np.float32) -> np.ndarray:
     return np.array(value, dtype=np.int64)
 
 
+def constants_as_inputs(d: OpDef, opset: int) -> tuple[str, ...]:
+    """The op's constant inputs that are inputs at this opset (ReduceSum's axes became one at 13, the other
+    Reduce*'s at 18: before, they are attributes of the same name)."""
+    if d.custom:
+        return d.constant_inputs
+    try:
+        formal = {i.name for i in onnx.defs.get_schema(d.op_type, opset).inputs}
+    except Exception:  # an op unknown to this onnx: keep the definition's view
+        return d.constant_inputs
+    return tuple(k for k in d.constant_inputs if k in formal)
+
+
 def input_names(node: NodeInfo, d: OpDef, float_dtype: Any = np.float32) -> tuple[list[str], list[onnx.TensorProto]]:
     """ONNX input names of the node ('' for absent) and initializers for the constant inputs it carries as
     attributes (d.constant_inputs: inputs 1, 2, ...)."""
     names = [f"x{i}" if t is not None else "" for i, t in enumerate(node.inputs)]
     inits = []
+    as_inputs = constants_as_inputs(d, node.opset)
     for pos, key in enumerate(d.constant_inputs, start=1):
-        if key not in node.attrs:
+        if key not in node.attrs or key not in as_inputs:
             continue
         while len(names) <= pos:
             names.append("")
@@ -77,7 +90,8 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[t
     output shapes (left to inference without `output_shapes`); constant inputs become int64 initializers."""
     names, inits = input_names(node, d, dtype)
     outs = [f"y{i}" if t is not None else "" for i, t in enumerate(node.outputs)] or ["y0"]
-    attrs = {k: v for k, v in node.attrs.items() if k not in d.constant_inputs}
+    as_inputs = constants_as_inputs(d, node.opset)
+    attrs = {k: v for k, v in node.attrs.items() if k not in as_inputs}
     if d.custom:
         nodes, extra = d.equivalent(node, names, outs, dtype)
         inits += extra
@@ -125,7 +139,7 @@ def shape_node(d: OpDef, s: Shape, name: str | None = None) -> NodeInfo:
     inputs = [None if sh is None else TensorInfo(tuple(sh), s.dtypes.get(i, "float32"))
               for i, sh in enumerate(s.inputs)]
     for pos, key in enumerate(d.constant_inputs, start=1):
-        if key in s.attrs:
+        if key in s.attrs and key in constants_as_inputs(d, s.opset):
             while len(inputs) <= pos:
                 inputs.append(None)
             value = constant_array(s.attrs[key])

@@ -741,6 +741,122 @@ class RnnSplitter:
             self.emit("Transpose", [joined], out, f"{out}_layout", perm=perm)
 
 
+# ---- Einsum ---------------------------------------------------------------------------------------------------------
+def lower_einsum(g: Graph) -> int:
+    """Rewrite each Einsum of one or two operands without repeated labels as ReduceSum, Transpose, Reshape and one
+    batched MatMul (batch labels, then free labels of each side, contracted labels inside); return how many."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        terms = einsum_terms(g, node) if node.op_type == "Einsum" else None
+        if terms is None:
+            out.append(node)
+            continue
+        out.extend(EinsumLowering(g, node, *terms).run())
+        count += 1
+    g.nodes = out
+    if count:
+        g.notes.append(f"Einsum lowered to Transpose/ReduceSum/MatMul: {count} node(s)")
+    return count
+
+
+def einsum_terms(g: Graph, node: Node) -> tuple[list[str], str] | None:
+    """The operands' label strings and the output's ('...' expanded to upper-case labels), or None when the
+    equation repeats a label inside one operand (a diagonal) or has more than two operands."""
+    eq = str(node.attrs.get("equation", "")).replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not 1 <= len(terms) <= 2 or len(terms) != len(present(node.inputs)):
+        return None
+    ranks = [len(g.tensors[n].shape) for n in node.inputs]
+    ell = max((r - len(t.replace("...", "")) for t, r in zip(terms, ranks) if "..." in t), default=0)
+    fill = "".join(chr(ord("A") + i) for i in range(ell))
+    expanded = []
+    for t, r in zip(terms, ranks):
+        t = t.replace("...", fill[ell - (r - len(t.replace("...", ""))):]) if "..." in t else t
+        if len(t) != r or len(set(t)) != len(t):
+            return None
+        expanded.append(t)
+    if not _:
+        counts = {c: "".join(expanded).count(c) for c in "".join(expanded)}
+        rhs = fill + "".join(sorted(c for c, k in counts.items() if k == 1 and c not in fill))
+    else:
+        rhs = rhs.replace("...", fill)
+    if len(set(rhs)) != len(rhs) or any(c not in "".join(expanded) for c in rhs):
+        return None
+    return expanded, rhs
+
+
+class EinsumLowering:
+    """The standard operators computing one Einsum."""
+
+    def __init__(self, g: Graph, node: Node, terms: list[str], rhs: str) -> None:
+        self.g, self.node, self.terms, self.rhs = g, node, terms, rhs
+        self.dtype = g.tensors[node.inputs[0]].dtype
+        self.new: list[Node] = []
+        self.size = {c: d for t, n in zip(terms, node.inputs) for c, d in zip(t, g.tensors[n].shape)}
+
+    def emit(self, op_type: str, inputs: list[str], shape: tuple[int, ...], stem: str, out: str = "",
+             **attrs) -> str:
+        """Append one node writing a fresh tensor (or `out`)."""
+        out = out or self.g.add_tensor(f"{self.node.name}/{stem}", shape, self.dtype)
+        self.new.append(Node(f"{self.node.name}/{stem}", op_type, inputs, [out], attrs))
+        return out
+
+    def reduce(self, src: str, labels: str, keep: str, stem: str) -> tuple[str, str]:
+        """Sum away the labels of `labels` not in `keep`."""
+        axes = [i for i, c in enumerate(labels) if c not in keep]
+        if not axes:
+            return src, labels
+        left = "".join(c for c in labels if c in keep)
+        shape = tuple(self.size[c] for c in left)
+        if self.g.opset >= 13:
+            ax = self.g.add_weight(f"{self.node.name}/{stem}_axes", np.array(axes, dtype=np.int64))
+            return self.emit("ReduceSum", [src, ax], shape, stem, keepdims=0), left
+        return self.emit("ReduceSum", [src], shape, stem, axes=axes, keepdims=0), left
+
+    def arrange(self, src: str, labels: str, order: str, stem: str, out: str = "") -> str:
+        """Transpose src (labelled `labels`) into `order` (a no-op order keeps src, unless `out` is asked for)."""
+        if labels == order and not out:
+            return src
+        if labels == order:
+            return self.emit("Identity", [src], (), stem, out)
+        perm = [labels.index(c) for c in order]
+        return self.emit("Transpose", [src], tuple(self.size[c] for c in order), stem, out, perm=perm)
+
+    def reshaped(self, src: str, shape: tuple[int, ...], stem: str, out: str = "") -> str:
+        """Reshape to a constant shape."""
+        target = self.g.add_weight(f"{self.node.name}/{stem}_shape", np.array(shape, dtype=np.int64))
+        return self.emit("Reshape", [src, target], shape, stem, out)
+
+    def run(self) -> list[Node]:
+        """One operand: reduce then transpose; two: reduce each, batched MatMul, reshape, transpose."""
+        out, rhs = self.node.outputs[0], self.rhs
+        if len(self.terms) == 1:
+            src, labels = self.reduce(self.node.inputs[0], self.terms[0], rhs, "sum")
+            self.arrange(src, labels, rhs, "out", out)
+            return self.new
+        (ta, tb), (a, b) = self.terms, self.node.inputs[:2]
+        a, ta = self.reduce(a, ta, tb + rhs, "sum_a")
+        b, tb = self.reduce(b, tb, ta + rhs, "sum_b")
+        batch = "".join(c for c in ta if c in tb and c in rhs)
+        contracted = "".join(c for c in ta if c in tb and c not in rhs)
+        free_a = "".join(c for c in ta if c not in tb)
+        free_b = "".join(c for c in tb if c not in ta)
+        n = lambda labels: int(np.prod([self.size[c] for c in labels], dtype=np.int64))  # noqa: E731
+        a3 = self.reshaped(self.arrange(a, ta, batch + free_a + contracted, "a_t"),
+                           (n(batch), n(free_a), n(contracted)), "a3")
+        b3 = self.reshaped(self.arrange(b, tb, batch + contracted + free_b, "b_t"),
+                           (n(batch), n(contracted), n(free_b)), "b3")
+        y3 = self.emit("MatMul", [a3, b3], (n(batch), n(free_a), n(free_b)), "mm")
+        labels = batch + free_a + free_b
+        y = self.reshaped(y3, tuple(self.size[c] for c in labels), "y",
+                          out if labels == rhs else "")
+        if labels != rhs:
+            self.arrange(y, labels, rhs, "out", out)
+        return self.new
+
+
 # ---- GRU unrolling -------------------------------------------------------------------------------------------------
 def unroll_gru(g: Graph) -> int:
     """Replace each forward GRU by per-step MatMul/Add/Sigmoid/Tanh/Mul/Sub operators; return how many."""
@@ -860,6 +976,7 @@ class GruUnroller:
 PASSES: list[Pass] = [
     Pass("fold_constants", lambda g, s: fold_constants(g),
          "evaluate nodes of constant (or empty) inputs and static shapes: shape subgraphs disappear"),
+    Pass("lower_einsum", lambda g, s: lower_einsum(g), "Einsum becomes ReduceSum, Transpose, Reshape and MatMul"),
     Pass("split_rnn_directions", lambda g, s: split_rnn_directions(g),
          "reverse/bidirectional/batch-major LSTMs and GRUs become forward layout-0 nodes per direction"),
     Pass("alias_views", lambda g, s: alias_views(g), "Reshape-likes and contiguous Slice/Split become views"),

@@ -398,7 +398,8 @@ def _lstm_pointwise_equivalent(node: NodeInfo, ins: list[str], outs: list[str], 
 
 
 PRELU_SHAPES = tuple(Shape((x, slope)) for x, slope in [
-    ((3, 50), (3, 50)), ((2, 3, 4, 5), (1,)), ((2, 3, 4, 5), (3, 1, 1)), ((6, 10), (10,)), ((1, 64, 8, 8), (64, 1, 1))])
+    ((3, 50), (3, 50)), ((2, 3, 4, 5), (1,)), ((2, 3, 4, 5), (3, 1, 1)), ((6, 10), (10,)), ((1, 64, 8, 8), (64, 1, 1)),
+    ((4, 7, 3), (4, 7, 3))])
 SHAPES_OF = {"Pow": tuple(Shape(s.inputs, positive=(0,)) for s in BINARY_SHAPES), "PRelu": PRELU_SHAPES}
 
 OPS = (

@@ -87,7 +87,8 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[t
                output_shapes: bool = True) -> onnx.ModelProto:
     """A model computing one node with standard ONNX ops: the node itself, or its custom op's equivalent graph.
     Data inputs are x0, x1, ... of `dtype` (shapes from the node unless given); outputs y0, y1, ... with the node's
-    output shapes (left to inference without `output_shapes`); constant inputs become int64 initializers."""
+    output shapes and types (both left to inference without `output_shapes`); constant inputs become
+    initializers."""
     names, inits = input_names(node, d, dtype)
     outs = [f"y{i}" if t is not None else "" for i, t in enumerate(node.outputs)] or ["y0"]
     as_inputs = constants_as_inputs(d, node.opset)
@@ -108,7 +109,8 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[t
         nodes, f"{node.op_type}-reference",
         [helper.make_tensor_value_info(f"x{i}", elem(node.inputs[i]), list(s)) for i, s in enumerate(shapes)
          if s is not None and i < len(names) and names[i] == f"x{i}"],
-        [helper.make_tensor_value_info(o, elem(node.output(i)), list(node.outputs[i].shape) if output_shapes else None)
+        [helper.make_tensor_value_info(o, elem(node.output(i)) if output_shapes else onnx.TensorProto.UNDEFINED,
+                                       list(node.outputs[i].shape) if output_shapes else None)
          for i, o in enumerate(outs) if o],
         initializer=inits)
     # a custom op's equivalent graph is ours: written at the opset its helpers use, whatever the model's
@@ -116,6 +118,13 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[t
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 9
     return model
+
+
+def output_types(node: NodeInfo, d: OpDef) -> list[str]:
+    """The node's output element types by ONNX type inference (float32 where it says float)."""
+    inferred = onnx.shape_inference.infer_shapes(node_model(node, d, output_shapes=False), strict_mode=True)
+    types = [o.type.tensor_type.elem_type for o in inferred.graph.output]
+    return [np.dtype(helper.tensor_dtype_to_np_dtype(t)).name if t else "float32" for t in types]
 
 
 def output_shapes(node: NodeInfo, d: OpDef) -> list[tuple[int, ...]]:
@@ -147,7 +156,9 @@ def shape_node(d: OpDef, s: Shape, name: str | None = None) -> NodeInfo:
     probe = NodeInfo(d.op_type, name or s.label or s.key(d.op_type), inputs,
                      [TensorInfo((1,))] * s.outputs, dict(s.attrs), s.opset)
     outs = output_shapes(probe, d)
-    return NodeInfo(d.op_type, probe.name, inputs, [TensorInfo(o) for o in outs], dict(s.attrs), s.opset)
+    types = output_types(probe, d) if not d.custom else ["float32"] * len(outs)
+    return NodeInfo(d.op_type, probe.name, inputs, [TensorInfo(o, t) for o, t in zip(outs, types)], dict(s.attrs),
+                    s.opset)
 
 
 __all__ = ["CUSTOM_DOMAIN", "input_names", "node_model", "output_shapes", "run_reference", "shape_node"]

@@ -182,6 +182,8 @@ def view_offsets(g: Graph, node: Node) -> list[int] | None:
         return [0]
     if node.op_type == "Dropout":
         return [0] if deterministic_dropout(g, node) else None
+    if node.op_type == "Cast":  # to its own type: nothing changes
+        return [0] if g.tensors[node.inputs[0]].dtype == g.tensors[node.outputs[0]].dtype else None
     if node.op_type == "Slice":
         return slice_offset(g, node)
     if node.op_type == "Split":

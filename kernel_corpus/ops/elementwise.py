@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 from onnx import helper
 
 from kernel_corpus.bindings import FLOAT32, Binding, In, Launch, NodeInfo, OpDef, Out, Shape
@@ -313,6 +314,30 @@ def _where_plan(node: NodeInfo) -> list[Launch]:
     return [linear_launch("where_bcast", [BLOCK], n, BLOCK, args, n, tensor_bytes(*node.inputs, node.outputs[0]))]
 
 
+CAST_TYPES = {"float32": "float", "int64": "long long", "int32": "int", "bool": "bool"}  # numpy -> C++
+
+
+def _cast_condition(node: NodeInfo) -> str | None:
+    """Input and output of the same shape, both of a type the kernel converts."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    x, y = node.inputs[0], node.outputs[0]
+    if x.shape != y.shape:
+        return f"output {list(y.shape)} differs from input {list(x.shape)}"
+    return None if x.dtype in CAST_TYPES and y.dtype in CAST_TYPES else \
+        f"cast {x.dtype} -> {y.dtype}: the kernel converts {', '.join(CAST_TYPES)} only"
+
+
+def _cast_plan(node: NodeInfo) -> list[Launch]:
+    """cast_elements<TIn, TOut>, one thread per element."""
+    x, y = node.inputs[0], node.outputs[0]
+    n = y.numel
+    item = lambda t: np.dtype(t.dtype).itemsize  # noqa: E731
+    return [linear_launch("cast_elements", [CAST_TYPES[x.dtype], CAST_TYPES[y.dtype], BLOCK], n, BLOCK,
+                          [In(0), Out(0), i32(n)], n, n * (item(x) + item(y)))]
+
+
 def _expand_view(node: NodeInfo) -> tuple[list[int], list[list[int]]] | str:
     """Expand: the data input broadcast to the output (whose shape inference applied the shape input)."""
     missing = require_present(node, 1)
@@ -412,6 +437,12 @@ OPS = (
              tuple(Shape(ins, dtypes={0: "bool"}) for ins in (((3, 5), (3, 5), (3, 5)), ((4, 1), (3,), (2, 4, 3)),
                                                               ((1, 1, 6), (2, 1, 6), ()))),
              torch=lambda T, a, k, n: T.where),
+       OpDef("Cast", (Binding("Cast", "direct", SOURCE, "only", _cast_condition, _cast_plan, ("cast_elements",),
+                              dtypes=tuple(CAST_TYPES)),),
+             (Shape(((3, 7),), {"to": 7}), Shape(((2, 5),), {"to": 1}, dtypes={0: "int64"}, ranges={0: (-9, 9)}),
+              Shape(((4, 3),), {"to": 9}), Shape(((6,),), {"to": 1}, dtypes={0: "bool"}),
+              Shape(((2, 2, 3),), {"to": 6}, dtypes={0: "int64"}, ranges={0: (-50, 50)})),
+             torch=lambda T, a, k, n: (lambda x: x.to({1: T.float32, 6: T.int32, 7: T.int64, 9: T.bool}[a["to"]]))),
        OpDef("Expand", (Binding("Expand", "broadcast", SOURCE, "only", lambda n: reason(_expand_view(n)),
                                 _expand_plan, ("binary_bcast",), float_inputs=1),),
              (Shape(((3, 1),), {"shape": [2, 3, 4]}), Shape(((1, 5),), {"shape": [4, 1]}),

@@ -123,10 +123,10 @@ __global__ void binary_accumulate(float* Y, const float* __restrict__ B, int n, 
 }
 
 // Where: Y = C ? A : B with numpy broadcasting of all three over an output of up to 4 dims (strides as in
-// binary_bcast; C is a bool tensor). block (BLOCK), grid ceil(n / BLOCK).
-template <int BLOCK>
-__global__ void where_bcast(const bool* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
-                            float* __restrict__ Y, int n, int d1, int d2, int d3, int sc0, int sc1, int sc2, int sc3,
+// binary_bcast; C is a bool tensor, A, B and Y of element type T). block (BLOCK), grid ceil(n / BLOCK).
+template <typename T, int BLOCK>
+__global__ void where_bcast(const bool* __restrict__ C, const T* __restrict__ A, const T* __restrict__ B,
+                            T* __restrict__ Y, int n, int d1, int d2, int d3, int sc0, int sc1, int sc2, int sc3,
                             int sa0, int sa1, int sa2, int sa3, int sb0, int sb1, int sb2, int sb3) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)n) return;

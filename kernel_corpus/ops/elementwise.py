@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 from onnx import helper
 
-from kernel_corpus.bindings import FLOAT32, Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
 from kernel_corpus.ops._common import (cdiv, contiguous_strides, extra_outputs, f32, i32, linear_launch, reason,
                                        require_present, tensor_bytes)
 from kernel_corpus.torch_builders import torch_function
@@ -297,12 +297,13 @@ def _nary_def(op_type: str) -> OpDef:
 
 
 def _where_condition(node: NodeInfo) -> str | None:
-    """A bool condition and two float32 operands broadcast to the output."""
+    """A bool condition and two operands of one element type broadcast to the output."""
     missing = require_present(node, 3)
     if missing:
         return missing
-    if node.inputs[0].dtype != "bool" or any(node.inputs[i].dtype != FLOAT32 for i in (1, 2)):
-        return f"needs a bool condition and float32 operands, got {[t.dtype for t in node.inputs]}"
+    types = [t.dtype for t in node.inputs]
+    if types[0] != "bool" or types[1] != types[2] or types[1] not in CAST_TYPES:
+        return f"needs a bool condition and operands of one type of {', '.join(CAST_TYPES)}, got {types}"
     return reason(nary_view(node))
 
 
@@ -311,7 +312,8 @@ def _where_plan(node: NodeInfo) -> list[Launch]:
     dims, (sc, sa, sb) = nary_view(node)
     n = node.outputs[0].numel
     args = [In(0), In(1), In(2), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sc + sa + sb]
-    return [linear_launch("where_bcast", [BLOCK], n, BLOCK, args, n, tensor_bytes(*node.inputs, node.outputs[0]))]
+    return [linear_launch("where_bcast", [CAST_TYPES[node.inputs[1].dtype], BLOCK], n, BLOCK, args, n,
+                          tensor_bytes(*node.inputs, node.outputs[0]))]
 
 
 CAST_TYPES = {"float32": "float", "int64": "long long", "int32": "int", "bool": "bool"}  # numpy -> C++
@@ -433,9 +435,11 @@ OPS = (
     + [_unary_def(op, u) for op, u in UNARY.items()]
     + [_nary_def(op) for op in NARY_OPS]
     + [OpDef("Where", (Binding("Where", "broadcast", SOURCE, "only", _where_condition, _where_plan, ("where_bcast",),
-                               dtypes=(FLOAT32, "bool")),),
+                               dtypes=tuple(CAST_TYPES)),),
              tuple(Shape(ins, dtypes={0: "bool"}) for ins in (((3, 5), (3, 5), (3, 5)), ((4, 1), (3,), (2, 4, 3)),
-                                                              ((1, 1, 6), (2, 1, 6), ()))),
+                                                              ((1, 1, 6), (2, 1, 6), ())))
+             + (Shape(((2, 3), (3,), (2, 1)), dtypes={0: "bool", 1: "int64", 2: "int64"},
+                      ranges={1: (-99, 99), 2: (-99, 99)}),),
              torch=lambda T, a, k, n: T.where),
        OpDef("Cast", (Binding("Cast", "direct", SOURCE, "only", _cast_condition, _cast_plan, ("cast_elements",),
                               dtypes=tuple(CAST_TYPES)),),

@@ -485,13 +485,15 @@ def mark_live(g: Graph, name: str, live: set[str]) -> None:
 
 # ---- LSTM unrolling --------------------------------------------------------------------------------------------
 def unroll_lstm(g: Graph) -> int:
-    """Replace each ONNX LSTM by one fused LSTMCell operator per step; return how many."""
+    """Replace each ONNX LSTM by one fused LSTMCell operator per step (with peepholes, which the cell lacks, by
+    per-step standard operators); return how many."""
     out: list[Node] = []
     count = 0
     for node in g.nodes:
         if node.op_type == "LSTM":
             g.nodes = out + [node]  # producers() must see everything before this LSTM (and earlier unrolls)
-            out.extend(LstmUnroller(g, node).run())
+            peepholes = len(node.inputs) > 7 and node.inputs[7] and not lstm_problems(g, node, peepholes_ok=True)
+            out.extend((PeepholeLstmUnroller if peepholes else LstmUnroller)(g, node).run())
             count += 1
         else:
             out.append(node)
@@ -511,6 +513,14 @@ def full_sequences(g: Graph, x: str, lens: str, layout: int = 0) -> bool:
 
 def check_lstm(g: Graph, node: Node) -> None:
     """Refuse the LSTM variants the unroller does not implement, naming the node."""
+    problems = lstm_problems(g, node)
+    if problems:
+        raise SchedulerError(f"LSTM node '{node.name}': unsupported {', '.join(problems)} "
+                             "(only forward, layout 0, default activations, constant weights)")
+
+
+def lstm_problems(g: Graph, node: Node, peepholes_ok: bool = False) -> list[str]:
+    """What of an LSTM node the unrollers do not implement (peepholes: only the standard-op lowering)."""
     a = node.attrs
     problems = []
     if a.get("direction", "forward") != "forward":
@@ -526,13 +536,11 @@ def check_lstm(g: Graph, node: Node) -> None:
     ins = node.inputs + [""] * (8 - len(node.inputs))
     if not full_sequences(g, ins[0], ins[4]):
         problems.append("sequence_lens")
-    if ins[7]:
+    if ins[7] and not (peepholes_ok and g.is_constant(ins[7])):
         problems.append("peepholes P")
     if not all(g.is_constant(n) for n in present(ins[1:4])):
         problems.append("non-constant W/R/B")
-    if problems:
-        raise SchedulerError(f"LSTM node '{node.name}': unsupported {', '.join(problems)} "
-                             "(only forward, layout 0, default activations, constant weights)")
+    return problems
 
 
 class LstmUnroller:
@@ -898,34 +906,28 @@ def check_gru(g: Graph, node: Node) -> None:
                              "(default activations, constant weights, no sequence_lens)")
 
 
-class GruUnroller:
-    """Builds the per-step operators of one forward GRU node (gate order z, r, h as ONNX stores them)."""
+class StepUnroller:
+    """What the standard-op RNN unrollers share: hoisted x·Wᵀ + b per gate over all steps, per-step views, fresh
+    operators, and Y / Y_h (/ Y_c) wired from the per-step states."""
 
-    def __init__(self, g: Graph, node: Node) -> None:
-        check_gru(g, node)
+    GATES = ""
+
+    def __init__(self, g: Graph, node: Node, x_bias: np.ndarray) -> None:
         self.g, self.node = g, node
-        ins = node.inputs + [""] * (6 - len(node.inputs))
+        ins = node.inputs + [""] * (8 - len(node.inputs))
         self.x, self.init_h = ins[0], ins[5]
         self.steps, self.batch, self.isize = g.tensors[self.x].shape
         w, r = g.constant(ins[1])[0], g.constant(ins[2])[0]
         self.hidden = H = int(node.attrs.get("hidden_size", r.shape[1]))
         self.dtype = g.tensors[self.x].dtype
-        b = g.constant(ins[3])[0] if ins[3] else np.zeros(6 * H, dtype=self.dtype)
-        self.lbr = int(node.attrs.get("linear_before_reset", 0))
-        wb, rb = b[:3 * H], b[3 * H:]
-        x_bias = wb + np.concatenate([rb[:2 * H], np.zeros(H) if self.lbr else rb[2 * H:]])
-        self.wt = [g.add_weight(f"{node.name}/W{k}t", w[i * H:(i + 1) * H].T.astype(self.dtype))
-                   for i, k in enumerate("zrh")]
         self.rt = [g.add_weight(f"{node.name}/R{k}t", r[i * H:(i + 1) * H].T.astype(self.dtype))
-                   for i, k in enumerate("zrh")]
-        self.xb = [g.add_weight(f"{node.name}/b{k}", x_bias[i * H:(i + 1) * H].astype(self.dtype))
-                   for i, k in enumerate("zrh")]
-        self.rbh = g.add_weight(f"{node.name}/Rbh", rb[2 * H:].astype(self.dtype)) if self.lbr else ""
+                   for i, k in enumerate(self.GATES)]
         self.new_nodes: list[Node] = []
         self.producers = g.producers()
+        self.xw = self.hoisted(w, x_bias)
 
     def view(self, src: str, shape: tuple[int, ...], stem: str, offset: int = 0) -> str:
-        """A view of `src` (through the producers before this GRU)."""
+        """A view of `src` (through the producers before this node)."""
         return add_view(self.g, src, shape, f"{self.node.name}/{stem}", offset, self.producers)
 
     def emit(self, op_type: str, inputs: list[str], shape: tuple[int, ...], stem: str) -> str:
@@ -934,17 +936,63 @@ class GruUnroller:
         self.new_nodes.append(Node(f"{self.node.name}/{stem}", op_type, inputs, [out]))
         return out
 
-    def run(self) -> list[Node]:
-        """Hoisted x·Wᵀ + b per gate over all steps, then per step the recurrence; Y, Y_h wired as for LSTM."""
+    def hoisted(self, w: np.ndarray, x_bias: np.ndarray) -> list[str]:
+        """Per gate, x·Wᵀ + b over all steps as one MatMul and one Add ([T*B, H] each)."""
         T, B, H = self.steps, self.batch, self.hidden
         x2d = self.view(self.x, (T * B, self.isize), "x2d")
-        xw = [self.emit("Add", [self.emit("MatMul", [x2d, wt], (T * B, H), f"xw{k}"), b], (T * B, H), f"xwb{k}")
-              for k, wt, b in zip("zrh", self.wt, self.xb)]
-        h = self.view(self.init_h, (B, H), "h_init") if self.init_h else \
-            self.g.add_weight(f"{self.node.name}/h_zero", np.zeros((B, H), dtype=self.dtype))
+        out = []
+        for i, k in enumerate(self.GATES):
+            wt = self.g.add_weight(f"{self.node.name}/W{k}t", w[i * H:(i + 1) * H].T.astype(self.dtype))
+            b = self.g.add_weight(f"{self.node.name}/b{k}", x_bias[i * H:(i + 1) * H].astype(self.dtype))
+            out.append(self.emit("Add", [self.emit("MatMul", [x2d, wt], (T * B, H), f"xw{k}"), b], (T * B, H),
+                                 f"xwb{k}"))
+        return out
+
+    def state(self, name: str, stem: str) -> str:
+        """An initial state [1, B, H] as a [B, H] view, or zeros."""
+        B, H = self.batch, self.hidden
+        return self.view(name, (B, H), stem) if name else \
+            self.g.add_weight(f"{self.node.name}/{stem}_zero", np.zeros((B, H), dtype=self.dtype))
+
+    def step_inputs(self, t: int) -> list[str]:
+        """Step t's [B, H] view of each hoisted gate term."""
+        B, H = self.batch, self.hidden
+        return [self.view(v, (B, H), f"{v.rsplit('/', 1)[-1]}_{t}", t * B * H) for v in self.xw]
+
+    def wire_outputs(self, hs: list[str], c_last: str = "") -> None:
+        """Y = Concat over steps of [1,1,B,H] views of h_t; Y_h (and Y_c) = views of the last state."""
+        outs = self.node.outputs + [""] * (3 - len(self.node.outputs))
+        if outs[0]:
+            pieces = [add_view(self.g, h, (1, 1, self.batch, self.hidden), f"{h}/as_y", 0, self.producers)
+                      for h in hs]
+            self.new_nodes.append(Node(f"{self.node.name}/Y", "Concat", pieces, [outs[0]], {"axis": 0}))
+        if outs[1]:
+            self.g.aliases[outs[1]] = View(hs[-1])
+        if outs[2] and c_last:
+            self.g.aliases[outs[2]] = View(c_last)
+
+
+class GruUnroller(StepUnroller):
+    """Builds the per-step operators of one forward GRU node (gate order z, r, h as ONNX stores them)."""
+
+    GATES = "zrh"
+
+    def __init__(self, g: Graph, node: Node) -> None:
+        check_gru(g, node)
+        ins = node.inputs + [""] * (6 - len(node.inputs))
+        H = int(node.attrs.get("hidden_size") or g.constant(ins[2]).shape[-1])
+        b = g.constant(ins[3])[0] if ins[3] else np.zeros(6 * H)
+        self.lbr = int(node.attrs.get("linear_before_reset", 0))
+        wb, rb = b[:3 * H], b[3 * H:]
+        super().__init__(g, node, wb + np.concatenate([rb[:2 * H], np.zeros(H) if self.lbr else rb[2 * H:]]))
+        self.rbh = g.add_weight(f"{node.name}/Rbh", rb[2 * H:].astype(self.dtype)) if self.lbr else ""
+
+    def run(self) -> list[Node]:
+        """Per step the recurrence; Y, Y_h wired as for LSTM."""
+        h = self.state(self.init_h, "h_init")
         hs = []
-        for t in range(T):
-            h = self.step(t, h, [self.view(v, (B, H), f"{v.rsplit('/', 1)[-1]}_{t}", t * B * H) for v in xw])
+        for t in range(self.steps):
+            h = self.step(t, h, self.step_inputs(t))
             hs.append(h)
         self.wire_outputs(hs)
         return self.new_nodes
@@ -964,15 +1012,44 @@ class GruUnroller:
         hh = e("Tanh", [pre], "cand")
         return e("Add", [hh, e("Mul", [z, e("Sub", [h, hh], "d")], "zd")], "h")
 
-    def wire_outputs(self, hs: list[str]) -> None:
-        """Y = Concat over steps of [1,1,B,H] views of h_t; Y_h = a view of the last h."""
-        outs = self.node.outputs + [""] * (2 - len(self.node.outputs))
-        if outs[0]:
-            pieces = [add_view(self.g, h, (1, 1, self.batch, self.hidden), f"{h}/as_y", 0, self.producers)
-                      for h in hs]
-            self.new_nodes.append(Node(f"{self.node.name}/Y", "Concat", pieces, [outs[0]], {"axis": 0}))
-        if outs[1]:
-            self.g.aliases[outs[1]] = View(hs[-1])
+
+class PeepholeLstmUnroller(StepUnroller):
+    """A forward LSTM with peepholes as per-step standard operators (gate order i, o, f, c; P holds i, o, f)."""
+
+    GATES = "iofc"
+
+    def __init__(self, g: Graph, node: Node) -> None:
+        ins = node.inputs + [""] * (8 - len(node.inputs))
+        H = int(node.attrs.get("hidden_size") or g.constant(ins[2]).shape[-1])
+        b = g.constant(ins[3])[0] if ins[3] else np.zeros(8 * H)
+        super().__init__(g, node, b[:4 * H] + b[4 * H:])
+        p = g.constant(ins[7])[0]
+        self.p = [g.add_weight(f"{node.name}/P{k}", p[i * H:(i + 1) * H].astype(self.dtype))
+                  for i, k in enumerate("iof")]
+        self.init_c = ins[6]
+
+    def run(self) -> list[Node]:
+        """Per step: i, f from the previous cell, o from the new one; Y, Y_h, Y_c wired."""
+        h, c = self.state(self.init_h, "h_init"), self.state(self.init_c, "c_init")
+        hs = []
+        for t in range(self.steps):
+            h, c = self.step(t, h, c, self.step_inputs(t))
+            hs.append(h)
+        self.wire_outputs(hs, c)
+        return self.new_nodes
+
+    def step(self, t: int, h: str, c: str, xw: list[str]) -> tuple[str, str]:
+        """i = σ(xi + h·Ri + Pi*c), f = σ(xf + h·Rf + Pf*c), c' = f*c + i*tanh(xc + h·Rc),
+        o = σ(xo + h·Ro + Po*c'), h' = o*tanh(c')."""
+        B, H = self.batch, self.hidden
+        e = lambda op, ins, stem: self.emit(op, ins, (B, H), f"t{t}/{stem}")  # noqa: E731
+        pre = [e("Add", [xw[k], e("MatMul", [h, self.rt[k]], f"h{g}")], f"a{g}") for k, g in enumerate("iofc")]
+        peep = lambda k, cell, g: e("Add", [pre[k], e("Mul", [self.p[k], cell], f"p{g}")], f"ap{g}")  # noqa: E731
+        i = e("Sigmoid", [peep(0, c, "i")], "i")
+        f = e("Sigmoid", [peep(2, c, "f")], "f")
+        c_new = e("Add", [e("Mul", [f, c], "fc"), e("Mul", [i, e("Tanh", [pre[3]], "g")], "ig")], "c")
+        o = e("Sigmoid", [peep(1, c_new, "o")], "o")
+        return e("Mul", [o, e("Tanh", [c_new], "tc")], "h"), c_new
 
 
 PASSES: list[Pass] = [

@@ -629,6 +629,43 @@ class LstmUnroller:
             self.g.aliases[y_c] = View(c_last)
 
 
+# ---- operands through float32 ----------------------------------------------------------------------------------
+EXACT_IN_FLOAT = ("ReduceMax", "ReduceMin")  # ops whose bool operand computes exactly in float32
+
+
+def float_operands(g: Graph) -> int:
+    """Give float kernels operands they can read: a float Pow's integer exponent becomes float32 (a constant is
+    converted now, a runtime one through a Cast); ReduceMax/ReduceMin over bool run in float32 between two Casts.
+    Returns how many nodes changed."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        t = [g.tensors[n].dtype if n else "" for n in node.inputs]
+        if node.op_type == "Pow" and t[0] == "float32" and np.dtype(t[1]).kind in "iu":
+            node.inputs[1] = as_float32(g, node.inputs[1], f"{node.name}/exponent", out)
+            count += 1
+        elif node.op_type in EXACT_IN_FLOAT and t[0] == "bool":
+            node.inputs[0] = as_float32(g, node.inputs[0], f"{node.name}/as_float", out)
+            y = node.outputs[0]
+            node.outputs[0] = g.add_tensor(f"{y}/float", g.tensors[y].shape, "float32")
+            out.append(node)
+            out.append(Node(f"{node.name}/to_bool", "Cast", [node.outputs[0]], [y], {"to": 9}))
+            count += 1
+            continue
+        out.append(node)
+    g.nodes = out
+    return count
+
+
+def as_float32(g: Graph, name: str, stem: str, out: list[Node]) -> str:
+    """`name` as float32: a converted weight for a constant, else the output of a Cast appended to `out`."""
+    if g.is_constant(name):
+        return g.add_weight(stem, g.constant(name).astype(np.float32))
+    cast = g.add_tensor(stem, g.tensors[name].shape, "float32")
+    out.append(Node(stem, "Cast", [name], [cast], {"to": 1}))
+    return cast
+
+
 # ---- RNN directions and layouts -----------------------------------------------------------------------------------
 RNN_OPS = ("LSTM", "GRU")
 
@@ -1056,6 +1093,8 @@ PASSES: list[Pass] = [
     Pass("fold_constants", lambda g, s: fold_constants(g),
          "evaluate nodes of constant (or empty) inputs and static shapes: shape subgraphs disappear"),
     Pass("lower_einsum", lambda g, s: lower_einsum(g), "Einsum becomes ReduceSum, Transpose, Reshape and MatMul"),
+    Pass("float_operands", lambda g, s: float_operands(g),
+         "integer Pow exponents and bool ReduceMax/Min operands become float32"),
     Pass("split_rnn_directions", lambda g, s: split_rnn_directions(g),
          "reverse/bidirectional/batch-major LSTMs and GRUs become forward layout-0 nodes per direction"),
     Pass("alias_views", lambda g, s: alias_views(g), "Reshape-likes and contiguous Slice/Split become views"),

@@ -1,5 +1,6 @@
 """Runtime Cast as exported models use it (an attention mask from int64 token ids: int64 -> float -> bool ->
-float), built for the CPU target and checked against onnxruntime; a Cast to the tensor's own type is a view."""
+float), built for the CPU target and checked against onnxruntime; a Cast to the tensor's own type is a view; the
+float_operands pass routes a runtime integer Pow exponent and a bool ReduceMax through Casts."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,3 +37,24 @@ def test_mask_casts_build_and_match(tmp_path: Path, shape: tuple[int, ...], veus
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_array_equal(built.run(feeds)["y"], want)
     assert sum(op.kernel.wrapper == "cast_elements" for op in built.ops) == 3  # the float -> float Cast is a view
+
+
+def test_integer_exponent_and_bool_reduction_run_through_casts(tmp_path: Path) -> None:
+    nodes = [helper.make_node("Pow", ["x", "e"], ["p"]),
+             helper.make_node("ReduceMax", ["m", "axes"], ["any"], keepdims=0)]
+    graph = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4]),
+                                               helper.make_tensor_value_info("e", TensorProto.INT64, [4]),
+                                               helper.make_tensor_value_info("m", TensorProto.BOOL, [3, 5])],
+                              [helper.make_tensor_value_info("p", TensorProto.FLOAT, [3, 4]),
+                               helper.make_tensor_value_info("any", TensorProto.BOOL, [3])],
+                              initializer=[onnx.numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])  # bool ReduceMax: opset 20
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    built = build_model(tmp_path / "m.onnx", tmp_path / "out", target="cpu", veus=2, quiet=True)
+    rng = np.random.default_rng(5)
+    feeds = {"x": rng.uniform(0.5, 2.0, (3, 4)).astype(np.float32), "e": np.array([0, 1, 3, -2], np.int64),
+             "m": rng.random((3, 5)) < 0.2}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = built.run(feeds)
+    np.testing.assert_allclose(got["p"], want[0], rtol=1e-6)
+    np.testing.assert_array_equal(got["any"], want[1])

@@ -277,7 +277,7 @@ def fold_batchnorm(g: Graph) -> int:
     consumers, viewed = g.consumers(), viewed_bases(g)
     removed: set[int] = set()
     for bn in g.nodes:
-        if bn.op_type != "BatchNormalization" or len(present(bn.outputs)) != 1:
+        if bn.op_type != "BatchNormalization" or len(present(bn.outputs)) != 1 or bn.attrs.get("training_mode", 0):
             continue
         src = bn.inputs[0]
         prev = producers.get(src)
@@ -664,6 +664,81 @@ def as_float32(g: Graph, name: str, stem: str, out: list[Node]) -> str:
     cast = g.add_tensor(stem, g.tensors[name].shape, "float32")
     out.append(Node(stem, "Cast", [name], [cast], {"to": 1}))
     return cast
+
+
+# ---- training-mode BatchNormalization ------------------------------------------------------------------------------
+def lower_training_batchnorm(g: Graph) -> int:
+    """Training-mode BatchNormalization as standard operators: batch mean and (population) variance by ReduceMean
+    over every axis but the channels, Y normalised by them, and the running statistics blended by momentum;
+    return how many nodes were lowered."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        if node.op_type == "BatchNormalization" and node.attrs.get("training_mode", 0) and \
+                len(present(node.inputs)) == 5:
+            out.extend(TrainingBatchNorm(g, node).run())
+            count += 1
+        else:
+            out.append(node)
+    g.nodes = out
+    return count
+
+
+class TrainingBatchNorm:
+    """The standard operators of one training-mode BatchNormalization node."""
+
+    def __init__(self, g: Graph, node: Node) -> None:
+        self.g, self.node = g, node
+        self.shape = g.tensors[node.inputs[0]].shape
+        self.C = self.shape[1]
+        self.kept = (1, self.C) + (1,) * (len(self.shape) - 2)
+        self.new: list[Node] = []
+
+    def emit(self, op_type: str, inputs: list[str], shape: tuple[int, ...], stem: str, out: str = "",
+             **attrs) -> str:
+        """Append one node writing a fresh float32 tensor (or `out`)."""
+        out = out or self.g.add_tensor(f"{self.node.name}/{stem}", shape, "float32")
+        self.new.append(Node(f"{self.node.name}/{stem}", op_type, inputs, [out], attrs))
+        return out
+
+    def const(self, value: object, stem: str) -> str:
+        """A float32 or int64 weight."""
+        arr = np.asarray(value)
+        return self.g.add_weight(f"{self.node.name}/{stem}", arr.astype(np.int64 if arr.dtype.kind in "iu"
+                                                                         else np.float32))
+
+    def mean(self, src: str, stem: str) -> str:
+        """ReduceMean over every axis but the channels, kept."""
+        axes = [0] + list(range(2, len(self.shape)))
+        if self.g.opset >= 18:
+            return self.emit("ReduceMean", [src, self.const(axes, f"{stem}_axes")], self.kept, stem, keepdims=1)
+        return self.emit("ReduceMean", [src], self.kept, stem, axes=axes, keepdims=1)
+
+    def reshaped(self, src: str, shape: tuple[int, ...], stem: str, out: str = "") -> str:
+        """Reshape to a constant shape (a view once alias_views runs)."""
+        return self.emit("Reshape", [src, self.const(list(shape), f"{stem}_shape")], shape, stem, out)
+
+    def run(self) -> list[Node]:
+        """Y, then the running mean and variance outputs that are asked for."""
+        x, scale, bias, mean_in, var_in = self.node.inputs[:5]
+        eps = self.const(float(self.node.attrs.get("epsilon", 1e-5)), "eps")
+        momentum = float(self.node.attrs.get("momentum", 0.9))
+        m = self.mean(x, "mean")
+        d = self.emit("Sub", [x, m], self.shape, "centred")
+        v = self.mean(self.emit("Mul", [d, d], self.shape, "sq"), "var")
+        inv = self.emit("Reciprocal", [self.emit("Sqrt", [self.emit("Add", [v, eps], self.kept, "var_eps")],
+                                                 self.kept, "std")], self.kept, "inv_std")
+        scaled = self.emit("Mul", [self.emit("Mul", [d, inv], self.shape, "normed"),
+                                   self.reshaped(scale, self.kept, "scale_r")], self.shape, "scaled")
+        outs = self.node.outputs + [""] * (3 - len(self.node.outputs))
+        self.emit("Add", [scaled, self.reshaped(bias, self.kept, "bias_r")], self.shape, "y", outs[0])
+        keep, blend = self.const(momentum, "momentum"), self.const(1.0 - momentum, "blend")
+        for out, running, batch, stem in ((outs[1], mean_in, m, "running_mean"), (outs[2], var_in, v, "running_var")):
+            if out:
+                flat = self.reshaped(batch, (self.C,), f"{stem}_batch")
+                self.emit("Add", [self.emit("Mul", [running, keep], (self.C,), f"{stem}_old"),
+                                  self.emit("Mul", [flat, blend], (self.C,), f"{stem}_new")], (self.C,), stem, out)
+        return self.new
 
 
 # ---- RNN directions and layouts -----------------------------------------------------------------------------------
@@ -1093,6 +1168,8 @@ PASSES: list[Pass] = [
     Pass("fold_constants", lambda g, s: fold_constants(g),
          "evaluate nodes of constant (or empty) inputs and static shapes: shape subgraphs disappear"),
     Pass("lower_einsum", lambda g, s: lower_einsum(g), "Einsum becomes ReduceSum, Transpose, Reshape and MatMul"),
+    Pass("lower_training_batchnorm", lambda g, s: lower_training_batchnorm(g),
+         "training-mode BatchNormalization becomes ReduceMean/Sub/Mul/Sqrt/Add over batch statistics"),
     Pass("float_operands", lambda g, s: float_operands(g),
          "integer Pow exponents and bool ReduceMax/Min operands become float32"),
     Pass("split_rnn_directions", lambda g, s: split_rnn_directions(g),

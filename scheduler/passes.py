@@ -666,6 +666,48 @@ def as_float32(g: Graph, name: str, stem: str, out: list[Node]) -> str:
     return cast
 
 
+# ---- MatMul batch broadcasting ---------------------------------------------------------------------------------------
+def expand_matmul_batches(g: Graph) -> int:
+    """A MatMul whose operands' batch dims broadcast partially ([3, 1] against [1, 2]) gets each such operand
+    Expanded to the full batch first (the GEMM kernels take an operand with every batch or with none);
+    return how many operands were expanded."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        if node.op_type == "MatMul" and len(present(node.inputs)) == 2:
+            count += expand_partial_batches(g, node, out)
+        out.append(node)
+    g.nodes = out
+    return count
+
+
+def expand_partial_batches(g: Graph, node: Node, out: list[Node]) -> int:
+    """Expand (appended to `out`) each operand of `node` whose batch dims are neither all nor none of the output's."""
+    shapes = [g.tensors[n].shape for n in node.inputs[:2]]
+    if min(len(s) for s in shapes) < 2:
+        return 0
+    batch_rank = max(len(s) for s in shapes) - 2
+    padded = [(1,) * (batch_rank + 2 - len(s)) + s for s in shapes]
+    batch = tuple(max(a, b) for a, b in zip(padded[0][:batch_rank], padded[1][:batch_rank]))
+    count = 0
+    for k, shape in enumerate(padded):
+        own = shape[:batch_rank]
+        if own == batch or int(np.prod(own)) == 1:
+            continue
+        full = batch + shape[batch_rank:]
+        if g.is_constant(node.inputs[k]):  # a weight is broadcast now
+            node.inputs[k] = g.add_weight(f"{node.name}/expand{k}",
+                                          np.broadcast_to(g.constant(node.inputs[k]).reshape(shape), full))
+            count += 1
+            continue
+        target = g.add_weight(f"{node.name}/expand{k}_shape", np.array(full, dtype=np.int64))
+        wide = g.add_tensor(f"{node.name}/expand{k}", full, g.tensors[node.inputs[k]].dtype)
+        out.append(Node(f"{node.name}/expand{k}", "Expand", [node.inputs[k], target], [wide]))
+        node.inputs[k] = wide
+        count += 1
+    return count
+
+
 # ---- training-mode BatchNormalization ------------------------------------------------------------------------------
 def lower_training_batchnorm(g: Graph) -> int:
     """Training-mode BatchNormalization as standard operators: batch mean and (population) variance by ReduceMean
@@ -1170,6 +1212,8 @@ PASSES: list[Pass] = [
     Pass("lower_einsum", lambda g, s: lower_einsum(g), "Einsum becomes ReduceSum, Transpose, Reshape and MatMul"),
     Pass("lower_training_batchnorm", lambda g, s: lower_training_batchnorm(g),
          "training-mode BatchNormalization becomes ReduceMean/Sub/Mul/Sqrt/Add over batch statistics"),
+    Pass("expand_matmul_batches", lambda g, s: expand_matmul_batches(g),
+         "MatMul operands with partially broadcast batch dims are Expanded to the full batch", introduces="Expand"),
     Pass("float_operands", lambda g, s: float_operands(g),
          "integer Pow exponents and bool ReduceMax/Min operands become float32"),
     Pass("split_rnn_directions", lambda g, s: split_rnn_directions(g),

@@ -39,6 +39,14 @@ class Unary:
     beta: tuple[str, float] | None = None
 
 
+def _torch_clip(T, a: dict, k: list) -> Callable:
+    """Clip with constant bounds: inputs 1 and 2 (opset >= 11) or the min/max attributes; none: the identity."""
+    bound = lambda i, key: float(np.asarray(k[i]).reshape(-1)[0]) if i < len(k) and k[i] is not None \
+        else a.get(key)  # noqa: E731
+    lo, hi = bound(1, "min"), bound(2, "max")
+    return lambda x, *rest: x if lo is None and hi is None else x.clamp(lo, hi)
+
+
 def _torch_gelu(T, a: dict, k: list, nout: int) -> Callable:
     """Gelu with its approximate attribute."""
     return lambda x: T.nn.functional.gelu(x, approximate=a.get("approximate", "none"))
@@ -66,8 +74,7 @@ UNARY = {  # op type -> Unary; Gelu's tanh form is code 4, chosen by its `approx
     "Softplus": Unary(17, 4, torch_function("nn.functional.softplus")),
     "Elu": Unary(18, 4, lambda T, a, k, n: (lambda x: T.nn.functional.elu(x, a.get("alpha", 1.0))),
                  alpha=("alpha", 1.0)),
-    "Clip": Unary(19, 2, lambda T, a, k, n: (lambda x, *bounds: x.clamp(a.get("min"), a.get("max"))),
-                  alpha=("min", -INF), beta=("max", INF)),
+    "Clip": Unary(19, 2, lambda T, a, k, n: _torch_clip(T, a, k), alpha=("min", -INF), beta=("max", INF)),
 }
 POSITIVE_ONLY = ("Sqrt", "Log")  # ops whose test inputs are drawn positive
 GELU_TANH = Unary(4, 10, _torch_gelu)
@@ -427,10 +434,12 @@ def _lstm_pointwise_equivalent(node: NodeInfo, ins: list[str], outs: list[str], 
 PRELU_SHAPES = tuple(Shape((x, slope)) for x, slope in [
     ((3, 50), (3, 50)), ((2, 3, 4, 5), (1,)), ((2, 3, 4, 5), (3, 1, 1)), ((6, 10), (10,)), ((1, 64, 8, 8), (64, 1, 1)),
     ((4, 7, 3), (4, 7, 3))])
+TORCH_BINARY = {"PRelu": lambda T, a, k, n: (lambda x, slope: T.where(x < 0, x * slope, x))}  # slope broadcasts
 SHAPES_OF = {"Pow": tuple(Shape(s.inputs, positive=(0,)) for s in BINARY_SHAPES), "PRelu": PRELU_SHAPES}
 
 OPS = (
-    [OpDef(op, tuple(_binary_bindings(op)), SHAPES_OF.get(op, BINARY_SHAPES), torch=torch_function(op.lower()))
+    [OpDef(op, tuple(_binary_bindings(op)), SHAPES_OF.get(op, BINARY_SHAPES),
+           torch=TORCH_BINARY.get(op, torch_function(op.lower())))
      for op in BINARY_OPS]
     + [_unary_def(op, u) for op, u in UNARY.items()]
     + [_nary_def(op) for op in NARY_OPS]

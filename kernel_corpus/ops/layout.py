@@ -468,6 +468,15 @@ def _cumsum_plan(node: NodeInfo) -> list[Launch]:
                            i32(node.attr("reverse", 0))], outer * length * inner, _copy_bytes(outer * length * inner))]
 
 
+def _torch_gather(T, a: dict, k: list, nout: int) -> Callable:
+    """Gather along one axis, negative indices counted from the end."""
+    def f(x, i):
+        axis = a.get("axis", 0) % x.dim()
+        idx = i % x.shape[axis]
+        return T.index_select(x, axis, idx.reshape(-1)).reshape(x.shape[:axis] + idx.shape + x.shape[axis + 1:])
+    return f
+
+
 # ---- Resize ------------------------------------------------------------------------------------------------------
 RESIZE_MODES = {"nearest": 0, "linear": 1, "cubic": 2}
 RESIZE_COORDS = {"half_pixel": 0, "asymmetric": 1, "align_corners": 2, "pytorch_half_pixel": 3,
@@ -596,14 +605,13 @@ OPS = [
           (Shape(((5, 4), (2, 3)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (-5, 5)}),
            Shape(((3, 6, 2), (4,)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (0, 6)}),
            Shape(((3, 7), ()), {"axis": -1}, dtypes={1: "int64"}, ranges={1: (-7, 7)})),
-          torch=lambda T, a, k, n: (lambda x, i: T.index_select(x, a.get("axis", 0), i.reshape(-1)).reshape(
-              x.shape[:a.get("axis", 0) % x.dim()] + i.shape + x.shape[a.get("axis", 0) % x.dim() + 1:]))),
+          torch=_torch_gather),
     OpDef("GatherElements", (Binding("GatherElements", "direct", SOURCE, "only",
                                      lambda n: reason(gather_elements_view(n)), _gather_elements_plan,
                                      ("gather_elements",), float_inputs=1),),
           (Shape(((3, 4), (3, 2)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (-4, 4)}),
            Shape(((4, 3, 2), (2, 3, 2)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (0, 4)})),
-          torch=lambda T, a, k, n: (lambda x, i: T.gather(x, a.get("axis", 0), i))),
+          torch=lambda T, a, k, n: (lambda x, i: T.gather(x, a.get("axis", 0), i % x.shape[a.get("axis", 0)]))),
     OpDef("Tile", (Binding("Tile", "nd", SOURCE, "only", lambda n: reason(tile_view(n)), _tile_plan, ("tile_nd",),
                            float_inputs=1),),
           (Shape(((2, 3),), {"repeats": [2, 3]}), Shape(((2, 1, 3),), {"repeats": [1, 4, 2]}),

@@ -116,8 +116,8 @@ def _torch_pool(kind: str) -> Callable:
         include = bool(a.get("count_include_pad", 0))
         if kind == "AveragePool" and extra and not include:
             raise ValueError("AveragePool: asymmetric pads with count_include_pad=0 are not supported")
-        if kind == "MaxPool" and any(d != 1 for d in a.get("dilations", [1] * r)):
-            raise ValueError("MaxPool: dilations are not supported by the torch interpreter")
+        if any(d != 1 for d in a.get("dilations", [1] * r)):
+            raise ValueError(f"{kind}: dilations are not supported by the torch interpreter")
 
         def f(x):
             if extra:

@@ -19,13 +19,15 @@ from kernel_corpus.bindings import CUSTOM_DOMAIN, OPSET, NodeInfo, OpDef, Shape,
 
 
 
-def run_reference(node: NodeInfo, inputs: list[np.ndarray | None], corpus: Any = None) -> list[np.ndarray]:
-    """Outputs of the node for these inputs (absent inputs are None), in float64."""
+def run_reference(node: NodeInfo, inputs: list[np.ndarray | None], corpus: Any = None,
+                  override: bool = True) -> list[np.ndarray]:
+    """Outputs of the node for these inputs (absent inputs are None), in float64 (`override=False`: onnx's
+    evaluator even where the op definition has its own reference)."""
     d = (corpus or registry).op(node.op_type)
     if d is None:
         raise KeyError(f"no reference for op type {node.op_type}: the corpus does not define it")
     as64 = [None if x is None else _widened(np.asarray(x)) for x in inputs]
-    if d.reference is not None:
+    if d.reference is not None and override:
         return d.reference(node, as64)
     model = node_model(node, d, np.float64, [None if x is None else x.shape for x in as64])
     names = {i.name for i in model.graph.input}
@@ -53,13 +55,26 @@ def constant_array(value: Any, float_dtype: Any = np.float32) -> np.ndarray:
     return np.array(value, dtype=np.int64)
 
 
+def constants_as_inputs(d: OpDef, opset: int) -> tuple[str, ...]:
+    """The op's constant inputs that are inputs at this opset (ReduceSum's axes became one at 13, the other
+    Reduce*'s at 18: before, they are attributes of the same name)."""
+    if d.custom:
+        return d.constant_inputs
+    try:
+        formal = {i.name for i in onnx.defs.get_schema(d.op_type, opset).inputs}
+    except Exception:  # an op unknown to this onnx: keep the definition's view
+        return d.constant_inputs
+    return tuple(k for k in d.constant_inputs if k in formal)
+
+
 def input_names(node: NodeInfo, d: OpDef, float_dtype: Any = np.float32) -> tuple[list[str], list[onnx.TensorProto]]:
     """ONNX input names of the node ('' for absent) and initializers for the constant inputs it carries as
     attributes (d.constant_inputs: inputs 1, 2, ...)."""
     names = [f"x{i}" if t is not None else "" for i, t in enumerate(node.inputs)]
     inits = []
+    as_inputs = constants_as_inputs(d, node.opset)
     for pos, key in enumerate(d.constant_inputs, start=1):
-        if key not in node.attrs:
+        if key not in node.attrs or key not in as_inputs:
             continue
         while len(names) <= pos:
             names.append("")
@@ -74,10 +89,12 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[t
                output_shapes: bool = True) -> onnx.ModelProto:
     """A model computing one node with standard ONNX ops: the node itself, or its custom op's equivalent graph.
     Data inputs are x0, x1, ... of `dtype` (shapes from the node unless given); outputs y0, y1, ... with the node's
-    output shapes (left to inference without `output_shapes`); constant inputs become int64 initializers."""
+    output shapes and types (both left to inference without `output_shapes`); constant inputs become
+    initializers."""
     names, inits = input_names(node, d, dtype)
     outs = [f"y{i}" if t is not None else "" for i, t in enumerate(node.outputs)] or ["y0"]
-    attrs = {k: v for k, v in node.attrs.items() if k not in d.constant_inputs}
+    as_inputs = constants_as_inputs(d, node.opset)
+    attrs = {k: v for k, v in node.attrs.items() if k not in as_inputs}
     if d.custom:
         nodes, extra = d.equivalent(node, names, outs, dtype)
         inits += extra
@@ -94,7 +111,8 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[t
         nodes, f"{node.op_type}-reference",
         [helper.make_tensor_value_info(f"x{i}", elem(node.inputs[i]), list(s)) for i, s in enumerate(shapes)
          if s is not None and i < len(names) and names[i] == f"x{i}"],
-        [helper.make_tensor_value_info(o, elem(node.output(i)), list(node.outputs[i].shape) if output_shapes else None)
+        [helper.make_tensor_value_info(o, elem(node.output(i)) if output_shapes else onnx.TensorProto.UNDEFINED,
+                                       list(node.outputs[i].shape) if output_shapes else None)
          for i, o in enumerate(outs) if o],
         initializer=inits)
     # a custom op's equivalent graph is ours: written at the opset its helpers use, whatever the model's
@@ -102,6 +120,13 @@ def node_model(node: NodeInfo, d: OpDef, dtype: Any = np.float32, shapes: list[t
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 9
     return model
+
+
+def output_types(node: NodeInfo, d: OpDef) -> list[str]:
+    """The node's output element types by ONNX type inference (float32 where it says float)."""
+    inferred = onnx.shape_inference.infer_shapes(node_model(node, d, output_shapes=False), strict_mode=True)
+    types = [o.type.tensor_type.elem_type for o in inferred.graph.output]
+    return [np.dtype(helper.tensor_dtype_to_np_dtype(t)).name if t else "float32" for t in types]
 
 
 def output_shapes(node: NodeInfo, d: OpDef) -> list[tuple[int, ...]]:
@@ -125,7 +150,7 @@ def shape_node(d: OpDef, s: Shape, name: str | None = None) -> NodeInfo:
     inputs = [None if sh is None else TensorInfo(tuple(sh), s.dtypes.get(i, "float32"))
               for i, sh in enumerate(s.inputs)]
     for pos, key in enumerate(d.constant_inputs, start=1):
-        if key in s.attrs:
+        if key in s.attrs and key in constants_as_inputs(d, s.opset):
             while len(inputs) <= pos:
                 inputs.append(None)
             value = constant_array(s.attrs[key])
@@ -133,7 +158,9 @@ def shape_node(d: OpDef, s: Shape, name: str | None = None) -> NodeInfo:
     probe = NodeInfo(d.op_type, name or s.label or s.key(d.op_type), inputs,
                      [TensorInfo((1,))] * s.outputs, dict(s.attrs), s.opset)
     outs = output_shapes(probe, d)
-    return NodeInfo(d.op_type, probe.name, inputs, [TensorInfo(o) for o in outs], dict(s.attrs), s.opset)
+    types = output_types(probe, d) if not d.custom else ["float32"] * len(outs)
+    return NodeInfo(d.op_type, probe.name, inputs, [TensorInfo(o, t) for o, t in zip(outs, types)], dict(s.attrs),
+                    s.opset)
 
 
 __all__ = ["CUSTOM_DOMAIN", "input_names", "node_model", "output_shapes", "run_reference", "shape_node"]

@@ -182,6 +182,8 @@ def view_offsets(g: Graph, node: Node) -> list[int] | None:
         return [0]
     if node.op_type == "Dropout":
         return [0] if deterministic_dropout(g, node) else None
+    if node.op_type == "Cast":  # to its own type: nothing changes
+        return [0] if g.tensors[node.inputs[0]].dtype == g.tensors[node.outputs[0]].dtype else None
     if node.op_type == "Slice":
         return slice_offset(g, node)
     if node.op_type == "Split":
@@ -275,7 +277,7 @@ def fold_batchnorm(g: Graph) -> int:
     consumers, viewed = g.consumers(), viewed_bases(g)
     removed: set[int] = set()
     for bn in g.nodes:
-        if bn.op_type != "BatchNormalization" or len(present(bn.outputs)) != 1:
+        if bn.op_type != "BatchNormalization" or len(present(bn.outputs)) != 1 or bn.attrs.get("training_mode", 0):
             continue
         src = bn.inputs[0]
         prev = producers.get(src)
@@ -483,13 +485,15 @@ def mark_live(g: Graph, name: str, live: set[str]) -> None:
 
 # ---- LSTM unrolling --------------------------------------------------------------------------------------------
 def unroll_lstm(g: Graph) -> int:
-    """Replace each ONNX LSTM by one fused LSTMCell operator per step; return how many."""
+    """Replace each ONNX LSTM by one fused LSTMCell operator per step (with peepholes, which the cell lacks, by
+    per-step standard operators); return how many."""
     out: list[Node] = []
     count = 0
     for node in g.nodes:
         if node.op_type == "LSTM":
             g.nodes = out + [node]  # producers() must see everything before this LSTM (and earlier unrolls)
-            out.extend(LstmUnroller(g, node).run())
+            peepholes = len(node.inputs) > 7 and node.inputs[7] and not lstm_problems(g, node, peepholes_ok=True)
+            out.extend((PeepholeLstmUnroller if peepholes else LstmUnroller)(g, node).run())
             count += 1
         else:
             out.append(node)
@@ -509,6 +513,14 @@ def full_sequences(g: Graph, x: str, lens: str, layout: int = 0) -> bool:
 
 def check_lstm(g: Graph, node: Node) -> None:
     """Refuse the LSTM variants the unroller does not implement, naming the node."""
+    problems = lstm_problems(g, node)
+    if problems:
+        raise SchedulerError(f"LSTM node '{node.name}': unsupported {', '.join(problems)} "
+                             "(only forward, layout 0, default activations, constant weights)")
+
+
+def lstm_problems(g: Graph, node: Node, peepholes_ok: bool = False) -> list[str]:
+    """What of an LSTM node the unrollers do not implement (peepholes: only the standard-op lowering)."""
     a = node.attrs
     problems = []
     if a.get("direction", "forward") != "forward":
@@ -524,13 +536,11 @@ def check_lstm(g: Graph, node: Node) -> None:
     ins = node.inputs + [""] * (8 - len(node.inputs))
     if not full_sequences(g, ins[0], ins[4]):
         problems.append("sequence_lens")
-    if ins[7]:
+    if ins[7] and not (peepholes_ok and g.is_constant(ins[7])):
         problems.append("peepholes P")
     if not all(g.is_constant(n) for n in present(ins[1:4])):
         problems.append("non-constant W/R/B")
-    if problems:
-        raise SchedulerError(f"LSTM node '{node.name}': unsupported {', '.join(problems)} "
-                             "(only forward, layout 0, default activations, constant weights)")
+    return problems
 
 
 class LstmUnroller:
@@ -617,6 +627,160 @@ class LstmUnroller:
             self.g.aliases[y_h] = View(hs[-1])
         if y_c:
             self.g.aliases[y_c] = View(c_last)
+
+
+# ---- operands through float32 ----------------------------------------------------------------------------------
+EXACT_IN_FLOAT = ("ReduceMax", "ReduceMin")  # ops whose bool operand computes exactly in float32
+
+
+def float_operands(g: Graph) -> int:
+    """Give float kernels operands they can read: a float Pow's integer exponent becomes float32 (a constant is
+    converted now, a runtime one through a Cast); ReduceMax/ReduceMin over bool run in float32 between two Casts.
+    Returns how many nodes changed."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        t = [g.tensors[n].dtype if n else "" for n in node.inputs]
+        if node.op_type == "Pow" and t[0] == "float32" and np.dtype(t[1]).kind in "iu":
+            node.inputs[1] = as_float32(g, node.inputs[1], f"{node.name}/exponent", out)
+            count += 1
+        elif node.op_type in EXACT_IN_FLOAT and t[0] == "bool":
+            node.inputs[0] = as_float32(g, node.inputs[0], f"{node.name}/as_float", out)
+            y = node.outputs[0]
+            node.outputs[0] = g.add_tensor(f"{y}/float", g.tensors[y].shape, "float32")
+            out.append(node)
+            out.append(Node(f"{node.name}/to_bool", "Cast", [node.outputs[0]], [y], {"to": 9}))
+            count += 1
+            continue
+        out.append(node)
+    g.nodes = out
+    return count
+
+
+def as_float32(g: Graph, name: str, stem: str, out: list[Node]) -> str:
+    """`name` as float32: a converted weight for a constant, else the output of a Cast appended to `out`."""
+    if g.is_constant(name):
+        return g.add_weight(stem, g.constant(name).astype(np.float32))
+    cast = g.add_tensor(stem, g.tensors[name].shape, "float32")
+    out.append(Node(stem, "Cast", [name], [cast], {"to": 1}))
+    return cast
+
+
+# ---- MatMul batch broadcasting ---------------------------------------------------------------------------------------
+def expand_matmul_batches(g: Graph) -> int:
+    """A MatMul whose operands' batch dims broadcast partially ([3, 1] against [1, 2]) gets each such operand
+    Expanded to the full batch first (the GEMM kernels take an operand with every batch or with none);
+    return how many operands were expanded."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        if node.op_type == "MatMul" and len(present(node.inputs)) == 2:
+            count += expand_partial_batches(g, node, out)
+        out.append(node)
+    g.nodes = out
+    return count
+
+
+def expand_partial_batches(g: Graph, node: Node, out: list[Node]) -> int:
+    """Expand (appended to `out`) each operand of `node` whose batch dims are neither all nor none of the output's."""
+    shapes = [g.tensors[n].shape for n in node.inputs[:2]]
+    if min(len(s) for s in shapes) < 2:
+        return 0
+    batch_rank = max(len(s) for s in shapes) - 2
+    padded = [(1,) * (batch_rank + 2 - len(s)) + s for s in shapes]
+    batch = tuple(max(a, b) for a, b in zip(padded[0][:batch_rank], padded[1][:batch_rank]))
+    count = 0
+    for k, shape in enumerate(padded):
+        own = shape[:batch_rank]
+        if own == batch or int(np.prod(own)) == 1:
+            continue
+        full = batch + shape[batch_rank:]
+        if g.is_constant(node.inputs[k]):  # a weight is broadcast now
+            node.inputs[k] = g.add_weight(f"{node.name}/expand{k}",
+                                          np.broadcast_to(g.constant(node.inputs[k]).reshape(shape), full))
+            count += 1
+            continue
+        target = g.add_weight(f"{node.name}/expand{k}_shape", np.array(full, dtype=np.int64))
+        wide = g.add_tensor(f"{node.name}/expand{k}", full, g.tensors[node.inputs[k]].dtype)
+        out.append(Node(f"{node.name}/expand{k}", "Expand", [node.inputs[k], target], [wide]))
+        node.inputs[k] = wide
+        count += 1
+    return count
+
+
+# ---- training-mode BatchNormalization ------------------------------------------------------------------------------
+def lower_training_batchnorm(g: Graph) -> int:
+    """Training-mode BatchNormalization as standard operators: batch mean and (population) variance by ReduceMean
+    over every axis but the channels, Y normalised by them, and the running statistics blended by momentum;
+    return how many nodes were lowered."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        if node.op_type == "BatchNormalization" and node.attrs.get("training_mode", 0) and \
+                len(present(node.inputs)) == 5:
+            out.extend(TrainingBatchNorm(g, node).run())
+            count += 1
+        else:
+            out.append(node)
+    g.nodes = out
+    return count
+
+
+class TrainingBatchNorm:
+    """The standard operators of one training-mode BatchNormalization node."""
+
+    def __init__(self, g: Graph, node: Node) -> None:
+        self.g, self.node = g, node
+        self.shape = g.tensors[node.inputs[0]].shape
+        self.C = self.shape[1]
+        self.kept = (1, self.C) + (1,) * (len(self.shape) - 2)
+        self.new: list[Node] = []
+
+    def emit(self, op_type: str, inputs: list[str], shape: tuple[int, ...], stem: str, out: str = "",
+             **attrs) -> str:
+        """Append one node writing a fresh float32 tensor (or `out`)."""
+        out = out or self.g.add_tensor(f"{self.node.name}/{stem}", shape, "float32")
+        self.new.append(Node(f"{self.node.name}/{stem}", op_type, inputs, [out], attrs))
+        return out
+
+    def const(self, value: object, stem: str) -> str:
+        """A float32 or int64 weight."""
+        arr = np.asarray(value)
+        return self.g.add_weight(f"{self.node.name}/{stem}", arr.astype(np.int64 if arr.dtype.kind in "iu"
+                                                                         else np.float32))
+
+    def mean(self, src: str, stem: str) -> str:
+        """ReduceMean over every axis but the channels, kept."""
+        axes = [0] + list(range(2, len(self.shape)))
+        if self.g.opset >= 18:
+            return self.emit("ReduceMean", [src, self.const(axes, f"{stem}_axes")], self.kept, stem, keepdims=1)
+        return self.emit("ReduceMean", [src], self.kept, stem, axes=axes, keepdims=1)
+
+    def reshaped(self, src: str, shape: tuple[int, ...], stem: str, out: str = "") -> str:
+        """Reshape to a constant shape (a view once alias_views runs)."""
+        return self.emit("Reshape", [src, self.const(list(shape), f"{stem}_shape")], shape, stem, out)
+
+    def run(self) -> list[Node]:
+        """Y, then the running mean and variance outputs that are asked for."""
+        x, scale, bias, mean_in, var_in = self.node.inputs[:5]
+        eps = self.const(float(self.node.attrs.get("epsilon", 1e-5)), "eps")
+        momentum = float(self.node.attrs.get("momentum", 0.9))
+        m = self.mean(x, "mean")
+        d = self.emit("Sub", [x, m], self.shape, "centred")
+        v = self.mean(self.emit("Mul", [d, d], self.shape, "sq"), "var")
+        inv = self.emit("Reciprocal", [self.emit("Sqrt", [self.emit("Add", [v, eps], self.kept, "var_eps")],
+                                                 self.kept, "std")], self.kept, "inv_std")
+        scaled = self.emit("Mul", [self.emit("Mul", [d, inv], self.shape, "normed"),
+                                   self.reshaped(scale, self.kept, "scale_r")], self.shape, "scaled")
+        outs = self.node.outputs + [""] * (3 - len(self.node.outputs))
+        self.emit("Add", [scaled, self.reshaped(bias, self.kept, "bias_r")], self.shape, "y", outs[0])
+        keep, blend = self.const(momentum, "momentum"), self.const(1.0 - momentum, "blend")
+        for out, running, batch, stem in ((outs[1], mean_in, m, "running_mean"), (outs[2], var_in, v, "running_var")):
+            if out:
+                flat = self.reshaped(batch, (self.C,), f"{stem}_batch")
+                self.emit("Add", [self.emit("Mul", [running, keep], (self.C,), f"{stem}_old"),
+                                  self.emit("Mul", [flat, blend], (self.C,), f"{stem}_new")], (self.C,), stem, out)
+        return self.new
 
 
 # ---- RNN directions and layouts -----------------------------------------------------------------------------------
@@ -741,6 +905,122 @@ class RnnSplitter:
             self.emit("Transpose", [joined], out, f"{out}_layout", perm=perm)
 
 
+# ---- Einsum ---------------------------------------------------------------------------------------------------------
+def lower_einsum(g: Graph) -> int:
+    """Rewrite each Einsum of one or two operands without repeated labels as ReduceSum, Transpose, Reshape and one
+    batched MatMul (batch labels, then free labels of each side, contracted labels inside); return how many."""
+    out: list[Node] = []
+    count = 0
+    for node in g.nodes:
+        terms = einsum_terms(g, node) if node.op_type == "Einsum" else None
+        if terms is None:
+            out.append(node)
+            continue
+        out.extend(EinsumLowering(g, node, *terms).run())
+        count += 1
+    g.nodes = out
+    if count:
+        g.notes.append(f"Einsum lowered to Transpose/ReduceSum/MatMul: {count} node(s)")
+    return count
+
+
+def einsum_terms(g: Graph, node: Node) -> tuple[list[str], str] | None:
+    """The operands' label strings and the output's ('...' expanded to upper-case labels), or None when the
+    equation repeats a label inside one operand (a diagonal) or has more than two operands."""
+    eq = str(node.attrs.get("equation", "")).replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if not 1 <= len(terms) <= 2 or len(terms) != len(present(node.inputs)):
+        return None
+    ranks = [len(g.tensors[n].shape) for n in node.inputs]
+    ell = max((r - len(t.replace("...", "")) for t, r in zip(terms, ranks) if "..." in t), default=0)
+    fill = "".join(chr(ord("A") + i) for i in range(ell))
+    expanded = []
+    for t, r in zip(terms, ranks):
+        t = t.replace("...", fill[ell - (r - len(t.replace("...", ""))):]) if "..." in t else t
+        if len(t) != r or len(set(t)) != len(t):
+            return None
+        expanded.append(t)
+    if not _:
+        counts = {c: "".join(expanded).count(c) for c in "".join(expanded)}
+        rhs = fill + "".join(sorted(c for c, k in counts.items() if k == 1 and c not in fill))
+    else:
+        rhs = rhs.replace("...", fill)
+    if len(set(rhs)) != len(rhs) or any(c not in "".join(expanded) for c in rhs):
+        return None
+    return expanded, rhs
+
+
+class EinsumLowering:
+    """The standard operators computing one Einsum."""
+
+    def __init__(self, g: Graph, node: Node, terms: list[str], rhs: str) -> None:
+        self.g, self.node, self.terms, self.rhs = g, node, terms, rhs
+        self.dtype = g.tensors[node.inputs[0]].dtype
+        self.new: list[Node] = []
+        self.size = {c: d for t, n in zip(terms, node.inputs) for c, d in zip(t, g.tensors[n].shape)}
+
+    def emit(self, op_type: str, inputs: list[str], shape: tuple[int, ...], stem: str, out: str = "",
+             **attrs) -> str:
+        """Append one node writing a fresh tensor (or `out`)."""
+        out = out or self.g.add_tensor(f"{self.node.name}/{stem}", shape, self.dtype)
+        self.new.append(Node(f"{self.node.name}/{stem}", op_type, inputs, [out], attrs))
+        return out
+
+    def reduce(self, src: str, labels: str, keep: str, stem: str) -> tuple[str, str]:
+        """Sum away the labels of `labels` not in `keep`."""
+        axes = [i for i, c in enumerate(labels) if c not in keep]
+        if not axes:
+            return src, labels
+        left = "".join(c for c in labels if c in keep)
+        shape = tuple(self.size[c] for c in left)
+        if self.g.opset >= 13:
+            ax = self.g.add_weight(f"{self.node.name}/{stem}_axes", np.array(axes, dtype=np.int64))
+            return self.emit("ReduceSum", [src, ax], shape, stem, keepdims=0), left
+        return self.emit("ReduceSum", [src], shape, stem, axes=axes, keepdims=0), left
+
+    def arrange(self, src: str, labels: str, order: str, stem: str, out: str = "") -> str:
+        """Transpose src (labelled `labels`) into `order` (a no-op order keeps src, unless `out` is asked for)."""
+        if labels == order and not out:
+            return src
+        if labels == order:
+            return self.emit("Identity", [src], (), stem, out)
+        perm = [labels.index(c) for c in order]
+        return self.emit("Transpose", [src], tuple(self.size[c] for c in order), stem, out, perm=perm)
+
+    def reshaped(self, src: str, shape: tuple[int, ...], stem: str, out: str = "") -> str:
+        """Reshape to a constant shape."""
+        target = self.g.add_weight(f"{self.node.name}/{stem}_shape", np.array(shape, dtype=np.int64))
+        return self.emit("Reshape", [src, target], shape, stem, out)
+
+    def run(self) -> list[Node]:
+        """One operand: reduce then transpose; two: reduce each, batched MatMul, reshape, transpose."""
+        out, rhs = self.node.outputs[0], self.rhs
+        if len(self.terms) == 1:
+            src, labels = self.reduce(self.node.inputs[0], self.terms[0], rhs, "sum")
+            self.arrange(src, labels, rhs, "out", out)
+            return self.new
+        (ta, tb), (a, b) = self.terms, self.node.inputs[:2]
+        a, ta = self.reduce(a, ta, tb + rhs, "sum_a")
+        b, tb = self.reduce(b, tb, ta + rhs, "sum_b")
+        batch = "".join(c for c in ta if c in tb and c in rhs)
+        contracted = "".join(c for c in ta if c in tb and c not in rhs)
+        free_a = "".join(c for c in ta if c not in tb)
+        free_b = "".join(c for c in tb if c not in ta)
+        n = lambda labels: int(np.prod([self.size[c] for c in labels], dtype=np.int64))  # noqa: E731
+        a3 = self.reshaped(self.arrange(a, ta, batch + free_a + contracted, "a_t"),
+                           (n(batch), n(free_a), n(contracted)), "a3")
+        b3 = self.reshaped(self.arrange(b, tb, batch + contracted + free_b, "b_t"),
+                           (n(batch), n(contracted), n(free_b)), "b3")
+        y3 = self.emit("MatMul", [a3, b3], (n(batch), n(free_a), n(free_b)), "mm")
+        labels = batch + free_a + free_b
+        y = self.reshaped(y3, tuple(self.size[c] for c in labels), "y",
+                          out if labels == rhs else "")
+        if labels != rhs:
+            self.arrange(y, labels, rhs, "out", out)
+        return self.new
+
+
 # ---- GRU unrolling -------------------------------------------------------------------------------------------------
 def unroll_gru(g: Graph) -> int:
     """Replace each forward GRU by per-step MatMul/Add/Sigmoid/Tanh/Mul/Sub operators; return how many."""
@@ -780,34 +1060,28 @@ def check_gru(g: Graph, node: Node) -> None:
                              "(default activations, constant weights, no sequence_lens)")
 
 
-class GruUnroller:
-    """Builds the per-step operators of one forward GRU node (gate order z, r, h as ONNX stores them)."""
+class StepUnroller:
+    """What the standard-op RNN unrollers share: hoisted x·Wᵀ + b per gate over all steps, per-step views, fresh
+    operators, and Y / Y_h (/ Y_c) wired from the per-step states."""
 
-    def __init__(self, g: Graph, node: Node) -> None:
-        check_gru(g, node)
+    GATES = ""
+
+    def __init__(self, g: Graph, node: Node, x_bias: np.ndarray) -> None:
         self.g, self.node = g, node
-        ins = node.inputs + [""] * (6 - len(node.inputs))
+        ins = node.inputs + [""] * (8 - len(node.inputs))
         self.x, self.init_h = ins[0], ins[5]
         self.steps, self.batch, self.isize = g.tensors[self.x].shape
         w, r = g.constant(ins[1])[0], g.constant(ins[2])[0]
         self.hidden = H = int(node.attrs.get("hidden_size", r.shape[1]))
         self.dtype = g.tensors[self.x].dtype
-        b = g.constant(ins[3])[0] if ins[3] else np.zeros(6 * H, dtype=self.dtype)
-        self.lbr = int(node.attrs.get("linear_before_reset", 0))
-        wb, rb = b[:3 * H], b[3 * H:]
-        x_bias = wb + np.concatenate([rb[:2 * H], np.zeros(H) if self.lbr else rb[2 * H:]])
-        self.wt = [g.add_weight(f"{node.name}/W{k}t", w[i * H:(i + 1) * H].T.astype(self.dtype))
-                   for i, k in enumerate("zrh")]
         self.rt = [g.add_weight(f"{node.name}/R{k}t", r[i * H:(i + 1) * H].T.astype(self.dtype))
-                   for i, k in enumerate("zrh")]
-        self.xb = [g.add_weight(f"{node.name}/b{k}", x_bias[i * H:(i + 1) * H].astype(self.dtype))
-                   for i, k in enumerate("zrh")]
-        self.rbh = g.add_weight(f"{node.name}/Rbh", rb[2 * H:].astype(self.dtype)) if self.lbr else ""
+                   for i, k in enumerate(self.GATES)]
         self.new_nodes: list[Node] = []
         self.producers = g.producers()
+        self.xw = self.hoisted(w, x_bias)
 
     def view(self, src: str, shape: tuple[int, ...], stem: str, offset: int = 0) -> str:
-        """A view of `src` (through the producers before this GRU)."""
+        """A view of `src` (through the producers before this node)."""
         return add_view(self.g, src, shape, f"{self.node.name}/{stem}", offset, self.producers)
 
     def emit(self, op_type: str, inputs: list[str], shape: tuple[int, ...], stem: str) -> str:
@@ -816,17 +1090,63 @@ class GruUnroller:
         self.new_nodes.append(Node(f"{self.node.name}/{stem}", op_type, inputs, [out]))
         return out
 
-    def run(self) -> list[Node]:
-        """Hoisted x·Wᵀ + b per gate over all steps, then per step the recurrence; Y, Y_h wired as for LSTM."""
+    def hoisted(self, w: np.ndarray, x_bias: np.ndarray) -> list[str]:
+        """Per gate, x·Wᵀ + b over all steps as one MatMul and one Add ([T*B, H] each)."""
         T, B, H = self.steps, self.batch, self.hidden
         x2d = self.view(self.x, (T * B, self.isize), "x2d")
-        xw = [self.emit("Add", [self.emit("MatMul", [x2d, wt], (T * B, H), f"xw{k}"), b], (T * B, H), f"xwb{k}")
-              for k, wt, b in zip("zrh", self.wt, self.xb)]
-        h = self.view(self.init_h, (B, H), "h_init") if self.init_h else \
-            self.g.add_weight(f"{self.node.name}/h_zero", np.zeros((B, H), dtype=self.dtype))
+        out = []
+        for i, k in enumerate(self.GATES):
+            wt = self.g.add_weight(f"{self.node.name}/W{k}t", w[i * H:(i + 1) * H].T.astype(self.dtype))
+            b = self.g.add_weight(f"{self.node.name}/b{k}", x_bias[i * H:(i + 1) * H].astype(self.dtype))
+            out.append(self.emit("Add", [self.emit("MatMul", [x2d, wt], (T * B, H), f"xw{k}"), b], (T * B, H),
+                                 f"xwb{k}"))
+        return out
+
+    def state(self, name: str, stem: str) -> str:
+        """An initial state [1, B, H] as a [B, H] view, or zeros."""
+        B, H = self.batch, self.hidden
+        return self.view(name, (B, H), stem) if name else \
+            self.g.add_weight(f"{self.node.name}/{stem}_zero", np.zeros((B, H), dtype=self.dtype))
+
+    def step_inputs(self, t: int) -> list[str]:
+        """Step t's [B, H] view of each hoisted gate term."""
+        B, H = self.batch, self.hidden
+        return [self.view(v, (B, H), f"{v.rsplit('/', 1)[-1]}_{t}", t * B * H) for v in self.xw]
+
+    def wire_outputs(self, hs: list[str], c_last: str = "") -> None:
+        """Y = Concat over steps of [1,1,B,H] views of h_t; Y_h (and Y_c) = views of the last state."""
+        outs = self.node.outputs + [""] * (3 - len(self.node.outputs))
+        if outs[0]:
+            pieces = [add_view(self.g, h, (1, 1, self.batch, self.hidden), f"{h}/as_y", 0, self.producers)
+                      for h in hs]
+            self.new_nodes.append(Node(f"{self.node.name}/Y", "Concat", pieces, [outs[0]], {"axis": 0}))
+        if outs[1]:
+            self.g.aliases[outs[1]] = View(hs[-1])
+        if outs[2] and c_last:
+            self.g.aliases[outs[2]] = View(c_last)
+
+
+class GruUnroller(StepUnroller):
+    """Builds the per-step operators of one forward GRU node (gate order z, r, h as ONNX stores them)."""
+
+    GATES = "zrh"
+
+    def __init__(self, g: Graph, node: Node) -> None:
+        check_gru(g, node)
+        ins = node.inputs + [""] * (6 - len(node.inputs))
+        H = int(node.attrs.get("hidden_size") or g.constant(ins[2]).shape[-1])
+        b = g.constant(ins[3])[0] if ins[3] else np.zeros(6 * H)
+        self.lbr = int(node.attrs.get("linear_before_reset", 0))
+        wb, rb = b[:3 * H], b[3 * H:]
+        super().__init__(g, node, wb + np.concatenate([rb[:2 * H], np.zeros(H) if self.lbr else rb[2 * H:]]))
+        self.rbh = g.add_weight(f"{node.name}/Rbh", rb[2 * H:].astype(self.dtype)) if self.lbr else ""
+
+    def run(self) -> list[Node]:
+        """Per step the recurrence; Y, Y_h wired as for LSTM."""
+        h = self.state(self.init_h, "h_init")
         hs = []
-        for t in range(T):
-            h = self.step(t, h, [self.view(v, (B, H), f"{v.rsplit('/', 1)[-1]}_{t}", t * B * H) for v in xw])
+        for t in range(self.steps):
+            h = self.step(t, h, self.step_inputs(t))
             hs.append(h)
         self.wire_outputs(hs)
         return self.new_nodes
@@ -846,20 +1166,56 @@ class GruUnroller:
         hh = e("Tanh", [pre], "cand")
         return e("Add", [hh, e("Mul", [z, e("Sub", [h, hh], "d")], "zd")], "h")
 
-    def wire_outputs(self, hs: list[str]) -> None:
-        """Y = Concat over steps of [1,1,B,H] views of h_t; Y_h = a view of the last h."""
-        outs = self.node.outputs + [""] * (2 - len(self.node.outputs))
-        if outs[0]:
-            pieces = [add_view(self.g, h, (1, 1, self.batch, self.hidden), f"{h}/as_y", 0, self.producers)
-                      for h in hs]
-            self.new_nodes.append(Node(f"{self.node.name}/Y", "Concat", pieces, [outs[0]], {"axis": 0}))
-        if outs[1]:
-            self.g.aliases[outs[1]] = View(hs[-1])
+
+class PeepholeLstmUnroller(StepUnroller):
+    """A forward LSTM with peepholes as per-step standard operators (gate order i, o, f, c; P holds i, o, f)."""
+
+    GATES = "iofc"
+
+    def __init__(self, g: Graph, node: Node) -> None:
+        ins = node.inputs + [""] * (8 - len(node.inputs))
+        H = int(node.attrs.get("hidden_size") or g.constant(ins[2]).shape[-1])
+        b = g.constant(ins[3])[0] if ins[3] else np.zeros(8 * H)
+        super().__init__(g, node, b[:4 * H] + b[4 * H:])
+        p = g.constant(ins[7])[0]
+        self.p = [g.add_weight(f"{node.name}/P{k}", p[i * H:(i + 1) * H].astype(self.dtype))
+                  for i, k in enumerate("iof")]
+        self.init_c = ins[6]
+
+    def run(self) -> list[Node]:
+        """Per step: i, f from the previous cell, o from the new one; Y, Y_h, Y_c wired."""
+        h, c = self.state(self.init_h, "h_init"), self.state(self.init_c, "c_init")
+        hs = []
+        for t in range(self.steps):
+            h, c = self.step(t, h, c, self.step_inputs(t))
+            hs.append(h)
+        self.wire_outputs(hs, c)
+        return self.new_nodes
+
+    def step(self, t: int, h: str, c: str, xw: list[str]) -> tuple[str, str]:
+        """i = σ(xi + h·Ri + Pi*c), f = σ(xf + h·Rf + Pf*c), c' = f*c + i*tanh(xc + h·Rc),
+        o = σ(xo + h·Ro + Po*c'), h' = o*tanh(c')."""
+        B, H = self.batch, self.hidden
+        e = lambda op, ins, stem: self.emit(op, ins, (B, H), f"t{t}/{stem}")  # noqa: E731
+        pre = [e("Add", [xw[k], e("MatMul", [h, self.rt[k]], f"h{g}")], f"a{g}") for k, g in enumerate("iofc")]
+        peep = lambda k, cell, g: e("Add", [pre[k], e("Mul", [self.p[k], cell], f"p{g}")], f"ap{g}")  # noqa: E731
+        i = e("Sigmoid", [peep(0, c, "i")], "i")
+        f = e("Sigmoid", [peep(2, c, "f")], "f")
+        c_new = e("Add", [e("Mul", [f, c], "fc"), e("Mul", [i, e("Tanh", [pre[3]], "g")], "ig")], "c")
+        o = e("Sigmoid", [peep(1, c_new, "o")], "o")
+        return e("Mul", [o, e("Tanh", [c_new], "tc")], "h"), c_new
 
 
 PASSES: list[Pass] = [
     Pass("fold_constants", lambda g, s: fold_constants(g),
          "evaluate nodes of constant (or empty) inputs and static shapes: shape subgraphs disappear"),
+    Pass("lower_einsum", lambda g, s: lower_einsum(g), "Einsum becomes ReduceSum, Transpose, Reshape and MatMul"),
+    Pass("lower_training_batchnorm", lambda g, s: lower_training_batchnorm(g),
+         "training-mode BatchNormalization becomes ReduceMean/Sub/Mul/Sqrt/Add over batch statistics"),
+    Pass("expand_matmul_batches", lambda g, s: expand_matmul_batches(g),
+         "MatMul operands with partially broadcast batch dims are Expanded to the full batch", introduces="Expand"),
+    Pass("float_operands", lambda g, s: float_operands(g),
+         "integer Pow exponents and bool ReduceMax/Min operands become float32"),
     Pass("split_rnn_directions", lambda g, s: split_rnn_directions(g),
          "reverse/bidirectional/batch-major LSTMs and GRUs become forward layout-0 nodes per direction"),
     Pass("alias_views", lambda g, s: alias_views(g), "Reshape-likes and contiguous Slice/Split become views"),

@@ -12,6 +12,7 @@ Run it as a script for a table of outcomes: `python3 tests/onnx_conformance.py [
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import tempfile
@@ -39,6 +40,7 @@ class Selection:
     constant_inputs: dict[str, tuple[int, ...]]
     known: dict[str, str]
     fold_only: tuple[str, ...] = ()  # ops whose cases may have every input constant (built as a constant fold)
+    as_float32: tuple[str, ...] = ()  # ops whose cases ship float64 data only: run in float32
 
 
 @dataclass
@@ -83,7 +85,8 @@ def load_selection(path: Path = LIST_FILE) -> Selection:
     """The YAML list: ops, constant_inputs (op -> input positions) and known (case -> reason)."""
     data = yaml.safe_load(path.read_text())
     return Selection(tuple(data["ops"]), {k: tuple(v) for k, v in (data.get("constant_inputs") or {}).items()},
-                     dict(data.get("known") or {}), tuple(data.get("fold_only") or ()))
+                     dict(data.get("known") or {}), tuple(data.get("fold_only") or ()),
+                     tuple(data.get("as_float32") or ()))
 
 
 @lru_cache(maxsize=1)
@@ -114,12 +117,26 @@ def collect(selection: Selection) -> list[Case]:
         g = raw.model.graph
         if len(g.node) != 1 or g.node[0].op_type not in selection.ops or g.node[0].domain not in ("", "ai.onnx"):
             continue
+        if g.node[0].op_type in selection.as_float32:
+            raw = narrowed(raw)
         if not _is_float32_case(raw.model):
             continue
         case = as_exported(raw, selection.constant_inputs.get(g.node[0].op_type, ()))
         if case.model.graph.input or case.op_type in selection.fold_only:
             out.append(case)
     return out
+
+
+def narrowed(raw: Any) -> Any:
+    """A float64 case as float32: graph inputs, outputs and data narrowed (other cases unchanged)."""
+    model = onnx.ModelProto()
+    model.CopyFrom(raw.model)
+    for vi in [*model.graph.input, *model.graph.output]:
+        if vi.type.tensor_type.elem_type == onnx.TensorProto.DOUBLE:
+            vi.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
+    f32 = lambda arrays: [np.asarray(a, np.float32) if np.asarray(a).dtype == np.float64 else a  # noqa: E731
+                          for a in arrays]
+    return dataclasses.replace(raw, model=model, data_sets=[(f32(ins), f32(outs)) for ins, outs in raw.data_sets])
 
 
 def as_exported(raw: Any, float_constants: tuple[int, ...]) -> Case:
@@ -296,7 +313,7 @@ def main(argv: list[str]) -> int:
     selection = load_selection()
     if args.ops:
         selection = Selection(tuple(args.ops.split(",")), selection.constant_inputs, selection.known,
-                              selection.fold_only)
+                              selection.fold_only, selection.as_float32)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="onnx-conformance-") as tmp:
         outcomes = run_cases(collect(selection), Path(tmp))

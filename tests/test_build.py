@@ -360,31 +360,35 @@ def test_zoo_small_model_builds_and_checks(tmp_path: Path, name: str) -> None:
 
 
 # ---- every standard op of the corpus, end to end ----------------------------------------------------------------
-def _standard_op_models() -> list[tuple[str, onnx.ModelProto, tuple[int, ...]]]:
-    """One one-node model per standard ONNX op the corpus defines, at the op's first test shape, and the inputs
-    that must be drawn positive."""
+def _standard_op_models() -> list[tuple[str, onnx.ModelProto, object]]:
+    """One one-node model per standard ONNX op the corpus defines, at the op's first test shape, and that shape
+    (which inputs are drawn positive, which are bool or integers in a range)."""
     from kernel_corpus.bindings import registry
     from kernel_corpus.reference import node_model, shape_node
     out = []
     for d in registry.ops():
         shape = next((s for s in d.shapes if s.test), None)
         if not d.custom and shape is not None:
-            out.append((d.op_type, node_model(shape_node(d, shape), d), shape.positive))
+            out.append((d.op_type, node_model(shape_node(d, shape), d), shape))
     return out
 
 
-@pytest.mark.parametrize("op_type,model,positive", _standard_op_models(),
+@pytest.mark.parametrize("op_type,model,shape", _standard_op_models(),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_every_standard_corpus_op_builds_and_checks(tmp_path: Path, op_type: str, model: onnx.ModelProto,
-                                                    positive: tuple[int, ...]) -> None:
+                                                    shape) -> None:
     """A model holding one node of each standard op the corpus defines goes through `rammer build --target cpu`
     and runs as a persistent program; its outputs match onnxruntime. A new op's definition is all it takes."""
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     built = build_model(path, tmp_path / "out", target="cpu", veus=3, quiet=True)
     feeds = feeds_for(model, seed=len(op_type))
-    for i in positive:
+    for i in shape.positive:
         feeds[f"x{i}"] = np.abs(feeds[f"x{i}"]) + 0.5
+    for i, dtype in shape.dtypes.items():  # bool masks, integer indices in their range
+        x = feeds[f"x{i}"]
+        feeds[f"x{i}"] = (x > 0) if dtype == "bool" else \
+            np.random.default_rng(i).integers(*shape.ranges.get(i, (-9, 9)), x.shape).astype(dtype)
     assert_close(built.run(feeds), ort_outputs(model, feeds))
 
 

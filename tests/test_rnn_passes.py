@@ -16,18 +16,22 @@ from scheduler.reference import run_graph
 
 
 def rnn_model(op: str, steps: int, batch: int, isize: int, hidden: int, direction: str, layout: int,
-              lbr: int = 0, initial: bool = True, seed: int = 0) -> tuple[onnx.ModelProto, dict]:
+              lbr: int = 0, initial: bool = True, seed: int = 0, peepholes: bool = False) -> tuple[onnx.ModelProto,
+                                                                                                   dict]:
     """One LSTM/GRU node with constant random weights; feeds for X (and the initial states)."""
     rng = np.random.default_rng(seed)
     dirs = 2 if direction == "bidirectional" else 1
     gates = 4 if op == "LSTM" else 3
     w = lambda *s: numpy_helper.from_array((rng.standard_normal(s) * 0.4).astype(np.float32))  # noqa: E731
     inits = [w(dirs, gates * hidden, isize), w(dirs, gates * hidden, hidden), w(dirs, 2 * gates * hidden)]
-    for t, name in zip(inits, "WRB"):
+    if peepholes:
+        inits.append(w(dirs, 3 * hidden))
+    for t, name in zip(inits, "WRBP"):
         t.name = name
     x_shape = [batch, steps, isize] if layout else [steps, batch, isize]
     state = [batch, dirs, hidden] if layout else [dirs, batch, hidden]
     names = ["x", "W", "R", "B", "", "h0" if initial else ""] + (["c0" if initial else ""] if op == "LSTM" else [])
+    names += ["P"] if peepholes else []
     outs = ["y", "yh"] + (["yc"] if op == "LSTM" else [])
     attrs = {"hidden_size": hidden, "direction": direction, "layout": layout}
     if op == "GRU":
@@ -35,7 +39,7 @@ def rnn_model(op: str, steps: int, batch: int, isize: int, hidden: int, directio
     node = helper.make_node(op, names, outs, **attrs)
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
     feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
-    for s in [n for n in names[5:] if n]:
+    for s in [n for n in names[5:7] if n]:
         inputs.append(helper.make_tensor_value_info(s, TensorProto.FLOAT, state))
         feeds[s] = rng.standard_normal(state).astype(np.float32)
     y_shape = [batch, steps, dirs, hidden] if layout else [steps, dirs, batch, hidden]
@@ -79,5 +83,18 @@ def test_bidirectional_batch_major_rnn_builds_and_runs_on_the_emulator(tmp_path:
     onnx.save(model, str(tmp_path / "m.onnx"))
     built = build_model(tmp_path / "m.onnx", tmp_path / "out", target="cpu", veus=3, quiet=True)
     got, want = built.run(feeds), ort_run(model, feeds)
+    for name, ref in want.items():
+        np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("direction,layout,initial", [("forward", 0, True), ("bidirectional", 1, False),
+                                                      ("reverse", 0, False)])
+def test_lstm_with_peepholes_matches(direction: str, layout: int, initial: bool) -> None:
+    from onnx.reference import ReferenceEvaluator
+    model, feeds = rnn_model("LSTM", 4, 2, 3, 5, direction, layout, initial=initial, seed=3, peepholes=True)
+    g = run_passes(import_model(model))
+    assert "LSTMCell" not in {n.op_type for n in g.nodes}  # the fused cell has no peepholes: standard operators
+    got = run_graph(g, feeds)
+    want = dict(zip([o.name for o in model.graph.output], ReferenceEvaluator(model).run(None, feeds)))
     for name, ref in want.items():
         np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=1e-5, err_msg=name)

@@ -1,7 +1,7 @@
 // elementwise.cu — legacy pointwise kernels (float32): binary ops with numpy broadcasting (Add, Sub, Mul, Div, Pow,
 // PRelu, Max, Min; n-ary Sum/Mean/Max/Min by accumulation; Expand as a broadcast copy), Where, the unary ops (one
-// line each in unary_op), BatchNormalization (inference) and the fused LSTM-cell pointwise step. One thread per
-// element (or per 4).
+// line each in unary_op), Cast, BatchNormalization (inference) and the fused LSTM-cell pointwise step. One thread
+// per element (or per 4).
 
 // Binary operators: 0 Add, 1 Sub, 2 Mul, 3 Div, 4 Pow, 5 PRelu (b is the slope), 6 Max, 7 Min, 8 First (a).
 // Max and Min return NaN when either operand is NaN, as ONNX does.
@@ -123,10 +123,10 @@ __global__ void binary_accumulate(float* Y, const float* __restrict__ B, int n, 
 }
 
 // Where: Y = C ? A : B with numpy broadcasting of all three over an output of up to 4 dims (strides as in
-// binary_bcast; C is a bool tensor). block (BLOCK), grid ceil(n / BLOCK).
-template <int BLOCK>
-__global__ void where_bcast(const bool* __restrict__ C, const float* __restrict__ A, const float* __restrict__ B,
-                            float* __restrict__ Y, int n, int d1, int d2, int d3, int sc0, int sc1, int sc2, int sc3,
+// binary_bcast; C is a bool tensor, A, B and Y of element type T). block (BLOCK), grid ceil(n / BLOCK).
+template <typename T, int BLOCK>
+__global__ void where_bcast(const bool* __restrict__ C, const T* __restrict__ A, const T* __restrict__ B,
+                            T* __restrict__ Y, int n, int d1, int d2, int d3, int sc0, int sc1, int sc2, int sc3,
                             int sa0, int sa1, int sa2, int sa3, int sb0, int sb1, int sb2, int sb3) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)n) return;
@@ -170,4 +170,12 @@ __global__ void lstm_cell_pointwise(const float* __restrict__ gates, const float
   const float c = f_gate * c_prev[idx] + i_gate * cell;
   c_out[idx] = c;
   h_out[idx] = o_gate * tanhf(c);
+}
+
+// Cast between element types, one thread per element (float to an integer truncates toward zero, to bool tests
+// != 0, as ONNX's Cast does). block (BLOCK), grid ceil(n / BLOCK).
+template <typename TIn, typename TOut, int BLOCK>
+__global__ void cast_elements(const TIn* __restrict__ X, TOut* __restrict__ Y, int n) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx < (size_t)n) Y[idx] = (TOut)X[idx];
 }

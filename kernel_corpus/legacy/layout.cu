@@ -218,15 +218,18 @@ __device__ __forceinline__ double floor_d(double v) {
   return t > v ? t - 1.0 : t;
 }
 
+#define RESIZE_MAX_TAPS 16
+
 // Taps of one axis: MODE 0 nearest (NEAREST 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil), 1 linear,
-// 2 cubic (coefficient a, exclude_outside renormalising over the taps inside). Indices outside repeat the edge.
-// Returns the tap count; idx/w receive the input indices and weights.
+// 2 cubic (coefficient a). With `antialias` and a scale below 1, linear and cubic stretch their filter by 1/scale
+// (more taps, normalised). exclude_outside drops the taps outside the input and renormalises; the other outside
+// taps repeat the edge. Returns the tap count; idx/w receive the input indices and weights.
 template <int MODE, int NEAREST>
-__device__ int resize_taps(double src, int in_len, float a, int exclude_outside, int* idx, float* w) {
+__device__ int resize_taps(double src, int in_len, double scale, float a, int exclude_outside, int antialias,
+                           int* idx, float* w) {
   const double lo = -floor_d(-src) - 1.0;       // ceil(src) - 1: the left neighbour (an integral src: ratio 1)
   const double r = src - lo;                    // in (0, 1]
   const int left = (int)lo;
-  int n;
   if (MODE == 0) {
     bool right;
     if (r == 1.0) right = true;
@@ -234,31 +237,31 @@ __device__ int resize_taps(double src, int in_len, float a, int exclude_outside,
     else if (NEAREST == 1) right = r >= 0.5;
     else right = NEAREST == 3;
     idx[0] = left + (right ? 1 : 0);
+    idx[0] = idx[0] < 0 ? 0 : (idx[0] >= in_len ? in_len - 1 : idx[0]);
     w[0] = 1.0f;
-    n = 1;
-  } else if (MODE == 1) {
-    idx[0] = left;
-    idx[1] = left + 1;
-    w[0] = (float)(1.0 - r);
-    w[1] = (float)r;
-    n = 2;
-  } else {
-    const double A = a, t = r + 1.0, u = 1.0 - r, v = 2.0 - r;
-    w[0] = (float)(((A * t - 5.0 * A) * t + 8.0 * A) * t - 4.0 * A);
-    w[1] = (float)(((A + 2.0) * r - (A + 3.0)) * r * r + 1.0);
-    w[2] = (float)(((A + 2.0) * u - (A + 3.0)) * u * u + 1.0);
-    w[3] = (float)(((A * v - 5.0 * A) * v + 8.0 * A) * v - 4.0 * A);
-    for (int k = 0; k < 4; ++k) idx[k] = left - 1 + k;
-    n = 4;
+    return 1;
   }
-  if (exclude_outside && MODE != 0) {
-    float sum = 0.0f;
-    for (int k = 0; k < n; ++k) {
-      if (idx[k] < 0 || idx[k] >= in_len) w[k] = 0.0f;
-      sum += w[k];
-    }
+  const double s = antialias && scale < 1.0 ? scale : 1.0;  // the filter's stretch
+  const double reach = MODE == 1 ? 1.0 : 2.0;               // support of the unstretched filter
+  const int start = (int)floor_d(-reach / s) + 1;            // first tap, relative to the left neighbour
+  int n = 2 - 2 * start;
+  if (n > RESIZE_MAX_TAPS) n = RESIZE_MAX_TAPS;              // the binding refuses such scales
+  const double A = a;
+  float sum = 0.0f;
+  for (int k = 0; k < n; ++k) {
+    const double t = s * (start + k - r);
+    const double x = t < 0.0 ? -t : t;
+    double c;
+    if (MODE == 1) c = x < 1.0 ? 1.0 - x : 0.0;
+    else c = x <= 1.0 ? ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+                      : (x < 2.0 ? ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A : 0.0);
+    idx[k] = left + start + k;
+    w[k] = (float)c;
+    if (exclude_outside && (idx[k] < 0 || idx[k] >= in_len)) w[k] = 0.0f;
+    sum += w[k];
+  }
+  if (exclude_outside || s < 1.0)
     for (int k = 0; k < n; ++k) w[k] /= sum;
-  }
   for (int k = 0; k < n; ++k) idx[k] = idx[k] < 0 ? 0 : (idx[k] >= in_len ? in_len - 1 : idx[k]);
   return n;
 }
@@ -269,7 +272,7 @@ __device__ int resize_taps(double src, int in_len, float a, int exclude_outside,
 template <int MODE, int COORD, int NEAREST, int BLOCK>
 __global__ void resize_2d(const float* __restrict__ X, float* __restrict__ Y, int outer, int ih, int iw, int oh,
                           int ow, double scale_h, double scale_w, double roi_h0, double roi_h1, double roi_w0,
-                          double roi_w1, float cubic_a, int exclude_outside, float extrapolation) {
+                          double roi_w1, float cubic_a, int exclude_outside, int antialias, float extrapolation) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)outer * oh * ow) return;
   const int x = idx % ow;
@@ -282,10 +285,10 @@ __global__ void resize_2d(const float* __restrict__ X, float* __restrict__ Y, in
     Y[idx] = extrapolation;
     return;
   }
-  int iy[4], ix[4];
-  float wy[4], wx[4];
-  const int ny = resize_taps<MODE, NEAREST>(sy, ih, cubic_a, exclude_outside, iy, wy);
-  const int nx = resize_taps<MODE, NEAREST>(sx, iw, cubic_a, exclude_outside, ix, wx);
+  int iy[RESIZE_MAX_TAPS], ix[RESIZE_MAX_TAPS];
+  float wy[RESIZE_MAX_TAPS], wx[RESIZE_MAX_TAPS];
+  const int ny = resize_taps<MODE, NEAREST>(sy, ih, scale_h, cubic_a, exclude_outside, antialias, iy, wy);
+  const int nx = resize_taps<MODE, NEAREST>(sx, iw, scale_w, cubic_a, exclude_outside, antialias, ix, wx);
   const float* plane = X + o * ih * iw;
   float acc = 0.0f;
   for (int a = 0; a < ny; ++a) {

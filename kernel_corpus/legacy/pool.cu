@@ -70,3 +70,38 @@ __global__ void pool3d(const float* __restrict__ X, float* __restrict__ Y, int N
   }
   Y[idx] = MODE == 0 ? acc : (count > 0 ? acc / count : 0.0f);
 }
+
+// MaxPool with its Indices output: as pool2d MODE 0, also writing the flat index (into X [N*C, H, W]) of the
+// maximum that was taken; column-major (storage_order 1) counts h fastest. The first maximum wins a tie.
+// block (BLOCK), grid ceil(NC*OH*OW / BLOCK).
+template <int BLOCK>
+__global__ void maxpool2d_indices(const float* __restrict__ X, float* __restrict__ Y, long long* __restrict__ I,
+                                  int NC, int H, int W, int OH, int OW, int KH, int KW, int sh, int sw, int ph,
+                                  int pw, int dh, int dw, int column_major) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)NC * OH * OW) return;
+  const int ow = idx % OW;
+  const int oh = (idx / OW) % OH;
+  const size_t plane = idx / ((size_t)OW * OH);
+  const float* x = X + plane * H * W;
+  float acc = -3.402823466e+38f;
+  int best_h = 0, best_w = 0;
+  bool found = false;
+  for (int kh = 0; kh < KH; ++kh) {
+    const int ih = oh * sh - ph + kh * dh;
+    if (ih < 0 || ih >= H) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      const int iw = ow * sw - pw + kw * dw;
+      if (iw < 0 || iw >= W) continue;
+      const float v = x[(size_t)ih * W + iw];
+      if (!found || v > acc) {
+        acc = v;
+        best_h = ih;
+        best_w = iw;
+        found = true;
+      }
+    }
+  }
+  Y[idx] = acc;
+  I[idx] = (long long)plane * H * W + (column_major ? (long long)best_w * H + best_h : (long long)best_h * W + best_w);
+}

@@ -91,6 +91,9 @@ def _plan(node: NodeInfo) -> list[Launch]:
 
 def _torch(T, a: dict, k: list, nout: int) -> Callable:
     """torch's conv_transpose with explicit symmetric pads (output_padding for the rest)."""
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "") or "output_shape" in a:
+        raise ValueError("ConvTranspose: auto_pad and output_shape are not supported by the torch interpreter")
+
     def f(x, w, b=None):
         r = x.dim() - 2
         fn = getattr(T.nn.functional, f"conv_transpose{r}d")

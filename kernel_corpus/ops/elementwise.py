@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 from onnx import helper
 
-from kernel_corpus.bindings import FLOAT32, Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
 from kernel_corpus.ops._common import (cdiv, contiguous_strides, extra_outputs, f32, i32, linear_launch, reason,
                                        require_present, tensor_bytes)
 from kernel_corpus.torch_builders import torch_function
@@ -36,6 +37,14 @@ class Unary:
     torch: Callable
     alpha: tuple[str, float] | None = None
     beta: tuple[str, float] | None = None
+
+
+def _torch_clip(T, a: dict, k: list) -> Callable:
+    """Clip with constant bounds: inputs 1 and 2 (opset >= 11) or the min/max attributes; none: the identity."""
+    bound = lambda i, key: float(np.asarray(k[i]).reshape(-1)[0]) if i < len(k) and k[i] is not None \
+        else a.get(key)  # noqa: E731
+    lo, hi = bound(1, "min"), bound(2, "max")
+    return lambda x, *rest: x if lo is None and hi is None else x.clamp(lo, hi)
 
 
 def _torch_gelu(T, a: dict, k: list, nout: int) -> Callable:
@@ -65,8 +74,7 @@ UNARY = {  # op type -> Unary; Gelu's tanh form is code 4, chosen by its `approx
     "Softplus": Unary(17, 4, torch_function("nn.functional.softplus")),
     "Elu": Unary(18, 4, lambda T, a, k, n: (lambda x: T.nn.functional.elu(x, a.get("alpha", 1.0))),
                  alpha=("alpha", 1.0)),
-    "Clip": Unary(19, 2, lambda T, a, k, n: (lambda x, *bounds: x.clamp(a.get("min"), a.get("max"))),
-                  alpha=("min", -INF), beta=("max", INF)),
+    "Clip": Unary(19, 2, lambda T, a, k, n: _torch_clip(T, a, k), alpha=("min", -INF), beta=("max", INF)),
 }
 POSITIVE_ONLY = ("Sqrt", "Log")  # ops whose test inputs are drawn positive
 GELU_TANH = Unary(4, 10, _torch_gelu)
@@ -296,12 +304,13 @@ def _nary_def(op_type: str) -> OpDef:
 
 
 def _where_condition(node: NodeInfo) -> str | None:
-    """A bool condition and two float32 operands broadcast to the output."""
+    """A bool condition and two operands of one element type broadcast to the output."""
     missing = require_present(node, 3)
     if missing:
         return missing
-    if node.inputs[0].dtype != "bool" or any(node.inputs[i].dtype != FLOAT32 for i in (1, 2)):
-        return f"needs a bool condition and float32 operands, got {[t.dtype for t in node.inputs]}"
+    types = [t.dtype for t in node.inputs]
+    if types[0] != "bool" or types[1] != types[2] or types[1] not in CAST_TYPES:
+        return f"needs a bool condition and operands of one type of {', '.join(CAST_TYPES)}, got {types}"
     return reason(nary_view(node))
 
 
@@ -310,7 +319,32 @@ def _where_plan(node: NodeInfo) -> list[Launch]:
     dims, (sc, sa, sb) = nary_view(node)
     n = node.outputs[0].numel
     args = [In(0), In(1), In(2), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sc + sa + sb]
-    return [linear_launch("where_bcast", [BLOCK], n, BLOCK, args, n, tensor_bytes(*node.inputs, node.outputs[0]))]
+    return [linear_launch("where_bcast", [CAST_TYPES[node.inputs[1].dtype], BLOCK], n, BLOCK, args, n,
+                          tensor_bytes(*node.inputs, node.outputs[0]))]
+
+
+CAST_TYPES = {"float32": "float", "int64": "long long", "int32": "int", "bool": "bool"}  # numpy -> C++
+
+
+def _cast_condition(node: NodeInfo) -> str | None:
+    """Input and output of the same shape, both of a type the kernel converts."""
+    missing = require_present(node, 1)
+    if missing:
+        return missing
+    x, y = node.inputs[0], node.outputs[0]
+    if x.shape != y.shape:
+        return f"output {list(y.shape)} differs from input {list(x.shape)}"
+    return None if x.dtype in CAST_TYPES and y.dtype in CAST_TYPES else \
+        f"cast {x.dtype} -> {y.dtype}: the kernel converts {', '.join(CAST_TYPES)} only"
+
+
+def _cast_plan(node: NodeInfo) -> list[Launch]:
+    """cast_elements<TIn, TOut>, one thread per element."""
+    x, y = node.inputs[0], node.outputs[0]
+    n = y.numel
+    item = lambda t: np.dtype(t.dtype).itemsize  # noqa: E731
+    return [linear_launch("cast_elements", [CAST_TYPES[x.dtype], CAST_TYPES[y.dtype], BLOCK], n, BLOCK,
+                          [In(0), Out(0), i32(n)], n, n * (item(x) + item(y)))]
 
 
 def _expand_view(node: NodeInfo) -> tuple[list[int], list[list[int]]] | str:
@@ -398,19 +432,30 @@ def _lstm_pointwise_equivalent(node: NodeInfo, ins: list[str], outs: list[str], 
 
 
 PRELU_SHAPES = tuple(Shape((x, slope)) for x, slope in [
-    ((3, 50), (3, 50)), ((2, 3, 4, 5), (1,)), ((2, 3, 4, 5), (3, 1, 1)), ((6, 10), (10,)), ((1, 64, 8, 8), (64, 1, 1))])
+    ((3, 50), (3, 50)), ((2, 3, 4, 5), (1,)), ((2, 3, 4, 5), (3, 1, 1)), ((6, 10), (10,)), ((1, 64, 8, 8), (64, 1, 1)),
+    ((4, 7, 3), (4, 7, 3))])
+TORCH_BINARY = {"PRelu": lambda T, a, k, n: (lambda x, slope: T.where(x < 0, x * slope, x))}  # slope broadcasts
 SHAPES_OF = {"Pow": tuple(Shape(s.inputs, positive=(0,)) for s in BINARY_SHAPES), "PRelu": PRELU_SHAPES}
 
 OPS = (
-    [OpDef(op, tuple(_binary_bindings(op)), SHAPES_OF.get(op, BINARY_SHAPES), torch=torch_function(op.lower()))
+    [OpDef(op, tuple(_binary_bindings(op)), SHAPES_OF.get(op, BINARY_SHAPES),
+           torch=TORCH_BINARY.get(op, torch_function(op.lower())))
      for op in BINARY_OPS]
     + [_unary_def(op, u) for op, u in UNARY.items()]
     + [_nary_def(op) for op in NARY_OPS]
     + [OpDef("Where", (Binding("Where", "broadcast", SOURCE, "only", _where_condition, _where_plan, ("where_bcast",),
-                               dtypes=(FLOAT32, "bool")),),
+                               dtypes=tuple(CAST_TYPES)),),
              tuple(Shape(ins, dtypes={0: "bool"}) for ins in (((3, 5), (3, 5), (3, 5)), ((4, 1), (3,), (2, 4, 3)),
-                                                              ((1, 1, 6), (2, 1, 6), ()))),
+                                                              ((1, 1, 6), (2, 1, 6), ())))
+             + (Shape(((2, 3), (3,), (2, 1)), dtypes={0: "bool", 1: "int64", 2: "int64"},
+                      ranges={1: (-99, 99), 2: (-99, 99)}),),
              torch=lambda T, a, k, n: T.where),
+       OpDef("Cast", (Binding("Cast", "direct", SOURCE, "only", _cast_condition, _cast_plan, ("cast_elements",),
+                              dtypes=tuple(CAST_TYPES)),),
+             (Shape(((3, 7),), {"to": 7}), Shape(((2, 5),), {"to": 1}, dtypes={0: "int64"}, ranges={0: (-9, 9)}),
+              Shape(((4, 3),), {"to": 9}), Shape(((6,),), {"to": 1}, dtypes={0: "bool"}),
+              Shape(((2, 2, 3),), {"to": 6}, dtypes={0: "int64"}, ranges={0: (-50, 50)})),
+             torch=lambda T, a, k, n: (lambda x: x.to({1: T.float32, 6: T.int32, 7: T.int64, 9: T.bool}[a["to"]]))),
        OpDef("Expand", (Binding("Expand", "broadcast", SOURCE, "only", lambda n: reason(_expand_view(n)),
                                 _expand_plan, ("binary_bcast",), float_inputs=1),),
              (Shape(((3, 1),), {"shape": [2, 3, 4]}), Shape(((1, 5),), {"shape": [4, 1]}),

@@ -2,6 +2,7 @@
 CumSum."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from math import prod
 
@@ -467,6 +468,15 @@ def _cumsum_plan(node: NodeInfo) -> list[Launch]:
                            i32(node.attr("reverse", 0))], outer * length * inner, _copy_bytes(outer * length * inner))]
 
 
+def _torch_gather(T, a: dict, k: list, nout: int) -> Callable:
+    """Gather along one axis, negative indices counted from the end."""
+    def f(x, i):
+        axis = a.get("axis", 0) % x.dim()
+        idx = i % x.shape[axis]
+        return T.index_select(x, axis, idx.reshape(-1)).reshape(x.shape[:axis] + idx.shape + x.shape[axis + 1:])
+    return f
+
+
 # ---- Resize ------------------------------------------------------------------------------------------------------
 RESIZE_MODES = {"nearest": 0, "linear": 1, "cubic": 2}
 RESIZE_COORDS = {"half_pixel": 0, "asymmetric": 1, "align_corners": 2, "pytorch_half_pixel": 3,
@@ -486,6 +496,16 @@ class ResizeView:
     scale: tuple[float, float]
     roi: tuple[float, float, float, float]   # h start, h end, w start, w end
     template: tuple[int, int, int]             # MODE, COORD, NEAREST
+
+
+MAX_RESIZE_TAPS = 16  # RESIZE_MAX_TAPS of layout.cu
+
+
+def resize_taps(mode: str, scale: float) -> int:
+    """Taps per axis of an antialiased linear/cubic filter at this scale (as layout.cu's resize_taps counts)."""
+    s = min(scale, 1.0)
+    start = math.floor(-(1.0 if mode == "linear" else 2.0) / s) + 1
+    return 2 - 2 * start
 
 
 def _const_floats(node: NodeInfo, key: str) -> list[float]:
@@ -533,8 +553,9 @@ def resize_view(node: NodeInfo) -> ResizeView | str:
     scales = _resize_scales(node, x, axes)
     if isinstance(scales, str):
         return scales
-    if int(node.attr("antialias", 0)) and mode != "nearest" and min(scales) < 1.0:
-        return "antialiased downsampling is not supported"
+    antialias = int(node.attr("antialias", 0)) and mode != "nearest"
+    if antialias and min(resize_taps(mode, s) for s in scales) > MAX_RESIZE_TAPS:
+        return f"antialiased downsampling by {min(scales):g} needs more than {MAX_RESIZE_TAPS} taps per axis"
     roi_in = _const_floats(node, "roi") if coord == "tf_crop_and_resize" else []
     roi = [(0.0, 1.0)] * len(x)
     for k, a in enumerate(axes if roi_in else []):
@@ -555,7 +576,7 @@ def _resize_plan(node: NodeInfo) -> list[Launch]:
     args = [In(0), Out(0)] + [i32(d) for d in (v.outer, v.ih, v.iw, v.oh, v.ow)] + \
         [Scalar("float64", x) for x in (*v.scale, *v.roi)] + \
         [f32(node.attr("cubic_coeff_a", -0.75)), i32(node.attr("exclude_outside", 0)),
-         f32(node.attr("extrapolation_value", 0.0))]
+         i32(node.attr("antialias", 0)), f32(node.attr("extrapolation_value", 0.0))]
     taps = (1, 4, 16)[v.template[0]]
     return [linear_launch("resize_2d", [*v.template, BLOCK], n, BLOCK, args, 2 * taps * n,
                           4 * (node.inputs[0].numel + n))]
@@ -574,21 +595,23 @@ OPS = [
                                    "mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
                                    "extrapolation_value": 2.0}, opset=19),
            Shape(((1, 3, 4, 6),), {"scales": [2.0, 3.0], "axes": [2, 3], "nearest_mode": "ceil",
-                                   "coordinate_transformation_mode": "asymmetric"}, opset=19)),
+                                   "coordinate_transformation_mode": "asymmetric"}, opset=19),
+           Shape(((1, 2, 9, 8),), {"sizes": [1, 2, 4, 3], "mode": "linear", "antialias": 1}, opset=19),
+           Shape(((1, 1, 8, 7),), {"scales": [1.0, 1.0, 0.5, 0.8], "mode": "cubic", "antialias": 1,
+                                   "exclude_outside": 1}, opset=19)),
           constant_inputs=("roi", "scales", "sizes")),
     OpDef("Gather", (Binding("Gather", "axis", SOURCE, "only", lambda n: reason(gather_view(n)), _gather_plan,
                              ("gather_axis",), float_inputs=1),),
           (Shape(((5, 4), (2, 3)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (-5, 5)}),
            Shape(((3, 6, 2), (4,)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (0, 6)}),
            Shape(((3, 7), ()), {"axis": -1}, dtypes={1: "int64"}, ranges={1: (-7, 7)})),
-          torch=lambda T, a, k, n: (lambda x, i: T.index_select(x, a.get("axis", 0), i.reshape(-1)).reshape(
-              x.shape[:a.get("axis", 0) % x.dim()] + i.shape + x.shape[a.get("axis", 0) % x.dim() + 1:]))),
+          torch=_torch_gather),
     OpDef("GatherElements", (Binding("GatherElements", "direct", SOURCE, "only",
                                      lambda n: reason(gather_elements_view(n)), _gather_elements_plan,
                                      ("gather_elements",), float_inputs=1),),
           (Shape(((3, 4), (3, 2)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (-4, 4)}),
            Shape(((4, 3, 2), (2, 3, 2)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (0, 4)})),
-          torch=lambda T, a, k, n: (lambda x, i: T.gather(x, a.get("axis", 0), i))),
+          torch=lambda T, a, k, n: (lambda x, i: T.gather(x, a.get("axis", 0), i % x.shape[a.get("axis", 0)]))),
     OpDef("Tile", (Binding("Tile", "nd", SOURCE, "only", lambda n: reason(tile_view(n)), _tile_plan, ("tile_nd",),
                            float_inputs=1),),
           (Shape(((2, 3),), {"repeats": [2, 3]}), Shape(((2, 1, 3),), {"repeats": [1, 4, 2]}),

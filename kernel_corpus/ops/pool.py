@@ -55,6 +55,29 @@ def _plan(node: NodeInfo) -> list[Launch]:
                           outputs * win.kh * win.kw, tensor_bytes(node.inputs[0], node.outputs[0]))]
 
 
+def indices_window(node: NodeInfo) -> Window | str:
+    """The window of a 1-D/2-D MaxPool that asks for its int64 Indices output (no ceil-mode overhang)."""
+    if node.op_type != "MaxPool" or node.output(1) is None:
+        return "only MaxPool's Indices output takes this kernel"
+    if node.outputs[1].dtype != "int64" or node.outputs[1].shape != node.outputs[0].shape:
+        return f"Indices must be int64 of Y's shape, got {node.outputs[1].dtype} {list(node.outputs[1].shape)}"
+    stripped = NodeInfo(node.op_type, node.name, node.inputs, node.outputs[:1], node.attrs, node.opset)
+    return pool_window(stripped)
+
+
+def _plan_indices(node: NodeInfo) -> list[Launch]:
+    """One maxpool2d_indices launch, a thread per output."""
+    win = indices_window(node)
+    x, y = node.inputs[0].shape, node.outputs[0].shape
+    (H, W), (OH, OW) = spatial_hw(x), spatial_hw(y)
+    scalars = (x[0] * x[1], H, W, OH, OW, win.kh, win.kw, win.sh, win.sw, win.ph, win.pw, win.dh, win.dw,
+               int(node.attr("storage_order", 0)))
+    outputs = node.outputs[0].numel
+    return [linear_launch("maxpool2d_indices", [BLOCK], outputs, BLOCK,
+                          [In(0), Out(0), Out(1)] + [i32(v) for v in scalars], outputs * win.kh * win.kw,
+                          tensor_bytes(node.inputs[0], node.outputs[0]) + 8 * outputs)]
+
+
 def pool_window_3d(node: NodeInfo) -> list[tuple[int, int, int, int, int]] | str:
     """Per dim (kernel, stride, leading pad, trailing pad, dilation) of a 3-D pool."""
     missing = require_present(node, 1) or extra_outputs(node, 1)
@@ -93,8 +116,8 @@ def _torch_pool(kind: str) -> Callable:
         include = bool(a.get("count_include_pad", 0))
         if kind == "AveragePool" and extra and not include:
             raise ValueError("AveragePool: asymmetric pads with count_include_pad=0 are not supported")
-        if kind == "MaxPool" and any(d != 1 for d in a.get("dilations", [1] * r)):
-            raise ValueError("MaxPool: dilations are not supported by the torch interpreter")
+        if any(d != 1 for d in a.get("dilations", [1] * r)):
+            raise ValueError(f"{kind}: dilations are not supported by the torch interpreter")
 
         def f(x):
             if extra:
@@ -109,7 +132,9 @@ def _torch_pool(kind: str) -> Callable:
 def _maxpool_reference(node: NodeInfo, inputs: list) -> list:
     """MaxPool by hand (Y only), because onnx's ReferenceEvaluator (1.23) gets the output size of auto_pad=SAME_LOWER
     wrong. Pads are resolved as ONNX says (SAME_*: total = (ceil(n/s) - 1) s + (k - 1) d + 1 - n, the odd pad at the
-    end for UPPER, at the start for LOWER); ceil_mode windows may not start in the trailing pad."""
+    end for UPPER, at the start for LOWER); ceil_mode windows may not start in the trailing pad. The Indices output
+    (flat over N*C planes, the first maximum of a tie; storage_order 1 counts the first spatial dim fastest) is
+    computed here too: onnx 1.23's evaluator numbers it within a plane and ignores storage_order."""
     x = inputs[0]
     kernel = [int(k) for k in node.attr("kernel_shape")]
     nd, sizes = len(kernel), x.shape[2:]
@@ -134,10 +159,20 @@ def _maxpool_reference(node: NodeInfo, inputs: list) -> list:
     after = [max(e, r - n - b) for r, n, b, e in zip(reach, sizes, begin, end)]
     xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(begin, after)), constant_values=-np.inf)
     y = np.full(x.shape[:2] + tuple(out), -np.inf)
+    where = np.zeros(y.shape, dtype=np.int64)
+    planes = np.arange(x.shape[0] * x.shape[1]).reshape(x.shape[:2] + (1,) * nd) * int(np.prod(sizes))
     for tap in np.ndindex(*kernel):
         idx = tuple(slice(t * d, t * d + s * (o - 1) + 1, s) for t, d, s, o in zip(tap, dil, strides, out))
-        y = np.maximum(y, xp[(slice(None), slice(None)) + idx])
-    return [y]
+        v = xp[(slice(None), slice(None)) + idx]
+        coords = np.meshgrid(*[np.arange(o) * s + t * d - b for o, s, t, d, b in zip(out, strides, tap, dil, begin)],
+                             indexing="ij")
+        order = coords[::-1] if node.attr("storage_order", 0) else coords
+        dims = sizes[::-1] if node.attr("storage_order", 0) else sizes
+        flat = np.ravel_multi_index(tuple(np.clip(c, 0, n - 1) for c, n in zip(order, dims)), dims)
+        better = v > y
+        where = np.where(better, planes + flat, where)
+        y = np.where(better, v, y)
+    return [y, where] if len(node.outputs) > 1 and node.outputs[1] is not None else [y]
 
 
 COMMON_SHAPES = (  # both pools
@@ -161,8 +196,14 @@ SHAPES_3D = (Shape(((1, 2, 5, 6, 7),), {"kernel_shape": [2, 3, 2], "strides": [2
              Shape(((2, 1, 6, 5, 4),), {"kernel_shape": [3, 2, 2], "dilations": [2, 1, 1], "ceil_mode": 1,
                                         "strides": [2, 2, 1]}))
 
+INDICES_SHAPES = (Shape(((1, 2, 6, 7),), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}, outputs=2),
+                  Shape(((2, 3, 5, 5),), {"kernel_shape": [2, 2], "storage_order": 1}, outputs=2))
+
 OPS = [OpDef(op, (Binding(op, "direct", SOURCE, "only", _condition, _plan, ("pool2d",)),
-                  Binding(op, "3d", SOURCE, "only", lambda n: reason(pool_window_3d(n)), _plan_3d, ("pool3d",))),
-             shapes + SHAPES_3D, reference=reference, torch=_torch_pool(op))
+                  Binding(op, "3d", SOURCE, "only", lambda n: reason(pool_window_3d(n)), _plan_3d, ("pool3d",)))
+             + ((Binding(op, "indices", SOURCE, "only", lambda n: reason(indices_window(n)), _plan_indices,
+                         ("maxpool2d_indices",), dtypes=("float32", "int64")),) if op == "MaxPool" else ()),
+             shapes + SHAPES_3D + (INDICES_SHAPES if op == "MaxPool" else ()), reference=reference,
+             torch=_torch_pool(op))
        for op, shapes, reference in (("MaxPool", MAXPOOL_SHAPES, _maxpool_reference),
                                      ("AveragePool", AVGPOOL_SHAPES, None))]

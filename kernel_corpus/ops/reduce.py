@@ -229,7 +229,8 @@ def _reduce_def(op_type: str) -> OpDef:
     shapes = (Shape(((3, 4, 5),), {"axes": [1], "keepdims": 1}, opset=since, positive=positive),
               Shape(((2, 3, 4, 5),), {"axes": [0, 2], "keepdims": 0}, opset=since, positive=positive),
               Shape(((4, 70),), {}, opset=since, positive=positive),
-              Shape(((2, 3, 2, 5, 3),), {"axes": [-1, 1, 3]}, opset=since, positive=positive))
+              Shape(((2, 3, 2, 5, 3),), {"axes": [-1, 1, 3]}, opset=since, positive=positive),
+              Shape(((6, 40),), {"axes": [1], "keepdims": 0}, opset=since - 1, positive=positive))  # an attribute
     return OpDef(op_type, (Binding(op_type, "axes", SOURCE, "only", lambda node: reason(reduce_view(node)),
                                    _reduce_plan, ("reduce_axes",), float_inputs=1),),
                  shapes, constant_inputs=("axes",))

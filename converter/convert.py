@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import clang.cindex as ci
 
 from .output import RKernelMeta
+from .flags import CompileFlags
 from .parse import ParsedSource, parse_cuda
 
 K = ci.CursorKind
@@ -695,9 +696,9 @@ def _layout_bytes(members: list[SharedVar]) -> int | None:
 
 
 def convert_source(text: str, filename: str, kernels: list[str] | None = None, strict: bool = False,
-                   include_dirs: list[str] | None = None) -> ConversionResult:
+                   include_dirs: list[str] | None = None, flags: CompileFlags | None = None) -> ConversionResult:
     """Convert every (or every named) __global__ kernel of a CUDA source into an rKernel plus a wrapper."""
-    src = parse_cuda(text, filename, include_dirs)
+    src = parse_cuda(text, filename, include_dirs, flags)
     conv = Converter(src)
     conv.collect()
     errors = src.errors()
@@ -974,7 +975,8 @@ def _resume_line(conv: Converter, offset: int) -> str:
     return f"\n#line {line} \"{conv.src.filename}\"\n{pad}"
 
 
-def convert_file(path: str, kernels: list[str] | None = None, strict: bool = False) -> ConversionResult:
+def convert_file(path: str, kernels: list[str] | None = None, strict: bool = False,
+                 flags: CompileFlags | None = None) -> ConversionResult:
     """Read and convert a file; a missing or unreadable file is a ConversionError."""
     if not os.path.isfile(path):
         raise ConversionError([f"{path}:1:1: error: no such file"])
@@ -984,4 +986,4 @@ def convert_file(path: str, kernels: list[str] | None = None, strict: bool = Fal
         raise ConversionError([f"{path}:1:1: error: not a text file (not UTF-8): not a CUDA/C++ source"])
     if "\x00" in text:
         raise ConversionError([f"{path}:1:1: error: binary file: not a CUDA/C++ source"])
-    return convert_source(text, path, kernels, strict)
+    return convert_source(text, path, kernels, strict, flags=flags)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import clang.cindex as ci
 
+from converter.flags import CompileFlags
 from converter.parse import ParsedSource, parse_cuda
 
 CK = ci.CursorKind
@@ -85,14 +86,18 @@ def device_slice(text: str, filename: str, kernels: list[str] | None = None,
 
 
 def slice_source(text: str, filename: str, kernels: list[str] | None = None,
-                 include_dirs: list[str] | None = None, local_dirs: list[str] | None = None) -> SliceResult:
+                 include_dirs: list[str] | None = None, flags: CompileFlags | None = None) -> SliceResult:
     """Slice and report what was dropped; raises SliceError for unknown kernels or undeclared names.
 
-    Local headers (included files under the source's folder or one of `local_dirs`) are sliced with the main
-    file: the device code the kernels reach is kept, host code and its unresolved includes are dropped; their
-    sliced texts come back in `headers` (see materialize_headers)."""
-    parsed = parse_cuda(text, filename, include_dirs)
-    files = _Files(parsed, _local_headers(parsed, filename, local_dirs or []))
+    Local headers (included files under the source's folder or one of the -I folders of `flags`) are sliced
+    with the main file: the device code the kernels reach is kept, host code and its unresolved includes are
+    dropped; their sliced texts come back in `headers` (see materialize_headers). A -include file is never
+    sliced (the source does not name it)."""
+    parsed = parse_cuda(text, filename, include_dirs, flags)
+    forced = {os.path.realpath(i) for i in (flags.includes if flags else ())}
+    local = [h for h in _local_headers(parsed, filename, list(flags.include_dirs) if flags else [])
+             if os.path.realpath(h) not in forced]
+    files = _Files(parsed, local)
     decls = _collect(parsed, files)
     roots = _roots(decls, kernels, filename)
     macros = _macro_tokens(parsed, files)

@@ -17,6 +17,38 @@ def _fail(lines: list[str], code: int = 1) -> None:
     sys.exit(code)
 
 
+def compile_options(f):
+    """-I, -D, -include, --std and -p BUILD_DIR: the flags the kernel file is compiled with (nvcc's spellings)."""
+    opts = [
+        click.option("-I", "include_dirs", multiple=True, type=click.Path(file_okay=False),
+                     help="add a folder to the include path (repeatable)"),
+        click.option("-D", "defines", multiple=True, metavar="NAME[=VALUE]", help="define a macro (repeatable)"),
+        click.option("-include", "--include", "forced_includes", multiple=True, type=click.Path(dir_okay=False),
+                     help="include FILE ahead of the source (repeatable)"),
+        click.option("--std", "std", default=None, metavar="c++NN",
+                     help="C++ standard of the parse (default c++17, nvcc's; the CPU emulator builds C++20)"),
+        click.option("-p", "build_dir", type=click.Path(), default=None,
+                     help="build folder holding compile_commands.json: each file's own -I/-D/-include/-std"),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _flags(include_dirs, defines, forced_includes, std):
+    from converter.flags import CompileFlags
+    return CompileFlags(tuple(include_dirs), tuple(defines), tuple(forced_includes), std)
+
+
+def _file_flags(file: str, include_dirs, defines, forced_includes, std, build_dir):
+    """The flags for one file (its compile database entry first), or exit with the one-line reason."""
+    from converter.flags import FlagsError, resolve
+    try:
+        return resolve(file, _flags(include_dirs, defines, forced_includes, std), build_dir)
+    except FlagsError as e:
+        _fail([str(e)])
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_version(), prog_name="rtransform")
 def main() -> None:
@@ -32,11 +64,14 @@ def main() -> None:
               help="converted source (default: FILE with suffix .rtask.cu; '-' for stdout)")
 @click.option("--kernel", "kernels", multiple=True, help="convert only this kernel (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the rKernel metadata as JSON on stdout")
-def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bool) -> None:
+@compile_options
+def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bool, include_dirs, defines,
+            forced_includes, std, build_dir) -> None:
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
     from converter import ConversionError, convert_file, metadata_json, write_atomic
+    flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     try:
-        res = convert_file(file, list(kernels) or None, strict=True)
+        res = convert_file(file, list(kernels) or None, strict=True, flags=flags)
     except ConversionError as e:
         _fail(e.diagnostics)
     for w in res.warnings:
@@ -74,14 +109,17 @@ SANITIZE_HELP = ("the CPU emulator's sanitizers (repeatable): memcheck (out-of-b
 @click.option("--save", type=click.Path(dir_okay=False), help="save in.NAME / out.NAME arrays (.npz)")
 @click.option("--sanitize", "sanitize", multiple=True, type=SANITIZE_CHOICES,
               help=SANITIZE_HELP + " [default: memcheck]")
-def run(file: str, spec: str, converted: bool, device: str, save: str | None, sanitize: tuple[str, ...]) -> None:
+@compile_options
+def run(file: str, spec: str, converted: bool, device: str, save: str | None, sanitize: tuple[str, ...],
+        include_dirs, defines, forced_includes, std, build_dir) -> None:
     """Run one kernel of FILE as the spec says (legacy, or converted with --converted).
 
     FILE is compiled and executed natively (g++ for the CPU emulator, NVRTC on a GPU): run only code you trust."""
     from cuda_emu.module import sanitizer_set
     from rtransform.run import run_command
+    flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     sys.exit(run_command(file, spec, converted=converted, device=device, save=save,
-                         sanitize=sanitizer_set(sanitize or "memcheck")))
+                         sanitize=sanitizer_set(sanitize or "memcheck"), flags=flags))
 
 
 @main.command()
@@ -90,13 +128,17 @@ def run(file: str, spec: str, converted: bool, device: str, save: str | None, sa
 @click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable result")
 @click.option("--sanitize", "sanitize", multiple=True, type=SANITIZE_CHOICES, help=SANITIZE_HELP + " [default: all]")
-def verify(file: str, spec: str, device: str, as_json: bool, sanitize: tuple[str, ...]) -> None:
+@compile_options
+def verify(file: str, spec: str, device: str, as_json: bool, sanitize: tuple[str, ...], include_dirs, defines,
+           forced_includes, std, build_dir) -> None:
     """Convert, run legacy and rKernel (persistent, shuffled, surplus threads) and compare outputs.
 
     Both run under the emulator's sanitizers on the CPU. FILE is compiled and executed natively."""
     from cuda_emu.module import sanitizer_set
     from rtransform.verify import verify_command
-    sys.exit(verify_command(file, spec, device=device, json_out=as_json, sanitize=sanitizer_set(sanitize or "all")))
+    flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
+    sys.exit(verify_command(file, spec, device=device, json_out=as_json, sanitize=sanitizer_set(sanitize or "all"),
+                            flags=flags))
 
 
 @main.command("convert-all")
@@ -107,12 +149,17 @@ def verify(file: str, spec: str, device: str, as_json: bool, sanitize: tuple[str
 @click.option("--verify", "do_verify", is_flag=True, help="verify kernels that have a NAME.spec.yaml")
 @click.option("--resources", is_flag=True, help="registers/shared memory per rKernel from ptxas (needs nvcc)")
 @click.option("--strict", is_flag=True, help="exit non-zero when any kernel is refused")
+@compile_options
 def convert_all(src_dir: str, out_dir: str, jobs: int | None, as_json: bool, do_verify: bool, resources: bool,
-                strict: bool) -> None:
-    """Convert every kernel of a directory of .cu/.cuh files, in parallel, with a report."""
+                strict: bool, include_dirs, defines, forced_includes, std, build_dir) -> None:
+    """Convert every kernel of a directory of .cu/.cuh files, in parallel, with a report.
+
+    With -p, each file takes its flags from the compile database (files it does not list take the command
+    line's flags alone)."""
     from rtransform.batch import convert_all_command
     sys.exit(convert_all_command(src_dir, out_dir, jobs=jobs, json_out=as_json, verify=do_verify,
-                                 resources=resources, strict=strict))
+                                 resources=resources, strict=strict,
+                                 flags=_flags(include_dirs, defines, forced_includes, std), build_dir=build_dir))
 
 
 

@@ -1,18 +1,10 @@
 // cuda_parse_prelude.h — just enough of CUDA for libclang to parse device code without a CUDA toolkit.
 // It declares; it never defines behaviour (the emulator and the real toolkit do that).
 #pragma once
-// The C/C++ library headers nvcc's force-included cuda_runtime.h brings (host declarations; the device ones
-// follow below as separate overloads).
+// size_t, NULL. The C/C++ library headers nvcc's cuda_runtime.h also brings are left to the source's own
+// #includes (parsing <cmath> in every file would cost ten times the conversion): the device declarations below
+// are separate overloads from the host ones those headers declare, so both orders parse.
 #include <stddef.h>
-#include <stdlib.h>
-#include <string.h>
-#include <stdio.h>
-#include <math.h>
-#include <assert.h>
-#ifdef __cplusplus
-#include <cmath>
-#include <cstdlib>
-#endif
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __host__ __attribute__((host))

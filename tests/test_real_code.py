@@ -126,3 +126,25 @@ def test_header_declaration_error_is_reported_host_body_error_is_not(tmp_path):
         convert_file(str(tmp_path / "k.cu"))
     assert e.value.diagnostics[0].startswith(f"{tmp_path / 'Common.h'}:3:8: error: unknown type name "
                                              "'vendor_handle_t'")
+
+
+def test_tiles_larger_than_a_warp_are_refused_precisely(tmp_path):
+    """block_tile_memory parses; a tile of 64 threads has no rTask counterpart, so its kernel is refused at the
+    tiled_partition call (one line), while a 32-thread tile in the same file converts."""
+    src = tmp_path / "tiles.cu"
+    src.write_text("#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n"
+                   "namespace cg = cooperative_groups;\n"
+                   "template <unsigned B> __global__ void big(const float *in, float *out) {\n"
+                   "  __shared__ cg::block_tile_memory<B> scratch;\n"
+                   "  auto cta = cg::this_thread_block(scratch);\n"
+                   "  auto t = cg::tiled_partition<64>(cta);\n"
+                   "  float v = cg::reduce(t, in[threadIdx.x], cg::plus<float>());\n"
+                   "  if (t.thread_rank() == 0) out[t.meta_group_rank()] = v;\n}\n"
+                   "__global__ void small(const float *in, float *out) {\n"
+                   "  auto t = cg::tiled_partition<32>(cg::this_thread_block());\n"
+                   "  out[threadIdx.x] = cg::reduce(t, in[threadIdx.x], cg::plus<float>());\n}\n")
+    res = convert_file(str(src))
+    assert [m.name for m in res.rkernels] == ["small"]
+    assert res.refused == [{"name": "big", "diagnostics": [
+        f"{src}:7:12: error: tiled_partition<64>: tiles larger than a warp have no rTask counterpart "
+        "(rt::Tile spans at most 32 threads)"]}]

@@ -90,6 +90,32 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
         click.echo(meta, nl=False)
 
 
+@main.command("spec")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--kernel", required=True, help="the __global__ function (qualified name or plain name)")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the skeleton here (default: stdout)")
+@compile_options
+def spec(file: str, kernel: str, output: str | None, include_dirs, defines, forced_includes, std, build_dir) -> None:
+    """Write a launch-spec skeleton for KERNEL of FILE: its parameters as buffers and scalars, the launch sizes
+    the host code uses when it spells them with constants. Check the guesses before verifying."""
+    from converter import write_atomic
+    from converter.slice import SliceError
+    from rtransform.run import RunError, read_source
+    from rtransform.skeleton import spec_skeleton
+    flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
+    try:
+        text = spec_skeleton(read_source(file), file, kernel, flags)
+    except SliceError as e:
+        _fail(e.diagnostics[:1])
+    except RunError as e:
+        _fail([str(e)])
+    if output:
+        write_atomic(Path(output), text)
+        click.echo(f"{file}: spec skeleton for {kernel} -> {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+
+
 @main.command("include-dir")
 def include_dir() -> None:
     """Print the folder holding rtask_runtime.cuh (pass it with -I when compiling converted files)."""

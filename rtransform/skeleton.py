@@ -54,7 +54,8 @@ def spec_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | N
                  "tolerance": 1.0e-5})
     how = "from the launch in the host code" if launch.found else "a default: no launch with constant sizes found"
     head = (f"# launch spec skeleton for {qual} (rtransform spec): grid and block {how};\n"
-            "# buffer sizes cover every thread of the launch, scalars named like sizes get the thread count:\n"
+            "# buffer sizes cover every thread of the launch; integers named like sizes (n, size, num_x) get\n"
+            "# the thread count, other integers 1:\n"
             "# check each guess against the kernel's indexing before trusting a verify.\n")
     return head + yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=120)
 
@@ -144,8 +145,16 @@ def _arg(p: KernelParam, threads: int) -> tuple[dict, bool]:
         arg = {"name": p.name, "kind": "buffer", "dtype": dtype, "size": threads * lanes,
                "init": "zeros" if is_output else "random"}
         return arg, is_output
-    value: float | int = threads if dtype.startswith(("int", "uint")) else 1.0
+    if dtype.startswith(("int", "uint")):
+        value: float | int = threads if _SIZE_NAME.fullmatch(p.name) else 1
+    else:
+        value = 1.0
     return {"name": p.name, "kind": "scalar", "dtype": dtype, "value": value}, False
+
+
+# integer parameters that bound the whole index space (`n`, `N`, `size`, `num_elements`...): the thread count;
+# other integers (B, T, C, stride...) are 1, which keeps products of them inside the buffers
+_SIZE_NAME = re.compile(r"(?i)n|len|length|size|count|total\w*|num\w*|n_?elem\w*|\w*_size|\w*_count")
 
 
 def _prod(v: list[int]) -> int:

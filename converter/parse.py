@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,8 +179,14 @@ def _resolvable(name: str, angled: bool, base_dir: Path, include_dirs: list[Path
     if any((d / name).exists() for d in search):
         return True
     # system C/C++ headers resolve through clang's own search path; names without a known stub that look
-    # like standard headers are left to clang.
+    # like standard headers, or that the system include folders hold, are left to clang.
+    if angled and any((d / name).is_file() for d in _SYSTEM_DIRS):
+        return True
     return angled and ("/" not in name) and (name.endswith(".h") is False or name in _STD_C_HEADERS)
+
+
+_SYSTEM_DIRS = [Path("/usr/local/include"), Path("/usr/include"),
+                Path("/usr/include") / (sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu")]
 
 
 _STD_C_HEADERS = {"stdio.h", "stdlib.h", "stdint.h", "math.h", "string.h", "float.h", "limits.h",

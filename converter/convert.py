@@ -61,6 +61,7 @@ class SharedVar:
     size: int | None      # bytes, None when it depends on template arguments
     align: int | None
     stmt: ci.Cursor | None
+    consts: tuple[tuple[str, str], ...] = ()  # local constants its declaration names: (name, static member text)
 
 
 @dataclass
@@ -280,7 +281,22 @@ class Converter:
         prefix = STRIP_RE.sub("", prefix).strip()
         size, align = var.type.get_size(), var.type.get_align()
         return SharedVar(var.spelling, member, f"{prefix} {member}{suffix}".strip(), volatile,
-                         size if size > 0 else None, align if align > 0 else None, stmt)
+                         size if size > 0 else None, align if align > 0 else None, stmt, self._local_consts(var))
+
+    def _local_consts(self, var: ci.Cursor) -> tuple[tuple[str, str], ...]:
+        """Function-local constants a __shared__ declaration names (`__shared__ float b[BK * (BN + pad)]` after
+        `const int pad = 5;`): the layout struct sits outside the function, so it gets them as static members."""
+        out: dict[str, str] = {}
+        for c in var.walk_preorder():
+            ref = c.referenced if c.kind == K.DECL_REF_EXPR else None
+            if ref is None or ref.kind != K.VAR_DECL or ref.semantic_parent is None \
+                    or ref.semantic_parent.kind not in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.CXX_METHOD):
+                continue
+            text = self.raw[ref.extent.start.offset:ref.extent.end.offset].decode(errors="replace")
+            m = re.fullmatch(r"\s*(?:static\s+)?(const|constexpr)\s+(.+?=.+)", text, re.S)
+            if m:
+                out[ref.spelling] = f"static constexpr {m.group(2).strip()};"
+        return tuple(out.items())
 
     def _analyse(self, f: Func) -> None:
         self._analyse_params(f)
@@ -792,7 +808,7 @@ def _member_names(conv: Converter, f: Func, reach: list[Func]) -> tuple[dict, li
         used.add(name)
         members[(owner, v.name)] = name
         decl = re.sub(r"\b" + re.escape(v.member) + r"\b", name, v.decl_text, count=1)
-        order.append(SharedVar(v.name, name, decl, v.volatile, v.size, v.align, v.stmt))
+        order.append(SharedVar(v.name, name, decl, v.volatile, v.size, v.align, v.stmt, v.consts))
     for v in f.shared:
         add(f.qualname, v, v.name)
     for g in reach:
@@ -841,7 +857,8 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     line, col = src.location(f.start)
     fname = src.filename
     if layout:
-        members_text = " ".join(f"{m.decl_text};" for m in order)
+        consts = dict(c for m in order for c in m.consts)
+        members_text = " ".join([*consts.values(), *(f"{m.decl_text};" for m in order)])
         pre = ("\n" if col != 1 else "") + (theader + " " if theader else "") + \
             f"struct {layout} {{ {members_text} }};\n#line {line} \"{fname}\"\n"
         if col != 1:

@@ -26,7 +26,7 @@ class _Kernel:
 def _shared_exchange(k: _Kernel, rng: random.Random) -> None:
     k.uses_shared = True
     off = rng.randrange(1, k.block)
-    k.steps += [f"s[t] = v;", "__syncthreads();", f"v = v * 3u + s[(t + {off}u) % {k.block}u];", "__syncthreads();"]
+    k.steps += ["s[t] = v;", "__syncthreads();", f"v = v * 3u + s[(t + {off}u) % {k.block}u];", "__syncthreads();"]
 
 
 def _shuffle(k: _Kernel, rng: random.Random) -> None:

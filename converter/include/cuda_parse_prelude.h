@@ -5,6 +5,7 @@
 // #includes (parsing <cmath> in every file would cost ten times the conversion): the device declarations below
 // are separate overloads from the host ones those headers declare, so both orders parse.
 #include <stddef.h>
+#include <stdint.h>
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __host__ __attribute__((host))

@@ -25,6 +25,8 @@ CG_CALLS = {"this_thread_block": "rt::this_task", "tiled_partition": "rt::tiled_
             "sync": "rt::sync", "reduce": "rt::reduce"}
 CG_TYPES = {"thread_block": "rt::TaskGroup", "thread_block_tile": "rt::Tile"}
 CG_SCANS = {"inclusive_scan", "exclusive_scan"}
+# cooperative_groups types valid inside an rTask as they are (no rt:: counterpart needed)
+CG_NATIVE = {"coalesced_group", "plus", "less", "greater", "bit_and", "bit_or", "bit_xor"}
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
                  "surf1Dread", "surf2Dread", "surf3Dread", "surf1Dwrite", "surf2Dwrite", "surf3Dwrite"}
 ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b")
@@ -389,6 +391,8 @@ class Converter:
                 f.features.add("cooperative_groups")
                 if name in CG_TYPES:
                     f.cg_types.append((c, name))
+                elif name in CG_NATIVE:
+                    continue
                 elif name == "grid_group":
                     f.refusals.append((c.extent.start.offset, "grid-wide synchronisation (grid_group) "
                                        "cannot run as an rTask"))

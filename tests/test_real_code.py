@@ -148,3 +148,11 @@ def test_tiles_larger_than_a_warp_are_refused_precisely(tmp_path):
     assert res.refused == [{"name": "big", "diagnostics": [
         f"{src}:7:12: error: tiled_partition<64>: tiles larger than a warp have no rTask counterpart "
         "(rt::Tile spans at most 32 threads)"]}]
+
+
+def test_coalesced_group_filter_keeps_every_positive_value():
+    """The aggregated increments hand out distinct slots: the kept values are exactly the positive inputs."""
+    res = run_file(str(KDIR / "coalesced" / "agg_filter.cu"), str(KDIR / "coalesced" / "agg_filter.spec.yaml"))
+    src = res.inputs["src"][:int(res.inputs["n"])]
+    kept = res.outputs["dst"][:int(res.outputs["count"][0])]
+    assert sorted(kept.tolist()) == sorted(src[src > 0].tolist())

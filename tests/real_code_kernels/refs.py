@@ -69,3 +69,8 @@ def stage_swap(a):
 def padded_tile(a):
     x = a["in"].reshape(3, 4, 16)
     return {"out": np.roll(x, -1, axis=1).ravel()}
+
+
+def agg_filter(a):
+    src = a["src"][:int(a["n"])]
+    return {"count": np.array([(src > 0).sum()], np.int32)}

@@ -23,6 +23,7 @@ import clang.cindex as ci
 
 from converter.flags import CompileFlags
 from converter.parse import ParsedSource, parse_cuda
+from toolchain.stubs import VENDOR_HEADERS
 
 CK = ci.CursorKind
 _FUNCTION_KINDS = {CK.FUNCTION_DECL, CK.FUNCTION_TEMPLATE, CK.CXX_METHOD, CK.CONSTRUCTOR, CK.DESTRUCTOR,
@@ -111,6 +112,7 @@ def slice_source(text: str, filename: str, kernels: list[str] | None = None,
         _blank(raws[d.file], d.start, d.end)
     _blank_instantiations(raws, decls, keep, dropped)
     dropped_includes = _blank_includes(raws, parsed, files)
+    dropped_includes += _blank_vendor_includes(raws, parsed, files, keep)
     params = {d.qualname: _params(d.cursor) for d in roots}
     headers = {f: raws[f].decode() for f in files.headers}
     return SliceResult(raws[parsed.filename].decode(), [d.qualname for d in roots], dropped_includes,
@@ -433,6 +435,36 @@ def _blank_includes(raws: dict[str, bytearray], parsed: ParsedSource, files: _Fi
         _blank(raws[file], start, files.offset(file, c.extent.end.line, c.extent.end.column))
         dropped.append(c.spelling)
     return dropped
+
+
+def _blank_vendor_includes(raws: dict[str, bytearray], parsed: ParsedSource, files: _Files,
+                           keep: list[Decl]) -> list[str]:
+    """Blank the #include lines of vendor libraries (cuBLAS, NCCL, helper_cuda.h...) when the kept device code
+    names nothing they declare: the slice then builds where the library is not installed."""
+    incs = [c for c in parsed.tu.cursor.get_children()
+            if c.kind == CK.INCLUSION_DIRECTIVE and c.spelling in VENDOR_HEADERS and files.owner(c) is not None]
+    if not incs:
+        return []
+    vendor_files = {i.include.name for i in parsed.tu.get_includes()
+                    if i.include is not None and any(i.include.name.endswith("/" + v) for v in VENDOR_HEADERS)}
+    declared: set[str] = set()
+    for c in parsed.tu.cursor.get_children():
+        f = c.location.file
+        if f is not None and f.name in vendor_files:
+            declared.add(c.spelling)
+            if c.kind == CK.ENUM_DECL:
+                declared |= {e.spelling for e in c.get_children()}
+            elif c.kind == CK.TYPEDEF_DECL:
+                declared |= {e.spelling for e in c.underlying_typedef_type.get_declaration().get_children()}
+    used = set().union(*(_identifiers(files, d.file, d.cursor) for d in keep if d.role != "namespace")) \
+        if keep else set()
+    if used & (declared - {""}):
+        return []
+    for c in incs:
+        file = files.owner(c)
+        _blank(raws[file], files.offset(file, c.extent.start.line, 1),
+               files.offset(file, c.extent.end.line, c.extent.end.column))
+    return [c.spelling for c in incs]
 
 
 _EXPLICIT_INST = re.compile(rb"(?<![\w:])(?:extern\s+)?template(?!\s*<)\s[^;{}]*;")

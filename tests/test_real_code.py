@@ -156,3 +156,14 @@ def test_coalesced_group_filter_keeps_every_positive_value():
     src = res.inputs["src"][:int(res.inputs["n"])]
     kept = res.outputs["dst"][:int(res.outputs["count"][0])]
     assert sorted(kept.tolist()) == sorted(src[src > 0].tolist())
+
+
+def test_device_slice_drops_vendor_includes_it_does_not_need():
+    """The slice of the llm.c-style kernel names nothing of cuBLAS/NVTX, so their #includes go (the slice builds
+    where the libraries are not installed); the local header keeps its device helper."""
+    from converter.slice import slice_source
+    cu = KDIR / "llmc_style" / "gelu_forward.cu"
+    res = slice_source(cu.read_text(), str(cu), ["gelu_forward"])
+    assert sorted(res.dropped_includes) == ["cublasLt.h", "cublas_v2.h", "nvtx3/nvToolsExt.h"]
+    header = next(iter(res.headers.values()))
+    assert "cublas" not in header and "nvtx" not in header.lower() and "gelu_tanh" in header

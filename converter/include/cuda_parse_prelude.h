@@ -340,7 +340,10 @@ template <thread_scope S> __device__ pipeline<S> make_pipeline();
 template <class G, thread_scope S> __device__ void memcpy_async(const G&, void*, const void*, size_t, barrier<S>&);
 template <thread_scope S> __device__ void memcpy_async(void*, const void*, size_t, barrier<S>&);
 template <class G, thread_scope S> __device__ void memcpy_async(const G&, void*, const void*, size_t, pipeline<S>&);
-template <size_t N> struct aligned_size_t { size_t value; __device__ __host__ constexpr aligned_size_t(size_t v) : value(v) {} };
+template <size_t N> struct aligned_size_t {
+  size_t value; __device__ __host__ constexpr explicit aligned_size_t(size_t v) : value(v) {}
+  __device__ __host__ constexpr operator size_t() const { return value; }
+};
 namespace std { using size_t = ::size_t; }
 }  // namespace cuda
 // Host API, declared so that host code in kernel files parses (rtransform never runs it).

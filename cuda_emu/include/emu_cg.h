@@ -273,6 +273,13 @@ class barrier {
   template <thread_scope T> friend void init(barrier<T>* b, long n);
 };
 template <thread_scope S> inline void init(barrier<S>* b, long n) { b->init_count(n); }
+// a size with a promised alignment (converts to the size, as libcu++'s does)
+template <size_t Align>
+struct aligned_size_t {
+  size_t value;
+  constexpr explicit aligned_size_t(size_t v) : value(v) {}
+  constexpr operator size_t() const { return value; }
+};
 // memcpy_async with a barrier: the copy happens at once; the barrier's phase then covers it.
 template <class G, thread_scope S>
 inline void memcpy_async(const G& g, void* dst, const void* src, size_t bytes, barrier<S>&) {

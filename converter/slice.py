@@ -460,11 +460,22 @@ def _blank_vendor_includes(raws: dict[str, bytearray], parsed: ParsedSource, fil
         if keep else set()
     if used & (declared - {""}):
         return []
+    # the vendor headers bring the 16-bit float types with them (cublas_api.h includes cuda_fp16.h/cuda_bf16.h):
+    # the first dropped line of each file keeps them
+    first: dict[str, ci.Cursor] = {}
     for c in incs:
+        first.setdefault(files.owner(c), c)
+    for c in sorted(incs, key=lambda c: -c.extent.start.offset):
         file = files.owner(c)
-        _blank(raws[file], files.offset(file, c.extent.start.line, 1),
-               files.offset(file, c.extent.end.line, c.extent.end.column))
+        start = files.offset(file, c.extent.start.line, 1)
+        end = files.offset(file, c.extent.end.line, c.extent.end.column)
+        _blank(raws[file], start, end)
+        if first[file] is c:
+            raws[file][start:end] = _FP16_INCLUDE
     return [c.spelling for c in incs]
+
+
+_FP16_INCLUDE = b"#include <cuda_bf16.h>"
 
 
 _EXPLICIT_INST = re.compile(rb"(?<![\w:])(?:extern\s+)?template(?!\s*<)\s[^;{}]*;")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import clang.cindex as ci
 
 from .output import RKernelMeta
+from .flags import CompileFlags
 from .parse import ParsedSource, parse_cuda
 
 K = ci.CursorKind
@@ -24,6 +25,8 @@ CG_CALLS = {"this_thread_block": "rt::this_task", "tiled_partition": "rt::tiled_
             "sync": "rt::sync", "reduce": "rt::reduce"}
 CG_TYPES = {"thread_block": "rt::TaskGroup", "thread_block_tile": "rt::Tile"}
 CG_SCANS = {"inclusive_scan", "exclusive_scan"}
+# cooperative_groups types valid inside an rTask as they are (no rt:: counterpart needed)
+CG_NATIVE = {"coalesced_group", "plus", "less", "greater", "bit_and", "bit_or", "bit_xor"}
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
                  "surf1Dread", "surf2Dread", "surf3Dread", "surf1Dwrite", "surf2Dwrite", "surf3Dwrite"}
 ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b")
@@ -60,6 +63,7 @@ class SharedVar:
     size: int | None      # bytes, None when it depends on template arguments
     align: int | None
     stmt: ci.Cursor | None
+    consts: tuple[tuple[str, str], ...] = ()  # local constants its declaration names: (name, static member text)
 
 
 @dataclass
@@ -279,7 +283,22 @@ class Converter:
         prefix = STRIP_RE.sub("", prefix).strip()
         size, align = var.type.get_size(), var.type.get_align()
         return SharedVar(var.spelling, member, f"{prefix} {member}{suffix}".strip(), volatile,
-                         size if size > 0 else None, align if align > 0 else None, stmt)
+                         size if size > 0 else None, align if align > 0 else None, stmt, self._local_consts(var))
+
+    def _local_consts(self, var: ci.Cursor) -> tuple[tuple[str, str], ...]:
+        """Function-local constants a __shared__ declaration names (`__shared__ float b[BK * (BN + pad)]` after
+        `const int pad = 5;`): the layout struct sits outside the function, so it gets them as static members."""
+        out: dict[str, str] = {}
+        for c in var.walk_preorder():
+            ref = c.referenced if c.kind == K.DECL_REF_EXPR else None
+            if ref is None or ref.kind != K.VAR_DECL or ref.semantic_parent is None \
+                    or ref.semantic_parent.kind not in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.CXX_METHOD):
+                continue
+            text = self.raw[ref.extent.start.offset:ref.extent.end.offset].decode(errors="replace")
+            m = re.fullmatch(r"\s*(?:static\s+)?(const|constexpr)\s+(.+?=.+)", text, re.S)
+            if m:
+                out[ref.spelling] = f"static constexpr {m.group(2).strip()};"
+        return tuple(out.items())
 
     def _analyse(self, f: Func) -> None:
         self._analyse_params(f)
@@ -372,6 +391,8 @@ class Converter:
                 f.features.add("cooperative_groups")
                 if name in CG_TYPES:
                     f.cg_types.append((c, name))
+                elif name in CG_NATIVE:
+                    continue
                 elif name == "grid_group":
                     f.refusals.append((c.extent.start.offset, "grid-wide synchronisation (grid_group) "
                                        "cannot run as an rTask"))
@@ -695,9 +716,9 @@ def _layout_bytes(members: list[SharedVar]) -> int | None:
 
 
 def convert_source(text: str, filename: str, kernels: list[str] | None = None, strict: bool = False,
-                   include_dirs: list[str] | None = None) -> ConversionResult:
+                   include_dirs: list[str] | None = None, flags: CompileFlags | None = None) -> ConversionResult:
     """Convert every (or every named) __global__ kernel of a CUDA source into an rKernel plus a wrapper."""
-    src = parse_cuda(text, filename, include_dirs)
+    src = parse_cuda(text, filename, include_dirs, flags)
     conv = Converter(src)
     conv.collect()
     errors = src.errors()
@@ -791,7 +812,7 @@ def _member_names(conv: Converter, f: Func, reach: list[Func]) -> tuple[dict, li
         used.add(name)
         members[(owner, v.name)] = name
         decl = re.sub(r"\b" + re.escape(v.member) + r"\b", name, v.decl_text, count=1)
-        order.append(SharedVar(v.name, name, decl, v.volatile, v.size, v.align, v.stmt))
+        order.append(SharedVar(v.name, name, decl, v.volatile, v.size, v.align, v.stmt, v.consts))
     for v in f.shared:
         add(f.qualname, v, v.name)
     for g in reach:
@@ -840,7 +861,8 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     line, col = src.location(f.start)
     fname = src.filename
     if layout:
-        members_text = " ".join(f"{m.decl_text};" for m in order)
+        consts = dict(c for m in order for c in m.consts)
+        members_text = " ".join([*consts.values(), *(f"{m.decl_text};" for m in order)])
         pre = ("\n" if col != 1 else "") + (theader + " " if theader else "") + \
             f"struct {layout} {{ {members_text} }};\n#line {line} \"{fname}\"\n"
         if col != 1:
@@ -974,7 +996,8 @@ def _resume_line(conv: Converter, offset: int) -> str:
     return f"\n#line {line} \"{conv.src.filename}\"\n{pad}"
 
 
-def convert_file(path: str, kernels: list[str] | None = None, strict: bool = False) -> ConversionResult:
+def convert_file(path: str, kernels: list[str] | None = None, strict: bool = False,
+                 flags: CompileFlags | None = None) -> ConversionResult:
     """Read and convert a file; a missing or unreadable file is a ConversionError."""
     if not os.path.isfile(path):
         raise ConversionError([f"{path}:1:1: error: no such file"])
@@ -984,4 +1007,4 @@ def convert_file(path: str, kernels: list[str] | None = None, strict: bool = Fal
         raise ConversionError([f"{path}:1:1: error: not a text file (not UTF-8): not a CUDA/C++ source"])
     if "\x00" in text:
         raise ConversionError([f"{path}:1:1: error: binary file: not a CUDA/C++ source"])
-    return convert_source(text, path, kernels, strict)
+    return convert_source(text, path, kernels, strict, flags=flags)

@@ -4,18 +4,20 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import clang.cindex as ci
 
+from .flags import CompileFlags
 from toolchain.stubs import CLANG_BUILTINS, PARSE_DEFINE, has_stub, stub_dirs
 
 INCLUDE_DIR = Path(__file__).parent / "include"
 PRELUDE = INCLUDE_DIR / "cuda_parse_prelude.h"
 CLANG_ARGS = [
     "-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib",
-    "-std=c++17", "-w", "-Wno-everything", "-ferror-limit=0",
+    "-w", "-Wno-everything", "-ferror-limit=0",
 ]
 _INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
 
@@ -129,6 +131,8 @@ class HeaderError:
 def _host_bodies(tu: ci.TranslationUnit, files: set[str]) -> dict[str, list[tuple[int, int, int, int]]]:
     """Extents ((line, col) start and end) of the bodies of host-only functions defined in `files`."""
     out: dict[str, list[tuple[int, int, int, int]]] = {f: [] for f in files}
+    if not files:
+        return out
 
     def visit(parent: ci.Cursor) -> None:
         for c in parent.get_children():
@@ -175,18 +179,27 @@ def _resolvable(name: str, angled: bool, base_dir: Path, include_dirs: list[Path
     if any((d / name).exists() for d in search):
         return True
     # system C/C++ headers resolve through clang's own search path; names without a known stub that look
-    # like standard headers are left to clang.
+    # like standard headers, or that the system include folders hold, are left to clang.
+    if angled and any((d / name).is_file() for d in _SYSTEM_DIRS):
+        return True
     return angled and ("/" not in name) and (name.endswith(".h") is False or name in _STD_C_HEADERS)
+
+
+_SYSTEM_DIRS = [Path("/usr/local/include"), Path("/usr/include"),
+                Path("/usr/include") / (sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu")]
 
 
 _STD_C_HEADERS = {"stdio.h", "stdlib.h", "stdint.h", "math.h", "string.h", "float.h", "limits.h",
                   "assert.h", "stddef.h", "stdbool.h", "time.h"}
 
 
-def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None) -> ParsedSource:
-    """Parse CUDA source text; unresolvable includes become empty headers and are reported, not fatal."""
+def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None,
+               flags: CompileFlags | None = None) -> ParsedSource:
+    """Parse CUDA source text with the file's compile flags; unresolvable includes of the main file become empty
+    headers and are reported, not fatal."""
+    flags = flags or CompileFlags()
     base_dir = Path(os.path.abspath(filename)).parent
-    incs = [Path(p) for p in (include_dirs or [])]
+    incs = [Path(p) for p in (include_dirs or [])] + [Path(p) for p in flags.include_dirs]
     unsaved = [(filename, text)]
     missing: list[str] = []
     stub_dir = "/__rtransform_missing__"
@@ -195,9 +208,12 @@ def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None) 
         if not _resolvable(name, angled, base_dir, incs):
             missing.append(name)
             unsaved.append((f"{stub_dir}/{name}", "// missing header (rtransform)\n"))
-    args = CLANG_ARGS + [f"-D{PARSE_DEFINE}=1", "-include", str(PRELUDE)] + [f"-I{d}" for d in stub_dirs()]
+    args = CLANG_ARGS + [f"-D{PARSE_DEFINE}=1", "-include", str(PRELUDE)]
+    args += [a for a in flags.clang_args() if not a.startswith("-I")]   # -std, -D, -include (after the prelude)
+    args += [f"-I{p}" for p in incs]                                    # the user's folders before the stubs
+    args += [f"-I{d}" for d in stub_dirs()]
     args += [f"-I{stub_dir}"]
-    args += [f"-I{p}" for p in incs] + [f"-iquote{base_dir}", "-isystem", str(CLANG_BUILTINS)]
+    args += [f"-iquote{base_dir}", "-isystem", str(CLANG_BUILTINS)]
     index = ci.Index.create()
     tu = index.parse(filename, args=args, unsaved_files=unsaved,
                      options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)

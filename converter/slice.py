@@ -21,7 +21,9 @@ from pathlib import Path
 
 import clang.cindex as ci
 
+from converter.flags import CompileFlags
 from converter.parse import ParsedSource, parse_cuda
+from toolchain.stubs import VENDOR_HEADERS
 
 CK = ci.CursorKind
 _FUNCTION_KINDS = {CK.FUNCTION_DECL, CK.FUNCTION_TEMPLATE, CK.CXX_METHOD, CK.CONSTRUCTOR, CK.DESTRUCTOR,
@@ -85,14 +87,18 @@ def device_slice(text: str, filename: str, kernels: list[str] | None = None,
 
 
 def slice_source(text: str, filename: str, kernels: list[str] | None = None,
-                 include_dirs: list[str] | None = None, local_dirs: list[str] | None = None) -> SliceResult:
+                 include_dirs: list[str] | None = None, flags: CompileFlags | None = None) -> SliceResult:
     """Slice and report what was dropped; raises SliceError for unknown kernels or undeclared names.
 
-    Local headers (included files under the source's folder or one of `local_dirs`) are sliced with the main
-    file: the device code the kernels reach is kept, host code and its unresolved includes are dropped; their
-    sliced texts come back in `headers` (see materialize_headers)."""
-    parsed = parse_cuda(text, filename, include_dirs)
-    files = _Files(parsed, _local_headers(parsed, filename, local_dirs or []))
+    Local headers (included files under the source's folder or one of the -I folders of `flags`) are sliced
+    with the main file: the device code the kernels reach is kept, host code and its unresolved includes are
+    dropped; their sliced texts come back in `headers` (see materialize_headers). A -include file is never
+    sliced (the source does not name it)."""
+    parsed = parse_cuda(text, filename, include_dirs, flags)
+    forced = {os.path.realpath(i) for i in (flags.includes if flags else ())}
+    local = [h for h in _local_headers(parsed, filename, list(flags.include_dirs) if flags else [])
+             if os.path.realpath(h) not in forced]
+    files = _Files(parsed, local)
     decls = _collect(parsed, files)
     roots = _roots(decls, kernels, filename)
     macros = _macro_tokens(parsed, files)
@@ -106,6 +112,7 @@ def slice_source(text: str, filename: str, kernels: list[str] | None = None,
         _blank(raws[d.file], d.start, d.end)
     _blank_instantiations(raws, decls, keep, dropped)
     dropped_includes = _blank_includes(raws, parsed, files)
+    dropped_includes += _blank_vendor_includes(raws, parsed, files, keep)
     params = {d.qualname: _params(d.cursor) for d in roots}
     headers = {f: raws[f].decode() for f in files.headers}
     return SliceResult(raws[parsed.filename].decode(), [d.qualname for d in roots], dropped_includes,
@@ -428,6 +435,47 @@ def _blank_includes(raws: dict[str, bytearray], parsed: ParsedSource, files: _Fi
         _blank(raws[file], start, files.offset(file, c.extent.end.line, c.extent.end.column))
         dropped.append(c.spelling)
     return dropped
+
+
+def _blank_vendor_includes(raws: dict[str, bytearray], parsed: ParsedSource, files: _Files,
+                           keep: list[Decl]) -> list[str]:
+    """Blank the #include lines of vendor libraries (cuBLAS, NCCL, helper_cuda.h...) when the kept device code
+    names nothing they declare: the slice then builds where the library is not installed."""
+    incs = [c for c in parsed.tu.cursor.get_children()
+            if c.kind == CK.INCLUSION_DIRECTIVE and c.spelling in VENDOR_HEADERS and files.owner(c) is not None]
+    if not incs:
+        return []
+    vendor_files = {i.include.name for i in parsed.tu.get_includes()
+                    if i.include is not None and any(i.include.name.endswith("/" + v) for v in VENDOR_HEADERS)}
+    declared: set[str] = set()
+    for c in parsed.tu.cursor.get_children():
+        f = c.location.file
+        if f is not None and f.name in vendor_files:
+            declared.add(c.spelling)
+            if c.kind == CK.ENUM_DECL:
+                declared |= {e.spelling for e in c.get_children()}
+            elif c.kind == CK.TYPEDEF_DECL:
+                declared |= {e.spelling for e in c.underlying_typedef_type.get_declaration().get_children()}
+    used = set().union(*(_identifiers(files, d.file, d.cursor) for d in keep if d.role != "namespace")) \
+        if keep else set()
+    if used & (declared - {""}):
+        return []
+    # the vendor headers bring the 16-bit float types with them (cublas_api.h includes cuda_fp16.h/cuda_bf16.h):
+    # the first dropped line of each file keeps them
+    first: dict[str, ci.Cursor] = {}
+    for c in incs:
+        first.setdefault(files.owner(c), c)
+    for c in sorted(incs, key=lambda c: -c.extent.start.offset):
+        file = files.owner(c)
+        start = files.offset(file, c.extent.start.line, 1)
+        end = files.offset(file, c.extent.end.line, c.extent.end.column)
+        _blank(raws[file], start, end)
+        if first[file] is c:
+            raws[file][start:end] = _FP16_INCLUDE
+    return [c.spelling for c in incs]
+
+
+_FP16_INCLUDE = b"#include <cuda_bf16.h>"
 
 
 _EXPLICIT_INST = re.compile(rb"(?<![\w:])(?:extern\s+)?template(?!\s*<)\s[^;{}]*;")

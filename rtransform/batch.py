@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from converter import RKernelMeta, metadata_json, metadata_path, write_atomic
+from converter.flags import CompileDatabase, CompileFlags, FlagsError, load_database
+from toolchain.cache import content_key
 from toolchain.cxx import kernel_expr, template_args_text
 from toolchain.demangle import demangle_entry
 from toolchain.ptxas import RESOURCE_ARCH, parse_ptxas, run_ptxas
@@ -83,6 +85,7 @@ class FileJob:
     resources: bool
     nvcc: str | None  # set when resources are asked for
     timeout_s: int = FILE_TIMEOUT_S
+    flags: CompileFlags = field(default_factory=CompileFlags)  # this file's -I/-D/-include/--std
 
 
 TRANSIENT_REASONS = ("timeout:", "converter hung:", "converter process died")
@@ -148,7 +151,7 @@ def _convert_file(job: FileJob, out_dir: Path) -> FileRecord:
         text = src.read_text(errors="replace")
     except OSError as exc:
         return FileRecord(job.rel, "failed", f"{src}: cannot read: {exc.strerror or exc}")
-    outcome = convert_kernels(text, os.path.abspath(src))
+    outcome = convert_kernels(text, os.path.abspath(src), job.flags)
     rec = FileRecord(job.rel, outcome.file_status(), outcome.error, outcome.kernels)
     out_rel, meta_rel = output_paths(job.rel)
     if rec.status == "failed":
@@ -198,22 +201,22 @@ class Outcome:
         return "partial" if "converted" in states else "refused"
 
 
-def convert_kernels(text: str, filename: str) -> Outcome:
+def convert_kernels(text: str, filename: str, flags: CompileFlags | None = None) -> Outcome:
     """Convert all kernels and sort each problem into refused (a converter refusal) or failed (clang error).
 
     The converter folds clang errors inside a kernel into that kernel's refusal; a kernel whose only
     problems are clang errors, or a clang error outside every refused kernel, makes the file `failed`."""
     import converter
-    parsed = converter.parse_cuda(text, filename)
+    parsed = converter.parse_cuda(text, filename, flags=flags)
     clang_errors = [f"{filename}:{d.location.line}:{d.location.column}: error: {d.spelling}"
                     for d in parsed.errors()]
     try:
-        res = converter.convert_source(text, filename)
+        res = converter.convert_source(text, filename, flags=flags)
     except converter.ConversionError:
         res = None  # not one kernel converted: ask per kernel below
     names = kernel_names(parsed) if res is None or res.refused else []
     if res is None:
-        out, refusals = Outcome(), {n: _refusal(text, filename, n) for n in names}
+        out, refusals = Outcome(), {n: _refusal(text, filename, n, flags) for n in names}
     else:
         out, refusals = _converted(res), {r["name"]: r["diagnostics"] for r in res.refused}
     for name, diags in refusals.items():
@@ -237,11 +240,11 @@ def kernel_names(parsed) -> list[str]:
     return [f.qualname for f in sorted(conv.funcs.values(), key=lambda f: f.start) if f.is_kernel]
 
 
-def _refusal(text: str, filename: str, kernel: str) -> list[str]:
+def _refusal(text: str, filename: str, kernel: str, flags: CompileFlags | None = None) -> list[str]:
     """The converter's diagnostics for one kernel converted alone."""
     import converter
     try:
-        converter.convert_source(text, filename, kernels=[kernel])
+        converter.convert_source(text, filename, kernels=[kernel], flags=flags)
     except converter.ConversionError as err:
         return err.diagnostics
     raise RuntimeError(f"kernel '{kernel}' converts alone but not with the rest of its file")
@@ -285,7 +288,7 @@ def verify_kernels(job: FileJob, outcome: Outcome) -> None:
             if spec is None:
                 k.verify = "no spec"
                 continue
-            result = rverify.verify_file(str(src), spec.path)
+            result = rverify.verify_file(str(src), spec.path, flags=job.flags)
             k.verify = "verified" if result.ok else "differs"
             k.verify_detail = None if result.ok else one_line(result.summary())
         except Exception as exc:  # a broken spec or a verification that cannot run is reported, not fatal
@@ -612,11 +615,18 @@ def default_jobs() -> int:
 
 def convert_all(src_dir: str | Path, out_dir: str | Path, jobs: int | None = None, verify: bool = False,
                 resources: bool = False, strict: bool = False, progress: bool = False,
-                file_timeout_s: int = FILE_TIMEOUT_S) -> dict:
-    """Convert a tree (library API): writes outputs, cache and report.json; returns the report."""
+                file_timeout_s: int = FILE_TIMEOUT_S, flags: CompileFlags | None = None,
+                build_dir: str | None = None) -> dict:
+    """Convert a tree (library API): writes outputs, cache and report.json; returns the report. Each file is
+    parsed with `flags`, after its own entry of BUILD_DIR's compile_commands.json when `build_dir` is given."""
     from tqdm import tqdm
     src, out = Path(src_dir), Path(out_dir)
     _check_args(src, out, jobs)
+    flags = flags or CompileFlags()
+    try:
+        db = load_database(build_dir) if build_dir else None
+    except FlagsError as err:
+        raise UsageError(str(err)) from None
     start = time.perf_counter()
     nvcc = find_nvcc() if resources else None
     if resources and nvcc is None:
@@ -626,7 +636,9 @@ def convert_all(src_dir: str | Path, out_dir: str | Path, jobs: int | None = Non
     skipped: list[str] = []
     rels = discover_sources(src, out, skipped)
     old_cache = load_cache(out)
-    keys = {rel: cache_key(src / rel, toolchain, verify or resources) for rel in rels}
+    file_flags = {rel: _flags_for(src / rel, flags, db) for rel in rels}
+    keys = {rel: content_key(cache_key(src / rel, toolchain, verify or resources), repr(file_flags[rel]))
+            for rel in rels}
     records: dict[str, FileRecord] = {}
     todo: list[FileJob] = []
     for rel in rels:
@@ -635,7 +647,7 @@ def convert_all(src_dir: str | Path, out_dir: str | Path, jobs: int | None = Non
             records[rel] = hit
         else:
             budget = file_timeout_s + (VERIFY_TIMEOUT_S * len(spec_files(src / rel)) if verify else 0)
-            todo.append(FileJob(str(src), rel, str(out), verify, resources, nvcc, budget))
+            todo.append(FileJob(str(src), rel, str(out), verify, resources, nvcc, budget, file_flags[rel]))
     _remove_vanished(out, old_cache, set(rels))
     entries = {rel: e for rel, e in old_cache.items() if rel in records}  # still valid hits
     last_save = [time.monotonic()]
@@ -668,6 +680,16 @@ def convert_all(src_dir: str | Path, out_dir: str | Path, jobs: int | None = Non
     return report
 
 
+def _flags_for(path: Path, flags: CompileFlags, db: CompileDatabase | None) -> CompileFlags:
+    """A file's flags: its compile database entry (when it has one), then the command line's."""
+    if db is None:
+        return flags
+    try:
+        return db.flags_for(str(path)).merged(flags)
+    except FlagsError:
+        return flags
+
+
 def _remove_vanished(out: Path, old_cache: dict, present: set[str]) -> None:
     """Delete the outputs of sources that no longer exist, so the output tree keeps mirroring the source."""
     for rel in set(old_cache) - present:
@@ -675,11 +697,12 @@ def _remove_vanished(out: Path, old_cache: dict, present: set[str]) -> None:
 
 
 def convert_all_command(src_dir: str, out_dir: str, jobs: int | None = None, json_out: bool = False,
-                        verify: bool = False, resources: bool = False, strict: bool = False) -> int:
+                        verify: bool = False, resources: bool = False, strict: bool = False,
+                        flags: CompileFlags | None = None, build_dir: str | None = None) -> int:
     """CLI body of `rtransform convert-all`: prints the table (or the JSON report) and returns the exit code."""
     try:
         report = convert_all(src_dir, out_dir, jobs, verify, resources, strict,
-                             progress=not json_out and sys.stderr.isatty())
+                             progress=not json_out and sys.stderr.isatty(), flags=flags, build_dir=build_dir)
     except UsageError as err:
         print(f"rtransform convert-all: error: {err}", file=sys.stderr)
         return 2

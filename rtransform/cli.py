@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 from pathlib import Path
 
 import click
@@ -16,6 +17,38 @@ def _fail(lines: list[str], code: int = 1) -> None:
     for line in lines:
         click.echo(line, err=True)
     sys.exit(code)
+
+
+def compile_options(f):
+    """-I, -D, -include, --std and -p BUILD_DIR: the flags the kernel file is compiled with (nvcc's spellings)."""
+    opts = [
+        click.option("-I", "include_dirs", multiple=True, type=click.Path(file_okay=False),
+                     help="add a folder to the include path (repeatable)"),
+        click.option("-D", "defines", multiple=True, metavar="NAME[=VALUE]", help="define a macro (repeatable)"),
+        click.option("-include", "--include", "forced_includes", multiple=True, type=click.Path(dir_okay=False),
+                     help="include FILE ahead of the source (repeatable)"),
+        click.option("--std", "std", default=None, metavar="c++NN",
+                     help="C++ standard of the parse (default c++17, nvcc's; the CPU emulator builds C++20)"),
+        click.option("-p", "build_dir", type=click.Path(), default=None,
+                     help="build folder holding compile_commands.json: each file's own -I/-D/-include/-std"),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _flags(include_dirs, defines, forced_includes, std):
+    from converter.flags import CompileFlags
+    return CompileFlags(tuple(include_dirs), tuple(defines), tuple(forced_includes), std)
+
+
+def _file_flags(file: str, include_dirs, defines, forced_includes, std, build_dir):
+    """The flags for one file (its compile database entry first), or exit with the one-line reason."""
+    from converter.flags import FlagsError, resolve
+    try:
+        return resolve(file, _flags(include_dirs, defines, forced_includes, std), build_dir)
+    except FlagsError as e:
+        _fail([str(e)])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,7 +66,9 @@ def main() -> None:
               help="converted source (default: FILE with suffix .rtask.cu; '-' for stdout)")
 @click.option("--kernel", "kernels", multiple=True, help="convert only this kernel (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the rKernel metadata as JSON on stdout")
-def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bool) -> None:
+@compile_options
+def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bool, include_dirs, defines,
+            forced_includes, std, build_dir) -> None:
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
     from converter import ConversionError, convert_file, metadata_json, write_atomic
     from toolchain.files import clash
@@ -43,10 +78,11 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
     for target in ([out, metadata_path(out)] if out else []):
         if clash(target, file):
             _fail([f"{target}: error: is the input file {file}; choose another -o"], 2)
+    flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     try:
-        res = convert_file(file, list(kernels) or None, strict=True)
+        res = convert_file(file, list(kernels) or None, strict=True, flags=flags)
     except ConversionError as e:
-        _fail(e.diagnostics + _partial_hint(file, list(kernels), e))
+        _fail(e.diagnostics + _partial_hint(file, list(kernels), e, flags))
     for w in res.warnings:
         click.echo(w, err=True)
     meta = metadata_json(file, res.rkernels, res.refused)
@@ -65,19 +101,45 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
         click.echo(meta, nl=False)
 
 
-def _partial_hint(file: str, kernels: list[str], err: Exception) -> list[str]:
+def _partial_hint(file: str, kernels: list[str], err: Exception, flags: Any = None) -> list[str]:
     """When only some kernels of a file are refused: a note naming the ones --kernel can still convert."""
     from converter import ConversionError, convert_file
     if not getattr(err, "refused", None):
         return []
     try:
-        good = [m.name for m in convert_file(file, kernels or None, strict=False).rkernels]
+        good = [m.name for m in convert_file(file, kernels or None, strict=False, flags=flags).rkernels]
     except ConversionError:
         return []
     if not good:
         return []
     flags = " ".join(f"--kernel {k}" for k in good)
     return [f"{file}: note: {len(good)} other kernel(s) of this file convert; to convert them alone: {flags}"]
+
+
+@main.command("spec")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--kernel", required=True, help="the __global__ function (qualified name or plain name)")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the skeleton here (default: stdout)")
+@compile_options
+def spec(file: str, kernel: str, output: str | None, include_dirs, defines, forced_includes, std, build_dir) -> None:
+    """Write a launch-spec skeleton for KERNEL of FILE: its parameters as buffers and scalars, the launch sizes
+    the host code uses when it spells them with constants. Check the guesses before verifying."""
+    from converter import write_atomic
+    from converter.slice import SliceError
+    from rtransform.run import RunError, read_source
+    from rtransform.skeleton import spec_skeleton
+    flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
+    try:
+        text = spec_skeleton(read_source(file), file, kernel, flags)
+    except SliceError as e:
+        _fail(e.diagnostics[:1])
+    except RunError as e:
+        _fail([str(e)])
+    if output:
+        write_atomic(Path(output), text)
+        click.echo(f"{file}: spec skeleton for {kernel} -> {output}", err=True)
+    else:
+        click.echo(text, nl=False)
 
 
 @main.command("include-dir")
@@ -94,12 +156,15 @@ def include_dir() -> None:
 @click.option("--save", type=click.Path(dir_okay=False), help="save in.NAME / out.NAME arrays (.npz)")
 @sanitize_option("memcheck")
 @emulator_limits
-def run(file: str, spec: str, converted: bool, device: str, save: str | None, sanitize: tuple[str, ...]) -> None:
+@compile_options
+def run(file: str, spec: str, converted: bool, device: str, save: str | None, sanitize: tuple[str, ...],
+        include_dirs, defines, forced_includes, std, build_dir) -> None:
     """Run one kernel of FILE as the spec says (legacy, or converted with --converted).
 
     FILE is compiled and executed natively (g++ for the CPU emulator, NVRTC on a GPU): run only code you trust."""
     from rtransform.run import run_command
-    sys.exit(run_command(file, spec, converted=converted, device=device, save=save, sanitize=sanitize))
+    flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
+    sys.exit(run_command(file, spec, converted=converted, device=device, save=save, sanitize=sanitize, flags=flags))
 
 
 @main.command()
@@ -109,12 +174,15 @@ def run(file: str, spec: str, converted: bool, device: str, save: str | None, sa
 @click.option("--json", "as_json", is_flag=True, help="machine-readable result")
 @sanitize_option("all")
 @emulator_limits
-def verify(file: str, spec: str, device: str, as_json: bool, sanitize: tuple[str, ...]) -> None:
+@compile_options
+def verify(file: str, spec: str, device: str, as_json: bool, sanitize: tuple[str, ...], include_dirs, defines,
+           forced_includes, std, build_dir) -> None:
     """Convert, run legacy and rKernel (persistent, shuffled, surplus threads) and compare outputs.
 
     Both run under the emulator's sanitizers on the CPU. FILE is compiled and executed natively."""
     from rtransform.verify import verify_command
-    sys.exit(verify_command(file, spec, device=device, json_out=as_json, sanitize=sanitize))
+    flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
+    sys.exit(verify_command(file, spec, device=device, json_out=as_json, sanitize=sanitize, flags=flags))
 
 
 @main.command("convert-all")
@@ -125,12 +193,17 @@ def verify(file: str, spec: str, device: str, as_json: bool, sanitize: tuple[str
 @click.option("--verify", "do_verify", is_flag=True, help="verify kernels that have a NAME.spec.yaml")
 @click.option("--resources", is_flag=True, help="registers/shared memory per rKernel from ptxas (needs nvcc)")
 @click.option("--strict", is_flag=True, help="exit non-zero when any kernel is refused")
+@compile_options
 def convert_all(src_dir: str, out_dir: str, jobs: int | None, as_json: bool, do_verify: bool, resources: bool,
-                strict: bool) -> None:
-    """Convert every kernel of a directory of .cu/.cuh files, in parallel, with a report."""
+                strict: bool, include_dirs, defines, forced_includes, std, build_dir) -> None:
+    """Convert every kernel of a directory of .cu/.cuh files, in parallel, with a report.
+
+    With -p, each file takes its flags from the compile database (files it does not list take the command
+    line's flags alone)."""
     from rtransform.batch import convert_all_command
     sys.exit(convert_all_command(src_dir, out_dir, jobs=jobs, json_out=as_json, verify=do_verify,
-                                 resources=resources, strict=strict))
+                                 resources=resources, strict=strict,
+                                 flags=_flags(include_dirs, defines, forced_includes, std), build_dir=build_dir))
 
 
 

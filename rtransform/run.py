@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from converter.flags import CompileFlags
 from converter.slice import SliceError, materialize_headers, slice_source
 from toolchain.cache import cache_dir, content_key
 from vdevice import RUNTIME_INCLUDE
@@ -50,6 +51,11 @@ class Prepared:
     text: str                      # device code only (host code blanked, lines kept)
     include_dirs: list[str]
     dropped_includes: list[str] = field(default_factory=list)
+    flags: CompileFlags = field(default_factory=CompileFlags)
+
+    def build_source(self, text: str) -> str:
+        """Text to build: the -include files ahead of it (lines kept)."""
+        return self.flags.forced_prefix(self.file) + text
 
 
 @dataclass
@@ -72,15 +78,17 @@ def read_source(file: str) -> str:
         raise RunError(f"{file}: error: cannot read: {e.strerror}") from None
 
 
-def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = ()) -> Prepared:
+def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = (),
+            flags: CompileFlags | None = None) -> Prepared:
     """Read FILE and the spec, slice out the device code (local headers too), and check the spec against the
     kernel's parameters. The source's folder is searched for "..." includes only (-iquote, as nvcc does), so a
     local header named like a system one never shadows it."""
     spec = _load(spec_path)
     text = read_source(file)
+    flags = flags or CompileFlags()
     include_dirs = [str(d) for d in extra_include_dirs]
     try:
-        sliced = slice_source(text, file, [spec.kernel], include_dirs)
+        sliced = slice_source(text, file, [spec.kernel], include_dirs, flags)
         check_params(spec, sliced.params[sliced.kernels[0]])
     except SliceError as e:
         raise RunError(e.diagnostics[0]) from None
@@ -91,7 +99,7 @@ def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = ()) -
         parts = (f"{h}\0{t}" for h, t in sorted(sliced.headers.items()))
         folder = cache_dir("sliced") / content_key(os.path.abspath(file), *parts)
         body = materialize_headers(sliced, folder)
-    return Prepared(file, spec, body, include_dirs, sliced.dropped_includes)
+    return Prepared(file, spec, body, [*flags.include_dirs, *include_dirs], sliced.dropped_includes, flags)
 
 
 def _load(spec_path: str) -> LaunchSpec:
@@ -106,20 +114,20 @@ _MAX_MODULES = 64
 
 
 def make_module(device: str, source: str, kernels: Sequence[str], include_dirs: Sequence[str],
-                sanitize: Sequence[str] = (), name: str = "kernel.cu") -> Any:
+                sanitize: Sequence[str] = (), name: str = "kernel.cu", defines: Sequence[str] = ()) -> Any:
     """Build `source` for the device ('cpu' emulator or 'gpu'), once per process for the same inputs; on the
     CPU `sanitize` names the emulator's sanitizers (memcheck, racecheck, synccheck) to build in and run."""
     sanitize = tuple(sanitize) if device == "cpu" else ()
-    key = (device, source, tuple(kernels), tuple(include_dirs), sanitize, name)
+    key = (device, source, tuple(kernels), tuple(include_dirs), sanitize, name, tuple(defines))
     if key not in _MODULES:
         if len(_MODULES) >= _MAX_MODULES:
             _MODULES.pop(next(iter(_MODULES)))
-        _MODULES[key] = _build_module(device, source, kernels, include_dirs, sanitize, name)
+        _MODULES[key] = _build_module(device, source, kernels, include_dirs, sanitize, name, defines)
     return _MODULES[key]
 
 
 def _build_module(device: str, source: str, kernels: Sequence[str], include_dirs: Sequence[str],
-                  sanitize: Sequence[str] = (), name: str = "kernel.cu") -> Any:
+                  sanitize: Sequence[str] = (), name: str = "kernel.cu", defines: Sequence[str] = ()) -> Any:
     try:
         if device == "gpu":
             from vdevice.gpu import GpuModule, NoGpuError
@@ -130,7 +138,8 @@ def _build_module(device: str, source: str, kernels: Sequence[str], include_dirs
         if device != "cpu":
             raise RunError(f"error: unknown device '{device}' (cpu or gpu)")
         from cuda_emu import CpuModule
-        return CpuModule(source, list(kernels), list(include_dirs), sanitize=sanitize, name=name)
+        return CpuModule(source, list(kernels), list(include_dirs), CompileFlags(defines=tuple(defines)).defines_map(),
+                         sanitize=sanitize, name=name)
     except RunError:
         raise
     except Exception as e:  # compiler failures come back as exceptions with the compiler's text
@@ -157,11 +166,12 @@ def launch(module: Any, expr: str, grid: Sequence[int], block: Sequence[int], dy
 
 
 def run_file(file: str, spec_path: str, converted: bool = False, device: str = "cpu",
-             sanitize: Sequence[str] = ("memcheck",)) -> RunResult:
+             sanitize: Sequence[str] = ("memcheck",), flags: CompileFlags | None = None) -> RunResult:
     """Run the legacy kernel (or the converted wrapper) once as the spec says (on the CPU under `sanitize`)."""
-    prep = prepare(file, spec_path, [str(RUNTIME_INCLUDE)] if converted else [])
+    prep = prepare(file, spec_path, [str(RUNTIME_INCLUDE)] if converted else [], flags)
     spec = prep.spec
-    module = make_module(device, prep.text, [spec.kernel_expr()], prep.include_dirs, sanitize, prep.file)
+    module = make_module(device, prep.build_source(prep.text), [spec.kernel_expr()], prep.include_dirs, sanitize,
+                         prep.file, prep.flags.defines)
     inputs = make_inputs(spec)
     outputs = launch(module, spec.kernel_expr(), spec.grid, spec.block, spec.dynamic_smem, inputs)
     return RunResult(spec, inputs, outputs)
@@ -186,12 +196,12 @@ def describe(name: str, a: np.ndarray) -> str:
 
 
 def run_command(file: str, spec: str, converted: bool = False, device: str = "cpu", save: str | None = None,
-                sanitize: Sequence[str] = ("memcheck",)) -> int:
+                sanitize: Sequence[str] = ("memcheck",), flags: CompileFlags | None = None) -> int:
     """CLI body of `rtransform run`; returns the exit status."""
     try:
         if save and clash(save, file, spec):
             raise RunError(f"{save}: error: is {clash(save, file, spec)}, an input of this run; choose another --save")
-        result = run_file(file, spec, converted=converted, device=device, sanitize=sanitize)
+        result = run_file(file, spec, converted=converted, device=device, sanitize=sanitize, flags=flags)
         if save:
             save_npz(save, result)
     except RunError as e:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from converter import ConversionError, RKernelMeta, convert_source
+from converter.flags import CompileFlags
 from rtransform.run import RUNTIME_INCLUDE, EXIT_ERROR, Prepared, RunError, launch, make_module, prepare
 from rtransform.spec import LaunchSpec, make_inputs
 from toolchain.cxx import kernel_expr
@@ -149,7 +150,8 @@ def executor_expr(spec: LaunchSpec) -> str:
 def convert(prep: Prepared) -> tuple[str, RKernelMeta]:
     """Convert the sliced legacy text; returns (converted text, the kernel's metadata) or RunError."""
     try:
-        res = convert_source(prep.text, prep.file, [prep.spec.kernel], include_dirs=prep.include_dirs)
+        res = convert_source(prep.text, prep.file, [prep.spec.kernel], include_dirs=prep.include_dirs,
+                             flags=prep.flags)
     except ConversionError as e:
         raise RunError(e.diagnostics[0]) from None
     want = prep.spec.kernel
@@ -183,22 +185,23 @@ def compare(name: str, legacy: np.ndarray, rkernel: np.ndarray, tolerance: float
 
 def verify_file(file: str, spec_path: str, device: str = "cpu",
                 transform: Callable[[str], str] | None = None,
-                sanitize: Sequence[str] = SANITIZE_ALL) -> VerifyResult:
+                sanitize: Sequence[str] = SANITIZE_ALL, flags: CompileFlags | None = None) -> VerifyResult:
     """Convert FILE's kernel, run legacy and persistent rKernel from the same inputs, compare the outputs; on the
     CPU both run under the emulator's sanitizers (all by default), so a kernel that reads or writes out of
     bounds, races or diverges at a barrier fails instead of agreeing by chance."""
-    prep = prepare(file, spec_path)
+    prep = prepare(file, spec_path, flags=flags)
     spec = prep.spec
     converted, meta = convert(prep)
     if transform is not None:
         converted = transform(converted)
     inputs = make_inputs(spec)
-    legacy_mod = make_module(device, prep.text, [spec.kernel_expr()], prep.include_dirs, sanitize, prep.file)
+    legacy_mod = make_module(device, prep.build_source(prep.text), [spec.kernel_expr()], prep.include_dirs, sanitize,
+                             prep.file, prep.flags.defines)
     legacy = launch(legacy_mod, spec.kernel_expr(), spec.grid, spec.block, spec.dynamic_smem, inputs)
     order = task_order(spec)
     threads, veus = veu_threads(spec.block_threads()), num_veus(spec.num_blocks())
-    exec_mod = make_module(device, converted + executor_source(meta, spec), [executor_expr(spec)],
-                           [*prep.include_dirs, str(RUNTIME_INCLUDE)], sanitize, prep.file)
+    exec_mod = make_module(device, prep.build_source(converted + executor_source(meta, spec)), [executor_expr(spec)],
+                           [*prep.include_dirs, str(RUNTIME_INCLUDE)], sanitize, prep.file, prep.flags.defines)
     rk = launch(exec_mod, executor_expr(spec), (veus, 1, 1), (threads, 1, 1), spec.dynamic_smem, inputs,
                 extra=[order, np.uint32(len(order))])
     result = VerifyResult(file, spec.kernel_expr(), device, len(order), veus, threads, spec.block_threads(),
@@ -219,10 +222,10 @@ def report(result: VerifyResult) -> str:
 
 
 def verify_command(file: str, spec: str, device: str = "cpu", json_out: bool = False,
-                   sanitize: Sequence[str] = SANITIZE_ALL) -> int:
+                   sanitize: Sequence[str] = SANITIZE_ALL, flags: CompileFlags | None = None) -> int:
     """CLI body of `rtransform verify`; returns the exit status."""
     try:
-        result = verify_file(file, spec, device=device, sanitize=sanitize)
+        result = verify_file(file, spec, device=device, sanitize=sanitize, flags=flags)
     except RunError as e:
         if json_out:
             print(json.dumps({"file": file, "ok": False, "error": str(e)}))

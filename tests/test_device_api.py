@@ -34,6 +34,9 @@ def _namespace(inp: dict[str, np.ndarray], row: ApiRow) -> dict:
             "warp_any": lambda p: _warp(p, lambda w: int(w.any())),
             "warp_sum": lambda a: _warp(a.astype(np.int64), lambda w: w.sum()),
             "warp_max": lambda a: _warp(a, lambda w: w.max()),
+            "warp_count": lambda p: _warp(p, lambda w: int(w.sum())),
+            "rank_among": lambda p: np.concatenate([np.cumsum(w) - w for w in p.reshape(-1, 32).astype(np.int64)]),
+            "last_among": lambda p, a: _warp(np.where(p, g, -1), lambda w: a[w.max()] if w.max() >= 0 else 0),
             "warp_cumsum": lambda a: np.concatenate([np.cumsum(w.astype(np.int64)) for w in a.reshape(-1, 32)])}
 
 

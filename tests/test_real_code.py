@@ -126,3 +126,44 @@ def test_header_declaration_error_is_reported_host_body_error_is_not(tmp_path):
         convert_file(str(tmp_path / "k.cu"))
     assert e.value.diagnostics[0].startswith(f"{tmp_path / 'Common.h'}:3:8: error: unknown type name "
                                              "'vendor_handle_t'")
+
+
+def test_tiles_larger_than_a_warp_are_refused_precisely(tmp_path):
+    """block_tile_memory parses; a tile of 64 threads has no rTask counterpart, so its kernel is refused at the
+    tiled_partition call (one line), while a 32-thread tile in the same file converts."""
+    src = tmp_path / "tiles.cu"
+    src.write_text("#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n"
+                   "namespace cg = cooperative_groups;\n"
+                   "template <unsigned B> __global__ void big(const float *in, float *out) {\n"
+                   "  __shared__ cg::block_tile_memory<B> scratch;\n"
+                   "  auto cta = cg::this_thread_block(scratch);\n"
+                   "  auto t = cg::tiled_partition<64>(cta);\n"
+                   "  float v = cg::reduce(t, in[threadIdx.x], cg::plus<float>());\n"
+                   "  if (t.thread_rank() == 0) out[t.meta_group_rank()] = v;\n}\n"
+                   "__global__ void small(const float *in, float *out) {\n"
+                   "  auto t = cg::tiled_partition<32>(cg::this_thread_block());\n"
+                   "  out[threadIdx.x] = cg::reduce(t, in[threadIdx.x], cg::plus<float>());\n}\n")
+    res = convert_file(str(src))
+    assert [m.name for m in res.rkernels] == ["small"]
+    assert res.refused == [{"name": "big", "diagnostics": [
+        f"{src}:7:12: error: tiled_partition<64>: tiles larger than a warp have no rTask counterpart "
+        "(rt::Tile spans at most 32 threads)"]}]
+
+
+def test_coalesced_group_filter_keeps_every_positive_value():
+    """The aggregated increments hand out distinct slots: the kept values are exactly the positive inputs."""
+    res = run_file(str(KDIR / "coalesced" / "agg_filter.cu"), str(KDIR / "coalesced" / "agg_filter.spec.yaml"))
+    src = res.inputs["src"][:int(res.inputs["n"])]
+    kept = res.outputs["dst"][:int(res.outputs["count"][0])]
+    assert sorted(kept.tolist()) == sorted(src[src > 0].tolist())
+
+
+def test_device_slice_drops_vendor_includes_it_does_not_need():
+    """The slice of the llm.c-style kernel names nothing of cuBLAS/NVTX, so their #includes go (the slice builds
+    where the libraries are not installed); the local header keeps its device helper."""
+    from converter.slice import slice_source
+    cu = KDIR / "llmc_style" / "gelu_forward.cu"
+    res = slice_source(cu.read_text(), str(cu), ["gelu_forward"])
+    assert sorted(res.dropped_includes) == ["cublasLt.h", "cublas_v2.h", "nvtx3/nvToolsExt.h"]
+    header = next(iter(res.headers.values()))
+    assert "#include <cublas" not in header and "#include <nvtx" not in header and "gelu_tanh" in header

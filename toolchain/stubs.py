@@ -10,6 +10,13 @@ CLANG_BUILTINS = STUB_ROOT / "clang"  # the compiler's own headers the libclang 
 PARSE_DEFINE = "RT_PARSE"            # the macro the parser defines (the emulator's is RT_CPU_EMULATOR)
 
 
+# vendor library headers whose stubs only serve host code: the device slice drops their #include when the device
+# code it keeps names nothing they declare
+VENDOR_HEADERS = frozenset({"cublas_v2.h", "cublas.h", "cublas_api.h", "cublasLt.h", "cudnn.h", "curand.h", "cufft.h",
+                            "nccl.h", "nvToolsExt.h", "nvtx3/nvToolsExt.h", "helper_cuda.h", "helper_functions.h",
+                            "helper_string.h", "helper_timer.h"})
+
+
 def stub_dirs(device: bool = True) -> list[Path]:
     """The stub folders for a consumer: both, or (NVRTC) the host ones only."""
     return [HOST_STUBS, DEVICE_STUBS] if device else [HOST_STUBS]

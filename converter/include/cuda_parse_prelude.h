@@ -1,18 +1,11 @@
 // cuda_parse_prelude.h — just enough of CUDA for libclang to parse device code without a CUDA toolkit.
 // It declares; it never defines behaviour (the emulator and the real toolkit do that).
 #pragma once
-// The C/C++ library headers nvcc's force-included cuda_runtime.h brings (host declarations; the device ones
-// follow below as separate overloads).
+// size_t, NULL. The C/C++ library headers nvcc's cuda_runtime.h also brings are left to the source's own
+// #includes (parsing <cmath> in every file would cost ten times the conversion): the device declarations below
+// are separate overloads from the host ones those headers declare, so both orders parse.
 #include <stddef.h>
-#include <stdlib.h>
-#include <string.h>
-#include <stdio.h>
-#include <math.h>
-#include <assert.h>
-#ifdef __cplusplus
-#include <cmath>
-#include <cstdlib>
-#endif
+#include <stdint.h>
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __host__ __attribute__((host))
@@ -56,10 +49,21 @@ extern const __device__ uint3 blockIdx;
 extern const __device__ dim3 blockDim;
 extern const __device__ dim3 gridDim;
 extern const __device__ int warpSize;
-struct __half { unsigned short x; };
+// 16-bit floats convert to and from float implicitly, as cuda_fp16.h / cuda_bf16.h declare them
+#define RT_F16(T) struct T { unsigned short __x; T() = default; __host__ __device__ T(float); __host__ __device__ T(double); \
+  __host__ __device__ T(int); __host__ __device__ T(unsigned); __host__ __device__ operator float() const; };
+RT_F16(__half) RT_F16(__nv_bfloat16)
+#undef RT_F16
 struct __half2 { __half x, y; };
-struct __nv_bfloat16 { unsigned short x; };
+struct __nv_bfloat162 { __nv_bfloat16 x, y; };
+typedef __half2 half2;
 typedef __half half;
+typedef __nv_bfloat16 nv_bfloat16;
+typedef __nv_bfloat162 nv_bfloat162;
+#define M_PI 3.14159265358979323846
+#define M_SQRT2 1.41421356237309504880
+#define M_E 2.7182818284590452354
+#define M_LN2 0.69314718055994530942
 __device__ void __syncthreads();
 __device__ int __syncthreads_count(int);
 __device__ int __syncthreads_and(int);
@@ -69,6 +73,7 @@ __device__ void __threadfence();
 __device__ void __threadfence_block();
 __device__ void __threadfence_system();
 __device__ void __nanosleep(unsigned);
+__device__ void __trap(); __device__ void __brkpt();
 __device__ unsigned __activemask();
 __device__ unsigned __ballot_sync(unsigned, int);
 __device__ int __all_sync(unsigned, int);
@@ -83,6 +88,16 @@ template <class T> __device__ T __shfl_up_sync(unsigned, T v, unsigned, int = 32
 template <class T> __device__ T __shfl_down_sync(unsigned, T v, unsigned, int = 32) { return v; }
 template <class T> __device__ T __shfl_xor_sync(unsigned, T v, int, int = 32) { return v; }
 template <class T> __device__ T __ldg(const T*);
+// cache-hinted loads and stores (defined trivially: a local vector type has no linkage)
+template <class T> __device__ T __ldcg(const T* p) { return *p; }
+template <class T> __device__ T __ldca(const T* p) { return *p; }
+template <class T> __device__ T __ldcs(const T* p) { return *p; }
+template <class T> __device__ T __ldlu(const T* p) { return *p; }
+template <class T> __device__ T __ldcv(const T* p) { return *p; }
+template <class T> __device__ void __stwb(T* p, T v) { *p = v; }
+template <class T> __device__ void __stcg(T* p, T v) { *p = v; }
+template <class T> __device__ void __stcs(T* p, T v) { *p = v; }
+template <class T> __device__ void __stwt(T* p, T v) { *p = v; }
 // Atomics: CUDA's overload sets (a literal argument converts to the pointee type: atomicAdd(unsigned*, 1)),
 // with the _block and _system scopes.
 #define RT_AT(R, n, ...) __device__ R n(__VA_ARGS__); __device__ R n##_block(__VA_ARGS__); __device__ R n##_system(__VA_ARGS__);
@@ -195,11 +210,38 @@ __device__ unsigned umin(unsigned, unsigned); __device__ unsigned umax(unsigned,
 __device__ long long llmin(long long, long long); __device__ long long llmax(long long, long long);
 __device__ unsigned long long ullmin(unsigned long long, unsigned long long);
 __device__ unsigned long long ullmax(unsigned long long, unsigned long long);
-__host__ __device__ __half __float2half(float); __host__ __device__ float __half2float(__half);
-__host__ __device__ __half __float2half_rn(float);
-__host__ __device__ __half __hadd(__half, __half); __host__ __device__ __half __hmul(__half, __half);
-__host__ __device__ __half2 __floats2half2_rn(float, float); __host__ __device__ float2 __half22float2(__half2);
-__host__ __device__ float __bfloat162float(__nv_bfloat16); __host__ __device__ __nv_bfloat16 __float2bfloat16(float);
+// cuda_fp16.h / cuda_bf16.h conversions and intrinsics (the emulator's emu_types.h implements the same names)
+#define RT_HD __host__ __device__
+RT_HD __half __float2half(float); RT_HD __half __float2half_rn(float); RT_HD __half __double2half(double);
+RT_HD float __half2float(__half); RT_HD __half __int2half_rn(int); RT_HD int __half2int_rn(__half);
+RT_HD int __half2int_rz(__half); RT_HD unsigned short __half_as_ushort(__half); RT_HD short __half_as_short(__half);
+RT_HD __half __ushort_as_half(unsigned short); RT_HD __half __short_as_half(short);
+RT_HD __half2 __floats2half2_rn(float, float); RT_HD __half2 __float2half2_rn(float); RT_HD __half2 __float22half2_rn(float2);
+RT_HD float2 __half22float2(__half2); RT_HD __half2 __halves2half2(__half, __half); RT_HD __half2 __half2half2(__half);
+RT_HD __half2 make_half2(__half, __half); RT_HD __half __low2half(__half2); RT_HD __half __high2half(__half2);
+RT_HD float __low2float(__half2); RT_HD float __high2float(__half2); RT_HD __half2 __lows2half2(__half2, __half2);
+RT_HD __half2 __highs2half2(__half2, __half2);
+RT_HD __nv_bfloat16 __float2bfloat16(float); RT_HD __nv_bfloat16 __float2bfloat16_rn(float);
+RT_HD float __bfloat162float(__nv_bfloat16); RT_HD unsigned short __bfloat16_as_ushort(__nv_bfloat16);
+RT_HD __nv_bfloat16 __ushort_as_bfloat16(unsigned short); RT_HD __nv_bfloat162 __floats2bfloat162_rn(float, float);
+RT_HD __nv_bfloat162 __float2bfloat162_rn(float); RT_HD float2 __bfloat1622float2(__nv_bfloat162);
+RT_HD __nv_bfloat162 __halves2bfloat162(__nv_bfloat16, __nv_bfloat16);
+RT_HD __nv_bfloat162 make_bfloat162(__nv_bfloat16, __nv_bfloat16); RT_HD __nv_bfloat16 __low2bfloat16(__nv_bfloat162);
+RT_HD __nv_bfloat16 __high2bfloat16(__nv_bfloat162);
+#define RT_F16_OPS(T) RT_HD T __hadd(T, T); RT_HD T __hsub(T, T); RT_HD T __hmul(T, T); RT_HD T __hdiv(T, T); \
+  RT_HD T __hneg(T); RT_HD T __habs(T); RT_HD T __hfma(T, T, T); RT_HD T __hmax(T, T); RT_HD T __hmin(T, T);      \
+  RT_HD bool __heq(T, T); RT_HD bool __hne(T, T); RT_HD bool __hlt(T, T); RT_HD bool __hle(T, T);                 \
+  RT_HD bool __hgt(T, T); RT_HD bool __hge(T, T); RT_HD bool __hisnan(T); RT_HD bool __hisinf(T); RT_HD T hexp(T); \
+  RT_HD T hlog(T); RT_HD T hsqrt(T); RT_HD T hrsqrt(T); RT_HD T htanh(T); RT_HD T##2 __hadd2(T##2, T##2);          \
+  RT_HD T##2 __hsub2(T##2, T##2); RT_HD T##2 __hmul2(T##2, T##2); RT_HD T##2 __h2div(T##2, T##2);                 \
+  RT_HD T##2 __hfma2(T##2, T##2, T##2); RT_HD T##2 __hmax2(T##2, T##2); RT_HD T##2 __hmin2(T##2, T##2);
+#define RT_F16X2_OPS(T2) RT_HD T2 operator+(const T2&, const T2&); RT_HD T2 operator-(const T2&, const T2&); \
+  RT_HD T2 operator*(const T2&, const T2&); RT_HD T2 operator/(const T2&, const T2&); RT_HD T2& operator+=(T2&, const T2&); \
+  RT_HD T2& operator-=(T2&, const T2&); RT_HD T2& operator*=(T2&, const T2&); RT_HD T2& operator/=(T2&, const T2&);
+RT_F16_OPS(__half) RT_F16_OPS(__nv_bfloat16) RT_F16X2_OPS(__half2) RT_F16X2_OPS(__nv_bfloat162)
+#undef RT_F16X2_OPS
+#undef RT_F16_OPS
+#undef RT_HD
 // device-side C library (common_functions.h)
 extern "C" __device__ int printf(const char*, ...);
 extern "C" __device__ void* memcpy(void*, const void*, size_t) noexcept;
@@ -298,7 +340,10 @@ template <thread_scope S> __device__ pipeline<S> make_pipeline();
 template <class G, thread_scope S> __device__ void memcpy_async(const G&, void*, const void*, size_t, barrier<S>&);
 template <thread_scope S> __device__ void memcpy_async(void*, const void*, size_t, barrier<S>&);
 template <class G, thread_scope S> __device__ void memcpy_async(const G&, void*, const void*, size_t, pipeline<S>&);
-template <size_t N> struct aligned_size_t { size_t value; __device__ __host__ constexpr aligned_size_t(size_t v) : value(v) {} };
+template <size_t N> struct aligned_size_t {
+  size_t value; __device__ __host__ constexpr explicit aligned_size_t(size_t v) : value(v) {}
+  __device__ __host__ constexpr operator size_t() const { return value; }
+};
 namespace std { using size_t = ::size_t; }
 }  // namespace cuda
 // Host API, declared so that host code in kernel files parses (rtransform never runs it).
@@ -323,4 +368,31 @@ cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t);
 cudaError_t cudaEventElapsedTime(float*, cudaEvent_t, cudaEvent_t);
 cudaError_t cudaStreamCreate(cudaStream_t*);
+struct cudaDeviceProp {
+  char name[256]; size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin, sharedMemPerMultiprocessor;
+  size_t totalConstMem, l2CacheSize, memPitch; int regsPerBlock, regsPerMultiprocessor, warpSize, maxThreadsPerBlock;
+  int maxThreadsDim[3], maxGridSize[3], clockRate, major, minor, multiProcessorCount, maxThreadsPerMultiProcessor;
+  int maxBlocksPerMultiProcessor, memoryClockRate, memoryBusWidth, concurrentKernels, cooperativeLaunch;
+};
+struct cudaFuncAttributes { size_t sharedSizeBytes, constSizeBytes, localSizeBytes; int maxThreadsPerBlock, numRegs,
+                            ptxVersion, binaryVersion, maxDynamicSharedSizeBytes; };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+                         cudaFuncAttributePreferredSharedMemoryCarveout = 9 };
+enum cudaFuncCache { cudaFuncCachePreferNone, cudaFuncCachePreferShared, cudaFuncCachePreferL1, cudaFuncCachePreferEqual };
+typedef struct CUgraph_st* cudaGraph_t;
+typedef struct CUgraphExec_st* cudaGraphExec_t;
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp*, int);
+cudaError_t cudaGetDevice(int*);
+cudaError_t cudaSetDevice(int);
+cudaError_t cudaGetDeviceCount(int*);
+cudaError_t cudaMallocHost(void**, size_t);
+cudaError_t cudaFreeHost(void*);
+cudaError_t cudaDeviceReset();
+cudaError_t cudaEventDestroy(cudaEvent_t);
+cudaError_t cudaStreamDestroy(cudaStream_t);
+template <class T> cudaError_t cudaMemcpyToSymbol(const T&, const void*, size_t, size_t = 0,
+                                                  cudaMemcpyKind = cudaMemcpyHostToDevice);
+template <class T> cudaError_t cudaFuncSetAttribute(T*, cudaFuncAttribute, int);
+template <class T> cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, T*);
+template <class T> cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int*, T, int, size_t);
 cudaError_t cudaStreamSynchronize(cudaStream_t);

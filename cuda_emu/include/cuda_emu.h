@@ -52,6 +52,7 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include <map>
 #include <new>
 #include <tuple>
 #include <type_traits>

@@ -88,6 +88,126 @@ template <class T> struct bit_xor { T operator()(T a, T b) const { return a ^ b;
 template <unsigned N, class T, class Op>
 inline T reduce(const thread_block_tile<N>& g, T v, Op op) { return g.reduce(v, op); }
 
+// ---- coalesced groups: the lanes of a warp that reach coalesced_threads() together ------------------------
+// The emulator runs a warp's lanes as separate fibers with no convergence of their own, so "together" is decided
+// by the scheduler's state: a lane waits at the call until every other live lane of its warp is either waiting
+// at a coalesced_threads() call too or blocked (at a barrier or a warp collective); the group is then the lanes
+// waiting at the same call site. The first lane to see that publishes the mask to every member.
+}  // namespace cooperative_groups
+namespace emu {
+struct CoalesceWarp {
+  unsigned long long serial[32] = {};  // the block run an entry belongs to (stale entries are ignored)
+  uintptr_t site[32] = {};
+  bool waiting[32] = {}, ready[32] = {};
+  unsigned result[32] = {};
+  unsigned line[32] = {};  // source order: the earliest call site forms its group first
+};
+inline std::map<const void*, CoalesceWarp[32]>& coalesce_table() {
+  static std::map<const void*, CoalesceWarp[32]> t;
+  return t;
+}
+// Settled: every live lane waits at a coalesced_threads() call, at a block barrier, or in a warp collective that
+// needs a waiting lane (it cannot complete before the group forms); a lane still running, or in a collective
+// that will complete without us, may yet arrive.
+inline bool coalesce_stable(Block& b, CoalesceWarp& cw, unsigned w) {
+  unsigned waiting = 0;
+  for (unsigned l = 0; l < 32; ++l)
+    if (cw.serial[l] == b.san_serial && cw.waiting[l] && !cw.ready[l]) waiting |= 1u << l;
+  for (unsigned l = 0; l < 32; ++l) {
+    if (((b.warp_exited[w] | waiting) >> l) & 1u) continue;
+    Fiber* p = b.th[w * 32 + l];
+    if (p->state == S_BAR || p->state == S_DONE) continue;
+    if (p->state == S_WARP && (p->wmask & waiting)) continue;
+    return false;
+  }
+  return true;
+}
+// The waited-at call that comes first in the source: lanes waiting at a later call may be ones that skipped a
+// branch, which in CUDA wait for the branch's lanes where the warp reconverges (before that later call).
+inline uintptr_t coalesce_first_site(Block& b, CoalesceWarp& cw) {
+  uintptr_t site = 0;
+  unsigned best = ~0u;
+  for (unsigned l = 0; l < 32; ++l)
+    if (cw.serial[l] == b.san_serial && cw.waiting[l] && !cw.ready[l] && cw.line[l] < best) {
+      best = cw.line[l];
+      site = cw.site[l];
+    }
+  return site;
+}
+inline unsigned coalesce(uintptr_t site, unsigned line) {
+  Fiber* f = g.cur;
+  if (!f) return 1u;
+  Block& b = *f->blk;
+  unsigned w = f->lin >> 5, lane = f->lin & 31u;
+  CoalesceWarp& cw = coalesce_table()[&b][w];
+  cw.serial[lane] = b.san_serial; cw.site[lane] = site; cw.waiting[lane] = true; cw.ready[lane] = false;
+  cw.line[lane] = line;
+  for (;;) {
+    if (cw.ready[lane]) {
+      cw.waiting[lane] = cw.ready[lane] = false;
+      return cw.result[lane];
+    }
+    if (coalesce_stable(b, cw, w) && coalesce_first_site(b, cw) == site) {
+      unsigned mask = 0;
+      for (unsigned l = 0; l < 32; ++l)
+        if (cw.serial[l] == b.san_serial && cw.waiting[l] && !cw.ready[l] && cw.site[l] == site) mask |= 1u << l;
+      for (unsigned l = 0; l < 32; ++l)
+        if ((mask >> l) & 1u) { cw.result[l] = mask; cw.ready[l] = true; }
+      continue;
+    }
+    yield("coalesced_threads");
+  }
+}
+}  // namespace emu
+namespace cooperative_groups {
+class coalesced_group {
+  unsigned mask_ = 1u;
+  unsigned lane() const { return threadIdx_lane(); }
+  static unsigned threadIdx_lane() { return thread_block::thread_rank() & 31u; }
+  int lane_of(unsigned rank) const {  // the lane holding group rank `rank`
+    unsigned m = mask_;
+    for (unsigned r = 0; r < rank && m; ++r) m &= m - 1;
+    return m ? __builtin_ctz(m) : 0;
+  }
+
+ public:
+  explicit coalesced_group(unsigned mask) : mask_(mask) {}
+  unsigned get_mask() const { return mask_; }
+  unsigned thread_rank() const { return __builtin_popcount(mask_ & ((1u << lane()) - 1u)); }
+  unsigned size() const { return __builtin_popcount(mask_); }
+  unsigned num_threads() const { return size(); }
+  unsigned meta_group_rank() const { return 0; }
+  unsigned meta_group_size() const { return 1; }
+  void sync() const { __syncwarp(mask_); }
+  template <class T> T shfl(T v, unsigned src_rank) const { return __shfl_sync(mask_, v, lane_of(src_rank)); }
+  template <class T> T shfl_down(T v, unsigned d) const {
+    unsigned r = thread_rank() + d;
+    return __shfl_sync(mask_, v, r < size() ? lane_of(r) : (int)lane());
+  }
+  template <class T> T shfl_up(T v, unsigned d) const {
+    unsigned r = thread_rank();
+    return __shfl_sync(mask_, v, r >= d ? lane_of(r - d) : (int)lane());
+  }
+  unsigned ballot(int p) const {  // bit i: the predicate of group rank i
+    unsigned bits = __ballot_sync(mask_, p), out = 0, m = mask_;
+    for (unsigned r = 0; m; ++r, m &= m - 1) out |= ((bits >> __builtin_ctz(m)) & 1u) << r;
+    return out;
+  }
+  int any(int p) const { return __any_sync(mask_, p); }
+  int all(int p) const { return __all_sync(mask_, p); }
+};
+// the call site (file and line, as CUDA source) tells groups formed at different calls apart
+inline coalesced_group coalesced_threads(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  return coalesced_group(emu::coalesce(reinterpret_cast<uintptr_t>(file) * 131u + line, line));
+}
+inline void sync(const coalesced_group& g) { g.sync(); }
+template <class T, class Op>
+inline T reduce(const coalesced_group& g, T v, Op op) {
+  T acc = g.shfl(v, 0);
+  for (unsigned r = 1; r < g.size(); ++r) acc = op(acc, g.shfl(v, r));
+  return acc;
+}
+
 // Scans over a tile: lane i gets op over lanes 0..i (inclusive) or 0..i-1 (exclusive; lane 0 gets T()).
 template <unsigned N, class T, class Op>
 inline T inclusive_scan(const thread_block_tile<N>& g, T v, Op op) {
@@ -153,6 +273,13 @@ class barrier {
   template <thread_scope T> friend void init(barrier<T>* b, long n);
 };
 template <thread_scope S> inline void init(barrier<S>* b, long n) { b->init_count(n); }
+// a size with a promised alignment (converts to the size, as libcu++'s does)
+template <size_t Align>
+struct aligned_size_t {
+  size_t value;
+  constexpr explicit aligned_size_t(size_t v) : value(v) {}
+  constexpr operator size_t() const { return value; }
+};
 // memcpy_async with a barrier: the copy happens at once; the barrier's phase then covers it.
 template <class G, thread_scope S>
 inline void memcpy_async(const G& g, void* dst, const void* src, size_t bytes, barrier<S>&) {

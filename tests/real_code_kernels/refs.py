@@ -54,3 +54,23 @@ def lambdas_mixed(a):
     res = res * 10 + (x > 40).any(axis=1, keepdims=True)
     res = res * 100 + ((x & 2) != 0).sum(axis=1, keepdims=True)
     return {"out": res.astype(np.int32).ravel()}
+
+
+def group_sum(a):
+    t = a["in"].reshape(3, 8, 16).astype(np.float64).sum(axis=2)
+    return {"out": (t + np.roll(t, -1, axis=1)).ravel()}
+
+
+def stage_swap(a):
+    x = a["x"].reshape(3, 96).astype(np.float64)
+    return {"x": (3 * x - x[:, ::-1]).ravel()}
+
+
+def padded_tile(a):
+    x = a["in"].reshape(3, 4, 16)
+    return {"out": np.roll(x, -1, axis=1).ravel()}
+
+
+def agg_filter(a):
+    src = a["src"][:int(a["n"])]
+    return {"count": np.array([(src > 0).sum()], np.int32)}

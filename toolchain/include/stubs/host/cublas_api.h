@@ -18,9 +18,11 @@ typedef enum { CUBLAS_COMPUTE_16F = 64, CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_
                CUBLAS_COMPUTE_32F_FAST_16BF = 75, CUBLAS_COMPUTE_32F_FAST_TF32 = 77, CUBLAS_COMPUTE_64F = 70,
                CUBLAS_COMPUTE_32I = 72 } cublasComputeType_t;
 typedef enum { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 } cublasGemmAlgo_t;
+#ifndef __LIBRARY_TYPES_H__  // the toolkit's library_types.h declares it when present
 typedef enum { CUDA_R_16F = 2, CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16BF = 14, CUDA_R_8I = 3,
                CUDA_R_32I = 10 } cudaDataType_t;
 typedef cudaDataType_t cudaDataType;
+#endif
 typedef struct cublasContext* cublasHandle_t;
 #elif !defined(__CUDACC_RTC__)
 #include_next <cublas_api.h>

@@ -1,0 +1,164 @@
+"""`rtransform spec FILE --kernel K`: a launch-spec skeleton from the kernel's parameters, so that trying a new
+kernel library takes one edit per kernel instead of a spec written from nothing.
+
+Buffers get the dtype of their element type, inputs (`const T*`) random values and outputs zeros; the grid and
+block come from a launch of the kernel in the file's host code when one spells them with integer literals or
+constants the file defines; sizes cover every thread of that launch. Everything guessed is marked in a comment.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import yaml
+
+from converter.flags import CompileFlags
+from converter.slice import KernelParam, slice_source
+from rtransform.spec import C_TYPE_DTYPES
+
+DEFAULT_GRID = [4, 1, 1]
+DEFAULT_BLOCK = [128, 1, 1]
+VECTOR_LANES = {"2": 2, "3": 3, "4": 4}
+_CONST = re.compile(r"(?:#\s*define\s+(\w+)\s+\(?(\d+)[uUlL]*\)?\s*$|"
+                    r"(?:constexpr|const)\s+(?:unsigned\s+)?(?:int|size_t|long|unsigned)\s+(\w+)\s*=\s*(\d+)[uUlL]*\s*;)",
+                    re.M)
+
+
+@dataclass
+class Launch:
+    """A launch configuration and whether it was read from the source or is the default."""
+    grid: list[int]
+    block: list[int]
+    found: bool
+
+
+def spec_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | None = None) -> str:
+    """YAML text of a launch spec for `kernel` (raises SliceError for an unknown kernel)."""
+    sliced = slice_source(text, filename, [kernel], flags=flags)
+    qual = sliced.kernels[0]
+    params = sliced.params[qual]
+    launch = find_launch(text, qual.rsplit("::", 1)[-1])
+    threads = _prod(launch.grid) * _prod(launch.block)
+    args, outputs = [], []
+    for p in params:
+        arg, is_output = _arg(p, threads)
+        args.append(arg)
+        if is_output:
+            outputs.append(p.name)
+    spec: dict = {"kernel": qual}
+    targs = _template_args(text, qual.rsplit("::", 1)[-1])
+    if targs:
+        spec["template_args"] = targs
+    spec.update({"grid": launch.grid, "block": launch.block, "args": args,
+                 "outputs": outputs or [a["name"] for a in args if a["kind"] == "buffer"][:1],
+                 "tolerance": 1.0e-5})
+    how = "from the launch in the host code" if launch.found else "a default: no launch with constant sizes found"
+    head = (f"# launch spec skeleton for {qual} (rtransform spec): grid and block {how};\n"
+            "# buffer sizes cover every thread of the launch; integers named like sizes (n, size, num_x) get\n"
+            "# the thread count, other integers 1:\n"
+            "# check each guess against the kernel's indexing before trusting a verify.\n")
+    return head + yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=120)
+
+
+def find_launch(text: str, name: str) -> Launch:
+    """grid/block of the first `name<<<grid, block>>>` (or `name<T><<<...>>>`) whose sizes are constants."""
+    consts = {m.group(1) or m.group(3): int(m.group(2) or m.group(4)) for m in _CONST.finditer(text)}
+    pat = re.compile(rf"\b{re.escape(name)}\s*(?:<[^<>;]*>)?\s*<<<\s*(.+?)\s*>>>", re.S)
+    block_only = None
+    for m in pat.finditer(text):
+        parts = _split_top(m.group(1))
+        if len(parts) < 2:
+            continue
+        grid, block = _dims(parts[0], consts), _dims(parts[1], consts)
+        if grid and block:
+            return Launch(grid, block, True)
+        block_only = block_only or block
+    if block_only:  # the grid depends on the problem size (ceil_div(N, 128)): keep the block, guess the grid
+        return Launch(list(DEFAULT_GRID), block_only, True)
+    return Launch(list(DEFAULT_GRID), list(DEFAULT_BLOCK), False)
+
+
+def _dims(expr: str, consts: dict[str, int]) -> list[int] | None:
+    expr = expr.strip()
+    m = re.fullmatch(r"dim3\s*\((.*)\)", expr, re.S)
+    items = _split_top(m.group(1)) if m else [expr]
+    vals = [_value(i, consts) for i in items]
+    if not vals or any(v is None or v <= 0 for v in vals) or len(vals) > 3:
+        return None
+    return [int(v) for v in vals] + [1] * (3 - len(vals))  # type: ignore[arg-type]
+
+
+def _value(expr: str, consts: dict[str, int]) -> int | None:
+    """An integer literal, a known constant, or a product/quotient/sum of those."""
+    expr = expr.strip()
+    if not re.fullmatch(r"[\w\s()*/+\-]+", expr):
+        return None
+    names = {n: str(consts[n]) for n in re.findall(r"[A-Za-z_]\w*", expr) if n in consts}
+    if len(names) != len(set(re.findall(r"[A-Za-z_]\w*", expr))):
+        return None
+    code = re.sub(r"[A-Za-z_]\w*", lambda m: names[m.group(0)], expr)
+    code = re.sub(r"(\d+)[uUlL]+", r"\1", code).replace("/", "//")
+    try:
+        v = eval(code, {"__builtins__": {}})  # noqa: S307 - digits and + - * // ( ) only (checked above)
+    except Exception:  # noqa: BLE001 - not a constant expression after all
+        return None
+    return v if isinstance(v, int) else None
+
+
+def _split_top(s: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur] if cur.strip() else out
+
+
+def _template_args(text: str, name: str) -> list:
+    """Template arguments of a launch such as `name<float, 64><<<...>>>`, when the kernel is a template."""
+    m = re.search(rf"\b{re.escape(name)}\s*<([^<>;]*)>\s*<<<", text)
+    if not m:
+        return []
+    out: list = []
+    for a in (x.strip() for x in _split_top(m.group(1))):
+        if a.isdigit():
+            out.append(int(a))
+        else:  # a concrete type is kept; a template parameter of the launcher becomes float (a guess)
+            out.append(a if a in C_TYPE_DTYPES else "float")
+    return out
+
+
+def _arg(p: KernelParam, threads: int) -> tuple[dict, bool]:
+    base = re.sub(r"\b(const|volatile|__restrict__|__restrict)\b", " ", p.elem or "").split()
+    elem = " ".join(base)
+    lanes = VECTOR_LANES.get(elem[-1:], 1) if elem[:-1] in ("float", "int", "uint", "double", "char", "uchar") \
+        else 1
+    dtype = C_TYPE_DTYPES.get(elem, "float32")
+    if p.pointer:
+        is_output = not re.search(r"\bconst\b", p.type.split("*")[0])
+        arg = {"name": p.name, "kind": "buffer", "dtype": dtype, "size": threads * lanes,
+               "init": "zeros" if is_output else "random"}
+        return arg, is_output
+    if dtype.startswith(("int", "uint")):
+        value: float | int = threads if _SIZE_NAME.fullmatch(p.name) else 1
+    else:
+        value = 1.0
+    return {"name": p.name, "kind": "scalar", "dtype": dtype, "value": value}, False
+
+
+# integer parameters that bound the whole index space (`n`, `N`, `size`, `num_elements`...): the thread count;
+# other integers (B, T, C, stride...) are 1, which keeps products of them inside the buffers
+_SIZE_NAME = re.compile(r"(?i)n|len|length|size|count|total\w*|num\w*|n_?elem\w*|\w*_size|\w*_count")
+
+
+def _prod(v: list[int]) -> int:
+    out = 1
+    for x in v:
+        out *= x
+    return out

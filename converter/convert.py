@@ -695,7 +695,9 @@ class _Refuse(Exception):
 
 def _apply_range(raw: bytes, edits: list[Edit], start: int, end: int) -> str:
     out, pos = [], start
-    for e in sorted(edits, key=lambda e: (e.start, e.end)):
+    # the same edit can be found twice (a call site visited once per instantiation of its template): apply it once
+    unique = {(e.start, e.end, e.text): e for e in edits}.values()
+    for e in sorted(unique, key=lambda e: (e.start, e.end)):
         if e.start < pos:
             raise ValueError(f"overlapping edits at offset {e.start}")
         out.append(raw[pos:e.start])

@@ -18,6 +18,7 @@ from rtransform.spec import C_TYPE_DTYPES
 
 DEFAULT_GRID = [4, 1, 1]
 DEFAULT_BLOCK = [128, 1, 1]
+DYNAMIC_SMEM_GUESS = 16384  # bytes, for a kernel with `extern __shared__` (the launch's value is rarely a constant)
 VECTOR_LANES = {"2": 2, "3": 3, "4": 4}
 _CONST = re.compile(r"(?:#\s*define\s+(\w+)\s+\(?(\d+)[uUlL]*\)?\s*$|"
                     r"(?:constexpr|const)\s+(?:unsigned\s+)?(?:int|size_t|long|unsigned)\s+(\w+)\s*=\s*(\d+)[uUlL]*\s*;)",
@@ -40,7 +41,9 @@ def spec_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | N
     launch = find_launch(text, qual.rsplit("::", 1)[-1])
     threads = _prod(launch.grid) * _prod(launch.block)
     args, outputs = [], []
-    for p in params:
+    for n, p in enumerate(params):
+        if not p.name:  # an unnamed parameter (`int /*unused*/`): the spec still needs a name for it
+            p = KernelParam(f"arg{n}", p.type, p.pointer, p.elem)
         arg, is_output = _arg(p, threads)
         args.append(arg)
         if is_output:
@@ -49,7 +52,10 @@ def spec_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | N
     targs = _template_args(text, qual.rsplit("::", 1)[-1])
     if targs:
         spec["template_args"] = targs
-    spec.update({"grid": launch.grid, "block": launch.block, "args": args,
+    spec.update({"grid": launch.grid, "block": launch.block})
+    if re.search(r"\bextern\s+__shared__\b", text):  # dynamic shared memory: a guess, like the sizes
+        spec["dynamic_smem"] = DYNAMIC_SMEM_GUESS
+    spec.update({"args": args,
                  "outputs": outputs or [a["name"] for a in args if a["kind"] == "buffer"][:1],
                  "tolerance": 1.0e-5})
     how = "from the launch in the host code" if launch.found else "a default: no launch with constant sizes found"

@@ -63,3 +63,15 @@ def test_unknown_kernel_is_one_line(tmp_path):
                        capture_output=True, text=True, timeout=120, cwd=REPO)
     assert r.returncode == 1 and r.stderr.strip() == (f"{src}:1:1: error: kernel 'other' not found "
                                                       "(__global__ functions: only)")
+
+
+def test_unnamed_parameters_and_dynamic_shared_memory(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float *out, int /*unused*/) {\n  extern __shared__ float buf[];\n"
+                   "  buf[threadIdx.x] = 1.0f;\n  __syncthreads();\n  out[threadIdx.x] = buf[threadIdx.x];\n}\n")
+    out = tmp_path / "k.spec.yaml"
+    out.write_text(spec_skeleton(src.read_text(), str(src), "k"))
+    spec = load_spec(str(out))
+    assert [a.name for a in spec.args] == ["out", "arg1"] and spec.dynamic_smem > 0
+    res = run_file(str(src), str(out))
+    assert (res.outputs["out"][:128] == 1.0).all()

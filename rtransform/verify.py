@@ -129,7 +129,7 @@ def executor_source(meta: RKernelMeta, spec: LaunchSpec) -> str:
         f"{header}__global__ void {EXECUTOR}({params}const unsigned* __rt_order, unsigned __rt_ntasks) {{\n"
         f"  __shared__ ::rt::TaskSlot __rt_slot;\n{layout_decl}"
         f"  extern __shared__ __align__(16) char __rt_dyn[];\n"
-        f"  const dim3 __rt_grid({g[0]}, {g[1]}, {g[2]}), __rt_block({b[0]}, {b[1]}, {b[2]});\n"
+        f"  const ::dim3 __rt_grid({g[0]}, {g[1]}, {g[2]}), __rt_block({b[0]}, {b[1]}, {b[2]});\n"
         f"  for (unsigned __rt_i = blockIdx.x; __rt_i < __rt_ntasks; __rt_i += gridDim.x) {{\n"
         f"    ::rt::Task __rt = ::rt::make_task(&__rt_slot, __rt_order[__rt_i], __rt_grid, __rt_block, {smem},\n"
         f"                                      __rt_dyn);\n"

@@ -305,3 +305,24 @@ def test_verify_runs_rtasks_out_of_order(tmp_path):
                                      "outputs: [out]\n")
     res = verify_file(str(tmp_path / "k.cu"), str(tmp_path / "k.yaml"))
     assert not res.ok and res.outputs[0].mismatches == 1
+
+
+def test_parameter_named_like_a_cuda_type(tmp_path):
+    """llm.c's permute kernels name a parameter `dim3`: the legacy indices the conversion declares still compile
+    (they spell ::dim3 / ::uint3), and the rKernel matches the legacy kernel."""
+    (tmp_path / "k.cu").write_text(
+        "__global__ void scale(float* out, const float* in, int N, int dim3) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < N) out[i] = in[i] * dim3;\n"
+        "}\n")
+    (tmp_path / "k.yaml").write_text(
+        "kernel: scale\ngrid: [3]\nblock: [32]\nargs:\n"
+        "  - {name: out, kind: buffer, dtype: float32, size: 90, init: zeros}\n"
+        "  - {name: in, kind: buffer, dtype: float32, size: 90}\n"
+        "  - {name: N, kind: scalar, dtype: int32, value: 90}\n"
+        "  - {name: dim3, kind: scalar, dtype: int32, value: 3}\n"
+        "outputs: [out]\n")
+    res = verify_file(str(tmp_path / "k.cu"), str(tmp_path / "k.yaml"))
+    assert res.ok, res
+    legacy = run_file(str(tmp_path / "k.cu"), str(tmp_path / "k.yaml"))
+    assert np.array_equal(legacy.outputs["out"], legacy.inputs["in"] * np.float32(3))

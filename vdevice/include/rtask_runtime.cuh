@@ -301,10 +301,10 @@ __device__ __forceinline__ T reduce(const Tile<N, P>& g, T v, Op op) {
 
 // Shadows the hardware indices inside an rKernel body (and in cloned callees) with the legacy ones.
 #define RT_LEGACY_INDICES(t)                                        \
-  const uint3 threadIdx = ::rt::thread_idx(t);                      \
-  const uint3 blockIdx = ::rt::block_idx(t);                        \
-  const dim3 blockDim = (t).block;                                  \
-  const dim3 gridDim = (t).grid;                                    \
+  const ::uint3 threadIdx = ::rt::thread_idx(t);                      \
+  const ::uint3 blockIdx = ::rt::block_idx(t);                        \
+  const ::dim3 blockDim = (t).block;                                  \
+  const ::dim3 gridDim = (t).grid;                                    \
   (void)threadIdx; (void)blockIdx; (void)blockDim; (void)gridDim
 
 // Shadows the block-wide and warp-wide intrinsics for bodies that reach them through macros (a macro cannot be

@@ -606,10 +606,8 @@ class CpuModule:
 def _loadable(lib: Path) -> bool:
     """Whether a cached library loads; a damaged one (truncated by a crash, a full disk) is removed so the
     caller rebuilds it."""
-    if str(lib) in _LIBS:
-        return True
     try:
-        ctypes.CDLL(str(lib))
+        CpuModule._load(lib)  # loaded once here and kept: the module's own _load then finds it in _LIBS
         return True
     except OSError:
         lib.unlink(missing_ok=True)

@@ -484,23 +484,35 @@ def mark_live(g: Graph, name: str, live: set[str]) -> None:
 
 
 # ---- LSTM unrolling --------------------------------------------------------------------------------------------
-def unroll_lstm(g: Graph) -> int:
-    """Replace each ONNX LSTM by one fused LSTMCell operator per step (with peepholes, which the cell lacks, by
-    per-step standard operators); return how many."""
+def expand_nodes(g: Graph, expand: Callable[[Node], list[Node] | None], what: str) -> int:
+    """Replace, in order, each node that `expand` rewrites (it returns the nodes that compute it; None leaves the
+    node as it is) and note how many; while `expand` runs, g.nodes holds everything before the node (earlier
+    rewrites included), so producers() sees the node's inputs. The unrolling and RNN-splitting passes share it."""
     out: list[Node] = []
     count = 0
     for node in g.nodes:
-        if node.op_type == "LSTM":
-            g.nodes = out + [node]  # producers() must see everything before this LSTM (and earlier unrolls)
-            peepholes = len(node.inputs) > 7 and node.inputs[7] and not lstm_problems(g, node, peepholes_ok=True)
-            out.extend((PeepholeLstmUnroller if peepholes else LstmUnroller)(g, node).run())
-            count += 1
-        else:
+        g.nodes = out + [node]
+        nodes = expand(node)
+        if nodes is None:
             out.append(node)
+        else:
+            out.extend(nodes)
+            count += 1
     g.nodes = out
     if count:
-        g.notes.append(f"LSTM unrolled into per-step operators: {count} node(s)")
+        g.notes.append(f"{what}: {count} node(s)")
     return count
+
+
+def unroll_lstm(g: Graph) -> int:
+    """Replace each ONNX LSTM by one fused LSTMCell operator per step (with peepholes, which the cell lacks, by
+    per-step standard operators); return how many."""
+    def expand(node: Node) -> list[Node] | None:
+        if node.op_type != "LSTM":
+            return None
+        peepholes = len(node.inputs) > 7 and node.inputs[7] and not lstm_problems(g, node, peepholes_ok=True)
+        return (PeepholeLstmUnroller if peepholes else LstmUnroller)(g, node).run()
+    return expand_nodes(g, expand, "LSTM unrolled into per-step operators")
 
 
 def full_sequences(g: Graph, x: str, lens: str, layout: int = 0) -> bool:
@@ -791,23 +803,15 @@ def split_rnn_directions(g: Graph) -> int:
     """Rewrite each LSTM/GRU that runs in reverse, both directions, or with layout=1 as forward, layout-0 nodes of
     one direction each: time reversed by Slice (step -1) before and after, batch-major tensors transposed, the
     directions' outputs concatenated; return how many nodes were rewritten."""
-    out: list[Node] = []
-    count = 0
-    for node in g.nodes:
+    def expand(node: Node) -> list[Node] | None:
         a = node.attrs
         lens = node.inputs[4] if len(node.inputs) > 4 else ""
         if node.op_type in RNN_OPS and (a.get("direction", "forward") != "forward" or a.get("layout", 0)) \
                 and all(g.is_constant(n) for n in present(node.inputs[1:4])) \
                 and full_sequences(g, node.inputs[0], lens, int(a.get("layout", 0))):
-            g.nodes = out + [node]
-            out.extend(RnnSplitter(g, node).run())
-            count += 1
-        else:
-            out.append(node)
-    g.nodes = out
-    if count:
-        g.notes.append(f"RNN directions/layouts split into forward layout-0 nodes: {count} node(s)")
-    return count
+            return RnnSplitter(g, node).run()
+        return None
+    return expand_nodes(g, expand, "RNN directions/layouts split into forward layout-0 nodes")
 
 
 class RnnSplitter:
@@ -1024,19 +1028,8 @@ class EinsumLowering:
 # ---- GRU unrolling -------------------------------------------------------------------------------------------------
 def unroll_gru(g: Graph) -> int:
     """Replace each forward GRU by per-step MatMul/Add/Sigmoid/Tanh/Mul/Sub operators; return how many."""
-    out: list[Node] = []
-    count = 0
-    for node in g.nodes:
-        if node.op_type == "GRU":
-            g.nodes = out + [node]
-            out.extend(GruUnroller(g, node).run())
-            count += 1
-        else:
-            out.append(node)
-    g.nodes = out
-    if count:
-        g.notes.append(f"GRU unrolled into per-step operators: {count} node(s)")
-    return count
+    return expand_nodes(g, lambda node: GruUnroller(g, node).run() if node.op_type == "GRU" else None,
+                        "GRU unrolled into per-step operators")
 
 
 def check_gru(g: Graph, node: Node) -> None:

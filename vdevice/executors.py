@@ -102,8 +102,8 @@ class _GpuBackend:
             self._functions[expr] = self.module.get_function(expr)
         return self._functions[expr]
 
-    def to_device(self, array: np.ndarray) -> Any:
-        """Copy to a new device array (ordered on the backend stream)."""
+    def to_device(self, array: np.ndarray, name: str = "table") -> Any:
+        """Copy to a new device array (ordered on the backend stream); `name` is for the CPU sanitizers' reports."""
         with self.stream:
             out = self.cp.asarray(np.ascontiguousarray(array))
         self.stream.synchronize()
@@ -191,16 +191,10 @@ class VDevice:
         missing = self.args.buffer_names() - set(buffers) - set(self.views)
         if missing:
             raise VDeviceError(f"buffers not given: {sorted(missing)}")
-        self.buffers = {name: self._upload(name, arr) for name, arr in buffers.items()}
+        self.buffers = {name: self.backend.to_device(np.asarray(arr), name) for name, arr in buffers.items()}
         self.generation = 0  # bumped whenever a buffer address changes (CPU rebinding)
         self._argtab: tuple[int, Any] = (-1, None)
         self.layout_sizes = self._query_layouts()
-
-    def _upload(self, name: str, arr: Any) -> Any:
-        """A model buffer on the device (named for the sanitizers' reports on the CPU)."""
-        if isinstance(self.backend, _CpuBackend):
-            return self.backend.to_device(np.asarray(arr), name)
-        return self.backend.to_device(np.asarray(arr))
 
     def _query_layouts(self) -> np.ndarray:
         """[vEU header bytes, aligned layout bytes of each instantiation] measured by the compiler itself."""

@@ -125,12 +125,11 @@ def onnx_slice_range(dim: int, start: int, end: int, step: int) -> tuple[int, in
     return start, max(0, cdiv(start - end, -step))
 
 
-def slice_plan(node: NodeInfo) -> AxisSlice | str:
-    """The single strided axis of a Slice node (attrs starts/ends/axes/steps), or why not."""
+def slice_args(node: NodeInfo) -> tuple[tuple[int, ...], list[int], list[int], list[int], list[int]] | str:
+    """(input shape, starts, ends, axes, steps) of a Slice node with constant attributes, or why not."""
     missing = require_present(node, 1)
     if missing:
         return missing
-    x = node.inputs[0].shape
     starts, ends = node.attr("starts"), node.attr("ends")
     if starts is None or ends is None:
         return "starts and ends must be given as constant attributes"
@@ -139,6 +138,15 @@ def slice_plan(node: NodeInfo) -> AxisSlice | str:
     steps = [int(v) for v in node.attr("steps", [1] * len(starts))]
     if not len(starts) == len(ends) == len(axes) == len(steps):
         return "starts, ends, axes and steps differ in length"
+    return node.inputs[0].shape, starts, ends, axes, steps
+
+
+def slice_plan(node: NodeInfo) -> AxisSlice | str:
+    """The single strided axis of a Slice node (attrs starts/ends/axes/steps), or why not."""
+    args = slice_args(node)
+    if isinstance(args, str):
+        return args
+    x, starts, ends, axes, steps = args
     moved = []
     for start, end, axis, step in zip(starts, ends, axes, steps):
         axis = norm_axis(axis, len(x))
@@ -163,18 +171,10 @@ def _slice_condition(node: NodeInfo) -> str | None:
 
 def strided_view(node: NodeInfo) -> tuple[int, list[int], list[int]] | str:
     """(base offset, output dims, signed input strides) of a Slice over any axes, merged to at most 4 dims."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
-    x = node.inputs[0].shape
-    starts, ends = node.attr("starts"), node.attr("ends")
-    if starts is None or ends is None:
-        return "starts and ends must be given as constant attributes"
-    starts, ends = [int(v) for v in starts], [int(v) for v in ends]
-    axes = [int(v) for v in node.attr("axes", range(len(starts)))]
-    steps = [int(v) for v in node.attr("steps", [1] * len(starts))]
-    if not len(starts) == len(ends) == len(axes) == len(steps):
-        return "starts, ends, axes and steps differ in length"
+    args = slice_args(node)
+    if isinstance(args, str):
+        return args
+    x, starts, ends, axes, steps = args
     lens, stride = list(x), contiguous_strides(x)
     eff, base = list(stride), 0
     for start, end, axis, step in zip(starts, ends, axes, steps):

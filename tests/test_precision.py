@@ -72,7 +72,7 @@ def test_cli_refuses_an_unknown_precision(tmp_path: Path) -> None:
 @pytest.mark.nvcc
 @pytest.mark.parametrize("kernel,expr", [
     ("gemm_tc", "gemm_tc<64, 64, 0>"), ("gemm_tc", "gemm_tc<128, 64, 0>"), ("conv_tc", "conv_tc<64, 64, 0>"),
-    ("gemm_tc", "gemm_tc<32, 32, 1>")])
+    ("gemm_tc", "gemm_tc<32, 32, 1>"), ("conv_tc", "conv_tc<128, 64, 0>"), ("gemm_tc", "gemm_tc<128, 64, 2>")])
 def test_tensor_core_kernels_use_hmma_in_their_inner_loop(tmp_path: Path, kernel: str, expr: str) -> None:
     """Compiled for sm_90, the kernel's hottest loop issues HMMA (3 per useful product for 3xTF32) and spills
     nothing."""
@@ -87,10 +87,12 @@ def test_tensor_core_kernels_use_hmma_in_their_inner_loop(tmp_path: Path, kernel
     (f,) = [f for name, f in figures.items() if name.replace(" ", "") == want]
     assert f.loop is not None and f.loop.hmma > 0 and f.loop.ffma == 0
     bm, bn, prec = (int(v) for v in want[want.index("<") + 1:-1].split(","))
-    # per warp and 16-deep k stage: 2 k-steps x (BM/32 x BN/32 fragments) x 4 HMMA.1684 (16x16x8 = 2 n-halves x
-    # 2 k-halves on sm_90) x products
-    assert f.loop.hmma == 2 * (bm // 32) * (bn // 32) * 4 * (3 if prec == 0 else 1)
-    assert f.spill_bytes == 0
+    # per warp and 16-deep k stage, per fragment of a warp's min(BM/2, 32) x min(BN/2, 32) outputs: tf32, 2 k-steps
+    # x 4 HMMA.1684 (16x16x8 = 2 n-halves x 2 k-halves on sm_90) x products; bf16, 2 HMMA.16816 (2 n-halves)
+    fragments = (min(bm // 2, 32) // 16) * (min(bn // 2, 32) // 16)
+    assert f.loop.hmma == fragments * {0: 2 * 4 * 3, 1: 2 * 4, 2: 2}[prec]
+    # no spills, and at most 128 registers: two 256-thread vEUs per SM can hold any tile
+    assert f.spill_bytes == 0 and f.registers <= 128
 
 
 @pytest.mark.nvcc

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kernel_corpus.bindings import LEGACY_DIR
+from kernel_corpus.ops._tensor_core import threads as tc_threads
 
 pytest.importorskip("cuda_emu", reason="the CPU emulator (cuda_emu) is not available")
 from cuda_emu import CpuModule  # noqa: E402
@@ -194,7 +195,7 @@ def _tc_module(exprs: list[str]) -> CpuModule:
 @pytest.mark.parametrize("bm,bn,prec,M,N,K,trans_a,batch", [
     (64, 64, 0, 37, 45, 50, False, 1), (64, 64, 1, 70, 33, 17, True, 1), (128, 64, 0, 130, 70, 40, False, 2),
     (64, 64, 0, 1, 65, 100, False, 1), (64, 64, 1, 8, 16, 16, False, 3), (32, 32, 0, 45, 33, 29, True, 2),
-    (64, 64, 1, 33, 48, 30, False, 1), (128, 64, 0, 40, 64, 64, False, 2)])
+    (64, 64, 1, 33, 48, 30, False, 1), (128, 64, 0, 40, 64, 64, False, 2), (128, 64, 1, 131, 67, 35, True, 1)])
 def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M: int, N: int, K: int,
                                                  trans_a: bool, batch: int) -> None:
     expr = f"gemm_tc<{bm}, {bn}, {prec}>"
@@ -207,7 +208,7 @@ def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M:
     y = np.full((batch, M, N), np.nan, np.float32)
     grid = (-(-N // bn), -(-M // bm), batch)
     args = [stored_a, b, b, y, M, N, K, sam, sak, N, 1, 0, 0, M * K if batch > 1 else 0, K * N if batch > 1 else 0]
-    mod.launch(expr, grid=grid, block=128, args=[np.int32(v) if isinstance(v, int) else v for v in args]
+    mod.launch(expr, grid=grid, block=tc_threads(bm, bn), args=[np.int32(v) if isinstance(v, int) else v for v in args]
                + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0)])
     for z in range(batch):
         want = tc_gemm_model(a[z], b[z], prec)
@@ -260,7 +261,7 @@ def test_conv_tc_matches_float64(tile: tuple[int, int], prec: int, xs, ws, strid
     y = np.full(want.shape, np.nan, np.float32)
     grid = (-(-(N * OH * OW) // tile[1]), -(-(M // group) // tile[0]), group)
     ints = [N, C, H, W, M, OH, OW, *stride, *pad, R, group, 1, 0]
-    mod.launch(exprs[1], grid=grid, block=128, args=[x, w, bias, y, tab] + [np.int32(v) for v in ints])
+    mod.launch(exprs[1], grid=grid, block=tc_threads(*tile), args=[x, w, bias, y, tab] + [np.int32(v) for v in ints])
     err = np.abs(y - want).max() / (1 + np.abs(want).max())
     assert err < (1e-6 if prec == 0 else 2e-3)
 
@@ -268,7 +269,8 @@ def test_conv_tc_matches_float64(tile: tuple[int, int], prec: int, xs, ws, strid
 # ---- converted like every corpus kernel -------------------------------------------------------------------------
 @pytest.mark.parametrize("op,variant,shape_index", [
     ("Gemm", "tc64x64_3xtf32", 2), ("MatMul", "tc32x32_3xtf32", 1), ("FusedConv", "tc128x64_tf32", 1),
-    ("Conv", "tc64x64_3xtf32", 1), ("MatMul", "tc32x32_bf16", 1)])
+    ("Conv", "tc64x64_3xtf32", 1), ("MatMul", "tc32x32_bf16", 1),
+    ("MatMul", "tc128x64_3xtf32", 1)])
 def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, shape_index: int) -> None:
     """rtransform verify (the converted rKernel on the persistent executor: fewer vEUs than rTasks, surplus
     threads, shuffled rTasks) reproduces the legacy kernel bit for bit at a corpus launch."""
@@ -296,7 +298,7 @@ def bf16_round(x: np.ndarray) -> np.ndarray:
     return (((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)).view(np.float32)
 
 
-@pytest.mark.parametrize("bm,bn,M,N,K", [(64, 64, 37, 45, 50), (32, 32, 20, 70, 33)])
+@pytest.mark.parametrize("bm,bn,M,N,K", [(64, 64, 37, 45, 50), (32, 32, 20, 70, 33), (128, 64, 150, 40, 20)])
 def test_gemm_tc_bf16_matches_numpy_model_bit_for_bit(bm: int, bn: int, M: int, N: int, K: int) -> None:
     """PREC 2: operands rounded to bfloat16, one k16 product per 16-deep stage, k in order."""
     expr = f"gemm_tc<{bm}, {bn}, 2>"
@@ -306,7 +308,7 @@ def test_gemm_tc_bf16_matches_numpy_model_bit_for_bit(bm: int, bn: int, M: int, 
     b = rng.uniform(-2, 2, (K, N)).astype(np.float32)
     y = np.full((M, N), np.nan, np.float32)
     ints = [M, N, K, K, 1, N, 1, 0, 0, 0, 0]
-    mod.launch(expr, grid=(-(-N // bn), -(-M // bm), 1), block=128,
+    mod.launch(expr, grid=(-(-N // bn), -(-M // bm), 1), block=tc_threads(bm, bn),
                args=[a, b, b, y] + [np.int32(v) for v in ints] + [np.float32(1), np.float32(0), np.int32(0), np.int32(0)])
     kp = -(-K // 16) * 16
     ap, bp = np.zeros((M, kp), np.float32), np.zeros((kp, N), np.float32)

@@ -8,9 +8,11 @@
 //   1  TF32: one product of the operands rounded with __float_to_tf32 (10-bit mantissas: ~5e-4 relative error);
 //   2  BF16: each float stage is rounded to bfloat16 in shared memory (7-bit mantissas: ~4e-3 relative error)
 //      and multiplied as m16n16k16 fragments.
-// Block: 128 threads = 4 warps in a 2 x 2 arrangement, each warp owning a (BM/2) x (BN/2) part of the BM x BN output
-// tile as 16 x 16 accumulator fragments. K advances BK = 16 at a time through two shared-memory stages: the next
-// stage is copied with cp.async (zero-filled outside the matrix) while the tensor cores work on the current one.
+// Block: warps of at most 32 x 32 outputs each (TcShape): 32x32 and 64x64 tiles take 4 warps (128 threads) in a
+// 2 x 2 arrangement, 128x64 takes 8 (256 threads, 4 x 2), so no warp holds more than 2 x 2 accumulator fragments
+// and every tile fits 128 registers per thread (two 256-thread vEUs per SM) without spilling. K advances BK = 16 at
+// a time through two shared-memory stages: the next stage is copied with cp.async (zero-filled outside the matrix)
+// while the tensor cores work on the current one.
 //
 // GEMM operands are addressed through element strides exactly as in gemm.cu:
 //   A(m,k) = A[z*batch_a + m*sam + k*sak]      B(k,n) = B[z*batch_b + k*sbk + n*sbn]
@@ -21,10 +23,18 @@
 // integer division.
 #include <mma.h>
 
-#define TC_THREADS 128
 #define TC_BK 16
 #define TC_PAD 4  // floats of padding per shared-memory row: rows stay 16-byte aligned, fragments 32-byte aligned
 #define TC_HPAD 8  // bfloat16 padding per row of the BF16 stage (ldm a multiple of 8, fragments 32-byte aligned)
+
+// The warp arrangement of a BM x BN tile: warps of WM x WN outputs (half the tile, at most 32 x 32), FM x FN
+// fragments of 16 x 16 each.
+template <int BM, int BN>
+struct TcShape {
+  static constexpr int WM = BM / 2 < 32 ? BM / 2 : 32, WN = BN / 2 < 32 ? BN / 2 : 32;
+  static constexpr int WARPS_N = BN / WN, WARPS = (BM / WM) * WARPS_N, THREADS = 32 * WARPS;
+  static constexpr int FM = WM / 16, FN = WN / 16;
+};
 
 // The accumulator fragment of a precision: k = 8 for tf32 operands, 16 for bf16.
 template <int PREC>
@@ -83,28 +93,26 @@ __device__ __forceinline__ void tc_stage_product(Acc (&acc)[FM][FN], const float
   using namespace nvcuda;
 #pragma unroll
   for (int kk = 0; kk < TC_BK; kk += 8) {
-    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a_hi[FM], a_lo[FM];
     wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b_hi[FN], b_lo[FN];
-#pragma unroll
-    for (int i = 0; i < FM; ++i) {
-      wmma::load_matrix_sync(a_hi[i], As + i * 16 * lda + kk, lda);
-      tc_split<PREC>(a_hi[i], a_lo[i]);
-    }
 #pragma unroll
     for (int j = 0; j < FN; ++j) {
       wmma::load_matrix_sync(b_hi[j], Bs + kk * ldb + j * 16, ldb);
       tc_split<PREC>(b_hi[j], b_lo[j]);
     }
 #pragma unroll
-    for (int i = 0; i < FM; ++i)
+    for (int i = 0; i < FM; ++i) {  // one A fragment (hi, lo) live at a time: fewer registers, same products
+      wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a_hi, a_lo;
+      wmma::load_matrix_sync(a_hi, As + i * 16 * lda + kk, lda);
+      tc_split<PREC>(a_hi, a_lo);
 #pragma unroll
       for (int j = 0; j < FN; ++j) {
         if (PREC == 0) {  // the small terms first, the large one last
-          wmma::mma_sync(acc[i][j], a_lo[i], b_hi[j], acc[i][j]);
-          wmma::mma_sync(acc[i][j], a_hi[i], b_lo[j], acc[i][j]);
+          wmma::mma_sync(acc[i][j], a_lo, b_hi[j], acc[i][j]);
+          wmma::mma_sync(acc[i][j], a_hi, b_lo[j], acc[i][j]);
         }
-        wmma::mma_sync(acc[i][j], a_hi[i], b_hi[j], acc[i][j]);
+        wmma::mma_sync(acc[i][j], a_hi, b_hi[j], acc[i][j]);
       }
+    }
   }
 }
 
@@ -115,9 +123,10 @@ __device__ __forceinline__ void tc_stage_product_bf16(Acc (&acc)[FM][FN], const 
                                                       __nv_bfloat16* Ah, __nv_bfloat16* Bh, int wm, int wn) {
   using namespace nvcuda;
   constexpr int LDA = TC_BK + TC_PAD, LDB = BN + TC_PAD, LHA = TC_BK + TC_HPAD, LHB = BN + TC_HPAD;
-  for (int e = threadIdx.x; e < BM * TC_BK; e += TC_THREADS)
+  constexpr int THREADS = TcShape<BM, BN>::THREADS;
+  for (int e = threadIdx.x; e < BM * TC_BK; e += THREADS)
     Ah[e / TC_BK * LHA + e % TC_BK] = __float2bfloat16(As[e / TC_BK * LDA + e % TC_BK]);
-  for (int e = threadIdx.x; e < TC_BK * BN; e += TC_THREADS)
+  for (int e = threadIdx.x; e < TC_BK * BN; e += THREADS)
     Bh[e / BN * LHB + e % BN] = __float2bfloat16(Bs[e / BN * LDB + e % BN]);
   __syncthreads();
   wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[FM];
@@ -194,46 +203,44 @@ __device__ __forceinline__ float tc_gemm_epilogue(float acc, const float* C, siz
   return v;
 }
 
-// Copies of one GEMM stage: thread tid copies elements e = tid + i*128 of the A tile, (e / BK, e % BK), and of the B
-// tile, (e / BN, e % BN) (powers of two: shifts); the row/column parts of their offsets are computed once.
+// Copies of one GEMM stage: thread tid copies elements e = tid + i*THREADS of the A tile, row e / BK = tid / BK +
+// i*THREADS/BK, column tid % BK, and of the B tile, row tid / BN + i*THREADS/BN, column tid % BN. Only the first
+// row's offset and the row stride are kept (registers: the offsets of later rows are one multiply-add each).
 template <int BM, int BN>
 struct TcGemmLoader {
-  static constexpr int A_PER = BM * TC_BK / TC_THREADS, B_PER = TC_BK * BN / TC_THREADS;
-  const float* a;
-  const float* b;
-  int tid, K, sak, sbk;
-  int a_off[A_PER], b_off[B_PER];
-  bool a_ok[A_PER], b_ok[B_PER];
+  static constexpr int THREADS = TcShape<BM, BN>::THREADS;
+  static constexpr int A_PER = BM * TC_BK / THREADS, B_PER = TC_BK * BN / THREADS;
+  static constexpr int A_ROWS = THREADS / TC_BK, B_ROWS = THREADS / BN;  // rows between a thread's copies
+  const float* a;  // A(m0 + tid / BK, tid % BK)
+  const float* b;  // B(tid / BN, n0 + tid % BN)
+  int K, sak, sbk, a_step, b_step, a_rows, a_col, b_row;  // a_rows: rows of A left from this thread's first
+  bool b_ok;
 
-  __device__ TcGemmLoader(int tid_, const float* a_, const float* b_, int M, int N, int K_, int sam, int sak_, int sbk_,
+  __device__ TcGemmLoader(int tid, const float* a_, const float* b_, int M, int N, int K_, int sam, int sak_, int sbk_,
                           int sbn, int m0, int n0)
-      : a(a_), b(b_), tid(tid_), K(K_), sak(sak_), sbk(sbk_) {
-#pragma unroll
-    for (int i = 0; i < A_PER; ++i) {
-      const int e = tid + i * TC_THREADS, m = m0 + e / TC_BK;
-      a_ok[i] = m < M;
-      a_off[i] = (a_ok[i] ? m : 0) * sam + (e % TC_BK) * sak;
-    }
-#pragma unroll
-    for (int i = 0; i < B_PER; ++i) {
-      const int e = tid + i * TC_THREADS, n = n0 + e % BN;
-      b_ok[i] = n < N;
-      b_off[i] = (e / BN) * sbk + (b_ok[i] ? n : 0) * sbn;
-    }
+      : K(K_), sak(sak_), sbk(sbk_), a_step(A_ROWS * sam), b_step(B_ROWS * sbk_) {
+    a_rows = M - m0 - tid / TC_BK;
+    a_col = tid % TC_BK;
+    a = a_rows > 0 ? a_ + (size_t)(m0 + tid / TC_BK) * sam + (size_t)a_col * sak : a_;
+    b_row = tid / BN;
+    b_ok = n0 + tid % BN < N;
+    b = b_ok ? b_ + (size_t)b_row * sbk + (size_t)(n0 + tid % BN) * sbn : b_;
   }
   __device__ void operator()(int t, float* as, float* bs) const {
     const int k0 = t * TC_BK;
+    const int tid = threadIdx.x;
+    const bool a_k = k0 + a_col < K;
 #pragma unroll
     for (int i = 0; i < A_PER; ++i) {
-      const int e = tid + i * TC_THREADS;
-      const bool ok = a_ok[i] && k0 + e % TC_BK < K;
-      tc_copy4(as + (e / TC_BK) * (TC_BK + TC_PAD) + e % TC_BK, ok ? a + a_off[i] + (size_t)k0 * sak : a, ok);
+      const int e = tid + i * THREADS;
+      const bool ok = a_k && i * A_ROWS < a_rows;
+      tc_copy4(as + (e / TC_BK) * (TC_BK + TC_PAD) + e % TC_BK, ok ? a + (i * a_step + (size_t)k0 * sak) : a, ok);
     }
 #pragma unroll
     for (int i = 0; i < B_PER; ++i) {
-      const int e = tid + i * TC_THREADS;
-      const bool ok = b_ok[i] && k0 + e / BN < K;
-      tc_copy4(bs + (e / BN) * (BN + TC_PAD) + e % BN, ok ? b + b_off[i] + (size_t)k0 * sbk : b, ok);
+      const int e = tid + i * THREADS;
+      const bool ok = b_ok && k0 + b_row + i * B_ROWS < K;
+      tc_copy4(bs + (e / BN) * (BN + TC_PAD) + e % BN, ok ? b + (i * b_step + (size_t)k0 * sbk) : b, ok);
     }
   }
 };
@@ -257,19 +264,20 @@ struct TcGemmOut {
   }
 };
 
-// Tensor-core GEMM: a BM x BN tile of Y per block. block (128), grid (ceil(N/BN), ceil(M/BM), batch).
+// Tensor-core GEMM: a BM x BN tile of Y per block. block (TcShape<BM, BN>::THREADS), grid (ceil(N/BN), ceil(M/BM), batch).
 template <int BM, int BN, int PREC>
-__global__ void __launch_bounds__(TC_THREADS)
+__global__ void __launch_bounds__(TcShape<BM, BN>::THREADS)
 gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C, float* __restrict__ Y,
         int M, int N, int K, int sam, int sak, int sbk, int sbn, int scm, int scn, int batch_a, int batch_b,
         float alpha, float beta, int bias, int act) {
-  constexpr int FM = BM / 32, FN = BN / 32;
+  typedef TcShape<BM, BN> S;
+  constexpr int FM = S::FM, FN = S::FN;
   __shared__ __align__(32) float As[2][BM * (TC_BK + TC_PAD)];
   __shared__ __align__(32) float Bs[2][TC_BK * (BN + TC_PAD)];
-  __shared__ __align__(32) float Cs[4][16 * 20];
+  __shared__ __align__(32) float Cs[TcShape<BM, BN>::WARPS][16 * 20];
   __shared__ __align__(32) __nv_bfloat16 Ah[PREC == 2 ? BM * (TC_BK + TC_HPAD) : 16];
   __shared__ __align__(32) __nv_bfloat16 Bh[PREC == 2 ? TC_BK * (BN + TC_HPAD) : 16];
-  const int warp = threadIdx.x / 32, wm = (warp / 2) * (BM / 2), wn = (warp % 2) * (BN / 2);
+  const int warp = threadIdx.x / 32, wm = (warp / S::WARPS_N) * S::WM, wn = (warp % S::WARPS_N) * S::WN;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const TcGemmLoader<BM, BN> load(threadIdx.x, A + (size_t)blockIdx.z * batch_a, B + (size_t)blockIdx.z * batch_b, M, N,
                                   K, sam, sak, sbk, sbn, m0, n0);
@@ -301,42 +309,42 @@ __device__ __forceinline__ float tc_conv_epilogue(float acc, const float* Bias, 
   return relu ? fmaxf(acc, 0.0f) : acc;
 }
 
-// Copies of one convolution stage. A = this group's filters W_g [mg, R] (row-major); B = im2col(X) [R, P]: thread
-// tid always copies pixel column tid % BN (its image, top-left input row and column computed once) at rows
-// tid / BN + i * (128 / BN); the row's (channel, kh, kw) offsets come from the table.
+// Copies of one convolution stage. A = this group's filters W_g [mg, R] (row-major), copied as the GEMM's A (first
+// row's address and the row count left kept); B = im2col(X) [R, P]: thread tid always copies pixel column tid % BN
+// (its image, top-left input row and column computed once) at rows tid / BN + i * (THREADS / BN); the row's
+// (channel, kh, kw) offsets come from the table.
 template <int BM, int BN>
 struct TcConvLoader {
-  static constexpr int A_PER = BM * TC_BK / TC_THREADS, B_PER = TC_BK * BN / TC_THREADS, B_STEP = TC_THREADS / BN;
-  const float* w;      // W_g
+  static constexpr int THREADS = TcShape<BM, BN>::THREADS;
+  static constexpr int A_PER = BM * TC_BK / THREADS, B_PER = TC_BK * BN / THREADS;
+  static constexpr int A_ROWS = THREADS / TC_BK, B_STEP = THREADS / BN;
+  const float* w;      // W_g(m0 + tid / BK, tid % BK)
   const float* x;      // X[n, g*cg, 0, 0] of this thread's pixel
   const TcTap* tab;
-  int tid, R, H, W, ih0, iw0, a_off[A_PER];
-  bool p_ok, a_ok[A_PER];
+  int R, H, W, ih0, iw0, a_rows, a_col;
+  bool p_ok;
 
-  __device__ TcConvLoader(int tid_, const float* X, const float* Wt, const TcTap* tab_, int N, int C, int H_, int W_,
+  __device__ TcConvLoader(int tid, const float* X, const float* Wt, const TcTap* tab_, int N, int C, int H_, int W_,
                           int OH, int OW, int sh, int sw, int ph, int pw, int cg, int mg, int R_, int g, int m0, int p0)
-      : tab(tab_), tid(tid_), R(R_), H(H_), W(W_) {
+      : tab(tab_), R(R_), H(H_), W(W_) {
     const int OHW = OH * OW, p = p0 + tid % BN;
     p_ok = p < N * OHW;
-    w = Wt + (size_t)g * mg * R;
-#pragma unroll
-    for (int i = 0; i < A_PER; ++i) {
-      const int e = tid + i * TC_THREADS, m = m0 + e / TC_BK;
-      a_ok[i] = m < mg;
-      a_off[i] = (a_ok[i] ? m : 0) * R + e % TC_BK;
-    }
+    a_rows = mg - m0 - tid / TC_BK;
+    a_col = tid % TC_BK;
+    w = Wt + (size_t)g * mg * R + (a_rows > 0 ? (size_t)(m0 + tid / TC_BK) * R + a_col : 0);
     const int n = p / OHW, pix = p % OHW;
     ih0 = (pix / OW) * sh - ph;
     iw0 = (pix % OW) * sw - pw;
     x = X + ((size_t)n * C + (size_t)g * cg) * H * W;
   }
   __device__ void operator()(int t, float* as, float* bs) const {
-    const int k0 = t * TC_BK;
+    const int k0 = t * TC_BK, tid = threadIdx.x;
+    const bool a_k = k0 + a_col < R;
 #pragma unroll
     for (int i = 0; i < A_PER; ++i) {
-      const int e = tid + i * TC_THREADS;
-      const bool ok = a_ok[i] && k0 + e % TC_BK < R;
-      tc_copy4(as + (e / TC_BK) * (TC_BK + TC_PAD) + e % TC_BK, ok ? w + a_off[i] + k0 : w, ok);
+      const int e = tid + i * THREADS;
+      const bool ok = a_k && i * A_ROWS < a_rows;
+      tc_copy4(as + (e / TC_BK) * (TC_BK + TC_PAD) + e % TC_BK, ok ? w + (i * A_ROWS * R + k0) : w, ok);
     }
 #pragma unroll
     for (int i = 0; i < B_PER; ++i) {
@@ -369,19 +377,20 @@ struct TcConvOut {
 
 // X [N, C, H, W], Wt [M, C/group, KH, KW], Bias [M] (read when bias), Y [N, M, OH, OW], then Relu when relu;
 // tab (R = C/group*KH*KW entries) from conv_tc_offsets.
-// block (128), grid (ceil(N*OH*OW / BN), ceil((M/group) / BM), group).
+// block (TcShape<BM, BN>::THREADS), grid (ceil(N*OH*OW / BN), ceil((M/group) / BM), group).
 template <int BM, int BN, int PREC>
-__global__ void __launch_bounds__(TC_THREADS)
+__global__ void __launch_bounds__(TcShape<BM, BN>::THREADS)
 conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* __restrict__ Bias,
         float* __restrict__ Y, const TcTap* __restrict__ tab, int N, int C, int H, int W, int M, int OH, int OW,
         int sh, int sw, int ph, int pw, int R, int group, int bias, int relu) {
-  constexpr int FM = BM / 32, FN = BN / 32;
+  typedef TcShape<BM, BN> S;
+  constexpr int FM = S::FM, FN = S::FN;
   __shared__ __align__(32) float As[2][BM * (TC_BK + TC_PAD)];
   __shared__ __align__(32) float Bs[2][TC_BK * (BN + TC_PAD)];
-  __shared__ __align__(32) float Cs[4][16 * 20];
+  __shared__ __align__(32) float Cs[TcShape<BM, BN>::WARPS][16 * 20];
   __shared__ __align__(32) __nv_bfloat16 Ah[PREC == 2 ? BM * (TC_BK + TC_HPAD) : 16];
   __shared__ __align__(32) __nv_bfloat16 Bh[PREC == 2 ? TC_BK * (BN + TC_HPAD) : 16];
-  const int warp = threadIdx.x / 32, wm = (warp / 2) * (BM / 2), wn = (warp % 2) * (BN / 2);
+  const int warp = threadIdx.x / 32, wm = (warp / S::WARPS_N) * S::WM, wn = (warp % S::WARPS_N) * S::WN;
   const int g = blockIdx.z, cg = C / group, mg = M / group;
   const int m0 = blockIdx.y * BM, p0 = blockIdx.x * BN;
   const TcConvLoader<BM, BN> load(threadIdx.x, X, Wt, tab, N, C, H, W, OH, OW, sh, sw, ph, pw, cg, mg, R, g, m0, p0);

@@ -5,7 +5,6 @@ from __future__ import annotations
 from kernel_corpus.ops._common import cdiv
 
 SOURCE = "tc.cu"
-THREADS = 128
 BK = 16  # k per pipeline stage
 PREC_CODE = {"3xtf32": 0, "tf32": 1, "bf16": 2}  # tc.cu's PREC template argument
 # Tensor-core products per multiply-add, in TF32-rate units (bf16 tensor cores run at twice the TF32 rate).
@@ -14,6 +13,12 @@ PRODUCTS = {"3xtf32": 3, "tf32": 1, "bf16": 0.5}
 # DeviceSpec); the cost model's roofline holds every kernel to its peak alike.
 TF32_RATE = 378.0 / 51.0
 TILES = ((32, 32, "fast"), (64, 64, "fast"), (128, 64, "efficient"))  # (BM, BN, kind)
+WARP_TILE = 32  # tc.cu's TcShape: a warp owns half the tile in each dimension, at most 32 x 32 outputs
+
+
+def threads(bm: int, bn: int) -> int:
+    """Threads of a BM x BN tile's block, as tc.cu's TcShape arranges its warps (4 up to 64x64, 8 for 128x64)."""
+    return 32 * (bm // min(bm // 2, WARP_TILE)) * (bn // min(bn // 2, WARP_TILE))
 
 
 def tensor_core_flops(batch: int, M: int, N: int, K: int, bm: int, bn: int, precision: str) -> int:

@@ -152,7 +152,7 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
         args = _conv_args(g)[:4] + [taps] + [i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.sh, w.sw, w.ph,
                                                               w.pw, R, g.group, int(g.bias), int(g.relu))]
         conv = Launch("conv_tc", [bm, bn, tc.PREC_CODE[precision]], (cdiv(P, bn), cdiv(mg, bm), g.group),
-                      (tc.THREADS, 1, 1), 0, args, work, _traffic(node) + 16 * R, flop_rate=tc.TF32_RATE)
+                      (tc.threads(bm, bn), 1, 1), 0, args, work, _traffic(node) + 16 * R, flop_rate=tc.TF32_RATE)
         return [offsets, conv]
 
     return Binding(op_type, f"tc{bm}x{bn}_{precision}", tc.SOURCE, kind, _geometry_condition(_grid_limits(bm)), plan,

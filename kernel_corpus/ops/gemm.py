@@ -229,7 +229,7 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
         p = gemm_problem(node)
         grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch)
         work = tc.tensor_core_flops(p.batch, p.M, p.N, p.K, bm, bn, precision) + p.flops - 2 * p.batch * p.M * p.N * p.K
-        return [Launch("gemm_tc", [bm, bn, tc.PREC_CODE[precision]], grid, (tc.THREADS, 1, 1), 0,
+        return [Launch("gemm_tc", [bm, bn, tc.PREC_CODE[precision]], grid, (tc.threads(bm, bn), 1, 1), 0,
                        _gemm_args(p) + [i32(int(p.bias)), i32(p.act)], work, _traffic(node), flop_rate=tc.TF32_RATE)]
 
     return Binding(op_type, f"tc{bm}x{bn}_{precision}", tc.SOURCE, kind, _gemm_condition(bm), plan, ("gemm_tc",),

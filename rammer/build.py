@@ -6,6 +6,7 @@ plan uses) -> vdevice.codegen (one interpreter module) -> rammer.runtime (CPU em
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -13,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -277,22 +279,26 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     ops0 = plan.programs[0].ops if plan.programs else []
     ops, texts = prog.step(f"convert {len({op.kernel.source_id for op in ops0})} legacy source(s)",
                            lambda: convert_ops(list(ops0), paths))
-    veus_per_sm, occupancy, most = 1, None, 4
-    while target == "gpu" and veus is None and ops and compile_check:  # re-plan until the plan's vEUs fit
-        occupancy = prog.step("vEUs per SM from ptxas", lambda: choose_occupancy(ops, texts, plan, most))
-        if occupancy is None or occupancy.veus_per_sm == veus_per_sm:
-            break
-        veus_per_sm = most = occupancy.veus_per_sm
-        num_veus = veus_per_sm * profiler.device.sms
-        profiler = make_profiler(profile, target, num_veus)
-        if profiler.mode == "measured":  # rTask times depend on the vEUs sharing an SM: measured per vEU count
-            prog.step(f"measure launch shapes on {num_veus} vEUs",
-                      lambda: profile_workload(workload, profiler, target, paths, quiet), own_line=True)
-        sch = prog.step(f"{policy} plan on {num_veus} vEUs",
-                        lambda: plan_workload(graph, workload, policy, profiler, num_veus=num_veus))
-        plan = sch.plan
-        ops0 = plan.programs[0].ops if plan.programs else []
-        ops, texts = convert_ops(list(ops0), paths)
+    def plan_at(k: int, wl: Any) -> Planned:
+        """The plan on k vEUs per SM (the profiler re-measures per vEU count in measured mode)."""
+        prof = make_profiler(profile, target, k * H100.sms)
+        if prof.mode == "measured":  # rTask times depend on the vEUs sharing an SM: measured per vEU count
+            prog.step(f"measure launch shapes on {prof.num_veus} vEUs",
+                      lambda: profile_workload(wl, prof, target, paths, quiet), own_line=True)
+        s2 = prog.step(f"{policy} plan on {prof.num_veus} vEUs",
+                       lambda: plan_workload(graph, wl, policy, prof, num_veus=prof.num_veus))
+        o2, t2 = convert_ops(list(s2.plan.programs[0].ops if s2.plan.programs else []), paths)
+        return Planned(s2, o2, t2, prof, k)
+
+    planned = Planned(sch, ops, texts, profiler, 1)
+    budget = None
+    if target == "gpu" and veus is None and ops and compile_check:  # re-plan until the plan's vEUs fit
+        planned = fit_occupancy(planned, lambda k: plan_at(k, workload), prog, MOST_VEUS_PER_SM)
+        budget, planned = register_budget_plan(planned, workload, plan_at, prog)
+    sch, ops, texts, profiler, veus_per_sm, occupancy = (planned.sch, planned.ops, planned.texts, planned.profiler,
+                                                          planned.veus_per_sm, planned.occupancy)
+    plan = sch.plan
+    num_veus = profiler.num_veus
     programs = rebind_programs(plan.programs, ops)
     buffers, views = plan_buffers(graph, plan, ops)
     deps = op_dependencies(plan, sch.workload) if plan.ops else []
@@ -326,6 +332,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                                                         "passes": [r.to_json() for r in graph.pass_log],
                                                         "veus_per_sm": veus_per_sm,
                                                         "occupancy": occupancy.describe() if occupancy else None,
+                                                        "register_budget": budget.to_json() if budget else None,
                                                         "backends": list(backends),
                                                         "placement": placement_name(placement, workload)}
         built = Built(tmp, manifest, ops, programs, texts, weights)
@@ -344,6 +351,74 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     return built
 
 
+MOST_VEUS_PER_SM = 4  # the occupancy search's ceiling (the CPU tests cover 1..4)
+BUDGET_ROUNDS = 3  # re-plans the register budget may take, each leaving out what the previous one added over it
+
+
+@dataclass
+class Planned:
+    """A plan on some vEUs per SM with its converted ops, and the occupancy ptxas gave it (None: not checked)."""
+
+    sch: Any  # scheduler.pipeline.Scheduled
+    ops: list[Op]
+    texts: dict[str, str]
+    profiler: Any
+    veus_per_sm: int
+    occupancy: Any = None
+
+
+def fit_occupancy(p: Planned, plan_at: Callable[[int], Planned], prog: Any, most: int) -> Planned:
+    """Re-plan on the vEUs per SM ptxas allows the plan's interpreter until the count holds (vdevice.occupancy)."""
+    while p.ops:
+        occ = prog.step("vEUs per SM from ptxas", lambda: choose_occupancy(p.ops, p.texts, p.sch.plan, most))
+        if occ is None or occ.veus_per_sm == p.veus_per_sm:
+            p.occupancy = occ
+            return p
+        most = occ.veus_per_sm
+        p = plan_at(most)
+        p.occupancy = occ
+    return p
+
+
+def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any], Planned],
+                         prog: Any) -> tuple[Any, Planned]:
+    """When a few register-hungry instantiations keep the vEUs per SM below MOST_VEUS_PER_SM, also plan without
+    the candidates that launch them at the best count they leave, and keep the plan predicted faster (rammer.budget;
+    ptxas' figures per instantiation, cached). Returns (the BudgetChoice or None, the plan kept)."""
+    from vdevice.occupancy import instantiation_registers
+
+    from .budget import BudgetChoice, budget_target, without_candidates
+    if p.occupancy is None or p.veus_per_sm >= MOST_VEUS_PER_SM:
+        return None, p
+    registers = prog.step("registers per rKernel instantiation", lambda: instantiation_registers(p.ops, p.texts))
+    threads, smem = veu_footprint(p.sch.plan)
+    target = budget_target(registers, threads, smem, p.veus_per_sm, MOST_VEUS_PER_SM)
+    if target is None:
+        return None, p
+    choice, q, k = BudgetChoice(p.veus_per_sm, p.sch.plan.predicted_us, target), p, target.veus_per_sm
+    for _ in range(BUDGET_ROUNDS):  # a re-plan may pick other instantiations over the budget: leave those out too
+        reduced = without_candidates(workload, choice.target.excluded)
+        if reduced is None:
+            break
+        wl, choice.dropped = reduced
+        q = fit_occupancy(plan_at(k, wl), lambda k2: plan_at(k2, wl), prog, k)
+        choice.veus_per_sm_budget, choice.predicted_budget_us = q.veus_per_sm, q.sch.plan.predicted_us
+        regs = registers if q.veus_per_sm >= k else instantiation_registers(q.ops, q.texts)
+        more = {e for e, r in regs.items() if r > target.registers} - set(choice.target.excluded)
+        if q.veus_per_sm >= k or not more:
+            break
+        choice.target = dataclasses.replace(choice.target, excluded=tuple(sorted({*choice.target.excluded, *more})))
+    choice.decide()
+    if not prog.quiet:
+        print(f"  {choice.describe()}", file=sys.stderr)
+    return choice, (q if choice.chosen == "budget" else p)
+
+
+def veu_footprint(plan: Any) -> tuple[int, int]:
+    """A vEU's threads and shared memory (its largest rTask's, plus the header) for the plan."""
+    return max(n.threads for n in plan.veu_needs), max(n.smem_bytes for n in plan.veu_needs) + HEADER_BYTES
+
+
 def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: int) -> Any:
     """The most vEUs per SM the plan's interpreter keeps co-resident without spills, by ptxas' figures
     (vdevice.occupancy); None without nvcc (the build then keeps one vEU per SM)."""
@@ -352,8 +427,7 @@ def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: i
     from vdevice.occupancy import choose_veus_per_sm, interpreter_usage
     if find_nvcc() is None:
         return None
-    threads = max(n.threads for n in plan.veu_needs)
-    smem = max(n.smem_bytes for n in plan.veu_needs) + HEADER_BYTES
+    threads, smem = veu_footprint(plan)
 
     def usage(k: int) -> Any:
         gen = generate(ops, texts, veus_per_sm=k)

@@ -199,6 +199,8 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
                  "- no time prediction: a CPU build runs on the emulator, whose times say nothing about a GPU "
                  "(build with --target gpu for the cost model's prediction)"]),
              f"- {s.get('profiler', plan.profiler)}",
+             *([f"- vEUs per SM: {s['occupancy']}"] if s.get("occupancy") else []),
+             *([f"- {s['register_budget']['line']}"] if s.get("register_budget") else []),
              f"- build time {s.get('build_s', 0):.1f} s: "
              + ", ".join(f"{k} {v:.1f} s" for k, v in s.get("step_s", {}).items()),
              "", "## Operators", "", "| node | op | backend | rKernel variant / call | launches | rTasks | why |",

@@ -3,8 +3,11 @@ figures for the interpreter, so a build without a GPU picks the same vEU count a
 of `__launch_bounds__(threads, vEUs per SM)` that gives the most co-resident vEUs with no spills."""
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -130,3 +133,41 @@ def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], ar
             return Usage(int(entry["registers"]), int(entry["spill_stores"]) + int(entry["spill_loads"]),
                          int(entry["static_smem_bytes"]))
     raise RuntimeError(f"ptxas reported no figures for {INTERPRETER}")
+
+
+def register_budget(threads: int, smem_bytes: int, veus_per_sm: int, sm: SmLimits = SM90) -> int:
+    """The most registers per thread with which `veus_per_sm` vEUs of `threads` threads and `smem_bytes` shared
+    memory each stay co-resident on one SM (0 when no register count allows it)."""
+    for regs in range(255, 0, -1):  # ptxas gives a thread at most 255
+        if blocks_per_sm(threads, regs, smem_bytes, sm).blocks >= veus_per_sm:
+            return regs
+    return 0
+
+
+def instantiation_registers(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90",
+                            cache: Path | None = None) -> dict[str, int]:
+    """ptxas' registers of an interpreter holding only one rKernel instantiation, per kernel expression the ops
+    launch (the interpreter's registers are the max over its instantiations, so this is what each one costs);
+    cached by the generated source's digest, as profiles are (nvcc needed for what the cache lacks)."""
+    from toolchain.cache import cache_dir, content_key
+    from toolchain.cxx import kernel_expr
+
+    from .codegen import generate
+
+    path = (cache or cache_dir("registers")) / f"{arch}.json"
+    known: dict[str, int] = json.loads(path.read_text()) if path.is_file() else {}
+    out: dict[str, int] = {}
+    for op in ops:
+        expr = kernel_expr(op.kernel.wrapper_name, op.kernel.template_args)
+        if expr in out:
+            continue
+        gen = generate([op], texts)
+        key = content_key(gen.source, arch)
+        if key not in known:
+            known[key] = interpreter_usage(gen.source, gen.include_dirs, arch).registers
+        out[expr] = known[key]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
+    tmp.replace(path)
+    return out

@@ -21,16 +21,24 @@ class BudgetTarget:
     excluded: tuple[str, ...]  # kernel expressions, e.g. 'gemm_tc<128, 64, 0>'
 
 
-def budget_target(registers: Mapping[str, int], threads: int, smem_bytes: int, veus_per_sm: int,
-                  most: int) -> BudgetTarget | None:
-    """The most vEUs per SM above `veus_per_sm` (at most `most`) whose register budget some, but not all, of the
-    instantiations exceed; None when there is none (registers are not what keeps the count low)."""
-    for k in range(most, veus_per_sm, -1):
+def over_budget(registers: Mapping[str, int], budget: int) -> tuple[str, ...]:
+    """The instantiations whose interpreter alone needs more than `budget` registers (ptxas, unbounded)."""
+    return tuple(sorted(e for e, r in registers.items() if r > budget))
+
+
+def budget_targets(registers: Mapping[str, int], threads: int, smem_bytes: int, veus_per_sm: int,
+                   most: int) -> list[BudgetTarget]:
+    """The vEU counts above `veus_per_sm` (at most `most`, fewest first) that some, but not all, of the
+    instantiations do not fit; empty when registers are not what keeps the count low."""
+    out = []
+    for k in range(veus_per_sm + 1, most + 1):
         budget = register_budget(threads, smem_bytes, k)
-        fat = tuple(sorted(e for e, r in registers.items() if r > budget))
-        if fat and len(fat) < len(registers):
-            return BudgetTarget(k, budget, fat)
-    return None
+        fat = over_budget(registers, budget)
+        if len(fat) == len(registers):
+            break
+        if fat:
+            out.append(BudgetTarget(k, budget, fat))
+    return out
 
 
 def launch_exprs(candidate: Any) -> set[str]:
@@ -52,43 +60,58 @@ def without_candidates(workload: Any, excluded: tuple[str, ...]) -> tuple[Any, l
 
 
 @dataclass
+class BudgetTrial:
+    """One plan without the candidates over a target's budget: the vEUs per SM ptxas then allows and its
+    prediction (0 / 0.0 when no plan exists: some node has no other candidate)."""
+
+    target: BudgetTarget
+    veus_per_sm: int = 0
+    predicted_us: float = 0.0
+    dropped: list[str] = field(default_factory=list)  # 'node: variant'
+
+    def describe(self) -> str:
+        """One clause of the report line."""
+        if not self.veus_per_sm:
+            return f"{self.target.veus_per_sm}/SM: no plan without {', '.join(self.target.excluded)}"
+        return (f"{self.target.veus_per_sm}/SM (<= {self.target.registers} registers, without "
+                f"{', '.join(self.target.excluded)}): {self.veus_per_sm}/SM by ptxas, predicted "
+                f"{self.predicted_us:.1f} us")
+
+
+@dataclass
 class BudgetChoice:
     """What the register budget decided, for build.json and the report."""
 
     veus_per_sm_all: int  # with every candidate
     predicted_all_us: float
-    target: BudgetTarget
-    veus_per_sm_budget: int = 0  # reached without the excluded candidates (ptxas' figures); 0 when not planned
-    predicted_budget_us: float = 0.0
-    dropped: list[str] = field(default_factory=list)  # 'node: variant'
-    chosen: str = "all"  # all | budget
-    why: str = ""
+    trials: list[BudgetTrial] = field(default_factory=list)
+    chosen: int = -1  # index into trials; -1: the plan with every candidate
 
-    def decide(self) -> str:
-        """Keep the budget plan when it reaches more vEUs per SM and the cost model predicts it faster."""
-        if not self.veus_per_sm_budget:
-            self.why = "no plan without the excluded candidates (some node has no other)"
-        elif self.veus_per_sm_budget <= self.veus_per_sm_all:
-            self.why = (f"without them ptxas still allows only {self.veus_per_sm_budget} vEU(s) per SM, not "
-                        f"{self.target.veus_per_sm}")
-        elif self.predicted_budget_us < self.predicted_all_us:
-            self.chosen = "budget"
-        self.why = self.why or (f"predicted {self.predicted_budget_us:.1f} us at {self.veus_per_sm_budget}/SM "
-                                f"without them against {self.predicted_all_us:.1f} us at {self.veus_per_sm_all}/SM "
-                                "with all")
+    def decide(self) -> int:
+        """The trial to keep: the fastest predicted of those that reach more vEUs per SM than the plan with every
+        candidate, if it beats that plan; -1 otherwise."""
+        better = [i for i, t in enumerate(self.trials) if t.veus_per_sm > self.veus_per_sm_all
+                  and t.predicted_us < self.predicted_all_us]
+        self.chosen = min(better, key=lambda i: self.trials[i].predicted_us, default=-1)
         return self.chosen
 
     def to_json(self) -> dict:
         """The record in build.json's stats."""
-        return {"chosen": self.chosen, "why": self.why, "line": self.describe(),
-                "veus_per_sm_all": self.veus_per_sm_all, "veus_per_sm_budget": self.veus_per_sm_budget,
-                "registers_budget": self.target.registers,
-                "excluded_instantiations": list(self.target.excluded), "excluded_candidates": self.dropped,
-                "predicted_all_us": round(self.predicted_all_us, 3),
-                "predicted_budget_us": round(self.predicted_budget_us, 3)}
+        kept = self.trials[self.chosen] if self.chosen >= 0 else None
+        return {"chosen": "budget" if kept else "all", "line": self.describe(),
+                "veus_per_sm_all": self.veus_per_sm_all, "predicted_all_us": round(self.predicted_all_us, 3),
+                "veus_per_sm": kept.veus_per_sm if kept else self.veus_per_sm_all,
+                "registers_budget": kept.target.registers if kept else None,
+                "excluded_instantiations": list(kept.target.excluded) if kept else [],
+                "excluded_candidates": kept.dropped if kept else [],
+                "trials": [{"veus_per_sm_target": t.target.veus_per_sm, "registers_budget": t.target.registers,
+                            "excluded_instantiations": list(t.target.excluded), "excluded_candidates": t.dropped,
+                            "veus_per_sm": t.veus_per_sm, "predicted_us": round(t.predicted_us, 3)}
+                           for t in self.trials]}
 
     def describe(self) -> str:
         """One line for the build log and report."""
-        verb = "kept" if self.chosen == "budget" else "not taken"
-        return (f"register budget {self.target.registers}/thread for {self.target.veus_per_sm} vEUs/SM "
-                f"({verb}): excluded {', '.join(self.target.excluded)}; {self.why}")
+        head = (f"register budget: with every candidate {self.veus_per_sm_all} vEU(s)/SM, predicted "
+                f"{self.predicted_all_us:.1f} us; tried " + "; ".join(t.describe() for t in self.trials))
+        return head + (f"; kept the {self.trials[self.chosen].veus_per_sm}/SM plan" if self.chosen >= 0
+                       else "; kept the plan with every candidate")

@@ -382,36 +382,49 @@ def fit_occupancy(p: Planned, plan_at: Callable[[int], Planned], prog: Any, most
 
 def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any], Planned],
                          prog: Any) -> tuple[Any, Planned]:
-    """When a few register-hungry instantiations keep the vEUs per SM below MOST_VEUS_PER_SM, also plan without
-    the candidates that launch them at the best count they leave, and keep the plan predicted faster (rammer.budget;
-    ptxas' figures per instantiation, cached). Returns (the BudgetChoice or None, the plan kept)."""
-    from vdevice.occupancy import instantiation_registers
-
-    from .budget import BudgetChoice, budget_target, without_candidates
+    """When register-hungry instantiations keep the vEUs per SM below MOST_VEUS_PER_SM, also plan at each higher
+    count without the candidates that launch instantiations over its budget (fewest vEUs first, while the
+    prediction improves) and keep the plan predicted fastest (policy: rammer.budget; ptxas' registers per
+    instantiation, cached). Returns (the BudgetChoice or None, the plan kept)."""
+    from .budget import BudgetChoice, BudgetTrial, budget_targets, over_budget, without_candidates
     if p.occupancy is None or p.veus_per_sm >= MOST_VEUS_PER_SM:
         return None, p
-    registers = prog.step("registers per rKernel instantiation", lambda: instantiation_registers(p.ops, p.texts))
     threads, smem = veu_footprint(p.sch.plan)
-    target = budget_target(registers, threads, smem, p.veus_per_sm, MOST_VEUS_PER_SM)
-    if target is None:
+    registers = prog.step("registers per rKernel instantiation", lambda: instantiation_registers(p.ops, p.texts))
+    targets = budget_targets(registers, threads, smem, p.veus_per_sm, MOST_VEUS_PER_SM)
+    if not targets:
         return None, p
-    choice, q, k = BudgetChoice(p.veus_per_sm, p.sch.plan.predicted_us, target), p, target.veus_per_sm
-    for _ in range(BUDGET_ROUNDS):  # a re-plan may pick other instantiations over the budget: leave those out too
-        reduced = without_candidates(workload, choice.target.excluded)
-        if reduced is None:
-            break
-        wl, choice.dropped = reduced
-        q = fit_occupancy(plan_at(k, wl), lambda k2: plan_at(k2, wl), prog, k)
-        choice.veus_per_sm_budget, choice.predicted_budget_us = q.veus_per_sm, q.sch.plan.predicted_us
-        regs = registers if q.veus_per_sm >= k else instantiation_registers(q.ops, q.texts)
-        more = {e for e, r in regs.items() if r > target.registers} - set(choice.target.excluded)
-        if q.veus_per_sm >= k or not more:
-            break
-        choice.target = dataclasses.replace(choice.target, excluded=tuple(sorted({*choice.target.excluded, *more})))
-    choice.decide()
+    choice, plans = BudgetChoice(p.veus_per_sm, p.sch.plan.predicted_us), []
+    for target in targets:
+        trial, q = BudgetTrial(target), p
+        for _ in range(BUDGET_ROUNDS):  # a re-plan may pick other instantiations over the budget: leave them out too
+            reduced = without_candidates(workload, trial.target.excluded)
+            if reduced is None:
+                break
+            wl, trial.dropped = reduced
+            k = target.veus_per_sm
+            q = fit_occupancy(plan_at(k, wl), lambda k2: plan_at(k2, wl), prog, k)
+            trial.veus_per_sm, trial.predicted_us = q.veus_per_sm, q.sch.plan.predicted_us
+            more = set(over_budget(instantiation_registers(q.ops, q.texts), target.registers))
+            if q.veus_per_sm >= k or not more - set(trial.target.excluded):
+                break
+            trial.target = dataclasses.replace(trial.target, excluded=tuple(sorted({*trial.target.excluded, *more})))
+        choice.trials.append(trial)
+        plans.append(q)
+        best = min([choice.predicted_all_us] + [t.predicted_us for t in choice.trials[:-1] if t.veus_per_sm])
+        if trial.veus_per_sm and trial.predicted_us >= best:
+            break  # more vEUs per SM stopped paying: the higher counts leave out more
+    kept = choice.decide()
     if not prog.quiet:
         print(f"  {choice.describe()}", file=sys.stderr)
-    return choice, (q if choice.chosen == "budget" else p)
+    return choice, (plans[kept] if kept >= 0 else p)
+
+
+def instantiation_registers(ops: list[Op], texts: Mapping[str, str]) -> dict[str, int]:
+    """Per kernel expression of the ops, ptxas' registers in an interpreter of its own, unbounded
+    (vdevice.occupancy.instantiation_usage, cached)."""
+    from vdevice.occupancy import instantiation_usage
+    return {e: u.registers for e, u in instantiation_usage(ops, texts).items()}
 
 
 def veu_footprint(plan: Any) -> tuple[int, int]:

@@ -11,7 +11,7 @@ import onnx
 import pytest
 from test_scheduler import cnn_model
 
-from rammer.budget import BudgetChoice, BudgetTarget, budget_target, without_candidates
+from rammer.budget import BudgetChoice, BudgetTarget, BudgetTrial, budget_targets, without_candidates
 from vdevice.occupancy import register_budget
 
 
@@ -32,22 +32,22 @@ def test_register_budget_is_zero_when_shared_memory_rules_k_out() -> None:
     assert register_budget(256, 120 * 1024, 2) == 0
 
 
-@pytest.mark.parametrize("registers,k_all,want_k,want_fat", [
-    ({"fat<1>": 242, "thin<2>": 72, "mid<3>": 100}, 1, 3, ("fat<1>", "mid<3>")),  # the highest count first
-    ({"fat<1>": 242, "thin<2>": 72}, 1, 3, ("fat<1>",)),                 # 72 fits 80 (3 x 256 threads)
-    ({"a<1>": 200, "b<2>": 210}, 1, None, ()),                           # every one is over: nothing to gain
-    ({"a<1>": 60, "b<2>": 64}, 3, 4, ()),                                # 64 fits 4/SM: not a register problem
+@pytest.mark.parametrize("registers,k_all,want", [
+    # 2/SM: 128 registers, only fat is over; 3/SM: 80, mid too; 4/SM: 64, every one is over (not a target)
+    ({"fat<1>": 242, "thin<2>": 72, "mid<3>": 100}, 1, [(2, ("fat<1>",)), (3, ("fat<1>", "mid<3>"))]),
+    ({"fat<1>": 242, "thin<2>": 60}, 2, [(3, ("fat<1>",)), (4, ("fat<1>",))]),
+    ({"a<1>": 200, "b<2>": 210}, 1, []),                           # every one is over: nothing to gain
+    ({"a<1>": 60, "b<2>": 64}, 3, []),                             # 64 fits 4/SM: not a register problem
+    ({"a<1>": 120, "b<2>": 150}, 1, [(2, ("b<2>",))]),             # 3/SM would leave nothing
 ])
-def test_budget_target_drops_only_what_a_higher_count_cannot_hold(registers, k_all, want_k, want_fat) -> None:
-    """The highest count above k_all at which some but not all instantiations are over budget."""
-    got = budget_target(registers, 256, 4096, k_all, most=4)
-    if want_k is None or not want_fat:
-        assert got is None
-        return
-    assert got is not None and got.veus_per_sm == want_k and got.excluded == want_fat
-    assert got.registers == _file_budget(256, want_k)
-    assert all(registers[e] > got.registers for e in got.excluded)
-    assert all(r <= got.registers for e, r in registers.items() if e not in got.excluded)
+def test_budget_targets_leave_out_only_what_each_count_cannot_hold(registers, k_all, want) -> None:
+    """Each count above k_all at which some but not all instantiations are over its register budget."""
+    got = budget_targets(registers, 256, 4096, k_all, most=4)
+    assert [(t.veus_per_sm, t.excluded) for t in got] == want
+    for t in got:
+        assert t.registers == _file_budget(256, t.veus_per_sm)
+        assert all(registers[e] > t.registers for e in t.excluded)
+        assert all(r <= t.registers for e, r in registers.items() if e not in t.excluded)
 
 
 def _cand(variant: str, *exprs: tuple[str, list]) -> SimpleNamespace:
@@ -70,13 +70,18 @@ def test_without_candidates_lists_the_dropped_ones_and_refuses_an_empty_node() -
     assert without_candidates(wl, ("unary<1>",)) is None
 
 
-@pytest.mark.parametrize("k_budget,us_budget,chosen", [(3, 90.0, "budget"), (3, 110.0, "all"), (1, 50.0, "all"),
-                                                       (0, 0.0, "all")])
-def test_budget_choice_keeps_the_faster_plan_that_reaches_more_veus(k_budget, us_budget, chosen) -> None:
-    c = BudgetChoice(1, 100.0, BudgetTarget(3, 80, ("fat<1>",)), k_budget, us_budget, ["n: fat"])
+@pytest.mark.parametrize("trials,chosen", [
+    ([(2, 90.0)], 0), ([(2, 110.0)], -1), ([(1, 50.0)], -1), ([(0, 0.0)], -1),
+    ([(2, 90.0), (3, 80.0)], 1), ([(2, 80.0), (3, 85.0)], 0), ([(0, 0.0), (3, 99.0)], 1)])
+def test_budget_choice_keeps_the_fastest_plan_that_reaches_more_veus(trials, chosen: int) -> None:
+    """Against 1 vEU/SM predicted at 100 us: the fastest trial that reaches more vEUs and beats it, else none."""
+    c = BudgetChoice(1, 100.0, [BudgetTrial(BudgetTarget(k + 1, 80, ("fat<1>",)), k, us, ["n: fat"] if k else [])
+                                for k, us in trials])
     assert c.decide() == chosen
     record = c.to_json()
-    assert record["chosen"] == chosen and record["excluded_instantiations"] == ["fat<1>"] and record["why"]
+    assert record["chosen"] == ("all" if chosen < 0 else "budget") and len(record["trials"]) == len(trials)
+    assert record["veus_per_sm"] == (1 if chosen < 0 else trials[chosen][0])
+    assert record["excluded_candidates"] == ([] if chosen < 0 else ["n: fat"])
 
 
 @pytest.mark.nvcc
@@ -85,10 +90,10 @@ def test_gpu_build_with_a_fat_kernel_plans_within_the_budget(tmp_path: Path, mon
                                                               chosen: str) -> None:
     """Fake fat kernels: the tensor-core convolutions matching `fat` 'need' 240 registers (every other instantiation
     72), so with them the interpreter holds one 256-thread vEU per SM (as ResNeXt's did with tc128x64 before tc.cu
-    fitted 128 registers). The build plans without them at 3/SM, lists the dropped candidates, records both
-    predictions and keeps the faster: without the 128x64 tile the 64x64 one does nearly as well at three times the
-    vEUs, so the budget plan wins; without any tensor-core convolution the fp32 ones lose (cost model, 8x64x32x32
-    CNN)."""
+    fitted 128 registers). The build plans without them at 2/SM (then 3/SM while that pays), lists the dropped
+    candidates, records every prediction and keeps the fastest: without the 128x64 tile the 64x64 one does nearly
+    as well on more vEUs, so a budget plan wins; without any tensor-core convolution the fp32 ones lose (cost model,
+    8x64x32x32 CNN)."""
     import rammer.build as rb
     import vdevice.occupancy as occ
     from toolchain.cxx import kernel_expr
@@ -100,7 +105,7 @@ def test_gpu_build_with_a_fat_kernel_plans_within_the_budget(tmp_path: Path, mon
         expr = kernel_expr(kernel.wrapper_name, kernel.template_args)
         return expr == fat if "<" in fat else kernel.wrapper_name == fat
 
-    def fake_registers(ops, texts, *a, **k):
+    def fake_registers(ops, texts):
         return {kernel_expr(op.kernel.wrapper_name, op.kernel.template_args): 240 if is_fat(op.kernel) else 72
                 for op in ops}
 
@@ -112,7 +117,7 @@ def test_gpu_build_with_a_fat_kernel_plans_within_the_budget(tmp_path: Path, mon
         k = max(1, min(most, fits.blocks))
         return occ.Choice(k, usage, fits, ((k, usage, fits),))
 
-    monkeypatch.setattr(occ, "instantiation_registers", fake_registers)
+    monkeypatch.setattr(rb, "instantiation_registers", fake_registers)
     monkeypatch.setattr(rb, "choose_occupancy", fake_occupancy)
     path = tmp_path / "m.onnx"
     onnx.save(cnn_model(batch=8, channels=64, size=32, groups=4), path)
@@ -120,12 +125,39 @@ def test_gpu_build_with_a_fat_kernel_plans_within_the_budget(tmp_path: Path, mon
     manifest = json.loads((tmp_path / "out" / "build.json").read_text())
     record = manifest["stats"]["register_budget"]
     assert record is not None, "the fat kernel kept 1 vEU/SM and the budget did not look"
-    assert record["veus_per_sm_all"] == 1 and record["veus_per_sm_budget"] == 3 and record["registers_budget"] == 80
-    assert record["excluded_instantiations"] and all(e.startswith("conv_tc<") for e in record["excluded_instantiations"])
-    assert record["excluded_candidates"] and all(": tc" in c for c in record["excluded_candidates"])
+    first = record["trials"][0]
+    assert record["veus_per_sm_all"] == 1 and first["veus_per_sm_target"] == 2 and first["registers_budget"] == 128
+    assert first["excluded_instantiations"] and all(e.startswith("conv_tc<") for e in first["excluded_instantiations"])
+    assert first["excluded_candidates"] and all(": tc" in c for c in first["excluded_candidates"])
+    assert all(t["veus_per_sm"] == t["veus_per_sm_target"] for t in record["trials"])  # 72 registers fit 2 and 3
     assert record["chosen"] == chosen
-    assert (record["predicted_budget_us"] < record["predicted_all_us"]) == (chosen == "budget")
-    k = 3 if chosen == "budget" else 1
-    assert manifest["stats"]["veus_per_sm"] == k and manifest["num_veus"] == 132 * k
+    best = min(record["trials"], key=lambda t: t["predicted_us"])
+    assert (best["predicted_us"] < record["predicted_all_us"]) == (chosen == "budget")
+    k = best["veus_per_sm"] if chosen == "budget" else 1
+    assert manifest["stats"]["veus_per_sm"] == record["veus_per_sm"] == k and manifest["num_veus"] == 132 * k
     assert any(is_fat(op.kernel) for op in built.ops) == (chosen == "all")
     assert "register budget" in (tmp_path / "out" / "report.md").read_text()
+
+
+@pytest.mark.nvcc
+def test_instantiation_usage_bounds_the_interpreter_and_is_cached(tmp_path: Path, monkeypatch) -> None:
+    """Per instantiation, ptxas' registers of an interpreter holding it alone: the interpreter holding them all needs
+    at least each of them (it is their max, give or take ptxas' allocation); a second ask compiles nothing."""
+    import vdevice.occupancy as occ
+    from rammer.build import build_model
+    from toolchain.nvcc import find_nvcc
+    from vdevice.codegen import generate
+    if find_nvcc() is None:
+        pytest.skip("needs nvcc: the figures come from ptxas")
+    path = tmp_path / "m.onnx"
+    onnx.save(cnn_model(batch=2, channels=64, size=8, groups=4), path)
+    built = build_model(path, tmp_path / "out", target="cpu", veus=4, quiet=True, compile_check=False)
+    cache = tmp_path / "cache"
+    usage = occ.instantiation_usage(built.ops, built.sources, cache=cache)
+    regs = {e: u.registers for e, u in usage.items()}
+    assert len(regs) >= 3 and all(16 <= r <= 255 for r in regs.values())
+    gen = generate(built.ops, built.sources)
+    whole = occ.interpreter_usage(gen.source, gen.include_dirs).registers
+    assert max(regs.values()) <= whole <= max(regs.values()) + 16
+    monkeypatch.setattr(occ, "interpreter_usage", lambda *a, **k: pytest.fail("the cache was not used"))
+    assert occ.instantiation_usage(built.ops, built.sources, cache=cache) == usage

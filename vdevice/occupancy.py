@@ -144,19 +144,19 @@ def register_budget(threads: int, smem_bytes: int, veus_per_sm: int, sm: SmLimit
     return 0
 
 
-def instantiation_registers(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90",
-                            cache: Path | None = None) -> dict[str, int]:
-    """ptxas' registers of an interpreter holding only one rKernel instantiation, per kernel expression the ops
-    launch (the interpreter's registers are the max over its instantiations, so this is what each one costs);
-    cached by the generated source's digest, as profiles are (nvcc needed for what the cache lacks)."""
+def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90",
+                        cache: Path | None = None) -> dict[str, Usage]:
+    """ptxas' figures for an interpreter holding only one rKernel instantiation, unbounded, per kernel expression
+    the ops launch (the interpreter's registers are the max over its instantiations, so this is what each one
+    costs). Cached by the generated source's digest, as profiles are (nvcc needed for what the cache lacks)."""
     from toolchain.cache import cache_dir, content_key
     from toolchain.cxx import kernel_expr
 
     from .codegen import generate
 
     path = (cache or cache_dir("registers")) / f"{arch}.json"
-    known: dict[str, int] = json.loads(path.read_text()) if path.is_file() else {}
-    out: dict[str, int] = {}
+    known: dict[str, list[int]] = json.loads(path.read_text()) if path.is_file() else {}
+    out: dict[str, Usage] = {}
     for op in ops:
         expr = kernel_expr(op.kernel.wrapper_name, op.kernel.template_args)
         if expr in out:
@@ -164,8 +164,9 @@ def instantiation_registers(ops: Sequence[Any], texts: Mapping[str, str], arch: 
         gen = generate([op], texts)
         key = content_key(gen.source, arch)
         if key not in known:
-            known[key] = interpreter_usage(gen.source, gen.include_dirs, arch).registers
-        out[expr] = known[key]
+            u = interpreter_usage(gen.source, gen.include_dirs, arch)
+            known[key] = [u.registers, u.spill_bytes, u.static_smem]
+        out[expr] = Usage(*known[key])
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(known, indent=1, sort_keys=True))

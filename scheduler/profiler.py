@@ -85,11 +85,11 @@ FFMA_SHARE = {"conv_direct": 0.09, "conv_implicit_gemm": 0.09, "conv_depthwise_t
               "gemv_splitk_partial": 0.064}
 # Tensor-core kernels (legacy/tc.cu): the share of their tensor-core peak (Launch.flop_rate) the inner loop can
 # issue, = HMMA share of the loop / the HMMA share that saturates the tensor cores. HMMA shares from the sm_90 SASS
-# in BENCHMARKS.md ("Kernel SASS, static evidence": gemm_tc<64,64> 96 of 423, conv_tc<64,64> 96 of 504); the
+# in BENCHMARKS.md ("Kernel SASS, static evidence": gemm_tc<64,64> 96 of 409, conv_tc<64,64> 96 of 491); the
 # saturating share, 0.4, is an estimate: H100 dense TF32 at 378 TFLOP/s over 132 SMs x 4 schedulers x 1.755 GHz
 # is ~204 MACs per scheduler and clock, one 512-MAC HMMA.1684 every 2.5 issue slots.
 HMMA_SATURATING_SHARE = 0.4
-FFMA_SHARE |= {"gemm_tc": 96 / 423 / HMMA_SATURATING_SHARE, "conv_tc": 96 / 504 / HMMA_SATURATING_SHARE}
+FFMA_SHARE |= {"gemm_tc": 96 / 409 / HMMA_SATURATING_SHARE, "conv_tc": 96 / 491 / HMMA_SATURATING_SHARE}
 DEFAULT_FFMA_SHARE = min(FFMA_SHARE.values())
 
 

@@ -226,21 +226,23 @@ struct TcGemmLoader {
     b_ok = n0 + tid % BN < N;
     b = b_ok ? b_ + (size_t)b_row * sbk + (size_t)(n0 + tid % BN) * sbn : b_;
   }
+  // The destinations: this thread's first element of each tile, then constant steps of A_ROWS / B_ROWS rows (one
+  // live address per tile rather than one per copy, which the interpreter would keep across every rTask).
   __device__ void operator()(int t, float* as, float* bs) const {
     const int k0 = t * TC_BK;
-    const int tid = threadIdx.x;
+    const unsigned tid = threadIdx.x;
     const bool a_k = k0 + a_col < K;
+    float* as0 = as + tid / TC_BK * (TC_BK + TC_PAD) + a_col;
+    float* bs0 = bs + b_row * (BN + TC_PAD) + tid % BN;
 #pragma unroll
     for (int i = 0; i < A_PER; ++i) {
-      const int e = tid + i * THREADS;
       const bool ok = a_k && i * A_ROWS < a_rows;
-      tc_copy4(as + (e / TC_BK) * (TC_BK + TC_PAD) + e % TC_BK, ok ? a + (i * a_step + (size_t)k0 * sak) : a, ok);
+      tc_copy4(as0 + i * A_ROWS * (TC_BK + TC_PAD), ok ? a + (i * a_step + (size_t)k0 * sak) : a, ok);
     }
 #pragma unroll
     for (int i = 0; i < B_PER; ++i) {
-      const int e = tid + i * THREADS;
       const bool ok = b_ok && k0 + b_row + i * B_ROWS < K;
-      tc_copy4(bs + (e / BN) * (BN + TC_PAD) + e % BN, ok ? b + (i * b_step + (size_t)k0 * sbk) : b, ok);
+      tc_copy4(bs0 + i * B_ROWS * (BN + TC_PAD), ok ? b + (i * b_step + (size_t)k0 * sbk) : b, ok);
     }
   }
 };
@@ -337,22 +339,25 @@ struct TcConvLoader {
     iw0 = (pix % OW) * sw - pw;
     x = X + ((size_t)n * C + (size_t)g * cg) * H * W;
   }
-  __device__ void operator()(int t, float* as, float* bs) const {
-    const int k0 = t * TC_BK, tid = threadIdx.x;
+  __device__ void operator()(int t, float* as, float* bs) const {  // destinations as the GEMM loader's
+    const int k0 = t * TC_BK;
+    const unsigned tid = threadIdx.x;
     const bool a_k = k0 + a_col < R;
+    const int r0 = k0 + (int)(tid / BN);
+    float* as0 = as + tid / TC_BK * (TC_BK + TC_PAD) + a_col;
+    float* bs0 = bs + tid / BN * (BN + TC_PAD) + tid % BN;
 #pragma unroll
     for (int i = 0; i < A_PER; ++i) {
-      const int e = tid + i * THREADS;
       const bool ok = a_k && i * A_ROWS < a_rows;
-      tc_copy4(as + (e / TC_BK) * (TC_BK + TC_PAD) + e % TC_BK, ok ? w + (i * A_ROWS * R + k0) : w, ok);
+      tc_copy4(as0 + i * A_ROWS * (TC_BK + TC_PAD), ok ? w + (i * A_ROWS * R + k0) : w, ok);
     }
 #pragma unroll
     for (int i = 0; i < B_PER; ++i) {
-      const int kk = tid / BN + i * B_STEP, r = k0 + kk;
+      const int r = r0 + i * B_STEP;
       const TcTap o = p_ok && r < R ? tab[r] : TcTap{0, 0, -1, 0};
       const int ih = ih0 + o.dh, iw = iw0 + o.dw;
       const bool ok = p_ok && r < R && ih >= 0 && ih < H && iw >= 0 && iw < W;
-      tc_copy4(bs + kk * (BN + TC_PAD) + tid % BN, ok ? x + (ih0 * W + iw0 + o.offset) : x, ok);
+      tc_copy4(bs0 + i * B_STEP * (BN + TC_PAD), ok ? x + (ih0 * W + iw0 + o.offset) : x, ok);
     }
   }
 };

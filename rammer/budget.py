@@ -12,24 +12,32 @@ from toolchain.cxx import kernel_expr
 from vdevice.occupancy import register_budget
 
 
+# A plan without some candidates must be predicted this much faster to be kept: the cost model's per-kernel
+# figures are estimates (scheduler/profiler.py), so a smaller gain is no reason to give up a kernel (estimate).
+MIN_GAIN = 0.02
+
+
 @dataclass(frozen=True)
 class BudgetTarget:
     """A vEU count to try, the registers per thread it leaves, and the instantiations over that budget."""
 
     veus_per_sm: int
     registers: int
-    excluded: tuple[str, ...]  # kernel expressions, e.g. 'gemm_tc<128, 64, 0>'
+    excluded: tuple[str, ...]  # kernel expressions left out, e.g. 'gemm_tc<128, 64, 0>'
 
 
 def over_budget(registers: Mapping[str, int], budget: int) -> tuple[str, ...]:
-    """The instantiations whose interpreter alone needs more than `budget` registers (ptxas, unbounded)."""
-    return tuple(sorted(e for e, r in registers.items() if r > budget))
+    """The instantiations whose interpreter alone takes more than `budget` registers (ptxas, unbounded), hungriest
+    first."""
+    return tuple(sorted((e for e, r in registers.items() if r > budget), key=lambda e: (-registers[e], e)))
 
 
 def budget_targets(registers: Mapping[str, int], threads: int, smem_bytes: int, veus_per_sm: int,
                    most: int) -> list[BudgetTarget]:
     """The vEU counts above `veus_per_sm` (at most `most`, fewest first) that some, but not all, of the
-    instantiations do not fit; empty when registers are not what keeps the count low."""
+    instantiations do not fit, each to be tried first without the hungriest of those (unbounded registers overstate
+    what a kernel needs: ptxas takes what it is given, so the trial leaves out one more at a time until ptxas
+    agrees); empty when registers are not what keeps the count low."""
     out = []
     for k in range(veus_per_sm + 1, most + 1):
         budget = register_budget(threads, smem_bytes, k)
@@ -37,7 +45,7 @@ def budget_targets(registers: Mapping[str, int], threads: int, smem_bytes: int, 
         if len(fat) == len(registers):
             break
         if fat:
-            out.append(BudgetTarget(k, budget, fat))
+            out.append(BudgetTarget(k, budget, fat[:1]))
     return out
 
 
@@ -89,9 +97,9 @@ class BudgetChoice:
 
     def decide(self) -> int:
         """The trial to keep: the fastest predicted of those that reach more vEUs per SM than the plan with every
-        candidate, if it beats that plan; -1 otherwise."""
+        candidate, if it beats that plan by more than MIN_GAIN; -1 otherwise."""
         better = [i for i, t in enumerate(self.trials) if t.veus_per_sm > self.veus_per_sm_all
-                  and t.predicted_us < self.predicted_all_us]
+                  and t.predicted_us < self.predicted_all_us * (1.0 - MIN_GAIN)]
         self.chosen = min(better, key=lambda i: self.trials[i].predicted_us, default=-1)
         return self.chosen
 

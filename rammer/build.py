@@ -352,7 +352,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
 
 
 MOST_VEUS_PER_SM = 4  # the occupancy search's ceiling (the CPU tests cover 1..4)
-BUDGET_ROUNDS = 3  # re-plans the register budget may take, each leaving out what the previous one added over it
+BUDGET_ROUNDS = 4  # re-plans per vEU count the register budget may take, each leaving out one more instantiation
 
 
 @dataclass
@@ -383,9 +383,10 @@ def fit_occupancy(p: Planned, plan_at: Callable[[int], Planned], prog: Any, most
 def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any], Planned],
                          prog: Any) -> tuple[Any, Planned]:
     """When register-hungry instantiations keep the vEUs per SM below MOST_VEUS_PER_SM, also plan at each higher
-    count without the candidates that launch instantiations over its budget (fewest vEUs first, while the
-    prediction improves) and keep the plan predicted fastest (policy: rammer.budget; ptxas' registers per
-    instantiation, cached). Returns (the BudgetChoice or None, the plan kept)."""
+    count (fewest first, while the prediction improves) without the candidates of the hungriest instantiations over
+    its budget, one more per re-plan until ptxas allows the count, and keep the plan BudgetChoice.decide prefers
+    (policy: rammer.budget; ptxas' registers per instantiation, cached). Returns (the BudgetChoice or None, the
+    plan kept)."""
     from .budget import BudgetChoice, BudgetTrial, budget_targets, over_budget, without_candidates
     if p.occupancy is None or p.veus_per_sm >= MOST_VEUS_PER_SM:
         return None, p
@@ -397,7 +398,7 @@ def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any]
     choice, plans = BudgetChoice(p.veus_per_sm, p.sch.plan.predicted_us), []
     for target in targets:
         trial, q = BudgetTrial(target), p
-        for _ in range(BUDGET_ROUNDS):  # a re-plan may pick other instantiations over the budget: leave them out too
+        for _ in range(BUDGET_ROUNDS):  # until ptxas allows k: leave out the next hungriest over the budget
             reduced = without_candidates(workload, trial.target.excluded)
             if reduced is None:
                 break
@@ -405,10 +406,11 @@ def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any]
             k = target.veus_per_sm
             q = fit_occupancy(plan_at(k, wl), lambda k2: plan_at(k2, wl), prog, k)
             trial.veus_per_sm, trial.predicted_us = q.veus_per_sm, q.sch.plan.predicted_us
-            more = set(over_budget(instantiation_registers(q.ops, q.texts), target.registers))
-            if q.veus_per_sm >= k or not more - set(trial.target.excluded):
+            more = [e for e in over_budget(instantiation_registers(q.ops, q.texts), target.registers)
+                    if e not in trial.target.excluded]
+            if q.veus_per_sm >= k or not more:
                 break
-            trial.target = dataclasses.replace(trial.target, excluded=tuple(sorted({*trial.target.excluded, *more})))
+            trial.target = dataclasses.replace(trial.target, excluded=(*trial.target.excluded, more[0]))
         choice.trials.append(trial)
         plans.append(q)
         best = min([choice.predicted_all_us] + [t.predicted_us for t in choice.trials[:-1] if t.veus_per_sm])

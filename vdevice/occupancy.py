@@ -154,7 +154,7 @@ def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
 
     from .codegen import generate
 
-    path = (cache or cache_dir("registers")) / f"{arch}.json"
+    path = (cache or cache_dir("registers")) / f"{arch}-usage.json"  # {digest: [registers, spill bytes, smem]}
     known: dict[str, list[int]] = json.loads(path.read_text()) if path.is_file() else {}
     out: dict[str, Usage] = {}
     for op in ops:
@@ -163,7 +163,7 @@ def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
             continue
         gen = generate([op], texts)
         key = content_key(gen.source, arch)
-        if key not in known:
+        if not (isinstance(known.get(key), list) and len(known[key]) == 3):  # absent, or written by another version
             u = interpreter_usage(gen.source, gen.include_dirs, arch)
             known[key] = [u.registers, u.spill_bytes, u.static_smem]
         out[expr] = Usage(*known[key])

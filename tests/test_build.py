@@ -238,6 +238,16 @@ def test_custom_corpus_folder(tmp_path: Path) -> None:
     assert_close(built.run(feeds_for(model)), ort_outputs(model, feeds_for(model)))
 
 
+def _activation_flag(op) -> str:
+    """The fused activation of a GEMM / convolution op: gemm.cu's ACT code and conv.cu's RELU flag are its last
+    template argument; tc.cu takes them as its last (run-time) argument."""
+    if op.kernel.wrapper_name == "gemm_tc":
+        return str(int(op.args[-1].value))
+    if op.kernel.wrapper_name == "conv_tc":
+        return "true" if op.args[-1].value else "false"
+    return template_arg_text(op.kernel.template_args[-1])
+
+
 @pytest.mark.parametrize("name,policy,veus,activation_flags", [
     ("relu", "wavefront", 4, ["1", "1", "false", "false", "true"]),  # FusedMatMul, FusedGemm, 2 Conv, FusedConv
     ("relu", "sequential", 2, ["1", "1", "false", "false", "true"]),
@@ -252,8 +262,7 @@ def test_fused_epilogues_build_and_match(tmp_path: Path, name: str, policy: str,
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     built = build_model(path, tmp_path / "out", policy=policy, target="cpu", veus=veus, quiet=True)
-    flags = [template_arg_text(op.kernel.template_args[-1]) for op in built.ops
-             if op.kernel.wrapper_name.startswith(("conv", "gemm"))]  # gemm.cu: ACT code; conv.cu: RELU flag
+    flags = [_activation_flag(op) for op in built.ops if op.kernel.wrapper_name.startswith(("conv", "gemm"))]
     assert sorted(flags) == activation_flags
     feeds = feeds_for(model, seed=veus)
     assert_close(built.run(feeds), ort_outputs(model, feeds))

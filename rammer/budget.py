@@ -5,6 +5,7 @@ not fit a higher count's budget, and keeps whichever plan the cost model predict
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -54,17 +55,17 @@ def launch_exprs(candidate: Any) -> set[str]:
     return {kernel_expr(ln.kernel, ln.template_args) for ln in candidate.launches}
 
 
-def without_candidates(workload: Any, excluded: tuple[str, ...]) -> tuple[Any, list[str]] | None:
-    """The workload less the candidates that launch an excluded instantiation, and those candidates as 'node:
-    variant'; None when some node would keep none."""
-    ops, dropped = [], []
+def without_candidates(workload: Any, excluded: tuple[str, ...]) -> tuple[Any, dict[str, int]] | None:
+    """The workload less the candidates that launch an excluded instantiation, and how many nodes lost each
+    variant; None when some node would keep none."""
+    ops, dropped = [], Counter[str]()
     for spec in workload.ops:
         keep = [c for c in spec.candidates if not launch_exprs(c) & set(excluded)]
         if spec.candidates and not keep:
             return None
-        dropped += [f"{spec.name}: {c.variant}" for c in spec.candidates if c not in keep]
+        dropped.update(c.variant for c in spec.candidates if c not in keep)
         ops.append(dataclasses.replace(spec, candidates=keep))
-    return dataclasses.replace(workload, ops=ops), dropped
+    return dataclasses.replace(workload, ops=ops), dict(dropped)
 
 
 @dataclass
@@ -75,7 +76,7 @@ class BudgetTrial:
     target: BudgetTarget
     veus_per_sm: int = 0
     predicted_us: float = 0.0
-    dropped: list[str] = field(default_factory=list)  # 'node: variant'
+    dropped: dict[str, int] = field(default_factory=dict)  # variant -> nodes that lost it
 
     def describe(self) -> str:
         """One clause of the report line."""
@@ -111,7 +112,7 @@ class BudgetChoice:
                 "veus_per_sm": kept.veus_per_sm if kept else self.veus_per_sm_all,
                 "registers_budget": kept.target.registers if kept else None,
                 "excluded_instantiations": list(kept.target.excluded) if kept else [],
-                "excluded_candidates": kept.dropped if kept else [],
+                "excluded_candidates": kept.dropped if kept else {},
                 "trials": [{"veus_per_sm_target": t.target.veus_per_sm, "registers_budget": t.target.registers,
                             "excluded_instantiations": list(t.target.excluded), "excluded_candidates": t.dropped,
                             "veus_per_sm": t.veus_per_sm, "predicted_us": round(t.predicted_us, 3)}

@@ -3,6 +3,14 @@
 
 __device__ __forceinline__ float rnn_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// The pointwise cell on gate pre-activations (ONNX order i, o, f, c) of element idx: c and h.
+__device__ __forceinline__ void lstm_cell_update(const float (&gate)[4], const float* __restrict__ c_prev,
+                                                 float* __restrict__ h_out, float* __restrict__ c_out, size_t idx) {
+  const float c = rnn_sigmoid(gate[2]) * c_prev[idx] + rnn_sigmoid(gate[0]) * tanhf(gate[3]);
+  c_out[idx] = c;
+  h_out[idx] = rnn_sigmoid(gate[1]) * tanhf(c);
+}
+
 // acc[bb] += sum over k = k0, k0 + SLICES, ... < K of v[(b0 + bb)*K + k] * W[k*ldw + n] for the first nb rows:
 // a thread walks one weight column over its K-slice, reading each weight once for all BB batch rows.
 template <int BB, int SLICES>
@@ -66,10 +74,7 @@ lstm_cell_fused(const float* __restrict__ x, const float* __restrict__ Wt, const
       for (int sl = 0; sl < SLICES; ++sl) s += part[sl][bb][g * J + jj];
       gate[g] = s;
     }
-    const size_t idx = (size_t)b * H + j;
-    const float c = rnn_sigmoid(gate[2]) * c_prev[idx] + rnn_sigmoid(gate[0]) * tanhf(gate[3]);
-    c_out[idx] = c;
-    h_out[idx] = rnn_sigmoid(gate[1]) * tanhf(c);
+    lstm_cell_update(gate, c_prev, h_out, c_out, (size_t)b * H + j);
   }
 }
 
@@ -140,8 +145,86 @@ lstm_cell_vec4(const float* __restrict__ x, const float* __restrict__ Wt, const 
       }
       gate[g] = s;
     }
-    const float c = rnn_sigmoid(gate[2]) * c_prev[j] + rnn_sigmoid(gate[0]) * tanhf(gate[3]);
-    c_out[j] = c;
-    h_out[j] = rnn_sigmoid(gate[1]) * tanhf(c);
+    lstm_cell_update(gate, c_prev, h_out, c_out, j);
+  }
+}
+
+// ---- weight-stationary (resident) LSTM steps (docs/ARCHITECTURE.md §7) ----------------------------------------
+// RT_RESIDENT(p): the copy of a resident operand's slice this rTask reads. Compiled as legacy CUDA it is p itself,
+// so these kernels are ordinary CUDA reading global memory (and verify as such); in a converted rKernel
+// (rtask_runtime.cuh, which defines RT_RUN_AS_KERNEL, comes first) it is the vEU's resident region when the vDevice
+// pinned the rTask to a vEU holding that slice (__rt.resident set), else p again. A kernel the converter left as
+// it was sees the file-scope __rt below (no task): p.
+#ifndef RT_RESIDENT
+#ifdef RT_RUN_AS_KERNEL
+constexpr int __rt = 0;
+template <class P>
+__device__ __forceinline__ P rt_resident_of(const rt::Task& t, P p) {
+  return t.resident ? reinterpret_cast<P>(t.resident) : p;
+}
+template <class P>
+__device__ __forceinline__ P rt_resident_of(int, P p) { return p; }
+#define RT_RESIDENT(p) rt_resident_of(__rt, (p))
+#else
+#define RT_RESIDENT(p) (p)
+#endif
+#endif
+
+// Fills the resident region: rTask r copies float4s [r*n4, (r+1)*n4) of src into its vEU's region. Where there is
+// no region (a legacy launch, the op-by-op executors, an rTask the scheduler could not pin) it does nothing: the
+// readers then read src from global memory. block (any), grid (the readers' rTasks).
+__global__ void resident_load(const float4* __restrict__ src, int n4) {
+  float4* dst = RT_RESIDENT(static_cast<float4*>(nullptr));
+  if (dst == nullptr) return;
+  const float4* s = src + (size_t)blockIdx.x * n4;
+  for (int i = threadIdx.x; i < n4; i += blockDim.x) dst[i] = s[i];
+}
+
+// sum over k = k0, k0 + SLICES, ... < K of v[k] * w[k*COLS + col], in two independent chains.
+template <int SLICES, int COLS>
+__device__ __forceinline__ float lstm_dot_packed(const float* __restrict__ v, const float* __restrict__ w, int K,
+                                                 int col, int k0) {
+  float a0 = 0.0f, a1 = 0.0f;
+  int k = k0;
+  for (; k + SLICES < K; k += 2 * SLICES) {
+    a0 += v[k] * w[(size_t)k * COLS + col];
+    a1 += v[k + SLICES] * w[(size_t)(k + SLICES) * COLS + col];
+  }
+  if (k < K) a0 += v[k] * w[(size_t)k * COLS + col];
+  return a0 + a1;
+}
+
+// One LSTM step at batch 1 with packed weights P [ceil(H/J)][rows + 1][4J]: rTask b's slice P[b] holds, at column
+// g*J + jj (gate g in ONNX order i, o, f, c; unit b*J + jj, zero past H), row k < I: Wt[k][g*H + unit], row I + k
+// (k < rows - I): Rt[k][...], row `rows`: the bias (zero when the step has none there). The slice is read through
+// RT_RESIDENT, so a pinned rTask reads it from its vEU's shared memory and a step reads only x, h and pre from
+// global memory. KH is 0 (no h term at this step) or rows - I; pre_rows != 0 adds pre [4H] (a precomputed x·W +
+// bias row). Thread t owns column t % 4J over the K-slice t / 4J; threads past whole slices only apply the cell.
+// x [I], h [KH], c_prev / h_out / c_out [H]. block (THREADS), grid ceil(H/J).
+template <int J, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+lstm_cell_resident(const float* __restrict__ x, const float* __restrict__ h, const float* __restrict__ P,
+                   const float* __restrict__ pre, const float* __restrict__ c_prev, float* __restrict__ h_out,
+                   float* __restrict__ c_out, int H, int I, int KH, int rows, int pre_rows) {
+  constexpr int COLS = 4 * J;
+  constexpr int SLICES = THREADS / COLS;
+  static_assert(SLICES >= 1 && THREADS >= J, "a block covers all columns and every cell");
+  __shared__ float part[THREADS / (4 * J)][4 * J];  // [SLICES][COLS]
+  const float* w = RT_RESIDENT(P + (size_t)blockIdx.x * (rows + 1) * COLS);
+  const int tid = threadIdx.x, col = tid % COLS, slice = tid / COLS;
+  if (slice < SLICES)
+    part[slice][col] = (slice == 0 ? w[(size_t)rows * COLS + col] : 0.0f) +
+                       lstm_dot_packed<SLICES, COLS>(x, w, I, col, slice) +
+                       lstm_dot_packed<SLICES, COLS>(h, w + (size_t)I * COLS, KH, col, slice);
+  __syncthreads();
+  const int j = blockIdx.x * J + tid;  // THREADS >= J: one thread per unit applies the cell
+  if (tid < J && j < H) {
+    float gate[4];
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      gate[g] = pre_rows ? pre[g * H + j] : 0.0f;
+      for (int sl = 0; sl < SLICES; ++sl) gate[g] += part[sl][g * J + tid];
+    }
+    lstm_cell_update(gate, c_prev, h_out, c_out, j);
   }
 }

@@ -264,3 +264,82 @@ def test_families_that_find_no_veus_or_no_room_stream(tmp_path: Path, monkeypatc
     _check(built, model, seed=2)
     assert built.manifest.stats["resident_families"] == 0
     assert not [op for op in built.ops if op.resident is not None or "resident" in op.kernel.rkernel]
+
+
+# ---- the resident cell: legacy kernels against the converted ones, pinned, against numpy -----------------------
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+@needs_emulator
+@pytest.mark.parametrize("hidden,isize,units,steps,veus,seed", [(37, 20, 8, 4, 5, 0), (20, 0, 7, 3, 8, 1),
+                                                                (24, 12, 24, 3, 1, 2)])
+def test_converted_resident_cells_match_legacy_and_numpy(hidden: int, isize: int, units: int, steps: int,
+                                                         veus: int, seed: int) -> None:
+    """One LSTM layer of `steps` steps through LSTMCell/resident: the legacy kernels launch by launch (reading P from
+    global memory) against numpy, then the converted kernels in one persistent program with the family pinned
+    (reading P from the vEUs' regions) bit for bit against the legacy ones."""
+    convert = pytest.importorskip("converter.convert")
+    from kernel_corpus.bindings import LEGACY_DIR, NodeInfo, TensorInfo
+    from kernel_corpus.cpu_run import build_module, run_launches
+    from kernel_corpus.ops.rnn import RESIDENT
+    from scheduler.plan import ProgramOp, default_vdevice_op
+    from vdevice.executors import PersistentExecutor, VDevice
+
+    rng = np.random.default_rng(seed)
+    g4 = 4 * hidden
+    wt = (rng.standard_normal((isize, g4)) * 0.3).astype(F32) if isize else None
+    rt = (rng.standard_normal((hidden, g4)) * 0.3).astype(F32)
+    bias = (rng.standard_normal(g4) * 0.3).astype(F32)
+    xs = rng.standard_normal((steps, 1, max(isize, 1))).astype(F32)
+    pre_rows = None if isize else (rng.standard_normal((steps, 1, g4)) * 0.5).astype(F32)  # a hoisted x·W + b
+    p = pack_lstm_weights(wt, rt, bias if isize else None, hidden, units)
+    c0 = np.zeros((1, hidden), F32)
+    t_ = lambda *s: TensorInfo(s)  # noqa: E731
+
+    def node(t: int) -> NodeInfo:
+        ins = [t_(1, isize) if isize else None, t_(isize, g4) if isize else None, t_(1, hidden) if t else None,
+               t_(hidden, g4) if t else None, t_(g4,) if isize else t_(1, g4), t_(1, hidden), t_(*p.shape)]
+        return NodeInfo("LSTMCell", f"s{t}", ins, [t_(1, hidden), t_(1, hidden)],
+                        {"family": "layer", "family_head": int(t == 0)})
+
+    # numpy truth and the legacy kernels, step by step
+    module = build_module(RESIDENT.source, sorted({ln.expr for t in range(steps) for ln in RESIDENT.launch(node(t))}))
+    h, c = None, c0
+    want_h, want_c = np.zeros((1, hidden)), c0.astype(np.float64)
+    legacy: list[tuple[np.ndarray, np.ndarray]] = []
+    for t in range(steps):
+        gates = (want_h @ rt if t else 0) + (xs[t] @ wt + bias if isize else pre_rows[t])
+        i, o, f, g = np.split(gates, 4, axis=1)
+        want_c = _sigmoid(f) * want_c + _sigmoid(i) * np.tanh(g)
+        want_h = _sigmoid(o) * np.tanh(want_c)
+        inputs = [xs[t] if isize else None, wt, h, rt if t else None, bias if isize else pre_rows[t], c, p]
+        h, c = run_launches(module, RESIDENT.launch(node(t)), node(t), inputs)
+        legacy.append((h, c))
+        np.testing.assert_allclose(h, want_h, rtol=1e-5, atol=1e-6)
+    # the converted kernels, pinned, in one persistent program
+    names = lambda t: [f"x{t}" if isize else "", "wt" if isize else "", f"h{t - 1}" if t else "",  # noqa: E731
+                       "rt" if t else "", "bias" if isize else f"pre{t}", f"c{t - 1}" if t else "c_init", "P"]
+    pops = [ProgramOp(f"s{t}", "LSTMCell", "resident", "rnn.cu", k, ln, names(t), [f"h{t}", f"c{t}"], pinned=True)
+            for t in range(steps) for k, ln in enumerate(RESIDENT.launch(node(t)))]
+    ops = [default_vdevice_op(op) for op in pops]
+    blocks = p.shape[0]
+    pins = [int(v) for v in rng.permutation(veus)[:blocks]]  # a family needs one vEU per rTask
+    assert len(pins) == blocks
+    prog = Program(ops, veus)
+    for k, op in enumerate(ops):
+        for r in range(op.kernel.rtasks):
+            if k:
+                prog.wait_ops(TaskRef(k, r), [k - 1])
+            prog.append(TaskRef(k, r), pins[r])
+    validate(prog, [(k - 1, k) for k in range(1, len(ops))])
+    bufs = {"P": p, "c_init": c0, "rt": rt, "wt": wt if isize else np.zeros(1, F32), "bias": bias,
+            **{f"x{t}": xs[t] for t in range(steps)}, **{f"pre{t}": pre_rows[t] if pre_rows is not None else
+                                                         np.zeros(1, F32) for t in range(steps)},
+            **{f"{v}{t}": np.full((1, hidden), np.nan, F32) for t in range(steps) for v in "hc"}}
+    converted = {"rnn.cu": convert.convert_source((LEGACY_DIR / "rnn.cu").read_text(), "rnn.cu").output}
+    vd = VDevice(ops, converted, bufs, "cpu")
+    PersistentExecutor(ops, [prog], converted, bufs, vdevice=vd).run(bufs)
+    for t, (h_legacy, c_legacy) in enumerate(legacy):
+        np.testing.assert_array_equal(bufs[f"h{t}"], h_legacy)
+        np.testing.assert_array_equal(bufs[f"c{t}"], c_legacy)

@@ -193,6 +193,17 @@ class Launch:
         return prod(self.block)
 
 
+def as_unpinned(launch: Launch) -> Launch:
+    """The launch as it runs without a resident region (op-by-op executors, a family the scheduler could not pin):
+    a reader reads its slices from global memory, a load does nothing. For pricing."""
+    use = launch.resident
+    if use is None:
+        return launch
+    if use.load:
+        return dataclasses.replace(launch, flops=0, bytes=0)
+    return dataclasses.replace(launch, bytes=launch.bytes + use.slice_bytes * launch.rtasks)
+
+
 class NotApplicable(ValueError):
     """A binding was asked to launch a node it does not apply to."""
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+from kernel_corpus.bindings import as_unpinned
 from vdevice.program import NOT_AWAITED, Program, TaskRef, uncovered
 
 from .graph import SchedulerError
@@ -212,6 +213,8 @@ class ProgramBuilder:
                     self.wait(task, deps)
                 self.append(task, v)
             return
+        if getattr(self.op(op_id).launch, "resident", None) is not None:  # unpinned: priced as it will run
+            self.op(op_id).rtask_us = self.mech.profiler.rtask_us(as_unpinned(self.op(op_id).launch))
         veus = list(range(self.mech.num_veus)) if veus is None else list(veus)
         starts = np.maximum(self.clocks[veus], self.ready_times(deps, veus))
         heap = list(zip(starts.tolist(), veus))

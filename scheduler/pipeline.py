@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import onnx
+from kernel_corpus.bindings import as_unpinned
 from vdevice.program import validate_plan
 
 from .graph import Graph, SchedulerError
@@ -107,7 +108,7 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     else:
         plan = place_and_schedule(workload, policy, profiler, placement or "search", make_op, validate, costs,
                                   **params)
-    plan.baselines_us = profiler.baselines_us([op.launch for op in plan.ops])
+    plan.baselines_us = profiler.baselines_us([as_unpinned(op.launch) for op in plan.ops])  # no regions there
     plan.notes = graph.notes + plan.notes
     if profiler.misses:
         plan.notes.append(f"profiler: {profiler.misses} launch shape(s) not in the measured cache: cost model used")

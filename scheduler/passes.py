@@ -660,12 +660,19 @@ def resident_weights(g: Graph) -> int:
     layer) one packed weight tensor P (input 6; kernel_corpus.ops.rnn.pack_lstm_weights) sized so a slice fits a
     vEU's shared memory, and mark the steps `family` (P's name) and `family_head` (the first step, which loads
     the slices); the scheduler pins each family's rTasks to the same vEUs. Families whose layout differs between
-    steps, or whose slices cannot fit, keep the streaming cells. Returns how many families were packed."""
-    count = 0
+    steps, or whose slices cannot fit, keep the streaming cells, and so do the families (the later layers) for
+    which the plan's vEUs (resident_veus) run out: each pinned rTask needs a vEU of its own. Returns how many
+    families were packed."""
+    count, left = 0, resident_veus(g)
     for members in lstm_families(g):
         packed = family_packing(g, members) if len(members) > 1 else None
         if packed is None:
             continue
+        if left is not None and packed.shape[0] > left:
+            g.notes.append(f"resident_weights: '{members[0].name}' and its {len(members) - 1} later steps stream "
+                           f"their weights: their {packed.shape[0]} resident slices need as many vEUs, {left} left")
+            continue
+        left = None if left is None else left - packed.shape[0]
         name = g.add_weight(f"{members[0].name}/packed", packed)
         for k, node in enumerate(members):
             node.inputs = node.inputs + [""] * (PACKED_INPUT - len(node.inputs)) + [name]
@@ -675,6 +682,11 @@ def resident_weights(g: Graph) -> int:
 
 
 PACKED_INPUT = 6  # LSTMCell input: the packed weights (kernel_corpus.ops.rnn.PACKED)
+
+
+def resident_veus(g: Graph) -> int | None:
+    """The vEUs resident families may take: all the plan's (None when the graph does not know them)."""
+    return g.veus
 
 
 def lstm_families(g: Graph) -> list[list[Node]]:

@@ -89,7 +89,9 @@ def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, dis
         from kernel_corpus.bindings import registry as full
         registry = full.restricted(DEFAULT_PRECISION)
     supports = lambda op_type: bool(registry.for_op(op_type))  # noqa: E731
-    graph = run_passes(import_model(model), supports=supports, disabled=disabled, after=after)
+    graph = import_model(model)
+    graph.veus = num_veus
+    graph = run_passes(graph, supports=supports, disabled=disabled, after=after)
     price = subgraph_price(registry, profiler or Profiler(num_veus=num_veus), policy, num_veus)
     graph = run_merge(graph, merge, price, lambda op_type: supports(op_type) and supports("Split"))
     return graph, build_workload(graph, registry, backends, target)

@@ -248,22 +248,42 @@ def test_streaming_weight_traffic_matches_the_count_from_the_initializers(tmp_pa
 
 
 @needs_emulator
-def test_families_that_find_no_veus_or_no_room_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two vEUs hold two of the three layers' slices: the third runs unpinned from global memory (correct, and
-    counted as streaming); with no room for any slice the pass leaves every cell as it was."""
+def test_families_beyond_the_veus_or_the_room_stream(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two vEUs hold two of the three layers' slices: the pass leaves the third layer's streaming cells (a note
+    says so); with no room for any slice it leaves every cell as it was."""
     from rammer.build import build_model
     from scheduler import passes
     model = _lstm_small(tmp_path)
     built = build_model(model, tmp_path / "two", target="cpu", veus=2, quiet=True)
     _check(built, model, seed=1)
-    assert built.manifest.stats["resident_families"] == 2
-    streaming = built.manifest.stats["weight_bytes_read"]
-    assert streaming > 1.2 * built.manifest.stats["model_weight_bytes"]
+    stats = built.manifest.stats
+    assert stats["resident_families"] == 2 and len(_pinned_families(built)) == 2
+    assert any("stream their weights" in n for n in stats["notes"])
+    last = [op.kernel.rkernel for op in built.ops if op.name.startswith("n_lstm_2/t3/")]  # the top layer's step
+    assert last and all("lstm_cell_vec4" in k or "lstm_cell_fused" in k for k in last)
+    assert stats["weight_bytes_read"] > 1.2 * stats["model_weight_bytes"]
     monkeypatch.setattr(passes, "resident_budget", lambda: 100)
     built = build_model(model, tmp_path / "none", target="cpu", veus=8, quiet=True)
     _check(built, model, seed=2)
     assert built.manifest.stats["resident_families"] == 0
     assert not [op for op in built.ops if op.resident is not None or "resident" in op.kernel.rkernel]
+
+
+@needs_emulator
+def test_a_family_the_scheduler_cannot_pin_runs_unpinned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Packed for more vEUs than the plan has (the pass not told the count), the third family finds no free vEU:
+    its steps run unpinned, reading the packed weights from global memory (no VD_RESIDENT, a load that does
+    nothing), still right against onnxruntime, and counted and priced as streaming."""
+    from rammer.build import build_model
+    from scheduler import passes
+    monkeypatch.setattr(passes, "resident_veus", lambda g: None)
+    model = _lstm_small(tmp_path)
+    built = build_model(model, tmp_path / "b", target="cpu", veus=2, quiet=True)
+    _check(built, model, seed=3)
+    assert built.manifest.stats["resident_families"] == 2
+    unpinned = [op for op in built.ops if "lstm_cell_resident" in op.kernel.rkernel and op.resident is None]
+    assert unpinned and len({op.name.split("/t")[0] for op in unpinned}) == 1  # one whole layer
+    assert built.manifest.stats["weight_bytes_read"] > 1.2 * built.manifest.stats["model_weight_bytes"]
 
 
 # ---- the resident cell: legacy kernels against the converted ones, pinned, against numpy -----------------------

@@ -180,18 +180,26 @@ __global__ void resident_load(const float4* __restrict__ src, int n4) {
   for (int i = threadIdx.x; i < n4; i += blockDim.x) dst[i] = s[i];
 }
 
-// sum over k = k0, k0 + SLICES, ... < K of v[k] * w[k*COLS + col], in two independent chains.
-template <int SLICES, int COLS>
-__device__ __forceinline__ float lstm_dot_packed(const float* __restrict__ v, const float* __restrict__ w, int K,
-                                                 int col, int k0) {
-  float a0 = 0.0f, a1 = 0.0f;
+// acc += sum over k = k0, k0 + SLICES, ... < K of v[k] * w4[k*QUADS + q]: one 16-byte weight load per four FMAs,
+// two independent accumulators.
+template <int SLICES, int QUADS>
+__device__ __forceinline__ void lstm_dot_packed(float4& acc, const float* __restrict__ v,
+                                                const float4* __restrict__ w4, int K, int q, int k0) {
+  float4 b = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   int k = k0;
+#pragma unroll 2
   for (; k + SLICES < K; k += 2 * SLICES) {
-    a0 += v[k] * w[(size_t)k * COLS + col];
-    a1 += v[k + SLICES] * w[(size_t)(k + SLICES) * COLS + col];
+    const float s0 = v[k], s1 = v[k + SLICES];
+    const float4 w0 = w4[(size_t)k * QUADS + q], w1 = w4[(size_t)(k + SLICES) * QUADS + q];
+    acc.x += s0 * w0.x; acc.y += s0 * w0.y; acc.z += s0 * w0.z; acc.w += s0 * w0.w;
+    b.x += s1 * w1.x; b.y += s1 * w1.y; b.z += s1 * w1.z; b.w += s1 * w1.w;
   }
-  if (k < K) a0 += v[k] * w[(size_t)k * COLS + col];
-  return a0 + a1;
+  if (k < K) {
+    const float s0 = v[k];
+    const float4 w0 = w4[(size_t)k * QUADS + q];
+    acc.x += s0 * w0.x; acc.y += s0 * w0.y; acc.z += s0 * w0.z; acc.w += s0 * w0.w;
+  }
+  acc.x += b.x; acc.y += b.y; acc.z += b.z; acc.w += b.w;
 }
 
 // One LSTM step at batch 1 with packed weights P [ceil(H/J)][rows + 1][4J]: rTask b's slice P[b] holds, at column
@@ -199,31 +207,34 @@ __device__ __forceinline__ float lstm_dot_packed(const float* __restrict__ v, co
 // (k < rows - I): Rt[k][...], row `rows`: the bias (zero when the step has none there). The slice is read through
 // RT_RESIDENT, so a pinned rTask reads it from its vEU's shared memory and a step reads only x, h and pre from
 // global memory. KH is 0 (no h term at this step) or rows - I; pre_rows != 0 adds pre [4H] (a precomputed x·W +
-// bias row). Thread t owns column t % 4J over the K-slice t / 4J; threads past whole slices only apply the cell.
-// x [I], h [KH], c_prev / h_out / c_out [H]. block (THREADS), grid ceil(H/J).
+// bias row). Thread t owns the column quad t % J (16-byte loads) over the K-slice t / J; threads past whole slices
+// only apply the cell.
+// x [I], h [KH], c_prev / h_out / c_out [H]; P 16-byte aligned. block (THREADS), grid ceil(H/J).
 template <int J, int THREADS>
 __global__ void __launch_bounds__(THREADS)
 lstm_cell_resident(const float* __restrict__ x, const float* __restrict__ h, const float* __restrict__ P,
                    const float* __restrict__ pre, const float* __restrict__ c_prev, float* __restrict__ h_out,
                    float* __restrict__ c_out, int H, int I, int KH, int rows, int pre_rows) {
-  constexpr int COLS = 4 * J;
-  constexpr int SLICES = THREADS / COLS;
-  static_assert(SLICES >= 1 && THREADS >= J, "a block covers all columns and every cell");
-  __shared__ float part[THREADS / (4 * J)][4 * J];  // [SLICES][COLS]
-  const float* w = RT_RESIDENT(P + (size_t)blockIdx.x * (rows + 1) * COLS);
-  const int tid = threadIdx.x, col = tid % COLS, slice = tid / COLS;
-  if (slice < SLICES)
-    part[slice][col] = (slice == 0 ? w[(size_t)rows * COLS + col] : 0.0f) +
-                       lstm_dot_packed<SLICES, COLS>(x, w, I, col, slice) +
-                       lstm_dot_packed<SLICES, COLS>(h, w + (size_t)I * COLS, KH, col, slice);
+  constexpr int SLICES = THREADS / J;  // thread t owns the column quad t % J (columns 4q .. 4q+3) of K-slice t / J
+  static_assert(SLICES >= 1, "a block covers every column quad and every cell");
+  __shared__ float4 part[THREADS / J][J];  // [SLICES][quad]: as floats, [SLICES][4J] by column
+  const float4* w4 = reinterpret_cast<const float4*>(RT_RESIDENT(P + (size_t)blockIdx.x * (rows + 1) * 4 * J));
+  const int tid = threadIdx.x, q = tid % J, slice = tid / J;
+  if (slice < SLICES) {
+    float4 acc = slice == 0 ? w4[(size_t)rows * J + q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // the bias row
+    lstm_dot_packed<SLICES, J>(acc, x, w4, I, q, slice);
+    lstm_dot_packed<SLICES, J>(acc, h, w4 + (size_t)I * J, KH, q, slice);
+    part[slice][q] = acc;
+  }
   __syncthreads();
-  const int j = blockIdx.x * J + tid;  // THREADS >= J: one thread per unit applies the cell
+  const float* sums = reinterpret_cast<const float*>(&part[0][0]);
+  const int j = blockIdx.x * J + tid;  // one thread per unit applies the cell
   if (tid < J && j < H) {
     float gate[4];
 #pragma unroll
     for (int g = 0; g < 4; ++g) {
       gate[g] = pre_rows ? pre[g * H + j] : 0.0f;
-      for (int sl = 0; sl < SLICES; ++sl) gate[g] += part[sl][g * J + tid];
+      for (int sl = 0; sl < SLICES; ++sl) gate[g] += sums[sl * 4 * J + g * J + tid];
     }
     lstm_cell_update(gate, c_prev, h_out, c_out, j);
   }

@@ -115,6 +115,22 @@ def test_resident_region_survives_other_rtasks(veus: int, blocks: int, seed: int
     np.testing.assert_array_equal(bufs["y1"], src * F32(-1.5))
 
 
+@needs_emulator
+def test_memcheck_catches_a_reader_that_overruns_its_slice() -> None:
+    """The region ends the vEU's shared memory: a reader told its slice is 4N bytes that reads N + 8 floats is an
+    out-of-bounds shared read for the emulator's memcheck, in the rKernel that made it."""
+    from vdevice.executors import PersistentExecutor, VDevice, VDeviceError
+    ops = _resident_ops(2)
+    over = Op("use0", ops[2].kernel, (*ops[2].args[:2], ArgRef.scalar("int32", N + 8), ops[2].args[3]), ops[2].resident)
+    ops[2] = over
+    prog = _resident_program(ops, 2, [0, 1])
+    src = np.arange(2 * N + 16, dtype=F32)
+    bufs = {"src": src, "y0": np.zeros_like(src), "y1": np.zeros(2 * N, F32)}
+    vd = VDevice(ops, SOURCES, bufs, "cpu", sanitize=("memcheck",))
+    with pytest.raises(VDeviceError, match=r"memcheck: .*out-of-bounds read of 4 bytes at extern __shared__.*use__rtask"):
+        PersistentExecutor(ops, [prog], SOURCES, bufs, vdevice=vd).run(bufs)
+
+
 def test_a_reader_pinned_to_the_wrong_veu_is_refused() -> None:
     ops = _resident_ops(3)
     good = _resident_program(ops, 4, [0, 1, 2])

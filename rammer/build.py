@@ -22,6 +22,7 @@ import onnx
 from converter import RKernelMeta
 from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS, Temp
 from scheduler.graph import Graph
+from scheduler.passes import VEU_HEADER_BYTES as HEADER_BYTES
 from scheduler.plan import temp_buffer
 from vdevice.program import Op, Program, plan_to_json
 
@@ -375,7 +376,6 @@ def weight_traffic(plan: Any, graph: Any, model_path: str | Path) -> dict:
             "resident_families": len(families)}
 
 
-HEADER_BYTES = 128  # a vEU's TaskSlot and barrier flags after its largest rTask region (vd::kHeaderBytes, rounded up)
 
 
 def enabled_backends(backends: Any, target: str, registry: Any, user_libs: Any) -> tuple[tuple[str, ...], Any]:

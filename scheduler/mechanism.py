@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from kernel_corpus.bindings import as_unpinned
+from kernel_corpus.bindings import Launch, as_unpinned
 from vdevice.program import NOT_AWAITED, Program, TaskRef, uncovered
 
 from .graph import SchedulerError
@@ -129,7 +129,7 @@ class ProgramBuilder:
             b = b.parent
         return out
 
-    def pins(self, launch: object) -> list[int] | None:
+    def pins(self, launch: Launch) -> list[int] | None:
         """Where a launch's rTasks must run (rTask r on the r-th vEU) to find their resident slices, or None to
         place it freely. A family's load launch claims vEUs no other family holds, those free soonest; its readers
         then go where it went. A family that finds too few free vEUs, or readers whose load is not in this
@@ -144,9 +144,9 @@ class ProgramBuilder:
             return None  # a second load of one family: a policy bug the program check would catch; run it free
         taken = self.pinned_veus()
         free = [v for v in np.argsort(self.clocks, kind="stable").tolist() if v not in taken]
-        if len(free) < launch.rtasks:  # type: ignore[attr-defined]
+        if len(free) < launch.rtasks:
             return None
-        self.families[use.family] = free[: launch.rtasks]  # type: ignore[attr-defined]
+        self.families[use.family] = free[: launch.rtasks]
         return self.families[use.family]
 
     def ops_of_node(self, node: int) -> list[int] | None:

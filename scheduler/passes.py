@@ -643,9 +643,10 @@ class LstmUnroller:
 
 # ---- weight-stationary recurrent layers (docs/ARCHITECTURE.md §7) ----------------------------------------------
 # Headroom left beside a resident slice for the per-rTask area (dynamic bytes and layout) of whatever else runs on
-# a pinned vEU: policy, above the corpus' largest per-rTask area (gemm_tc's 128x64 double-buffered tiles, 48 KB)
+# a pinned vEU: policy, above what static layouts may take (CUDA's 48 KB; gemm_tc<128,64>'s double-buffered tiles
+# are about 34 KB)
 RESIDENT_HEADROOM = 64 * 1024
-VEU_HEADER_BYTES = 128  # a vEU's TaskSlot and barrier flags (vd::kHeaderBytes, rounded up; rammer.build's figure)
+VEU_HEADER_BYTES = 128  # a vEU's TaskSlot and barrier flags after its rTask area (vd::kHeaderBytes, rounded up)
 
 
 def resident_budget() -> int:
@@ -698,7 +699,7 @@ def lstm_families(g: Graph) -> list[list[Node]]:
             key = parent[key]
         return key
 
-    cells = [n for n in g.nodes if n.op_type == "LSTMCell" and len(n.inputs) <= PACKED_INPUT
+    cells = [n for n in g.nodes if n.op_type == "LSTMCell" and len(n.inputs) == PACKED_INPUT and n.inputs[5]
              and g.tensors[n.inputs[5]].shape[0] == 1]
     for n in cells:
         keys = [g.buffer_of(t).base for t in n.inputs[1:5] if t and g.is_constant(t)]
@@ -716,7 +717,7 @@ def family_packing(g: Graph, members: list[Node]) -> np.ndarray | None:
     """P for one family, or None when its steps disagree (two Wt, x on some steps only, a bias on some steps only)
     or its slices do not fit a vEU (resident_budget)."""
     from kernel_corpus.ops.rnn import pack_lstm_weights, resident_units
-    ins = [n.inputs + [""] * (6 - len(n.inputs)) for n in members]
+    ins = [n.inputs for n in members]  # x, Wt, h_prev, Rt, pre, c_prev (lstm_families)
     wts, rts = {i[1] for i in ins}, {i[3] for i in ins if i[3]}
     biases = {i[4] if i[4] and g.is_constant(i[4]) and len(g.tensors[i[4]].shape) == 1 else "" for i in ins}
     if len(wts) != 1 or len(rts) > 1 or len(biases) != 1:

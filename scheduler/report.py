@@ -10,6 +10,7 @@ from html import escape
 from typing import Any, Iterable
 
 import numpy as np
+from kernel_corpus.bindings import In
 from vdevice.program import Program, Wait
 
 from .simulate import Barrier, veu_ends
@@ -192,14 +193,9 @@ def weight_bytes_read(plan: Any, graph: Any) -> int:
     inference: each weight a launch takes counts whole, except resident operands of a pinned launch, which count
     once, at the family's load (its readers find them in shared memory), and nothing for an unpinned load (it does
     nothing). docs/ARCHITECTURE.md §7."""
-    from kernel_corpus.bindings import In
-
     def nbytes(name: str) -> int:
         t = graph.tensors[name]
-        size = 1
-        for d in t.shape:
-            size *= int(d)
-        return size * np.dtype(t.dtype).itemsize
+        return t.size * np.dtype(t.dtype).itemsize
 
     total = 0
     for op in plan.ops:

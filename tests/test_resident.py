@@ -191,13 +191,13 @@ def _initializer_bytes(model: Path) -> dict[str, int]:
     return {t.name: numpy_helper.to_array(t).nbytes for t in onnx.load(str(model)).graph.initializer}
 
 
-def _check(built, model: Path, seed: int = 0) -> None:
-    """The build's outputs against onnxruntime on random inputs."""
+def _check(built, model: Path, seed: int = 0, kind: str = "persistent") -> None:
+    """The build's outputs (run by the `kind` executor) against onnxruntime on random inputs."""
     import onnxruntime as ort
     sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(seed).standard_normal(sess.get_inputs()[0].shape).astype(F32)
     feeds = {sess.get_inputs()[0].name: x}
-    got = built.run(feeds)
+    got = built.run(feeds, kind=kind)
     for out, want in zip(sess.get_outputs(), sess.run(None, feeds)):
         np.testing.assert_allclose(got[out.name], want, rtol=1e-4, atol=1e-5)
 
@@ -221,6 +221,7 @@ def test_lstm_tc_small_runs_weight_stationary_and_reads_weights_once(tmp_path: P
     model = _lstm_small(tmp_path)
     built = build_model(model, tmp_path / "out", target="cpu", veus=veus, quiet=True)
     _check(built, model)
+    _check(built, model, seed=5, kind="op-by-op")  # no regions there: the same kernels read global memory
     families = _pinned_families(built)
     assert len(families) == 3  # one per layer
     for tasks in families.values():

@@ -148,6 +148,19 @@ def arg_from_json(obj: dict) -> Arg:
     return kinds[obj["kind"]](**fields)
 
 
+@dataclass(frozen=True)
+class ResidentUse:
+    """How a launch uses resident operands (docs/ARCHITECTURE.md §7): its rTask r reads slice r of the node inputs
+    `inputs` (the same bytes on every node of `family`, the graph passes' mark) from the resident region of the vEU
+    it is pinned to; the family's `load` launch fills that region. When the scheduler cannot pin the family the
+    launch runs as written: readers read the inputs from global memory and the load does nothing."""
+
+    family: str
+    inputs: tuple[int, ...]
+    slice_bytes: int
+    load: bool = False
+
+
 @dataclass
 class Launch:
     """One concrete launch of a legacy kernel for one node (args in the kernel's parameter order)."""
@@ -162,6 +175,7 @@ class Launch:
     bytes: int                  # compulsory global-memory traffic of this launch
     flop_rate: float = 1.0      # its arithmetic's peak as a multiple of the fp32 CUDA-core peak (tensor cores: more)
     source_digest: str = ""     # content digest of the legacy source (set by Binding.launch): keys measured times
+    resident: ResidentUse | None = None  # reads (or loads) resident operand slices when pinned; bytes exclude them
 
     @property
     def expr(self) -> str:
@@ -177,6 +191,17 @@ class Launch:
     def threads(self) -> int:
         """Threads of one rTask (legacy block size)."""
         return prod(self.block)
+
+
+def as_unpinned(launch: Launch) -> Launch:
+    """The launch as it runs without a resident region (op-by-op executors, a family the scheduler could not pin):
+    a reader reads its slices from global memory, a load does nothing. For pricing."""
+    use = launch.resident
+    if use is None:
+        return launch
+    if use.load:
+        return dataclasses.replace(launch, flops=0, bytes=0)
+    return dataclasses.replace(launch, bytes=launch.bytes + use.slice_bytes * launch.rtasks)
 
 
 class NotApplicable(ValueError):
@@ -230,6 +255,7 @@ class Binding:
     devices: tuple[str, ...] = ("gpu", "cpu")       # targets the binding runs on
     dtypes: tuple[str, ...] = (FLOAT32,)            # element types of its data inputs and outputs
     precision: str = "fp32"                         # PRECISIONS: the arithmetic of its products
+    resident: tuple[int, ...] = ()                  # inputs whose rTask slices may stay resident on pinned vEUs
 
     @property
     def name(self) -> str:
@@ -256,7 +282,12 @@ class Binding:
         if refused is not None:
             raise NotApplicable(f"{self.name} cannot run node '{node.name}': {refused.reason}")
         digest = source_digest(self.source_path)
-        return [dataclasses.replace(ln, source_digest=digest) for ln in self.plan(node)]
+        launches = [dataclasses.replace(ln, source_digest=digest) for ln in self.plan(node)]
+        for ln in launches:
+            if ln.resident is not None and not set(ln.resident.inputs) <= set(self.resident):
+                raise NotApplicable(f"{self.name}: launch {ln.kernel} keeps inputs {list(ln.resident.inputs)} "
+                                    f"resident; the binding declares {list(self.resident)}")
+        return launches
 
     def _common_reason(self, node: NodeInfo) -> str | None:
         """Checks every binding shares: op type, element types, non-empty tensors of int32-indexable size."""

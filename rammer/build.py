@@ -24,6 +24,7 @@ import onnx
 from converter import RKernelMeta
 from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS, Temp
 from scheduler.graph import Graph
+from scheduler.passes import VEU_HEADER_BYTES as HEADER_BYTES
 from scheduler.plan import temp_buffer
 from vdevice.program import Op, Program, plan_to_json
 
@@ -334,6 +335,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                                                         "occupancy": occupancy.describe() if occupancy else None,
                                                         "register_budget": budget.to_json() if budget else None,
                                                         "backends": list(backends),
+                                                        **weight_traffic(plan, graph, model_path),
                                                         "placement": placement_name(placement, workload)}
         built = Built(tmp, manifest, ops, programs, texts, weights)
         if compile_check and ops:
@@ -450,7 +452,19 @@ def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: i
     return choose_veus_per_sm(usage, threads, smem, most=most)
 
 
-HEADER_BYTES = 128  # a vEU's TaskSlot and barrier flags after its largest rTask region (vd::kHeaderBytes, rounded up)
+def weight_traffic(plan: Any, graph: Any, model_path: str | Path) -> dict:
+    """The weight bytes the plan reads per inference (scheduler.report.weight_bytes_read), the model's own weight
+    bytes (its ONNX initializers, counted from the file, not from our graph) and how many resident families run
+    pinned: the figures issue 15 compares (weight-stationary layers read their weights once)."""
+    from onnx import numpy_helper
+    from scheduler.report import weight_bytes_read
+    model = onnx.load(str(model_path), load_external_data=False)
+    own = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    families = {op.launch.resident.family for op in plan.ops if op.pinned}
+    return {"weight_bytes_read": weight_bytes_read(plan, graph), "model_weight_bytes": int(own),
+            "resident_families": len(families)}
+
+
 
 
 def enabled_backends(backends: Any, target: str, registry: Any, user_libs: Any) -> tuple[tuple[str, ...], Any]:

@@ -63,6 +63,7 @@ class Graph:
     notes: list[str] = field(default_factory=list)
     opset: int = 17
     pass_log: list[Any] = field(default_factory=list)  # scheduler.passes.PassRecord per pass, in order
+    veus: int | None = None  # the vEUs the plan will have, for passes that size resources by them (None: unknown)
 
     def buffer_of(self, name: str) -> View:
         """Follow the alias chain to the buffer that really holds `name` (offsets add up)."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+from kernel_corpus.bindings import Launch, as_unpinned
 from vdevice.program import NOT_AWAITED, Program, TaskRef, uncovered
 
 from .graph import SchedulerError
@@ -88,6 +89,7 @@ class ProgramBuilder:
         self.node_ops: dict[int, list[int]] = {}
         self.new_ops: list[ProgramOp] = []
         self.pending: dict[TaskRef, DepSet] = {}
+        self.families: dict[str, list[int]] = {}  # resident family -> the vEU of each of its rTask ids
 
     # ---- lookups through the parent chain ----------------------------------------------------------------
     def op(self, op_id: int) -> ProgramOp:
@@ -112,6 +114,40 @@ class ProgramBuilder:
     def position(self, task: TaskRef) -> tuple[int, int, float] | None:
         """(vEU, order, predicted end) of an appended task of this program."""
         return self.lookup("where", task)
+
+    def family_veus(self, family: str) -> list[int] | None:
+        """The vEUs a resident family of this program is pinned to (rTask r on entry r), None when it is not."""
+        return self.lookup("families", family)
+
+    def pinned_veus(self) -> set[int]:
+        """Every vEU some family of this program keeps its resident slices on."""
+        out: set[int] = set()
+        b: ProgramBuilder | None = self
+        while b is not None:
+            for veus in b.families.values():
+                out.update(veus)
+            b = b.parent
+        return out
+
+    def pins(self, launch: Launch) -> list[int] | None:
+        """Where a launch's rTasks must run (rTask r on the r-th vEU) to find their resident slices, or None to
+        place it freely. A family's load launch claims vEUs no other family holds, those free soonest; its readers
+        then go where it went. A family that finds too few free vEUs, or readers whose load is not in this
+        rProgram (the region dies with its launch), run unpinned: readers read global memory, the load does
+        nothing (ResidentUse), so the plan stays correct, only not weight-stationary."""
+        use = getattr(launch, "resident", None)
+        if use is None:
+            return None
+        if not use.load:
+            return self.family_veus(use.family)
+        if self.family_veus(use.family) is not None:
+            return None  # a second load of one family: a policy bug the program check would catch; run it free
+        taken = self.pinned_veus()
+        free = [v for v in np.argsort(self.clocks, kind="stable").tolist() if v not in taken]
+        if len(free) < launch.rtasks:
+            return None
+        self.families[use.family] = free[: launch.rtasks]
+        return self.families[use.family]
 
     def ops_of_node(self, node: int) -> list[int] | None:
         """The ops of a workload node placed in this program."""
@@ -166,7 +202,19 @@ class ProgramBuilder:
     # ---- SelectvEU over the rTasks of one op -------------------------------------------------------------
     def place(self, op_id: int, deps: DepSet | None, veus: Sequence[int] | None = None) -> None:
         """Put each rTask of the op on the vEU (of `veus`) where it can start earliest; the first rTask on a vEU
-        waits for `deps`, later ones on that vEU are ordered after it anyway."""
+        waits for `deps`, later ones on that vEU are ordered after it anyway. An op with resident slices goes where
+        its family is pinned (pins)."""
+        pinned = self.pins(self.op(op_id).launch)
+        if pinned is not None:
+            self.op(op_id).pinned = True
+            for rtask, v in enumerate(pinned):
+                task = TaskRef(op_id, rtask)
+                if deps is not None:
+                    self.wait(task, deps)
+                self.append(task, v)
+            return
+        if getattr(self.op(op_id).launch, "resident", None) is not None:  # unpinned: priced as it will run
+            self.op(op_id).rtask_us = self.mech.profiler.rtask_us(as_unpinned(self.op(op_id).launch))
         veus = list(range(self.mech.num_veus)) if veus is None else list(veus)
         starts = np.maximum(self.clocks[veus], self.ready_times(deps, veus))
         heap = list(zip(starts.tolist(), veus))
@@ -274,6 +322,7 @@ class Mechanism:
             cur.placed.update(trial.placed)
             cur.where.update(trial.where)
             cur.node_ops.update(trial.node_ops)
+            cur.families.update(trial.families)
         elif trial.parent is None and trial.index == self.current.index + 1:
             if self.current.records:
                 self.closed.append(self.current)
@@ -306,8 +355,10 @@ class Mechanism:
 
     def veu_needs(self, b: ProgramBuilder) -> Resources:
         """What a vEU of this program must provide: the most threads and shared memory of its rKernels."""
-        res = [self.profiler.resources(self.ops[op].launch) for op in {task.op for task, _, _ in b.records}]
-        need = Resources(max(r.threads for r in res), max(r.smem_bytes for r in res), None)
+        ops = [self.ops[op] for op in {task.op for task, _, _ in b.records}]
+        res = [self.profiler.resources(op.launch) for op in ops]
+        resident = max((op.launch.resident.slice_bytes for op in ops if op.pinned), default=0)
+        need = Resources(max(r.threads for r in res), max(r.smem_bytes for r in res) + resident, None)
         dev = self.profiler.device
         if need.threads > dev.max_threads_per_block or need.smem_bytes > dev.max_smem_per_block:
             raise SchedulerError(f"rProgram {b.index} needs vEUs of {need.threads} threads and {need.smem_bytes} "

@@ -641,6 +641,95 @@ class LstmUnroller:
             self.g.aliases[y_c] = View(c_last)
 
 
+# ---- weight-stationary recurrent layers (docs/ARCHITECTURE.md §7) ----------------------------------------------
+# Headroom left beside a resident slice for the per-rTask area (dynamic bytes and layout) of whatever else runs on
+# a pinned vEU: policy, above what static layouts may take (CUDA's 48 KB; gemm_tc<128,64>'s double-buffered tiles
+# are about 34 KB)
+RESIDENT_HEADROOM = 64 * 1024
+VEU_HEADER_BYTES = 128  # a vEU's TaskSlot and barrier flags after its rTask area (vd::kHeaderBytes, rounded up)
+
+
+def resident_budget() -> int:
+    """Bytes of resident slice one vEU can keep: the most dynamic shared memory a block may opt in to on the
+    target (vdevice.occupancy.SM90: 227 KB on an H100), less the vEU's control block and the per-rTask headroom."""
+    from vdevice.occupancy import SM90
+    return SM90.smem_per_block - VEU_HEADER_BYTES - RESIDENT_HEADROOM
+
+
+def resident_weights(g: Graph) -> int:
+    """Give each family of batch-1 LSTMCell steps that share their weight initializers (the unrolled steps of one
+    layer) one packed weight tensor P (input 6; kernel_corpus.ops.rnn.pack_lstm_weights) sized so a slice fits a
+    vEU's shared memory, and mark the steps `family` (P's name) and `family_head` (the first step, which loads
+    the slices); the scheduler pins each family's rTasks to the same vEUs. Families whose layout differs between
+    steps, or whose slices cannot fit, keep the streaming cells, and so do the families (the later layers) for
+    which the plan's vEUs (resident_veus) run out: each pinned rTask needs a vEU of its own. Returns how many
+    families were packed."""
+    count, left = 0, resident_veus(g)
+    for members in lstm_families(g):
+        packed = family_packing(g, members) if len(members) > 1 else None
+        if packed is None:
+            continue
+        if left is not None and packed.shape[0] > left:
+            g.notes.append(f"resident_weights: '{members[0].name}' and its {len(members) - 1} later steps stream "
+                           f"their weights: their {packed.shape[0]} resident slices need as many vEUs, {left} left")
+            continue
+        left = None if left is None else left - packed.shape[0]
+        name = g.add_weight(f"{members[0].name}/packed", packed)
+        for k, node in enumerate(members):
+            node.inputs = node.inputs + [""] * (PACKED_INPUT - len(node.inputs)) + [name]
+            node.attrs = {**node.attrs, "family": name, "family_head": int(k == 0)}
+        count += 1
+    return count
+
+
+PACKED_INPUT = 6  # LSTMCell input: the packed weights (kernel_corpus.ops.rnn.PACKED)
+
+
+def resident_veus(g: Graph) -> int | None:
+    """The vEUs resident families may take: all the plan's (None when the graph does not know them)."""
+    return g.veus
+
+
+def lstm_families(g: Graph) -> list[list[Node]]:
+    """Batch-1 LSTMCell nodes grouped by shared weight inputs (Wt, Rt, a constant [4H] pre), in node order."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    cells = [n for n in g.nodes if n.op_type == "LSTMCell" and len(n.inputs) == PACKED_INPUT and n.inputs[5]
+             and g.tensors[n.inputs[5]].shape[0] == 1]
+    for n in cells:
+        keys = [g.buffer_of(t).base for t in n.inputs[1:5] if t and g.is_constant(t)]
+        for k in keys[1:]:
+            parent[root(k)] = root(keys[0])
+    groups: dict[str, list[Node]] = {}
+    for n in cells:
+        keys = [g.buffer_of(t).base for t in n.inputs[1:5] if t and g.is_constant(t)]
+        if keys:
+            groups.setdefault(root(keys[0]), []).append(n)
+    return list(groups.values())
+
+
+def family_packing(g: Graph, members: list[Node]) -> np.ndarray | None:
+    """P for one family, or None when its steps disagree (two Wt, x on some steps only, a bias on some steps only)
+    or its slices do not fit a vEU (resident_budget)."""
+    from kernel_corpus.ops.rnn import pack_lstm_weights, resident_units
+    ins = [n.inputs for n in members]  # x, Wt, h_prev, Rt, pre, c_prev (lstm_families)
+    wts, rts = {i[1] for i in ins}, {i[3] for i in ins if i[3]}
+    biases = {i[4] if i[4] and g.is_constant(i[4]) and len(g.tensors[i[4]].shape) == 1 else "" for i in ins}
+    if len(wts) != 1 or len(rts) > 1 or len(biases) != 1:
+        return None
+    wt, rt, bias = wts.pop(), (rts.pop() if rts else ""), biases.pop()
+    hidden = g.tensors[ins[0][5]].shape[1]
+    w, r, b = (g.constant(t) if t else None for t in (wt, rt, bias))
+    rows = sum(a.shape[0] for a in (w, r) if a is not None)
+    units = resident_units(rows, hidden, resident_budget())
+    return None if units is None else pack_lstm_weights(w, r, b, hidden, units)
+
+
 # ---- operands through float32 ----------------------------------------------------------------------------------
 EXACT_IN_FLOAT = ("ReduceMax", "ReduceMin")  # ops whose bool operand computes exactly in float32
 
@@ -1213,6 +1302,8 @@ PASSES: list[Pass] = [
          "reverse/bidirectional/batch-major LSTMs and GRUs become forward layout-0 nodes per direction"),
     Pass("alias_views", lambda g, s: alias_views(g), "Reshape-likes and contiguous Slice/Split become views"),
     Pass("unroll_lstm", lambda g, s: unroll_lstm(g), "forward LSTMs become one fused LSTMCell per step"),
+    Pass("resident_weights", lambda g, s: resident_weights(g),
+         "the batch-1 steps of one LSTM layer share packed weights that stay resident on pinned vEUs"),
     Pass("unroll_gru", lambda g, s: unroll_gru(g), "forward GRUs become per-step MatMul and pointwise operators"),
     Pass("fold_batchnorm", lambda g, s: fold_batchnorm(g), "BatchNormalization folded into its Conv/Gemm"),
     Pass("fuse_matmul_epilogues", lambda g, s: fuse_matmul_epilogues(g),

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import onnx
+from kernel_corpus.bindings import as_unpinned
 from vdevice.program import validate_plan
 
 from .graph import Graph, SchedulerError
@@ -88,7 +89,9 @@ def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, dis
         from kernel_corpus.bindings import registry as full
         registry = full.restricted(DEFAULT_PRECISION)
     supports = lambda op_type: bool(registry.for_op(op_type))  # noqa: E731
-    graph = run_passes(import_model(model), supports=supports, disabled=disabled, after=after)
+    graph = import_model(model)
+    graph.veus = num_veus
+    graph = run_passes(graph, supports=supports, disabled=disabled, after=after)
     price = subgraph_price(registry, profiler or Profiler(num_veus=num_veus), policy, num_veus)
     graph = run_merge(graph, merge, price, lambda op_type: supports(op_type) and supports("Split"))
     return graph, build_workload(graph, registry, backends, target)
@@ -107,7 +110,7 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     else:
         plan = place_and_schedule(workload, policy, profiler, placement or "search", make_op, validate, costs,
                                   **params)
-    plan.baselines_us = profiler.baselines_us([op.launch for op in plan.ops])
+    plan.baselines_us = profiler.baselines_us([as_unpinned(op.launch) for op in plan.ops])  # no regions there
     plan.notes = graph.notes + plan.notes
     if profiler.misses:
         plan.notes.append(f"profiler: {profiler.misses} launch shape(s) not in the measured cache: cost model used")

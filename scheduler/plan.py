@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kernel_corpus.bindings import Arg, In, Out, Scalar, Temp, arg_to_json
-from vdevice.program import ArgRef, KernelRef, Op, Program
+from vdevice.program import ArgRef, KernelRef, Op, Program, Resident
 
 
 @dataclass
@@ -26,6 +26,7 @@ class ProgramOp:
     inputs: list[str] = field(default_factory=list)  # the node's tensor names, for In(i) / Out(i)
     outputs: list[str] = field(default_factory=list)
     rtask_us: float = 0.0
+    pinned: bool = False  # its rTasks sit on its resident family's vEUs: they run with the resident region
 
     @property
     def rtasks(self) -> int:
@@ -48,7 +49,9 @@ def default_vdevice_op(op: ProgramOp) -> Op:
     kernel = KernelRef(source_id=op.source, rkernel=f"{L.kernel}__rtask", layout=None,
                        template_args=tuple(L.template_args), grid=tuple(L.grid), block=tuple(L.block),
                        dynamic_smem=int(L.dynamic_smem), wrapper=L.kernel)
-    return Op(op.name, kernel, tuple(arg_ref(op, a) for a in L.args))
+    use = getattr(L, "resident", None)
+    resident = Resident(use.family, use.slice_bytes, use.load) if use is not None and op.pinned else None
+    return Op(op.name, kernel, tuple(arg_ref(op, a) for a in L.args), resident)
 
 
 def arg_ref(op: ProgramOp, arg: Arg) -> ArgRef:

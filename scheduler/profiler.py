@@ -90,6 +90,9 @@ FFMA_SHARE = {"conv_direct": 0.09, "conv_implicit_gemm": 0.09, "conv_depthwise_t
 # is ~204 MACs per scheduler and clock, one 512-MAC HMMA.1684 every 2.5 issue slots.
 HMMA_SATURATING_SHARE = 0.4
 FFMA_SHARE |= {"gemm_tc": 96 / 409 / HMMA_SATURATING_SHARE, "conv_tc": 96 / 491 / HMMA_SATURATING_SHARE}
+# The weight-stationary cell (legacy/rnn.cu): 16 FFMA per 39 instructions of lstm_cell_resident<20,256>'s loop
+# (a 16-byte shared-memory weight load and a broadcast global load of x or h per four; BENCHMARKS.md, "Kernel SASS")
+FFMA_SHARE["lstm_cell_resident"] = 16 / 39
 DEFAULT_FFMA_SHARE = min(FFMA_SHARE.values())
 
 

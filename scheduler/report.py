@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Iterable
 
+import numpy as np
+from kernel_corpus.bindings import In
 from vdevice.program import Program, Wait
 
 from .simulate import Barrier, veu_ends
@@ -186,6 +188,37 @@ def _prediction_lines(manifest: Any, plan: Any) -> list[str]:
               "faster)" for name, us in plan.baselines_us.items()]]
 
 
+def weight_bytes_read(plan: Any, graph: Any) -> int:
+    """Bytes of weights (constant tensors) the plan's launches and library calls read from global memory in one
+    inference: each weight a launch takes counts whole, except resident operands of a pinned launch, which count
+    once, at the family's load (its readers find them in shared memory), and nothing for an unpinned load (it does
+    nothing). docs/ARCHITECTURE.md §7."""
+    def nbytes(name: str) -> int:
+        t = graph.tensors[name]
+        return t.size * np.dtype(t.dtype).itemsize
+
+    total = 0
+    for op in plan.ops:
+        use = getattr(op.launch, "resident", None)
+        for i in {a.index for a in op.launch.args if isinstance(a, In)}:
+            name = op.inputs[i] if i < len(op.inputs) else ""
+            if not name or not graph.is_constant(name):
+                continue
+            if use is not None and i in use.inputs and op.pinned != use.load:
+                continue  # pinned readers use the region; an unpinned load does not run its copy
+            total += nbytes(name)
+    for call in plan.calls:
+        total += sum(nbytes(n) for n in dict.fromkeys(call.inputs) if n and graph.is_constant(n))
+    return total
+
+
+def _weight_lines(s: dict) -> list[str]:
+    """The weight traffic line: bytes read per inference against the model's own weights."""
+    read, own = s["weight_bytes_read"], s["model_weight_bytes"]
+    return [f"- weights read per inference {read / 1e6:.2f} MB, the model's weights {own / 1e6:.2f} MB "
+            f"({read / max(1, own):.2f}x; {s.get('resident_families', 0)} resident families pinned)"]
+
+
 def render_report(manifest: Any, plan: Any, workload: Any) -> str:
     """report.md: what was built, how it is scheduled, what each node runs, and the build's notes."""
     s = manifest.stats
@@ -198,6 +231,7 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
              *(_prediction_lines(manifest, plan) if manifest.target == "gpu" else [
                  "- no time prediction: a CPU build runs on the emulator, whose times say nothing about a GPU "
                  "(build with --target gpu for the cost model's prediction)"]),
+             *(_weight_lines(s) if "weight_bytes_read" in s else []),
              f"- {s.get('profiler', plan.profiler)}",
              *([f"- vEUs per SM: {s['occupancy']}"] if s.get("occupancy") else []),
              *([f"- {s['register_budget']['line']}"] if s.get("register_budget") else []),

@@ -11,8 +11,9 @@ import numpy as np
 from toolchain.cxx import template_arg_text
 
 from .counters import Counters, group_waits
-from .program import KernelRef, Op, Program, ProgramError, Run
-from .tables import INSTR, TARGET, VD_NAMED, VD_PREPARE, VD_WAIT, c_declarations, pack_block, pack_grid_yz
+from .program import KernelRef, Op, Program, ProgramError, Run, check_resident, resident_bytes
+from .tables import (INSTR, TARGET, VD_NAMED, VD_PREPARE, VD_RESIDENT, VD_WAIT, c_declarations, pack_block,
+                     pack_grid_yz)
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 INTERPRETER = "vd_interpreter"
@@ -280,6 +281,7 @@ class ProgramTables:
     threads: int
     counters: Counters
     regions: tuple[tuple[int, int], ...]  # (instantiation, layout offset) of every op the program runs
+    resident_bytes: int = 0  # each vEU's resident region (its largest resident slice), after the control block
 
     @property
     def max_count(self) -> int:
@@ -295,10 +297,11 @@ class ProgramTables:
         """(dynamic shared bytes per vEU, offset of the vEU control block).
 
         Per rTask: its dynamic bytes, then its layout at align16(dynamic); the control block (rt::TaskSlot and
-        the barrier flags, layout_sizes[0] bytes) follows the largest such region."""
+        the barrier flags, layout_sizes[0] bytes) follows the largest such region, and the resident region
+        (docs/ARCHITECTURE.md §7) follows the control block."""
         region = max((offset + int(layout_sizes[kernel + 1]) for kernel, offset in self.regions), default=0)
         ctl_offset = _align16(region)
-        return ctl_offset + int(layout_sizes[0]), ctl_offset
+        return ctl_offset + int(layout_sizes[0]) + self.resident_bytes, ctl_offset
 
 
 def _align16(n: int) -> int:
@@ -309,6 +312,7 @@ def _align16(n: int) -> int:
 def encode(program: Program, module: GeneratedModule, argtab: "ArgTable") -> ProgramTables:
     """Flatten a program into the interpreter's tables: one Instr record per instruction (vdevice/tables.py), the
     counters each wait polls, and for each awaited rTask the counter it publishes to."""
+    check_resident(program)
     counters = group_waits(program)
     instr: list[dict[str, int]] = []
     targets: list[dict[str, int]] = []
@@ -337,7 +341,8 @@ def encode(program: Program, module: GeneratedModule, argtab: "ArgTable") -> Pro
     regions = tuple(sorted({(module.op_kernel[i], _align16(program.ops[i].kernel.dynamic_smem)) for i in used_ops}))
     return ProgramTables(
         instr=INSTR.pack([*instr, pad]), veu_begin=np.asarray(begin, dtype=np.uint32), targets=TARGET.pack(targets),
-        num_veus=program.num_veus, threads=_align_warp(threads), counters=counters, regions=regions)
+        num_veus=program.num_veus, threads=_align_warp(threads), counters=counters, regions=regions,
+        resident_bytes=resident_bytes(program))
 
 
 def _run_record(op: Op, rtask: int, module: GeneratedModule, argtab: "ArgTable", index: int,
@@ -347,7 +352,8 @@ def _run_record(op: Op, rtask: int, module: GeneratedModule, argtab: "ArgTable",
     kernel = module.op_kernel[index]
     inst = module.instantiations[kernel]
     named = uses_named_barrier(op.kernel, inst)
-    code = kernel | (VD_NAMED if named else 0) | (VD_PREPARE if not named or inst.reduces else 0)
+    code = kernel | (VD_NAMED if named else 0) | (VD_PREPARE if not named or inst.reduces else 0) | \
+        (VD_RESIDENT if op.resident else 0)
     return {"code": code, "a": rtask, "b": argtab.offsets[index], "publish": publish, "grid_x": gx,
             "grid_yz": pack_grid_yz(gy, gz), "block": pack_block(bx, by, bz),
             "layout_offset": _align16(op.kernel.dynamic_smem)}

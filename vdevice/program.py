@@ -103,15 +103,34 @@ class ArgRef:
 
 
 @dataclass(frozen=True)
+class Resident:
+    """An op whose rTask r uses slice r of a family's resident operands in its vEU's resident region
+    (docs/ARCHITECTURE.md §7): the family's load op fills the region, its other ops read it. Their rTasks run with
+    VD_RESIDENT, so __rt.resident points at the region; check_resident proves every reader finds its own slice."""
+
+    family: str
+    slice_bytes: int
+    load: bool = False
+
+    def to_json(self) -> dict:
+        """JSON form."""
+        return {"family": self.family, "slice_bytes": self.slice_bytes, "load": self.load}
+
+
+@dataclass(frozen=True)
 class Op:
     """An rOperator instance: one bound launch of an rKernel with its arguments."""
 
     name: str
     kernel: KernelRef
     args: tuple[ArgRef, ...] = ()
+    resident: Resident | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "args", tuple(self.args))
+        if self.resident is not None and self.resident.slice_bytes % 16:
+            raise ProgramError(f"op '{self.name}': resident slices are whole 16-byte units, got "
+                               f"{self.resident.slice_bytes} B")
 
     def to_json(self) -> dict:
         """JSON form of the op."""
@@ -119,12 +138,15 @@ class Op:
         kernel = {"source_id": k.source_id, "rkernel": k.rkernel, "layout": k.layout,
                   "template_args": list(k.template_args), "grid": list(k.grid), "block": list(k.block),
                   "dynamic_smem": k.dynamic_smem, "wrapper": k.wrapper}
-        return {"name": self.name, "kernel": kernel, "args": [a.to_json() for a in self.args]}
+        out = {"name": self.name, "kernel": kernel, "args": [a.to_json() for a in self.args]}
+        return out | ({"resident": self.resident.to_json()} if self.resident else {})
 
     @staticmethod
     def from_json(obj: dict) -> "Op":
         """Inverse of to_json."""
-        return Op(obj["name"], KernelRef(**obj["kernel"]), tuple(ArgRef.from_json(a) for a in obj["args"]))
+        resident = Resident(**obj["resident"]) if obj.get("resident") else None
+        return Op(obj["name"], KernelRef(**obj["kernel"]), tuple(ArgRef.from_json(a) for a in obj["args"]),
+                  resident)
 
 
 @dataclass(frozen=True)
@@ -472,6 +494,7 @@ def validate_plan(programs: Sequence[Program], deps: Iterable[tuple[int, int]]) 
     where = _check_exactly_once(programs, ops)
     preds = _predecessors(deps, len(ops))
     for index, program in enumerate(programs):
+        check_resident(program)
         clocks = simulate(program)
         _check_deps(program, index, clocks, preds, where)
 
@@ -532,3 +555,29 @@ def _requirements(program: Program, index: int, preds: dict[int, list[int]],
 def _producer_at(program: Program, veu: int, order: int) -> TaskRef:
     """The rTask at (vEU, order)."""
     return program.runs(veu)[order]
+
+
+def resident_bytes(program: Program) -> int:
+    """Bytes of the resident region every vEU of the program keeps: its largest resident slice (0: none)."""
+    used = {i.task.op for instrs in program.veus for i in instrs if isinstance(i, Run)}
+    slices = [res.slice_bytes for res in (program.ops[o].resident for o in used) if res is not None]
+    return max(slices, default=0)
+
+
+def check_resident(program: Program) -> None:
+    """Every rTask that reads a resident slice runs on a vEU whose region holds that slice: the same family's load
+    rTask of the same rtask id ran earlier on that vEU, and no other load replaced it since (a vEU's rTasks run in
+    order, so the region is then filled and intact). A wrong pin or an overwrite is a ProgramError here, before
+    anything runs."""
+    for v in range(program.num_veus):
+        held: tuple[str, int] | None = None
+        for task in program.runs(v):
+            res = program.ops[task.op].resident
+            if res is None:
+                continue
+            if res.load:
+                held = (res.family, task.rtask)
+            elif held != (res.family, task.rtask):
+                have = "nothing" if held is None else f"slice {held[1]} of family '{held[0]}'"
+                raise ProgramError(f"vEU {v}: rTask {task.rtask} of op '{program.ops[task.op].name}' reads resident "
+                                   f"slice {task.rtask} of family '{res.family}', but the vEU's region holds {have}")

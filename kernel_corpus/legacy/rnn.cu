@@ -3,6 +3,14 @@
 
 __device__ __forceinline__ float rnn_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// The pointwise cell on gate pre-activations (ONNX order i, o, f, c) of element idx: c and h.
+__device__ __forceinline__ void lstm_cell_update(const float (&gate)[4], const float* __restrict__ c_prev,
+                                                 float* __restrict__ h_out, float* __restrict__ c_out, size_t idx) {
+  const float c = rnn_sigmoid(gate[2]) * c_prev[idx] + rnn_sigmoid(gate[0]) * tanhf(gate[3]);
+  c_out[idx] = c;
+  h_out[idx] = rnn_sigmoid(gate[1]) * tanhf(c);
+}
+
 // acc[bb] += sum over k = k0, k0 + SLICES, ... < K of v[(b0 + bb)*K + k] * W[k*ldw + n] for the first nb rows:
 // a thread walks one weight column over its K-slice, reading each weight once for all BB batch rows.
 template <int BB, int SLICES>
@@ -66,10 +74,7 @@ lstm_cell_fused(const float* __restrict__ x, const float* __restrict__ Wt, const
       for (int sl = 0; sl < SLICES; ++sl) s += part[sl][bb][g * J + jj];
       gate[g] = s;
     }
-    const size_t idx = (size_t)b * H + j;
-    const float c = rnn_sigmoid(gate[2]) * c_prev[idx] + rnn_sigmoid(gate[0]) * tanhf(gate[3]);
-    c_out[idx] = c;
-    h_out[idx] = rnn_sigmoid(gate[1]) * tanhf(c);
+    lstm_cell_update(gate, c_prev, h_out, c_out, (size_t)b * H + j);
   }
 }
 
@@ -140,8 +145,97 @@ lstm_cell_vec4(const float* __restrict__ x, const float* __restrict__ Wt, const 
       }
       gate[g] = s;
     }
-    const float c = rnn_sigmoid(gate[2]) * c_prev[j] + rnn_sigmoid(gate[0]) * tanhf(gate[3]);
-    c_out[j] = c;
-    h_out[j] = rnn_sigmoid(gate[1]) * tanhf(c);
+    lstm_cell_update(gate, c_prev, h_out, c_out, j);
+  }
+}
+
+// ---- weight-stationary (resident) LSTM steps (docs/ARCHITECTURE.md §7) ----------------------------------------
+// RT_RESIDENT(p): the copy of a resident operand's slice this rTask reads. Compiled as legacy CUDA it is p itself,
+// so these kernels are ordinary CUDA reading global memory (and verify as such); in a converted rKernel
+// (rtask_runtime.cuh, which defines RT_RUN_AS_KERNEL, comes first) it is the vEU's resident region when the vDevice
+// pinned the rTask to a vEU holding that slice (__rt.resident set), else p again. A kernel the converter left as
+// it was sees the file-scope __rt below (no task): p.
+#ifndef RT_RESIDENT
+#ifdef RT_RUN_AS_KERNEL
+constexpr int __rt = 0;
+template <class P>
+__device__ __forceinline__ P rt_resident_of(const rt::Task& t, P p) {
+  return t.resident ? reinterpret_cast<P>(t.resident) : p;
+}
+template <class P>
+__device__ __forceinline__ P rt_resident_of(int, P p) { return p; }
+#define RT_RESIDENT(p) rt_resident_of(__rt, (p))
+#else
+#define RT_RESIDENT(p) (p)
+#endif
+#endif
+
+// Fills the resident region: rTask r copies float4s [r*n4, (r+1)*n4) of src into its vEU's region. Where there is
+// no region (a legacy launch, the op-by-op executors, an rTask the scheduler could not pin) it does nothing: the
+// readers then read src from global memory. block (any), grid (the readers' rTasks).
+__global__ void resident_load(const float4* __restrict__ src, int n4) {
+  float4* dst = RT_RESIDENT(static_cast<float4*>(nullptr));
+  if (dst == nullptr) return;
+  const float4* s = src + (size_t)blockIdx.x * n4;
+  for (int i = threadIdx.x; i < n4; i += blockDim.x) dst[i] = s[i];
+}
+
+// acc += sum over k = k0, k0 + SLICES, ... < K of v[k] * w4[k*QUADS + q]: one 16-byte weight load per four FMAs,
+// two independent accumulators.
+template <int SLICES, int QUADS>
+__device__ __forceinline__ void lstm_dot_packed(float4& acc, const float* __restrict__ v,
+                                                const float4* __restrict__ w4, int K, int q, int k0) {
+  float4 b = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  int k = k0;
+#pragma unroll 2
+  for (; k + SLICES < K; k += 2 * SLICES) {
+    const float s0 = v[k], s1 = v[k + SLICES];
+    const float4 w0 = w4[(size_t)k * QUADS + q], w1 = w4[(size_t)(k + SLICES) * QUADS + q];
+    acc.x += s0 * w0.x; acc.y += s0 * w0.y; acc.z += s0 * w0.z; acc.w += s0 * w0.w;
+    b.x += s1 * w1.x; b.y += s1 * w1.y; b.z += s1 * w1.z; b.w += s1 * w1.w;
+  }
+  if (k < K) {
+    const float s0 = v[k];
+    const float4 w0 = w4[(size_t)k * QUADS + q];
+    acc.x += s0 * w0.x; acc.y += s0 * w0.y; acc.z += s0 * w0.z; acc.w += s0 * w0.w;
+  }
+  acc.x += b.x; acc.y += b.y; acc.z += b.z; acc.w += b.w;
+}
+
+// One LSTM step at batch 1 with packed weights P [ceil(H/J)][rows + 1][4J]: rTask b's slice P[b] holds, at column
+// g*J + jj (gate g in ONNX order i, o, f, c; unit b*J + jj, zero past H), row k < I: Wt[k][g*H + unit], row I + k
+// (k < rows - I): Rt[k][...], row `rows`: the bias (zero when the step has none there). The slice is read through
+// RT_RESIDENT, so a pinned rTask reads it from its vEU's shared memory and a step reads only x, h and pre from
+// global memory. KH is 0 (no h term at this step) or rows - I; pre_rows != 0 adds pre [4H] (a precomputed x·W +
+// bias row). Thread t owns the column quad t % J (16-byte loads) over the K-slice t / J; threads past whole slices
+// only apply the cell.
+// x [I], h [KH], c_prev / h_out / c_out [H]; P 16-byte aligned. block (THREADS), grid ceil(H/J).
+template <int J, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+lstm_cell_resident(const float* __restrict__ x, const float* __restrict__ h, const float* __restrict__ P,
+                   const float* __restrict__ pre, const float* __restrict__ c_prev, float* __restrict__ h_out,
+                   float* __restrict__ c_out, int H, int I, int KH, int rows, int pre_rows) {
+  constexpr int SLICES = THREADS / J;  // thread t owns the column quad t % J (columns 4q .. 4q+3) of K-slice t / J
+  static_assert(SLICES >= 1, "a block covers every column quad and every cell");
+  __shared__ float4 part[THREADS / J][J];  // [SLICES][quad]: as floats, [SLICES][4J] by column
+  const float4* w4 = reinterpret_cast<const float4*>(RT_RESIDENT(P + (size_t)blockIdx.x * (rows + 1) * 4 * J));
+  const int tid = threadIdx.x, q = tid % J, slice = tid / J;
+  if (slice < SLICES) {
+    float4 acc = slice == 0 ? w4[(size_t)rows * J + q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // the bias row
+    lstm_dot_packed<SLICES, J>(acc, x, w4, I, q, slice);
+    lstm_dot_packed<SLICES, J>(acc, h, w4 + (size_t)I * J, KH, q, slice);
+    part[slice][q] = acc;
+  }
+  __syncthreads();
+  const float* sums = reinterpret_cast<const float*>(&part[0][0]);
+  const int j = blockIdx.x * J + tid;  // one thread per unit applies the cell
+  if (tid < J && j < H) {
+    float gate[4];
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+      gate[g] = pre_rows ? pre[g * H + j] : 0.0f;
+      for (int sl = 0; sl < SLICES; ++sl) gate[g] += sums[sl * 4 * J + g * J + tid];
+    }
+    lstm_cell_update(gate, c_prev, h_out, c_out, j);
   }
 }

@@ -52,6 +52,7 @@ struct Task {
   TaskSlot* slot;     // barrier + reduction slots
   char* smem;         // the rKernel's lifted static __shared__ variables (its layout struct)
   char* dyn_smem;     // the rKernel's extern __shared__ (dynamic) memory
+  char* resident;     // the vEU's resident copy of this rTask's resident operand slice, or null (RT_RESIDENT)
 };
 
 __device__ __forceinline__ unsigned linear_thread_index() {
@@ -67,7 +68,7 @@ __device__ __forceinline__ Task make_task(TaskSlot* slot, unsigned id, dim3 grid
   unsigned warp_base = t.tid & ~31u;
   unsigned live = t.nthreads > warp_base ? t.nthreads - warp_base : 0u;
   t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
-  t.nred = 0; t.named = 0; t.slot = slot; t.smem = smem; t.dyn_smem = dyn_smem;
+  t.nred = 0; t.named = 0; t.slot = slot; t.smem = smem; t.dyn_smem = dyn_smem; t.resident = nullptr;
   return t;
 }
 

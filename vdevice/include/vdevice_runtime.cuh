@@ -2,9 +2,9 @@
 //
 // Tables (device memory, written by vdevice/codegen.py). Their row types vd::Instr and vd::Target and the bits of
 // Instr.code are generated from one description in vdevice/tables.py and emitted ahead of this header:
-//   instr[pc]       Instr, 32 bytes: a run {instantiation id | VD_NAMED | VD_PREPARE, rtask, first argument slot,
-//                   1 + counter to publish (0: none), grid, block, layout offset} or a wait {VD_WAIT, first
-//                   target, target count, -, first target's counter and count}; vEU v runs instructions
+//   instr[pc]       Instr, 32 bytes: a run {instantiation id | VD_NAMED | VD_PREPARE | VD_RESIDENT, rtask,
+//                   first argument slot, 1 + counter to publish (0: none), grid, block, layout offset} or a wait
+//                   {VD_WAIT, first target, target count, -, first target's counter and count}; vEU v runs instructions
 //                   veu_begin[v] .. veu_begin[v+1]-1, and the table ends with one pad row (the one-ahead fetch of
 //                   a vEU's last instruction reads it)
 //   targets[i]      Target {counter, count}: the barrier-rTask waits until counters[counter] >= (run + 1) * count
@@ -35,8 +35,10 @@ enum : unsigned { POLL_OK = 0u, POLL_ABORTED = 1u, POLL_TIMEOUT = 2u };
 
 // Dynamic shared memory of a vEU (docs/ARCHITECTURE.md §1): for the rTask being run, its dynamic bytes at 0
 // (legacy extern __shared__ arrays alias them), its layout struct at align16(dynamic bytes); after the largest
-// such region (ctl_offset) the vEU's own rt::TaskSlot and Control. Kept in the dynamic buffer rather than as
-// static __shared__ so the same code runs where static shared memory is not per block (the CPU emulator).
+// such region (ctl_offset) the vEU's own rt::TaskSlot and Control, then (kHeaderBytes on) the vEU's resident
+// region (§7): filled by a family's load rTask, read by its pinned rTasks, never touched by any other rTask, so it
+// outlives them. Kept in the dynamic buffer rather than as static __shared__ so the same code runs where static
+// shared memory is not per block (the CPU emulator).
 struct alignas(16) Control {
   unsigned flags[3];  // rotating vEU-wide "some poller failed" slots, one per barrier-rTask (reset one ahead)
   unsigned pad;
@@ -205,6 +207,7 @@ __device__ __forceinline__ rt::Task task_of(const Instr& in, rt::TaskSlot* slot,
   const dim3 block(in.block & m, (in.block >> VD_BLOCK_BITS) & m, in.block >> (2u * VD_BLOCK_BITS));
   rt::Task t = rt::make_task(slot, in.a, grid, block, dynamic + in.layout_offset, dynamic);
   t.named = (in.code & VD_NAMED) ? rt::RT_NAMED : rt::RT_MBARRIER;
+  if (in.code & VD_RESIDENT) t.resident = reinterpret_cast<char*>(slot) + kHeaderBytes;
   return t;
 }
 

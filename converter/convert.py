@@ -22,9 +22,9 @@ WARP_MASKED = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_
                "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync",
                "__reduce_or_sync", "__reduce_xor_sync", "__syncwarp"}
 CG_CALLS = {"this_thread_block": "rt::this_task", "tiled_partition": "rt::tiled_partition",
-            "sync": "rt::sync", "reduce": "rt::reduce"}
+            "sync": "rt::sync", "reduce": "rt::reduce", "inclusive_scan": "rt::inclusive_scan",
+            "exclusive_scan": "rt::exclusive_scan"}
 CG_TYPES = {"thread_block": "rt::TaskGroup", "thread_block_tile": "rt::Tile"}
-CG_SCANS = {"inclusive_scan", "exclusive_scan"}
 # cooperative_groups types valid inside an rTask as they are (no rt:: counterpart needed)
 CG_NATIVE = {"coalesced_group", "plus", "less", "greater", "bit_and", "bit_or", "bit_xor"}
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
@@ -444,16 +444,14 @@ class Converter:
             f.texture_calls.append((off, c.extent.end.offset, used))
         elif name == "this_grid" and (ref is None or _in_cg(ref)):
             f.refusals.append((off, "grid-wide synchronisation (this_grid) cannot run as an rTask"))
-        elif name in CG_SCANS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))):
-            f.refusals.append((off, f"cg::{name} has no rTask counterpart yet (rt::Tile offers reduce, not scans)"))
         elif name in CG_CALLS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))) \
                 and (ref is None or ref.kind != K.CXX_METHOD):
             f.cg_calls.append((c, name))
             f.features.add("cooperative_groups")
             size = self._tile_size(c) if name == "tiled_partition" else None
-            if size is not None and size > 32:
-                f.refusals.append((off, f"tiled_partition<{size}>: tiles larger than a warp have no rTask counterpart "
-                                   "(rt::Tile spans at most 32 threads)"))
+            if size is not None and not (0 < size <= 1024 and size & (size - 1) == 0):
+                f.refusals.append((off, f"tiled_partition<{size}>: CUDA's tiles are a power of two from 1 to 1024 "
+                                   "threads"))
             if name == "sync":
                 f.barrier_sites.append((off, "cg::sync"))
         elif name == "sync" and ref is not None and ref.kind == K.CXX_METHOD and _in_cg(ref) \

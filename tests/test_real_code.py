@@ -128,9 +128,9 @@ def test_header_declaration_error_is_reported_host_body_error_is_not(tmp_path):
                                              "'vendor_handle_t'")
 
 
-def test_tiles_larger_than_a_warp_are_refused_precisely(tmp_path):
-    """block_tile_memory parses; a tile of 64 threads has no rTask counterpart, so its kernel is refused at the
-    tiled_partition call (one line), while a 32-thread tile in the same file converts."""
+def test_tile_sizes_cuda_rejects_are_refused_precisely(tmp_path):
+    """block_tile_memory parses and a tile of 64 threads converts; a tile size CUDA itself rejects (not a power of
+    two, or over 1024) is refused at the tiled_partition call (one line), while the other kernel converts."""
     src = tmp_path / "tiles.cu"
     src.write_text("#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n"
                    "namespace cg = cooperative_groups;\n"
@@ -140,14 +140,53 @@ def test_tiles_larger_than_a_warp_are_refused_precisely(tmp_path):
                    "  auto t = cg::tiled_partition<64>(cta);\n"
                    "  float v = cg::reduce(t, in[threadIdx.x], cg::plus<float>());\n"
                    "  if (t.thread_rank() == 0) out[t.meta_group_rank()] = v;\n}\n"
-                   "__global__ void small(const float *in, float *out) {\n"
-                   "  auto t = cg::tiled_partition<32>(cg::this_thread_block());\n"
-                   "  out[threadIdx.x] = cg::reduce(t, in[threadIdx.x], cg::plus<float>());\n}\n")
+                   "__global__ void odd(const float *in, float *out) {\n"
+                   "  auto t = cg::tiled_partition<96>(cg::this_thread_block());\n"
+                   "  out[threadIdx.x] = t.thread_rank();\n}\n")
     res = convert_file(str(src))
-    assert [m.name for m in res.rkernels] == ["small"]
-    assert res.refused == [{"name": "big", "diagnostics": [
-        f"{src}:7:12: error: tiled_partition<64>: tiles larger than a warp have no rTask counterpart "
-        "(rt::Tile spans at most 32 threads)"]}]
+    assert [m.name for m in res.rkernels] == ["big"]
+    assert "rt::tiled_partition<64>(cta)" in res.output and "rt::reduce(t, " in res.output
+    assert res.refused == [{"name": "odd", "diagnostics": [
+        f"{src}:12:12: error: tiled_partition<96>: CUDA's tiles are a power of two from 1 to 1024 threads"]}]
+
+
+def _wide_spec(folder: Path, block: int, tile: int, blocks: int = 2) -> Path:
+    """tile_stats' spec for one block and tile size (keys in [0, 100) so any/all and the odd-key scan vary)."""
+    n = block * blocks
+    bufs = [("in", "float32", n, ""), ("keys", "int32", n, ", low: 0, high: 100"),
+            ("sums", "float32", n // tile, ""), ("maxes", "int32", n // tile, ""), ("scans", "int32", 2 * n, ""),
+            ("flags", "int32", n, ""), ("rev", "float32", n, "")]
+    init = {"in": "random", "keys": "random"}
+    lines = ["kernel: tile_stats", f"template_args: [{block}, {tile}]", f"grid: [{blocks}]", f"block: [{block}]",
+             f"seed: {block + tile}", "args:"]
+    lines += [f"- {{name: {name}, kind: buffer, dtype: {dt}, size: {size}, init: {init.get(name, 'zeros')}{extra}}}"
+              for name, dt, size, extra in bufs]
+    lines += ["outputs: [sums, maxes, scans, flags, rev]", "tolerance: 0"]
+    spec = folder / f"tile_stats_{block}_{tile}.spec.yaml"
+    spec.write_text("\n".join(lines) + "\n")
+    return spec
+
+
+@pytest.mark.parametrize("block,tile", [(64, 64), (128, 64), (384, 128), (512, 256), (512, 512), (1024, 1024)])
+def test_wide_tiles_match_numpy_and_verify_bit_exact(tmp_path, block, tile):
+    """Tiles of 64 .. 1024 threads: the legacy kernel (cg on the emulator) matches numpy, and the rKernel (rt::Tile,
+    run persistent with surplus vEU threads) matches the legacy kernel bit for bit."""
+    cu = KDIR / "wide_tiles" / "tile_stats.cu"
+    spec = _wide_spec(tmp_path, block, tile)
+    res = run_file(str(cu), str(spec))
+    for name, ref in REFS.tile_stats(res.inputs, tile).items():
+        np.testing.assert_allclose(res.outputs[name], ref, rtol=1e-5, atol=1e-5, err_msg=f"{block}/{tile}: {name}")
+    result = verify_file(str(cu), str(spec))
+    assert result.ok, result.summary()
+
+
+def test_wide_tile_on_a_block_it_does_not_divide_is_an_error(tmp_path):
+    """CUDA leaves a tile of 64 on a 96-thread block undefined; the emulator says so in one line, not a hang."""
+    spec = _wide_spec(tmp_path, 96, 64, blocks=1)
+    spec.write_text(spec.read_text().replace("size: 1,", "size: 2,"))
+    with pytest.raises(Exception, match=r"tiled_partition<64>: the block's 96 threads are not a multiple of the tile "
+                                        r"size \(undefined in CUDA\)"):
+        run_file(str(KDIR / "wide_tiles" / "tile_stats.cu"), str(spec))
 
 
 def test_coalesced_group_filter_keeps_every_positive_value():

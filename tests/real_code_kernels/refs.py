@@ -74,3 +74,21 @@ def padded_tile(a):
 def agg_filter(a):
     src = a["src"][:int(a["n"])]
     return {"count": np.array([(src > 0).sum()], np.int32)}
+
+
+def tile_stats(a, tile=64):
+    """wide_tiles/tile_stats.cu for tiles of `tile` threads (the case's spec: 64)."""
+    v = a["in"].reshape(-1, tile).astype(np.float64)
+    k = a["keys"].reshape(-1, tile).astype(np.int64)
+    r = np.arange(tile)
+    inc = np.cumsum(k, axis=1)
+    # keep_odd folded over ranks 0 .. r-1 (rank 0 gets T() = 0): the last odd key among ranks 1 .. r-1, else rank 0's
+    exc = np.zeros_like(k)
+    exc[:, 1] = k[:, 0]
+    for i in range(2, tile):
+        exc[:, i] = np.where((k[:, i - 1] & 1) == 1, k[:, i - 1], exc[:, i - 1])
+    scans = np.stack([inc, exc], axis=2).reshape(-1)
+    rev = v[:, tile - 1 - r] + 2 * v[:, (r + 33) % tile]
+    flags = k[:, tile - 1:] * 4 + (k > 97).any(axis=1, keepdims=True) * 2 + (k > 1).all(axis=1, keepdims=True)
+    return {"sums": v.sum(axis=1), "maxes": k.max(axis=1), "scans": scans,
+            "flags": np.broadcast_to(flags, k.shape).ravel(), "rev": rev.ravel()}

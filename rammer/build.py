@@ -361,7 +361,7 @@ def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: i
     return choose_veus_per_sm(usage, threads, smem, most=most)
 
 
-HEADER_BYTES = 128  # a vEU's TaskSlot and barrier flags after its largest rTask region (vd::kHeaderBytes, rounded up)
+HEADER_BYTES = 336  # a vEU's TaskSlot and barrier flags after its largest rTask region (vd::kHeaderBytes, rounded up)
 
 
 def enabled_backends(backends: Any, target: str, registry: Any, user_libs: Any) -> tuple[tuple[str, ...], Any]:

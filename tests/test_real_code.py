@@ -189,6 +189,53 @@ def test_wide_tile_on_a_block_it_does_not_divide_is_an_error(tmp_path):
         run_file(str(KDIR / "wide_tiles" / "tile_stats.cu"), str(spec))
 
 
+SCAN_TYPES = {"int": "int32", "unsigned": "uint32", "float": "float32", "double": "float64"}
+
+
+@pytest.mark.parametrize("tile,ctype,block", [(4, "int", 64), (8, "unsigned", 72), (32, "double", 96),
+                                              (32, "float", 40), (64, "int", 128), (256, "float", 256)])
+def test_tile_scans_match_numpy_and_verify_bit_exact(tmp_path, tile, ctype, block):
+    """cg::inclusive_scan / exclusive_scan (plus, and a lambda) over tiles of 4 .. 256 threads and four element
+    types, partial last tiles included: legacy against numpy, the rKernel (rt::inclusive_scan...) bit for bit."""
+    cu = KDIR / "tile_scans" / "tile_scans.cu"
+    n, dt = 2 * block, SCAN_TYPES[ctype]
+    spec = tmp_path / "scans.spec.yaml"
+    spec.write_text(f"kernel: tile_scans\ntemplate_args: [{tile}, {ctype}]\ngrid: [2]\nblock: [{block}]\n"
+                    f"seed: {tile}\nargs:\n- {{name: in, kind: buffer, dtype: {dt}, size: {n}, init: random}}\n"
+                    + "".join(f"- {{name: {o}, kind: buffer, dtype: {dt}, size: {n}, init: zeros}}\n"
+                              for o in ("inc", "exc", "run_max"))
+                    + "outputs: [inc, exc, run_max]\ntolerance: 0\n")
+    res = run_file(str(cu), str(spec))
+    for name, ref in REFS.tile_scans(res.inputs, tile, block).items():
+        got = res.outputs[name]
+        if ctype == "unsigned":
+            ref = ref % 2**32
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5, err_msg=f"{tile}/{ctype}/{block}: {name}")
+    result = verify_file(str(cu), str(spec))
+    assert result.ok, result.summary()
+
+
+@pytest.mark.nvcc
+def test_wide_tiles_and_scans_compile_for_sm90(nvcc_path, tmp_path):
+    """The converted tile files compile for sm_90 with nvcc at several tile sizes and types (rt::Tile's wide-tile
+    barrier and exchange, the scans, word-wise shuffles of 8-byte doubles)."""
+    from toolchain.nvcc import nvcc_compile
+    from vdevice import RUNTIME_INCLUDE
+    extra = {"wide_tiles/tile_stats": ["tile_stats<128, 128>", "tile_stats<1024, 256>", "tile_stats<512, 512>"],
+             "tile_scans/tile_scans": ["tile_scans<4, double>", "tile_scans<32, unsigned>", "tile_scans<128, float>"]}
+    params = {"wide_tiles/tile_stats": "(const float *, const int *, float *, int *, int *, int *, float *)"}
+    for case, insts in extra.items():
+        out = convert_file(str(KDIR / f"{case}.cu")).output
+        for inst in insts:
+            t = inst[inst.index(",") + 2:-1]
+            sig = params.get(case, f"(const {t} *, {t} *, {t} *, {t} *)")
+            out += f"\ntemplate __global__ void {inst}{sig};\n"
+        src = tmp_path / (Path(case).name + ".rtask.cu")
+        src.write_text(out)
+        r = nvcc_compile(src, src.with_suffix(".cubin"), "sm_90", ["-cubin"], include_dirs=[str(RUNTIME_INCLUDE)])
+        assert r.returncode == 0, f"{case}: " + (r.stdout + r.stderr)[-4000:]
+
+
 def test_coalesced_group_filter_keeps_every_positive_value():
     """The aggregated increments hand out distinct slots: the kept values are exactly the positive inputs."""
     res = run_file(str(KDIR / "coalesced" / "agg_filter.cu"), str(KDIR / "coalesced" / "agg_filter.spec.yaml"))

@@ -92,3 +92,18 @@ def tile_stats(a, tile=64):
     flags = k[:, tile - 1:] * 4 + (k > 97).any(axis=1, keepdims=True) * 2 + (k > 1).all(axis=1, keepdims=True)
     return {"sums": v.sum(axis=1), "maxes": k.max(axis=1), "scans": scans,
             "flags": np.broadcast_to(flags, k.shape).ravel(), "rev": rev.ravel()}
+
+
+def tile_scans(a, tile=16, block=40):
+    """tile_scans/tile_scans.cu: scans over tiles of `tile` block ranks (the last one partial when `tile` does not
+    divide `block`)."""
+    x = a["in"]
+    acc = np.float64 if x.dtype.kind == "f" else np.int64
+    out = {"inc": np.zeros(x.size, acc), "exc": np.zeros(x.size, acc), "run_max": np.zeros(x.size, acc)}
+    for start in range(0, x.size, block):
+        for t0 in range(start, start + block, tile):
+            seg = x[t0:min(t0 + tile, start + block)].astype(acc)
+            out["inc"][t0:t0 + seg.size] = np.cumsum(seg)
+            out["exc"][t0:t0 + seg.size] = np.cumsum(seg) - seg
+            out["run_max"][t0:t0 + seg.size] = np.maximum.accumulate(seg)
+    return out

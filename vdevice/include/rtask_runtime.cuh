@@ -500,10 +500,10 @@ template <unsigned N, class P, class T, class Op>
 __device__ __forceinline__ T exclusive_scan(const Tile<N, P>& g, T v, Op op) {
   if constexpr (N > 32) {
     static_assert(sizeof(T) <= 8, "a tile wider than a warp scans values of at most 8 bytes (as in CUDA)");
-    const Tile<32> warp = g.warp();
-    const T s = inclusive_scan(warp, v, op);
-    const T e = exclusive_scan(warp, v, op);
+    const T s = inclusive_scan(g.warp(), v, op);
+    const T up = shfl_words(s, [&](auto x) { return __shfl_up_sync(g.mask, x, 1u, 32); });
     const unsigned w = g.warp_in_tile(), lane = g.rank_in_task & 31u;
+    const T e = lane == 0u ? T() : up;  // the warp's own exclusive scan
     if (lane == 31u) *g.template word<T>(w) = s;
     g.sync();
     T r = e;

@@ -287,17 +287,25 @@ class Converter:
 
     def _local_consts(self, var: ci.Cursor) -> tuple[tuple[str, str], ...]:
         """Function-local constants a __shared__ declaration names (`__shared__ float b[BK * (BN + pad)]` after
-        `const int pad = 5;`): the layout struct sits outside the function, so it gets them as static members."""
+        `const int pad = 5;`), and those their initialisers name in turn (`bdy = 32 / bdx`), each after the ones
+        it needs: the layout struct sits outside the function, so it gets them as static members."""
         out: dict[str, str] = {}
-        for c in var.walk_preorder():
-            ref = c.referenced if c.kind == K.DECL_REF_EXPR else None
-            if ref is None or ref.kind != K.VAR_DECL or ref.semantic_parent is None \
-                    or ref.semantic_parent.kind not in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.CXX_METHOD):
-                continue
-            text = self.raw[ref.extent.start.offset:ref.extent.end.offset].decode(errors="replace")
-            m = re.fullmatch(r"\s*(?:static\s+)?(const|constexpr)\s+(.+?=.+)", text, re.S)
-            if m:
-                out[ref.spelling] = f"static constexpr {m.group(2).strip()};"
+        seen: set[int] = set()  # declarations by offset
+
+        def visit(node: ci.Cursor) -> None:
+            for c in node.walk_preorder():
+                ref = c.referenced if c.kind == K.DECL_REF_EXPR else None
+                if ref is None or ref.kind != K.VAR_DECL or ref.semantic_parent is None \
+                        or ref.semantic_parent.kind not in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.CXX_METHOD) \
+                        or ref.extent.start.offset in seen:
+                    continue
+                seen.add(ref.extent.start.offset)
+                text = self.raw[ref.extent.start.offset:ref.extent.end.offset].decode(errors="replace")
+                m = re.fullmatch(r"\s*(?:static\s+)?(const|constexpr)\s+(.+?=.+)", text, re.S)
+                if m:
+                    visit(ref)  # the constants its initialiser names come first
+                    out[ref.spelling] = f"static constexpr {m.group(2).strip()};"
+        visit(var)
         return tuple(out.items())
 
     def _analyse(self, f: Func) -> None:

@@ -253,3 +253,19 @@ def test_device_slice_drops_vendor_includes_it_does_not_need():
     assert sorted(res.dropped_includes) == ["cublasLt.h", "cublas_v2.h", "nvtx3/nvToolsExt.h"]
     header = next(iter(res.headers.values()))
     assert "#include <cublas" not in header and "#include <nvtx" not in header and "gelu_tanh" in header
+
+
+def test_a_kernel_name_shared_with_a_vendor_struct_member_keeps_no_vendor_include(tmp_path):
+    """llm.c's global_norm kernels take a parameter `data`, the name of a member of cublasLt's
+    cublasLtMatmulAlgo_t: a struct member is no name device code can use on its own, so the slice still drops
+    cuBLAS (only a typedef'd enum's constants count, as `CUBLAS_STATUS_SUCCESS` does)."""
+    from converter.slice import slice_source
+    (tmp_path / "common.h").write_text((KDIR / "llmc_style" / "common.h").read_text())
+    cu = tmp_path / "norm.cu"
+    cu.write_text('#include "common.h"\n__global__ void norm_kernel(float *out, const float *data, size_t count) {\n'
+                  '  size_t i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < count) out[i] = data[i] * data[i];\n}\n')
+    res = slice_source(cu.read_text(), str(cu), ["norm_kernel"])
+    assert sorted(res.dropped_includes) == ["cublasLt.h", "cublas_v2.h", "nvtx3/nvToolsExt.h"]
+    cu.write_text(cu.read_text().replace("out[i] = data[i] * data[i]", "out[i] = CUBLAS_STATUS_SUCCESS + data[i]"))
+    res = slice_source(cu.read_text(), str(cu), ["norm_kernel"])
+    assert "cublas_v2.h" not in res.dropped_includes

@@ -864,7 +864,14 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     rp = tok.matching(lp, "(", ")")
     params = [c for c in f.cursor.get_children() if c.kind == K.PARM_DECL]
     edits.append(Edit(tok.end[lp], tok.end[lp], "rt::Task& __rt" + (", " if params else "")))
-    param_text = conv.raw[tok.end[lp]:tok.start[rp]].decode()
+    # an unnamed parameter (llm.c's `std::bool_constant<Atomic>` tag) gets a name in the wrapper, which passes it on
+    names = [p.spelling or f"__rt_arg{k}" for k, p in enumerate(params)]
+    raw_params = bytearray(conv.raw[tok.end[lp]:tok.start[rp]])
+    for k in reversed(range(len(params))):
+        if not params[k].spelling:
+            at = params[k].extent.end.offset - tok.end[lp]
+            raw_params[at:at] = f" {names[k]}".encode()
+    param_text = raw_params.decode()
     # layout struct before the kernel, wrapper after it
     line, col = src.location(f.start)
     fname = src.filename
@@ -876,7 +883,7 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
         if col != 1:
             pre += " " * (col - 1)
         edits.append(Edit(f.start, f.start, pre))
-    argnames = ", ".join(p.spelling for p in params)
+    argnames = ", ".join(names)
     lb = f"__launch_bounds__({launch_bounds}) " if launch_bounds else ""
     # raw bytes, not the struct: a member with a constructor (cuda::barrier) would make the __shared__ variable
     # dynamically initialised, which CUDA does not do (nvcc warning #20054); init() sets such members up
@@ -917,7 +924,7 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
         rkernel=f"{f.name}__rtask",
         wrapper=f.name,
         layout=layout,
-        params=[{"name": p.spelling, "type": p.type.spelling} for p in params],
+        params=[{"name": n, "type": p.type.spelling} for n, p in zip(names, params)],
         template_params=tparams,
         static_smem_bytes=_layout_bytes(order),
         shared_variables=[{"member": m.member, "decl": m.decl_text, "bytes": m.size} for m in order],

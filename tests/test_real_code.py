@@ -269,3 +269,44 @@ def test_a_kernel_name_shared_with_a_vendor_struct_member_keeps_no_vendor_includ
     cu.write_text(cu.read_text().replace("out[i] = data[i] * data[i]", "out[i] = CUBLAS_STATUS_SUCCESS + data[i]"))
     res = slice_source(cu.read_text(), str(cu), ["norm_kernel"])
     assert "cublas_v2.h" not in res.dropped_includes
+
+
+UNNAMED = ("#include <type_traits>\n"
+           "template <bool Twice> __global__ void scale(float *out, const float *in, int n, std::bool_constant<Twice>,\n"
+           "                                            int /*unused*/) {\n"
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = Twice ? 2.0f * in[i] : in[i];\n}\n"
+           "__global__ void halve(float *x, int n, int) {\n"
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= 0.5f;\n}\n")
+
+
+def test_unnamed_kernel_parameters_are_passed_on_by_the_wrapper(tmp_path):
+    """llm.c's matmul_backward_bias_kernel8 takes an unnamed `std::bool_constant<Atomic>` tag: the wrapper names
+    each unnamed parameter and passes it on (it used to pass an empty argument); the kernel verifies."""
+    cu = tmp_path / "unnamed.cu"
+    cu.write_text(UNNAMED)
+    res = convert_file(str(cu))
+    assert "(scale__rtask<Twice>(__rt, out, in, n, __rt_arg3, __rt_arg4))" in res.output
+    assert [p["name"] for p in res.rkernels[1].params] == ["x", "n", "__rt_arg2"]
+    spec = tmp_path / "halve.spec.yaml"
+    spec.write_text("kernel: halve\ngrid: [3]\nblock: [64]\nargs:\n"
+                    "- {name: x, kind: buffer, dtype: float32, size: 192, init: random}\n"
+                    "- {name: n, kind: scalar, dtype: int32, value: 150}\n"
+                    "- {name: unused, kind: scalar, dtype: int32, value: 7}\noutputs: [x]\ntolerance: 0\n")
+    run = run_file(str(cu), str(spec))
+    x = run.inputs["x"].copy()
+    x[:150] *= np.float32(0.5)
+    np.testing.assert_array_equal(run.outputs["x"], x)
+    assert verify_file(str(cu), str(spec)).ok
+
+
+@pytest.mark.nvcc
+def test_unnamed_kernel_parameters_compile_for_sm90(nvcc_path, tmp_path):
+    from toolchain.nvcc import nvcc_compile
+    from vdevice import RUNTIME_INCLUDE
+    cu = tmp_path / "unnamed.cu"
+    cu.write_text(UNNAMED)
+    src = tmp_path / "unnamed.rtask.cu"
+    src.write_text(convert_file(str(cu)).output
+                   + "template __global__ void scale<true>(float *, const float *, int, std::bool_constant<true>, int);\n")
+    r = nvcc_compile(src, tmp_path / "u.cubin", "sm_90", ["-cubin"], include_dirs=[str(RUNTIME_INCLUDE)])
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]

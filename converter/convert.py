@@ -183,16 +183,27 @@ def _in_cg(ref: ci.Cursor | None) -> bool:
     return False
 
 
+def _overload_candidates(call: ci.Cursor) -> list[ci.Cursor]:
+    """A dependent call's candidates (in a template body clang leaves it unresolved, with those it found by name);
+    the search stops at a nested call, whose candidates are its own."""
+    for c in call.walk_preorder():
+        if c.kind == K.OVERLOADED_DECL_REF:
+            lib = ci.conf.lib
+            return [lib.clang_getOverloadedDecl(c, i) for i in range(lib.clang_getNumOverloadedDecls(c))]
+        if c is not call and c.kind == K.CALL_EXPR:
+            return []
+    return []
+
+
+def _callees(call: ci.Cursor) -> list[ci.Cursor]:
+    """The function a call names, or every candidate of a dependent call."""
+    return [call.referenced] if call.referenced is not None else _overload_candidates(call)
+
+
 def _dependent_cg_call(call: ci.Cursor) -> bool:
     """A call whose arguments depend on template parameters (`cg::sync(g)` in a helper generic over the group
     type): clang leaves it unresolved, with the cooperative_groups candidates it found by name."""
-    for c in call.walk_preorder():
-        if c.kind == K.OVERLOADED_DECL_REF:
-            n = ci.conf.lib.clang_getNumOverloadedDecls(c)
-            return any(_in_cg(ci.conf.lib.clang_getOverloadedDecl(c, i)) for i in range(n))
-        if c is not call and c.kind == K.CALL_EXPR:
-            return False
-    return False
+    return any(_in_cg(d) for d in _overload_candidates(call))
 
 
 def _is_texture(var: ci.Cursor) -> bool:
@@ -472,6 +483,50 @@ class Converter:
                 if target in self.funcs and self.funcs[target].is_kernel:
                     f.refusals.append((off, "dynamic parallelism (a kernel launch inside a kernel) cannot run as an "
                                             "rTask"))
+            elif ref is not None:
+                found = self._header_context(ref, set())
+                if found is not None:
+                    where, what = found
+                    f.refusals.append((off, f"'{name}' (defined in {where}) uses {what}: a device function that "
+                                       "needs the rTask context is converted only when the .cu file defines it"))
+
+    def _header_context(self, ref: ci.Cursor, seen: set[str]) -> tuple[str, str] | None:
+        """(header, construct) when `ref` is a device function defined in a local header (beside the .cu file)
+        that reads the legacy indices, synchronises, uses warp intrinsics, cooperative groups or __shared__
+        memory, itself or through the header functions it calls: its calls cannot be rewritten, so converting
+        the kernel would leave a hardware barrier or index in the rTask (llm.c's common.h blockReduce)."""
+        d = ref.get_definition() or ref
+        if d.kind == K.FUNCTION_DECL:  # an instantiation: its template's body is the one spelled in the header
+            tmpl = ci.conf.lib.clang_getSpecializedCursorTemplate(d)
+            if tmpl is not None and tmpl.kind == K.FUNCTION_TEMPLATE:
+                d = tmpl.get_definition() or tmpl
+        usr = d.get_usr()
+        loc = d.location.file
+        if usr in seen or loc is None or self.src.is_main(d) or d.kind not in (K.FUNCTION_DECL,
+                                                                              K.FUNCTION_TEMPLATE):
+            return None
+        seen.add(usr)
+        header = os.path.abspath(loc.name)
+        if os.path.dirname(os.path.abspath(self.src.filename)) not in (os.path.dirname(header),) and \
+                not header.startswith(os.path.dirname(os.path.abspath(self.src.filename)) + os.sep):
+            return None
+        where = os.path.basename(header)
+        for c in d.walk_preorder():
+            if c.kind == K.DECL_REF_EXPR and c.spelling in INDEX_VARS:
+                return where, c.spelling
+            if c.kind == K.VAR_DECL and K.CUDASHARED_ATTR in _attrs(c):
+                return where, "__shared__ memory"
+            if c.kind == K.CALL_EXPR:
+                callee = self.call_name(c)
+                if callee in BARRIERS or callee in WARP_MASKED:
+                    return where, callee
+                if c.referenced is not None and _in_cg(c.referenced):
+                    return where, "cooperative groups"
+                for callee_decl in _callees(c):
+                    deeper = self._header_context(callee_decl, seen)
+                    if deeper is not None:
+                        return deeper
+        return None
 
     def _tile_size(self, call: ci.Cursor) -> int | None:
         """The literal size N of `tiled_partition<N>(...)`, or None when it is not an integer literal."""

@@ -310,3 +310,43 @@ def test_unnamed_kernel_parameters_compile_for_sm90(nvcc_path, tmp_path):
                    + "template __global__ void scale<true>(float *, const float *, int, std::bool_constant<true>, int);\n")
     r = nvcc_compile(src, tmp_path / "u.cubin", "sm_90", ["-cubin"], include_dirs=[str(RUNTIME_INCLUDE)])
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+
+
+HEADER_HELPERS = """#pragma once
+using reduction_t = float (*)(float);
+__device__ float twice(float v) { return 2.0f * v; }
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <reduction_t R> __device__ float block_reduce(float v, bool final_sync) {
+  __shared__ float part[32];
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = R(v);
+  __syncthreads();
+  return part[0];
+}
+template <reduction_t R> __device__ float block_reduce(float v) { return block_reduce<R>(v, false); }
+"""
+
+
+def test_header_callees_that_need_the_rtask_context_are_refused_not_left_unconverted(tmp_path):
+    """llm.c's common.h holds blockReduce (__shared__, __syncthreads, threadIdx) and warpReduceSum (full-mask
+    shuffles): the converter rewrites device functions of the .cu file only, so a kernel reaching such a header
+    function, directly or through the header's own template overloads, is refused at the call (it used to convert
+    with the hardware barrier left in the rTask: synccheck caught it in llm.c's global_norm); a kernel calling only
+    a pure header helper converts."""
+    (tmp_path / "helpers.h").write_text(HEADER_HELPERS)
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "helpers.h"\n'
+                  "__global__ void pure(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n"
+                  "__global__ void reduced(float *x) { x[threadIdx.x] = block_reduce<warp_sum>(x[threadIdx.x]); }\n"
+                  "__global__ void shuffled(float *x) { x[threadIdx.x] = warp_sum(x[threadIdx.x]); }\n")
+    res = convert_file(str(cu))
+    assert [m.name for m in res.rkernels] == ["pure"]
+    assert res.refused == [
+        {"name": "reduced", "diagnostics": [f"{cu}:3:54: error: 'block_reduce' (defined in helpers.h) uses __shared__ "
+                                            "memory: a device function that needs the rTask context is converted only "
+                                            "when the .cu file defines it"]},
+        {"name": "shuffled", "diagnostics": [f"{cu}:4:55: error: 'warp_sum' (defined in helpers.h) uses "
+                                             "__shfl_xor_sync: a device function that needs the rTask context is "
+                                             "converted only when the .cu file defines it"]}]

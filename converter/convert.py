@@ -4,6 +4,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import clang.cindex as ci
@@ -31,6 +32,9 @@ TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2D
                  "surf1Dread", "surf2Dread", "surf3Dread", "surf1Dwrite", "surf2Dwrite", "surf3Dwrite"}
 ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b")
 _COLLECTED = {K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL, K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.VAR_DECL}
+# headers of this project (parse prelude, CUDA/vendor stubs, rTask runtime): not the user's code
+_TOOL_HEADERS = tuple(str(Path(__file__).resolve().parent.parent / d) + os.sep
+                      for d in ("converter/include", "toolchain/include", "vdevice/include"))
 STRIP_RE = re.compile(r"\b(__shared__|static|volatile|extern)\b\s*")
 
 
@@ -92,11 +96,12 @@ class Func:
     extern_c: bool = False          # declared inside (or with) a C linkage specification
     texture_calls: list[tuple[int, int, set]] = field(default_factory=list)  # (start, end, texture var USRs)
     lambdas: list[ci.Cursor] = field(default_factory=list)
+    header_warp_calls: list[tuple[ci.Cursor, str]] = field(default_factory=list)  # (call, what it reaches)
 
     @property
     def needs_context(self) -> bool:
         return bool(self.uses_indices or self.shared or self.barrier_sites or self.warp_sites
-                    or self.cg_calls or self.cg_types or self.global_shared)
+                    or self.cg_calls or self.cg_types or self.global_shared or self.header_warp_calls)
 
 
 @dataclass
@@ -486,15 +491,21 @@ class Converter:
             elif ref is not None:
                 found = self._header_context(ref, set())
                 if found is not None:
-                    where, what = found
-                    f.refusals.append((off, f"'{name}' (defined in {where}) uses {what}: a device function that "
-                                       "needs the rTask context is converted only when the .cu file defines it"))
+                    where, what, hard = found
+                    if hard or self.tok.at(off) < 0:
+                        f.refusals.append((off, f"'{name}' (defined in {where}) uses {what}: a device function "
+                                           "that needs the rTask context is converted only when the .cu file defines "
+                                           "it"))
+                    else:  # left as it is, behind a run-time check that the rTask's warps are whole
+                        f.header_warp_calls.append((c, f"{name} ({where}: {what})"))
+                        f.features.add("header_warp_intrinsics")
 
-    def _header_context(self, ref: ci.Cursor, seen: set[str]) -> tuple[str, str] | None:
-        """(header, construct) when `ref` is a device function defined in a local header (beside the .cu file)
-        that reads the legacy indices, synchronises, uses warp intrinsics, cooperative groups or __shared__
-        memory, itself or through the header functions it calls: its calls cannot be rewritten, so converting
-        the kernel would leave a hardware barrier or index in the rTask (llm.c's common.h blockReduce)."""
+    def _header_context(self, ref: ci.Cursor, seen: set[str]) -> tuple[str, str, bool] | None:
+        """(header, construct, hard) when `ref` is a device function defined in a local header (beside the .cu
+        file) that needs the rTask context, itself or through the header functions it calls: its calls cannot be
+        rewritten. Hard: it reads the legacy indices, synchronises, uses cooperative groups or __shared__ memory
+        (converting would leave a hardware barrier or index in the rTask: llm.c's common.h blockReduce). Not hard:
+        only warp intrinsics (warpReduceSum's full-mask shuffles), right while every warp of the rTask is whole."""
         d = ref.get_definition() or ref
         if d.kind == K.FUNCTION_DECL:  # an instantiation: its template's body is the one spelled in the header
             tmpl = ci.conf.lib.clang_getSpecializedCursorTemplate(d)
@@ -507,26 +518,29 @@ class Converter:
             return None
         seen.add(usr)
         header = os.path.abspath(loc.name)
-        if os.path.dirname(os.path.abspath(self.src.filename)) not in (os.path.dirname(header),) and \
-                not header.startswith(os.path.dirname(os.path.abspath(self.src.filename)) + os.sep):
-            return None
+        if d.location.is_in_system_header or header.startswith(_TOOL_HEADERS):
+            return None  # the C/C++ library, or this project's parse prelude, stubs and runtime
         where = os.path.basename(header)
+        soft: tuple[str, str, bool] | None = None
         for c in d.walk_preorder():
             if c.kind == K.DECL_REF_EXPR and c.spelling in INDEX_VARS:
-                return where, c.spelling
+                return where, c.spelling, True
             if c.kind == K.VAR_DECL and K.CUDASHARED_ATTR in _attrs(c):
-                return where, "__shared__ memory"
+                return where, "__shared__ memory", True
             if c.kind == K.CALL_EXPR:
-                callee = self.call_name(c)
-                if callee in BARRIERS or callee in WARP_MASKED:
-                    return where, callee
+                if c.spelling in BARRIERS:
+                    return where, c.spelling, True
                 if c.referenced is not None and _in_cg(c.referenced):
-                    return where, "cooperative groups"
+                    return where, "cooperative groups", True
+                if c.spelling in WARP_MASKED:
+                    soft = soft or (where, c.spelling, False)
+                    continue
                 for callee_decl in _callees(c):
                     deeper = self._header_context(callee_decl, seen)
-                    if deeper is not None:
+                    if deeper is not None and deeper[2]:
                         return deeper
-        return None
+                    soft = soft or deeper
+        return soft
 
     def _tile_size(self, call: ci.Cursor) -> int | None:
         """The literal size N of `tiled_partition<N>(...)`, or None when it is not an integer literal."""
@@ -644,6 +658,10 @@ class Converter:
             edits += self._rename_call(c, BARRIERS[self.call_name(c)], "__rt")
         for c in f.warp_sites:
             edits += self._mask_first_arg(c)
+        for c, what in f.header_warp_calls:
+            edits += [Edit(c.extent.start.offset, c.extent.start.offset,
+                           f'(::rt::require_whole_warps(__rt, "{what}"), '),
+                      Edit(c.extent.end.offset, c.extent.end.offset, ")")]
         for c, name in f.cg_calls:
             i = self.tok.at(c.extent.start.offset)
             if i < 0:

@@ -227,6 +227,19 @@ __device__ __forceinline__ int sync_and(Task& t, int pred) {
 }
 __device__ __forceinline__ int sync_or(Task& t, int pred) { return sync_count(t, pred != 0) != 0; }
 
+// A call the converter leaves as it is: a header function (llm.c's common.h warpReduceSum) whose warp intrinsics
+// name full masks. Right while every warp of the rTask is whole; a partial last warp stops the launch instead.
+__device__ __forceinline__ void require_whole_warps(const Task& t, const char* what) {
+  if (t.nthreads % 32u != 0u) {
+#if defined(RT_CPU_EMULATOR)
+    emu::fail("%s: its full-warp intrinsics need whole warps, but the rTask has %u threads", what, t.nthreads);
+#else
+    (void)what;
+    __trap();
+#endif
+  }
+}
+
 // Warp-level masks restricted to the lanes of this rTask (a partial last warp shares its hardware warp with
 // surplus vEU threads that never reach the intrinsic).
 __device__ __forceinline__ unsigned warp_mask(const Task& t, unsigned mask) { return mask & t.lanemask; }

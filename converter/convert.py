@@ -4,6 +4,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import clang.cindex as ci
@@ -22,15 +23,18 @@ WARP_MASKED = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_
                "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync",
                "__reduce_or_sync", "__reduce_xor_sync", "__syncwarp"}
 CG_CALLS = {"this_thread_block": "rt::this_task", "tiled_partition": "rt::tiled_partition",
-            "sync": "rt::sync", "reduce": "rt::reduce"}
+            "sync": "rt::sync", "reduce": "rt::reduce", "inclusive_scan": "rt::inclusive_scan",
+            "exclusive_scan": "rt::exclusive_scan"}
 CG_TYPES = {"thread_block": "rt::TaskGroup", "thread_block_tile": "rt::Tile"}
-CG_SCANS = {"inclusive_scan", "exclusive_scan"}
 # cooperative_groups types valid inside an rTask as they are (no rt:: counterpart needed)
 CG_NATIVE = {"coalesced_group", "plus", "less", "greater", "bit_and", "bit_or", "bit_xor"}
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
                  "surf1Dread", "surf2Dread", "surf3Dread", "surf1Dwrite", "surf2Dwrite", "surf3Dwrite"}
 ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b")
 _COLLECTED = {K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL, K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.VAR_DECL}
+# headers of this project (parse prelude, CUDA/vendor stubs, rTask runtime): not the user's code
+_TOOL_HEADERS = tuple(str(Path(__file__).resolve().parent.parent / d) + os.sep
+                      for d in ("converter/include", "toolchain/include", "vdevice/include"))
 STRIP_RE = re.compile(r"\b(__shared__|static|volatile|extern)\b\s*")
 
 
@@ -92,11 +96,12 @@ class Func:
     extern_c: bool = False          # declared inside (or with) a C linkage specification
     texture_calls: list[tuple[int, int, set]] = field(default_factory=list)  # (start, end, texture var USRs)
     lambdas: list[ci.Cursor] = field(default_factory=list)
+    header_warp_calls: list[tuple[ci.Cursor, str]] = field(default_factory=list)  # (call, what it reaches)
 
     @property
     def needs_context(self) -> bool:
         return bool(self.uses_indices or self.shared or self.barrier_sites or self.warp_sites
-                    or self.cg_calls or self.cg_types or self.global_shared)
+                    or self.cg_calls or self.cg_types or self.global_shared or self.header_warp_calls)
 
 
 @dataclass
@@ -183,16 +188,27 @@ def _in_cg(ref: ci.Cursor | None) -> bool:
     return False
 
 
+def _overload_candidates(call: ci.Cursor) -> list[ci.Cursor]:
+    """A dependent call's candidates (in a template body clang leaves it unresolved, with those it found by name);
+    the search stops at a nested call, whose candidates are its own."""
+    for c in call.walk_preorder():
+        if c.kind == K.OVERLOADED_DECL_REF:
+            lib = ci.conf.lib
+            return [lib.clang_getOverloadedDecl(c, i) for i in range(lib.clang_getNumOverloadedDecls(c))]
+        if c is not call and c.kind == K.CALL_EXPR:
+            return []
+    return []
+
+
+def _callees(call: ci.Cursor) -> list[ci.Cursor]:
+    """The function a call names, or every candidate of a dependent call."""
+    return [call.referenced] if call.referenced is not None else _overload_candidates(call)
+
+
 def _dependent_cg_call(call: ci.Cursor) -> bool:
     """A call whose arguments depend on template parameters (`cg::sync(g)` in a helper generic over the group
     type): clang leaves it unresolved, with the cooperative_groups candidates it found by name."""
-    for c in call.walk_preorder():
-        if c.kind == K.OVERLOADED_DECL_REF:
-            n = ci.conf.lib.clang_getNumOverloadedDecls(c)
-            return any(_in_cg(ci.conf.lib.clang_getOverloadedDecl(c, i)) for i in range(n))
-        if c is not call and c.kind == K.CALL_EXPR:
-            return False
-    return False
+    return any(_in_cg(d) for d in _overload_candidates(call))
 
 
 def _is_texture(var: ci.Cursor) -> bool:
@@ -287,17 +303,25 @@ class Converter:
 
     def _local_consts(self, var: ci.Cursor) -> tuple[tuple[str, str], ...]:
         """Function-local constants a __shared__ declaration names (`__shared__ float b[BK * (BN + pad)]` after
-        `const int pad = 5;`): the layout struct sits outside the function, so it gets them as static members."""
+        `const int pad = 5;`), and those their initialisers name in turn (`bdy = 32 / bdx`), each after the ones
+        it needs: the layout struct sits outside the function, so it gets them as static members."""
         out: dict[str, str] = {}
-        for c in var.walk_preorder():
-            ref = c.referenced if c.kind == K.DECL_REF_EXPR else None
-            if ref is None or ref.kind != K.VAR_DECL or ref.semantic_parent is None \
-                    or ref.semantic_parent.kind not in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.CXX_METHOD):
-                continue
-            text = self.raw[ref.extent.start.offset:ref.extent.end.offset].decode(errors="replace")
-            m = re.fullmatch(r"\s*(?:static\s+)?(const|constexpr)\s+(.+?=.+)", text, re.S)
-            if m:
-                out[ref.spelling] = f"static constexpr {m.group(2).strip()};"
+        seen: set[int] = set()  # declarations by offset
+
+        def visit(node: ci.Cursor) -> None:
+            for c in node.walk_preorder():
+                ref = c.referenced if c.kind == K.DECL_REF_EXPR else None
+                if ref is None or ref.kind != K.VAR_DECL or ref.semantic_parent is None \
+                        or ref.semantic_parent.kind not in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.CXX_METHOD) \
+                        or ref.extent.start.offset in seen:
+                    continue
+                seen.add(ref.extent.start.offset)
+                text = self.raw[ref.extent.start.offset:ref.extent.end.offset].decode(errors="replace")
+                m = re.fullmatch(r"\s*(?:static\s+)?(const|constexpr)\s+(.+?=.+)", text, re.S)
+                if m:
+                    visit(ref)  # the constants its initialiser names come first
+                    out[ref.spelling] = f"static constexpr {m.group(2).strip()};"
+        visit(var)
         return tuple(out.items())
 
     def _analyse(self, f: Func) -> None:
@@ -444,16 +468,14 @@ class Converter:
             f.texture_calls.append((off, c.extent.end.offset, used))
         elif name == "this_grid" and (ref is None or _in_cg(ref)):
             f.refusals.append((off, "grid-wide synchronisation (this_grid) cannot run as an rTask"))
-        elif name in CG_SCANS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))):
-            f.refusals.append((off, f"cg::{name} has no rTask counterpart yet (rt::Tile offers reduce, not scans)"))
         elif name in CG_CALLS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))) \
                 and (ref is None or ref.kind != K.CXX_METHOD):
             f.cg_calls.append((c, name))
             f.features.add("cooperative_groups")
             size = self._tile_size(c) if name == "tiled_partition" else None
-            if size is not None and size > 32:
-                f.refusals.append((off, f"tiled_partition<{size}>: tiles larger than a warp have no rTask counterpart "
-                                   "(rt::Tile spans at most 32 threads)"))
+            if size is not None and not (0 < size <= 1024 and size & (size - 1) == 0):
+                f.refusals.append((off, f"tiled_partition<{size}>: CUDA's tiles are a power of two from 1 to 1024 "
+                                   "threads"))
             if name == "sync":
                 f.barrier_sites.append((off, "cg::sync"))
         elif name == "sync" and ref is not None and ref.kind == K.CXX_METHOD and _in_cg(ref) \
@@ -466,6 +488,59 @@ class Converter:
                 if target in self.funcs and self.funcs[target].is_kernel:
                     f.refusals.append((off, "dynamic parallelism (a kernel launch inside a kernel) cannot run as an "
                                             "rTask"))
+            elif ref is not None:
+                found = self._header_context(ref, set())
+                if found is not None:
+                    where, what, hard = found
+                    if hard or self.tok.at(off) < 0:
+                        f.refusals.append((off, f"'{name}' (defined in {where}) uses {what}: a device function "
+                                           "that needs the rTask context is converted only when the .cu file defines "
+                                           "it"))
+                    else:  # left as it is, behind a run-time check that the rTask's warps are whole
+                        f.header_warp_calls.append((c, f"{name} ({where}: {what})"))
+                        f.features.add("header_warp_intrinsics")
+
+    def _header_context(self, ref: ci.Cursor, seen: set[str]) -> tuple[str, str, bool] | None:
+        """(header, construct, hard) when `ref` is a device function defined in a local header (beside the .cu
+        file) that needs the rTask context, itself or through the header functions it calls: its calls cannot be
+        rewritten. Hard: it reads the legacy indices, synchronises, uses cooperative groups or __shared__ memory
+        (converting would leave a hardware barrier or index in the rTask: llm.c's common.h blockReduce). Not hard:
+        only warp intrinsics (warpReduceSum's full-mask shuffles), right while every warp of the rTask is whole."""
+        d = ref.get_definition() or ref
+        if d.kind == K.FUNCTION_DECL:  # an instantiation: its template's body is the one spelled in the header
+            tmpl = ci.conf.lib.clang_getSpecializedCursorTemplate(d)
+            if tmpl is not None and tmpl.kind == K.FUNCTION_TEMPLATE:
+                d = tmpl.get_definition() or tmpl
+        usr = d.get_usr()
+        loc = d.location.file
+        if usr in seen or loc is None or self.src.is_main(d) or d.kind not in (K.FUNCTION_DECL,
+                                                                              K.FUNCTION_TEMPLATE):
+            return None
+        seen.add(usr)
+        header = os.path.abspath(loc.name)
+        if d.location.is_in_system_header or header.startswith(_TOOL_HEADERS):
+            return None  # the C/C++ library, or this project's parse prelude, stubs and runtime
+        where = os.path.basename(header)
+        soft: tuple[str, str, bool] | None = None
+        for c in d.walk_preorder():
+            if c.kind == K.DECL_REF_EXPR and c.spelling in INDEX_VARS:
+                return where, c.spelling, True
+            if c.kind == K.VAR_DECL and K.CUDASHARED_ATTR in _attrs(c):
+                return where, "__shared__ memory", True
+            if c.kind == K.CALL_EXPR:
+                if c.spelling in BARRIERS:
+                    return where, c.spelling, True
+                if c.referenced is not None and _in_cg(c.referenced):
+                    return where, "cooperative groups", True
+                if c.spelling in WARP_MASKED:
+                    soft = soft or (where, c.spelling, False)
+                    continue
+                for callee_decl in _callees(c):
+                    deeper = self._header_context(callee_decl, seen)
+                    if deeper is not None and deeper[2]:
+                        return deeper
+                    soft = soft or deeper
+        return soft
 
     def _tile_size(self, call: ci.Cursor) -> int | None:
         """The literal size N of `tiled_partition<N>(...)`, or None when it is not an integer literal."""
@@ -583,6 +658,10 @@ class Converter:
             edits += self._rename_call(c, BARRIERS[self.call_name(c)], "__rt")
         for c in f.warp_sites:
             edits += self._mask_first_arg(c)
+        for c, what in f.header_warp_calls:
+            edits += [Edit(c.extent.start.offset, c.extent.start.offset,
+                           f'(::rt::require_whole_warps(__rt, "{what}"), '),
+                      Edit(c.extent.end.offset, c.extent.end.offset, ")")]
         for c, name in f.cg_calls:
             i = self.tok.at(c.extent.start.offset)
             if i < 0:
@@ -858,7 +937,14 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     rp = tok.matching(lp, "(", ")")
     params = [c for c in f.cursor.get_children() if c.kind == K.PARM_DECL]
     edits.append(Edit(tok.end[lp], tok.end[lp], "rt::Task& __rt" + (", " if params else "")))
-    param_text = conv.raw[tok.end[lp]:tok.start[rp]].decode()
+    # an unnamed parameter (llm.c's `std::bool_constant<Atomic>` tag) gets a name in the wrapper, which passes it on
+    names = [p.spelling or f"__rt_arg{k}" for k, p in enumerate(params)]
+    raw_params = bytearray(conv.raw[tok.end[lp]:tok.start[rp]])
+    for k in reversed(range(len(params))):
+        if not params[k].spelling:
+            at = params[k].extent.end.offset - tok.end[lp]
+            raw_params[at:at] = f" {names[k]}".encode()
+    param_text = raw_params.decode()
     # layout struct before the kernel, wrapper after it
     line, col = src.location(f.start)
     fname = src.filename
@@ -870,7 +956,7 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
         if col != 1:
             pre += " " * (col - 1)
         edits.append(Edit(f.start, f.start, pre))
-    argnames = ", ".join(p.spelling for p in params)
+    argnames = ", ".join(names)
     lb = f"__launch_bounds__({launch_bounds}) " if launch_bounds else ""
     # raw bytes, not the struct: a member with a constructor (cuda::barrier) would make the __shared__ variable
     # dynamically initialised, which CUDA does not do (nvcc warning #20054); init() sets such members up
@@ -911,7 +997,7 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
         rkernel=f"{f.name}__rtask",
         wrapper=f.name,
         layout=layout,
-        params=[{"name": p.spelling, "type": p.type.spelling} for p in params],
+        params=[{"name": n, "type": p.type.spelling} for n, p in zip(names, params)],
         template_params=tparams,
         static_smem_bytes=_layout_bytes(order),
         shared_variables=[{"member": m.member, "decl": m.decl_text, "bytes": m.size} for m in order],

@@ -454,7 +454,9 @@ def _blank_vendor_includes(raws: dict[str, bytearray], parsed: ParsedSource, fil
             declared.add(c.spelling)
             if c.kind == CK.ENUM_DECL:
                 declared |= {e.spelling for e in c.get_children()}
-            elif c.kind == CK.TYPEDEF_DECL:
+            elif c.kind == CK.TYPEDEF_DECL and c.underlying_typedef_type.get_declaration().kind == CK.ENUM_DECL:
+                # `typedef enum {...} cublasStatus_t;`: its constants (a typedef'd struct's member names, such as
+                # cublasLtMatmulAlgo_t's `data`, are no names device code can use without naming the type)
                 declared |= {e.spelling for e in c.underlying_typedef_type.get_declaration().get_children()}
     used = set().union(*(_identifiers(files, d.file, d.cursor) for d in keep if d.role != "namespace")) \
         if keep else set()

@@ -49,7 +49,7 @@ def spec_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | N
         if is_output:
             outputs.append(p.name)
     spec: dict = {"kernel": qual}
-    targs = _template_args(text, qual.rsplit("::", 1)[-1])
+    targs = _template_args(text, qual.rsplit("::", 1)[-1], _prod(launch.block))
     if targs:
         spec["template_args"] = targs
     spec.update({"grid": launch.grid, "block": launch.block})
@@ -61,7 +61,8 @@ def spec_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | N
     how = "from the launch in the host code" if launch.found else "a default: no launch with constant sizes found"
     head = (f"# launch spec skeleton for {qual} (rtransform spec): grid and block {how};\n"
             "# buffer sizes cover every thread of the launch; integers named like sizes (n, size, num_x) get\n"
-            "# the thread count, other integers 1:\n"
+            "# the thread count, other integers 1; template arguments not spelled by a launch: a type float, a\n"
+            "# bool false, an integer the block's thread count:\n"
             "# check each guess against the kernel's indexing before trusting a verify.\n")
     return head + yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=120)
 
@@ -126,18 +127,52 @@ def _split_top(s: str) -> list[str]:
     return out + [cur] if cur.strip() else out
 
 
-def _template_args(text: str, name: str) -> list:
-    """Template arguments of a launch such as `name<float, 64><<<...>>>`, when the kernel is a template."""
+def _template_args(text: str, name: str, threads: int) -> list:
+    """Template arguments of a template kernel: those a launch spells (`name<float, 64><<<...>>>`), literals kept;
+    the rest guessed from the kernel's template parameters (a type: float; a bool: false; an integer: the block's
+    thread count, the usual meaning of a `BlockSize`), as for deduced arguments (`norm_kernel<<<...>>>(out, x)`)."""
+    params = _template_params(text, name)
     m = re.search(rf"\b{re.escape(name)}\s*<([^<>;]*)>\s*<<<", text)
     if not m:
-        return []
+        guesses = [_guess(p, threads) for p in params or []]
+        return [] if any(g is None for g in guesses) else guesses
     out: list = []
-    for a in (x.strip() for x in _split_top(m.group(1))):
+    for k, a in enumerate(x.strip() for x in _split_top(m.group(1))):
         if a.isdigit():
             out.append(int(a))
-        else:  # a concrete type is kept; a template parameter of the launcher becomes float (a guess)
-            out.append(a if a in C_TYPE_DTYPES else "float")
+        elif a in ("true", "false"):
+            out.append(a == "true")
+        elif a in C_TYPE_DTYPES:
+            out.append(a)
+        else:  # a name of the launcher (its own template parameter, a constant): guessed from the kernel's side
+            g = _guess(params[k], threads) if params and k < len(params) else None
+            out.append("float" if g is None else g)
     return out
+
+
+def _template_params(text: str, name: str) -> list[str] | None:
+    """The template parameter declarations of __global__ `name` (`typename T`, `int BlockSize`), or None."""
+    m = re.search(rf"template\s*<([^;{{}}]*?)>[^;{{}}<>]*?\b__global__\b[^;{{}}]*?\b{re.escape(name)}\s*\(", text)
+    return [p.strip() for p in _split_top(m.group(1))] if m else None
+
+
+def _guess(decl: str, threads: int) -> str | bool | int | None:
+    """One template argument for parameter `decl`: its default when a literal, else a guess by kind."""
+    decl, _, default = decl.partition("=")
+    default = default.strip()
+    if default.isdigit():
+        return int(default)
+    if default in ("true", "false"):
+        return default == "true"
+    words = decl.split()
+    if words and words[0] in ("typename", "class"):
+        return default if default in C_TYPE_DTYPES else "float"
+    if words and words[0] == "bool":
+        return False
+    if len(words) >= 2 and all(w in ("int", "unsigned", "signed", "long", "short", "size_t", "uint32_t", "int32_t")
+                               for w in words[:-1]):
+        return threads
+    return None  # auto, pointers to functions, template templates: no guess
 
 
 def _arg(p: KernelParam, threads: int) -> tuple[dict, bool]:

@@ -646,7 +646,7 @@ class LstmUnroller:
 # a pinned vEU: policy, above what static layouts may take (CUDA's 48 KB; gemm_tc<128,64>'s double-buffered tiles
 # are about 34 KB)
 RESIDENT_HEADROOM = 64 * 1024
-VEU_HEADER_BYTES = 128  # a vEU's TaskSlot and barrier flags after its rTask area (vd::kHeaderBytes, rounded up)
+VEU_HEADER_BYTES = 336  # a vEU's TaskSlot (with the wide tiles' words) and barrier flags (vd::kHeaderBytes, rounded up)
 
 
 def resident_budget() -> int:

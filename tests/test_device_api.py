@@ -12,6 +12,8 @@ from converter import ConversionError, convert_source
 from converter.device_api import BLOCK, GRID, KERNEL, ROWS, THREADS, ApiRow, kernel_source, markdown
 from cuda_emu import CpuModule
 from rtransform.verify import verify_file
+from toolchain.nvcc import nvcc_compile
+from vdevice import RUNTIME_INCLUDE
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,6 +29,10 @@ def _warp(a: np.ndarray, fold) -> np.ndarray:
     return np.repeat([fold(w) for w in a.reshape(-1, 32)], 32)
 
 
+def _tiles(a: np.ndarray, n: int, fold) -> np.ndarray:
+    return np.repeat([fold(t) for t in np.asarray(a).reshape(-1, n)], n)
+
+
 def _namespace(inp: dict[str, np.ndarray], row: ApiRow) -> dict:
     g = np.arange(THREADS)
     return {**inp, "g": g, "lane": g % 32, "np": np, "math": math, "THREADS": THREADS, "BLOCK": BLOCK,
@@ -37,7 +43,13 @@ def _namespace(inp: dict[str, np.ndarray], row: ApiRow) -> dict:
             "warp_count": lambda p: _warp(p, lambda w: int(w.sum())),
             "rank_among": lambda p: np.concatenate([np.cumsum(w) - w for w in p.reshape(-1, 32).astype(np.int64)]),
             "last_among": lambda p, a: _warp(np.where(p, g, -1), lambda w: a[w.max()] if w.max() >= 0 else 0),
-            "warp_cumsum": lambda a: np.concatenate([np.cumsum(w.astype(np.int64)) for w in a.reshape(-1, 32)])}
+            "warp_cumsum": lambda a: np.concatenate([np.cumsum(w.astype(np.int64)) for w in a.reshape(-1, 32)]),
+            "tile_sum": lambda a, n: _tiles(a.astype(np.int64), n, lambda t: t.sum()),
+            "tile_any": lambda p, n: _tiles(p, n, lambda t: int(t.any())),
+            "tile_all": lambda p, n: _tiles(p, n, lambda t: int(t.all())),
+            "tile_scan": lambda a, n, op: np.concatenate([op.accumulate(t) for t in
+                                                          np.asarray(a).astype(np.float64 if a.dtype.kind == "f"
+                                                                               else np.int64).reshape(-1, n)])}
 
 
 def _run(rows: list[ApiRow], seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -99,3 +111,18 @@ def test_table_kernel_converts_and_verifies(tmp_path):
 def test_docs_table_is_generated_from_the_rows():
     doc = (REPO / "docs" / "DEVICE_API.md").read_text()
     assert doc == markdown() + "\n", "docs/DEVICE_API.md is stale: write converter.device_api.markdown() to it"
+
+
+@pytest.mark.nvcc
+def test_table_kernel_compiles_for_sm90_legacy_and_converted(nvcc_path, tmp_path):
+    """With nvcc's own cooperative_groups the legacy table kernel compiles for sm_90 (the rows are CUDA's API as it
+    is: tiles of 64, scans, struct shuffles), and so does the converted one: rt::Tile moves values wider than a
+    hardware shuffle (uint4, 12- and 24-byte structs) as 32-bit words, and a 64-thread tile syncs its two warps."""
+    rows = [r for r in ROWS if r.converts]
+    legacy = tmp_path / "device_api.cu"
+    legacy.write_text(kernel_source(rows))
+    rtask = tmp_path / "device_api.rtask.cu"
+    rtask.write_text(convert_source(legacy.read_text(), str(legacy)).output)
+    for src in (legacy, rtask):
+        r = nvcc_compile(src, src.with_suffix(".cubin"), "sm_90", ["-cubin"], include_dirs=[str(RUNTIME_INCLUDE)])
+        assert r.returncode == 0, f"{src.name}: " + (r.stdout + r.stderr)[-4000:]

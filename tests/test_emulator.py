@@ -510,6 +510,28 @@ def test_bad_arguments(blocks, memory):
     assert out[0] == 45
 
 
+USER_LERP = """// llm.c names its own device helper lerp, which C++20's <math.h> also declares (std::lerp, in the global
+// namespace); CUDA has no lerp, so the file's own must compile and be the one called
+__device__ float lerp(float start, float end, float weight) { return fmaf(weight, end, fmaf(-weight, start, start)) + 1000.0f; }
+__device__ double lerp(double a, double b, double t) { return a + t * (b - a) - 1000.0; }
+__global__ void blend(float* out, const float* a, const float* b) {
+  const unsigned i = threadIdx.x;
+  out[i] = lerp(a[i], b[i], 0.25f) + (float)lerp((double)a[i], 4.0, 0.5);
+}
+"""
+
+
+def test_a_user_lerp_compiles_and_is_the_one_called():
+    """No clash with C++20's std::lerp: both of the file's overloads are called (their offsets show it)."""
+    mod = CpuModule(USER_LERP, ["blend"], name="lerp.cu")
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(-1, 1, 64).astype(np.float32), rng.uniform(-1, 1, 64).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    mod.launch("blend", 1, 64, 0, [out, a, b])
+    want = (a + np.float32(0.25) * (b - a) + 1000) + (a.astype(np.float64) + 0.5 * (4.0 - a) - 1000)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-4)
+
+
 def test_compile_errors_name_the_line():
     with pytest.raises(EmuCompileError, match=r"k\.cu:2:\d+: error: .*undefined_name"):
         CpuModule("__global__ void k(float* x) {\n  x[0] = undefined_name;\n}\n", ["k"], name="k.cu")

@@ -128,9 +128,9 @@ def test_header_declaration_error_is_reported_host_body_error_is_not(tmp_path):
                                              "'vendor_handle_t'")
 
 
-def test_tiles_larger_than_a_warp_are_refused_precisely(tmp_path):
-    """block_tile_memory parses; a tile of 64 threads has no rTask counterpart, so its kernel is refused at the
-    tiled_partition call (one line), while a 32-thread tile in the same file converts."""
+def test_tile_sizes_cuda_rejects_are_refused_precisely(tmp_path):
+    """block_tile_memory parses and a tile of 64 threads converts; a tile size CUDA itself rejects (not a power of
+    two, or over 1024) is refused at the tiled_partition call (one line), while the other kernel converts."""
     src = tmp_path / "tiles.cu"
     src.write_text("#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n"
                    "namespace cg = cooperative_groups;\n"
@@ -140,14 +140,100 @@ def test_tiles_larger_than_a_warp_are_refused_precisely(tmp_path):
                    "  auto t = cg::tiled_partition<64>(cta);\n"
                    "  float v = cg::reduce(t, in[threadIdx.x], cg::plus<float>());\n"
                    "  if (t.thread_rank() == 0) out[t.meta_group_rank()] = v;\n}\n"
-                   "__global__ void small(const float *in, float *out) {\n"
-                   "  auto t = cg::tiled_partition<32>(cg::this_thread_block());\n"
-                   "  out[threadIdx.x] = cg::reduce(t, in[threadIdx.x], cg::plus<float>());\n}\n")
+                   "__global__ void odd(const float *in, float *out) {\n"
+                   "  auto t = cg::tiled_partition<96>(cg::this_thread_block());\n"
+                   "  out[threadIdx.x] = t.thread_rank();\n}\n")
     res = convert_file(str(src))
-    assert [m.name for m in res.rkernels] == ["small"]
-    assert res.refused == [{"name": "big", "diagnostics": [
-        f"{src}:7:12: error: tiled_partition<64>: tiles larger than a warp have no rTask counterpart "
-        "(rt::Tile spans at most 32 threads)"]}]
+    assert [m.name for m in res.rkernels] == ["big"]
+    assert "rt::tiled_partition<64>(cta)" in res.output and "rt::reduce(t, " in res.output
+    assert res.refused == [{"name": "odd", "diagnostics": [
+        f"{src}:12:12: error: tiled_partition<96>: CUDA's tiles are a power of two from 1 to 1024 threads"]}]
+
+
+def _wide_spec(folder: Path, block: int, tile: int, blocks: int = 2) -> Path:
+    """tile_stats' spec for one block and tile size (keys in [0, 100) so any/all and the odd-key scan vary)."""
+    n = block * blocks
+    bufs = [("in", "float32", n, ""), ("keys", "int32", n, ", low: 0, high: 100"),
+            ("sums", "float32", n // tile, ""), ("maxes", "int32", n // tile, ""), ("scans", "int32", 2 * n, ""),
+            ("flags", "int32", n, ""), ("rev", "float32", n, "")]
+    init = {"in": "random", "keys": "random"}
+    lines = ["kernel: tile_stats", f"template_args: [{block}, {tile}]", f"grid: [{blocks}]", f"block: [{block}]",
+             f"seed: {block + tile}", "args:"]
+    lines += [f"- {{name: {name}, kind: buffer, dtype: {dt}, size: {size}, init: {init.get(name, 'zeros')}{extra}}}"
+              for name, dt, size, extra in bufs]
+    lines += ["outputs: [sums, maxes, scans, flags, rev]", "tolerance: 0"]
+    spec = folder / f"tile_stats_{block}_{tile}.spec.yaml"
+    spec.write_text("\n".join(lines) + "\n")
+    return spec
+
+
+@pytest.mark.parametrize("block,tile", [(64, 64), (128, 64), (384, 128), (512, 256), (512, 512), (1024, 1024)])
+def test_wide_tiles_match_numpy_and_verify_bit_exact(tmp_path, block, tile):
+    """Tiles of 64 .. 1024 threads: the legacy kernel (cg on the emulator) matches numpy, and the rKernel (rt::Tile,
+    run persistent with surplus vEU threads) matches the legacy kernel bit for bit."""
+    cu = KDIR / "wide_tiles" / "tile_stats.cu"
+    spec = _wide_spec(tmp_path, block, tile)
+    res = run_file(str(cu), str(spec))
+    for name, ref in REFS.tile_stats(res.inputs, tile).items():
+        np.testing.assert_allclose(res.outputs[name], ref, rtol=1e-5, atol=1e-5, err_msg=f"{block}/{tile}: {name}")
+    result = verify_file(str(cu), str(spec))
+    assert result.ok, result.summary()
+
+
+def test_wide_tile_on_a_block_it_does_not_divide_is_an_error(tmp_path):
+    """CUDA leaves a tile of 64 on a 96-thread block undefined; the emulator says so in one line, not a hang."""
+    spec = _wide_spec(tmp_path, 96, 64, blocks=1)
+    spec.write_text(spec.read_text().replace("size: 1,", "size: 2,"))
+    with pytest.raises(Exception, match=r"tiled_partition<64>: the block's 96 threads are not a multiple of the tile "
+                                        r"size \(undefined in CUDA\)"):
+        run_file(str(KDIR / "wide_tiles" / "tile_stats.cu"), str(spec))
+
+
+SCAN_TYPES = {"int": "int32", "unsigned": "uint32", "float": "float32", "double": "float64"}
+
+
+@pytest.mark.parametrize("tile,ctype,block", [(4, "int", 64), (8, "unsigned", 72), (32, "double", 96),
+                                              (32, "float", 40), (64, "int", 128), (256, "float", 256)])
+def test_tile_scans_match_numpy_and_verify_bit_exact(tmp_path, tile, ctype, block):
+    """cg::inclusive_scan / exclusive_scan (plus, and a lambda) over tiles of 4 .. 256 threads and four element
+    types, partial last tiles included: legacy against numpy, the rKernel (rt::inclusive_scan...) bit for bit."""
+    cu = KDIR / "tile_scans" / "tile_scans.cu"
+    n, dt = 2 * block, SCAN_TYPES[ctype]
+    spec = tmp_path / "scans.spec.yaml"
+    spec.write_text(f"kernel: tile_scans\ntemplate_args: [{tile}, {ctype}]\ngrid: [2]\nblock: [{block}]\n"
+                    f"seed: {tile}\nargs:\n- {{name: in, kind: buffer, dtype: {dt}, size: {n}, init: random}}\n"
+                    + "".join(f"- {{name: {o}, kind: buffer, dtype: {dt}, size: {n}, init: zeros}}\n"
+                              for o in ("inc", "exc", "run_max"))
+                    + "outputs: [inc, exc, run_max]\ntolerance: 0\n")
+    res = run_file(str(cu), str(spec))
+    for name, ref in REFS.tile_scans(res.inputs, tile, block).items():
+        got = res.outputs[name]
+        if ctype == "unsigned":
+            ref = ref % 2**32
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5, err_msg=f"{tile}/{ctype}/{block}: {name}")
+    result = verify_file(str(cu), str(spec))
+    assert result.ok, result.summary()
+
+
+@pytest.mark.nvcc
+def test_wide_tiles_and_scans_compile_for_sm90(nvcc_path, tmp_path):
+    """The converted tile files compile for sm_90 with nvcc at several tile sizes and types (rt::Tile's wide-tile
+    barrier and exchange, the scans, word-wise shuffles of 8-byte doubles)."""
+    from toolchain.nvcc import nvcc_compile
+    from vdevice import RUNTIME_INCLUDE
+    extra = {"wide_tiles/tile_stats": ["tile_stats<128, 128>", "tile_stats<1024, 256>", "tile_stats<512, 512>"],
+             "tile_scans/tile_scans": ["tile_scans<4, double>", "tile_scans<32, unsigned>", "tile_scans<128, float>"]}
+    params = {"wide_tiles/tile_stats": "(const float *, const int *, float *, int *, int *, int *, float *)"}
+    for case, insts in extra.items():
+        out = convert_file(str(KDIR / f"{case}.cu")).output
+        for inst in insts:
+            t = inst[inst.index(",") + 2:-1]
+            sig = params.get(case, f"(const {t} *, {t} *, {t} *, {t} *)")
+            out += f"\ntemplate __global__ void {inst}{sig};\n"
+        src = tmp_path / (Path(case).name + ".rtask.cu")
+        src.write_text(out)
+        r = nvcc_compile(src, src.with_suffix(".cubin"), "sm_90", ["-cubin"], include_dirs=[str(RUNTIME_INCLUDE)])
+        assert r.returncode == 0, f"{case}: " + (r.stdout + r.stderr)[-4000:]
 
 
 def test_coalesced_group_filter_keeps_every_positive_value():
@@ -167,3 +253,114 @@ def test_device_slice_drops_vendor_includes_it_does_not_need():
     assert sorted(res.dropped_includes) == ["cublasLt.h", "cublas_v2.h", "nvtx3/nvToolsExt.h"]
     header = next(iter(res.headers.values()))
     assert "#include <cublas" not in header and "#include <nvtx" not in header and "gelu_tanh" in header
+
+
+def test_a_kernel_name_shared_with_a_vendor_struct_member_keeps_no_vendor_include(tmp_path):
+    """llm.c's global_norm kernels take a parameter `data`, the name of a member of cublasLt's
+    cublasLtMatmulAlgo_t: a struct member is no name device code can use on its own, so the slice still drops
+    cuBLAS (only a typedef'd enum's constants count, as `CUBLAS_STATUS_SUCCESS` does)."""
+    from converter.slice import slice_source
+    (tmp_path / "common.h").write_text((KDIR / "llmc_style" / "common.h").read_text())
+    cu = tmp_path / "norm.cu"
+    cu.write_text('#include "common.h"\n__global__ void norm_kernel(float *out, const float *data, size_t count) {\n'
+                  '  size_t i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < count) out[i] = data[i] * data[i];\n}\n')
+    res = slice_source(cu.read_text(), str(cu), ["norm_kernel"])
+    assert sorted(res.dropped_includes) == ["cublasLt.h", "cublas_v2.h", "nvtx3/nvToolsExt.h"]
+    cu.write_text(cu.read_text().replace("out[i] = data[i] * data[i]", "out[i] = CUBLAS_STATUS_SUCCESS + data[i]"))
+    res = slice_source(cu.read_text(), str(cu), ["norm_kernel"])
+    assert "cublas_v2.h" not in res.dropped_includes
+
+
+UNNAMED = ("#include <type_traits>\n"
+           "template <bool Twice> __global__ void scale(float *out, const float *in, int n, std::bool_constant<Twice>,\n"
+           "                                            int /*unused*/) {\n"
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = Twice ? 2.0f * in[i] : in[i];\n}\n"
+           "__global__ void halve(float *x, int n, int) {\n"
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= 0.5f;\n}\n")
+
+
+def test_unnamed_kernel_parameters_are_passed_on_by_the_wrapper(tmp_path):
+    """llm.c's matmul_backward_bias_kernel8 takes an unnamed `std::bool_constant<Atomic>` tag: the wrapper names
+    each unnamed parameter and passes it on (it used to pass an empty argument); the kernel verifies."""
+    cu = tmp_path / "unnamed.cu"
+    cu.write_text(UNNAMED)
+    res = convert_file(str(cu))
+    assert "(scale__rtask<Twice>(__rt, out, in, n, __rt_arg3, __rt_arg4))" in res.output
+    assert [p["name"] for p in res.rkernels[1].params] == ["x", "n", "__rt_arg2"]
+    spec = tmp_path / "halve.spec.yaml"
+    spec.write_text("kernel: halve\ngrid: [3]\nblock: [64]\nargs:\n"
+                    "- {name: x, kind: buffer, dtype: float32, size: 192, init: random}\n"
+                    "- {name: n, kind: scalar, dtype: int32, value: 150}\n"
+                    "- {name: unused, kind: scalar, dtype: int32, value: 7}\noutputs: [x]\ntolerance: 0\n")
+    run = run_file(str(cu), str(spec))
+    x = run.inputs["x"].copy()
+    x[:150] *= np.float32(0.5)
+    np.testing.assert_array_equal(run.outputs["x"], x)
+    assert verify_file(str(cu), str(spec)).ok
+
+
+@pytest.mark.nvcc
+def test_unnamed_kernel_parameters_compile_for_sm90(nvcc_path, tmp_path):
+    from toolchain.nvcc import nvcc_compile
+    from vdevice import RUNTIME_INCLUDE
+    cu = tmp_path / "unnamed.cu"
+    cu.write_text(UNNAMED)
+    src = tmp_path / "unnamed.rtask.cu"
+    src.write_text(convert_file(str(cu)).output
+                   + "template __global__ void scale<true>(float *, const float *, int, std::bool_constant<true>, int);\n")
+    r = nvcc_compile(src, tmp_path / "u.cubin", "sm_90", ["-cubin"], include_dirs=[str(RUNTIME_INCLUDE)])
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+
+
+HEADER_HELPERS = """#pragma once
+using reduction_t = float (*)(float);
+__device__ float twice(float v) { return 2.0f * v; }
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+template <reduction_t R> __device__ float block_reduce(float v, bool final_sync) {
+  __shared__ float part[32];
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = R(v);
+  __syncthreads();
+  return part[0];
+}
+template <reduction_t R> __device__ float block_reduce(float v) { return block_reduce<R>(v, false); }
+"""
+
+
+def test_header_callees_that_need_the_rtask_context_are_refused_not_left_unconverted(tmp_path):
+    """llm.c's common.h holds blockReduce (__shared__, __syncthreads, threadIdx) and warpReduceSum (full-mask
+    shuffles): the converter rewrites device functions of the .cu file only, so a kernel reaching a header function
+    that reads indices, synchronises or uses shared memory, directly or through the header's own template
+    overloads, is refused at the call (it used to convert with the hardware barrier left in the rTask: synccheck
+    caught it in llm.c's global_norm); a header function with warp intrinsics only is called behind a run-time check
+    that the rTask's warps are whole (its full masks are right then), and a pure header helper is called as is."""
+    (tmp_path / "helpers.h").write_text(HEADER_HELPERS)
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "helpers.h"\n'
+                  "__global__ void pure(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n"
+                  "__global__ void reduced(float *x) { x[threadIdx.x] = block_reduce<warp_sum>(x[threadIdx.x]); }\n"
+                  "__global__ void shuffled(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = "
+                  "warp_sum(x[blockIdx.x * blockDim.x + threadIdx.x]); }\n")
+    res = convert_file(str(cu))
+    assert [m.name for m in res.rkernels] == ["pure", "shuffled"]
+    assert res.refused == [
+        {"name": "reduced", "diagnostics": [f"{cu}:3:54: error: 'block_reduce' (defined in helpers.h) uses __shared__ "
+                                            "memory: a device function that needs the rTask context is converted only "
+                                            "when the .cu file defines it"]}]
+    assert '(::rt::require_whole_warps(__rt, "warp_sum (helpers.h: __shfl_xor_sync)"), warp_sum(' in res.output
+    for block, ok in ((64, True), (48, False)):
+        spec = tmp_path / f"s{block}.spec.yaml"
+        spec.write_text(f"kernel: shuffled\ngrid: [2]\nblock: [{block}]\nargs:\n"
+                        f"- {{name: x, kind: buffer, dtype: float32, size: {2 * block}, init: random}}\n"
+                        "outputs: [x]\ntolerance: 0\n")
+        if ok:
+            run = run_file(str(cu), str(spec))
+            want = run.inputs["x"].astype(np.float64).reshape(-1, 32).sum(axis=1).repeat(32)
+            np.testing.assert_allclose(run.outputs["x"], want, rtol=1e-5, atol=1e-5)
+            assert verify_file(str(cu), str(spec)).ok
+        else:  # a partial last warp: the legacy kernel's exited lanes have no rTask counterpart; one clear line
+            with pytest.raises(Exception, match=r"warp_sum \(\w*helpers.h: __shfl_xor_sync\): its full-warp "
+                                                r"intrinsics need whole warps, but the rTask has 48 threads"):
+                verify_file(str(cu), str(spec))

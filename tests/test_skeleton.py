@@ -75,3 +75,45 @@ def test_unnamed_parameters_and_dynamic_shared_memory(tmp_path):
     assert [a.name for a in spec.args] == ["out", "arg1"] and spec.dynamic_smem > 0
     res = run_file(str(src), str(out))
     assert (res.outputs["out"][:128] == 1.0).all()
+
+
+TEMPLATED = """#include <type_traits>
+template <typename T> __global__ void twice(T *y, const T *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2 * x[i];
+}
+template <int BlockSize, bool Scale = true>
+__global__ void __launch_bounds__(BlockSize) block_sum(float *out, const float *in) {
+  __shared__ float s[BlockSize];
+  s[threadIdx.x] = in[blockIdx.x * BlockSize + threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float a = 0;
+    for (int i = 0; i < BlockSize; ++i) a += s[i];
+    out[blockIdx.x] = Scale ? 2 * a : a;
+  }
+}
+template <bool A, bool B> __global__ void flags(int *out) { out[threadIdx.x] = A * 2 + B; }
+struct Const { static constexpr int value = 64; };
+void host(float *y, const float *x, int n, int *f) {
+  twice<<<4, 32>>>(y, x, n);
+  block_sum<Const::value><<<3, 64>>>(y, x);
+  flags<true, false><<<1, 32>>>(f);
+}
+"""
+
+
+@pytest.mark.parametrize("kernel,targs", [("twice", ["float"]), ("block_sum", [64]), ("flags", [True, False])])
+def test_template_arguments_spelled_deduced_or_guessed(tmp_path, kernel, targs):
+    """Template arguments come from the launch where it spells literals; deduced ones and names of the launcher are
+    guessed from the kernel's parameters (a type float, a bool false, an integer the block size; defaults stay),
+    so a `BlockSize` kernel runs: block_sum's guessed spec matches numpy."""
+    src = tmp_path / "t.cu"
+    src.write_text(TEMPLATED)
+    out = tmp_path / "s.yaml"
+    out.write_text(spec_skeleton(TEMPLATED, str(src), kernel))
+    assert yaml.safe_load(out.read_text())["template_args"] == targs
+    if kernel == "block_sum":
+        res = run_file(str(src), str(out))
+        want = 2 * res.inputs["in"].astype(np.float64).reshape(-1, 64).sum(axis=1)
+        np.testing.assert_allclose(res.outputs["out"][:3], want, rtol=1e-5)

@@ -853,3 +853,43 @@ def test_sanitized_program_runs_clean_and_catches_an_out_of_bounds_rtask():
             assert re.search(r"memcheck: .*out-of-bounds read of 4 bytes at x\[\+(4\d|5\d|6[0-3])\] "
                              r"\(global buffer 'x', 40 elements\) at \S*elementwise.cu:\d+", str(info.value))
 
+
+
+@needs_emulator
+@pytest.mark.parametrize("veus,seed", [(2, 5), (3, 6)])
+def test_converted_wide_tile_kernels_in_the_interpreter(veus, seed):
+    """rTasks with tiles of 64 and of 128 threads interleaved on the same vEUs of the persistent interpreter (the
+    tiles' barrier words are cleared once when a vEU starts and left clear by every sync) match the legacy kernels
+    run one launch each on the emulator, bit for bit."""
+    convert = pytest.importorskip("converter.convert")
+    from cuda_emu import CpuModule
+
+    path = Path(__file__).parent / "real_code_kernels" / "wide_tiles" / "tile_stats.cu"
+    legacy = path.read_text()
+    converted = {"tile_stats.cu": convert.convert_source(legacy, str(path)).output}
+    rng = np.random.default_rng(seed)
+    n = 768
+    bufs = {"in": rng.uniform(-1, 1, n).astype(F32), "keys": rng.integers(0, 100, n).astype(np.int32)}
+    outs = [("sums", F32), ("maxes", np.int32), ("scans", np.int32), ("flags", np.int32), ("rev", F32)]
+    shapes = [((256, 64), 3, 256), ((128, 128), 6, 128)]  # (template args, grid, block)
+    for k, ((_, tile), _, _) in enumerate(shapes):
+        sizes = {"sums": n // tile, "maxes": n // tile, "scans": 2 * n, "flags": n, "rev": n}
+        bufs.update({f"{name}{k}": np.zeros(sizes[name], dt) for name, dt in outs})
+    ops = [Op(f"op{k}", KernelRef("tile_stats.cu", "tile_stats__rtask", None, t, (g,), (b,)),
+              (ArgRef.buf("in"), ArgRef.buf("keys"), *(ArgRef.buf(f"{name}{k}") for name, _ in outs)))
+           for k, (t, g, b) in enumerate(shapes)]
+    want = fresh(bufs)
+    for k, (t, g, b) in enumerate(shapes):
+        expr = f"tile_stats<{t[0]}, {t[1]}>"
+        CpuModule(legacy, [expr], name="tile_stats.cu").launch(
+            expr, g, b, 0, [want["in"], want["keys"], *(want[f"{name}{k}"] for name, _ in outs)])
+    program = Program(ops, veus)
+    for r in range(6):  # interleaved: both tile sizes on every vEU
+        for i, op in enumerate(ops):
+            if r < op.kernel.rtasks:
+                program.append(TaskRef(i, r), int(rng.integers(veus)))
+    validate(program, [])
+    got = fresh(bufs)
+    PersistentExecutor(ops, [program], converted, got, vdevice=VDevice(ops, converted, bufs)).run(got)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)

@@ -312,11 +312,12 @@ template <class T = void> struct less { __device__ T operator()(T, T) const; };
 template <class T = void> struct bit_and { __device__ T operator()(T, T) const; };
 template <class T = void> struct bit_or { __device__ T operator()(T, T) const; };
 template <class T = void> struct bit_xor { __device__ T operator()(T, T) const; };
-template <class G, class T, class Op> __device__ T reduce(const G&, T, Op);
-template <class G, class T, class Op> __device__ T inclusive_scan(const G&, T, Op);
-template <class G, class T> __device__ T inclusive_scan(const G&, T);
-template <class G, class T, class Op> __device__ T exclusive_scan(const G&, T, Op);
-template <class G, class T> __device__ T exclusive_scan(const G&, T);
+// defined (as stand-ins), so a local struct or a lambda as T or Op is no "used but not defined" error
+template <class G, class T, class Op> __device__ T reduce(const G&, T v, Op) { return v; }
+template <class G, class T, class Op> __device__ T inclusive_scan(const G&, T v, Op) { return v; }
+template <class G, class T> __device__ T inclusive_scan(const G&, T v) { return v; }
+template <class G, class T, class Op> __device__ T exclusive_scan(const G&, T v, Op) { return v; }
+template <class G, class T> __device__ T exclusive_scan(const G&, T v) { return v; }
 template <class G, class T> __device__ void memcpy_async(const G&, T*, const T*, size_t);
 template <class G> __device__ void wait(const G&);
 template <unsigned N, class G> __device__ void wait_prior(const G&);

@@ -37,7 +37,12 @@
 #include <assert.h>
 #include <float.h>
 #include <limits.h>
+// C++20's <math.h> declares std::lerp in the global namespace, where CUDA has none: a kernel file's own
+// `__device__ float lerp(float, float, float)` (llm.c has one) would clash with it, so <cmath> is read with
+// the name moved aside.
+#define lerp emu_std_lerp_
 #include <math.h>
+#undef lerp
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>

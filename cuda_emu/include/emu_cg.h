@@ -17,55 +17,198 @@ class thread_block {
 };
 inline thread_block this_thread_block() { return thread_block(); }
 
-// N consecutive threads of the block (N a power of two <= 32); lanes past the end of the block do not exist.
+}  // namespace cooperative_groups
+// ---- tiles wider than a warp (64 .. 1024 threads) -----------------------------------------------------------
+// CUDA keeps their barrier and exchange words in block_tile_memory (or memory it reserves per block on sm_80+);
+// here each block run has a side table: per tile size and tile an arrival count and phase, and one exchange word
+// per thread. Collectives read all of the tile's words after a barrier and fold them in a fixed order: within each
+// warp the order of a shfl-down tree (reduce) or a shfl-up ladder (scans), then warp by warp.
+namespace emu {
+struct WideTiles {
+  unsigned long long serial = 0;           // the block run the table belongs to
+  unsigned arrived[5][16] = {}, phase[5][16] = {};
+  unsigned long long word[1024] = {};      // by rank in the block
+};
+inline std::map<const void*, WideTiles>& wide_tile_table() {
+  static std::map<const void*, WideTiles> t;
+  return t;
+}
+EMU_NOSAN WideTiles& wide_tiles() {
+  Block& b = *g.cur->blk;
+  WideTiles& w = wide_tile_table()[&b];
+  if (w.serial != b.san_serial) {
+    w = WideTiles();
+    w.serial = b.san_serial;
+  }
+  return w;
+}
+// a barrier over the n threads of tile `tile` of size index k
+EMU_NOSAN void wide_sync(unsigned k, unsigned tile, unsigned n) {
+  WideTiles& w = wide_tiles();
+  const unsigned phase = w.phase[k][tile];
+  if (++w.arrived[k][tile] == n) {
+    w.arrived[k][tile] = 0;
+    w.phase[k][tile] = phase + 1u;
+    emu_sync_point();
+    return;
+  }
+  while (w.phase[k][tile] == phase) yield("thread_block_tile<N>::sync (tile wider than a warp)");
+}
+EMU_NOSAN void wide_put(unsigned rank, unsigned long long v) { wide_tiles().word[rank] = v; }
+EMU_NOSAN unsigned long long wide_get(unsigned rank) { return wide_tiles().word[rank]; }
+}  // namespace emu
+namespace cooperative_groups {
+
+// N consecutive threads of the block (N a power of two, 1 .. 1024). Up to 32: lanes of a warp; lanes past the end
+// of the block do not exist. Wider: whole warps, with what CUDA offers there (sync, ranks and sizes, shfl as a
+// broadcast, any, all, reduce and scans of values of at most 8 bytes); the block's size must be a multiple of N.
 template <unsigned N>
 class thread_block_tile {
-  static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "tiles of 1..32 threads, a power of two");
+  static_assert(N >= 1 && N <= 1024 && (N & (N - 1)) == 0, "tiles of 1 .. 1024 threads, a power of two");
+  static constexpr bool wide = N > 32;
   unsigned rank_ = 0;     // rank in the block
   unsigned nthreads_ = 0; // threads in the block
 
   unsigned shift() const { return (rank_ & 31u) / N * N; }
-  unsigned bits(unsigned warp_bits) const { return N == 32 ? warp_bits : (warp_bits >> shift()) & ((1u << N) - 1u); }
+  unsigned bits(unsigned warp_bits) const { return N >= 32 ? warp_bits : (warp_bits >> shift()) & ((1u << N) - 1u); }
   bool present(unsigned tile_lane) const { return rank_ / N * N + tile_lane < nthreads_; }
+  static constexpr unsigned size_index() { unsigned k = 0; for (unsigned n = 64; n < N; n <<= 1) ++k; return k; }
+  unsigned base() const { return rank_ / N * N; }  // block rank of the tile's first thread
+  // Wide tiles: every thread posts its value, then reads the tile's values in block-rank order.
+  template <class T, class Fold>
+  T wide_collective(T v, Fold fold) const {
+    static_assert(sizeof(T) <= 8, "a tile wider than a warp exchanges values of at most 8 bytes (as in CUDA)");
+    emu::wide_put(rank_, emu::pack(v));
+    sync();
+    T vals[N];
+    for (unsigned r = 0; r < N; ++r) vals[r] = emu::unpack<T>(emu::wide_get(base() + r));
+    T out = fold(vals);
+    sync();
+    return out;
+  }
 
  public:
   thread_block_tile() = default;
   explicit thread_block_tile(unsigned rank, unsigned nthreads) : rank_(rank), nthreads_(nthreads) {}
-  unsigned mask() const { return N == 32 ? 0xffffffffu : ((1u << N) - 1u) << shift(); }
+  unsigned mask() const { return N >= 32 ? 0xffffffffu : ((1u << N) - 1u) << shift(); }
   unsigned thread_rank() const { return rank_ % N; }
   static constexpr unsigned size() { return N; }
   static constexpr unsigned num_threads() { return N; }
   unsigned meta_group_rank() const { return rank_ / N; }
   unsigned meta_group_size() const { return (nthreads_ + N - 1) / N; }
-  void sync() const { __syncwarp(mask()); }
-  template <class T> T shfl(T v, int src) const { return __shfl_sync(mask(), v, src, (int)N); }
-  template <class T> T shfl_down(T v, unsigned d) const { return __shfl_down_sync(mask(), v, d, (int)N); }
-  template <class T> T shfl_up(T v, unsigned d) const { return __shfl_up_sync(mask(), v, d, (int)N); }
-  template <class T> T shfl_xor(T v, unsigned m) const { return __shfl_xor_sync(mask(), v, (int)m, (int)N); }
-  unsigned ballot(int p) const { return bits(__ballot_sync(mask(), p)); }
-  int any(int p) const { return __any_sync(mask(), p); }
-  int all(int p) const { return __all_sync(mask(), p); }
-  template <class T> unsigned match_any(T v) const { return bits(__match_any_sync(mask(), v)); }
-  template <class T> unsigned match_all(T v, int& pred) const { return bits(__match_all_sync(mask(), v, &pred)); }
+  void sync() const {
+    if constexpr (wide) emu::wide_sync(size_index(), rank_ / N, N);
+    else __syncwarp(mask());
+  }
+  template <class T> T shfl(T v, int src) const {
+    if constexpr (wide) return wide_collective(v, [&](const T* vals) { return vals[src]; });
+    else return __shfl_sync(mask(), v, src, (int)N);
+  }
+  template <class T> T shfl_down(T v, unsigned d) const {
+    static_assert(!wide, "shfl_down exists on tiles of at most 32 threads (as in CUDA)");
+    return __shfl_down_sync(mask(), v, d, (int)N);
+  }
+  template <class T> T shfl_up(T v, unsigned d) const {
+    static_assert(!wide, "shfl_up exists on tiles of at most 32 threads (as in CUDA)");
+    return __shfl_up_sync(mask(), v, d, (int)N);
+  }
+  template <class T> T shfl_xor(T v, unsigned m) const {
+    static_assert(!wide, "shfl_xor exists on tiles of at most 32 threads (as in CUDA)");
+    return __shfl_xor_sync(mask(), v, (int)m, (int)N);
+  }
+  unsigned ballot(int p) const {
+    static_assert(!wide, "ballot exists on tiles of at most 32 threads (as in CUDA)");
+    return bits(__ballot_sync(mask(), p));
+  }
+  int any(int p) const {
+    if constexpr (wide) return reduce(p != 0 ? 1 : 0, [](int a, int b) { return a | b; });
+    else return __any_sync(mask(), p);
+  }
+  int all(int p) const {
+    if constexpr (wide) return reduce(p != 0 ? 1 : 0, [](int a, int b) { return a & b; });
+    else return __all_sync(mask(), p);
+  }
+  template <class T> unsigned match_any(T v) const {
+    static_assert(!wide, "match_any exists on tiles of at most 32 threads (as in CUDA)");
+    return bits(__match_any_sync(mask(), v));
+  }
+  template <class T> unsigned match_all(T v, int& pred) const {
+    static_assert(!wide, "match_all exists on tiles of at most 32 threads (as in CUDA)");
+    return bits(__match_all_sync(mask(), v, &pred));
+  }
 
   // Reduction to every thread of the tile; a partial tile (end of the block) gathers instead of a butterfly.
   template <class T, class Op>
   T reduce(T v, Op op) const {
-    if (present(N - 1)) {
-      for (unsigned o = 1; o < N; o <<= 1) v = op(v, shfl_xor(v, o));
-      return v;
+    if constexpr (wide) {
+      return wide_collective(v, [&](const T* vals) {
+        T acc{};
+        for (unsigned w = 0; w < N / 32; ++w) {
+          T a[32];
+          for (unsigned l = 0; l < 32; ++l) a[l] = vals[w * 32 + l];
+          for (unsigned o = 16; o >= 1; o >>= 1)
+            for (unsigned l = 0; l < o; ++l) a[l] = op(a[l], a[l + o]);
+          acc = w == 0 ? a[0] : op(acc, a[0]);
+        }
+        return acc;
+      });
+    } else {
+      if (present(N - 1)) {
+        for (unsigned o = 1; o < N; o <<= 1) v = op(v, shfl_xor(v, o));
+        return v;
+      }
+      T acc = shfl(v, 0);
+      for (unsigned l = 1; l < N; ++l) {
+        T other = shfl(v, (int)l);
+        if (present(l)) acc = op(acc, other);
+      }
+      return acc;
     }
-    T acc = shfl(v, 0);
-    for (unsigned l = 1; l < N; ++l) {
-      T other = shfl(v, (int)l);
-      if (present(l)) acc = op(acc, other);
+  }
+
+  // Scans (lane i: op over lanes 0..i, or 0..i-1 with T() at rank 0): a shfl-up ladder within a warp; a wide
+  // tile adds to each warp the fold of the earlier warps' totals, warp by warp.
+  template <class T, class Op>
+  T scan(T v, Op op, bool inclusive) const {
+    if constexpr (wide) {
+      const unsigned me = thread_rank();
+      return wide_collective(v, [&](const T* vals) {
+        T inc[N];
+        for (unsigned w = 0; w < N / 32; ++w) {
+          T a[32], b[32];
+          for (unsigned l = 0; l < 32; ++l) a[l] = vals[w * 32 + l];
+          for (unsigned o = 1; o < 32; o <<= 1) {
+            for (unsigned l = 0; l < 32; ++l) b[l] = l >= o ? op(a[l - o], a[l]) : a[l];
+            for (unsigned l = 0; l < 32; ++l) a[l] = b[l];
+          }
+          for (unsigned l = 0; l < 32; ++l) inc[w * 32 + l] = a[l];
+        }
+        const unsigned w = me / 32, lane = me % 32;
+        const T own = inclusive ? inc[me] : (lane == 0 ? T() : inc[me - 1]);
+        if (w == 0) return own;
+        T before = inc[31];
+        for (unsigned j = 1; j < w; ++j) before = op(before, inc[j * 32 + 31]);
+        return !inclusive && lane == 0 ? before : op(before, own);
+      });
+    } else {
+      for (unsigned o = 1; o < N; o <<= 1) {
+        T other = shfl_up(v, o);
+        if (thread_rank() >= o) v = op(other, v);
+      }
+      if (inclusive) return v;
+      T prev = shfl_up(v, 1);
+      return thread_rank() == 0 ? T() : prev;
     }
-    return acc;
   }
 };
 
 template <unsigned N>
 inline thread_block_tile<N> tiled_partition(const thread_block&) {
+  if constexpr (N > 32) {
+    if (thread_block::size() % N != 0)
+      emu::fail("cg::tiled_partition<%u>: the block's %u threads are not a multiple of the tile size (undefined in "
+                "CUDA)", N, thread_block::size());
+  }
   return thread_block_tile<N>(thread_block::thread_rank(), thread_block::size());
 }
 template <unsigned N, unsigned M>
@@ -210,21 +353,11 @@ inline T reduce(const coalesced_group& g, T v, Op op) {
 
 // Scans over a tile: lane i gets op over lanes 0..i (inclusive) or 0..i-1 (exclusive; lane 0 gets T()).
 template <unsigned N, class T, class Op>
-inline T inclusive_scan(const thread_block_tile<N>& g, T v, Op op) {
-  for (unsigned o = 1; o < N; o <<= 1) {
-    T other = g.shfl_up(v, o);
-    if (g.thread_rank() >= o) v = op(other, v);
-  }
-  return v;
-}
+inline T inclusive_scan(const thread_block_tile<N>& g, T v, Op op) { return g.scan(v, op, true); }
 template <unsigned N, class T>
 inline T inclusive_scan(const thread_block_tile<N>& g, T v) { return inclusive_scan(g, v, plus<T>()); }
 template <unsigned N, class T, class Op>
-inline T exclusive_scan(const thread_block_tile<N>& g, T v, Op op) {
-  T inc = inclusive_scan(g, v, op);
-  T prev = g.shfl_up(inc, 1);
-  return g.thread_rank() == 0 ? T() : prev;
-}
+inline T exclusive_scan(const thread_block_tile<N>& g, T v, Op op) { return g.scan(v, op, false); }
 template <unsigned N, class T>
 inline T exclusive_scan(const thread_block_tile<N>& g, T v) { return exclusive_scan(g, v, plus<T>()); }
 

@@ -74,3 +74,36 @@ def padded_tile(a):
 def agg_filter(a):
     src = a["src"][:int(a["n"])]
     return {"count": np.array([(src > 0).sum()], np.int32)}
+
+
+def tile_stats(a, tile=64):
+    """wide_tiles/tile_stats.cu for tiles of `tile` threads (the case's spec: 64)."""
+    v = a["in"].reshape(-1, tile).astype(np.float64)
+    k = a["keys"].reshape(-1, tile).astype(np.int64)
+    r = np.arange(tile)
+    inc = np.cumsum(k, axis=1)
+    # keep_odd folded over ranks 0 .. r-1 (rank 0 gets T() = 0): the last odd key among ranks 1 .. r-1, else rank 0's
+    exc = np.zeros_like(k)
+    exc[:, 1] = k[:, 0]
+    for i in range(2, tile):
+        exc[:, i] = np.where((k[:, i - 1] & 1) == 1, k[:, i - 1], exc[:, i - 1])
+    scans = np.stack([inc, exc], axis=2).reshape(-1)
+    rev = v[:, tile - 1 - r] + 2 * v[:, (r + 33) % tile]
+    flags = k[:, tile - 1:] * 4 + (k > 97).any(axis=1, keepdims=True) * 2 + (k > 1).all(axis=1, keepdims=True)
+    return {"sums": v.sum(axis=1), "maxes": k.max(axis=1), "scans": scans,
+            "flags": np.broadcast_to(flags, k.shape).ravel(), "rev": rev.ravel()}
+
+
+def tile_scans(a, tile=16, block=40):
+    """tile_scans/tile_scans.cu: scans over tiles of `tile` block ranks (the last one partial when `tile` does not
+    divide `block`)."""
+    x = a["in"]
+    acc = np.float64 if x.dtype.kind == "f" else np.int64
+    out = {"inc": np.zeros(x.size, acc), "exc": np.zeros(x.size, acc), "run_max": np.zeros(x.size, acc)}
+    for start in range(0, x.size, block):
+        for t0 in range(start, start + block, tile):
+            seg = x[t0:min(t0 + tile, start + block)].astype(acc)
+            out["inc"][t0:t0 + seg.size] = np.cumsum(seg)
+            out["exc"][t0:t0 + seg.size] = np.cumsum(seg) - seg
+            out["run_max"][t0:t0 + seg.size] = np.maximum.accumulate(seg)
+    return out

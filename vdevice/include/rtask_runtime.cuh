@@ -34,6 +34,8 @@ struct alignas(16) TaskSlot {
   unsigned named_arrived;  // CPU emulation of the named barrier (bar.sync 1, n): threads arrived this phase
   unsigned expected, pending, phase;  // CPU emulation of the mbarrier
   unsigned named_phase;  // CPU emulation of the named barrier: completed phases
+  unsigned tile_arrived[5];  // tiles wider than a warp, one word per size 64 << k: the warps arrived at a sync
+  u64 tile_xchg[32];         // tiles wider than a warp: one exchange word per warp of the vEU (collectives)
 };
 
 enum : unsigned { RT_MBARRIER = 0u, RT_NAMED = 1u, RT_BLOCK = 2u };
@@ -180,10 +182,16 @@ __device__ __forceinline__ void prepare_slot(TaskSlot* s, unsigned nthreads) {
   bar_init(s, nthreads);
   s->red[0] = s->red[1] = s->red[2] = 0;
 }
+// Once per executor (before its first rTask): the wide-tile barrier words start clear, and every completed wide-tile
+// sync leaves them clear again, so rTasks need not reset them.
+__device__ __forceinline__ void clear_tile_barriers(TaskSlot* s) {
+  for (unsigned k = 0; k < 5u; ++k) s->tile_arrived[k] = 0u;
+}
 __device__ __forceinline__ void begin_task(Task& t) {
   if (t.tid == 0) {
     if (t.named == RT_MBARRIER) prepare_slot(t.slot, t.nthreads);
     else t.slot->red[0] = t.slot->red[1] = t.slot->red[2] = 0;
+    clear_tile_barriers(t.slot);
   }
   __syncthreads();
 }
@@ -220,6 +228,19 @@ __device__ __forceinline__ int sync_and(Task& t, int pred) {
 }
 __device__ __forceinline__ int sync_or(Task& t, int pred) { return sync_count(t, pred != 0) != 0; }
 
+// A call the converter leaves as it is: a header function (llm.c's common.h warpReduceSum) whose warp intrinsics
+// name full masks. Right while every warp of the rTask is whole; a partial last warp stops the launch instead.
+__device__ __forceinline__ void require_whole_warps(const Task& t, const char* what) {
+  if (t.nthreads % 32u != 0u) {
+#if defined(RT_CPU_EMULATOR)
+    emu::fail("%s: its full-warp intrinsics need whole warps, but the rTask has %u threads", what, t.nthreads);
+#else
+    (void)what;
+    __trap();
+#endif
+  }
+}
+
 // Warp-level masks restricted to the lanes of this rTask (a partial last warp shares its hardware warp with
 // surplus vEU threads that never reach the intrinsic).
 __device__ __forceinline__ unsigned warp_mask(const Task& t, unsigned mask) { return mask & t.lanemask; }
@@ -240,43 +261,199 @@ struct TaskGroup {
 __device__ __forceinline__ TaskGroup this_task(Task& t) { TaskGroup g; g.t = &t; return g; }
 __device__ __forceinline__ void sync(const TaskGroup& g) { g.sync(); }
 
-// A tile of N (power of two, <= 32) consecutive threads of the rTask; masks exclude lanes outside the rTask.
-template <unsigned N, class Parent = void>
+// ---- shuffles of any trivially copyable type -----------------------------------------------------------------
+// The hardware shuffles move 32-bit words; nvcc's __shfl_*_sync overloads cover the arithmetic types only, while a
+// cooperative-groups tile shuffles any trivially copyable type (uint4, structs). Other types move as consecutive
+// 32-bit words with the same source lane (a pure data move, so the result is the same as one wide shuffle).
+template <class T> struct native_shfl { static constexpr bool value = false; };
+template <> struct native_shfl<int> { static constexpr bool value = true; };
+template <> struct native_shfl<unsigned> { static constexpr bool value = true; };
+template <> struct native_shfl<long> { static constexpr bool value = true; };
+template <> struct native_shfl<unsigned long> { static constexpr bool value = true; };
+template <> struct native_shfl<long long> { static constexpr bool value = true; };
+template <> struct native_shfl<unsigned long long> { static constexpr bool value = true; };
+template <> struct native_shfl<float> { static constexpr bool value = true; };
+template <> struct native_shfl<double> { static constexpr bool value = true; };
+
+// one(word) shuffles one value of a native type; T is moved whole when native, else word by word.
+template <class T, class One>
+__device__ __forceinline__ T shfl_words(const T& v, One one) {
+  if constexpr (native_shfl<T>::value) {
+    return one(v);
+  } else {
+    constexpr unsigned n = (sizeof(T) + 3u) / 4u;
+    const unsigned char* in = reinterpret_cast<const unsigned char*>(&v);
+    unsigned words[n];
+#pragma unroll
+    for (unsigned w = 0; w < n; ++w) words[w] = 0u;
+#pragma unroll
+    for (unsigned b = 0; b < sizeof(T); ++b) words[b / 4u] |= static_cast<unsigned>(in[b]) << (8u * (b % 4u));
+#pragma unroll
+    for (unsigned w = 0; w < n; ++w) words[w] = one(words[w]);
+    T r;
+    unsigned char* out = reinterpret_cast<unsigned char*>(&r);
+#pragma unroll
+    for (unsigned b = 0; b < sizeof(T); ++b) out[b] = static_cast<unsigned char>(words[b / 4u] >> (8u * (b % 4u)));
+    return r;
+  }
+}
+
+// ---- the barrier of a tile wider than a warp -----------------------------------------------------------------
+// A wide tile is whole warps of the rTask. Its sync is a barrier over those warps in the vEU's TaskSlot, one word
+// per tile size and one bit per warp: lane 0 of each warp sets its bit; the warp that completes the tile's bits
+// clears them all, which releases the others and leaves the word as it found it. One word serves every tile of a
+// size at once, so no hardware barrier id is spent per tile (an SM block has 16; a vEU can hold 16 tiles of 64).
+#if !defined(RT_CPU_EMULATOR)
+__device__ __forceinline__ void tile_wait_cleared(const unsigned* word, unsigned bit) {
+  while (*reinterpret_cast<const volatile unsigned*>(word) & bit) {
+  }
+}
+__device__ __forceinline__ void tile_barrier_done() {}
+#else
+EMU_NOSAN void tile_wait_cleared(const unsigned* word, unsigned bit) {
+  while (*reinterpret_cast<const volatile unsigned*>(word) & bit) emu_yield("rt::Tile sync (tile wider than a warp)");
+}
+inline void tile_barrier_done() { emu_sync_point(); }
+#endif
+__device__ __forceinline__ void tile_sync_warps(TaskSlot* s, unsigned k, unsigned rank, unsigned warps, unsigned mask) {
+  const unsigned warp = rank >> 5, bit = 1u << warp;
+  const unsigned group = warps == 32u ? 0xffffffffu : ((1u << warps) - 1u) << (warp & ~(warps - 1u));
+  __syncwarp(mask);
+  if ((rank & 31u) == 0u) {
+    unsigned* word = &s->tile_arrived[k];
+    __threadfence_block();  // release this warp's writes
+    const unsigned before = atomicOr(word, bit);
+    if (((before | bit) & group) == group) {
+      __threadfence_block();
+      atomicAnd(word, ~group);
+      tile_barrier_done();
+    } else {
+      tile_wait_cleared(word, bit);
+    }
+    __threadfence_block();  // acquire the other warps' writes
+  }
+  __syncwarp(mask);
+}
+
+// cg::tiled_partition<N> with N > 32 on a parent whose size is not a multiple of N: undefined in CUDA, refused here.
+__device__ __forceinline__ void wide_tile_misfit(unsigned n, unsigned nthreads) {
+#if defined(RT_CPU_EMULATOR)
+  emu::fail("rt::tiled_partition<%u>: the rTask's %u threads are not a multiple of the tile size (undefined in CUDA)",
+            n, nthreads);
+#else
+  (void)n; (void)nthreads;
+  __trap();
+#endif
+}
+
+template <class T> struct fold_or { __device__ T operator()(T a, T b) const { return a | b; } };
+template <class T> struct fold_and { __device__ T operator()(T a, T b) const { return a & b; } };
+
+template <unsigned N, class Parent = void> struct Tile;
+template <unsigned N, class P, class T, class Op> __device__ __forceinline__ T reduce(const Tile<N, P>& g, T v, Op op);
+
+// A tile of N consecutive threads of the rTask (N a power of two, 1 .. 1024, as cg::thread_block_tile).
+// Up to 32 threads: lanes of one warp; masks exclude lanes outside the rTask (live lanes are a prefix of the tile).
+// Wider: whole warps, with what CUDA offers there: sync, ranks and sizes, shfl (a broadcast), any, all, and
+// reduce / inclusive_scan / exclusive_scan of values of at most 8 bytes, exchanged through tile_xchg.
+template <unsigned N, class Parent>
 struct Tile {
-  static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "tiles of 1..32 threads, a power of two");
+  static_assert(N >= 1 && N <= 1024 && (N & (N - 1)) == 0, "tiles of 1 .. 1024 threads, a power of two");
+  static constexpr bool wide = N > 32;
+  static constexpr unsigned warps = wide ? N / 32u : 1u;
   unsigned rank_in_task;  // thread rank within the rTask
   unsigned nthreads;      // rTask thread count
-  unsigned mask;          // hardware lanes of this tile that are live rTask threads
+  unsigned mask;          // hardware lanes of this tile (its warp, when wide) that are live rTask threads
+  TaskSlot* slot;         // the vEU's slot: the barrier words and exchange words of wide tiles
   __device__ unsigned thread_rank() const { return rank_in_task % N; }
   __device__ unsigned size() const { return N; }
   __device__ unsigned num_threads() const { return N; }
   __device__ unsigned meta_group_rank() const { return rank_in_task / N; }
   __device__ unsigned meta_group_size() const { return (nthreads + N - 1) / N; }
-  __device__ void sync() const { __syncwarp(mask); }
-  template <class T> __device__ T shfl(T v, int src) const { return __shfl_sync(mask, v, src, N); }
-  template <class T> __device__ T shfl_down(T v, unsigned d) const { return __shfl_down_sync(mask, v, d, N); }
-  template <class T> __device__ T shfl_up(T v, unsigned d) const { return __shfl_up_sync(mask, v, d, N); }
-  template <class T> __device__ T shfl_xor(T v, unsigned m) const { return __shfl_xor_sync(mask, v, m, N); }
+  __device__ void sync() const {
+    if constexpr (wide) tile_sync_warps(slot, size_index(), rank_in_task, warps, mask);
+    else __syncwarp(mask);
+  }
+  template <class T> __device__ T shfl(T v, int src) const {
+    if constexpr (wide) {
+      static_assert(sizeof(T) <= 8, "a tile wider than a warp shuffles values of at most 8 bytes (as in CUDA)");
+      // the source's warp writes its own word (every warp writes only its own, so collectives on overlapping
+      // tiles of other sizes never clash), and every wide collective ends with a sync, so the word is free here
+      T* x = word<T>(static_cast<unsigned>(src) / 32u);
+      if (thread_rank() == static_cast<unsigned>(src)) *x = v;
+      sync();
+      const T r = *x;
+      sync();
+      return r;
+    } else {
+      return shfl_words(v, [&](auto w) { return __shfl_sync(mask, w, src, static_cast<int>(N)); });
+    }
+  }
+  template <class T> __device__ T shfl_down(T v, unsigned d) const {
+    static_assert(!wide, "shfl_down exists on tiles of at most 32 threads (as in CUDA)");
+    return shfl_words(v, [&](auto w) { return __shfl_down_sync(mask, w, d, static_cast<int>(N)); });
+  }
+  template <class T> __device__ T shfl_up(T v, unsigned d) const {
+    static_assert(!wide, "shfl_up exists on tiles of at most 32 threads (as in CUDA)");
+    return shfl_words(v, [&](auto w) { return __shfl_up_sync(mask, w, d, static_cast<int>(N)); });
+  }
+  template <class T> __device__ T shfl_xor(T v, unsigned m) const {
+    static_assert(!wide, "shfl_xor exists on tiles of at most 32 threads (as in CUDA)");
+    return shfl_words(v, [&](auto w) { return __shfl_xor_sync(mask, w, static_cast<int>(m), static_cast<int>(N)); });
+  }
   __device__ unsigned ballot(int p) const {
+    static_assert(!wide, "ballot exists on tiles of at most 32 threads (as in CUDA)");
     unsigned b = __ballot_sync(mask, p);
     unsigned shift = (rank_in_task & 31u) / N * N;
     return N == 32 ? b : ((b >> shift) & ((1u << N) - 1u));
   }
-  __device__ int any(int p) const { return ballot(p) != 0; }
+  __device__ int any(int p) const {
+    if constexpr (wide) return reduce(*this, p != 0 ? 1 : 0, fold_or<int>());
+    else return ballot(p) != 0;
+  }
   __device__ int all(int p) const {
-    unsigned own = N == 32 ? (mask) : ((mask >> ((rank_in_task & 31u) / N * N)) & ((1u << N) - 1u));
-    return ballot(p) == own;
+    if constexpr (wide) {
+      return reduce(*this, p != 0 ? 1 : 0, fold_and<int>());
+    } else {
+      unsigned own = N == 32 ? (mask) : ((mask >> ((rank_in_task & 31u) / N * N)) & ((1u << N) - 1u));
+      return ballot(p) == own;
+    }
+  }
+  // ---- wide tiles: the warp a thread is in, and the tile's exchange words (one per warp of the tile)
+  __device__ static constexpr unsigned size_index() {
+    unsigned k = 0;
+    for (unsigned n = 64; n < N; n <<= 1) ++k;
+    return k;
+  }
+  __device__ unsigned warp_in_tile() const { return (rank_in_task >> 5) & (warps - 1u); }
+  __device__ Tile<32> warp() const { return Tile<32>{rank_in_task, nthreads, mask, slot}; }
+  template <class T> __device__ T* word(unsigned w) const {
+    return reinterpret_cast<T*>(&slot->tile_xchg[(rank_in_task >> 5) - warp_in_tile() + w]);
+  }
+  // op folded over the exchange words of warps 0 .. n-1 of the tile, in order
+  template <class T, class Op> __device__ T fold_words(unsigned n, Op op) const {
+    T acc = *word<T>(0);
+    for (unsigned w = 1; w < n; ++w) acc = op(acc, *word<T>(w));
+    return acc;
   }
 };
+
+// The bits of a tile of N <= 32 in its warp (all bits for a warp or wider).
+template <unsigned N> __device__ __forceinline__ unsigned tile_bits(unsigned rank) {
+  return N >= 32 ? 0xffffffffu : (((1u << N) - 1u) << ((rank & 31u) / N * N));
+}
 template <unsigned N>
 __device__ __forceinline__ Tile<N> tiled_partition(const TaskGroup& g) {
-  Tile<N> r;
-  r.rank_in_task = g.t->tid;
-  r.nthreads = g.t->nthreads;
-  unsigned lane = g.t->tid & 31u;
-  unsigned tile_bits = N == 32 ? 0xffffffffu : (((1u << N) - 1u) << (lane / N * N));
-  r.mask = g.t->lanemask & tile_bits;
-  return r;
+  if constexpr (N > 32) {
+    if (g.t->nthreads % N != 0u) wide_tile_misfit(N, g.t->nthreads);
+  }
+  return Tile<N>{g.t->tid, g.t->nthreads, g.t->lanemask & tile_bits<N>(g.t->tid), g.t->slot};
+}
+// A tile split into smaller tiles (cg::tiled_partition<N>(tile)): tiles stay aligned to the rTask's ranks.
+template <unsigned N, unsigned M, class P>
+__device__ __forceinline__ Tile<N> tiled_partition(const Tile<M, P>& g) {
+  static_assert(N <= M, "a tile splits into smaller tiles");
+  return Tile<N>{g.rank_in_task, g.nthreads, g.mask & tile_bits<N>(g.rank_in_task), g.slot};
 }
 template <unsigned N, class P>
 __device__ __forceinline__ void sync(const Tile<N, P>& g) { g.sync(); }
@@ -286,17 +463,81 @@ __device__ __forceinline__ void sync(const Tile<N, P>& g) { g.sync(); }
 // tiles are aligned), so a shfl-down tree on the tile's live mask works for any live count: a lane reads a
 // partner only when the partner is live (otherwise it reads itself, never a lane outside the mask) and folds
 // it in only then; lane 0 of the tile ends with the full result and broadcasts it on the same mask.
+// A wide tile reduces each warp so, then folds the warps' results in warp order.
 template <unsigned N, class P, class T, class Op>
 __device__ __forceinline__ T reduce(const Tile<N, P>& g, T v, Op op) {
-  const unsigned lane = g.rank_in_task % N;  // lane within the tile
-  const unsigned live = static_cast<unsigned>(__popc(g.mask));  // live lanes of this tile: lanes 0 .. live-1
-  for (unsigned o = N / 2; o >= 1; o >>= 1) {
-    const bool has = lane + o < live;
-    T other = __shfl_sync(g.mask, v, static_cast<int>(has ? lane + o : lane), static_cast<int>(N));
-    if (has) v = op(v, other);
+  if constexpr (N > 32) {
+    static_assert(sizeof(T) <= 8, "a tile wider than a warp reduces values of at most 8 bytes (as in CUDA)");
+    const T part = reduce(g.warp(), v, op);
+    if ((g.rank_in_task & 31u) == 0u) *g.template word<T>(g.warp_in_tile()) = part;
+    g.sync();
+    const T all = g.template fold_words<T>(Tile<N, P>::warps, op);
+    g.sync();
+    return all;
+  } else {
+    const unsigned lane = g.rank_in_task % N;  // lane within the tile
+    const unsigned live = static_cast<unsigned>(__popc(g.mask));  // live lanes of this tile: lanes 0 .. live-1
+    for (unsigned o = N / 2; o >= 1; o >>= 1) {
+      const bool has = lane + o < live;
+      const int src = static_cast<int>(has ? lane + o : lane);
+      T other = shfl_words(v, [&](auto w) { return __shfl_sync(g.mask, w, src, static_cast<int>(N)); });
+      if (has) v = op(v, other);
+    }
+    return shfl_words(v, [&](auto w) { return __shfl_sync(g.mask, w, 0, static_cast<int>(N)); });
   }
-  return __shfl_sync(g.mask, v, 0, static_cast<int>(N));
 }
+
+// cg::inclusive_scan / exclusive_scan over a tile: rank r gets op over ranks 0 .. r (inclusive) or 0 .. r-1
+// (exclusive; rank 0 gets T()). Within a warp a shfl-up ladder (live lanes are a prefix, so a source lane below a
+// live lane is live); a wide tile adds to each warp the fold of the earlier warps' totals, in warp order.
+template <unsigned N, class P, class T, class Op>
+__device__ __forceinline__ T inclusive_scan(const Tile<N, P>& g, T v, Op op) {
+  if constexpr (N > 32) {
+    static_assert(sizeof(T) <= 8, "a tile wider than a warp scans values of at most 8 bytes (as in CUDA)");
+    T s = inclusive_scan(g.warp(), v, op);
+    const unsigned w = g.warp_in_tile();
+    if ((g.rank_in_task & 31u) == 31u) *g.template word<T>(w) = s;
+    g.sync();
+    if (w > 0u) s = op(g.template fold_words<T>(w, op), s);
+    g.sync();
+    return s;
+  } else {
+    const unsigned lane = g.rank_in_task % N;
+    for (unsigned o = 1; o < N; o <<= 1) {
+      T other = shfl_words(v, [&](auto w) { return __shfl_up_sync(g.mask, w, o, static_cast<int>(N)); });
+      if (lane >= o) v = op(other, v);
+    }
+    return v;
+  }
+}
+template <unsigned N, class P, class T, class Op>
+__device__ __forceinline__ T exclusive_scan(const Tile<N, P>& g, T v, Op op) {
+  if constexpr (N > 32) {
+    static_assert(sizeof(T) <= 8, "a tile wider than a warp scans values of at most 8 bytes (as in CUDA)");
+    const T s = inclusive_scan(g.warp(), v, op);
+    const T up = shfl_words(s, [&](auto x) { return __shfl_up_sync(g.mask, x, 1u, 32); });
+    const unsigned w = g.warp_in_tile(), lane = g.rank_in_task & 31u;
+    const T e = lane == 0u ? T() : up;  // the warp's own exclusive scan
+    if (lane == 31u) *g.template word<T>(w) = s;
+    g.sync();
+    T r = e;
+    if (w > 0u) {
+      const T before = g.template fold_words<T>(w, op);
+      r = lane == 0u ? before : op(before, e);
+    }
+    g.sync();
+    return r;
+  } else {
+    const T inc = inclusive_scan(g, v, op);
+    const T prev = shfl_words(inc, [&](auto w) { return __shfl_up_sync(g.mask, w, 1u, static_cast<int>(N)); });
+    return g.rank_in_task % N == 0u ? T() : prev;
+  }
+}
+template <class T> struct scan_plus { __device__ T operator()(T a, T b) const { return a + b; } };
+template <unsigned N, class P, class T>
+__device__ __forceinline__ T inclusive_scan(const Tile<N, P>& g, T v) { return inclusive_scan(g, v, scan_plus<T>()); }
+template <unsigned N, class P, class T>
+__device__ __forceinline__ T exclusive_scan(const Tile<N, P>& g, T v) { return exclusive_scan(g, v, scan_plus<T>()); }
 
 }  // namespace rt
 

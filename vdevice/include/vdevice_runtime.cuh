@@ -228,6 +228,7 @@ __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* ve
   if (threadIdx.x == 0) {
     ctl->flags[0] = ctl->flags[1] = ctl->flags[2] = 0u;
     slot->named_arrived = slot->named_phase = 0u;
+    rt::clear_tile_barriers(slot);
   }
   __syncthreads();
   if (begin < end) prepare(next, slot);

@@ -1,0 +1,137 @@
+"""Resident slices sized for k vEUs per SM (docs/ARCHITECTURE.md §7): the sizing arithmetic against hand-derived
+H100 figures, a GPU build that searches k and keeps a plan whose vEUs fit the SM's shared memory, and a CPU build
+with slices sized for two vEUs per SM checked against onnxruntime."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from test_scheduler import lstm_model
+
+from kernel_corpus.ops.rnn import resident_units
+from scheduler.passes import resident_budget
+from vdevice.occupancy import blocks_per_sm, smem_share
+
+KB = 1024
+SM_SMEM = 228 * KB  # H100 shared memory per SM (CUDA C++ Programming Guide, compute capability 9.0)
+RESERVED = 1 * KB  # the driver's reservation per block since sm_80
+needs_emulator = pytest.mark.skipif(importlib.util.find_spec("cuda_emu") is None,
+                                    reason="cuda_emu (the CPU emulator) is not available")
+
+# k -> a vEU's share: 228 KB / k down to 128 B, less 1 KB, at most 227 KB; the headroom for rTask areas: 64 KB alone
+# on an SM, 16 KB when sharing it
+SHARE = {1: 227 * KB, 2: 116736 - KB, 3: 77824 - KB, 4: 58368 - KB}
+HEADROOM = {1: 64 * KB, 2: 16 * KB, 3: 16 * KB, 4: 16 * KB}
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_a_veus_share_of_shared_memory(k: int) -> None:
+    """The share is what k blocks may each take and still co-reside (the occupancy arithmetic), and 128 B more is
+    not."""
+    assert smem_share(k) == SHARE[k]
+    assert blocks_per_sm(256, 32, SHARE[k]).blocks >= k
+    assert blocks_per_sm(256, 32, SHARE[k] + 128).blocks < k
+
+
+@pytest.mark.parametrize("k,budget", [(1, 166784), (2, 99200), (3, 60288), (4, 40832)])
+def test_resident_budget_per_veus_per_sm(k: int, budget: int) -> None:
+    """The slice budget: the share less the 128-byte control block and the headroom, written out by hand."""
+    assert SHARE[k] - 128 - HEADROOM[k] == budget
+    assert resident_budget(k) == budget
+    assert k * (budget + HEADROOM[k] + 128 + RESERVED) <= SM_SMEM
+
+
+# Full-size LSTM-TC (hidden 256): a stacked layer packs Wt and Rt (512 rows + the bias: 513 x 16 B per unit), layer 0
+# only Rt (hoisted x.W: 257 x 16 B). J = the fewest rTasks whose slice fits, then as even as that allows.
+@pytest.mark.parametrize("k,stacked,first,pinned_layers", [
+    (1, (20, 13), (37, 7), 10),   # 166784 // 8208 = 20 -> 13 rTasks; 166784 // 4112 = 40 -> 7 rTasks of 37
+    (2, (12, 22), (24, 11), 10),  # 99200 // 8208 = 12; 11 + 9 x 22 = 209 <= 264 vEUs
+    (3, (7, 37), (14, 19), 10),   # 60288 // 8208 = 7; 19 + 9 x 37 = 352 <= 396
+    (4, (4, 64), (9, 29), 8)])    # 40832 // 8208 = 4; 29 + 7 x 64 = 477, the eighth stacked layer needs 64 of 51
+def test_lstm_tc_slices_per_veus_per_sm(k: int, stacked: tuple[int, int], first: tuple[int, int],
+                                        pinned_layers: int) -> None:
+    for rows, (units, rtasks) in ((512, stacked), (256, first)):
+        got = resident_units(rows, 256, resident_budget(k))
+        assert got == units and -(-256 // units) == rtasks
+        assert 16 * (rows + 1) * units <= resident_budget(k)
+    left, layers = 132 * k, 0
+    for rtasks in [first[1]] + [stacked[1]] * 9:  # the pass packs in layer order while the vEUs last
+        if rtasks <= left:
+            left, layers = left - rtasks, layers + 1
+    assert layers == pinned_layers
+
+
+def _tiny_lstm(tmp_path: Path) -> Path:
+    """Two batch-1 layers of hidden 128 over 3 steps: a stacked layer's slices fill 1/SM's budget at J = 32 and
+    need 6 rTasks at 2/SM, so sizing per k changes the packing."""
+    path = tmp_path / "lstm.onnx"
+    onnx.save(lstm_model(steps=3, batch=1, isize=128, hidden=128, layers=2), str(path))
+    return path
+
+
+@needs_emulator
+def test_cpu_check_with_slices_sized_for_two_veus_per_sm(tmp_path: Path) -> None:
+    """Sized for 2/SM (budget 99200 B), layer 0 (128 rows of Rt) packs J = 43 in 3 rTasks and layer 1 (256 rows)
+    J = 22 in 6 (1/SM: 2 and 4); the weight-stationary build still matches onnxruntime, and its vEUs as the
+    emulator lays them out fit two per SM."""
+    import onnxruntime as ort
+
+    from rammer.build import build_model
+    model = _tiny_lstm(tmp_path)
+    built = build_model(model, tmp_path / "out", target="cpu", veus=12, veus_per_sm=2, quiet=True)
+    slices = sorted(op.resident.slice_bytes for op in built.ops if op.resident is not None)
+    assert set(slices) == {16 * 129 * 43, 16 * 257 * 22}
+    per_family: dict[str, set[int]] = {}
+    for prog in built.programs:
+        for v in range(prog.num_veus):
+            for task in prog.runs(v):
+                res = prog.ops[task.op].resident
+                if res is not None:
+                    per_family.setdefault(res.family, set()).add(task.rtask)
+    assert sorted(len(r) for r in per_family.values()) == [3, 6]
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    feeds = {i.name: np.random.default_rng(7).standard_normal(i.shape).astype(np.float32) for i in sess.get_inputs()}
+    got = built.run(feeds)
+    for out, want in zip(sess.get_outputs(), sess.run(None, feeds)):
+        np.testing.assert_allclose(got[out.name], want, rtol=1e-4, atol=1e-5)
+    # the vEU's shared memory as the emulator lays it out (rTask areas with the converted layouts the compiler
+    # measured, control block, region): two of them fit one H100 SM
+    for loaded in built.executor("persistent").loaded:
+        assert loaded.tables.resident_bytes == 16 * 257 * 22
+        assert 2 * (-(-(loaded.smem + RESERVED) // 128) * 128) <= SM_SMEM
+
+
+@pytest.mark.nvcc
+def test_gpu_build_searches_veus_per_sm_for_resident_slices(tmp_path: Path) -> None:
+    """A GPU build of the tiny LSTM: sized for 1/SM its 130 KB slices hold one vEU per SM, so the build also sizes
+    them for 2..4/SM, records every trial, and keeps a plan whose vEUs each fit their share of the SM: k x (area +
+    control + region + the driver's 1 KB) <= 228 KB, with the region the built program's largest slice."""
+    from rammer.build import build_model
+    from toolchain.nvcc import find_nvcc
+    if find_nvcc() is None:
+        pytest.skip("needs nvcc: a --target gpu build takes the vEUs per SM from ptxas")
+    model = _tiny_lstm(tmp_path)
+    built = build_model(model, tmp_path / "out", target="gpu", quiet=True, profile="model")
+    stats = json.loads((tmp_path / "out" / "build.json").read_text())["stats"]
+    search = stats["resident_search"]
+    assert search is not None, "the resident families held one vEU per SM and the build did not search"
+    trials = search["trials"]
+    assert [t["target"] for t in trials] == [1, 2, 3, 4]
+    assert trials[0]["veus_per_sm"] == 1 and trials[0]["region_bytes"] == 16 * 129 * 64  # layer 0, J = 64
+    for t in trials:
+        assert 0 < t["region_bytes"] <= resident_budget(t["target"])
+        assert t["veus_per_sm"] * (-(-(t["smem_bytes"] + RESERVED) // 128) * 128) <= SM_SMEM
+        assert t["pinned"] == t["families"] == 2 and t["spill_bytes"] == 0
+    assert trials[1]["veus_per_sm"] == 2  # 88 KB slices fit twice
+    kept = next(t for t in trials if t["target"] == search["chosen"])
+    per_sm = stats["veus_per_sm"]
+    region = max(op.resident.slice_bytes for op in built.ops if op.resident is not None)
+    assert region == kept["region_bytes"]
+    assert per_sm * (-(-(kept["smem_bytes"] + RESERVED) // 128) * 128) <= SM_SMEM
+    faster = [t for t in trials[1:] if t["veus_per_sm"] > 1 and t["predicted_us"] < 0.98 * trials[0]["predicted_us"]]
+    assert kept == (min(faster, key=lambda t: t["predicted_us"]) if faster else trials[0])
+    assert "resident slices: tried" in (tmp_path / "out" / "report.md").read_text()

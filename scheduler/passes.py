@@ -644,18 +644,19 @@ class LstmUnroller:
 # ---- weight-stationary recurrent layers (docs/ARCHITECTURE.md §7) ----------------------------------------------
 # Headroom left beside a resident slice for the per-rTask area (dynamic bytes and layout) of whatever else runs on
 # a pinned vEU: policy. One vEU per SM keeps 64 KB, above what static layouts may take (CUDA's 48 KB; gemm_tc<128,64>'s
-# double-buffered tiles are about 34 KB). When vEUs share an SM, every byte of headroom is taken from k slices, and
-# an rTask's area does not shrink with k: they keep 16 KB, above the area of gemm_tc<32,32> (14.9 KB), the largest
-# the batch-1 LSTM plans use. A plan with a larger area is refused at launch on a GPU (VDeviceError: too few
-# co-resident vEUs), since the build's occupancy figures do not yet count converted layouts (docs/ARCHITECTURE.md §7).
+# double-buffered tiles are about 34 KB); k vEUs sharing an SM split that SM's 64 KB, but keep at least 16 KB, above
+# the area of gemm_tc<32,32> (14.9 KB), the largest the batch-1 LSTM plans use. (A flat 16 KB for every k > 1 was
+# tried on full-size LSTM-TC: larger slices on fewer rTasks per step, predicted slower at 2/SM, and its 3/SM slices
+# hold 3/SM only without gemm_tc<32,32>; BENCHMARKS.md.) The build's occupancy figures do not yet count converted
+# layouts (docs/ARCHITECTURE.md §7): a plan whose largest area passes the headroom is refused at launch on a GPU.
 RESIDENT_HEADROOM = 64 * 1024
-SHARED_SM_HEADROOM = 16 * 1024
+MIN_RESIDENT_HEADROOM = 16 * 1024
 VEU_HEADER_BYTES = 128  # a vEU's TaskSlot and barrier flags after its rTask area (vd::kHeaderBytes, rounded up)
 
 
 def resident_headroom(veus_per_sm: int = 1) -> int:
     """Bytes a vEU keeps beside its resident slice for per-rTask areas when `veus_per_sm` vEUs share an SM."""
-    return RESIDENT_HEADROOM if veus_per_sm <= 1 else SHARED_SM_HEADROOM
+    return max(MIN_RESIDENT_HEADROOM, RESIDENT_HEADROOM // max(1, veus_per_sm))
 
 
 def resident_budget(veus_per_sm: int = 1) -> int:

@@ -438,9 +438,10 @@ def resident_search(p: Planned, budget: Any, load_at: Callable[[int], tuple[Grap
                     plan_at: Callable[[int, Any, Graph], Planned], prog: Any) -> tuple[Any, Any, Planned]:
     """When the resident_weights pass packed some family and the plan stays below MOST_VEUS_PER_SM, also plan with
     the slices sized for each higher count k (the workload re-loaded for k: smaller slices on more vEUs; families
-    beyond the vEUs stream), fit each to ptxas and the register budget as the first plan was, and keep the plan
-    ResidentChoice.decide prefers (policy: rammer.budget). Returns (the ResidentChoice or None, the kept plan's
-    BudgetChoice or None, the kept plan); `p` and `budget` are the plan with slices sized as loaded."""
+    beyond the vEUs stream), fit each to ptxas and (when it packs as many families as the first pins) the register
+    budget as the first plan was, and keep the plan ResidentChoice.decide prefers (policy: rammer.budget). Returns
+    (the ResidentChoice or None, the kept plan's BudgetChoice or None, the kept plan); `p` and `budget` are the plan
+    with slices sized as loaded."""
     from .budget import ResidentChoice, search_trials
     if p.occupancy is None or p.veus_per_sm >= MOST_VEUS_PER_SM or not packed_families(p.sch.graph):
         return None, budget, p
@@ -450,7 +451,9 @@ def resident_search(p: Planned, budget: Any, load_at: Callable[[int], tuple[Grap
     def attempt(k: int) -> tuple[Any, Planned]:
         g, wl = load_at(k)
         q = fit_occupancy(plan_at(k, wl, g), lambda k2: plan_at(k2, wl, g), prog, k)
-        b, q = register_budget_plan(q, wl, lambda k2, w: plan_at(k2, w, g), prog)
+        b = None
+        if packed_families(g) >= choice.trials[0].pinned:  # else it cannot be kept: its budget re-plans are moot
+            b, q = register_budget_plan(q, wl, lambda k2, w: plan_at(k2, w, g), prog)
         budgets.append(b)
         return resident_trial(k, q, b), q
     # every count is planned: what each gives is the evidence for the choice

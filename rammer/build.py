@@ -226,14 +226,15 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                 disable_passes: tuple[str, ...] | list[str] = (), dump_after: tuple[str, ...] | list[str] = (),
                 backends: tuple[str, ...] | list[str] | None = None, placement: str | None = None,
                 user_libs: tuple[str, ...] | list[str] = (), merge: str = "off",
-                precision: str = DEFAULT_PRECISION) -> "Built":
+                precision: str = DEFAULT_PRECISION, veus_per_sm: int | None = None) -> "Built":
     """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build.
     `disable_passes` leaves graph passes out; `dump_after` writes the graph after each named pass as
     `after-NAME.onnx` into the build folder. `backends` (default: rtask, plus user when `user_libs` name kernel
     library folders; "library" adds vendor calls) and `placement` (dp, search, rtask-only; default search when
     some node has a choice) say where each node may run, see scheduler.placement. `merge` is the IOS sibling merge
     (off, auto: where it wins by the profiler, always; scheduler.merge). `precision` (PRECISIONS) is the least
-    accurate arithmetic the kernels may use."""
+    accurate arithmetic the kernels may use. `veus_per_sm` sizes resident slices for that many vEUs sharing an SM
+    (default: searched by a GPU build without `veus`, else ceil(vEUs / SMs) on a GPU and 1 on the CPU)."""
     from scheduler.export import graph_to_onnx
     from scheduler.passes import check_pass_names
     from scheduler.pipeline import load_workload, op_dependencies, plan_workload
@@ -256,15 +257,18 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     profiler = make_profiler(profile, target, num_veus)
     if not quiet:
         print(f"  {profiler.describe()}", file=sys.stderr)
-    dumps: dict[str, Any] = {}
+    dumps: dict[int, dict[str, Any]] = {}  # per vEUs per SM the slices were sized for: pass name -> graph
 
-    def dump(name: str, g: Any) -> None:
-        if name in dump_after:
-            dumps[name] = graph_to_onnx(g, registry, name=f"after {name}")
+    def load_at(k: int, prof: Any, what: str) -> tuple[Graph, Any]:
+        """Import and run the passes with resident slices sized for k vEUs per SM."""
+        def dump(name: str, g: Any) -> None:
+            if name in dump_after:
+                dumps.setdefault(k, {})[name] = graph_to_onnx(g, registry, name=f"after {name}")
+        return prog.step(what, lambda: load_workload(model_path, registry, tuple(disable_passes), dump, backends,
+                                                     target, merge, prof, policy, prof.num_veus, k))
 
-    graph, workload = prog.step("load, import, passes",
-                                lambda: load_workload(model_path, registry, tuple(disable_passes), dump,
-                                                      backends, target, merge, profiler, policy, num_veus))
+    size_k = veus_per_sm or (-(-num_veus // H100.sms) if target == "gpu" and veus is not None else 1)
+    graph, workload = load_at(size_k, profiler, "load, import, passes")
     paths = source_paths(registry)
     if profiler.mode == "measured":
         done, cached = prog.step(f"measure launch shapes on the {profiler.device.name}",
@@ -280,25 +284,30 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     ops0 = plan.programs[0].ops if plan.programs else []
     ops, texts = prog.step(f"convert {len({op.kernel.source_id for op in ops0})} legacy source(s)",
                            lambda: convert_ops(list(ops0), paths))
-    def plan_at(k: int, wl: Any) -> Planned:
+    def plan_at(k: int, wl: Any, g: Graph) -> Planned:
         """The plan on k vEUs per SM (the profiler re-measures per vEU count in measured mode)."""
         prof = make_profiler(profile, target, k * H100.sms)
         if prof.mode == "measured":  # rTask times depend on the vEUs sharing an SM: measured per vEU count
             prog.step(f"measure launch shapes on {prof.num_veus} vEUs",
                       lambda: profile_workload(wl, prof, target, paths, quiet), own_line=True)
         s2 = prog.step(f"{policy} plan on {prof.num_veus} vEUs",
-                       lambda: plan_workload(graph, wl, policy, prof, num_veus=prof.num_veus))
+                       lambda: plan_workload(g, wl, policy, prof, num_veus=prof.num_veus))
         o2, t2 = convert_ops(list(s2.plan.programs[0].ops if s2.plan.programs else []), paths)
         return Planned(s2, o2, t2, prof, k)
 
+    def reload_at(k: int) -> tuple[Graph, Any]:
+        return load_at(k, make_profiler(profile, target, k * H100.sms), f"load with resident slices for {k}/SM")
+
     planned = Planned(sch, ops, texts, profiler, 1)
-    budget = None
+    budget = resident = None
     if target == "gpu" and veus is None and ops and compile_check:  # re-plan until the plan's vEUs fit
-        planned = fit_occupancy(planned, lambda k: plan_at(k, workload), prog, MOST_VEUS_PER_SM)
-        budget, planned = register_budget_plan(planned, workload, plan_at, prog)
-    sch, ops, texts, profiler, veus_per_sm, occupancy = (planned.sch, planned.ops, planned.texts, planned.profiler,
-                                                          planned.veus_per_sm, planned.occupancy)
-    plan = sch.plan
+        planned = fit_occupancy(planned, lambda k: plan_at(k, workload, graph), prog, MOST_VEUS_PER_SM)
+        budget, planned = register_budget_plan(planned, workload, lambda k, wl: plan_at(k, wl, graph), prog)
+        if veus_per_sm is None:
+            resident, budget, planned = resident_search(planned, budget, reload_at, plan_at, prog)
+    sch, ops, texts, profiler, occupancy = (planned.sch, planned.ops, planned.texts, planned.profiler,
+                                            planned.occupancy)
+    per_sm, graph, plan = planned.veus_per_sm, sch.graph, sch.plan
     num_veus = profiler.num_veus
     programs = rebind_programs(plan.programs, ops)
     buffers, views = plan_buffers(graph, plan, ops)
@@ -315,7 +324,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         copy_headers(texts, paths, tmp / "rkernels")
         if ops:
             from vdevice.codegen import generate
-            gen = prog.step("generate program", lambda: generate(ops, texts, veus_per_sm=veus_per_sm))
+            gen = prog.step("generate program", lambda: generate(ops, texts, veus_per_sm=per_sm))
             (tmp / "program.cu").write_text(gen.source)
         (tmp / "programs.json").write_text(plan_to_json(programs) if programs else '{"ops": [], "programs": []}')
         plan.save(tmp / "plan.json")
@@ -327,16 +336,17 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
                                                           {"model": str(model_path), "policy": policy,
                                                            "profiler": profiler.describe()}))
-        for name, model in dumps.items():
+        for name, model in dumps.get(graph.veus_per_sm, {}).items():
             onnx.save(model, str(tmp / f"after-{name}.onnx"))
         manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(), "precision": precision,
                                                         "passes": [r.to_json() for r in graph.pass_log],
-                                                        "veus_per_sm": veus_per_sm,
+                                                        "veus_per_sm": per_sm,
                                                         "occupancy": occupancy.describe() if occupancy else None,
                                                         "register_budget": budget.to_json() if budget else None,
+                                                        "resident_search": resident.to_json() if resident else None,
                                                         "backends": list(backends),
                                                         **weight_traffic(plan, graph, model_path),
-                                                        "placement": placement_name(placement, workload)}
+                                                        "placement": placement_name(placement, sch.workload)}
         built = Built(tmp, manifest, ops, programs, texts, weights)
         if compile_check and ops:
             prog.step(f"compile for {target}", lambda: built.compile(target))
@@ -389,7 +399,8 @@ def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any]
     its budget, one more per re-plan until ptxas allows the count, and keep the plan BudgetChoice.decide prefers
     (policy: rammer.budget; ptxas' registers per instantiation, cached). Returns (the BudgetChoice or None, the
     plan kept)."""
-    from .budget import BudgetChoice, BudgetTrial, budget_targets, over_budget, without_candidates
+    from .budget import (BudgetChoice, BudgetTarget, BudgetTrial, budget_targets, over_budget, search_trials,
+                         without_candidates)
     if p.occupancy is None or p.veus_per_sm >= MOST_VEUS_PER_SM:
         return None, p
     threads, smem = veu_footprint(p.sch.plan)
@@ -397,8 +408,9 @@ def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any]
     targets = budget_targets(registers, threads, smem, p.veus_per_sm, MOST_VEUS_PER_SM)
     if not targets:
         return None, p
-    choice, plans = BudgetChoice(p.veus_per_sm, p.sch.plan.predicted_us), []
-    for target in targets:
+    choice = BudgetChoice(p.veus_per_sm, p.sch.plan.predicted_us)
+
+    def attempt(target: BudgetTarget) -> tuple[BudgetTrial, Planned]:
         trial, q = BudgetTrial(target), p
         for _ in range(BUDGET_ROUNDS):  # until ptxas allows k: leave out the next hungriest over the budget
             reduced = without_candidates(workload, trial.target.excluded)
@@ -413,15 +425,63 @@ def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any]
             if q.veus_per_sm >= k or not more:
                 break
             trial.target = dataclasses.replace(trial.target, excluded=(*trial.target.excluded, more[0]))
-        choice.trials.append(trial)
-        plans.append(q)
-        best = min([choice.predicted_all_us] + [t.predicted_us for t in choice.trials[:-1] if t.veus_per_sm])
-        if trial.veus_per_sm and trial.predicted_us >= best:
-            break  # more vEUs per SM stopped paying: the higher counts leave out more
+        return trial, q
+    # more vEUs per SM stop paying once a count is no faster: the higher counts leave out more
+    plans = search_trials(targets, attempt, choice.trials, choice.predicted_all_us)
     kept = choice.decide()
     if not prog.quiet:
         print(f"  {choice.describe()}", file=sys.stderr)
     return choice, (plans[kept] if kept >= 0 else p)
+
+
+def resident_search(p: Planned, budget: Any, load_at: Callable[[int], tuple[Graph, Any]],
+                    plan_at: Callable[[int, Any, Graph], Planned], prog: Any) -> tuple[Any, Any, Planned]:
+    """When the resident_weights pass packed some family and the plan stays below MOST_VEUS_PER_SM, also plan with
+    the slices sized for each higher count k (the workload re-loaded for k: smaller slices on more vEUs; families
+    beyond the vEUs stream), fit each to ptxas and (when it packs as many families as the first pins) the register
+    budget as the first plan was, and keep the plan ResidentChoice.decide prefers (policy: rammer.budget). Returns
+    (the ResidentChoice or None, the kept plan's BudgetChoice or None, the kept plan); `p` and `budget` are the plan
+    with slices sized as loaded."""
+    from .budget import ResidentChoice, search_trials
+    if p.occupancy is None or p.veus_per_sm >= MOST_VEUS_PER_SM or not packed_families(p.sch.graph):
+        return None, budget, p
+    choice = ResidentChoice([resident_trial(p.sch.graph.veus_per_sm, p, budget)])
+    budgets = [budget]
+
+    def attempt(k: int) -> tuple[Any, Planned]:
+        g, wl = load_at(k)
+        q = fit_occupancy(plan_at(k, wl, g), lambda k2: plan_at(k2, wl, g), prog, k)
+        b = None
+        if packed_families(g) >= choice.trials[0].pinned:  # else it cannot be kept: its budget re-plans are moot
+            b, q = register_budget_plan(q, wl, lambda k2, w: plan_at(k2, w, g), prog)
+        budgets.append(b)
+        return resident_trial(k, q, b), q
+    # every count is planned: what each gives is the evidence for the choice
+    plans = [p] + search_trials(range(p.sch.graph.veus_per_sm + 1, MOST_VEUS_PER_SM + 1), attempt, choice.trials,
+                                p.sch.plan.predicted_us, stop_when_slower=False)
+    kept = choice.decide()
+    if not prog.quiet:
+        print(f"  {choice.describe()}", file=sys.stderr)
+    return choice, budgets[kept], plans[kept]
+
+
+def packed_families(g: Graph) -> int:
+    """How many families the resident_weights pass packed in this graph."""
+    return sum(r.changes for r in g.pass_log if r.name == "resident_weights")
+
+
+def resident_trial(k: int, q: Planned, budget: Any) -> Any:
+    """The record of a plan whose slices were sized for k vEUs per SM (rammer.budget.ResidentTrial)."""
+    from .budget import ResidentTrial
+    threads, smem = veu_footprint(q.sch.plan)
+    pinned = [op.launch.resident for op in q.sch.plan.ops if op.pinned]
+    usage = q.occupancy.usage if q.occupancy else None
+    kept = budget.trials[budget.chosen] if budget is not None and budget.chosen >= 0 else None
+    return ResidentTrial(k, packed_families(q.sch.graph), len({r.family for r in pinned}),
+                         max((r.slice_bytes for r in pinned), default=0),
+                         smem + (usage.static_smem if usage else 0), usage.registers if usage else 0,
+                         usage.spill_bytes if usage else 0, q.veus_per_sm, q.sch.plan.predicted_us,
+                         list(kept.target.excluded) if kept else [])
 
 
 def instantiation_registers(ops: list[Op], texts: Mapping[str, str]) -> dict[str, int]:

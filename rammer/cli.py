@@ -48,6 +48,9 @@ def main() -> None:
 @click.option("--target", type=click.Choice(["gpu", "cpu"]), default=None,
               help="where the build runs [default: gpu when one is visible, else cpu]")
 @click.option("--veus", type=int, default=None, help="number of vEUs (default: what fits the target)")
+@click.option("--veus-per-sm", "veus_per_sm", type=click.IntRange(1, 4), default=None,
+              help="size weight-stationary slices for this many vEUs sharing an SM (default: a GPU build without "
+                   "--veus tries 1-4 and keeps the fastest predicted; else ceil(vEUs / 132) on a GPU, 1 on the CPU)")
 @click.option("--profile", type=click.Choice(PROFILES), default="auto", show_default=True,
               help="rTask times: measured on the device (cached per device), the cost model, or measured when a "
                    "GPU build has a GPU")
@@ -72,7 +75,8 @@ def main() -> None:
                    "step (vendor call, or onnxruntime on the CPU); the same as --placement rtask-only")
 @click.option("--json", "as_json", is_flag=True, help="print the build's summary (build.json's stats) as JSON")
 def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str | None, veus: int | None,
-          profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...], backends: str | None,
+          veus_per_sm: int | None, profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...],
+          backends: str | None,
           placement: str | None, merge: str, user_libs: tuple[str, ...], precision: str, strict: bool,
           as_json: bool) -> None:
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report).
@@ -87,7 +91,7 @@ def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
                            disable_passes=disable_passes, dump_after=dump_after, as_json=as_json,
                            backends=backends, placement=placement, user_libs=user_libs, merge=merge,
-                           precision=precision))
+                           precision=precision, veus_per_sm=veus_per_sm))
 
 
 @main.command("run")
@@ -199,7 +203,7 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
                   target: str | None = None, veus: int | None = None, profile: str = "auto",
                   disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False,
                   backends: str | None = None, placement: str | None = None, user_libs: tuple[str, ...] = (),
-                  merge: str = "auto", precision: str = DEFAULT_PRECISION) -> int:
+                  merge: str = "auto", precision: str = DEFAULT_PRECISION, veus_per_sm: int | None = None) -> int:
     """CLI body of `rammer build`: one error line and exit 1 on failure, a summary (or, with --json, the build's
     stats as one JSON object on stdout) on success. Without --target: the GPU when one is visible, else the CPU."""
     from vdevice.gpu import gpu_available
@@ -217,7 +221,8 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
             tuple(b.strip() for b in backends.split(",") if b.strip())
         built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile, quiet=as_json,
                             disable_passes=disable_passes, dump_after=dump_after, backends=names,
-                            placement=placement, user_libs=user_libs, merge=merge, precision=precision)
+                            placement=placement, user_libs=user_libs, merge=merge, precision=precision,
+                            veus_per_sm=veus_per_sm)
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
         return 1

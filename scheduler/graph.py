@@ -64,6 +64,7 @@ class Graph:
     opset: int = 17
     pass_log: list[Any] = field(default_factory=list)  # scheduler.passes.PassRecord per pass, in order
     veus: int | None = None  # the vEUs the plan will have, for passes that size resources by them (None: unknown)
+    veus_per_sm: int = 1  # how many of them share an SM (resident slices are sized for one vEU's share)
 
     def buffer_of(self, name: str) -> View:
         """Follow the alias chain to the buffer that really holds `name` (offsets add up)."""

@@ -643,17 +643,28 @@ class LstmUnroller:
 
 # ---- weight-stationary recurrent layers (docs/ARCHITECTURE.md §7) ----------------------------------------------
 # Headroom left beside a resident slice for the per-rTask area (dynamic bytes and layout) of whatever else runs on
-# a pinned vEU: policy, above what static layouts may take (CUDA's 48 KB; gemm_tc<128,64>'s double-buffered tiles
-# are about 34 KB)
+# a pinned vEU: policy. One vEU per SM keeps 64 KB, above what static layouts may take (CUDA's 48 KB; gemm_tc<128,64>'s
+# double-buffered tiles are about 34 KB); k vEUs sharing an SM split that SM's 64 KB, but keep at least 16 KB, above
+# the area of gemm_tc<32,32> (14.9 KB), the largest the batch-1 LSTM plans use. (A flat 16 KB for every k > 1 was
+# tried on full-size LSTM-TC: larger slices on fewer rTasks per step, predicted slower at 2/SM, and its 3/SM slices
+# hold 3/SM only without gemm_tc<32,32>; BENCHMARKS.md.) The build's occupancy figures do not yet count converted
+# layouts (docs/ARCHITECTURE.md §7): a plan whose largest area passes the headroom is refused at launch on a GPU.
 RESIDENT_HEADROOM = 64 * 1024
+MIN_RESIDENT_HEADROOM = 16 * 1024
 VEU_HEADER_BYTES = 336  # a vEU's TaskSlot (with the wide tiles' words) and barrier flags (vd::kHeaderBytes, rounded up)
 
 
-def resident_budget() -> int:
-    """Bytes of resident slice one vEU can keep: the most dynamic shared memory a block may opt in to on the
-    target (vdevice.occupancy.SM90: 227 KB on an H100), less the vEU's control block and the per-rTask headroom."""
-    from vdevice.occupancy import SM90
-    return SM90.smem_per_block - VEU_HEADER_BYTES - RESIDENT_HEADROOM
+def resident_headroom(veus_per_sm: int = 1) -> int:
+    """Bytes a vEU keeps beside its resident slice for per-rTask areas when `veus_per_sm` vEUs share an SM."""
+    return max(MIN_RESIDENT_HEADROOM, RESIDENT_HEADROOM // max(1, veus_per_sm))
+
+
+def resident_budget(veus_per_sm: int = 1) -> int:
+    """Bytes of resident slice one vEU can keep when `veus_per_sm` vEUs share an SM: its share of the SM's shared
+    memory (vdevice.occupancy.smem_share from the SM90 figures: 227 KB for one vEU, 113 KB each for two), less the
+    vEU's control block and the per-rTask headroom (resident_headroom)."""
+    from vdevice.occupancy import smem_share
+    return smem_share(veus_per_sm) - VEU_HEADER_BYTES - resident_headroom(veus_per_sm)
 
 
 def resident_weights(g: Graph) -> int:
@@ -662,8 +673,8 @@ def resident_weights(g: Graph) -> int:
     vEU's shared memory, and mark the steps `family` (P's name) and `family_head` (the first step, which loads
     the slices); the scheduler pins each family's rTasks to the same vEUs. Families whose layout differs between
     steps, or whose slices cannot fit, keep the streaming cells, and so do the families (the later layers) for
-    which the plan's vEUs (resident_veus) run out: each pinned rTask needs a vEU of its own. Returns how many
-    families were packed."""
+    which the plan's vEUs (resident_veus) run out: each pinned rTask needs a vEU of its own. Slices are sized for
+    `g.veus_per_sm` vEUs sharing an SM (resident_budget). Returns how many families were packed."""
     count, left = 0, resident_veus(g)
     for members in lstm_families(g):
         packed = family_packing(g, members) if len(members) > 1 else None
@@ -715,7 +726,7 @@ def lstm_families(g: Graph) -> list[list[Node]]:
 
 def family_packing(g: Graph, members: list[Node]) -> np.ndarray | None:
     """P for one family, or None when its steps disagree (two Wt, x on some steps only, a bias on some steps only)
-    or its slices do not fit a vEU (resident_budget)."""
+    or its slices do not fit a vEU of the graph's vEUs per SM (resident_budget)."""
     from kernel_corpus.ops.rnn import pack_lstm_weights, resident_units
     ins = [n.inputs for n in members]  # x, Wt, h_prev, Rt, pre, c_prev (lstm_families)
     wts, rts = {i[1] for i in ins}, {i[3] for i in ins if i[3]}
@@ -726,7 +737,7 @@ def family_packing(g: Graph, members: list[Node]) -> np.ndarray | None:
     hidden = g.tensors[ins[0][5]].shape[1]
     w, r, b = (g.constant(t) if t else None for t in (wt, rt, bias))
     rows = sum(a.shape[0] for a in (w, r) if a is not None)
-    units = resident_units(rows, hidden, resident_budget())
+    units = resident_units(rows, hidden, resident_budget(g.veus_per_sm))
     return None if units is None else pack_lstm_weights(w, r, b, hidden, units)
 
 

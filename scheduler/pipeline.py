@@ -79,10 +79,12 @@ def name_backends(plan: Plan, workload: Workload) -> None:
 def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, disabled: tuple[str, ...] = (),
                   after: Callable[[str, Graph], None] | None = None, backends: tuple[str, ...] = ("rtask", "user"),
                   target: str = "gpu", merge: str = "off", profiler: Profiler | None = None,
-                  policy: str = "wavefront", num_veus: int | None = None) -> tuple[Graph, Workload]:
+                  policy: str = "wavefront", num_veus: int | None = None,
+                  veus_per_sm: int = 1) -> tuple[Graph, Workload]:
     """Import and run the passes (less the `disabled` ones; `after(name, graph)` after each), the IOS sibling merge
     (`merge`: off, auto: priced with `policy` on `profiler`, always; scheduler.merge), then check support with the
-    enabled backends: the graph and what the policies schedule."""
+    enabled backends: the graph and what the policies schedule. Passes that size resources per vEU know the plan's
+    `num_veus` and how many share an SM (`veus_per_sm`)."""
     from .merge import run_merge, subgraph_price
     if registry is None:  # the built-in corpus at the default precision
         from kernel_corpus.bindings import DEFAULT_PRECISION
@@ -90,7 +92,7 @@ def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, dis
         registry = full.restricted(DEFAULT_PRECISION)
     supports = lambda op_type: bool(registry.for_op(op_type))  # noqa: E731
     graph = import_model(model)
-    graph.veus = num_veus
+    graph.veus, graph.veus_per_sm = num_veus, veus_per_sm
     graph = run_passes(graph, supports=supports, disabled=disabled, after=after)
     price = subgraph_price(registry, profiler or Profiler(num_veus=num_veus), policy, num_veus)
     graph = run_merge(graph, merge, price, lambda op_type: supports(op_type) and supports("Split"))

@@ -234,6 +234,7 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
              *(_weight_lines(s) if "weight_bytes_read" in s else []),
              f"- {s.get('profiler', plan.profiler)}",
              *([f"- vEUs per SM: {s['occupancy']}"] if s.get("occupancy") else []),
+             *([f"- {s['resident_search']['line']}"] if s.get("resident_search") else []),
              *([f"- {s['register_budget']['line']}"] if s.get("register_budget") else []),
              f"- build time {s.get('build_s', 0):.1f} s: "
              + ", ".join(f"{k} {v:.1f} s" for k, v in s.get("step_s", {}).items()),

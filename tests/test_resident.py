@@ -279,7 +279,7 @@ def test_families_beyond_the_veus_or_the_room_stream(tmp_path: Path, monkeypatch
     last = [op.kernel.rkernel for op in built.ops if op.name.startswith("n_lstm_2/t3/")]  # the top layer's step
     assert last and all("lstm_cell_vec4" in k or "lstm_cell_fused" in k for k in last)
     assert stats["weight_bytes_read"] > 1.2 * stats["model_weight_bytes"]
-    monkeypatch.setattr(passes, "resident_budget", lambda: 100)
+    monkeypatch.setattr(passes, "resident_budget", lambda k=1: 100)
     built = build_model(model, tmp_path / "none", target="cpu", veus=8, quiet=True)
     _check(built, model, seed=2)
     assert built.manifest.stats["resident_families"] == 0

@@ -135,6 +135,14 @@ def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], ar
     raise RuntimeError(f"ptxas reported no figures for {INTERPRETER}")
 
 
+def smem_share(veus_per_sm: int, sm: SmLimits = SM90) -> int:
+    """The most shared memory (static + dynamic) each of `veus_per_sm` co-resident vEUs may use: the SM's carve-out
+    split k ways in the allocation unit, less the driver's per-block reservation, and at most what one block may opt
+    in to (blocks_per_sm's arithmetic inverted; 227 KB, 113 KB, 75 KB, 56 KB for 1-4 on sm_90)."""
+    split = sm.smem_per_sm // max(1, veus_per_sm) // sm.smem_alloc_unit * sm.smem_alloc_unit
+    return max(0, min(sm.smem_per_block, split - sm.smem_reserved_per_block))
+
+
 def register_budget(threads: int, smem_bytes: int, veus_per_sm: int, sm: SmLimits = SM90) -> int:
     """The most registers per thread with which `veus_per_sm` vEUs of `threads` threads and `smem_bytes` shared
     memory each stay co-resident on one SM (0 when no register count allows it)."""

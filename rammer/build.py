@@ -403,7 +403,7 @@ def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any]
                          without_candidates)
     if p.occupancy is None or p.veus_per_sm >= MOST_VEUS_PER_SM:
         return None, p
-    threads, smem = veu_footprint(p.sch.plan)
+    threads, smem = veu_footprint(p.sch.plan, p.ops, p.texts)
     registers = prog.step("registers per rKernel instantiation", lambda: instantiation_registers(p.ops, p.texts))
     targets = budget_targets(registers, threads, smem, p.veus_per_sm, MOST_VEUS_PER_SM)
     if not targets:
@@ -473,7 +473,7 @@ def packed_families(g: Graph) -> int:
 def resident_trial(k: int, q: Planned, budget: Any) -> Any:
     """The record of a plan whose slices were sized for k vEUs per SM (rammer.budget.ResidentTrial)."""
     from .budget import ResidentTrial
-    threads, smem = veu_footprint(q.sch.plan)
+    threads, smem = veu_footprint(q.sch.plan, q.ops, q.texts)
     pinned = [op.launch.resident for op in q.sch.plan.ops if op.pinned]
     usage = q.occupancy.usage if q.occupancy else None
     kept = budget.trials[budget.chosen] if budget is not None and budget.chosen >= 0 else None
@@ -491,9 +491,26 @@ def instantiation_registers(ops: list[Op], texts: Mapping[str, str]) -> dict[str
     return {e: u.registers for e, u in instantiation_usage(ops, texts).items()}
 
 
-def veu_footprint(plan: Any) -> tuple[int, int]:
-    """A vEU's threads and shared memory (its largest rTask's, plus the header) for the plan."""
-    return max(n.threads for n in plan.veu_needs), max(n.smem_bytes for n in plan.veu_needs) + HEADER_BYTES
+def veu_footprint(plan: Any, ops: list[Op], texts: Mapping[str, str]) -> tuple[int, int]:
+    """A vEU's threads and dynamic shared memory for the plan: as the executor will launch it (veu_shared_bytes)
+    when nvcc is there, else the plan's estimate (the launches' dynamic bytes and resident slices, plus the
+    header)."""
+    from toolchain.nvcc import find_nvcc
+    threads = max(n.threads for n in plan.veu_needs)
+    if find_nvcc() is None or not ops:
+        return threads, max(n.smem_bytes for n in plan.veu_needs) + HEADER_BYTES
+    return threads, veu_shared_bytes(rebind_programs(plan.programs, ops), ops, texts)
+
+
+def veu_shared_bytes(programs: list[Program], ops: list[Op], texts: Mapping[str, str]) -> int:
+    """The dynamic shared memory the executor launches the programs' vEUs with: each rTask's dynamic bytes and
+    converted layout (sized by the device compiler: vdevice.occupancy.device_layout_sizes; ptxas does not see it),
+    the header and the resident region (vdevice.codegen.veu_smem_bytes), the most of any program (nvcc needed)."""
+    from vdevice.codegen import generate, program_regions, veu_smem_bytes
+    from vdevice.occupancy import device_layout_sizes
+    from vdevice.program import resident_bytes
+    gen, sizes = generate(ops, texts), device_layout_sizes(ops, texts)
+    return max(veu_smem_bytes(program_regions(p, gen), sizes, resident_bytes(p))[0] for p in programs)
 
 
 def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: int) -> Any:
@@ -504,7 +521,7 @@ def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: i
     from vdevice.occupancy import choose_veus_per_sm, interpreter_usage
     if find_nvcc() is None:
         return None
-    threads, smem = veu_footprint(plan)
+    threads, smem = veu_footprint(plan, ops, texts)
 
     def usage(k: int) -> Any:
         gen = generate(ops, texts, veus_per_sm=k)

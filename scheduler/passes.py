@@ -647,8 +647,8 @@ class LstmUnroller:
 # double-buffered tiles are about 34 KB); k vEUs sharing an SM split that SM's 64 KB, but keep at least 16 KB, above
 # the area of gemm_tc<32,32> (14.9 KB), the largest the batch-1 LSTM plans use. (A flat 16 KB for every k > 1 was
 # tried on full-size LSTM-TC: larger slices on fewer rTasks per step, predicted slower at 2/SM, and its 3/SM slices
-# hold 3/SM only without gemm_tc<32,32>; BENCHMARKS.md.) The build's occupancy figures do not yet count converted
-# layouts (docs/ARCHITECTURE.md §7): a plan whose largest area passes the headroom is refused at launch on a GPU.
+# hold 3/SM only without gemm_tc<32,32>; BENCHMARKS.md.) A plan whose largest area passes the headroom gets fewer vEUs
+# per SM: the build's occupancy figures count the converted layouts (rammer.build.veu_footprint).
 RESIDENT_HEADROOM = 64 * 1024
 MIN_RESIDENT_HEADROOM = 16 * 1024
 VEU_HEADER_BYTES = 336  # a vEU's TaskSlot (with the wide tiles' words) and barrier flags (vd::kHeaderBytes, rounded up)

@@ -116,7 +116,7 @@ def test_gpu_build_with_a_fat_kernel_plans_within_the_budget(tmp_path: Path, mon
 
     def fake_occupancy(ops, texts, plan, most):
         regs = max(fake_registers(ops, texts).values())
-        threads, smem = rb.veu_footprint(plan)
+        threads, smem = rb.veu_footprint(plan, ops, texts)
         usage = occ.Usage(regs, 0, 0)
         fits = occ.blocks_per_sm(threads, regs, smem)
         k = max(1, min(most, fits.blocks))
@@ -166,3 +166,25 @@ def test_instantiation_usage_bounds_the_interpreter_and_is_cached(tmp_path: Path
     assert max(regs.values()) <= whole <= max(regs.values()) + 16
     monkeypatch.setattr(occ, "interpreter_usage", lambda *a, **k: pytest.fail("the cache was not used"))
     assert occ.instantiation_usage(built.ops, built.sources, cache=cache) == usage
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("channels,groups", [(64, 4), (24, 3)])
+def test_build_sizes_vEU_shared_memory_as_the_executor_lays_it_out(tmp_path: Path, channels: int,
+                                                                   groups: int) -> None:
+    """The occupancy arithmetic of a GPU build sees each vEU's shared memory as the executor will request it: the
+    converted layouts (in dynamic shared memory, which ptxas does not report) sized by nvcc from the PTX agree with
+    the sizes the CPU emulator's compiler measures at run time, and so does the whole vEU footprint."""
+    from rammer.build import build_model, veu_shared_bytes
+    from toolchain.nvcc import find_nvcc
+    from vdevice.occupancy import device_layout_sizes
+    if find_nvcc() is None:
+        pytest.skip("needs nvcc: the layouts are read from its PTX")
+    path = tmp_path / "m.onnx"
+    onnx.save(cnn_model(batch=2, channels=channels, size=8, groups=groups), path)
+    built = build_model(path, tmp_path / "out", target="cpu", veus=4, quiet=True)
+    ex = built.executor("persistent")
+    measured = [int(v) for v in ex.vd.layout_sizes]
+    assert sum(measured[1:]) > 0  # some rKernel of the model keeps a layout in shared memory
+    assert device_layout_sizes(built.ops, built.sources) == measured
+    assert veu_shared_bytes(built.programs, built.ops, built.sources) == max(ld.smem for ld in ex.loaded)

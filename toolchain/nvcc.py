@@ -31,11 +31,13 @@ def find_nvcc() -> str | None:
 
 
 def nvcc_compile(source: Path, out: Path, arch: str = "sm_90", extra: list[str] | None = None,
-                 timeout: int = 300, include_dirs: list[str] | tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    """Compile one .cu to an object with `include_dirs` and the source's folder on the include path."""
+                 timeout: int = 300, include_dirs: list[str] | tuple[str, ...] = (),
+                 phase: str = "-c") -> subprocess.CompletedProcess:
+    """Compile one .cu to an object (or, with phase="--ptx", to PTX) with `include_dirs` and the source's folder on
+    the include path."""
     nvcc = find_nvcc()
     if nvcc is None:
         raise RuntimeError("nvcc not found (install the nvidia-cuda-nvcc wheel or a CUDA toolkit)")
     cmd = [nvcc, f"-arch={arch}", "-std=c++17", *(f"-I{d}" for d in include_dirs), "-I", str(source.parent),
-           "-c", str(source), "-o", str(out)] + (extra or [])
+           phase, str(source), "-o", str(out)] + (extra or [])
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

@@ -180,3 +180,32 @@ def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
     tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
     tmp.replace(path)
     return out
+
+
+def device_layout_sizes(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90") -> list[int]:
+    """The vEU header and each instantiation's aligned layout bytes as the device compiler lays them out (the
+    figures LAYOUT_QUERY reports at run time, in generate(ops, texts)'s instantiation order), read from the PTX of
+    codegen.layout_table_source: the converted layouts live in dynamic shared memory, which ptxas' figures leave
+    out (nvcc needed)."""
+    import re
+    import tempfile
+
+    from toolchain.nvcc import nvcc_compile
+
+    from .codegen import LAYOUT_TABLE, generate, layout_table_source
+
+    with tempfile.TemporaryDirectory(prefix="rt-layouts-") as tmp:
+        src, ptx = Path(tmp) / "layouts.cu", Path(tmp) / "layouts.ptx"
+        src.write_text(layout_table_source(ops, texts))
+        proc = nvcc_compile(src, ptx, arch, include_dirs=list(generate(ops, texts).include_dirs), phase="--ptx")
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc cannot compile the program's layouts: {(proc.stderr or proc.stdout).strip()}")
+        text = ptx.read_text()
+    m = re.search(rf"\.(b8|u64|b64)\s+{LAYOUT_TABLE}\[(\d+)\]\s*=\s*\{{([^}}]*)\}}", text)
+    if m is None:
+        raise RuntimeError(f"the PTX of the program's layouts has no {LAYOUT_TABLE} initialiser")
+    listed = [int(v) for v in m.group(3).split(",")]
+    values = listed + [0] * (int(m.group(2)) - len(listed))  # nvcc leaves trailing zeros out of the initialiser
+    if m.group(1) == "b8":  # an initialised array is written as little-endian bytes
+        return [int.from_bytes(bytes(values[i:i + 8]), "little") for i in range(0, len(values), 8)]
+    return values

@@ -557,10 +557,14 @@ def _producer_at(program: Program, veu: int, order: int) -> TaskRef:
     return program.runs(veu)[order]
 
 
+def used_ops(program: Program) -> list[int]:
+    """Indices of the ops the program runs an rTask of, ascending."""
+    return sorted({i.task.op for instrs in program.veus for i in instrs if isinstance(i, Run)})
+
+
 def resident_bytes(program: Program) -> int:
     """Bytes of the resident region every vEU of the program keeps: its largest resident slice (0: none)."""
-    used = {i.task.op for instrs in program.veus for i in instrs if isinstance(i, Run)}
-    slices = [res.slice_bytes for res in (program.ops[o].resident for o in used) if res is not None]
+    slices = [res.slice_bytes for res in (program.ops[o].resident for o in used_ops(program)) if res is not None]
     return max(slices, default=0)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import bisect
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from dataclasses import dataclass, field
 
@@ -11,7 +13,7 @@ import clang.cindex as ci
 
 from .output import RKernelMeta
 from .flags import CompileFlags
-from .parse import ParsedSource, parse_cuda
+from .parse import ParsedSource, line_col, line_starts, parse_cuda
 
 K = ci.CursorKind
 CONVERTER_VERSION = "2"
@@ -97,6 +99,7 @@ class Func:
     texture_calls: list[tuple[int, int, set]] = field(default_factory=list)  # (start, end, texture var USRs)
     lambdas: list[ci.Cursor] = field(default_factory=list)
     header_warp_calls: list[tuple[ci.Cursor, str]] = field(default_factory=list)  # (call, what it reaches)
+    file: _File | None = None       # the local header that defines it; None: the main file
 
     @property
     def needs_context(self) -> bool:
@@ -114,23 +117,22 @@ class ConversionResult:
 
 
 class _Tokens:
-    """The main file's tokens with their byte offsets, for locating names, parentheses and qualifiers."""
+    """One file's tokens with their byte offsets, for locating names, parentheses and qualifiers."""
 
-    def __init__(self, src: ParsedSource):
-        # Tokenizing the translation unit's extent lexes the main file only (clang_tokenize works on one file's
-        # buffer), so no per-token file check is needed: asking each token for its file cost more than half of
-        # a conversion. One location query per token gives its start; its end follows from its spelling when
-        # the raw bytes agree (a token split by a backslash-newline falls back to its extent).
-        raw = src.text.encode()
+    def __init__(self, tu: ci.TranslationUnit, raw: bytes, extent: ci.SourceRange, filename: str):
+        # Tokenizing an extent lexes one file only (clang_tokenize works on one file's buffer), so no per-token
+        # file check is needed: asking each token for its file cost more than half of a conversion. One location
+        # query per token gives its start; its end follows from its spelling when the raw bytes agree (a token
+        # split by a backslash-newline falls back to its extent).
         self.spell, self.start, self.end, self.kind = [], [], [], []
-        for t in src.tu.get_tokens(extent=src.tu.cursor.extent):
+        for t in tu.get_tokens(extent=extent):
             sp = t.spelling
             start = t.location.offset
             b = sp.encode()
             end = start + len(b)
             if raw[start:end] != b:
                 ext = t.extent
-                if ext.start.file is None or ext.start.file.name != src.filename:
+                if ext.start.file is None or ext.start.file.name != filename:
                     continue
                 start, end = ext.start.offset, ext.end.offset
             self.spell.append(sp)
@@ -168,6 +170,20 @@ class _Tokens:
             if depth <= 0 and j > i:
                 return j
         return -1
+
+
+@dataclass
+class _File:
+    """A file whose text the converter edits or copies from: the main file, or a local header whose device
+    functions are cloned into the converted output (the header itself is never written)."""
+    path: str
+    raw: bytes
+    tok: _Tokens
+    line_starts: list[int]
+
+    def location(self, offset: int) -> tuple[int, int]:
+        """1-based (line, col) of a byte offset."""
+        return line_col(self.line_starts, offset)
 
 
 def _diag(src: ParsedSource, offset: int, msg: str, level: str = "error") -> str:
@@ -232,18 +248,46 @@ class Converter:
 
     def __init__(self, src: ParsedSource):
         self.src = src
-        self.raw = src.text.encode()
-        self.tok = _Tokens(src)
+        raw = src.text.encode()
+        self.main = _File(src.filename, raw, _Tokens(src.tu, raw, src.tu.cursor.extent, src.filename),
+                          src._line_starts)
+        self.headers: dict[str, _File | None] = {}   # local headers read so far, by path (None: unreadable)
+        self.file = self.main                        # the file whose text raw/tok are: the function's being read
+        self.raw, self.tok = raw, self.main.tok
         self.funcs: dict[str, Func] = {}          # by USR
         self.by_name: dict[str, list[Func]] = {}
         self.global_shared: dict[str, SharedVar] = {}
         self.fwd_decls: dict[str, list[ci.Cursor]] = {}   # device functions declared before their definition
         self.warnings: list[str] = []
 
+    @contextmanager
+    def reading(self, f: Func) -> Iterator[None]:
+        """raw/tok are those of the file that spells f while f is analysed, edited or cloned."""
+        prev = self.file
+        self.file = f.file or self.main
+        self.raw, self.tok = self.file.raw, self.file.tok
+        try:
+            yield
+        finally:
+            self.file, self.raw, self.tok = prev, prev.raw, prev.tok
+
+    def _header_file(self, path: str) -> _File | None:
+        """A local header's text and tokens, read once."""
+        if path not in self.headers:
+            try:
+                raw = Path(path).read_bytes()
+                cf = self.src.tu.get_file(path)
+                extent = ci.SourceRange.from_locations(ci.SourceLocation.from_offset(self.src.tu, cf, 0),
+                                                       ci.SourceLocation.from_offset(self.src.tu, cf, len(raw)))
+                self.headers[path] = _File(path, raw, _Tokens(self.src.tu, raw, extent, path), line_starts(raw))
+            except (OSError, ci.TranslationUnitLoadError):
+                self.headers[path] = None
+        return self.headers[path]
+
     # ---- analysis -------------------------------------------------------------------------------------
     def collect(self) -> None:
         self._collect(self.src.tu.cursor)
-        for f in self.funcs.values():
+        for f in list(self.funcs.values()):  # local-header callees are added (and analysed) on the way
             self._analyse(f)
 
     def _collect(self, parent: ci.Cursor, extern_c: bool | None = False) -> None:
@@ -325,6 +369,10 @@ class Converter:
         return tuple(out.items())
 
     def _analyse(self, f: Func) -> None:
+        with self.reading(f):
+            self._analyse_in_file(f)
+
+    def _analyse_in_file(self, f: Func) -> None:
         self._analyse_params(f)
         body_tokens = range(self.tok.first_from(f.body.extent.start.offset),
                             self.tok.first_from(f.body.extent.end.offset))
@@ -345,6 +393,10 @@ class Converter:
                 elif ref.kind == K.VAR_DECL and ref.spelling in self.global_shared and self.src.is_main(ref) \
                         and ref.semantic_parent.kind != K.COMPOUND_STMT and K.CUDASHARED_ATTR in _attrs(ref):
                     f.global_shared.add(ref.spelling)
+                elif f.file is not None and ref.kind == K.VAR_DECL and K.CUDASHARED_ATTR in _attrs(ref) \
+                        and ref.semantic_parent.kind in (K.TRANSLATION_UNIT, K.NAMESPACE):
+                    f.refusals.append((c.extent.start.offset, f"file-scope __shared__ '{ref.spelling}' of a header "
+                                       "has no place in the rTask's shared-memory layout"))
                 if ref.kind == K.VAR_DECL and _is_texture(ref):
                     tex_refs.append((c.extent.start.offset, ref.get_usr(), f"texture/surface reference "
                                      f"'{ref.spelling}' (removed in CUDA 12) cannot run as an rTask"))
@@ -488,39 +540,71 @@ class Converter:
                 if target in self.funcs and self.funcs[target].is_kernel:
                     f.refusals.append((off, "dynamic parallelism (a kernel launch inside a kernel) cannot run as an "
                                             "rTask"))
-            elif ref is not None:
-                found = self._header_context(ref, set())
-                if found is not None:
-                    where, what, hard = found
+            else:  # a local header's function (every candidate of a dependent call) that needs the context
+                found = [(d, x) for d in _callees(c) for x in [self._header_context(d, set())] if x is not None]
+                usrs = [self._adopt(d) for d, _ in found] if self.tok.at(off) >= 0 else [None]
+                if found and all(usrs):  # cloned into the output like callees of the .cu file
+                    f.calls += [(c, u) for u in usrs if u is not None]
+                elif found:
+                    where, what, hard = found[0][1]
                     if hard or self.tok.at(off) < 0:
                         f.refusals.append((off, f"'{name}' (defined in {where}) uses {what}: a device function "
-                                           "that needs the rTask context is converted only when the .cu file defines "
-                                           "it"))
+                                           "that needs the rTask context is converted only when it is a function "
+                                           "at namespace scope spelled in the .cu file or a local header"))
                     else:  # left as it is, behind a run-time check that the rTask's warps are whole
                         f.header_warp_calls.append((c, f"{name} ({where}: {what})"))
                         f.features.add("header_warp_intrinsics")
 
-    def _header_context(self, ref: ci.Cursor, seen: set[str]) -> tuple[str, str, bool] | None:
-        """(header, construct, hard) when `ref` is a device function defined in a local header (beside the .cu
-        file) that needs the rTask context, itself or through the header functions it calls: its calls cannot be
-        rewritten. Hard: it reads the legacy indices, synchronises, uses cooperative groups or __shared__ memory
-        (converting would leave a hardware barrier or index in the rTask: llm.c's common.h blockReduce). Not hard:
-        only warp intrinsics (warpReduceSum's full-mask shuffles), right while every warp of the rTask is whole."""
+    def _header_definition(self, ref: ci.Cursor) -> ci.Cursor | None:
+        """The definition (the template's, for an instantiation) of a device function spelled in a local header
+        (beside the .cu file or on its include path): not the C/C++ library, nor this project's own headers."""
         d = ref.get_definition() or ref
         if d.kind == K.FUNCTION_DECL:  # an instantiation: its template's body is the one spelled in the header
             tmpl = ci.conf.lib.clang_getSpecializedCursorTemplate(d)
             if tmpl is not None and tmpl.kind == K.FUNCTION_TEMPLATE:
                 d = tmpl.get_definition() or tmpl
-        usr = d.get_usr()
         loc = d.location.file
-        if usr in seen or loc is None or self.src.is_main(d) or d.kind not in (K.FUNCTION_DECL,
-                                                                              K.FUNCTION_TEMPLATE):
+        if loc is None or self.src.is_main(d) or d.kind not in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.CXX_METHOD):
             return None
-        seen.add(usr)
-        header = os.path.abspath(loc.name)
-        if d.location.is_in_system_header or header.startswith(_TOOL_HEADERS):
+        if d.location.is_in_system_header or os.path.abspath(loc.name).startswith(_TOOL_HEADERS):
             return None  # the C/C++ library, or this project's parse prelude, stubs and runtime
-        where = os.path.basename(header)
+        return d
+
+    def _adopt(self, ref: ci.Cursor) -> str | None:
+        """Take a local header's device function in as a callee to clone (its key in funcs), or None when it
+        cannot be: not at namespace scope (a member), no body, or its name not a token of the header (a macro)."""
+        d = self._header_definition(ref)
+        if d is None:
+            return None
+        usr = d.get_usr()
+        if usr in self.funcs:
+            return usr
+        scope = d.semantic_parent
+        while scope is not None and scope.kind == K.NAMESPACE:
+            scope = scope.semantic_parent
+        body = next((ch for ch in d.get_children() if ch.kind == K.COMPOUND_STMT), None)
+        file = self._header_file(d.location.file.name)
+        if scope is None or scope.kind != K.TRANSLATION_UNIT or body is None or file is None \
+                or file.tok.at(d.location.offset) < 0:
+            return None
+        g = Func(d, d.spelling, _qualname(d), d.extent.start.offset, d.extent.end.offset, body, False,
+                 d.kind == K.FUNCTION_TEMPLATE, file=file)
+        self.funcs[usr] = g
+        self._analyse(g)
+        return usr
+
+    def _header_context(self, ref: ci.Cursor, seen: set[str]) -> tuple[str, str, bool] | None:
+        """(header, construct, hard) when `ref` is a device function defined in a local header (beside the .cu
+        file) that needs the rTask context, itself or through the header functions it calls: what _adopt clones, or
+        (when it cannot) what the call is refused for. Hard: it reads the legacy indices, synchronises, uses
+        cooperative groups or __shared__ memory (left as it is, a hardware barrier or index would run in the rTask:
+        llm.c's common.h blockReduce). Not hard: only warp intrinsics (warpReduceSum's full-mask shuffles), right as
+        it is while every warp of the rTask is whole."""
+        d = self._header_definition(ref)
+        if d is None or d.get_usr() in seen:
+            return None
+        seen.add(d.get_usr())
+        where = os.path.basename(d.location.file.name)
         soft: tuple[str, str, bool] | None = None
         for c in d.walk_preorder():
             if c.kind == K.DECL_REF_EXPR and c.spelling in INDEX_VARS:
@@ -682,9 +766,14 @@ class Converter:
                     j += 1
             q = self.tok.qualified_start(j)
             edits.append(Edit(self.tok.start[q], self.tok.end[j], CG_TYPES[name]))
+        extras: dict[int, set[str]] = {}  # per call: a dependent call renamed once per candidate clone
         for c, usr in f.calls:
             if usr in clones:
                 extra = "__rt, __rt_sh" if usr in smem_callees else "__rt"
+                extras.setdefault(c.extent.start.offset, set()).add(extra)
+                if len(extras[c.extent.start.offset]) > 1:
+                    raise _Refuse(c.extent.start.offset, f"call to {clones[usr].name}: some of its overloads use "
+                                  "shared memory and some do not, so their clones take different parameters")
                 edits += self._rename_call(c, clones[usr].name + "__rt", extra, keep_qualifier=True)
         for lam in f.lambdas:
             edits += self._lambda_captures(f, lam)
@@ -829,29 +918,31 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
     refused: list[dict] = []
     clones_needed: dict[str, Func] = {}
     smem_callees: set[str] = set()
+    header_at: dict[str, int] = {}  # where each local-header callee's clone goes in the main file
     for f in chosen:
         reach = conv.reach(f)
-        problems: list[tuple[int, str]] = []
-        for o, m in (p for g in [f] + reach for p in g.refusals):
-            if (o, m) not in problems:
-                problems.append((o, m))
-        refused_lines = {src.location(o)[0] for o, _ in problems}
+        problems: list[tuple[str, int, str]] = []  # (file, offset, message); file "" is the main file
+        for p in ((g.file.path if g.file else "", o, m) for g in [f] + reach for o, m in g.refusals):
+            if p not in problems:
+                problems.append(p)
+        refused_lines = {src.location(o)[0] for path, o, _ in problems if not path}
         for d in errors:
             # clang's complaint about a construct we refuse (a texture or kernel launch in device code...) would
             # be a second error line for the same problem
             if d.location.line in refused_lines:
                 continue
             o = src.offset(d.location.line, d.location.column)
-            if any(g.start <= o < g.end for g in [f] + reach):
-                problems.append((o, d.spelling))
+            if any(g.file is None and g.start <= o < g.end for g in [f] + reach):
+                problems.append(("", o, d.spelling))
         problems.sort()
         for g in reach:
             for v in g.shared:
                 if v.size is None and g.is_template:
-                    problems.append((v.stmt.extent.start.offset, f"static __shared__ '{v.name}' of a size that "
-                                     f"depends on the template arguments of device function '{g.name}'"))
+                    problems.append((g.file.path if g.file else "", v.stmt.extent.start.offset,
+                                     f"static __shared__ '{v.name}' of a size that depends on the template "
+                                     f"arguments of device function '{g.name}'"))
         if problems:
-            refused.append({"name": f.qualname, "diagnostics": [_diag(src, o, m) for o, m in problems]})
+            refused.append({"name": f.qualname, "diagnostics": [_problem(conv, *p) for p in problems]})
             continue
         try:
             ctx_callees = [g for g in reach if conv.needs_ctx(g)]
@@ -865,19 +956,67 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
             clones_needed[g.cursor.get_usr()] = g
             if conv.needs_smem(g):
                 smem_callees.add(g.cursor.get_usr())
+            if g.file is not None:  # before the first of this kernel's functions that reaches it
+                key = g.cursor.get_usr()
+                users = [h for h in [f] + reach
+                         if h.file is None and any(r.cursor.get_usr() == key for r in conv.reach(h))]
+                at = min(_top_level_start(h.cursor) for h in users)
+                header_at[key] = min(at, header_at.get(key, at))
     if (strict and refused) or not rkernels:
         diags = list(dict.fromkeys(d for r in refused for d in r["diagnostics"]))  # a callee shared by kernels
         raise ConversionError(diags, refused)
-    # clones of callees, inserted after each original (and declared after each forward declaration of it)
+    # clones of local-header callees, callees first, before the declarations that use them (and before those
+    # declarations' layout structs, inserted at the same offset)
+    first: list[Edit] = [Edit(0, 0, f'#include "rtask_runtime.cuh"\n#line 1 "{filename}"\n')]
+    for g in _callees_first([clones_needed[u] for u in header_at], conv):
+        at = header_at[g.cursor.get_usr()]
+        first.append(Edit(at, at, _clone_text(conv, g, clones_needed, smem_callees, at)))
+    # clones of the .cu file's callees, inserted after each original (and declared after each forward declaration)
     for usr, g in clones_needed.items():
+        if g.file is not None:
+            continue
         edits.append(Edit(g.end, g.end, _clone_text(conv, g, clones_needed, smem_callees)))
         for d in conv.fwd_decls.get(usr, []):
             if d.extent.end.offset < g.start:
                 at = _after_semicolon(conv, d)
                 edits.append(Edit(at, at, _clone_declaration(conv, d, g, usr in smem_callees, at)))
-    edits.append(Edit(0, 0, f'#include "rtask_runtime.cuh"\n#line 1 "{filename}"\n'))
-    out = _apply_range(conv.raw, edits, 0, len(conv.raw))
+    out = _apply_range(conv.raw, first + edits, 0, len(conv.raw))
     return ConversionResult(out, rkernels, refused, warnings)
+
+
+def _problem(conv: Converter, path: str, offset: int, msg: str) -> str:
+    """A refusal's `file:line:col: error:` line, in the main file ("") or the local header that spells it."""
+    if not path:
+        return _diag(conv.src, offset, msg)
+    line, col = conv.headers[path].location(offset)  # type: ignore[union-attr]
+    return f"{path}:{line}:{col}: error: {msg}"
+
+
+def _top_level_start(c: ci.Cursor) -> int:
+    """Offset of the file-scope declaration that holds c (its namespace, its linkage specification)."""
+    while c.lexical_parent is not None and c.lexical_parent.kind != K.TRANSLATION_UNIT:
+        c = c.lexical_parent
+    return c.extent.start.offset
+
+
+def _callees_first(funcs: list[Func], conv: Converter) -> list[Func]:
+    """funcs ordered so that each follows those of them it calls (a clone must be declared before its callers)."""
+    wanted = {g.cursor.get_usr() for g in funcs}
+    out: list[Func] = []
+    seen: set[str] = set()
+
+    def visit(g: Func) -> None:
+        key = g.cursor.get_usr()
+        if key in seen:
+            return
+        seen.add(key)
+        for h in conv.reach(g):
+            if h.cursor.get_usr() in wanted:
+                visit(h)
+        out.append(g)
+    for g in funcs:
+        visit(g)
+    return out
 
 
 def _member_names(conv: Converter, f: Func, reach: list[Func]) -> tuple[dict, list[SharedVar]]:
@@ -1012,8 +1151,25 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     return edits, meta
 
 
-def _clone_text(conv: Converter, g: Func, clones: dict[str, Func], smem_callees: set[str]) -> str:
-    """A copy of a device function that takes the rTask context (and the layout, if it uses shared memory)."""
+def _clone_text(conv: Converter, g: Func, clones: dict[str, Func], smem_callees: set[str],
+                at: int | None = None) -> str:
+    """A copy of a device function that takes the rTask context (and the layout, if it uses shared memory).
+    A local header's function is copied from the header, inside its namespaces, to go at `at` in the main file."""
+    with conv.reading(g):
+        body, line, col = _clone_body(conv, g, clones, smem_callees)
+    path = (g.file or conv.main).path
+    spaces = []
+    p = g.cursor.semantic_parent
+    while g.file is not None and p is not None and p.kind == K.NAMESPACE:
+        spaces.insert(0, p.spelling)
+        p = p.semantic_parent
+    opening = "".join(f"namespace {n} {{ " if n else "namespace { " for n in spaces)
+    return (f"\n// rtransform: {g.name} with the rTask context\n#line {line} \"{path}\"\n{opening}{' ' * (col - 1)}"
+            f"{body}{' }' * len(spaces)}" + _resume_line(conv, g.end if at is None else at))
+
+
+def _clone_body(conv: Converter, g: Func, clones: dict[str, Func], smem_callees: set[str]) -> tuple[str, int, int]:
+    """The clone's text in g's own file, and the (line, col) where g starts."""
     tok = conv.tok
     needs_sh = g.cursor.get_usr() in smem_callees
     members = {(g.qualname, v.name): f"{g.name}__{v.name}" for v in g.shared}
@@ -1031,11 +1187,8 @@ def _clone_text(conv: Converter, g: Func, clones: dict[str, Func], smem_callees:
             edits.append(Edit(tok.start[close], tok.start[close], ", class __RtL"))
         else:
             edits.append(Edit(g.start, g.start, "template <class __RtL> "))
-    line, col = conv.src.location(g.start)
-    body = _apply_range(conv.raw, edits, g.start, g.end)
-    fname = conv.src.filename
-    return (f"\n// rtransform: {g.name} with the rTask context\n#line {line} \"{fname}\"\n{' ' * (col - 1)}{body}"
-            + _resume_line(conv, g.end))
+    line, col = conv.file.location(g.start)
+    return _apply_range(conv.raw, edits, g.start, g.end), line, col
 
 
 def _clone_declaration(conv: Converter, decl: ci.Cursor, g: Func, needs_sh: bool, at: int) -> str:

@@ -45,9 +45,7 @@ class ParsedSource:
 
     def location(self, offset: int) -> tuple[int, int]:
         """1-based (line, col) of a byte offset."""
-        import bisect
-        i = bisect.bisect_right(self._line_starts, offset) - 1
-        return i + 1, offset - self._line_starts[i] + 1
+        return line_col(self._line_starts, offset)
 
     def is_main(self, cursor: ci.Cursor) -> bool:
         """True when the cursor is spelled in the main file (not in the prelude or a header).
@@ -164,7 +162,14 @@ _FUNCTION_KINDS = {ci.CursorKind.FUNCTION_DECL, ci.CursorKind.FUNCTION_TEMPLATE,
 _DYN_PARALLEL_RE = re.compile(r"reference to __global__ function '[^']*' in __(global|device)__ function")
 
 
-def _line_starts(raw: bytes) -> list[int]:
+def line_col(line_starts: list[int], offset: int) -> tuple[int, int]:
+    """1-based (line, col) of a byte offset, given the offsets where the file's lines start."""
+    import bisect
+    i = bisect.bisect_right(line_starts, offset) - 1
+    return i + 1, offset - line_starts[i] + 1
+
+
+def line_starts(raw: bytes) -> list[int]:
     starts = [0]
     for i, b in enumerate(raw):
         if b == 10:
@@ -217,4 +222,4 @@ def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None,
     index = ci.Index.create()
     tu = index.parse(filename, args=args, unsaved_files=unsaved,
                      options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
-    return ParsedSource(filename, text, tu, missing, _line_starts(text.encode()))
+    return ParsedSource(filename, text, tu, missing, line_starts(text.encode()))

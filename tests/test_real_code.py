@@ -321,7 +321,8 @@ __device__ float warp_sum(float v) {
 }
 template <reduction_t R> __device__ float block_reduce(float v, bool final_sync) {
   __shared__ float part[32];
-  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = R(v);
+  float r = R(v);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = r;
   __syncthreads();
   return part[0];
 }
@@ -329,38 +330,103 @@ template <reduction_t R> __device__ float block_reduce(float v) { return block_r
 """
 
 
-def test_header_callees_that_need_the_rtask_context_are_refused_not_left_unconverted(tmp_path):
+def test_header_callees_that_need_the_rtask_context_are_cloned_into_the_output(tmp_path):
     """llm.c's common.h holds blockReduce (__shared__, __syncthreads, threadIdx) and warpReduceSum (full-mask
-    shuffles): the converter rewrites device functions of the .cu file only, so a kernel reaching a header function
-    that reads indices, synchronises or uses shared memory, directly or through the header's own template
-    overloads, is refused at the call (it used to convert with the hardware barrier left in the rTask: synccheck
-    caught it in llm.c's global_norm); a header function with warp intrinsics only is called behind a run-time check
-    that the rTask's warps are whole (its full masks are right then), and a pure header helper is called as is."""
+    shuffles): a kernel reaching such a header function, directly or through the header's own template overloads
+    (a dependent call), gets a `__rt` clone of it in the converted .cu, its __shared__ array in the kernel's layout;
+    a pure header helper is called as is, and the header is left byte for byte as it was."""
     (tmp_path / "helpers.h").write_text(HEADER_HELPERS)
     cu = tmp_path / "k.cu"
     cu.write_text('#include "helpers.h"\n'
                   "__global__ void pure(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n"
-                  "__global__ void reduced(float *x) { x[threadIdx.x] = block_reduce<warp_sum>(x[threadIdx.x]); }\n"
+                  "__global__ void reduced(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = "
+                  "block_reduce<warp_sum>(x[blockIdx.x * blockDim.x + threadIdx.x]); }\n"
                   "__global__ void shuffled(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = "
                   "warp_sum(x[blockIdx.x * blockDim.x + threadIdx.x]); }\n")
     res = convert_file(str(cu))
-    assert [m.name for m in res.rkernels] == ["pure", "shuffled"]
-    assert res.refused == [
-        {"name": "reduced", "diagnostics": [f"{cu}:3:54: error: 'block_reduce' (defined in helpers.h) uses __shared__ "
-                                            "memory: a device function that needs the rTask context is converted only "
-                                            "when the .cu file defines it"]}]
-    assert '(::rt::require_whole_warps(__rt, "warp_sum (helpers.h: __shfl_xor_sync)"), warp_sum(' in res.output
-    for block, ok in ((64, True), (48, False)):
-        spec = tmp_path / f"s{block}.spec.yaml"
-        spec.write_text(f"kernel: shuffled\ngrid: [2]\nblock: [{block}]\nargs:\n"
+    assert [m.name for m in res.rkernels] == ["pure", "reduced", "shuffled"] and res.refused == []
+    meta = {m.name: m for m in res.rkernels}
+    assert meta["pure"].callees_cloned == []
+    assert sorted(meta["reduced"].callees_cloned) == ["block_reduce__rt", "block_reduce__rt"]  # both overloads
+    assert meta["reduced"].static_smem_bytes == 128 and meta["shuffled"].callees_cloned == ["warp_sum__rt"]
+    assert "require_whole_warps" not in res.output and "__syncthreads" not in res.output
+    assert (tmp_path / "helpers.h").read_text() == HEADER_HELPERS
+    for kernel, block in (("shuffled", 64), ("shuffled", 96), ("reduced", 64), ("reduced", 128)):
+        spec = tmp_path / f"{kernel}{block}.spec.yaml"
+        spec.write_text(f"kernel: {kernel}\ngrid: [2]\nblock: [{block}]\nargs:\n"
                         f"- {{name: x, kind: buffer, dtype: float32, size: {2 * block}, init: random}}\n"
                         "outputs: [x]\ntolerance: 0\n")
-        if ok:
-            run = run_file(str(cu), str(spec))
-            want = run.inputs["x"].astype(np.float64).reshape(-1, 32).sum(axis=1).repeat(32)
-            np.testing.assert_allclose(run.outputs["x"], want, rtol=1e-5, atol=1e-5)
-            assert verify_file(str(cu), str(spec)).ok
-        else:  # a partial last warp: the legacy kernel's exited lanes have no rTask counterpart; one clear line
-            with pytest.raises(Exception, match=r"warp_sum \(\w*helpers.h: __shfl_xor_sync\): its full-warp "
-                                                r"intrinsics need whole warps, but the rTask has 48 threads"):
-                verify_file(str(cu), str(spec))
+        run = run_file(str(cu), str(spec))
+        x = run.inputs["x"].astype(np.float64)
+        if kernel == "shuffled":
+            want = x.reshape(-1, 32).sum(axis=1).repeat(32)
+        else:  # every thread of a block gets its block's first warp's sum
+            want = x.reshape(2, -1)[:, :32].sum(axis=1).repeat(block)
+        np.testing.assert_allclose(run.outputs["x"], want, rtol=1e-5, atol=1e-5)
+        assert verify_file(str(cu), str(spec)).ok
+    assert (tmp_path / "helpers.h").read_text() == HEADER_HELPERS
+
+
+@pytest.mark.parametrize("case,block", [("row_sum", 32), ("row_sum", 224), ("row_sum", 1024),
+                                        ("row_center", 64), ("row_center", 160), ("row_center", 512)])
+def test_header_block_reduce_is_cloned_and_verifies_bit_exact(tmp_path, case, block):
+    """header_reduce/common.h's templated block_reduce (threadIdx, a __shared__ scratch array, __syncthreads, warp
+    shuffles) and warp_reduce, used by two kernels: cloned into each converted file, the scratch array in the
+    kernel's layout; legacy and converted agree bit for bit at block sizes (whole warps, as block_reduce requires)
+    that do and do not divide the row, and match numpy; the header is not touched."""
+    header = KDIR / "header_reduce" / "common.h"
+    before = header.read_bytes()
+    cu = KDIR / "header_reduce" / f"{case}.cu"
+    meta = convert_file(str(cu)).rkernels[0]
+    assert sorted(meta.callees_cloned) == ["block_reduce__rt", "warp_reduce__rt"]
+    assert meta.shared_variables == [{"member": "block_reduce__scratch", "decl": "float block_reduce__scratch[32]",
+                                      "bytes": 128}]
+    spec = tmp_path / f"{case}.spec.yaml"
+    spec.write_text((KDIR / "header_reduce" / f"{case}.spec.yaml").read_text()
+                    .replace("block: [64]", f"block: [{block}]").replace("block: [96]", f"block: [{block}]")
+                    .replace("value: 200", "value: 333").replace("size: 600", "size: 999"))
+    run = run_file(str(cu), str(spec))
+    for name, ref in getattr(REFS, case)(run.inputs).items():
+        np.testing.assert_allclose(run.outputs[name], ref, rtol=1e-5, atol=1e-5)
+    result = verify_file(str(cu), str(spec))
+    assert result.ok, result.summary()
+    assert header.read_bytes() == before
+
+
+@pytest.mark.nvcc
+def test_header_block_reduce_clones_compile_for_sm90(nvcc_path, tmp_path):
+    """The converted files, their header clones included, compile for sm_90 against the untouched header."""
+    from toolchain.nvcc import nvcc_compile
+    from vdevice import RUNTIME_INCLUDE
+    for case in ("row_sum", "row_center"):
+        src = tmp_path / f"{case}.rtask.cu"
+        src.write_text(convert_file(str(KDIR / "header_reduce" / f"{case}.cu")).output)
+        r = nvcc_compile(src, src.with_suffix(".cubin"), "sm_90", ["-cubin"],
+                         include_dirs=[str(RUNTIME_INCLUDE), str(KDIR / "header_reduce")])
+        assert r.returncode == 0, f"{case}: " + (r.stdout + r.stderr)[-4000:]
+
+
+def test_header_callees_that_cannot_be_cloned_are_still_refused(tmp_path):
+    """A header function that needs the rTask context but is a class member, or uses a file-scope __shared__
+    variable of the header (no place in the kernel's layout), is refused at a line of the header or the call."""
+    header = ("#pragma once\n__shared__ float pool[64];\n"
+              "__device__ float pooled(float v) { pool[threadIdx.x] = v; __syncthreads(); return pool[0]; }\n"
+              "struct Block { static __device__ float first(float v) {\n"
+              "  __shared__ float s; if (threadIdx.x == 0) s = v; __syncthreads(); return s; } };\n")
+    (tmp_path / "h.h").write_text(header)
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "h.h"\n'
+                  "__global__ void a(float *x) { x[threadIdx.x] = pooled(x[threadIdx.x]); }\n"
+                  "__global__ void b(float *x) { x[threadIdx.x] = Block::first(x[threadIdx.x]); }\n")
+    with pytest.raises(ConversionError) as e:
+        convert_file(str(cu))
+    assert [r["name"] for r in e.value.refused] == ["a", "b"]
+    assert e.value.refused[0]["diagnostics"] == [f"{tmp_path / 'h.h'}:3:36: error: file-scope __shared__ 'pool' of "
+                                                 "a header has no place in the rTask's shared-memory layout",
+                                                 f"{tmp_path / 'h.h'}:3:83: error: file-scope __shared__ 'pool' of "
+                                                 "a header has no place in the rTask's shared-memory layout"]
+    assert e.value.refused[1]["diagnostics"] == [f"{cu}:3:48: error: 'first' (defined in h.h) uses __shared__ memory: "
+                                                 "a device function that needs the rTask context is converted only "
+                                                 "when it is a function at namespace scope spelled in the .cu file or "
+                                                 "a local header"]
+    assert (tmp_path / "h.h").read_text() == header

@@ -107,3 +107,15 @@ def tile_scans(a, tile=16, block=40):
             out["exc"][t0:t0 + seg.size] = np.cumsum(seg) - seg
             out["run_max"][t0:t0 + seg.size] = np.maximum.accumulate(seg)
     return out
+
+
+def row_sum(a):
+    """header_reduce/row_sum.cu: rows of `n` columns, one per block."""
+    n = int(a["n"])
+    return {"out": a["in"].reshape(-1, n).astype(np.float64).sum(axis=1)}
+
+
+def row_center(a):
+    """header_reduce/row_center.cu: each row minus its maximum."""
+    x = a["in"].reshape(-1, int(a["n"]))
+    return {"out": (x - x.max(axis=1, keepdims=True)).ravel()}

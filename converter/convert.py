@@ -612,14 +612,17 @@ class Converter:
             if c.kind == K.VAR_DECL and K.CUDASHARED_ATTR in _attrs(c):
                 return where, "__shared__ memory", True
             if c.kind == K.CALL_EXPR:
-                if c.spelling in BARRIERS:
-                    return where, c.spelling, True
-                if c.referenced is not None and _in_cg(c.referenced):
+                callees = _callees(c)
+                # a dependent call (`__shfl_xor_sync(mask, v, o)` on a `T v`) has no spelling: its candidates do
+                name = c.spelling or next((d.spelling for d in callees), "")
+                if name in BARRIERS:
+                    return where, name, True
+                if any(d is not None and _in_cg(d) for d in callees):
                     return where, "cooperative groups", True
-                if c.spelling in WARP_MASKED:
-                    soft = soft or (where, c.spelling, False)
+                if name in WARP_MASKED:
+                    soft = soft or (where, name, False)
                     continue
-                for callee_decl in _callees(c):
+                for callee_decl in callees:
                     deeper = self._header_context(callee_decl, seen)
                     if deeper is not None and deeper[2]:
                         return deeper

@@ -395,15 +395,17 @@ def test_header_block_reduce_is_cloned_and_verifies_bit_exact(tmp_path, case, bl
 
 @pytest.mark.nvcc
 def test_header_block_reduce_clones_compile_for_sm90(nvcc_path, tmp_path):
-    """The converted files, their header clones included, compile for sm_90 against the untouched header."""
+    """The converted files, their header clones included (namespaced ones too), compile for sm_90 against the
+    untouched headers."""
     from toolchain.nvcc import nvcc_compile
     from vdevice import RUNTIME_INCLUDE
-    for case in ("row_sum", "row_center"):
-        src = tmp_path / f"{case}.rtask.cu"
-        src.write_text(convert_file(str(KDIR / "header_reduce" / f"{case}.cu")).output)
+    cases = [KDIR / "header_reduce" / "row_sum.cu", KDIR / "header_reduce" / "row_center.cu", _ns_case(tmp_path)]
+    for cu in cases:
+        src = tmp_path / f"{cu.stem}.rtask.cu"
+        src.write_text(convert_file(str(cu)).output)
         r = nvcc_compile(src, src.with_suffix(".cubin"), "sm_90", ["-cubin"],
-                         include_dirs=[str(RUNTIME_INCLUDE), str(KDIR / "header_reduce")])
-        assert r.returncode == 0, f"{case}: " + (r.stdout + r.stderr)[-4000:]
+                         include_dirs=[str(RUNTIME_INCLUDE), str(cu.parent)])
+        assert r.returncode == 0, f"{cu.name}: " + (r.stdout + r.stderr)[-4000:]
 
 
 def test_header_callees_that_cannot_be_cloned_are_still_refused(tmp_path):
@@ -430,3 +432,60 @@ def test_header_callees_that_cannot_be_cloned_are_still_refused(tmp_path):
                                                  "when it is a function at namespace scope spelled in the .cu file or "
                                                  "a local header"]
     assert (tmp_path / "h.h").read_text() == header
+
+
+NS_HEADER = """#pragma once
+namespace util {
+template <class T> __device__ T wsum(T v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ float bsum(float v) {
+  __shared__ float s[32];
+  v = util::wsum(v);
+  if (threadIdx.x % 32 == 0) s[threadIdx.x / 32] = v;
+  __syncthreads();
+  float t = 0.0f;
+  for (int w = 0; w < blockDim.x / 32; ++w) t += s[w];
+  __syncthreads();
+  return t;
+}
+}
+"""
+NS_KERNEL = """#include "ns.h"
+__device__ float helper(float v) { return util::bsum(v) * 2.0f; }
+__global__ void k(float *x) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  __shared__ float mine[4];
+  if (threadIdx.x < 4) mine[threadIdx.x] = 1.0f + threadIdx.x;
+  __syncthreads();
+  x[i] = helper(x[i]) + mine[threadIdx.x % 4];
+}
+"""
+
+
+def _ns_case(folder: Path) -> Path:
+    (folder / "ns.h").write_text(NS_HEADER)
+    (folder / "k.cu").write_text(NS_KERNEL)
+    return folder / "k.cu"
+
+
+@pytest.mark.parametrize("block", [32, 96, 256])
+def test_namespaced_header_callees_reached_through_a_cu_callee_verify(tmp_path, block):
+    """A header's functions in a namespace, one a template whose shuffle is a dependent call, reached through a
+    callee of the .cu file defined before the kernel: cloned (in their namespace, callees first, before the .cu
+    callee's clone), the header's __shared__ array after the kernel's own in its layout; bit-exact, numpy."""
+    cu = _ns_case(tmp_path)
+    meta = convert_file(str(cu)).rkernels[0]
+    assert sorted(meta.callees_cloned) == ["helper__rt", "util::bsum__rt", "util::wsum__rt"]
+    assert [v["member"] for v in meta.shared_variables] == ["mine", "bsum__s"]
+    spec = tmp_path / "k.spec.yaml"
+    spec.write_text(f"kernel: k\ngrid: [3]\nblock: [{block}]\nargs:\n"
+                    f"- {{name: x, kind: buffer, dtype: float32, size: {3 * block}, init: random}}\n"
+                    "outputs: [x]\ntolerance: 0\n")
+    run = run_file(str(cu), str(spec))
+    x = run.inputs["x"].astype(np.float64).reshape(3, block)
+    want = 2 * x.sum(axis=1, keepdims=True) + 1 + np.arange(block) % 4
+    np.testing.assert_allclose(run.outputs["x"].reshape(3, block), want, rtol=1e-5, atol=1e-5)
+    assert verify_file(str(cu), str(spec)).ok
+    assert (tmp_path / "ns.h").read_text() == NS_HEADER

@@ -541,6 +541,7 @@ class Converter:
                     f.refusals.append((off, "dynamic parallelism (a kernel launch inside a kernel) cannot run as an "
                                             "rTask"))
             else:  # a local header's function (every candidate of a dependent call) that needs the context
+                self._function_arguments(f, c)
                 found = [(d, x) for d in _callees(c) for x in [self._header_context(d, set())] if x is not None]
                 usrs = [self._adopt(d) for d, _ in found] if self.tok.at(off) >= 0 else [None]
                 if found and all(usrs):  # cloned into the output like callees of the .cu file
@@ -554,6 +555,29 @@ class Converter:
                     else:  # left as it is, behind a run-time check that the rTask's warps are whole
                         f.header_warp_calls.append((c, f"{name} ({where}: {what})"))
                         f.features.add("header_warp_intrinsics")
+
+    def _function_arguments(self, f: Func, call: ci.Cursor) -> None:
+        """Header functions passed as template arguments (llm.c's `blockReduce<warpReduceSum>(v)`): called through
+        the parameter, they run as they are, unconverted. Warp intrinsics only: right while the rTask's warps are
+        whole, so the call is made behind that check; anything more is refused."""
+        callee = next(iter(call.get_children()), None)
+        while callee is not None and callee.kind == K.UNEXPOSED_EXPR:
+            callee = next(iter(callee.get_children()), None)
+        if callee is None or callee.kind != K.DECL_REF_EXPR:
+            return
+        for arg in callee.get_children():
+            ref = arg.referenced if arg.kind == K.DECL_REF_EXPR else None
+            found = self._header_context(ref, set()) if ref is not None else None
+            if found is None:
+                continue
+            where, what, hard = found
+            off = arg.extent.start.offset
+            if hard or self.tok.at(call.extent.start.offset) < 0:
+                f.refusals.append((off, f"'{ref.spelling}' (defined in {where}) uses {what}: passed as a template "
+                                   "argument, it would run unconverted in the rTask"))
+            elif not any(c == call for c, _ in f.header_warp_calls):
+                f.header_warp_calls.append((call, f"{ref.spelling} ({where}: {what})"))
+                f.features.add("header_warp_intrinsics")
 
     def _header_definition(self, ref: ci.Cursor) -> ci.Cursor | None:
         """The definition (the template's, for an instantiation) of a device function spelled in a local header

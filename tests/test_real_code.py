@@ -349,7 +349,11 @@ def test_header_callees_that_need_the_rtask_context_are_cloned_into_the_output(t
     assert meta["pure"].callees_cloned == []
     assert sorted(meta["reduced"].callees_cloned) == ["block_reduce__rt", "block_reduce__rt"]  # both overloads
     assert meta["reduced"].static_smem_bytes == 128 and meta["shuffled"].callees_cloned == ["warp_sum__rt"]
-    assert "require_whole_warps" not in res.output and "__syncthreads" not in res.output
+    assert "__syncthreads" not in res.output
+    # warp_sum passed as block_reduce's template argument runs unconverted: right while the rTask's warps are whole
+    assert res.output.count("require_whole_warps") == 1
+    assert '(::rt::require_whole_warps(__rt, "warp_sum (helpers.h: __shfl_xor_sync)"), block_reduce__rt<warp_sum>(' \
+        in res.output
     assert (tmp_path / "helpers.h").read_text() == HEADER_HELPERS
     for kernel, block in (("shuffled", 64), ("shuffled", 96), ("reduced", 64), ("reduced", 128)):
         spec = tmp_path / f"{kernel}{block}.spec.yaml"
@@ -364,6 +368,10 @@ def test_header_callees_that_need_the_rtask_context_are_cloned_into_the_output(t
             want = x.reshape(2, -1)[:, :32].sum(axis=1).repeat(block)
         np.testing.assert_allclose(run.outputs["x"], want, rtol=1e-5, atol=1e-5)
         assert verify_file(str(cu), str(spec)).ok
+    spec.write_text(spec.read_text().replace(f"block: [{block}]", "block: [48]").replace(f"size: {2 * block}", "size: 96"))
+    with pytest.raises(Exception, match=r"warp_sum \(\w*helpers.h: __shfl_xor_sync\): its full-warp "
+                                        r"intrinsics need whole warps, but the rTask has 48 threads"):
+        verify_file(str(cu), str(spec))  # a partial last warp: one clear line
     assert (tmp_path / "helpers.h").read_text() == HEADER_HELPERS
 
 
@@ -409,20 +417,26 @@ def test_header_block_reduce_clones_compile_for_sm90(nvcc_path, tmp_path):
 
 
 def test_header_callees_that_cannot_be_cloned_are_still_refused(tmp_path):
-    """A header function that needs the rTask context but is a class member, or uses a file-scope __shared__
-    variable of the header (no place in the kernel's layout), is refused at a line of the header or the call."""
+    """A header function that needs the rTask context but is a class member, uses a file-scope __shared__
+    variable of the header (no place in the kernel's layout), or synchronises and is passed as a template argument
+    (it would run unconverted), is refused at a line of the header or the call."""
     header = ("#pragma once\n__shared__ float pool[64];\n"
               "__device__ float pooled(float v) { pool[threadIdx.x] = v; __syncthreads(); return pool[0]; }\n"
               "struct Block { static __device__ float first(float v) {\n"
-              "  __shared__ float s; if (threadIdx.x == 0) s = v; __syncthreads(); return s; } };\n")
+              "  __shared__ float s; if (threadIdx.x == 0) s = v; __syncthreads(); return s; } };\n"
+              "__device__ float synced(float v) { __syncthreads(); return v; }\n"
+              "template <float (*F)(float)> __device__ float apply(float v) { return F(v); }\n")
     (tmp_path / "h.h").write_text(header)
     cu = tmp_path / "k.cu"
     cu.write_text('#include "h.h"\n'
                   "__global__ void a(float *x) { x[threadIdx.x] = pooled(x[threadIdx.x]); }\n"
-                  "__global__ void b(float *x) { x[threadIdx.x] = Block::first(x[threadIdx.x]); }\n")
+                  "__global__ void b(float *x) { x[threadIdx.x] = Block::first(x[threadIdx.x]); }\n"
+                  "__global__ void c(float *x) { x[threadIdx.x] = apply<synced>(x[threadIdx.x]); }\n")
     with pytest.raises(ConversionError) as e:
         convert_file(str(cu))
-    assert [r["name"] for r in e.value.refused] == ["a", "b"]
+    assert [r["name"] for r in e.value.refused] == ["a", "b", "c"]
+    assert e.value.refused[2]["diagnostics"] == [f"{cu}:4:54: error: 'synced' (defined in h.h) uses __syncthreads: "
+                                                 "passed as a template argument, it would run unconverted in the rTask"]
     assert e.value.refused[0]["diagnostics"] == [f"{tmp_path / 'h.h'}:3:36: error: file-scope __shared__ 'pool' of "
                                                  "a header has no place in the rTask's shared-memory layout",
                                                  f"{tmp_path / 'h.h'}:3:83: error: file-scope __shared__ 'pool' of "

@@ -1,0 +1,111 @@
+"""Regenerate BENCHMARKS.md's prediction table: every zoo model at full size, batch 1, planned with each policy at
+132 vEUs and built for the GPU without --veus (no GPU needed: nvcc's ptxas gives the vEUs per SM, the cost model
+the times). Every number it prints is a prediction of the cost model, not a measurement.
+
+    python3 tests/predictions.py [--models a,b] [--work DIR] [--force]
+
+Run from the repository root. Each model's results are kept in WORK/NAME.json, so an interrupted run resumes where
+it stopped; models run one after another (one process at a time). Not collected by pytest (no `test_` prefix)."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # this checkout, whose rammer both the import and the commands use
+sys.path.insert(0, str(ROOT))
+from rammer.zoo import MODELS  # noqa: E402
+
+POLICIES = ("wavefront", "ios", "sequential")
+PLAN_VEUS = 132  # the H100's SM count: one vEU per SM
+CLI = [sys.executable, "-c", "from rammer.cli import main; main()"]
+HEADER = ("| model | operators | rTasks (wavefront, 132 vEUs) | wavefront, 132 vEUs (µs) | IOS, 132 (µs) | "
+          "sequential, 132 (µs) | vEUs per SM by ptxas | wavefront at those vEUs (µs) | op-by-op (µs) | "
+          "CUDA Graph (µs) | CUDA Graph / wavefront at the build's vEUs |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def rammer(*args: str) -> str:
+    """Run one `rammer` command from this checkout; its stdout, or exit with its stderr's last line."""
+    done = subprocess.run(CLI + list(args), capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        sys.exit(f"error: rammer {' '.join(args)}: {last}")
+    return done.stdout
+
+
+def predict(name: str, work: Path) -> dict:
+    """The model's plans at 132 vEUs and its GPU build's figures, as one JSON-ready dict."""
+    onnx_path = work.resolve() / f"{name}.onnx"
+    rammer("zoo", name, "-o", str(onnx_path))
+    plans = {p: json.loads(rammer("plan", str(onnx_path), "--policy", p, "--veus", str(PLAN_VEUS),
+                                  "--profile", "model", "--json"))
+             for p in POLICIES}
+    out = work.resolve() / f"build-{name}"
+    rammer("build", str(onnx_path), "-o", str(out), "--target", "gpu", "--profile", "model")
+    manifest = json.loads((out / "build.json").read_text())
+    stats = manifest["stats"]
+    return {"model": name, "plans": plans,
+            "build": {"num_veus": manifest["num_veus"], "veus_per_sm": stats["veus_per_sm"],
+                      "predicted_us": stats["predicted_us"], "baselines_us": stats["predicted_baselines_us"],
+                      "rtasks": stats["rtasks"], "precision": stats["precision"],
+                      "occupancy": stats["occupancy"]}}
+
+
+def fmt(us: float | None) -> str:
+    """Microseconds as the table rounds them; a dash where the build gave none."""
+    return "-" if us is None else f"{us:.0f}"
+
+
+def row(r: dict) -> str:
+    """One markdown table row from a model's results."""
+    wf, b = r["plans"]["wavefront"], r["build"]
+    base = b["baselines_us"]
+    graph, opbyop = base.get("cuda-graph"), base.get("op-by-op")
+    ratio = f"{graph / b['predicted_us']:.2f}x" if graph else "-"
+    return (f"| {r['model']} | {wf['operators']} | {wf['rtasks']} | "
+            + " | ".join(fmt(r["plans"][p]["predicted_us"]) for p in POLICIES)
+            + f" | {b['veus_per_sm']} ({b['num_veus']}) | {fmt(b['predicted_us'])} | {fmt(opbyop)} | "
+            f"{fmt(graph)} | {ratio} |")
+
+
+def main() -> None:
+    """Predict the chosen models (resuming from WORK), then print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated zoo models (default: all)")
+    ap.add_argument("--work", default="/tmp/rammer-predictions", help="ONNX files, builds and per-model results")
+    ap.add_argument("--force", action="store_true", help="redo models already predicted in WORK")
+    args = ap.parse_args()
+    names = [n for n in args.models.split(",") if n]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        sys.exit(f"error: --models: unknown {', '.join(unknown)} (choose from {', '.join(MODELS)})")
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    results = []
+    for name in names:
+        saved = work / f"{name}.json"
+        if args.force or not saved.exists():
+            print(f"{name} ...", file=sys.stderr, flush=True)
+            saved.write_text(json.dumps(predict(name, work), indent=1))
+        results.append(json.loads(saved.read_text()))
+    print(HEADER)
+    for r in results:
+        print(row(r))
+    for r in results:
+        print(f"{r['model']}: baselines (µs) " + "; ".join(
+            f"{where} {' / '.join(f'{v:.0f}' for v in base.values())}" for where, base in baselines(r).items()),
+            file=sys.stderr)
+
+
+def baselines(r: dict) -> dict[str, dict[str, float]]:
+    """Op-by-op / CUDA Graph as each command predicted them: they should not depend on the vEUs."""
+    found = {f"plan {p} at {PLAN_VEUS}": r["plans"][p]["predicted_baselines_us"] for p in POLICIES}
+    found[f"build at {r['build']['num_veus']}"] = r["build"]["baselines_us"]
+    return found
+
+
+if __name__ == "__main__":
+    main()

@@ -33,6 +33,9 @@ CG_NATIVE = {"coalesced_group", "plus", "less", "greater", "bit_and", "bit_or", 
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
                  "surf1Dread", "surf2Dread", "surf3Dread", "surf1Dwrite", "surf2Dwrite", "surf3Dwrite"}
 ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b")
+_MEMBER_KINDS = (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION)
+_CLASS_KINDS = (K.STRUCT_DECL, K.CLASS_DECL, K.UNION_DECL, K.CLASS_TEMPLATE,
+                K.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION)
 _COLLECTED = {K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL, K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.VAR_DECL}
 # headers of this project (parse prelude, CUDA/vendor stubs, rTask runtime): not the user's code
 _TOOL_HEADERS = tuple(str(Path(__file__).resolve().parent.parent / d) + os.sep
@@ -534,15 +537,17 @@ class Converter:
                 and ref.semantic_parent.spelling in ("thread_block", "thread_group"):
             f.barrier_sites.append((off, "thread_block.sync"))
         else:
-            target = self._resolve(c)
-            if target is not None:
-                f.calls.append((c, target))
-                if target in self.funcs and self.funcs[target].is_kernel:
+            targets = self._resolve(c)
+            if targets:
+                f.calls += [(c, t) for t in targets]
+                if any(self.funcs[t].is_kernel for t in targets):
                     f.refusals.append((off, "dynamic parallelism (a kernel launch inside a kernel) cannot run as an "
                                             "rTask"))
             else:  # a local header's function (every candidate of a dependent call) that needs the context
                 self._function_arguments(f, c)
-                found = [(d, x) for d in _callees(c) for x in [self._header_context(d, set())] if x is not None]
+                # a lambda of f itself is converted with f's body: its call is no member call to refuse
+                found = [(d, x) for d in _callees(c) if not self._own_lambda(f, d)
+                         for x in [self._header_context(d, set())] if x is not None]
                 usrs = [self._adopt(d) for d, _ in found] if self.tok.at(off) >= 0 else [None]
                 if found and all(usrs):  # cloned into the output like callees of the .cu file
                     f.calls += [(c, u) for u in usrs if u is not None]
@@ -555,6 +560,12 @@ class Converter:
                     else:  # left as it is, behind a run-time check that the rTask's warps are whole
                         f.header_warp_calls.append((c, f"{name} ({where}: {what})"))
                         f.features.add("header_warp_intrinsics")
+
+    def _own_lambda(self, f: Func, ref: ci.Cursor) -> bool:
+        """Whether `ref` is the call operator of a lambda written inside f (main-file f: its body is f's)."""
+        d = ref.get_definition() or ref
+        return f.file is None and d.kind == K.CXX_METHOD and d.location.file is not None and self.src.is_main(d) \
+            and f.start <= d.extent.start.offset < f.end
 
     def _function_arguments(self, f: Func, call: ci.Cursor) -> None:
         """Header functions passed as template arguments (llm.c's `blockReduce<warpReduceSum>(v)`): called through
@@ -594,6 +605,19 @@ class Converter:
             return None  # the C/C++ library, or this project's parse prelude, stubs and runtime
         return d
 
+    def _member_definition(self, ref: ci.Cursor) -> ci.Cursor | None:
+        """The definition of a member function (method, operator, constructor; the template's, for an
+        instantiation) spelled in the .cu file: never cloned (the object would have to carry the task), so one that
+        needs the rTask context is refused at the call, like a header's member."""
+        d = ref.get_definition() or ref
+        tmpl = ci.conf.lib.clang_getSpecializedCursorTemplate(d)
+        if tmpl is not None and tmpl.kind in (K.FUNCTION_TEMPLATE, *_MEMBER_KINDS):
+            d = tmpl.get_definition() or tmpl
+        parent = d.semantic_parent
+        member = d.kind in _MEMBER_KINDS or (d.kind == K.FUNCTION_TEMPLATE and parent is not None
+                                             and parent.kind in _CLASS_KINDS)
+        return d if member and d.location.file is not None and self.src.is_main(d) else None
+
     def _adopt(self, ref: ci.Cursor) -> str | None:
         """Take a local header's device function in as a callee to clone (its key in funcs), or None when it
         cannot be: not at namespace scope (a member), no body, or its name not a token of the header (a macro)."""
@@ -624,7 +648,7 @@ class Converter:
         cooperative groups or __shared__ memory (left as it is, a hardware barrier or index would run in the rTask:
         llm.c's common.h blockReduce). Not hard: only warp intrinsics (warpReduceSum's full-mask shuffles), right as
         it is while every warp of the rTask is whole."""
-        d = self._header_definition(ref)
+        d = self._header_definition(ref) or self._member_definition(ref)
         if d is None or d.get_usr() in seen:
             return None
         seen.add(d.get_usr())
@@ -668,22 +692,27 @@ class Converter:
             i = self._call_name_token(call, name)
         return i >= 0 and self.tok.spell[i] == name
 
-    def _resolve(self, call: ci.Cursor) -> str | None:
+    def _resolve(self, call: ci.Cursor) -> list[str]:
+        """The device functions of the .cu file a call may reach (keys in funcs): the one it names, or every
+        candidate of a dependent call (each is cloned; overload resolution among the clones picks as before)."""
         ref = call.referenced
         if ref is not None:
-            usr = ref.get_usr()
-            if usr in self.funcs:
-                return usr
-            tmpl = ref.get_definition()
-            if tmpl is not None and tmpl.get_usr() in self.funcs:
-                return tmpl.get_usr()
+            for d in (ref, ref.get_definition(), ci.conf.lib.clang_getSpecializedCursorTemplate(ref)):
+                if d is not None and d.get_usr() in self.funcs:
+                    return [d.get_usr()]
             if ref.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and ref.spelling in self.by_name:
                 cands = self.by_name[ref.spelling]
-                return cands[0].cursor.get_usr() if len(cands) == 1 else None
-            return None
-        # dependent calls inside templates: resolve by name among this file's device functions
-        cands = self.by_name.get(self.call_name(call), [])
-        return cands[0].cursor.get_usr() if len(cands) == 1 else None
+                return [cands[0].cursor.get_usr()] if len(cands) == 1 else []
+            return []
+        # dependent calls inside templates: their candidates among the .cu file's device functions (a local
+        # header's are adopted by the caller), else by name
+        cands = _overload_candidates(call)
+        if not cands:  # a dependent call clang kept no candidates for: by name, when the name is not overloaded
+            by_name = self.by_name.get(self.call_name(call), [])
+            return [by_name[0].cursor.get_usr()] if len(by_name) == 1 else []
+        usrs = [d.get_usr() for d in cands
+                if d is not None and d.get_usr() in self.funcs and self.funcs[d.get_usr()].file is None]
+        return list(dict.fromkeys(usrs))
 
     # ---- reachability ---------------------------------------------------------------------------------
     def reach(self, f: Func) -> list[Func]:
@@ -968,6 +997,7 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
                     problems.append((g.file.path if g.file else "", v.stmt.extent.start.offset,
                                      f"static __shared__ '{v.name}' of a size that depends on the template "
                                      f"arguments of device function '{g.name}'"))
+        problems += _mixed_candidates(conv, [f] + reach)
         if problems:
             refused.append({"name": f.qualname, "diagnostics": [_problem(conv, *p) for p in problems]})
             continue
@@ -1017,6 +1047,22 @@ def _problem(conv: Converter, path: str, offset: int, msg: str) -> str:
         return _diag(conv.src, offset, msg)
     line, col = conv.headers[path].location(offset)  # type: ignore[union-attr]
     return f"{path}:{line}:{col}: error: {msg}"
+
+
+def _mixed_candidates(conv: Converter, funcs: list[Func]) -> list[tuple[str, int, str]]:
+    """Dependent calls with candidates that need the rTask context and candidates that do not: renamed to the
+    clones, the call could no longer reach the latter (they have none), so it is refused rather than half done."""
+    out: list[tuple[str, int, str]] = []
+    for g in funcs:
+        by_call: dict[int, list[Func]] = {}
+        for c, usr in g.calls:
+            if usr in conv.funcs:
+                by_call.setdefault(c.extent.start.offset, []).append(conv.funcs[usr])
+        for off, cands in by_call.items():
+            if len({conv.needs_ctx(h) for h in cands}) > 1:
+                out.append((g.file.path if g.file else "", off, f"call to {cands[0].name}: some of its candidates "
+                            "need the rTask context and some do not, so the call cannot name their clones"))
+    return out
 
 
 def _top_level_start(c: ci.Cursor) -> int:

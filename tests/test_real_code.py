@@ -407,7 +407,8 @@ def test_header_block_reduce_clones_compile_for_sm90(nvcc_path, tmp_path):
     untouched headers."""
     from toolchain.nvcc import nvcc_compile
     from vdevice import RUNTIME_INCLUDE
-    cases = [KDIR / "header_reduce" / "row_sum.cu", KDIR / "header_reduce" / "row_center.cu", _ns_case(tmp_path)]
+    cases = [KDIR / "header_reduce" / "row_sum.cu", KDIR / "header_reduce" / "row_center.cu", _ns_case(tmp_path),
+             KDIR / "cu_overloads" / "overload_sum.cu"]
     for cu in cases:
         src = tmp_path / f"{cu.stem}.rtask.cu"
         src.write_text(convert_file(str(cu)).output)
@@ -503,3 +504,70 @@ def test_namespaced_header_callees_reached_through_a_cu_callee_verify(tmp_path, 
     np.testing.assert_allclose(run.outputs["x"].reshape(3, block), want, rtol=1e-5, atol=1e-5)
     assert verify_file(str(cu), str(spec)).ok
     assert (tmp_path / "ns.h").read_text() == NS_HEADER
+
+
+@pytest.mark.parametrize("block", [32, 96, 256])
+def test_cu_overloads_reached_through_a_dependent_call_are_cloned_and_verify(tmp_path, block):
+    """cu_overloads/overload_sum.cu: two block_reduce templates of the .cu file, the generic one calling the other
+    through its T (a dependent call): every candidate is cloned and the call names the clones, so no hardware
+    barrier or index is left in the rTask (before: synccheck's divergent barrier); bit-exact, numpy."""
+    cu = KDIR / "cu_overloads" / "overload_sum.cu"
+    res = convert_file(str(cu))
+    assert res.rkernels[0].callees_cloned == ["block_reduce__rt", "block_reduce__rt"]
+    assert "return block_reduce__rt<2>(__rt, __rt_sh, v, false);" in res.output
+    assert "float twice = block_reduce__rt(__rt, __rt_sh, acc);" in res.output
+    spec = tmp_path / "overload_sum.spec.yaml"
+    spec.write_text((KDIR / "cu_overloads" / "overload_sum.spec.yaml").read_text()
+                    .replace("block: [64]", f"block: [{block}]").replace("value: 200", "value: 333")
+                    .replace("size: 600", "size: 999"))
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_allclose(run.outputs["out"], REFS.overload_sum(run.inputs)["out"], rtol=1e-5, atol=1e-5)
+    result = verify_file(str(cu), str(spec))
+    assert result.ok, result.summary()
+
+
+def test_cu_member_functions_that_need_the_context_are_refused_at_the_call(tmp_path):
+    """Member functions of the .cu file's classes are not cloned: one that reads the indices, uses __shared__
+    memory or synchronises (an operator(), a static method, a constructor) is refused at its call, one line each;
+    a member that needs nothing of the block (a functor's arithmetic) converts; a kernel's own lambda is its body."""
+    cu = tmp_path / "m.cu"
+    cu.write_text("struct Sum { __device__ float operator()(float v) const {\n"
+                  "  __shared__ float s[64]; s[threadIdx.x] = v; __syncthreads(); return s[0] + s[1]; } };\n"
+                  "struct Idx { static __device__ int lane() { return threadIdx.x % 32; } };\n"
+                  "struct Fence { __device__ Fence() { __syncthreads(); } };\n"
+                  "struct Scale { float k; __device__ float operator()(float v) const { return k * v; } };\n"
+                  "__global__ void a(float *x) { Sum s; x[threadIdx.x] = s(x[threadIdx.x]); }\n"
+                  "__global__ void b(float *x) { x[threadIdx.x] = Idx::lane(); }\n"
+                  "__global__ void c(float *x) { Fence f; x[threadIdx.x] = 1.0f; }\n"
+                  "__global__ void d(float *x) { auto sync = [] { __syncthreads(); }; sync();\n"
+                  "  x[threadIdx.x] = Scale{2.0f}(x[threadIdx.x]); }\n")
+    res = convert_file(str(cu))  # d converts, so the others are reported refused
+    rule = ("a device function that needs the rTask context is converted only when it is a function at namespace "
+            "scope spelled in the .cu file or a local header")
+    assert {r["name"]: r["diagnostics"] for r in res.refused} == {
+        "a": [f"{cu}:6:55: error: 'operator()' (defined in m.cu) uses __shared__ memory: {rule}"],
+        "b": [f"{cu}:7:48: error: 'lane' (defined in m.cu) uses threadIdx: {rule}"],
+        "c": [f"{cu}:8:37: error: 'Fence' (defined in m.cu) uses __syncthreads: {rule}"]}
+    assert [m.name for m in res.rkernels] == ["d"]
+    assert "auto sync = [&] { rt::sync(__rt); }; sync();" in res.output
+    with pytest.raises(ConversionError):
+        convert_file(str(cu), kernels=["a"])
+
+
+MIXED_CANDIDATES = """__device__ float pick(float v, int) { return v + threadIdx.x; }
+__device__ float pick(float v, float) { return v; }
+template <class T> __device__ float twice(T v) { return pick(v, v) * 2.0f; }
+__global__ void k(float *x) { x[threadIdx.x] = twice(x[threadIdx.x]); }
+"""
+
+
+def test_dependent_call_whose_candidates_differ_in_context_is_refused(tmp_path):
+    """A dependent call with one candidate that needs the rTask context and one that does not cannot name
+    clones (the one that needs none has no clone): refused at the call, never left half converted."""
+    cu = tmp_path / "o.cu"
+    cu.write_text(MIXED_CANDIDATES)
+    with pytest.raises(ConversionError) as e:
+        convert_file(str(cu))
+    assert e.value.refused[0]["diagnostics"] == [
+        f"{cu}:3:57: error: call to pick: some of its candidates need the rTask context and some do not, so the "
+        "call cannot name their clones"]

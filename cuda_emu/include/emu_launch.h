@@ -34,8 +34,9 @@ inline bool fibers_reserve(size_t n, size_t stack) {
 }
 // Every fiber stack and shared-memory area is its own mapping (plus a guard), and each built module keeps its
 // own pool: kept between launches they exhaust vm.max_map_count (65530) once a process has run a few dozen
-// large modules. After a launch only the first kKeepFibers stacks and kKeepAreas areas stay mapped.
-constexpr size_t kKeepFibers = 64, kKeepAreas = 4;
+// large modules. After a launch only the first kKeepFibers stacks and kKeepAreas areas stay mapped: 16 keeps a
+// whole test suite (hundreds of modules in one pytest process) well inside the limit; 64 did not.
+constexpr size_t kKeepFibers = 16, kKeepAreas = 2;
 inline void pools_trim() {
   for (size_t i = kKeepFibers; i < g.pool_n; ++i) {
     Fiber* f = g.pool[i];

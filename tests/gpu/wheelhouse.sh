@@ -8,9 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 WANT=(libclang simpleeval cxxfilt)
 mkdir -p .whl
-git_dir=$(git rev-parse --git-dir 2>/dev/null || true)
-if [ -n "$git_dir" ] && ! grep -qx '/.whl/' "$git_dir/info/exclude" 2>/dev/null; then
-  mkdir -p "$git_dir/info" && echo '/.whl/' >> "$git_dir/info/exclude"
+exclude=$(git rev-parse --git-path info/exclude 2>/dev/null || true)
+if [ -n "$exclude" ] && ! grep -qx '/.whl/' "$exclude" 2>/dev/null; then
+  mkdir -p "$(dirname "$exclude")" && echo '/.whl/' >> "$exclude"
 fi
 rm -f .whl/*.whl
 for pkg in "${WANT[@]}"; do

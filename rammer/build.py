@@ -236,6 +236,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     accurate arithmetic the kernels may use. `veus_per_sm` sizes resident slices for that many vEUs sharing an SM
     (default: searched by a GPU build without `veus`, else ceil(vEUs / SMs) on a GPU and 1 on the CPU)."""
     from scheduler.export import graph_to_onnx
+    from scheduler.onnx_files import save_standalone
     from scheduler.passes import check_pass_names
     from scheduler.pipeline import load_workload, op_dependencies, plan_workload
     from scheduler.profiler import H100
@@ -330,7 +331,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         plan.save(tmp / "plan.json")
         weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
         np.savez(tmp / "weights.npz", **{npz_key(k): np.ascontiguousarray(v) for k, v in weights.items()})
-        shutil.copyfile(model_path, tmp / "model.onnx")
+        save_standalone(model_path, tmp / "model.onnx")  # with its external data, for `rammer run --check`
         (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.barrier_cost_us))
         slices = schedule_slices(plan, programs, profiler.barrier_cost_us)
         (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
@@ -533,10 +534,9 @@ def weight_traffic(plan: Any, graph: Any, model_path: str | Path) -> dict:
     """The weight bytes the plan reads per inference (scheduler.report.weight_bytes_read), the model's own weight
     bytes (its ONNX initializers, counted from the file, not from our graph) and how many resident families run
     pinned: the figures issue 15 compares (weight-stationary layers read their weights once)."""
-    from onnx import numpy_helper
+    from scheduler.onnx_files import initializer_bytes, load_structure
     from scheduler.report import weight_bytes_read
-    model = onnx.load(str(model_path), load_external_data=False)
-    own = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    own = initializer_bytes(load_structure(model_path))  # from types and dims: external data is not read
     families = {op.launch.resident.family for op in plan.ops if op.pinned}
     return {"weight_bytes_read": weight_bytes_read(plan, graph), "model_weight_bytes": int(own),
             "resident_families": len(families)}

@@ -33,10 +33,10 @@ from toolchain.cache import cache_dir as toolchain_cache_dir
 from toolchain.cache import content_key, evict
 from toolchain.stubs import stub_dirs
 
+from .env import STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV
+
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 DEFAULT_YIELD_BUDGET = 20_000_000
-YIELD_BUDGET_ENV = "RAMMER_EMU_YIELD_BUDGET"    # overrides the defaults below (the CLIs' --yield-budget sets it)
-STALL_TIMEOUT_ENV = "RAMMER_EMU_STALL_TIMEOUT"  # seconds; 0 turns the stall watchdog off (--stall-timeout)
 DEFAULT_STACK_SIZE = 64 * 1024
 DEFAULT_STALL_TIMEOUT = 30.0      # seconds one thread may run without reaching a yield point
 # hidden + no GNU unique: each library keeps its own emulator state; stack-clash protection makes a frame

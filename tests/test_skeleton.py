@@ -61,7 +61,7 @@ def test_unknown_kernel_is_one_line(tmp_path):
     src.write_text("__global__ void only(float *o) { o[0] = 1; }\n")
     r = subprocess.run([sys.executable, "-m", "rtransform.cli", "spec", str(src), "--kernel", "other"],
                        capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert r.returncode == 1 and r.stderr.strip() == (f"{src}:1:1: error: kernel 'other' not found "
+    assert r.returncode == 2 and r.stderr.strip() == (f"{src}:1:1: error: kernel 'other' not found "
                                                       "(__global__ functions: only)")
 
 

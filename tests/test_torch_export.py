@@ -1,4 +1,4 @@
-"""Models exported from PyTorch (rammer/torch_export.py): each exports, builds for the CPU target and matches
+"""Models exported from PyTorch (rammer/export.py, `rammer export`): each exports, builds for the CPU target and matches
 onnxruntime at `rammer run --check`'s tolerance. Needs torch (the `bench` extra): skipped, with the reason shown,
 without it."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rammer.check import RTOL
-from rammer.torch_export import MODELS, build_and_check
+from rammer.export import MODELS, build_and_check
 
 
 @pytest.mark.slow
@@ -24,8 +24,34 @@ def test_exported_model_builds_and_matches_onnxruntime(tmp_path: Path, name: str
     assert result.input_dependent, f"{name}: the output does not depend on the input, the check proves nothing"
 
 
-def test_export_cli_without_torch_or_with_an_unknown_model_is_one_line(capsys) -> None:
-    from rammer.torch_export import main
-    code = main(["-o", "/nonexistent-never-written", "--models", "no_such_model"])
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "error:" in err
+def test_export_cli_without_torch_or_with_an_unknown_model_is_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from rammer.cli import main
+    res = CliRunner().invoke(main, ["export", "no_such_model", "-o", str(tmp_path / "never")])
+    assert res.exit_code == 2 and "no_such_model" in res.output and not (tmp_path / "never").exists()
+    res = CliRunner().invoke(main, ["export", "resnet18", "-o", str(tmp_path / "out")])
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        assert res.exit_code == 3 and res.output.count("\n") == 1 and "torch is not installed" in res.output
+        return
+    assert res.exit_code == 0 and (tmp_path / "out" / "resnet18.onnx").is_file()
+
+
+@pytest.mark.slow
+def test_exported_model_builds_from_another_folder_and_passes_check(tmp_path: Path, monkeypatch) -> None:
+    """What a new user does: `rammer export`, then `rammer build` from another folder, then `rammer run --check`."""
+    pytest.importorskip("torch", reason="torch is not installed (pip install -e '.[bench]')")
+    from click.testing import CliRunner
+
+    from rammer.cli import main
+    runner = CliRunner()
+    res = runner.invoke(main, ["export", "squeezenet1_1", "-o", str(tmp_path / "models")])
+    assert res.exit_code == 0, res.output
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    res = runner.invoke(main, ["build", "../models/squeezenet1_1.onnx", "-o", "sq", "--target", "cpu"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["run", "sq", "--check"])
+    assert res.exit_code == 0 and "check: PASS" in res.output, res.output

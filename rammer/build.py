@@ -240,7 +240,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     from scheduler.passes import check_pass_names
     from scheduler.pipeline import load_workload, op_dependencies, plan_workload
     from scheduler.profiler import H100
-    from scheduler.report import render_report, schedule_slices, timeline_svg, timeline_trace
+    from scheduler.report import render_report, schedule_slices, schedule_source, timeline_svg, timeline_trace
 
     out = Path(out_dir)
     check_output_folder(out, model_path)
@@ -257,7 +257,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     check_veus(num_veus, target)
     profiler = make_profiler(profile, target, num_veus)
     if not quiet:
-        print(f"  {profiler.describe()}", file=sys.stderr)
+        print(f"  {profiler.describe(target)}", file=sys.stderr)
     dumps: dict[int, dict[str, Any]] = {}  # per vEUs per SM the slices were sized for: pass name -> graph
 
     def load_at(k: int, prof: Any, what: str) -> tuple[Graph, Any]:
@@ -332,14 +332,14 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
         np.savez(tmp / "weights.npz", **{npz_key(k): np.ascontiguousarray(v) for k, v in weights.items()})
         save_standalone(model_path, tmp / "model.onnx")  # with its external data, for `rammer run --check`
-        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.barrier_cost_us))
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.barrier_cost_us, target))
         slices = schedule_slices(plan, programs, profiler.barrier_cost_us)
-        (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
+        (tmp / "timeline.json").write_text(timeline_trace({schedule_source(target): slices},
                                                           {"model": str(model_path), "policy": policy,
-                                                           "profiler": profiler.describe()}))
+                                                           "profiler": profiler.describe(target)}))
         for name, model in dumps.get(graph.veus_per_sm, {}).items():
             onnx.save(model, str(tmp / f"after-{name}.onnx"))
-        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(), "precision": precision,
+        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(target), "precision": precision,
                                                         "passes": [r.to_json() for r in graph.pass_log],
                                                         "veus_per_sm": per_sm,
                                                         "occupancy": occupancy.describe() if occupancy else None,

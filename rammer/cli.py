@@ -30,11 +30,6 @@ def _profiles() -> tuple[str, ...]:
     return PROFILES
 
 
-def _pass_names() -> list[str]:
-    from scheduler.passes import PASSES
-    return [p.name for p in PASSES]
-
-
 class CommandError(Exception):
     """A command that stops: str() is its one line, .code its exit status (toolchain.exits.Exit)."""
 
@@ -74,9 +69,9 @@ def main() -> None:
               help="size weight-stationary slices for this many vEUs sharing an SM (default: a GPU build without "
                    "--veus tries 1-4 and keeps the fastest predicted; else ceil(vEUs / 132) on a GPU, 1 on the CPU)")
 @click.option("--profile", type=LazyChoice(_profiles), default="auto", show_default=True, help=PROFILE_HELP)
-@click.option("--disable-pass", "disable_passes", multiple=True, type=LazyChoice(_pass_names), metavar="NAME",
-              help="leave a graph pass out (repeatable; `rammer build --help` lists them below)")
-@click.option("--dump-after", "dump_after", multiple=True, type=LazyChoice(_pass_names), metavar="NAME",
+@click.option("--disable-pass", "disable_passes", multiple=True, metavar="NAME",
+              help="leave a graph pass out (repeatable; an unknown NAME is refused with the list of passes)")
+@click.option("--dump-after", "dump_after", multiple=True, metavar="NAME",
               help="write the graph after this pass as OUT_DIR/after-NAME.onnx (repeatable; open it in Netron)")
 @click.option("--backends", default=None, metavar="LIST",
               help="comma-separated backends nodes may run on: rtask, library, user (default: every one available "
@@ -287,7 +282,14 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
     from scheduler.graph import SchedulerError
     from scheduler.onnx_import import ModelError, first_line
 
+    from scheduler.passes import check_pass_names
+
     from .build import build_model
+    try:
+        check_pass_names(list(disable_passes) + list(dump_after))
+    except SchedulerError as exc:
+        print(_one_line(exc), file=sys.stderr)
+        return Exit.USAGE
     target = resolve_target(target, "building")
     if target == "gpu" and profile == "measured":
         try:

@@ -822,8 +822,9 @@ def hundred_line_kernel() -> str:
                       "  if (i < n) out[i] = acc;", "}", ""])
 
 
-def test_hundred_line_kernel_converts_quickly(tmp_path):
-    """Conversion of a 100-line kernel file takes well under a second (bound asserted loosely: 5 s)."""
+def test_hundred_line_kernel_converts(tmp_path):
+    """A 100-line kernel file converts with every barrier found; the time is printed, never asserted (README
+    "Measured" quotes it)."""
     text = hundred_line_kernel()
     assert 95 <= len(text.splitlines()) <= 105
     name = str(tmp_path / "long.cu")
@@ -835,7 +836,6 @@ def test_hundred_line_kernel_converts_quickly(tmp_path):
         times.append(time.perf_counter() - t0)
     print(f"\n100-line kernel: conversion {min(times) * 1e3:.0f} ms (best of 3), {max(times) * 1e3:.0f} ms worst")
     assert len(res.rkernels[0].barrier_sites) == text.count("__syncthreads")
-    assert max(times) < 5.0
 
 
 # ---- regressions: #line after generated code, __launch_bounds__, extern "C", refusals, errors, output files --------

@@ -725,12 +725,16 @@ def test_refused_construct_is_reported_at_the_construct(name, tmp_path):
 
 @pytest.mark.parametrize("case", ["no_kernel.cu", "prose.txt", "<missing>"])
 def test_unconvertible_input_gives_one_error_line(case, tmp_path):
-    """No kernel, not CUDA at all, or no file: one error line naming the file, non-zero exit, nothing written."""
+    """No kernel, not CUDA at all, or no file: one error line naming the file, non-zero exit, nothing written; a
+    missing file has no line to point at, so its line has no position (exit 2, bad input)."""
     path = tmp_path / "absent.cu" if case == "<missing>" else RDIR / case
     out_dir = tmp_path / "out"
     r = run_cli("convert", str(path), "-o", str(out_dir / "x.cu"))
     assert r.returncode != 0
     errors = [t for t in r.stderr.splitlines() if t.strip()]
+    if case == "<missing>":
+        assert r.returncode == 2 and errors == [f"{path}: error: no such file"], r.stderr
+        return
     assert len(errors) == 1 and ERROR_LINE.fullmatch(errors[0]), r.stderr
     assert ERROR_LINE.fullmatch(errors[0]).group(1) == str(path)
     assert not out_dir.exists() or not any(out_dir.iterdir())

@@ -201,7 +201,7 @@ def test_missing_and_unknown_inputs_and_missing_build(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="unknown input"):
         built.run({"x": np.zeros((1, 16), np.float32), "z": np.zeros(1)})
     res = rammer_cli("run", str(tmp_path / "nothing-here"))
-    assert res.returncode == 1 and res.stderr.count("\n") == 1 and "rammer build" in res.stderr
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "rammer build" in res.stderr  # bad input
 
 
 def test_custom_corpus_folder(tmp_path: Path) -> None:

@@ -246,13 +246,13 @@ def test_verify_reports_a_refused_kernel_in_one_line(tmp_path, capsys):
     assert err.count("\n") == 0 and err.startswith(f"{tmp_path / 'gs.cu'}:4:") and "grid" in err
 
 
-def test_gpu_device_without_gpu_exits_2():
+def test_gpu_device_without_gpu_exits_3():
     ok, reason = gpu_available()
     if ok:
         pytest.skip(f"a GPU is present ({reason})")
     cu, spec = paths("grid_stride_axpy")
     p = cli("run", cu, "--spec", spec, "--device", "gpu")
-    assert p.returncode == 2 and p.stderr.startswith("no GPU: ") and p.stderr.strip().count("\n") == 0
+    assert p.returncode == 3 and p.stderr.startswith("no GPU: ") and p.stderr.strip().count("\n") == 0
 
 
 @pytest.mark.gpu

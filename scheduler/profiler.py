@@ -214,11 +214,11 @@ class Profiler:
         if target == "cpu" and self.mode == "model":
             return (f"profiler: mode=model, the {self.device.name} cost model orders the plan (target cpu: the "
                     f"CPU emulator runs it; no time is predicted) vEUs={self.num_veus}")
-        if target == "cpu":
+        runtime = f"barrier={self.device.barrier_us:.3g}us launch={self.device.launch_us:.3g}us"
+        if target == "cpu":  # measured on the emulator: its own times, said to be so
             return (f"profiler: mode={self.mode} device={self.device.name} (emulator times, which order the plan "
-                    f"and say nothing about a GPU) vEUs={self.num_veus} cache={cache}")
-        return (f"profiler: mode={self.mode} device={self.device.name} vEUs={self.num_veus} cache={cache} "
-                f"barrier={self.device.barrier_us:.3g}us launch={self.device.launch_us:.3g}us")
+                    f"and say nothing about a GPU) vEUs={self.num_veus} cache={cache} {runtime}")
+        return f"profiler: mode={self.mode} device={self.device.name} vEUs={self.num_veus} cache={cache} {runtime}"
 
     def rtask_us(self, launch: Any) -> float:
         """Time of one rTask of `launch` on one vEU."""

@@ -526,10 +526,11 @@ def test_cu_overloads_reached_through_a_dependent_call_are_cloned_and_verify(tmp
     assert result.ok, result.summary()
 
 
-def test_cu_member_functions_that_need_the_context_are_refused_at_the_call(tmp_path):
-    """Member functions of the .cu file's classes are not cloned: one that reads the indices, uses __shared__
-    memory or synchronises (an operator(), a static method, a constructor) is refused at its call, one line each;
-    a member that needs nothing of the block (a functor's arithmetic) converts; a kernel's own lambda is its body."""
+def test_cu_member_functions_are_cloned_operators_and_constructors_refused(tmp_path):
+    """Named member functions of the .cu file's classes that need the rTask context are cloned into their class (a
+    static method reading the indices converts and verifies); an operator or constructor that needs it is refused
+    at its call, one line each; a member that needs nothing of the block (a functor's arithmetic) is left as it
+    is; a kernel's own lambda is its body."""
     cu = tmp_path / "m.cu"
     cu.write_text("struct Sum { __device__ float operator()(float v) const {\n"
                   "  __shared__ float s[64]; s[threadIdx.x] = v; __syncthreads(); return s[0] + s[1]; } };\n"
@@ -537,21 +538,28 @@ def test_cu_member_functions_that_need_the_context_are_refused_at_the_call(tmp_p
                   "struct Fence { __device__ Fence() { __syncthreads(); } };\n"
                   "struct Scale { float k; __device__ float operator()(float v) const { return k * v; } };\n"
                   "__global__ void a(float *x) { Sum s; x[threadIdx.x] = s(x[threadIdx.x]); }\n"
-                  "__global__ void b(float *x) { x[threadIdx.x] = Idx::lane(); }\n"
+                  "__global__ void b(float *x) { x[blockIdx.x * blockDim.x + threadIdx.x] = Idx::lane(); }\n"
                   "__global__ void c(float *x) { Fence f; x[threadIdx.x] = 1.0f; }\n"
                   "__global__ void d(float *x) { auto sync = [] { __syncthreads(); }; sync();\n"
                   "  x[threadIdx.x] = Scale{2.0f}(x[threadIdx.x]); }\n")
-    res = convert_file(str(cu))  # d converts, so the others are reported refused
-    rule = ("a device function that needs the rTask context is converted only when it is a function at namespace "
-            "scope spelled in the .cu file or a local header")
+    res = convert_file(str(cu))
+    rule = "operators, constructors and destructors are not given a clone that takes the rTask (named member " \
+           "functions are)"
     assert {r["name"]: r["diagnostics"] for r in res.refused} == {
-        "a": [f"{cu}:6:55: error: 'operator()' (defined in m.cu) uses __shared__ memory: {rule}"],
-        "b": [f"{cu}:7:48: error: 'lane' (defined in m.cu) uses threadIdx: {rule}"],
-        "c": [f"{cu}:8:37: error: 'Fence' (defined in m.cu) uses __syncthreads: {rule}"]}
-    assert [m.name for m in res.rkernels] == ["d"]
-    assert "auto sync = [&] { rt::sync(__rt); }; sync();" in res.output
+        "a": [f"{cu}:6:55: error: operator 'Sum::operator()' uses the legacy thread/block indices: {rule}"],
+        "c": [f"{cu}:8:37: error: constructor 'Fence::Fence' uses __syncthreads: {rule}"]}
+    assert [m.name for m in res.rkernels] == ["b", "d"]
+    assert "static __device__ int lane__rt(rt::Task& __rt) { RT_LEGACY_INDICES(__rt); return threadIdx.x % 32; }" \
+        in res.output and "= Idx::lane__rt(__rt);" in res.output
+    assert "auto sync = [&] { rt::sync(__rt); }; sync();" in res.output and "Scale{2.0f}(x[threadIdx.x])" in res.output
     with pytest.raises(ConversionError):
         convert_file(str(cu), kernels=["a"])
+    spec = tmp_path / "b.yaml"
+    spec.write_text("kernel: b\ngrid: [3]\nblock: [96]\nargs:\n"
+                    "- {name: x, kind: buffer, dtype: float32, size: 288, init: zeros}\noutputs: [x]\ntolerance: 0\n")
+    assert run_file(str(cu), str(spec)).outputs["x"].tolist() == [float(t % 96 % 32) for t in range(288)]
+    result = verify_file(str(cu), str(spec))
+    assert result.ok, result.summary()
 
 
 MIXED_CANDIDATES = """__device__ float pick(float v, int) { return v + threadIdx.x; }
@@ -571,3 +579,168 @@ def test_dependent_call_whose_candidates_differ_in_context_is_refused(tmp_path):
     assert e.value.refused[0]["diagnostics"] == [
         f"{cu}:3:57: error: call to pick: some of its candidates need the rTask context and some do not, so the "
         "call cannot name their clones"]
+
+
+# ---- the CUDA samples' SharedMemory<T> and class members (samples_reduction/, struct_members/) ------------------
+REDUCE = KDIR / "samples_reduction" / "reduce_kernels.cu"
+MEMBERS = KDIR / "struct_members" / "block_tools.cu"
+
+
+def _spec(tmp_path: Path, kernel: str, targs: list, grid: int, block: int, smem: int, args: list[str],
+          outputs: list[str]) -> Path:
+    spec = tmp_path / f"{kernel}.spec.yaml"
+    spec.write_text(f"kernel: {kernel}\ntemplate_args: {targs}\ngrid: [{grid}]\nblock: [{block}]\n"
+                    f"dynamic_smem: {smem}\nargs:\n" + "".join(f"- {a}\n" for a in args)
+                    + f"outputs: {outputs}\ntolerance: 0\n")
+    return spec
+
+
+def _verified(cu: Path, spec: Path) -> None:
+    result = verify_file(str(cu), str(spec))
+    assert result.ok, result.summary()
+
+
+def test_shared_memory_accessor_needs_no_context_and_is_left_alone():
+    """SharedMemory<T>'s conversion operators return extern __shared__ arrays, which alias the vEU's dynamic buffer
+    as they are: no clone, no refusal (before: "'operator float *' ... uses __shared__ memory"); the header stays
+    untouched and every kernel of the file converts."""
+    res = convert_file(str(REDUCE))
+    assert sorted(m.name for m in res.rkernels) == ["reduce_first_add", "reduce_max_abs", "scan_blocks"]
+    assert res.refused == [] and "__rt(" not in res.output.split("reduce_first_add__rtask")[0].split(
+        '#line 1 "')[1].replace("rtask_runtime", "")
+    assert "T *sdata = SharedMemory<T>();" in res.output and "float *s = FloatScratch();" in res.output
+    assert all(m.dynamic_smem for m in res.rkernels)
+
+
+@pytest.mark.parametrize("dtype,block,n", [("int32", 64, 1000), ("float32", 256, 700), ("float64", 32, 96)])
+def test_samples_scan_through_shared_memory_verifies_bit_exact(tmp_path, dtype, block, n):
+    """scan_blocks<T>: a double-buffered block scan in SharedMemory<T>'s dynamic shared memory."""
+    ctype = {"int32": "int", "float32": "float", "float64": "double"}[dtype]
+    grid = (n + block - 1) // block
+    size = np.dtype(dtype).itemsize
+    spec = _spec(tmp_path, "scan_blocks", [ctype], grid, block, 2 * block * size,
+                 [f"{{name: in, kind: buffer, dtype: {dtype}, size: {n}, init: random, low: -50, high: 50}}",
+                  f"{{name: out, kind: buffer, dtype: {dtype}, size: {n}, init: zeros}}",
+                  f"{{name: block_sums, kind: buffer, dtype: {dtype}, size: {grid}, init: zeros}}",
+                  f"{{name: n, kind: scalar, dtype: int32, value: {n}}}"], ["out", "block_sums"])
+    run = run_file(str(REDUCE), str(spec))
+    x = np.zeros(grid * block)
+    x[:n] = run.inputs["in"]
+    scans = np.cumsum(x.reshape(grid, block), axis=1)
+    np.testing.assert_allclose(run.outputs["out"], scans.ravel()[:n], rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(run.outputs["block_sums"], scans[:, -1], rtol=1e-5, atol=1e-3)
+    _verified(REDUCE, spec)
+
+
+@pytest.mark.parametrize("dtype,block", [("float64", 64), ("float64", 256), ("int32", 128)])
+def test_samples_reduce_through_the_double_specialisation_verifies(tmp_path, dtype, block):
+    """reduce_first_add<double> reaches SharedMemory<double>'s own extern array (the specialisation), int the
+    generic one."""
+    ctype = {"float64": "double", "int32": "int"}[dtype]
+    n, grid = 7 * block + 3, 4
+    spec = _spec(tmp_path, "reduce_first_add", [ctype], grid, block, 8 * block,
+                 [f"{{name: g_idata, kind: buffer, dtype: {dtype}, size: {n}, init: random}}",
+                  f"{{name: g_odata, kind: buffer, dtype: {dtype}, size: {grid}, init: zeros}}",
+                  f"{{name: n, kind: scalar, dtype: uint32, value: {n}}}"], ["g_odata"])
+    run = run_file(str(REDUCE), str(spec))
+    x = run.inputs["g_idata"]
+    want = [x[b * 2 * block:(b + 1) * 2 * block].sum() for b in range(grid)]
+    np.testing.assert_allclose(run.outputs["g_odata"], want, rtol=1e-9, atol=1e-9)
+    _verified(REDUCE, spec)
+
+
+@pytest.mark.parametrize("block", [32, 128, 256])
+def test_local_accessor_struct_in_a_plain_kernel_verifies(tmp_path, block):
+    spec = _spec(tmp_path, "reduce_max_abs", [], 3, block, 4 * block,
+                 [f"{{name: in, kind: buffer, dtype: float32, size: {3 * block - 5}, init: random}}",
+                  "{name: out, kind: buffer, dtype: float32, size: 3, init: zeros}",
+                  f"{{name: n, kind: scalar, dtype: int32, value: {3 * block - 5}}}"], ["out"])
+    run = run_file(str(REDUCE), str(spec))
+    x = np.abs(run.inputs["in"])
+    assert run.outputs["out"].tolist() == [x[b * block:(b + 1) * block].max() for b in range(3)]
+    _verified(REDUCE, spec)
+
+
+def test_class_members_that_need_the_context_are_cloned_into_their_class():
+    """BlockSum's members (indices, shuffles, barriers; one defined outside the class template, one static) and
+    Stager's (a static __shared__ buffer of its own, called through another member) get clones beside them; the
+    kernels call the clones; nothing is refused."""
+    res = convert_file(str(MEMBERS))
+    assert res.refused == []
+    out = res.output
+    for clone in ["int lane__rt(rt::Task& __rt) const", "float warp_sum__rt(rt::Task& __rt, float v) const",
+                  "float sum__rt(rt::Task& __rt, float v);", "float BlockSum<BLOCK>::sum__rt(rt::Task& __rt, float v)",
+                  "static __device__ unsigned first_index__rt(rt::Task& __rt)",
+                  "template <class __RtL> __device__ float neighbour_sum__rt(rt::Task& __rt, __RtL& __rt_sh, int i",
+                  "return 2.0f * neighbour_sum__rt(__rt, __rt_sh, i, n);"]:
+        assert clone in out, clone
+    assert "bs.sum__rt(__rt, v)" in out and "BlockSum<BLOCK>::first_index__rt(__rt)" in out
+    assert "s.doubled__rt(__rt, __rt_sh, i, n)" in out
+    pair = next(m for m in res.rkernels if m.name == "pair_sums")
+    assert [v["member"] for v in pair.shared_variables] == ["neighbour_sum__stage"]
+
+
+@pytest.mark.parametrize("block,n", [(64, 200), (128, 500), (128, 512)])
+def test_class_template_members_verify_bit_exact(tmp_path, block, n):
+    grid = (n + block - 1) // block
+    spec = _spec(tmp_path, "center_rows", [block], grid, block, 0,
+                 [f"{{name: in, kind: buffer, dtype: float32, size: {n}, init: random}}",
+                  f"{{name: out, kind: buffer, dtype: float32, size: {n}, init: zeros}}",
+                  f"{{name: n, kind: scalar, dtype: int32, value: {n}}}"], ["out"])
+    run = run_file(str(MEMBERS), str(spec))
+    x = np.zeros(grid * block)
+    x[:n] = run.inputs["in"]
+    rows = x.reshape(grid, block)
+    np.testing.assert_allclose(run.outputs["out"], (rows - rows.mean(axis=1, keepdims=True)).ravel()[:n],
+                               rtol=1e-5, atol=1e-5)
+    _verified(MEMBERS, spec)
+
+
+@pytest.mark.parametrize("block", [64, 96, 256])
+def test_member_with_its_own_shared_buffer_verifies_bit_exact(tmp_path, block):
+    n = 3 * block - 7
+    spec = _spec(tmp_path, "pair_sums", [], 3, block, 0,
+                 [f"{{name: in, kind: buffer, dtype: float32, size: {n}, init: random}}",
+                  f"{{name: out, kind: buffer, dtype: float32, size: {n}, init: zeros}}",
+                  f"{{name: n, kind: scalar, dtype: int32, value: {n}}}"], ["out"])
+    run = run_file(str(MEMBERS), str(spec))
+    x = np.zeros(3 * block, np.float32)
+    x[:n] = run.inputs["in"]
+    rows = x.reshape(3, block)
+    want = (2 * (rows + np.roll(rows, -1, axis=1))).ravel()[:n]
+    assert np.array_equal(run.outputs["out"], want)
+    _verified(MEMBERS, spec)
+
+
+@pytest.mark.nvcc
+def test_samples_reduction_and_members_compile_for_sm90(nvcc_path, tmp_path):
+    """The converted files (clones inside the classes, out-of-class clone definitions) compile for sm_90 with the
+    instantiations a host launcher would make."""
+    from toolchain.nvcc import nvcc_compile
+    from vdevice import RUNTIME_INCLUDE
+    insts = {REDUCE: ["template __global__ void scan_blocks<float>(const float *, float *, float *, int);",
+                      "template __global__ void reduce_first_add<double>(const double *, double *, unsigned);"],
+             MEMBERS: []}
+    for cu, extra in insts.items():
+        src = tmp_path / f"{cu.stem}.rtask.cu"
+        src.write_text(convert_file(str(cu)).output + "\n" + "\n".join(extra) + "\n")
+        r = nvcc_compile(src, src.with_suffix(".cubin"), "sm_90", ["-cubin"],
+                         include_dirs=[str(RUNTIME_INCLUDE), str(cu.parent)])
+        assert r.returncode == 0, f"{cu.name}: " + (r.stdout + r.stderr)[-4000:]
+
+
+def test_header_class_member_that_needs_the_context_is_refused_precisely(tmp_path):
+    """A local header's class cannot gain a clone (the header is never written): its member that reads the
+    indices is refused at the call, one line naming the header; its member that needs nothing converts."""
+    header = ("#pragma once\nstruct Lane { __device__ int get() const { return threadIdx.x % 32; }\n"
+              "  __device__ float twice(float v) const { return 2.0f * v; } };\n")
+    (tmp_path / "lane.h").write_text(header)
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "lane.h"\n__global__ void a(float *x) { Lane l; x[threadIdx.x] = l.get(); }\n'
+                  "__global__ void b(float *x) { Lane l; x[threadIdx.x] = l.twice(x[threadIdx.x]); }\n")
+    res = convert_file(str(cu))
+    assert [m.name for m in res.rkernels] == ["b"]
+    assert res.refused == [{"name": "a", "diagnostics": [
+        f"{cu}:2:56: error: 'get' (a member of a class in lane.h) uses threadIdx: a local header's class cannot be "
+        "given a clone that takes the rTask (the header is not rewritten)"]}]
+    assert (tmp_path / "lane.h").read_text() == header

@@ -142,3 +142,12 @@ def smooth_rows(a):
         pad[1:-1] = first[:len(seg)]
         out[lo:lo + len(seg)] = (pad[:-2] + pad[1:-1] + pad[2:]) / third
     return {"out": out}
+
+
+def reduce_kernels(a):
+    """scan_blocks<int>, 128 threads: each block's inclusive prefix sums (zero past n) and its total."""
+    n, bs = int(a["n"]), 128
+    x = np.zeros(5 * bs, np.int64)
+    x[:n] = a["in"][:n]
+    scans = np.cumsum(x.reshape(5, bs), axis=1)
+    return {"out": scans.ravel()[:n].astype(np.int32), "block_sums": scans[:, -1].astype(np.int32)}

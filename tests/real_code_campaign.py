@@ -1,0 +1,371 @@
+"""The real-code campaign: every __global__ kernel of fetched repositories, converted, compiled for sm_90, run
+legacy and converted on the CPU under the sanitizers, verified; docs/REAL_CODE.md written from the results.
+
+    python3 tests/real_code_campaign.py REPO_DIR... [--jobs 1] [--timeout 240] [--only-report] [--md PATH]
+
+Each REPO_DIR is a work tree checked out outside every git worktree of this project (never committed). Results go
+to REPO_DIR/../.campaign/<repo>.jsonl, one line per kernel, appended as each kernel finishes: a rerun skips the
+kernels already there (resumable; delete the file to redo a repository). Per kernel, in a child process with a
+timeout: a launch spec derived from the host code (`rtransform spec --from-host`), the skeleton guess otherwise;
+the legacy kernel run with memcheck, racecheck and synccheck; then the verify (the converted rKernel on the
+persistent executor, several rTasks per vEU, shuffled, against the legacy outputs). A file's conversion and its
+nvcc compile for sm_90 run once per file, in a child of their own.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SUFFIXES = (".cu", ".cuh")
+KERNEL_RE = re.compile(r"__global__\b")
+SKIP_DIRS = {".git", "build", "third_party", "3rdparty", "external"}
+FILE_TIMEOUT_S = 300
+KERNEL_TIMEOUT_S = 240
+INCLUDE_DIR_NAMES = {"include", "inc", "common", "Common", "utils", "util"}
+
+# Why a kernel was refused or failed, as a class: first matching pattern of its first diagnostic (data table).
+REASON_CLASSES: list[tuple[str, str]] = [
+    (r"texture|surface", "texture/surface reference (removed in CUDA 12)"),
+    (r"grid-wide|this_grid|grid_group", "grid-wide synchronisation"),
+    (r"dynamic parallelism", "dynamic parallelism"),
+    (r"inline asm reads", "inline asm reading hardware indices"),
+    (r"through a macro", "intrinsic reached through a macro"),
+    (r"a member of a class in", "member of a header's class needs the rTask"),
+    (r"operators, constructors", "operator/constructor needs the rTask"),
+    (r"candidates need the rTask", "dependent call with mixed candidates"),
+    (r"template argument", "header function passed as template argument"),
+    (r"file-scope __shared__", "header's file-scope __shared__"),
+    (r"depends on the template arguments", "__shared__ sized by template arguments"),
+    (r"file not found|not found", "header not found"),
+    (r"unknown type name|undeclared identifier|no template named|no member named|no matching",
+     "declaration the parse lacks (clang)"),
+    (r"timeout", "timeout"),
+    (r"memcheck", "memcheck report"),
+    (r"racecheck", "racecheck report"),
+    (r"synccheck", "synccheck report"),
+    (r"yield budget|deadlock|stall", "emulator watchdog (hang or spin)"),
+    (r"spec|SpecError|no launch", "no runnable spec"),
+    (r"error:", "compile or run error"),
+]
+
+
+def reason_class(message: str | None) -> str:
+    """The class of a failure message (REASON_CLASSES), or "other"."""
+    for pat, name in REASON_CLASSES:
+        if message and re.search(pat, message):
+            return name
+    return "other"
+
+
+# ---- discovery -------------------------------------------------------------------------------------------------
+def kernel_files(repo: Path) -> list[Path]:
+    """Source files of the repository that declare a __global__ function."""
+    out = []
+    for root, dirs, files in os.walk(repo):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for f in sorted(files):
+            p = Path(root) / f
+            if p.suffix in SUFFIXES:
+                try:
+                    if KERNEL_RE.search(p.read_text(encoding="utf-8", errors="replace")):
+                        out.append(p)
+                except OSError:
+                    continue
+    return out
+
+
+def include_dirs(repo: Path, file: Path) -> list[str]:
+    """Folders a project's build would put on the include path: the file's own and its parents' include-like
+    folders up to the repository root, and the root."""
+    dirs: list[str] = []
+    d = file.parent
+    while True:
+        dirs.append(str(d))
+        dirs += [str(d / n) for n in sorted(INCLUDE_DIR_NAMES) if (d / n).is_dir()]
+        if d == repo or repo not in d.parents:
+            break
+        d = d.parent
+    return list(dict.fromkeys(dirs))
+
+
+# ---- per file: convert and compile (child process) ---------------------------------------------------------------
+def file_job(path: str, incs: list[str]) -> dict:
+    """Kernels of one file: converted or refused (with reason), and whether the converted file compiles for sm_90."""
+    from converter import ConversionError, convert_source
+    from converter.flags import CompileFlags
+    flags = CompileFlags(include_dirs=tuple(incs))
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    out: dict = {"kernels": {}, "compiled": None, "compile_error": None, "warnings": []}
+    try:
+        res = convert_source(text, path, flags=flags)
+    except ConversionError as e:
+        for r in e.refused:
+            out["kernels"][r["name"]] = {"converted": False, "reason": r["diagnostics"][0]}
+        if not e.refused:
+            out["error"] = e.diagnostics[0] if e.diagnostics else "conversion failed"
+        return out
+    except Exception as e:  # noqa: BLE001 - a converter crash is a result of the campaign, not its end
+        out["error"] = f"converter crash: {type(e).__name__}: {e}"
+        return out
+    out["warnings"] = res.warnings[:5]
+    for m in res.rkernels:
+        out["kernels"][m.name] = {"converted": True, "template": bool(m.template_params)}
+    for r in res.refused:
+        out["kernels"][r["name"]] = {"converted": False, "reason": r["diagnostics"][0]}
+    out["compiled"], out["compile_error"] = compile_sm90(res.output, path, incs)
+    return out
+
+
+def compile_sm90(converted: str, path: str, incs: list[str]) -> tuple[bool, str | None]:
+    """nvcc -arch=sm_90 -c of the converted text (beside the original, so its local headers resolve)."""
+    from toolchain.nvcc import find_nvcc
+    from toolchain.stubs import HOST_STUBS  # vendor headers the machine lacks (cuBLAS...), searched last
+    from vdevice import RUNTIME_INCLUDE
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return False, "no nvcc"
+    src = Path(path).with_name(Path(path).stem + ".rtcampaign.cu")
+    try:
+        src.write_text(converted)
+        def nvcc_ptx(file: Path) -> subprocess.CompletedProcess:
+            cmd = [nvcc, "-arch=sm_90", "-std=c++17", "-ptx", "-w", f"-I{RUNTIME_INCLUDE}", *[f"-I{d}" for d in incs],
+                   "-Xcompiler", f"-idirafter{HOST_STUBS}", str(file), "-o", os.devnull]
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=FILE_TIMEOUT_S)
+        r = nvcc_ptx(src)
+        if r.returncode == 0:
+            return True, None
+        err = next((ln for ln in (r.stderr + r.stdout).splitlines() if "error" in ln), (r.stderr or "")[:300])
+        if nvcc_ptx(Path(path)).returncode != 0:  # the project's own file does not build this way either
+            err = "the original does not compile alone either: " + err
+        return False, err.replace(str(src), path)[:400]
+    except subprocess.TimeoutExpired:
+        return False, "nvcc timeout"
+    finally:
+        src.unlink(missing_ok=True)
+
+
+# ---- per kernel: spec, legacy run, verify (child process) ----------------------------------------------------------
+def kernel_job(path: str, kernel: str, incs: list[str], work: str) -> dict:
+    """Spec (from the host code, else the skeleton), legacy run under the sanitizers, then the verify."""
+    from converter.flags import CompileFlags
+    from rtransform.run import launch, make_module, prepare
+    from rtransform.spec import make_inputs
+    from rtransform.verify import SANITIZE_ALL, verify_file
+    flags = CompileFlags(include_dirs=tuple(incs))
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    rec: dict = {}
+    spec_path = Path(work) / (re.sub(r"\W", "_", kernel) + ".spec.yaml")
+    try:
+        rec["spec_source"], rec["spec_notes"], spec_text = derive_spec(text, path, kernel, flags)
+        spec_path.write_text(spec_text)
+    except Exception as e:  # noqa: BLE001
+        rec["legacy"] = f"no spec: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return rec
+    try:
+        prep = prepare(path, str(spec_path), flags=flags)
+        mod = make_module("cpu", prep.build_source(prep.text), [prep.spec.kernel_expr()], prep.include_dirs,
+                          SANITIZE_ALL, prep.file, prep.flags.defines)
+        launch(mod, prep.spec.kernel_expr(), prep.spec.grid, prep.spec.block, prep.spec.dynamic_smem,
+               make_inputs(prep.spec))
+        rec["legacy"] = "ok"
+    except Exception as e:  # noqa: BLE001
+        rec["legacy"] = _one_line(e)
+        return rec
+    try:
+        result = verify_file(path, str(spec_path), flags=flags)
+        rec["verify"] = "verified" if result.ok else "differs: " + result.summary()[:300]
+    except Exception as e:  # noqa: BLE001
+        rec["verify"] = "error: " + _one_line(e)
+    return rec
+
+
+def derive_spec(text: str, path: str, kernel: str, flags) -> tuple[str, list[str], str]:
+    """('host' | 'skeleton', notes, YAML): the host code's launch when it yields a spec, else the skeleton."""
+    try:
+        from rtransform.host_spec import HostSpecError, spec_from_host
+    except ImportError:
+        spec_from_host = None
+    if spec_from_host is not None:
+        try:
+            hs = spec_from_host(text, path, kernel, flags=flags)
+            return "host", hs.notes, hs.yaml
+        except HostSpecError as e:
+            note = str(e)
+    else:
+        note = "no host_spec module"
+    from rtransform.skeleton import spec_skeleton
+    return "skeleton", [note], spec_skeleton(text, path, kernel, flags)
+
+
+def _one_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return (f"{type(e).__name__}: " + (s[0] if s else ""))[:400]
+
+
+# ---- orchestration -----------------------------------------------------------------------------------------------
+def child(func: str, payload: dict, timeout: float) -> dict:
+    """Runs file_job / kernel_job in a fresh interpreter (crash and hang isolation), niced."""
+    cmd = ["nice", "-n", "10", sys.executable, __file__, "--child", func, json.dumps(payload)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout:.0f} s"}
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("@@RESULT ")]
+    if not lines:
+        tail = (r.stderr or r.stdout).strip().splitlines()
+        return {"error": f"child died (rc {r.returncode}): " + (tail[-1] if tail else "")[:300]}
+    return json.loads(lines[-1][len("@@RESULT "):])
+
+
+def run_repo(repo: Path, out: Path, kernel_timeout: float) -> None:
+    """Every kernel of one repository, appended to `out` as it finishes; kernels already there are skipped."""
+    done = {(r["file"], r["kernel"]) for r in read_records(out)}
+    done_files = {r["file"] for r in read_records(out) if r.get("file_done")}
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    work = out.parent / (out.stem + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    for f in kernel_files(repo):
+        rel = str(f.relative_to(repo))
+        if rel in done_files:
+            continue
+        incs = include_dirs(repo, f)
+        t0 = time.time()
+        fres = child("file_job", {"path": str(f), "incs": incs}, FILE_TIMEOUT_S)
+        kernels = fres.get("kernels") or {}
+        if not kernels:
+            names = re.findall(r"__global__[^(;{]*?\b(\w+)\s*\(", f.read_text(encoding="utf-8", errors="replace"))
+            reason = fres.get("error") or "no kernel found by the converter"
+            kernels = {n: {"converted": False, "reason": reason} for n in dict.fromkeys(names)} if names else {}
+        for name, k in kernels.items():
+            if (rel, name) in done:
+                continue
+            rec = {"repo": repo.name, "commit": commit, "file": rel, "kernel": name, "converted": k["converted"],
+                   "reason": k.get("reason"), "compiled": fres.get("compiled") if k["converted"] else None,
+                   "compile_error": fres.get("compile_error") if k["converted"] else None}
+            if k["converted"]:
+                rec.update(child("kernel_job", {"path": str(f), "kernel": name, "incs": incs, "work": str(work)},
+                                 kernel_timeout))
+                if "error" in rec and "legacy" not in rec:
+                    rec["legacy"] = rec.pop("error")
+            append(out, rec)
+        append(out, {"repo": repo.name, "commit": commit, "file": rel, "kernel": "", "file_done": True,
+                     "seconds": round(time.time() - t0, 1)})
+
+
+def read_records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def append(path: Path, rec: dict) -> None:
+    with path.open("a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+# ---- the report ----------------------------------------------------------------------------------------------
+def outcome(r: dict) -> str:
+    """One kernel's final state, for the tables."""
+    if not r["converted"]:
+        return "refused"
+    if r.get("legacy") != "ok":
+        return "legacy fails"
+    v = r.get("verify", "")
+    return "verified" if v == "verified" else ("differs" if v.startswith("differs") else "verify error")
+
+
+def report(records: list[dict]) -> str:
+    """docs/REAL_CODE.md: per repository counts, the refusals and failures by class, and the commits."""
+    ks = [r for r in records if not r.get("file_done")]
+    repos = sorted({r["repo"] for r in ks})
+    lines = ["# Real code: every kernel of public CUDA repositories", "",
+             "Regenerated by `python3 tests/real_code_campaign.py REPO_DIR...` (then `--only-report`) from work trees "
+             "of the repositories below, checked out outside this project and never committed. Per kernel: convert "
+             "(`rtransform convert`), compile the converted file for sm_90 (nvcc), derive a launch spec from the host "
+             "code (`rtransform spec --from-host`; the skeleton guess where that fails), run the legacy kernel on "
+             "the CPU emulator under memcheck, racecheck and synccheck, and verify (the rKernel on the persistent "
+             "executor: several rTasks per vEU, shuffled, surplus threads) against the legacy outputs.", "",
+             "| repository | commit | kernels | converted | compiled | legacy runs | verified | differs | "
+             "verify error | refused |", "|---|---|---|---|---|---|---|---|---|---|"]
+    tot: Counter = Counter()
+    for repo in repos:
+        rs = [r for r in ks if r["repo"] == repo]
+        c = Counter(outcome(r) for r in rs)
+        row = Counter(kernels=len(rs), converted=sum(r["converted"] for r in rs),
+                      compiled=sum(bool(r.get("compiled")) for r in rs),
+                      legacy=sum(r.get("legacy") == "ok" for r in rs), verified=c["verified"], differs=c["differs"],
+                      error=c["verify error"], refused=c["refused"])
+        tot.update(row)
+        lines.append(f"| {repo} | {rs[0]['commit'][:10]} | {row['kernels']} | {row['converted']} | {row['compiled']} | "
+                     f"{row['legacy']} | {row['verified']} | {row['differs']} | {row['error']} | {row['refused']} |")
+    lines.append(f"| **total** | | {tot['kernels']} | {tot['converted']} | {tot['compiled']} | {tot['legacy']} | "
+                 f"{tot['verified']} | {tot['differs']} | {tot['error']} | {tot['refused']} |")
+    legacy_ok = tot["legacy"]
+    rate = f"{100 * tot['verified'] / legacy_ok:.1f}%" if legacy_ok else "n/a"
+    host = [r for r in ks if r["converted"] and r.get("spec_source")]
+    host_ok = [r for r in host if r["spec_source"] == "host" and r.get("legacy") == "ok"]
+    lines += ["", f"Of the kernels whose legacy run works, **{tot['verified']} of {legacy_ok} verify ({rate})**; "
+              f"{tot['differs']} differ between legacy and converted. Specs: {sum(r['spec_source'] == 'host' for r in host)} "
+              f"of {len(host)} converted kernels got theirs from the host code, {len(host_ok)} of those ran.", ""]
+    lines += _class_table("Refused (conversion)", [r.get("reason") for r in ks if not r["converted"]])
+    lines += _class_table("Legacy run fails (spec or kernel)", [r.get("legacy") for r in ks
+                                                                if r["converted"] and r.get("legacy") != "ok"])
+    lines += _class_table("Verify differs or breaks", [r.get("verify") for r in ks
+                                                       if r.get("legacy") == "ok" and r.get("verify") != "verified"])
+    lines += _class_table("Converted file does not compile for sm_90", [r.get("compile_error") for r in ks
+                                                                        if r["converted"] and not r.get("compiled")])
+    return "\n".join(lines) + "\n"
+
+
+def _class_table(title: str, messages: list[str | None]) -> list[str]:
+    if not messages:
+        return []
+    by: dict[str, list[str]] = {}
+    for m in messages:
+        by.setdefault(reason_class(m), []).append(m or "")
+    out = [f"## {title}: {len(messages)}", "", "| class | kernels | example |", "|---|---|---|"]
+    for cls, ms in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        ex = re.sub(r"/\S*/realcode/[^/]+/", "", ms[0]).replace("|", "\\|")[:220]
+        out.append(f"| {cls} | {len(ms)} | {ex} |")
+    return out + [""]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("repos", nargs="*", type=Path)
+    ap.add_argument("--timeout", type=float, default=KERNEL_TIMEOUT_S, help="seconds per kernel")
+    ap.add_argument("--only-report", action="store_true", help="write the report from the records only")
+    ap.add_argument("--md", type=Path, default=REPO / "docs" / "REAL_CODE.md")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        payload = json.loads(a.child[1])
+        res = {"file_job": file_job, "kernel_job": kernel_job}[a.child[0]](**payload)
+        print("@@RESULT " + json.dumps(res))
+        return
+    records: list[dict] = []
+    for repo in a.repos:
+        repo = repo.resolve()
+        out = repo.parent / ".campaign" / f"{repo.name}.jsonl"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if not a.only_report:
+            run_repo(repo, out, a.timeout)
+        records += read_records(out)
+    a.md.write_text(report(records))
+    print(f"{a.md}: {len([r for r in records if not r.get('file_done')])} kernels", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -155,7 +155,7 @@ def compile_sm90(converted: str, path: str, incs: list[str]) -> tuple[bool, str 
 
 
 # ---- per kernel: spec, legacy run, verify (child process) ----------------------------------------------------------
-def kernel_job(path: str, kernel: str, incs: list[str], work: str) -> dict:
+def kernel_job(path: str, kernel: str, incs: list[str], work: str, hosts: list[str]) -> dict:
     """Spec (from the host code, else the skeleton), legacy run under the sanitizers, then the verify."""
     from converter.flags import CompileFlags
     from rtransform.run import launch, make_module, prepare
@@ -166,7 +166,7 @@ def kernel_job(path: str, kernel: str, incs: list[str], work: str) -> dict:
     rec: dict = {}
     spec_path = Path(work) / (re.sub(r"\W", "_", kernel) + ".spec.yaml")
     try:
-        rec["spec_source"], rec["spec_notes"], spec_text = derive_spec(text, path, kernel, flags)
+        rec["spec_source"], rec["spec_notes"], spec_text = derive_spec(text, path, kernel, flags, hosts)
         spec_path.write_text(spec_text)
     except Exception as e:  # noqa: BLE001
         rec["legacy"] = f"no spec: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -189,22 +189,40 @@ def kernel_job(path: str, kernel: str, incs: list[str], work: str) -> dict:
     return rec
 
 
-def derive_spec(text: str, path: str, kernel: str, flags) -> tuple[str, list[str], str]:
+def derive_spec(text: str, path: str, kernel: str, flags, hosts: list[str]) -> tuple[str, list[str], str]:
     """('host' | 'skeleton', notes, YAML): the host code's launch when it yields a spec, else the skeleton."""
-    try:
-        from rtransform.host_spec import HostSpecError, spec_from_host
-    except ImportError:
-        spec_from_host = None
-    if spec_from_host is not None:
-        try:
-            hs = spec_from_host(text, path, kernel, flags=flags)
-            return "host", hs.notes, hs.yaml
-        except HostSpecError as e:
-            note = str(e)
-    else:
-        note = "no host_spec module"
+    from rtransform.host_spec import HostSpecError, spec_from_host
     from rtransform.skeleton import spec_skeleton
-    return "skeleton", [note], spec_skeleton(text, path, kernel, flags)
+    host_texts = {h: Path(h).read_text(encoding="utf-8", errors="replace") for h in hosts if h != path}
+    try:
+        hs = spec_from_host(text, path, kernel, flags=flags, host_texts=host_texts)
+        return "host", hs.notes, hs.yaml
+    except HostSpecError as e:
+        return "skeleton", [str(e)], spec_skeleton(text, path, kernel, flags)
+
+
+def launching_files(repo: Path) -> dict[str, str]:
+    """Files of the repository with host code that launches kernels (path -> text)."""
+    out = {}
+    for root, dirs, files in os.walk(repo):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
+        for f in files:
+            if f.endswith((".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")):
+                p = Path(root) / f
+                try:
+                    t = p.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if "<<<" in t or "cudaLaunch" in t:
+                    out[str(p)] = t
+    return out
+
+
+def host_files_for(kernel: str, launchers: dict[str, str], limit: int = 8) -> list[str]:
+    """The launching files that name the kernel (its own file first when it is one)."""
+    short = kernel.rsplit("::", 1)[-1]
+    pat = re.compile(rf"\b{re.escape(short)}\b")
+    return [p for p, t in launchers.items() if pat.search(t)][:limit]
 
 
 def _one_line(e: BaseException) -> str:
@@ -234,6 +252,7 @@ def run_repo(repo: Path, out: Path, kernel_timeout: float) -> None:
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     work = out.parent / (out.stem + ".work")
     work.mkdir(parents=True, exist_ok=True)
+    launchers = launching_files(repo)
     for f in kernel_files(repo):
         rel = str(f.relative_to(repo))
         if rel in done_files:
@@ -253,8 +272,8 @@ def run_repo(repo: Path, out: Path, kernel_timeout: float) -> None:
                    "reason": k.get("reason"), "compiled": fres.get("compiled") if k["converted"] else None,
                    "compile_error": fres.get("compile_error") if k["converted"] else None}
             if k["converted"]:
-                rec.update(child("kernel_job", {"path": str(f), "kernel": name, "incs": incs, "work": str(work)},
-                                 kernel_timeout))
+                rec.update(child("kernel_job", {"path": str(f), "kernel": name, "incs": incs, "work": str(work),
+                                                "hosts": host_files_for(name, launchers)}, kernel_timeout))
                 if "error" in rec and "legacy" not in rec:
                     rec["legacy"] = rec.pop("error")
             append(out, rec)

@@ -173,8 +173,19 @@ _DIM3_EQ = re.compile(r"\bdim3\s+(\w+)\s*=\s*(?:dim3\s*)?[\({]?([^;]*?)[\)}]?\s*
 _FIELD = re.compile(r"\b(\w+)\.(x|y|z)\s*=\s*([^;]+);")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w\s,]*)\)[ \t]+([^\n\\]+)$", re.M)
-_MALLOC = re.compile(r"\bcuda(?:Malloc|MallocManaged|MallocHost|HostAlloc)\s*\(\s*(?:\(\s*void\s*\*\s*\*\s*\)\s*)?"
-                     r"&\s*(\w+)\s*,\s*([^;]+?)\)\s*[;)]")
+_MALLOC = re.compile(r"\bcuda(?:Malloc|MallocManaged)\s*\(")
+
+
+def allocations(text: str) -> list[tuple[str, str]]:
+    """(pointer name, bytes expression) of each `cudaMalloc(&p, bytes)` / `cudaMalloc((void **)&p, bytes)`."""
+    out = []
+    for m in _MALLOC.finditer(text):
+        close = _matching(text, m.end() - 1)
+        parts = _split_args(text[m.end():close - 1]) if close > 0 else []
+        ptr = re.fullmatch(r"(?:\(\s*void\s*\*\s*\*\s*\)\s*)?&\s*(\w+)", parts[0]) if len(parts) >= 2 else None
+        if ptr:
+            out.append((ptr.group(1), parts[1]))
+    return out
 _MEMSET0 = re.compile(r"\bcudaMemset(?:Async)?\s*\(\s*(\w+)\s*,\s*0\s*,")
 
 
@@ -187,8 +198,10 @@ class Env:
     scaled: dict[str, int] = field(default_factory=dict)
     original: dict[str, int] = field(default_factory=dict)   # a scaled name's value before scaling
     unknown: set[str] = field(default_factory=set)
+    used: set[str] = field(default_factory=set)              # names the launch's sizes were computed from
 
     def value(self, name: str, stack: tuple[str, ...] = ()) -> float | None:
+        self.used.add(name)
         if name in self.overrides:
             return self.overrides[name]
         if name in self.scaled:
@@ -283,14 +296,23 @@ def file_env(text: str) -> dict[str, str]:
 
 
 def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
+    """`name = expr;` (and `const int a = 1, b = a * 2;`: each declarator) into out."""
     for m in _ASSIGN.finditer(text):
-        if m.group(2).strip().startswith(("{", "new ", "(", "\"")) and not re.match(r"\(\s*[\w\s\+\-\*/]+\)",
-                                                                                  m.group(2).strip()):
-            continue
-        if first:
-            out.setdefault(m.group(1), m.group(2))
-        else:
-            out[m.group(1)] = m.group(2)
+        parts = _split_args(m.group(2))
+        pairs = [(m.group(1), parts[0])]
+        for extra in parts[1:]:
+            d = re.fullmatch(r"\s*\**\s*([A-Za-z_]\w*)\s*=(?!=)\s*(.+)", extra, re.S)
+            if d:
+                pairs.append((d.group(1), d.group(2)))
+        for name, expr in pairs:
+            expr = expr.strip()
+            if expr.startswith(("{", "new ", "\"")) or (expr.startswith("(") and
+                                                        not re.match(r"\(\s*[\w\s\+\-\*/]+\)", expr)):
+                continue
+            if first:
+                out.setdefault(name, expr)
+            else:
+                out[name] = expr
 
 
 def function_env(text: str, body: int, at: int, env: dict[str, str]) -> None:
@@ -350,11 +372,11 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
         caller = _caller_bindings(texts, name, pnames, site.file)
         exprs.update(caller)
         function_env(site.text, body, site.at, exprs)
-        for m in _MALLOC.finditer(site.text[body:site.at]):
-            exprs[f"__bytes_{m.group(1)}"] = m.group(2)
+        for name, size in allocations(site.text[body:site.at]):
+            exprs[f"__bytes_{name}"] = size
     for t in texts.values():  # allocations elsewhere (a setup function, globals): the first of each name
-        for m in _MALLOC.finditer(_strip_comments(t)):
-            exprs.setdefault(f"__bytes_{m.group(1)}", m.group(2))
+        for name, size in allocations(_strip_comments(t)):
+            exprs.setdefault(f"__bytes_{name}", size)
     return Env(exprs, overrides, macros)
 
 
@@ -398,16 +420,16 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
             if fn is not None:
                 function_env(text, fn[2], m.start(), out)
             bound = {p: a for p, a in zip(pnames, args) if p}
-            out.update({p: _inline(a, out, p) for p, a in bound.items()})
+            out.update({p: _inline(a, out) for p, a in bound.items()})
             return out
     return {}
 
 
-def _inline(expr: str, env: dict[str, str], own: str) -> str:
+def _inline(expr: str, env: dict[str, str]) -> str:
     """expr with the caller's local names replaced by their expressions (one level), so the launcher's env can
     hold it without the caller's scope."""
-    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({env[m.group(0)]})" if m.group(0) in env and m.group(0) != own
-                  else m.group(0), expr)
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({env[m.group(0)]})" if m.group(0) in env
+                  and env[m.group(0)].strip() != m.group(0) else m.group(0), expr)
 
 
 def _dims(expr: str, env: Env) -> list[int] | None:
@@ -439,6 +461,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
         raise HostSpecError(f"{where}: the launch passes {len(site.args)} arguments, the kernel takes {len(params)}")
     for _ in range(64):  # unknown size names get a default, too-large sizes are scaled down, until it fits
         env.unknown.clear()
+        env.used.clear()
         grid, block = _dims(site.grid, env), _dims(site.block, env)
         sizes = [_buffer_bytes(a, env) if p.pointer else None for a, p in zip(site.args, params)]
         missing = sorted(n for n in env.unknown if n not in env.scaled)
@@ -500,13 +523,13 @@ def _scale_down(env: Env, notes: list[str], overrides: dict[str, int]) -> bool:
     """Quarter the largest size-like name the spec depends on (not one the user set); False when none is left."""
     cands = []
     for n, e in env.exprs.items():
-        if n in overrides or "." in n or n.startswith("__"):
+        if n in overrides or "." in n or n.startswith("__") or n not in env.used:
             continue
         v = env.value(n)
         if v is not None and float(v).is_integer() and v > 64 and not re.search(r"[A-Za-z_]", _c_to_python(e)
                                                                                  .replace("__sizeof_", "")):
             cands.append((v, n))
-    cands += [(v, n) for n, v in env.scaled.items() if v > 64 and n not in overrides]
+    cands += [(v, n) for n, v in env.scaled.items() if v > 64 and n not in overrides and n in env.used]
     if not cands:
         return False
     v, n = max(cands)

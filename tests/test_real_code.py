@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import yaml
 import pytest
 
 from converter import ConversionError, convert_file
@@ -744,3 +745,61 @@ def test_header_class_member_that_needs_the_context_is_refused_precisely(tmp_pat
         f"{cu}:2:56: error: 'get' (a member of a class in lane.h) uses threadIdx: a local header's class cannot be "
         "given a clone that takes the rTask (the header is not rewritten)"]}]
     assert (tmp_path / "lane.h").read_text() == header
+
+
+# ---- specs from the host code (rtransform/host_spec.py) ----------------------------------------------------------
+APP = KDIR / "host_launch" / "saxpy_app.cu"
+
+
+def _host_spec(tmp_path: Path, kernel: str, **kw) -> tuple[Path, object]:
+    from rtransform.host_spec import spec_from_host
+    hs = spec_from_host(APP.read_text(), str(APP), kernel, **kw)
+    path = tmp_path / f"{kernel}.spec.yaml"
+    path.write_text(hs.yaml)
+    return path, hs
+
+
+def test_host_spec_reads_main_sizes_mallocs_and_scales_down(tmp_path):
+    """saxpy<<<blocks, kThreads>>> in main: N = 1 << 20 scaled to a size the emulator runs (said in a note), the
+    grid recomputed from it, buffers from cudaMalloc(bytes); the spec runs and matches numpy."""
+    spec, hs = _host_spec(tmp_path, "saxpy")
+    assert hs.notes == ["N = 1048576 in the source; 16384 here so that the CPU emulator runs it (--set N=VALUE)"]
+    data = yaml.safe_load(spec.read_text())
+    assert data["grid"] == [64, 1, 1] and data["block"] == [256, 1, 1]
+    assert [a.get("size", a.get("value")) for a in data["args"]] == [16384, 2.0, 16384, 16384]
+    run = run_file(str(APP), str(spec))
+    np.testing.assert_allclose(run.outputs["y"], 2 * run.inputs["x"] + run.inputs["y"], rtol=1e-6)
+
+
+def test_host_spec_follows_a_launcher_and_cudalaunchkernel(tmp_path):
+    """transpose_tile<TILE> launched by run_transpose(d_in, d_out, rows, cols) from main (dim3s of a function-like
+    macro), scale_rows through cudaLaunchKernel with its args array: both run and match numpy."""
+    spec, hs = _host_spec(tmp_path, "transpose_tile")
+    data = yaml.safe_load(spec.read_text())
+    rows, cols = data["args"][2]["value"], data["args"][3]["value"]
+    assert data["template_args"] == [16] and data["block"] == [16, 16, 1]
+    assert data["grid"] == [-(-cols // 16), -(-rows // 16), 1] and data["args"][0]["size"] == rows * cols
+    assert any(n.startswith("rows = 300 in the source") for n in hs.notes)
+    run = run_file(str(APP), str(spec))
+    want = run.inputs["in"].reshape(rows, cols).T.ravel()
+    np.testing.assert_array_equal(run.outputs["out"], want)
+    spec, _ = _host_spec(tmp_path, "scale_rows")
+    run = run_file(str(APP), str(spec))
+    r, c = run.inputs["rows"], run.inputs["cols"]
+    want = (run.inputs["m"].reshape(r, c) * run.inputs["s"][:, None]).ravel()
+    np.testing.assert_allclose(run.outputs["m"], want, rtol=1e-6)
+    assert verify_file(str(APP), str(spec)).ok
+
+
+def test_host_spec_set_gives_the_size_and_cli_falls_back_to_the_skeleton(tmp_path):
+    """--set N=4096 is the problem size (no scaling note); a kernel no host code launches gets the skeleton, with
+    one note line saying so."""
+    _, hs = _host_spec(tmp_path, "saxpy", overrides={"N": 4096})
+    assert hs.notes == [] and "value: 4096" in hs.yaml and "grid: [16, 1, 1]" in hs.yaml
+    r = run_cli("spec", str(APP), "--kernel", "saxpy", "--from-host", "--set", "N=4096")
+    assert r.returncode == 0 and "grid: [16, 1, 1]" in r.stdout, r.stderr
+    lone = tmp_path / "lone.cu"
+    lone.write_text("__global__ void k(float *x, int n) { int i = threadIdx.x; if (i < n) x[i] = 1.0f; }\n")
+    r = run_cli("spec", str(lone), "--kernel", "k", "--from-host")
+    assert r.returncode == 0 and "launch spec skeleton for k" in r.stdout
+    assert r.stderr.strip() == f"{lone}: note: no launch of k in the host code read; the skeleton guess instead"

@@ -1062,7 +1062,9 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
         chosen = [f for f in all_kernels if f.name in names or f.qualname in names]
     else:
         chosen = all_kernels
-    warnings = [f"{filename}:1:1: warning: header '{h}' not found; parsed as empty" for h in src.missing_includes]
+    warnings = [f"{filename}:1:1: warning: header '{h}' not found"
+                + (f" (included from {src.missing_via[h]})" if h in src.missing_via else "") + "; parsed as empty"
+                for h in src.missing_includes]
 
     edits: list[Edit] = []
     rkernels: list[RKernelMeta] = []
@@ -1084,7 +1086,7 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
                 continue
             o = src.offset(d.location.line, d.location.column)
             if any(g.file is None and g.start <= o < g.end for g in [f] + reach):
-                problems.append(("", o, d.spelling))
+                problems.append(("", o, d.spelling + _missing_header_hint(src, d.spelling)))
         problems.sort()
         for g in reach:
             for v in g.shared:
@@ -1135,6 +1137,16 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
                 edits.append(Edit(at, at, _clone_declaration(conv, d, g, usr in smem_callees, at)))
     out = _apply_range(conv.raw, first + edits, 0, len(conv.raw))
     return ConversionResult(out, rkernels, refused, warnings)
+
+
+def _missing_header_hint(src: ParsedSource, message: str) -> str:
+    """For an undeclared name while headers were missing (parsed as empty): which ones may have declared it."""
+    if not src.missing_includes or not re.search(r"undeclared identifier|unknown type name|no template named",
+                                                 message):
+        return ""
+    names = ", ".join(f"'{h}'" + (f" (included from {os.path.basename(src.missing_via[h])})"
+                                  if h in src.missing_via else "") for h in src.missing_includes)
+    return f": the device code uses a declaration of a header that was not found ({names})"
 
 
 def _problem(conv: Converter, path: str, offset: int, msg: str) -> str:

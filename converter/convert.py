@@ -289,6 +289,7 @@ class Converter:
         self.fwd_decls: dict[str, list[ci.Cursor]] = {}   # device functions declared before their definition
         self.member_defs: dict[str, list[ci.Cursor]] = {}  # device member functions of the .cu classes, by name
         self._dyn_classes: dict[str, bool] = {}   # class USR -> whether a member declares an extern __shared__
+        self._tex_functors: dict[str, tuple[int, str]] | None = None  # classes whose operator() fetches textures
         self.warnings: list[str] = []
 
     @contextmanager
@@ -462,6 +463,7 @@ class Converter:
                     f.refusals.append((c.extent.start.offset, "extern and static __shared__ in one declaration"))
             elif k == K.CALL_EXPR:
                 self._call(f, c)
+                self._texture_functor_call(f, c)
             elif k in (K.TYPE_REF, K.TEMPLATE_REF):
                 ref = c.referenced
                 name = ref.spelling if ref is not None else ""
@@ -489,6 +491,33 @@ class Converter:
         for off, usr, msg in tex_refs:
             if not any(s <= off < e and usr in used for s, e, used in f.texture_calls):
                 f.refusals.append((off, msg))
+
+    def _texture_functor_call(self, f: Func, call: ci.Cursor) -> None:
+        """`f(i)` on an object of a template parameter type (a functor passed as a template argument): when a class
+        of this file whose operator() fetches from a texture is one such argument (named in a template argument
+        list or a launch), the call would run that fetch in the rTask: refused here, at the call."""
+        ref = call.referenced
+        if f.file is not None or ref is None or ref.kind not in (K.PARM_DECL, K.VAR_DECL) \
+                or ref.type.get_canonical().kind != ci.TypeKind.UNEXPOSED:
+            return
+        for cls, (line, fetch) in self._texture_functors().items():
+            if re.search(rf"<[^;<>]*\b{re.escape(cls)}\b[^;<>]*>|>>>\s*\([^;]*\b{re.escape(cls)}\s*[({{]",
+                         self.src.text):
+                f.refusals.append((call.extent.start.offset, f"'{ref.spelling}' ({ref.type.spelling}) is called as a "
+                                   f"functor, and '{cls}' is passed for it: its operator() (line {line}) uses "
+                                   f"texture/surface access {fetch}, which cannot run as an rTask"))
+                return
+
+    def _texture_functors(self) -> dict[str, tuple[int, str]]:
+        """Classes of this file whose operator() calls a texture/surface fetch: name -> (line, fetch)."""
+        if self._tex_functors is None:
+            self._tex_functors = {}
+            for d in self.member_defs.get("operator()", []):
+                for c in d.walk_preorder():
+                    if c.kind == K.CALL_EXPR and self.call_name(c) in TEXTURE_CALLS and d.semantic_parent is not None:
+                        self._tex_functors[d.semantic_parent.spelling] = (d.location.line, self.call_name(c))
+                        break
+        return self._tex_functors
 
     def _hands_out_dynamic_smem(self, cls: ci.Cursor) -> bool:
         """Whether a class of the user's code (the CUDA samples' SharedMemory<T>) declares an extern __shared__

@@ -809,3 +809,40 @@ def test_host_spec_set_gives_the_size_and_cli_falls_back_to_the_skeleton(tmp_pat
     r = run_cli("spec", str(lone), "--kernel", "k", "--from-host")
     assert r.returncode == 0 and "launch spec skeleton for k" in r.stdout
     assert r.stderr.strip() == f"{lone}: note: no launch of k in the host code read; the skeleton guess instead"
+
+
+TEX_FUNCTOR = """#include <cuda_runtime.h>
+texture<float, 1, cudaReadModeElementType> tex_in;
+struct TexFetch {
+  __device__ float operator()(int i) const { return tex1Dfetch(tex_in, i); }
+};
+struct Plain {
+  const float *p;
+  __device__ float operator()(int i) const { return p[i]; }
+};
+template <class F>
+__global__ void gather(F f, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = f(i);
+}
+__global__ void twice(float *out, int n) { int i = threadIdx.x; if (i < n) out[i] *= 2.0f; }
+void run(float *d_out, const float *d_in, int n) {
+  gather<<<(n + 127) / 128, 128>>>(TexFetch{}, d_out, n);
+  gather<<<(n + 127) / 128, 128>>>(Plain{d_in}, d_out, n);
+}
+"""
+
+
+def test_texture_fetch_through_a_functor_template_argument_is_refused_at_the_call(tmp_path):
+    """A functor passed as a template argument whose operator() fetches from a texture reference would keep the
+    fetch in the rTask (before: kept, and verify failed in the emulator's launcher): refused at `f(i)`, naming
+    the functor and the fetch; the file's other kernel converts; without that functor the template converts."""
+    cu = tmp_path / "g.cu"
+    cu.write_text(TEX_FUNCTOR)
+    res = convert_file(str(cu))
+    assert [m.name for m in res.rkernels] == ["twice"]
+    assert res.refused == [{"name": "gather", "diagnostics": [
+        f"{cu}:13:23: error: 'f' (F) is called as a functor, and 'TexFetch' is passed for it: its operator() "
+        "(line 4) uses texture/surface access tex1Dfetch, which cannot run as an rTask"]}]
+    cu.write_text(TEX_FUNCTOR.replace("gather<<<(n + 127) / 128, 128>>>(TexFetch{}, d_out, n);\n", ""))
+    assert sorted(m.name for m in convert_file(str(cu)).rkernels) == ["gather", "twice"]

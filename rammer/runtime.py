@@ -195,14 +195,13 @@ class Built:
 
     def _nvcc_check(self) -> None:
         """Without a GPU, compile the generated program with nvcc (when installed) so errors show at build time."""
-        from toolchain.nvcc import find_nvcc
+        from toolchain.nvcc import find_nvcc, nvcc_command
         from vdevice.codegen import INCLUDE_DIR
-        nvcc = find_nvcc()
-        if nvcc is None:
+        if find_nvcc() is None:
             return
         import subprocess
-        cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-c", "-o", os.devnull, f"-I{INCLUDE_DIR}",
-               f"-I{self.folder / 'rkernels'}", str(self.folder / "program.cu")]
+        cmd = nvcc_command(self.folder / "program.cu", os.devnull,
+                           include_dirs=[str(INCLUDE_DIR), str(self.folder / "rkernels")])
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if res.returncode:
             errs = [ln for ln in res.stderr.splitlines() if "error" in ln][:3]

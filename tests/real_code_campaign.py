@@ -46,6 +46,8 @@ REASON_CLASSES: list[tuple[str, str]] = [
     (r"template argument", "header function passed as template argument"),
     (r"file-scope __shared__", "header's file-scope __shared__"),
     (r"depends on the template arguments", "__shared__ sized by template arguments"),
+    (r"\.(?:cuh|h|hpp):\d+:\d+: error: (?:use of undeclared identifier|unknown type name)[^:]*$",
+     "kernel header not self-contained (a name its includer defines)"),
     (r"file not found|not found", "header not found"),
     (r"unknown type name|undeclared identifier|no template named|no member named|no matching",
      "declaration the parse lacks (clang)"),

@@ -1,6 +1,8 @@
 """`rtransform`: the kernel tools (convert, run, verify, convert-all, include-dir)."""
 from __future__ import annotations
 
+import re
+
 import sys
 from typing import Any
 from pathlib import Path
@@ -144,7 +146,7 @@ def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files
             overrides = {}
             for s in settings:
                 name, _, value = s.partition("=")
-                if not name.isidentifier() or not value.strip().lstrip("-").isdigit():
+                if not re.fullmatch(r"[A-Za-z_]\w*(\.[xyz])?", name) or not value.strip().lstrip("-").isdigit():
                     _fail([f"error: --set {s}: expected NAME=INTEGER"])
                 overrides[name] = int(value)
             try:

@@ -170,6 +170,7 @@ def _param_name(p: str) -> str:
 _ASSIGN = re.compile(r"(?<![\.\w>\]\[])\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);")
 _DIM3_CTOR = re.compile(r"\bdim3\s+(\w+)\s*[\({]([^;]*)[\)}]\s*;")
 _DIM3_EQ = re.compile(r"\bdim3\s+(\w+)\s*=\s*(?:dim3\s*)?[\({]?([^;]*?)[\)}]?\s*;")
+_RUNTIME_VALUE = re.compile(r"\b(argv|atoi|atol|atof|strtol|strtoul|stoi|stol|getenv|getCmdLine\w*|scanf|rand)\b")
 _FIELD = re.compile(r"\b(\w+)\.(x|y|z)\s*=\s*([^;]+);")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w\s,]*)\)[ \t]+([^\n\\]+)$", re.M)
@@ -182,7 +183,7 @@ def allocations(text: str) -> list[tuple[str, str]]:
     for m in _MALLOC.finditer(text):
         close = _matching(text, m.end() - 1)
         parts = _split_args(text[m.end():close - 1]) if close > 0 else []
-        ptr = re.fullmatch(r"(?:\(\s*void\s*\*\s*\*\s*\)\s*)?&\s*(\w+)", parts[0]) if len(parts) >= 2 else None
+        ptr = re.search(r"&\s*(\w+)\s*\)?\s*$", parts[0]) if len(parts) >= 2 else None
         if ptr:
             out.append((ptr.group(1), parts[1]))
     return out
@@ -199,6 +200,7 @@ class Env:
     original: dict[str, int] = field(default_factory=dict)   # a scaled name's value before scaling
     unknown: set[str] = field(default_factory=set)
     used: set[str] = field(default_factory=set)              # names the launch's sizes were computed from
+    block_names: set[str] = field(default_factory=set)       # those the block size was (never scaled)
 
     def value(self, name: str, stack: tuple[str, ...] = ()) -> float | None:
         self.used.add(name)
@@ -252,6 +254,7 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     e = _c_to_python(expand_macros(expr, env.macros))
     if re.search(r"\b(sizeof|__sizeof_\w*|new|this)\b|->|\[", e):
         return None  # the size of a type this table lacks, a member, an element: not a host constant
+    e = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1__dot_\2", e)  # dim3 fields: `grid.x`
     if not re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>=,!]*(?:if|else|and|or|not|[\w\s\.\+\-\*/%\(\)<>=,!])*", e):
         return None
     if any(m.group(1) not in ("min", "max", "ceil", "floor") for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", e)):
@@ -260,7 +263,7 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
                                                          "floor", "true", "false", "True", "False"}
     vals: dict[str, float] = {}
     for n in names:
-        v = env.value(n, stack)
+        v = env.value(re.sub(r"__dot_([xyz])$", r".\1", n), stack)
         if v is None:
             return None
         vals[n] = v
@@ -306,6 +309,8 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
                 pairs.append((d.group(1), d.group(2)))
         for name, expr in pairs:
             expr = expr.strip()
+            if name in out and _RUNTIME_VALUE.search(expr):
+                continue  # `n = atoi(argv[1])` under an option: the value the program has without it stays
             if expr.startswith(("{", "new ", "\"")) or (expr.startswith("(") and
                                                         not re.match(r"\(\s*[\w\s\+\-\*/]+\)", expr)):
                 continue
@@ -326,7 +331,9 @@ def function_env(text: str, body: int, at: int, env: dict[str, str]) -> None:
                 env[f"{m.group(1)}.{axis}"] = d
             env[m.group(1)] = f"{m.group(1)}.x"
     for m in _FIELD.finditer(part):
-        env[f"{m.group(1)}.{m.group(2)}"] = m.group(3)
+        key = f"{m.group(1)}.{m.group(2)}"
+        if key not in env or not _RUNTIME_VALUE.search(m.group(3)):
+            env[key] = m.group(3)
 
 
 # ---- the spec --------------------------------------------------------------------------------------------------
@@ -343,12 +350,23 @@ def spec_from_host(text: str, filename: str, kernel: str, flags: CompileFlags | 
         raise HostSpecError(f"no launch of {short} in the host code read")
     tparams = _template_params(text, short)
     errors = []
-    for site in sites:
+    for site in sorted(sites, key=lambda st: not _block_matches_template(st, texts, overrides or {})):
         try:
             return _spec_at(site, texts, qual, params, tparams, dict(overrides or {}))
         except HostSpecError as e:
             errors.append(str(e))
     raise HostSpecError(errors[0])
+
+
+def _block_matches_template(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> bool:
+    """Whether each integer template argument of the launch is one of its block's sizes (`K<16><<<g, dim3(16, 16)>>>`
+    under `if (block_size == 16)`: the branch the program's own block size takes)."""
+    ints = [int(a) for a in site.targs if a.strip().isdigit()]
+    if not ints:
+        return True
+    env = _site_env(site, texts, dict(overrides))
+    block = _dims(site.block, env) or []
+    return all(i in block or i == math.prod(block) for i in ints)
 
 
 def _template_params(text: str, name: str) -> list[str]:
@@ -462,7 +480,9 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
     for _ in range(64):  # unknown size names get a default, too-large sizes are scaled down, until it fits
         env.unknown.clear()
         env.used.clear()
-        grid, block = _dims(site.grid, env), _dims(site.block, env)
+        block = _dims(site.block, env)
+        env.block_names = set(env.used)
+        grid = _dims(site.grid, env)
         sizes = [_buffer_bytes(a, env) if p.pointer else None for a, p in zip(site.args, params)]
         missing = sorted(n for n in env.unknown if n not in env.scaled)
         if missing:
@@ -475,7 +495,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
             raise HostSpecError(f"{where}: cannot evaluate the launch configuration <<<{site.grid}, {site.block}>>>")
         threads = math.prod(grid) * math.prod(block)
         elems = max([s or 0 for s in sizes] + [0])
-        if (threads > MAX_THREADS or elems > MAX_ELEMENTS * 8) and _scale_down(env, notes, overrides):
+        if (threads > MAX_THREADS or elems > MAX_ELEMENTS * 8) and _scale_down(env, notes, overrides, max(block)):
             continue
         break
     else:
@@ -519,28 +539,42 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
                                                                width=120), list(dict.fromkeys(notes)), where)
 
 
-def _scale_down(env: Env, notes: list[str], overrides: dict[str, int]) -> bool:
+def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int = 1) -> bool:
     """Quarter the largest size-like name the spec depends on (not one the user set); False when none is left."""
-    cands = []
+    base, near = [], []  # literals first; then names computed from the block's sizes only (5 * 2 * block_size)
     for n, e in env.exprs.items():
-        if n in overrides or "." in n or n.startswith("__") or n not in env.used:
+        if n in overrides or n.startswith("__") or n not in env.used or n in env.block_names or n in env.scaled:
             continue
         v = env.value(n)
-        if v is not None and float(v).is_integer() and v > 64 and not re.search(r"[A-Za-z_]", _c_to_python(e)
-                                                                                 .replace("__sizeof_", "")):
-            cands.append((v, n))
-    cands += [(v, n) for n, v in env.scaled.items() if v > 64 and n not in overrides and n in env.used]
+        if v is None or not float(v).is_integer() or v <= 64:
+            continue
+        names = set(re.findall(r"\b[A-Za-z_]\w*(?:\.[xyz])?", _c_to_python(e).replace("__sizeof_", "")))
+        if not names:
+            base.append((v, n))
+        elif names <= env.block_names:
+            near.append((v, n))
+    base += [(v, n) for n, v in env.scaled.items() if v > 64 and n not in overrides and n in env.used
+             and n not in env.block_names]
+    cands = base or near
     if not cands:
         return False
     v, n = max(cands)
+    same = [m for _, m in near if " ".join(env.exprs[m].split()) == " ".join(env.exprs.get(n, "").split())]
+    for m in same if not base else [n]:  # equal expressions stay equal (a matrix product's inner sizes)
+        _scale_one(env, notes, m, v, unit)
+    return True
+
+
+def _scale_one(env: Env, notes: list[str], n: str, v: float, unit: int) -> None:
+    """A quarter of the value, kept a multiple of the block's largest side (sizes made of whole tiles stay so)."""
     source = env.original.setdefault(n, int(v))
-    env.scaled[n] = max(64, int(v) // 4)
+    step = unit if unit > 1 and int(v) % unit == 0 else 1
+    env.scaled[n] = max(64 if step == 1 else step, int(v) // 4 // step * step)
     defaulted = any(x.startswith(f"{n}: not derived") for x in notes)
     notes[:] = [x for x in notes if not x.startswith((f"{n} = ", f"{n}: not derived"))]
     notes.append(f"{n}: not derived from the host code (read at run time?); {env.scaled[n]} here (--set {n}=VALUE)"
                  if defaulted else f"{n} = {source} in the source; {env.scaled[n]} here so that the CPU emulator "
                  f"runs it (--set {n}=VALUE)")
-    return True
 
 
 def _template_args(targs: list[str], tparams: list[str], env: Env, notes: list[str], threads: int) -> list:

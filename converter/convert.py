@@ -1320,7 +1320,7 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     lp = conv._paren_after_name(f)
     rp = tok.matching(lp, "(", ")")
     params = [c for c in f.cursor.get_children() if c.kind == K.PARM_DECL]
-    edits.append(Edit(tok.end[lp], tok.end[lp], "rt::Task& __rt" + (", " if params else "")))
+    edits.append(_task_parameter(tok, lp, "rt::Task& __rt", bool(params)))
     # an unnamed parameter (llm.c's `std::bool_constant<Atomic>` tag) gets a name in the wrapper, which passes it on
     names = [p.spelling or f"__rt_arg{k}" for k, p in enumerate(params)]
     raw_params = bytearray(conv.raw[tok.end[lp]:tok.start[rp]])
@@ -1425,7 +1425,7 @@ def _clone_body(conv: Converter, g: Func, clones: dict[str, Func], smem_callees:
     lp = conv._paren_after_name(g)
     params = [c for c in g.cursor.get_children() if c.kind == K.PARM_DECL]
     extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "")
-    edits.append(Edit(tok.end[lp], tok.end[lp], extra + (", " if params else "")))
+    edits.append(_task_parameter(tok, lp, extra, bool(params)))
     if needs_sh:
         edits.append(_layout_parameter(tok, g.start, g.is_template))
     line, col = conv.file.location(g.start)
@@ -1442,13 +1442,20 @@ def _clone_declaration(conv: Converter, decl: ci.Cursor, g: Func, needs_sh: bool
     while lp < len(tok.spell) and tok.spell[lp] != "(":
         lp += 1
     has_params = any(c.kind == K.PARM_DECL for c in decl.get_children())
-    extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "") + (", " if has_params else "")
-    edits = [Edit(tok.start[name_i], tok.end[name_i], f"{g.name}__rt"), Edit(tok.end[lp], tok.end[lp], extra)]
+    extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "")
+    edits = [Edit(tok.start[name_i], tok.end[name_i], f"{g.name}__rt"), _task_parameter(tok, lp, extra, has_params)]
     if needs_sh:
         edits.append(_layout_parameter(tok, start, g.is_template))
     line, col = conv.src.location(start)
     text = _apply_range(conv.raw, edits, start, end)
     return f"\n#line {line} \"{conv.src.filename}\"\n{' ' * (col - 1)}{text};" + _resume_line(conv, at)
+
+
+def _task_parameter(tok: _Tokens, lp: int, text: str, has_params: bool) -> Edit:
+    """The task (and layout) parameters put first in a parameter list; a C-style `(void)` list is replaced."""
+    if not has_params and lp + 2 < len(tok.spell) and tok.spell[lp + 1] == "void" and tok.spell[lp + 2] == ")":
+        return Edit(tok.start[lp + 1], tok.end[lp + 1], text)
+    return Edit(tok.end[lp], tok.end[lp], text + (", " if has_params else ""))
 
 
 def _layout_parameter(tok: _Tokens, start: int, is_template: bool) -> Edit:

@@ -201,6 +201,7 @@ class Env:
     unknown: set[str] = field(default_factory=set)
     used: set[str] = field(default_factory=set)              # names the launch's sizes were computed from
     block_names: set[str] = field(default_factory=set)       # those the block size was (never scaled)
+    frozen: set[str] = field(default_factory=set)            # names the device code uses (never scaled)
 
     def value(self, name: str, stack: tuple[str, ...] = ()) -> float | None:
         self.used.add(name)
@@ -251,6 +252,8 @@ def expand_macros(expr: str, macros: dict[str, tuple[list[str], str]]) -> str:
 
 def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     """The value of a C integer/float expression over known names, or None (unknown names go to env.unknown)."""
+    expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: f"sizeof({env.exprs[m.group(1)].strip()})"
+                  if m.group(1) in env.exprs and env.exprs[m.group(1)].strip() in SIZEOF else m.group(0), expr)
     e = _c_to_python(expand_macros(expr, env.macros))
     if re.search(r"\b(sizeof|__sizeof_\w*|new|this)\b|->|\[", e):
         return None  # the size of a type this table lacks, a member, an element: not a host constant
@@ -349,13 +352,35 @@ def spec_from_host(text: str, filename: str, kernel: str, flags: CompileFlags | 
     if not sites:
         raise HostSpecError(f"no launch of {short} in the host code read")
     tparams = _template_params(text, short)
+    device_names = set(re.findall(r"\b[A-Za-z_]\w*\b", _strip_comments(sliced.text)))
+    active = active_macros(text, filename, flags)
     errors = []
     for site in sorted(sites, key=lambda st: not _block_matches_template(st, texts, overrides or {})):
         try:
-            return _spec_at(site, texts, qual, params, tparams, dict(overrides or {}))
+            return _spec_at(site, texts, qual, params, tparams, dict(overrides or {}), device_names, active)
         except HostSpecError as e:
             errors.append(str(e))
     raise HostSpecError(errors[0])
+
+
+def active_macros(text: str, filename: str, flags: CompileFlags | None) -> dict[str, str]:
+    """Object-like macros as the preprocessor defines them for this file (the active #if branch: PolyBench's
+    `#ifdef STANDARD_DATASET #define M 2048`), from clang's record of the file and its local headers."""
+    import clang.cindex as ci
+    from converter.parse import parse_cuda
+    out: dict[str, str] = {}
+    try:
+        tu = parse_cuda(text, filename, flags=flags).tu
+    except Exception:  # noqa: BLE001 - the text-level #defines are used instead
+        return out
+    for c in tu.cursor.get_children():
+        if c.kind != ci.CursorKind.MACRO_DEFINITION or c.location.file is None \
+                or c.location.is_in_system_header or ci.conf.lib.clang_Cursor_isMacroFunctionLike(c):
+            continue
+        toks = [t.spelling for t in c.get_tokens()][1:]
+        if toks and re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>]+", " ".join(toks)):
+            out[c.spelling] = " ".join(toks)
+    return out
 
 
 def _block_matches_template(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> bool:
@@ -470,8 +495,11 @@ def _dims(expr: str, env: Env) -> list[int] | None:
 
 
 def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelParam], tparams: list[str],
-             overrides: dict[str, int]) -> HostSpec:
+             overrides: dict[str, int], device_names: set[str] = frozenset(),  # type: ignore[assignment]
+             active: dict[str, str] | None = None) -> HostSpec:
     env = _site_env(site, texts, overrides)
+    env.exprs.update(active or {})  # the #defines the preprocessor keeps win over those of other #if branches
+    env.frozen = set(device_names)  # a size the kernel reads itself (`#define N 4096` in its indexing) stays
     notes: list[str] = []
     line = site.text.count("\n", 0, site.at) + 1
     where = f"{site.file}:{line}"
@@ -543,7 +571,8 @@ def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int
     """Quarter the largest size-like name the spec depends on (not one the user set); False when none is left."""
     base, near = [], []  # literals first; then names computed from the block's sizes only (5 * 2 * block_size)
     for n, e in env.exprs.items():
-        if n in overrides or n.startswith("__") or n not in env.used or n in env.block_names or n in env.scaled:
+        if n in overrides or n.startswith("__") or n not in env.used or n in env.block_names or n in env.scaled \
+                or _depends_on(env, n, env.frozen):
             continue
         v = env.value(n)
         if v is None or not float(v).is_integer() or v <= 64:
@@ -563,6 +592,17 @@ def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int
     for m in same if not base else [n]:  # equal expressions stay equal (a matrix product's inner sizes)
         _scale_one(env, notes, m, v, unit)
     return True
+
+
+def _depends_on(env: Env, name: str, frozen: set[str], depth: int = 0) -> bool:
+    """Whether a name is, or is computed from, one the device code uses (scaling it would break the kernel)."""
+    if name.split(".")[0] in frozen:
+        return True
+    e = env.exprs.get(name)
+    if e is None or depth > 8:
+        return False
+    return any(_depends_on(env, n, frozen, depth + 1) for n in re.findall(r"\b[A-Za-z_]\w*(?:\.[xyz])?", e)
+               if n != name)
 
 
 def _scale_one(env: Env, notes: list[str], n: str, v: float, unit: int) -> None:

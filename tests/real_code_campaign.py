@@ -59,6 +59,7 @@ REASON_CLASSES: list[tuple[str, str]] = [
     (r"racecheck", "racecheck report"),
     (r"synccheck", "synccheck report"),
     (r"yield budget|deadlock|stall", "emulator watchdog (hang or spin)"),
+    (r"nothing to compare", "nothing to compare (no buffer argument: printf/assert kernels)"),
     (r"spec|SpecError|no launch", "no runnable spec"),
     (r"error:", "compile or run error"),
 ]
@@ -175,6 +176,9 @@ def kernel_job(path: str, kernel: str, incs: list[str], work: str, hosts: list[s
         spec_path.write_text(spec_text)
     except Exception as e:  # noqa: BLE001
         rec["legacy"] = f"no spec: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return rec
+    if "outputs: []" in spec_text or not re.search(r"kind: buffer", spec_text):
+        rec["legacy"] = "nothing to compare: the kernel takes no buffer (printf/assert only)"
         return rec
     try:
         prep = prepare(path, str(spec_path), flags=flags)
@@ -304,6 +308,8 @@ def outcome(r: dict) -> str:
     """One kernel's final state, for the tables."""
     if not r["converted"]:
         return "refused"
+    if str(r.get("legacy", "")).startswith("nothing to compare"):
+        return "nothing to compare"
     if r.get("legacy") != "ok":
         return "legacy fails"
     v = r.get("verify", "")

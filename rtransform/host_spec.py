@@ -352,8 +352,10 @@ def spec_from_host(text: str, filename: str, kernel: str, flags: CompileFlags | 
     if not sites:
         raise HostSpecError(f"no launch of {short} in the host code read")
     tparams = _template_params(text, short)
-    device_names = set(re.findall(r"\b[A-Za-z_]\w*\b", _strip_comments(sliced.text)))
     active = active_macros(text, filename, flags)
+    # the file's constants the device code reads itself (its own locals and parameters are free to change)
+    file_consts = set(active) | set(file_env(_strip_comments(text)))
+    device_names = set(re.findall(r"\b[A-Za-z_]\w*\b", _strip_comments(sliced.text))) & file_consts
     errors = []
     for site in sorted(sites, key=lambda st: not _block_matches_template(st, texts, overrides or {})):
         try:

@@ -290,6 +290,16 @@ def run_repo(repo: Path, out: Path, kernel_timeout: float) -> None:
                      "seconds": round(time.time() - t0, 1)})
 
 
+def forget_failed(path: Path) -> None:
+    """Keep only the verified kernels' records (atomically): the others run again with the current code."""
+    recs = read_records(path)
+    redo = {r["file"] for r in recs if not r.get("file_done") and outcome(r) != "verified"}
+    keep = [r for r in recs if r["file"] not in redo or (not r.get("file_done") and outcome(r) == "verified")]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
+    os.replace(tmp, path)
+
+
 def read_records(path: Path) -> list[dict]:
     if not path.exists():
         return []
@@ -387,6 +397,8 @@ def main() -> None:
     ap.add_argument("repos", nargs="*", type=Path)
     ap.add_argument("--timeout", type=float, default=KERNEL_TIMEOUT_S, help="seconds per kernel")
     ap.add_argument("--only-report", action="store_true", help="write the report from the records only")
+    ap.add_argument("--redo-failed", action="store_true",
+                    help="forget the kernels that did not verify (and their files' markers), to run them again")
     ap.add_argument("--md", type=Path, default=REPO / "docs" / "REAL_CODE.md")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -400,6 +412,8 @@ def main() -> None:
         repo = repo.resolve()
         out = repo.parent / ".campaign" / f"{repo.name}.jsonl"
         out.parent.mkdir(parents=True, exist_ok=True)
+        if a.redo_failed:
+            forget_failed(out)
         if not a.only_report:
             run_repo(repo, out, a.timeout)
         records += read_records(out)

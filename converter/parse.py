@@ -179,7 +179,7 @@ def line_starts(raw: bytes) -> list[int]:
 
 
 def _resolvable(name: str, angled: bool, base_dir: Path, include_dirs: list[Path]) -> bool:
-    if has_stub(name):
+    if has_stub(name) or (angled and (CLANG_BUILTINS / name).is_file()):  # stubs; the compiler's own (<stdarg.h>)
         return True
     search = ([] if angled else [base_dir]) + include_dirs
     if any((d / name).exists() for d in search):

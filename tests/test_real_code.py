@@ -846,3 +846,14 @@ def test_texture_fetch_through_a_functor_template_argument_is_refused_at_the_cal
         "(line 4) uses texture/surface access tex1Dfetch, which cannot run as an rTask"]}]
     cu.write_text(TEX_FUNCTOR.replace("gather<<<(n + 127) / 128, 128>>>(TexFetch{}, d_out, n);\n", ""))
     assert sorted(m.name for m in convert_file(str(cu)).rkernels) == ["gather", "twice"]
+
+
+def test_compiler_headers_named_by_the_file_are_not_missing(tmp_path):
+    """<stdarg.h> is the compiler's own header (the parser ships it): naming it before <stdio.h> must not turn it
+    into an empty 'missing' header that <stdio.h> then reads (it needs __gnuc_va_list from it)."""
+    cu = tmp_path / "log.cu"
+    cu.write_text("#include <stdarg.h>\n#include <stdio.h>\n"
+                  "void log_msg(const char *fmt, ...) { va_list ap; va_start(ap, fmt); vprintf(fmt, ap); va_end(ap); }\n"
+                  "__global__ void k(float *x) { x[threadIdx.x] += 1.0f; }\n")
+    res = convert_file(str(cu))
+    assert [m.name for m in res.rkernels] == ["k"] and res.warnings == []

@@ -157,3 +157,10 @@ def void_params(a):
     """number_threads over grid (2, 3, 2) x block (4, 4, 4): id * 100 + (thread within the block) % 32."""
     ids = np.arange(768)
     return {"out": (ids * 100 + (ids % 64) % 32).astype(np.int32)}
+
+
+def saxpy_app(a):
+    """saxpy over the first n elements, float32 as CUDA computes a * x + y (one rounding each)."""
+    n, y = int(a["n"]), a["y"].copy()
+    y[:n] = np.float32(a["a"]) * a["x"][:n] + a["y"][:n]
+    return {"y": y}

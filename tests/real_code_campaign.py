@@ -196,6 +196,8 @@ def kernel_job(path: str, kernel: str, incs: list[str], work: str, hosts: list[s
         if not result.ok and _agrees_in_legacy_order(path, str(spec_path), flags):
             rec["verify"] = ("order-dependent: agrees when the rTasks run in the legacy block order; "
                              + result.summary()[:250])
+        elif not result.ok and re.search(r"\bclock(64)?\s*\(", prep.text):
+            rec["verify"] = "timing-dependent: the kernel reads clock(); " + result.summary()[:250]
     except Exception as e:  # noqa: BLE001
         rec["verify"] = "error: " + _one_line(e)
     return rec
@@ -346,7 +348,7 @@ def outcome(r: dict) -> str:
     if r.get("legacy") != "ok":
         return "legacy fails"
     v = r.get("verify", "")
-    if v.startswith("order-dependent"):
+    if v.startswith(("order-dependent", "timing-dependent")):
         return "order-dependent"
     return "verified" if v == "verified" else ("differs" if v.startswith("differs") else "verify error")
 
@@ -366,8 +368,8 @@ def report(records: list[dict]) -> str:
              "compiles here (CUDA 13 removed `cudaThreadSynchronize` and texture references; cuBLAS and PyTorch "
              "headers are not installed).", "",
              "`order-dep.`: the rKernel differs from the legacy run under the verify's shuffled rTask order and agrees "
-             "in the legacy block order: the kernel's own result depends on which block runs last (an atomicExch's "
-             "last writer), both are outcomes CUDA allows. `no output`: kernels without a buffer argument "
+             "in the legacy block order (the kernel's own result depends on which block runs last: an atomicExch's "
+             "last writer), or the kernel's output is a clock() reading; both runs are outcomes CUDA allows. `no output`: kernels without a buffer argument "
              "(printf/assert demos), nothing to compare.", "",
              "| repository | commit | kernels | converted | compiled | legacy runs | verified | differs | order-dep. | "
              "verify error | no output | refused |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]

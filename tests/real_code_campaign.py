@@ -30,8 +30,11 @@ SUFFIXES = (".cu", ".cuh")
 KERNEL_RE = re.compile(r"__global__\b")
 SKIP_DIRS = {".git", "build", "third_party", "3rdparty", "external"}
 FILE_TIMEOUT_S = 300
-KERNEL_TIMEOUT_S = 240
+KERNEL_TIMEOUT_S = 180
 INCLUDE_DIR_NAMES = {"include", "inc", "common", "Common", "utils", "util"}
+# A project's own build switches the campaign sets, as its Makefile would (each is stated in docs/REAL_CODE.md):
+# PolyBench's documented dataset selector, so its #define sizes (which the kernels read) fit the CPU emulator.
+REPO_DEFINES: dict[str, tuple[str, ...]] = {"cavazos-lab+PolyBench-ACC": ("MINI_DATASET",)}
 
 # Why a kernel was refused or failed, as a class: first matching pattern of its first diagnostic (data table).
 REASON_CLASSES: list[tuple[str, str]] = [
@@ -105,11 +108,11 @@ def include_dirs(repo: Path, file: Path) -> list[str]:
 
 
 # ---- per file: convert and compile (child process) ---------------------------------------------------------------
-def file_job(path: str, incs: list[str]) -> dict:
+def file_job(path: str, incs: list[str], defines: list[str] = ()) -> dict:  # type: ignore[assignment]
     """Kernels of one file: converted or refused (with reason), and whether the converted file compiles for sm_90."""
     from converter import ConversionError, convert_source
     from converter.flags import CompileFlags
-    flags = CompileFlags(include_dirs=tuple(incs))
+    flags = CompileFlags(include_dirs=tuple(incs), defines=tuple(defines))
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     out: dict = {"kernels": {}, "compiled": None, "compile_error": None, "warnings": []}
     try:
@@ -128,11 +131,11 @@ def file_job(path: str, incs: list[str]) -> dict:
         out["kernels"][m.name] = {"converted": True, "template": bool(m.template_params)}
     for r in res.refused:
         out["kernels"][r["name"]] = {"converted": False, "reason": r["diagnostics"][0]}
-    out["compiled"], out["compile_error"] = compile_sm90(res.output, path, incs)
+    out["compiled"], out["compile_error"] = compile_sm90(res.output, path, incs, list(defines))
     return out
 
 
-def compile_sm90(converted: str, path: str, incs: list[str]) -> tuple[bool, str | None]:
+def compile_sm90(converted: str, path: str, incs: list[str], defines: list[str]) -> tuple[bool, str | None]:
     """nvcc -arch=sm_90 -c of the converted text (beside the original, so its local headers resolve)."""
     from toolchain.nvcc import find_nvcc
     from toolchain.stubs import HOST_STUBS  # vendor headers the machine lacks (cuBLAS...), searched last
@@ -145,7 +148,7 @@ def compile_sm90(converted: str, path: str, incs: list[str]) -> tuple[bool, str 
         src.write_text(converted)
         def nvcc_ptx(file: Path) -> subprocess.CompletedProcess:
             cmd = [nvcc, "-arch=sm_90", "-std=c++17", "-ptx", "-w", f"-I{RUNTIME_INCLUDE}", *[f"-I{d}" for d in incs],
-                   "-Xcompiler", f"-idirafter{HOST_STUBS}", str(file), "-o", os.devnull]
+                   *[f"-D{d}" for d in defines], "-Xcompiler", f"-idirafter{HOST_STUBS}", str(file), "-o", os.devnull]
             return subprocess.run(cmd, capture_output=True, text=True, timeout=FILE_TIMEOUT_S)
         r = nvcc_ptx(src)
         if r.returncode == 0:
@@ -161,13 +164,14 @@ def compile_sm90(converted: str, path: str, incs: list[str]) -> tuple[bool, str 
 
 
 # ---- per kernel: spec, legacy run, verify (child process) ----------------------------------------------------------
-def kernel_job(path: str, kernel: str, incs: list[str], work: str, hosts: list[str]) -> dict:
+def kernel_job(path: str, kernel: str, incs: list[str], work: str, hosts: list[str],
+               defines: list[str] = ()) -> dict:  # type: ignore[assignment]
     """Spec (from the host code, else the skeleton), legacy run under the sanitizers, then the verify."""
     from converter.flags import CompileFlags
     from rtransform.run import launch, make_module, prepare
     from rtransform.spec import make_inputs
     from rtransform.verify import SANITIZE_ALL, verify_file
-    flags = CompileFlags(include_dirs=tuple(incs))
+    flags = CompileFlags(include_dirs=tuple(incs), defines=tuple(defines))
     text = Path(path).read_text(encoding="utf-8", errors="replace")
     rec: dict = {}
     spec_path = Path(work) / (re.sub(r"\W", "_", kernel) + ".spec.yaml")
@@ -292,7 +296,8 @@ def run_repo(repo: Path, out: Path, kernel_timeout: float) -> None:
             continue
         incs = include_dirs(repo, f)
         t0 = time.time()
-        fres = child("file_job", {"path": str(f), "incs": incs}, FILE_TIMEOUT_S)
+        defines = list(REPO_DEFINES.get(repo.name, ()))
+        fres = child("file_job", {"path": str(f), "incs": incs, "defines": defines}, FILE_TIMEOUT_S)
         kernels = fres.get("kernels") or {}
         if not kernels:
             names = re.findall(r"__global__[^(;{]*?\b(\w+)\s*\(", f.read_text(encoding="utf-8", errors="replace"))
@@ -306,7 +311,8 @@ def run_repo(repo: Path, out: Path, kernel_timeout: float) -> None:
                    "compile_error": fres.get("compile_error") if k["converted"] else None}
             if k["converted"]:
                 rec.update(child("kernel_job", {"path": str(f), "kernel": name, "incs": incs, "work": str(work),
-                                                "hosts": host_files_for(name, str(f), launchers)},
+                                                "hosts": host_files_for(name, str(f), launchers),
+                                                "defines": defines},
                                  kernel_timeout))
                 if "error" in rec and "legacy" not in rec:
                     rec["legacy"] = rec.pop("error")
@@ -364,6 +370,10 @@ def report(records: list[dict]) -> str:
              "code (`rtransform spec --from-host`; the skeleton guess where that fails), run the legacy kernel on "
              "the CPU emulator under memcheck, racecheck and synccheck, and verify (the rKernel on the persistent "
              "executor: several rTasks per vEU, shuffled, surplus threads) against the legacy outputs.", "",
+             "Build switches set as the projects' own builds would: "
+             + ", ".join(f"{r}: " + " ".join(f"-D{d}" for d in ds) for r, ds in REPO_DEFINES.items())
+             + " (its documented dataset selector; the kernels read its sizes as constants). Include paths: the "
+             "file's folder and its parents' `include`/`inc`/`common`/`Common`/`utils` folders up to the root.", "",
              "`compiled`: converted kernels whose file compiles for sm_90, of those whose project's own file "
              "compiles here (CUDA 13 removed `cudaThreadSynchronize` and texture references; cuBLAS and PyTorch "
              "headers are not installed).", "",

@@ -170,6 +170,8 @@ def _param_name(p: str) -> str:
 _ASSIGN = re.compile(r"(?<![\.\w>\]\[])\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);")
 _DIM3_CTOR = re.compile(r"\bdim3\s+(\w+)\s*[\({]([^;]*)[\)}]\s*;")
 _DIM3_EQ = re.compile(r"\bdim3\s+(\w+)\s*=\s*(?:dim3\s*)?[\({]?([^;]*?)[\)}]?\s*;")
+_BUILTINS = ("min", "max", "ceil", "floor", "__cdiv")
+_CEIL_DIV = re.compile(r"\b(?:i?[dD]iv_?[uU]p|DIV_?UP|[cC]eil_?[dD]iv|CEIL_?DIV|cdiv|div_round_up|DivRoundUp)\s*\(")
 _RUNTIME_VALUE = re.compile(r"\b(argv|atoi|atol|atof|strtol|strtoul|stoi|stol|getenv|getCmdLine\w*|scanf|rand)\b")
 _FIELD = re.compile(r"\b(\w+)\.(x|y|z)\s*=\s*([^;]+);")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
@@ -254,15 +256,16 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     """The value of a C integer/float expression over known names, or None (unknown names go to env.unknown)."""
     expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: f"sizeof({env.exprs[m.group(1)].strip()})"
                   if m.group(1) in env.exprs and env.exprs[m.group(1)].strip() in SIZEOF else m.group(0), expr)
+    expr = _CEIL_DIV.sub("__cdiv(", expr)  # the samples' iDivUp, divUp, ceil_div helper functions
     e = _c_to_python(expand_macros(expr, env.macros))
     if re.search(r"\b(sizeof|__sizeof_\w*|new|this)\b|->|\[", e):
         return None  # the size of a type this table lacks, a member, an element: not a host constant
     e = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1__dot_\2", e)  # dim3 fields: `grid.x`
     if not re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>=,!]*(?:if|else|and|or|not|[\w\s\.\+\-\*/%\(\)<>=,!])*", e):
         return None
-    if any(m.group(1) not in ("min", "max", "ceil", "floor") for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", e)):
+    if any(m.group(1) not in _BUILTINS for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", e)):
         return None  # a call of a function (not a macro this file defines): no value here
-    names = set(re.findall(r"\b[A-Za-z_]\w*\b", e)) - {"if", "else", "and", "or", "not", "min", "max", "ceil",
+    names = set(re.findall(r"\b[A-Za-z_]\w*\b", e)) - {"if", "else", "and", "or", "not", "min", "max", "ceil", "__cdiv",
                                                          "floor", "true", "false", "True", "False"}
     vals: dict[str, float] = {}
     for n in names:
@@ -274,6 +277,7 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     code = re.sub(r"(?<![/])/(?![/])", "//", e) if ints else e
     try:
         v = eval(code, {"__builtins__": {}, "min": min, "max": max, "ceil": math.ceil, "floor": math.floor,  # noqa: S307
+                        "__cdiv": lambda a, b: -(-a // b),
                         "true": 1, "false": 0, "True": 1, "False": 0}, vals)
     except Exception:  # noqa: BLE001 - not an expression this evaluator understands
         return None

@@ -282,15 +282,19 @@ def child(func: str, payload: dict, timeout: float) -> dict:
     return json.loads(lines[-1][len("@@RESULT "):])
 
 
-def run_repo(repo: Path, out: Path, kernel_timeout: float) -> None:
-    """Every kernel of one repository, appended to `out` as it finishes; kernels already there are skipped."""
+def run_repo(repo: Path, out: Path, kernel_timeout: float, shard: tuple[int, int] = (0, 1)) -> None:
+    """Every kernel of one repository (of its files k with k % n == i, for --shard i/n), appended to `out` as it
+    finishes (one whole line per write: shards of one repository share the file); kernels already there are
+    skipped."""
     done = {(r["file"], r["kernel"]) for r in read_records(out)}
     done_files = {r["file"] for r in read_records(out) if r.get("file_done")}
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     work = out.parent / (out.stem + ".work")
     work.mkdir(parents=True, exist_ok=True)
     launchers = launching_files(repo)
-    for f in kernel_files(repo):
+    for k, f in enumerate(kernel_files(repo)):
+        if k % shard[1] != shard[0]:
+            continue
         rel = str(f.relative_to(repo))
         if rel in done_files:
             continue
@@ -441,6 +445,7 @@ def main() -> None:
     ap.add_argument("repos", nargs="*", type=Path)
     ap.add_argument("--timeout", type=float, default=KERNEL_TIMEOUT_S, help="seconds per kernel")
     ap.add_argument("--only-report", action="store_true", help="write the report from the records only")
+    ap.add_argument("--shard", default="0/1", help="i/n: only the files k with k %% n == i (parallel campaigns)")
     ap.add_argument("--redo-failed", action="store_true",
                     help="forget the kernels that did not verify (and their files' markers), to run them again")
     ap.add_argument("--md", type=Path, default=REPO / "docs" / "REAL_CODE.md")
@@ -459,7 +464,8 @@ def main() -> None:
         if a.redo_failed:
             forget_failed(out)
         if not a.only_report:
-            run_repo(repo, out, a.timeout)
+            i, n = (int(x) for x in a.shard.split("/"))
+            run_repo(repo, out, a.timeout, (i, n))
         records += read_records(out)
     a.md.write_text(report(records))
     print(f"{a.md}: {len([r for r in records if not r.get('file_done')])} kernels", file=sys.stderr)

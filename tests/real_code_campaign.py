@@ -363,8 +363,17 @@ def outcome(r: dict) -> str:
     return "verified" if v == "verified" else ("differs" if v.startswith("differs") else "verify error")
 
 
-def report(records: list[dict]) -> str:
+def inventory(repo: Path) -> tuple[int, int]:
+    """(files with a __global__ function, __global__ functions found by a plain text search) of a repository."""
+    files = kernel_files(repo)
+    found = sum(len(re.findall(r"__global__[^(;{]*?\b\w+\s*\(", f.read_text(encoding="utf-8", errors="replace")))
+                for f in files)
+    return len(files), found
+
+
+def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -> str:
     """docs/REAL_CODE.md: per repository counts, the refusals and failures by class, and the commits."""
+    inv = inv or {}
     ks = [r for r in records if not r.get("file_done")]
     repos = sorted({r["repo"] for r in ks})
     lines = ["# Real code: every kernel of public CUDA repositories", "",
@@ -385,8 +394,10 @@ def report(records: list[dict]) -> str:
              "in the legacy block order (the kernel's own result depends on which block runs last: an atomicExch's "
              "last writer), or the kernel's output is a clock() reading; both runs are outcomes CUDA allows. `no output`: kernels without a buffer argument "
              "(printf/assert demos), nothing to compare.", "",
-             "| repository | commit | kernels | converted | compiled | legacy runs | verified | differs | order-dep. | "
-             "verify error | no output | refused |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "`files`: files done of the repository's files with a `__global__` function (the campaign is resumable; "
+             "a repository not finished shows fewer).", "",
+             "| repository | commit | files | kernels | converted | compiled | legacy runs | verified | differs | "
+             "order-dep. | verify error | no output | refused |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     tot: Counter = Counter()
     for repo in repos:
         rs = [r for r in ks if r["repo"] == repo]
@@ -398,11 +409,13 @@ def report(records: list[dict]) -> str:
                       order=c["order-dependent"], error=c["verify error"], nothing=c["nothing to compare"],
                       refused=c["refused"])
         tot.update(row)
-        lines.append(f"| {repo} | {rs[0]['commit'][:10]} | {row['kernels']} | {row['converted']} | "
+        done = len({r["file"] for r in records if r["repo"] == repo and r.get("file_done")})
+        files = f"{done} of {inv[repo][0]}" if repo in inv else str(done)
+        lines.append(f"| {repo} | {rs[0]['commit'][:10]} | {files} | {row['kernels']} | {row['converted']} | "
                      f"{row['compiled']} of {row['buildable']} | "
                      f"{row['legacy']} | {row['verified']} | {row['differs']} | {row['order']} | {row['error']} | "
                      f"{row['nothing']} | {row['refused']} |")
-    lines.append(f"| **total** | | {tot['kernels']} | {tot['converted']} | {tot['compiled']} of {tot['buildable']} | "
+    lines.append(f"| **total** | | | {tot['kernels']} | {tot['converted']} | {tot['compiled']} of {tot['buildable']} | "
                  f"{tot['legacy']} | {tot['verified']} | {tot['differs']} | {tot['order']} | {tot['error']} | "
                  f"{tot['nothing']} | {tot['refused']} |")
     legacy_ok = tot["legacy"]
@@ -467,7 +480,7 @@ def main() -> None:
             i, n = (int(x) for x in a.shard.split("/"))
             run_repo(repo, out, a.timeout, (i, n))
         records += read_records(out)
-    a.md.write_text(report(records))
+    a.md.write_text(report(records, {r.resolve().name: inventory(r.resolve()) for r in a.repos}))
     print(f"{a.md}: {len([r for r in records if not r.get('file_done')])} kernels", file=sys.stderr)
 
 

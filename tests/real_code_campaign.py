@@ -422,9 +422,12 @@ def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -
     rate = f"{100 * tot['verified'] / legacy_ok:.1f}%" if legacy_ok else "n/a"
     host = [r for r in ks if r["converted"] and r.get("spec_source")]
     host_ok = [r for r in host if r["spec_source"] == "host" and r.get("legacy") == "ok"]
+    launched = [r for r in host if r["spec_source"] == "host" or not any(
+        str(n).startswith("no launch of") for n in r.get("spec_notes") or [])]
     lines += ["", f"Of the kernels whose legacy run works, **{tot['verified']} of {legacy_ok} verify ({rate})**; "
               f"{tot['differs']} differ between legacy and converted, {tot['order']} only under a shuffled block "
-              f"order. Specs: {sum(r['spec_source'] == 'host' for r in host)} "
+              f"order. **--from-host derived a spec that runs for {len(host_ok)} of the {len(launched)} converted "
+              f"kernels whose host code launches them ({100 * len(host_ok) / max(1, len(launched)):.0f}%)**. Specs: {sum(r['spec_source'] == 'host' for r in host)} "
               f"of {len(host)} converted kernels got theirs from the host code, {len(host_ok)} of those ran.", ""]
     lines += _class_table("Refused (conversion)", [r.get("reason") for r in ks if not r["converted"]])
     lines += _class_table("Legacy run fails (spec or kernel)", [r.get("legacy") for r in ks

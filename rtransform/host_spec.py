@@ -198,6 +198,7 @@ class Env:
     exprs: dict[str, str] = field(default_factory=dict)
     overrides: dict[str, int] = field(default_factory=dict)
     macros: dict[str, tuple[list[str], str]] = field(default_factory=dict)  # function-like #defines
+    types: dict[str, str] = field(default_factory=dict)      # typedef / using aliases of the files
     scaled: dict[str, int] = field(default_factory=dict)
     original: dict[str, int] = field(default_factory=dict)   # a scaled name's value before scaling
     unknown: set[str] = field(default_factory=set)
@@ -235,6 +236,20 @@ def _c_to_python(expr: str) -> str:
     return e
 
 
+def _type_alias(name: str, env: Env) -> str:
+    """A type name through the file's typedefs and type macros (`typedef float ft;`, `#define DATA_TYPE float`)."""
+    for _ in range(4):
+        alias = env.types.get(name) or (env.exprs.get(name, "").strip() or None)
+        if alias is None or alias == name:
+            break
+        name = alias
+    return name
+
+
+_TYPEDEF = re.compile(r"\btypedef\s+((?:unsigned\s+|signed\s+|long\s+|short\s+)*\w+)\s+(\w+)\s*;|"
+                      r"\busing\s+(\w+)\s*=\s*((?:unsigned\s+|signed\s+|long\s+)*\w+)\s*;")
+
+
 def expand_macros(expr: str, macros: dict[str, tuple[list[str], str]]) -> str:
     """Function-like macros (`CEIL_DIV(M, 32)`) expanded, a few levels deep."""
     for _ in range(6):
@@ -254,8 +269,7 @@ def expand_macros(expr: str, macros: dict[str, tuple[list[str], str]]) -> str:
 
 def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     """The value of a C integer/float expression over known names, or None (unknown names go to env.unknown)."""
-    expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: f"sizeof({env.exprs[m.group(1)].strip()})"
-                  if m.group(1) in env.exprs and env.exprs[m.group(1)].strip() in SIZEOF else m.group(0), expr)
+    expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: f"sizeof({_type_alias(m.group(1), env)})", expr)
     expr = _CEIL_DIV.sub("__cdiv(", expr)  # the samples' iDivUp, divUp, ceil_div helper functions
     e = _c_to_python(expand_macros(expr, env.macros))
     if re.search(r"\b(sizeof|__sizeof_\w*|new|this)\b|->|\[", e):
@@ -426,7 +440,12 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
     for t in texts.values():  # allocations elsewhere (a setup function, globals): the first of each name
         for name, size in allocations(_strip_comments(t)):
             exprs.setdefault(f"__bytes_{name}", size)
-    return Env(exprs, overrides, macros)
+    types: dict[str, str] = {}
+    for t in [*texts.values(), *_local_headers(texts)]:
+        for m in _TYPEDEF.finditer(_strip_comments(t)):
+            alias, target = (m.group(2), m.group(1)) if m.group(2) else (m.group(3), m.group(4))
+            types.setdefault(alias, " ".join(target.split()))
+    return Env(exprs, overrides, macros, types)
 
 
 def _local_headers(texts: dict[str, str], depth: int = 2) -> list[str]:
@@ -584,9 +603,10 @@ def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int
         if v is None or not float(v).is_integer() or v <= 64:
             continue
         names = set(re.findall(r"\b[A-Za-z_]\w*(?:\.[xyz])?", _c_to_python(e).replace("__sizeof_", "")))
+        small = {m for m in names if m not in env.block_names and (env.value(m) or 0) <= 64}
         if not names:
             base.append((v, n))
-        elif names <= env.block_names:
+        elif names <= env.block_names | small:  # made of small constants (1024 * 1024 * chunks) or the block
             near.append((v, n))
     base += [(v, n) for n, v in env.scaled.items() if v > 64 and n not in overrides and n in env.used
              and n not in env.block_names]

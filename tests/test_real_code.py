@@ -857,3 +857,60 @@ def test_compiler_headers_named_by_the_file_are_not_missing(tmp_path):
                   "__global__ void k(float *x) { x[threadIdx.x] += 1.0f; }\n")
     res = convert_file(str(cu))
     assert [m.name for m in res.rkernels] == ["k"] and res.warnings == []
+
+
+BENCH_APP = """#include <cstdio>
+#if !defined(SMALL) && !defined(LARGE)
+#define MEDIUM
+#endif
+#ifdef SMALL
+#define M 64
+#endif
+#ifdef MEDIUM
+#define M 128
+#endif
+typedef float real;
+const int chunks = 64;
+const size_t ds = 1024 * 1024 * chunks;
+__global__ void row_scale(const real *in, real *out) {
+  int r = blockIdx.x, c = threadIdx.x;
+  for (int k = c; k < M; k += blockDim.x) out[r * M + k] = 2 * in[r * M + k];
+}
+__global__ void halve(real *x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 0.5f; }
+int main() {
+  real *d_in, *d_out, *d_x;
+  cudaMalloc(&d_in, M * M * sizeof(real));
+  cudaMalloc(&d_out, M * M * sizeof(real));
+  row_scale<<<M, 32>>>(d_in, d_out);
+  cudaMalloc(&d_x, ds * sizeof(real));
+  halve<<<(ds + 255) / 256, 256>>>(d_x, ds);
+  return 0;
+}
+"""
+
+
+def test_host_spec_reads_active_macros_keeps_device_constants_and_scales_products(tmp_path):
+    """The #if branch the preprocessor takes gives M = 128, which the kernel reads itself, so it is never scaled
+    (its buffers are M * M through a typedef's sizeof); ds = 1024 * 1024 * chunks, which only the host uses, is
+    scaled down; -DSMALL picks the other branch. Every spec runs."""
+    from converter.flags import CompileFlags
+    from rtransform.host_spec import spec_from_host
+    cu = tmp_path / "bench.cu"
+    cu.write_text(BENCH_APP)
+    rows = yaml.safe_load(spec_from_host(BENCH_APP, str(cu), "row_scale").yaml)
+    assert rows["grid"] == [128, 1, 1] and [a["size"] for a in rows["args"]] == [128 * 128, 128 * 128]
+    small = yaml.safe_load(spec_from_host(BENCH_APP, str(cu), "row_scale", flags=CompileFlags(defines=("SMALL",)))
+                           .yaml)
+    assert small["grid"] == [64, 1, 1] and small["args"][0]["size"] == 64 * 64
+    hs = spec_from_host(BENCH_APP, str(cu), "halve")
+    half = yaml.safe_load(hs.yaml)
+    n = half["args"][1]["value"]
+    assert hs.notes == [f"ds = 67108864 in the source; {n} here so that the CPU emulator runs it (--set ds=VALUE)"]
+    assert half["args"][0]["size"] == n and half["grid"] == [-(-n // 256), 1, 1]
+    for kernel, data in (("row_scale", rows), ("halve", half)):
+        spec = tmp_path / f"{kernel}.yaml"
+        spec.write_text(yaml.safe_dump(data))
+        run = run_file(str(cu), str(spec))
+        name = "out" if kernel == "row_scale" else "x"
+        want = 2 * run.inputs["in"] if kernel == "row_scale" else 0.5 * run.inputs["x"]
+        np.testing.assert_allclose(run.outputs[name], want, rtol=1e-6)

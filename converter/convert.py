@@ -14,6 +14,7 @@ import clang.cindex as ci
 from .output import RKernelMeta
 from .flags import CompileFlags
 from .parse import ParsedSource, line_col, line_starts, parse_cuda
+from toolchain.cxx import split_top_level
 
 K = ci.CursorKind
 CONVERTER_VERSION = "2"
@@ -1117,12 +1118,18 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
             if any(g.file is None and g.start <= o < g.end for g in [f] + reach):
                 problems.append(("", o, d.spelling + _missing_header_hint(src, d.spelling)))
         problems.sort()
+        fixed: dict[tuple[str, str], str] = {}  # template callees' __shared__ at the one instantiation used
         for g in reach:
             for v in g.shared:
                 if v.size is None and g.is_template:
+                    decl = _instantiated_decl(conv, [f] + reach, g, v)
+                    if decl is not None:
+                        fixed[(g.qualname, v.name)] = decl
+                        continue
                     problems.append((g.file.path if g.file else "", v.stmt.extent.start.offset,
                                      f"static __shared__ '{v.name}' of a size that depends on the template "
-                                     f"arguments of device function '{g.name}'"))
+                                     f"arguments of device function '{g.name}', called with more than one (or "
+                                     "no explicit) template argument list"))
         problems += _mixed_candidates(conv, [f] + reach)
         problems += _uncloneable_members(conv, [f] + reach)
         if problems:
@@ -1130,7 +1137,7 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
             continue
         try:
             ctx_callees = [g for g in reach if conv.needs_ctx(g)]
-            kedits, meta = _convert_kernel(conv, f, ctx_callees)
+            kedits, meta = _convert_kernel(conv, f, ctx_callees, fixed)
         except _Refuse as r:
             refused.append({"name": f.qualname, "diagnostics": [_diag(src, r.offset, r.msg)]})
             continue
@@ -1184,6 +1191,35 @@ def _problem(conv: Converter, path: str, offset: int, msg: str) -> str:
         return _diag(conv.src, offset, msg)
     line, col = conv.headers[path].location(offset)  # type: ignore[union-attr]
     return f"{path}:{line}:{col}: error: {msg}"
+
+
+def _instantiated_decl(conv: Converter, funcs: list[Func], g: Func, v: SharedVar) -> str | None:
+    """A template callee's __shared__ declaration with its template parameters replaced by the arguments of the one
+    explicit instantiation the kernel's functions call (`matrixMul<8, size_t>(...)` makes `float As[block_size]
+    [block_size]` `float As[8][8]`); None when the calls spell none, or more than one."""
+    _, names, _ = conv.template_header(g)
+    key = g.cursor.get_usr()
+    lists: set[tuple[str, ...]] = set()
+    for h in funcs:
+        with conv.reading(h):
+            for c, usr in h.calls:
+                if usr != key:
+                    continue
+                i = conv._call_name_token(c, conv.call_name(c))
+                if i < 0 or i + 1 >= len(conv.tok.spell) or conv.tok.spell[i + 1] != "<":
+                    return None  # deduced: the arguments are the call's types
+                j = conv.tok.matching(i + 1, "<", ">")
+                text = conv.raw[conv.tok.end[i + 1]:conv.tok.start[j]].decode()
+                lists.add(tuple(a.strip() for a in split_top_level(text)))
+    if len(lists) != 1 or not names:
+        return None
+    args = next(iter(lists))
+    if len(args) != len(names) or any(re.search(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b", a)
+                                      for a in args):
+        return None
+    types = {ch.spelling for ch in g.cursor.get_children() if ch.kind == K.TEMPLATE_TYPE_PARAMETER}
+    sub = {n: a if n in types else f"({a})" for n, a in zip(names, args)}  # a type is never parenthesised
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: sub.get(m.group(0), m.group(0)), v.decl_text)
 
 
 def _mixed_candidates(conv: Converter, funcs: list[Func]) -> list[tuple[str, int, str]]:
@@ -1264,8 +1300,10 @@ def _callees_first(funcs: list[Func], conv: Converter) -> list[Func]:
     return out
 
 
-def _member_names(conv: Converter, f: Func, reach: list[Func]) -> tuple[dict, list[SharedVar]]:
-    """Layout struct members: the kernel's own shared variables, then its callees', then file-scope ones."""
+def _member_names(conv: Converter, f: Func, reach: list[Func],
+                  fixed: dict[tuple[str, str], str]) -> tuple[dict, list[SharedVar]]:
+    """Layout struct members: the kernel's own shared variables, then its callees' (a template callee's at the one
+    instantiation the kernel calls: `fixed`), then file-scope ones."""
     members: dict = {}
     order: list[SharedVar] = []
     used: set[str] = set()
@@ -1276,7 +1314,7 @@ def _member_names(conv: Converter, f: Func, reach: list[Func]) -> tuple[dict, li
             name, n = f"{base}_{n}", n + 1
         used.add(name)
         members[(owner, v.name)] = name
-        decl = re.sub(r"\b" + re.escape(v.member) + r"\b", name, v.decl_text, count=1)
+        decl = re.sub(r"\b" + re.escape(v.member) + r"\b", name, fixed.get((owner, v.name), v.decl_text), count=1)
         order.append(SharedVar(v.name, name, decl, v.volatile, v.size, v.align, v.stmt, v.consts))
     for v in f.shared:
         add(f.qualname, v, v.name)
@@ -1289,11 +1327,12 @@ def _member_names(conv: Converter, f: Func, reach: list[Func]) -> tuple[dict, li
     return members, order
 
 
-def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[list[Edit], dict]:
+def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func],
+                    fixed: dict[tuple[str, str], str] | None = None) -> tuple[list[Edit], dict]:
     src, tok = conv.src, conv.tok
     clones = {g.cursor.get_usr(): g for g in ctx_callees}
     smem_callees = {u for u, g in clones.items() if conv.needs_smem(g)}
-    members, order = _member_names(conv, f, ctx_callees)
+    members, order = _member_names(conv, f, ctx_callees, fixed or {})
     theader, tnames, _ = conv.template_header(f)
     targs = f"<{', '.join(tnames)}>" if tnames else ""
     layout = f"{f.name}__rt_shared" if order else None

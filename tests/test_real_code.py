@@ -914,3 +914,31 @@ def test_host_spec_reads_active_macros_keeps_device_constants_and_scales_product
         name = "out" if kernel == "row_scale" else "x"
         want = 2 * run.inputs["in"] if kernel == "row_scale" else 0.5 * run.inputs["x"]
         np.testing.assert_allclose(run.outputs[name], want, rtol=1e-6)
+
+
+def test_template_callee_shared_tiles_take_the_one_instantiation_each_kernel_calls(tmp_path):
+    """transpose_tiles<TILE, index_t>'s __shared__ tile is sized by its template parameters: each extern "C"
+    kernel calls one instantiation, so its layout holds the tile at that size (before: refused); a kernel calling
+    two instantiations is still refused, one line."""
+    cu = KDIR / "template_callee_smem" / "block_transpose.cu"
+    res = convert_file(str(cu))
+    assert sorted(m.name for m in res.rkernels) == ["transpose_16_long", "transpose_8_int"] and not res.refused
+    assert "float transpose_tiles__tile[(8)][(8) + 1];" in res.output
+    assert "float transpose_tiles__tile[(16)][(16) + 1];" in res.output
+    spec = tmp_path / "t8.yaml"
+    spec.write_text("kernel: transpose_8_int\ngrid: [5, 4]\nblock: [8, 8]\nargs:\n"
+                    "- {name: out, kind: buffer, dtype: float32, size: 1000, init: zeros}\n"
+                    "- {name: in, kind: buffer, dtype: float32, size: 1000, init: random}\n"
+                    "- {name: rows, kind: scalar, dtype: int32, value: 25}\n"
+                    "- {name: cols, kind: scalar, dtype: int32, value: 40}\noutputs: [out]\ntolerance: 0\n")
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_array_equal(run.outputs["out"], run.inputs["in"].reshape(25, 40).T.ravel())
+    assert verify_file(str(cu), str(spec)).ok
+    two = tmp_path / "two.cu"
+    two.write_text(cu.read_text() + 'extern "C" __global__ void both(float *o, const float *i, int r, int c) {\n'
+                   "  transpose_tiles<8, int>(o, i, r, c);\n  transpose_tiles<16, int>(o, i, r, c);\n}\n")
+    res = convert_file(str(two))
+    assert [r["name"] for r in res.refused] == ["both"]
+    assert res.refused[0]["diagnostics"] == [
+        f"{two}:5:3: error: static __shared__ 'tile' of a size that depends on the template arguments of device "
+        "function 'transpose_tiles', called with more than one (or no explicit) template argument list"]

@@ -164,3 +164,11 @@ def saxpy_app(a):
     n, y = int(a["n"]), a["y"].copy()
     y[:n] = np.float32(a["a"]) * a["x"][:n] + a["y"][:n]
     return {"y": y}
+
+
+def block_transpose(a):
+    """transpose_16_long: out (cols x rows) = in (rows x cols) transposed."""
+    rows, cols = int(a["rows"]), int(a["cols"])
+    out = a["out"].copy()
+    out[:rows * cols] = a["in"][:rows * cols].reshape(rows, cols).T.ravel()
+    return {"out": out}

@@ -45,13 +45,6 @@ def cpu_timer() -> Timer:
                  wait=lambda e: None, elapsed_ms=lambda a, b: (b["t"] - a["t"]) * 1e3)
 
 
-def cupy_timer() -> Timer:
-    """CUDA events on cupy's current stream (the rammer executors' stream)."""
-    import cupy
-    return Timer(event=cupy.cuda.Event, record=lambda e: e.record(), wait=lambda e: e.synchronize(),
-                 elapsed_ms=cupy.cuda.get_elapsed_time)
-
-
 def torch_timer() -> Timer:
     """CUDA events on torch's current stream."""
     import torch

@@ -684,7 +684,7 @@ def test_class_members_that_need_the_context_are_cloned_into_their_class():
     assert "bs.sum__rt(__rt, v)" in out and "BlockSum<BLOCK>::first_index__rt(__rt)" in out
     assert "s.doubled__rt(__rt, __rt_sh, i, n)" in out
     pair = next(m for m in res.rkernels if m.name == "pair_sums")
-    assert [v["member"] for v in pair.shared_variables] == ["neighbour_sum__stage"]
+    assert [v.member for v in pair.shared_variables] == ["neighbour_sum__stage"]
 
 
 @pytest.mark.parametrize("block,n", [(64, 200), (128, 500), (128, 512)])

@@ -449,10 +449,9 @@ def test_header_callees_that_cannot_be_cloned_are_still_refused(tmp_path):
                                                  "a header has no place in the rTask's shared-memory layout",
                                                  f"{tmp_path / 'h.h'}:3:83: error: file-scope __shared__ 'pool' of "
                                                  "a header has no place in the rTask's shared-memory layout"]
-    assert e.value.refused[1]["diagnostics"] == [f"{cu}:3:48: error: 'first' (defined in h.h) uses __shared__ memory: "
-                                                 "a device function that needs the rTask context is converted only "
-                                                 "when it is a function at namespace scope spelled in the .cu file or "
-                                                 "a local header"]
+    assert e.value.refused[1]["diagnostics"] == [f"{cu}:3:48: error: 'first' (a member of a class in h.h) uses "
+                                                 "__shared__ memory: a local header's class cannot be given a clone "
+                                                 "that takes the rTask (the header is not rewritten)"]
     assert (tmp_path / "h.h").read_text() == header
 
 

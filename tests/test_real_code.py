@@ -941,3 +941,13 @@ def test_template_callee_shared_tiles_take_the_one_instantiation_each_kernel_cal
     assert res.refused[0]["diagnostics"] == [
         f"{two}:5:3: error: static __shared__ 'tile' of a size that depends on the template arguments of device "
         "function 'transpose_tiles', called with more than one (or no explicit) template argument list"]
+
+
+def test_equal_infinities_agree_in_a_tolerance_compare():
+    """A Monte-Carlo course kernel whose sum overflows to -inf on both sides agrees (inf - inf is nan: it was
+    reported as differing with 'legacy -inf vs rKernel -inf'); opposite infinities and a finite value still differ."""
+    from rtransform.verify import compare
+    legacy = np.array([-np.inf, np.inf, 1.0], np.float32)
+    assert compare("s", legacy, legacy.copy(), 1e-5).ok
+    assert not compare("s", legacy, np.array([np.inf, np.inf, 1.0], np.float32), 1e-5).ok
+    assert not compare("s", legacy, np.array([-np.inf, 3.0e38, 1.0], np.float32), 1e-5).ok

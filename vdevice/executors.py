@@ -91,7 +91,7 @@ class _GpuBackend:
         from .gpu import GpuModule
 
         self.cp = cupy
-        self.module = GpuModule(gen.source, gen.kernel_names, list(gen.include_dirs)).module  # NVRTC build
+        self.module = GpuModule(gen.source, gen.kernel_names, list(gen.include_dirs))  # NVRTC build (vdevice.nvrtc)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._functions: dict[str, Any] = {}
         self._smem_set: dict[str, int] = {}

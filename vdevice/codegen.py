@@ -21,6 +21,7 @@ LAYOUT_QUERY = "vd_layout_sizes"
 GENERATED_NAME = "vd_generated.cu"
 _LINE_MARK = "//@@vd-line@@"
 WARP = 32
+PREFETCHED_SLOTS = 8  # vd::kArgSlots: argument slots the interpreter loads ahead of an rTask (vdevice_runtime.cuh)
 
 _INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"][^>"]+[>"])', re.MULTILINE)
 _PRAGMA_ONCE_RE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once\b.*$", re.MULTILINE)
@@ -122,7 +123,8 @@ def generate(ops: Sequence[Op], sources: Mapping[str, str], include_dirs: Sequen
 
 def _module_prelude(namespaces: Mapping[str, str], sources: Mapping[str, str]) -> list[str]:
     """The runtime headers and every rKernel source in its namespace: what a module declares before its code."""
-    return ['#include "rtask_runtime.cuh"', c_declarations(), '#include "vdevice_runtime.cuh"',
+    return ['#include "rtask_runtime.cuh"', c_declarations(), f"#define VD_ARG_SLOTS {PREFETCHED_SLOTS}",
+            '#include "vdevice_runtime.cuh"',
             *_hoisted_includes(sources[s] for s in namespaces),
             *(_wrapped_source(sid, ns, sources[sid]) for sid, ns in namespaces.items())]
 
@@ -247,7 +249,7 @@ def _dispatch(insts: Sequence[Instantiation]) -> str:
     cases = "\n".join(f"      case {k}u: {{{_known(inst)} vd::invoke<&{inst.rtask_expr}>(t, a); break; }}"
                       for k, inst in enumerate(insts))
     return ("struct vd_dispatch {\n"
-            "  __device__ __forceinline__ void operator()(unsigned kid, rt::Task& t, const vd::u64* a) const {\n"
+            "  __device__ __forceinline__ void operator()(unsigned kid, rt::Task& t, const vd::Args& a) const {\n"
             "    switch (kid) {\n" + cases + "\n      default: break;\n    }\n  }\n};")
 
 
@@ -356,6 +358,7 @@ def encode(program: Program, module: GeneratedModule, argtab: "ArgTable") -> Pro
     nwait = 0
     for v, instrs in enumerate(program.veus):
         order = 0
+        first = len(instr)
         for item in instrs:
             if isinstance(item, Run):
                 counter = counters.of_step.get((v, order))
@@ -370,6 +373,7 @@ def encode(program: Program, module: GeneratedModule, argtab: "ArgTable") -> Pro
                           "grid_x": polled[0] if polled else 0, "grid_yz": counters.sizes[polled[0]] if polled else 0,
                           "block": 0, "layout_offset": 0})
             targets.extend({"counter": c, "count": counters.sizes[c]} for c in polled)
+        _carry_arguments(instr[first:])
         begin.append(len(instr))
     pad = {name: 0 for name in INSTR.names}  # read by the one-ahead fetch after the last vEU's last instruction
     threads = max((program.ops[i].kernel.threads for i in used_ops), default=1)
@@ -378,6 +382,17 @@ def encode(program: Program, module: GeneratedModule, argtab: "ArgTable") -> Pro
         instr=INSTR.pack([*instr, pad]), veu_begin=np.asarray(begin, dtype=np.uint32), targets=TARGET.pack(targets),
         num_veus=program.num_veus, threads=_align_warp(threads), counters=counters, regions=regions,
         resident_bytes=resident_bytes(program))
+
+
+def _carry_arguments(records: list[dict[str, int]]) -> None:
+    """Give each wait of one vEU's records the first argument slot of the run after it (its `block` field), so the
+    interpreter prefetches that run's arguments before the wait polls (vd::args_of); 0 when no run follows."""
+    following = 0
+    for rec in reversed(records):
+        if rec["code"] == VD_WAIT:
+            rec["block"] = following
+        else:
+            following = rec["b"]
 
 
 def _run_record(op: Op, rtask: int, module: GeneratedModule, argtab: "ArgTable", index: int,
@@ -404,9 +419,13 @@ class ArgTable:
 
     @staticmethod
     def build(ops: Sequence[Op]) -> "ArgTable":
-        """Lay out 8-byte slots op after op."""
+        """Lay out 8-byte slots op after op, each op's first slot even (the interpreter prefetches an op's first
+        PREFETCHED_SLOTS slots with 16-byte loads) and that many zero slots at the end (a prefetch near the end, or
+        of the pad row's slot 0, stays inside the table)."""
         offsets, slots, values = [], [], []  # type: list[int], list[tuple[int, str]], list[int]
         for op in ops:
+            if len(values) % 2:
+                values.append(0)
             offsets.append(len(values))
             for arg in op.args:
                 if arg.buffer is not None:
@@ -414,7 +433,7 @@ class ArgTable:
                     values.append(0)
                 else:
                     values.append(scalar_bits(arg.dtype, arg.value))
-        base = np.zeros(max(1, len(values)), dtype=np.uint64)
+        base = np.zeros(len(values) + PREFETCHED_SLOTS, dtype=np.uint64)
         base[: len(values)] = np.asarray(values, dtype=np.uint64)
         return ArgTable(base, tuple(slots), tuple(offsets))
 

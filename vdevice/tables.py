@@ -55,7 +55,8 @@ INSTR = Record("Instr", (
     ("publish", "run: 1 + the counter this rTask increments when finished; 0 when no barrier-rTask awaits it"),
     ("grid_x", "run: legacy grid x; wait: its first target's counter (no dependent load for one counter)"),
     ("grid_yz", "run: legacy grid y | grid z << 16; wait: its first target's count"),
-    ("block", "legacy block x | block y << 11 | block z << 22"),
+    ("block", "run: legacy block x | block y << 11 | block z << 22; wait: the first argument slot of the run after "
+              "it (prefetched while it polls)"),
     ("layout_offset", "the layout struct's offset in the vEU's dynamic buffer: align16(dynamic shared bytes)"),
 ), align=16)
 TARGET = Record("Target", (

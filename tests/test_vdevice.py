@@ -893,3 +893,135 @@ def test_converted_wide_tile_kernels_in_the_interpreter(veus, seed):
     PersistentExecutor(ops, [program], converted, got, vdevice=VDevice(ops, converted, bufs)).run(got)
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+# ---- issue 28: the vEUs per SM from the module the GPU runtime loads (NVRTC, the runtime's options) -----------------
+
+
+def _nvrtc_missing() -> str | None:
+    """Why NVRTC or cuobjdump cannot run here, or None."""
+    from vdevice.nvrtc import available
+    from vdevice.sass import find_cuobjdump
+    ok, why = available()
+    if not ok:
+        return f"{why} (pip install .[nvrtc])"
+    if find_cuobjdump() is None:
+        return "cuobjdump is not installed (pip install .[sass])"
+    return None
+
+
+def _resource_usage(cubin: bytes, tmp_path: Path) -> dict[str, dict[str, int]]:
+    """cuobjdump --dump-resource-usage of a CUBIN: mangled function -> {REG, STACK, SHARED, LOCAL, ...}."""
+    import subprocess
+    from vdevice.sass import find_cuobjdump
+    path = tmp_path / "m.cubin"
+    path.write_bytes(cubin)
+    text = subprocess.run([str(find_cuobjdump()), "--dump-resource-usage", str(path)], capture_output=True,
+                          text=True, check=True, timeout=120).stdout
+    out: dict[str, dict[str, int]] = {}
+    for name, body in re.findall(r"Function (\S+):\s*\n\s*(.*)", text):
+        out[name] = {k: int(v) for k, v in re.findall(r"(\w+)(?:\[\d+\])?:(\d+)", body)}
+    return out
+
+
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))
+@pytest.mark.parametrize("per_sm", [1, 3])
+def test_build_figures_are_those_of_the_runtimes_module(per_sm, tmp_path):
+    """The interpreter compiled as the GPU runtime compiles it (vdevice.nvrtc with runtime_options, no extra flag):
+    cuobjdump's registers and stack of that CUBIN are what the build's sizing reports (nvrtc_usage, which adds
+    -Xptxas -v to read them), and every kernel name the executors launch resolves to a function of the CUBIN."""
+    from vdevice.gpu import runtime_options
+    from vdevice.nvrtc import compile_cubin
+    from vdevice.occupancy import interpreter_usage, nvrtc_usage
+    ops = [Op("g", gather_kernel(256, 64, 3), ()), Op("a", add2_kernel(256, (32, 8)), ()),
+           Op("c", count_kernel(128, 64), ())]
+    gen = generate(ops, SOURCES, veus_per_sm=per_sm)
+    runtime = compile_cubin(gen.source, runtime_options("sm_90", gen.include_dirs), gen.kernel_names)
+    usage = _resource_usage(runtime.cubin, tmp_path)
+    assert set(runtime.lowered.values()) <= set(usage)
+    interp = usage[runtime.lowered["vd_interpreter"]]
+    figures = nvrtc_usage(gen.source, gen.include_dirs)
+    assert figures.registers == interp["REG"] and figures.compiler.startswith("NVRTC")
+    assert figures.spill_bytes == 0 and interp["STACK"] == 0 and interp["LOCAL"] == 0
+    assert interpreter_usage(gen.source, gen.include_dirs) == figures  # the build's path takes NVRTC when present
+
+
+FULL_SIZE_GPU_BUILDS = ["lstm-tc", "resnext", "transformer"]
+
+
+@pytest.mark.slow
+@pytest.mark.nvcc
+@pytest.mark.skipif(_nvrtc_missing() is not None or not importlib.util.find_spec("toolchain.nvcc")
+                    or not __import__("toolchain.nvcc").nvcc.find_nvcc(),
+                    reason=str(_nvrtc_missing() or "nvcc is not installed"))
+@pytest.mark.parametrize("model", FULL_SIZE_GPU_BUILDS)
+def test_default_full_size_gpu_build_fits_by_the_runtimes_compiler(model, tmp_path):
+    """Issue 28: the zoo model at full size, batch 1, built for the GPU with no --veus (the default that did not
+    launch on the H100), then its program.cu compiled with the runtime's compiler and options (NVRTC,
+    runtime_options, sm_90; no GPU): by those registers, the executor's shared memory per vEU and the occupancy
+    arithmetic, the build's vEUs per SM are co-resident, so all its vEUs launch on 132 SMs, with no spills."""
+    from rammer.build import build_model
+    from vdevice.codegen import generate as gen_module, program_regions, veu_smem_bytes
+    from vdevice.gpu import runtime_options
+    from vdevice.nvrtc import compile_cubin
+    from vdevice.occupancy import SM90, blocks_per_sm, device_layout_sizes
+    from vdevice.program import resident_bytes, used_ops
+    import subprocess
+    import sys
+    onnx_path = tmp_path / f"{model}.onnx"
+    subprocess.run([sys.executable, "-c", "from rammer.cli import main; main()", "zoo", model, "-o", str(onnx_path)],
+                   check=True, capture_output=True, timeout=600)
+    built = build_model(onnx_path, tmp_path / "b", target="gpu", quiet=True)
+    per_sm = int(built.manifest.stats["veus_per_sm"])
+    source = (tmp_path / "b" / "program.cu").read_text()
+    include = [str(tmp_path / "b" / "rkernels"), *gen_module(built.ops, built.texts).include_dirs]
+    runtime = compile_cubin(source, runtime_options("sm_90", include), ["vd_interpreter"])
+    interp = _resource_usage(runtime.cubin, tmp_path)[runtime.lowered["vd_interpreter"]]
+    gen, sizes = gen_module(built.ops, built.texts), device_layout_sizes(built.ops, built.texts)
+    for program in built.programs:
+        threads = max(built.ops[i].kernel.threads for i in used_ops(program))
+        threads = -(-threads // 32) * 32
+        smem = veu_smem_bytes(program_regions(program, gen), sizes, resident_bytes(program))[0]
+        fit = blocks_per_sm(threads, interp["REG"], smem + interp["SHARED"], SM90)
+        assert fit.blocks >= per_sm, f"{model}: {interp['REG']} registers, {threads} threads, {smem} B: {fit}"
+        assert program.num_veus <= fit.blocks * SM90.sms
+    assert interp["STACK"] == 0 and interp["LOCAL"] == 0
+    assert per_sm >= 2, f"{model}: the default build keeps only {per_sm} vEU per SM"
+
+
+@pytest.mark.parametrize("kind,num_ops,veus,fits,seed", [("chain", 9, 3, 1, 0), ("diamond", 13, 6, 4, 1),
+                                                          ("fan", 20, 8, 3, 2), ("random", 40, 7, 2, 3)])
+def test_fold_keeps_dependencies_and_never_deadlocks(kind, num_ops, veus, fits, seed):
+    """A program folded onto fewer vEUs runs every rTask once, honours every op dependency and cannot deadlock
+    (the validator's simulation, an independent check), and keeps each original vEU's order on its new vEU."""
+    from vdevice.program import fold
+    dag = make_dag(kind, num_ops, 48, seed)
+    program = schedule(dag, veus, seed)
+    folded = fold(program, fits)
+    validate(folded, dag.deps)
+    assert folded.num_veus == fits
+    for v in range(veus):
+        mine = set(program.runs(v))
+        assert [t for t in folded.runs(v % fits) if t in mine] == program.runs(v)
+
+
+@needs_emulator
+@pytest.mark.parametrize("kind,num_ops,veus,fits,seed", [("random", 30, 6, 2, 21), ("diamond", 13, 5, 3, 22),
+                                                          ("random", 24, 4, 1, 23)])
+def test_launch_what_fits_folds_the_program_with_a_note(kind, num_ops, veus, fits, seed, monkeypatch, capsys):
+    """A GPU that keeps fewer vEUs co-resident than the program has (the backend's occupancy answer, here set):
+    the executor launches what fits, says so, and the results stay bit-exact against op by op (numpy-checked)."""
+    dag = make_dag(kind, num_ops, 64, seed)
+    program = schedule(dag, veus, seed)
+    bufs = dag.inputs(seed)
+    vd = _vdevice(dag, bufs)
+    monkeypatch.setattr(vd.backend, "max_coresident", lambda expr, threads, smem: fits)
+    by_op = fresh(bufs)
+    OpByOpExecutor(dag.ops, SOURCES, by_op, deps=dag.deps, vdevice=vd).run(by_op)
+    assert_outputs(dag, by_op, dag.reference(bufs), exact=False)
+    exe = PersistentExecutor(dag.ops, [program], SOURCES, bufs, vdevice=vd)
+    assert exe.loaded[0].tables.num_veus == fits and len(exe.notes) == 1
+    assert f"only {fits} of the program's {veus} vEUs" in capsys.readouterr().err
+    persistent = fresh(bufs)
+    exe.run(persistent)
+    assert_outputs(dag, persistent, by_op, exact=True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import heapq
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
@@ -12,7 +13,7 @@ import numpy as np
 from cuda_emu.module import DEFAULT_YIELD_BUDGET
 
 from .codegen import INTERPRETER, LAYOUT_QUERY, ArgTable, GeneratedModule, ProgramTables, encode, generate
-from .program import KernelRef, Op, Program, ProgramError, Run
+from .program import KernelRef, Op, Program, ProgramError, Run, check_resident, fold
 
 CPU_WATCHDOG_POLLS = 200_000          # barrier polls (each one an emulator yield) before a wait is declared stuck
 # The emulator's whole-launch yield budget for one rProgram grows with its instructions: the zoo --small models
@@ -343,6 +344,7 @@ class PersistentExecutor:
         be = self.vd.backend
         self.watchdog = watchdog if watchdog is not None else (
             CPU_WATCHDOG_POLLS if be.name == "cpu" else GPU_WATCHDOG_CYCLES)
+        self.notes: list[str] = []  # what the GPU made the executor change (a program folded onto fewer vEUs)
         self.loaded = [self._load(p) for p in programs]
         self.steps: list[Step] = list(range(len(programs))) if steps is None else list(steps)
         bad = [s for s in self.steps if isinstance(s, int) and not 0 <= s < len(self.loaded)]
@@ -358,13 +360,31 @@ class PersistentExecutor:
         smem, ctl_offset = tables.smem_bytes(self.vd.layout_sizes)
         limit = be.max_coresident(INTERPRETER, tables.threads, smem)
         if limit is not None and program.num_veus > limit:
-            raise VDeviceError(f"program needs {program.num_veus} vEUs of {tables.threads} threads and {smem} B "
-                               f"shared memory, but only {limit} can be co-resident on this GPU")
+            program, tables = self._fold(program, limit, smem)
         device = {k: be.to_device(getattr(tables, k)) for k in ("instr", "veu_begin", "targets")}
         device["counters"] = be.to_device(np.zeros(tables.num_counters, dtype=np.uint32))
         device["progress"] = be.to_device(np.zeros(program.num_veus, dtype=np.uint32))
         device["err"] = be.to_device(np.zeros(8, dtype=np.uint32))
         return _Loaded(program, tables, device, smem, ctl_offset)
+
+    def _fold(self, program: Program, limit: int, smem: int) -> tuple[Program, ProgramTables]:
+        """Launch what fits (issue 28): the program folded onto the `limit` vEUs this GPU keeps co-resident
+        (vdevice.program.fold), with a note; only a program whose resident slices the fold would mix is refused."""
+        if limit < 1:
+            raise VDeviceError(f"not one vEU of {smem} B shared memory fits on this GPU")
+        folded = fold(program, limit)
+        try:
+            check_resident(folded)
+        except ProgramError as exc:
+            raise VDeviceError(f"program needs {program.num_veus} vEUs, but only {limit} can be co-resident on this "
+                               f"GPU, and folding it mixes the vEUs' resident slices ({exc}): rebuild with --veus "
+                               f"{limit}") from None
+        note = (f"note: only {limit} of the program's {program.num_veus} vEUs ({smem} B shared memory each) can be "
+                f"co-resident on this GPU: launched on {limit}, each running the rTasks of "
+                f"{-(-program.num_veus // limit)} vEUs in one valid order (slower than the plan predicts)")
+        self.notes.append(note)
+        print(note, file=sys.stderr)
+        return folded, encode(folded, self.vd.gen, self.vd.args)
 
     def _run_index(self, ld: _Loaded) -> int:
         """This launch's index since the counters were zeroed (a wait needs (run + 1) * count); the counters

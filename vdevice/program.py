@@ -585,3 +585,60 @@ def check_resident(program: Program) -> None:
                 have = "nothing" if held is None else f"slice {held[1]} of family '{held[0]}'"
                 raise ProgramError(f"vEU {v}: rTask {task.rtask} of op '{program.ops[task.op].name}' reads resident "
                                    f"slice {task.rtask} of family '{res.family}', but the vEU's region holds {have}")
+
+
+# ---- launch what fits: a program folded onto fewer vEUs ------------------------------------------------------
+
+
+def fold(program: Program, veus: int) -> Program:
+    """The program on `veus` < program.num_veus vEUs, for a GPU that keeps fewer co-resident (launch what fits):
+    vEU u's rTasks go to vEU u % veus, in their own order, interleaved with the others there in the order of one
+    execution of the original (linear_order), and each rTask's waits are re-derived at its new place (append's
+    coverage rule). Deadlock-free: every wait names rTasks earlier in that order, so a stuck vEU would wait for one
+    that is earlier still, stuck at or before it, and so on down a finite order. Dependencies hold: a vEU's own
+    order is kept, and a wait for rTask k of vEU u now waits for it where it landed, after u's earlier ones."""
+    if not 1 <= veus < program.num_veus:
+        raise ProgramError(f"fold onto {veus} vEUs: expected 1 .. {program.num_veus - 1}")
+    runs = [program.runs(v) for v in range(program.num_veus)]
+    out = Program(program.ops, veus)
+    for v, task, targets in linear_order(program):
+        awaited = [runs[u][k] for u, k in targets if k < len(runs[u])]
+        if awaited:
+            out.wait(task, awaited)
+        out.append(task, v % veus)
+    return out
+
+
+def linear_order(program: Program) -> list[tuple[int, TaskRef, tuple[tuple[int, int], ...]]]:
+    """Every rTask as (vEU, task, the waits just before it), in the order of one execution in which every wait is
+    satisfied when reached: the vEUs advance one instruction at a time, first come first served, a blocked vEU
+    resumes when what it waits for has run. ProgramError when the program can deadlock."""
+    from collections import deque
+
+    pc, done = [0] * program.num_veus, [0] * program.num_veus
+    pending: list[list[tuple[int, int]]] = [[] for _ in range(program.num_veus)]
+    sleepers: dict[tuple[int, int], list[int]] = {}
+    ready = deque(range(program.num_veus))
+    order: list[tuple[int, TaskRef, tuple[tuple[int, int], ...]]] = []
+    while ready:
+        v = ready.popleft()
+        instrs = program.veus[v]
+        if pc[v] >= len(instrs):
+            continue
+        instr = instrs[pc[v]]
+        if isinstance(instr, Wait):
+            late = next(((u, k) for u, k in instr.targets if done[u] <= k), None)
+            if late is not None:
+                sleepers.setdefault(late, []).append(v)
+                continue
+            pending[v].extend(instr.targets)
+        else:
+            order.append((v, instr.task, tuple(pending[v])))
+            pending[v] = []
+            ready.extend(sleepers.pop((v, done[v]), ()))
+            done[v] += 1
+        pc[v] += 1
+        ready.append(v)
+    if any(pc[v] < len(program.veus[v]) for v in range(program.num_veus)):
+        raise ProgramError("program can deadlock: it cannot be folded onto fewer vEUs")
+    return order

@@ -1025,3 +1025,70 @@ def test_launch_what_fits_folds_the_program_with_a_note(kind, num_ops, veus, fit
     persistent = fresh(bufs)
     exe.run(persistent)
     assert_outputs(dag, persistent, by_op, exact=True)
+
+
+# ---- the hand-off in sm_90 SASS (docs/vdevice-dispatch-sass.md) ---------------------------------------------------
+
+
+def _interpreter_sass(per_sm: int = 2):
+    """The generated interpreter of a small module compiled for sm_90 with nvcc, disassembled."""
+    from vdevice.sass import compile_sass, function
+    ops = [Op("g", gather_kernel(256, 64, 3), ()), Op("a", add2_kernel(256, (32, 8)), ()),
+           Op("c", count_kernel(128, 64), ())]
+    gen = generate(ops, SOURCES, veus_per_sm=per_sm)
+    functions, _ = compile_sass(gen.source, list(gen.include_dirs))
+    return function(functions, "vd_interpreter")
+
+
+def _poll_loop(code):
+    """The backward-branch loop that holds the barrier-rTask's NANOSLEEP, rotated to start at it."""
+    from vdevice.sass import loops
+    spans = [body for body in loops(code) if any(i.base == "NANOSLEEP" for i in body)]
+    assert spans, "no polling loop (NANOSLEEP) in the interpreter"
+    body = min(spans, key=len)
+    k = next(n for n, i in enumerate(body) if i.base == "NANOSLEEP")
+    return body[k:] + body[:k]
+
+
+def _global_load(i) -> bool:
+    return i.base in ("LDG", "LD") and "CONSTANT" not in i.opcode
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(_sass_tools() is not None, reason=str(_sass_tools()))
+def test_failed_poll_is_one_global_load():
+    """A failed poll (the polling loop from its back-off to the watchdog clock read) loads only the counter: the
+    abort flag is read on the clock path alone, after the clock read."""
+    loop = _poll_loop(_interpreter_sass())
+    clock = next(n for n, i in enumerate(loop) if i.base == "CS2R" and "CLOCK" in i.operands)
+    before = [i for i in loop[:clock] if _global_load(i)]
+    assert len(before) == 1 and before[0].opcode.startswith("LDG.E.STRONG"), before
+    assert sum(_global_load(i) for i in loop) == 2  # the counter, and the abort flag on the clock path
+
+
+def _block_of(code, index):
+    """The straight-line run of instructions that ends at code[index]: back to the previous branch, convergence
+    point or branch target."""
+    targets = {int(m, 16) for i in code if i.base == "BRA" for m in re.findall(r"0x([0-9a-f]+)", i.operands)}
+    start = index
+    while start > 0 and code[start].addr not in targets and code[start - 1].base not in ("BRA", "BSYNC", "EXIT"):
+        start -= 1
+    return code[start:index + 1]
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(_sass_tools() is not None, reason=str(_sass_tools()))
+def test_satisfied_wait_takes_no_membar_and_one_l1_invalidate():
+    """After the polling loop, the path into the vEU barrier takes the acquire alone: no MEMBAR (fence.acq_rel's
+    release half is gone) and one CCTL.IVALL, which every gpu-scope acquire compiles to on sm_90 (the memory
+    model's price of weak loads after it; docs/vdevice-dispatch-sass.md). The publish is one release reduction."""
+    code = _interpreter_sass()
+    loop_end = max(i.addr for i in _poll_loop(code))
+    bar = next(n for n, i in enumerate(code) if i.addr > loop_end and i.opcode.startswith("BAR.SYNC")
+               and i.operands.strip() == "0x0")
+    satisfied = _block_of(code, bar)
+    assert not [i for i in satisfied if i.base == "MEMBAR"], satisfied
+    assert sum(i.opcode == "CCTL.IVALL" for i in satisfied) == 1, satisfied
+    red = next(n for n, i in enumerate(code) if i.base == "REDG")
+    publish = _block_of(code, red)
+    assert sum(i.opcode == "MEMBAR.ALL.GPU" for i in publish) == 1 and not any(i.base == "CCTL" for i in publish)

@@ -1092,3 +1092,57 @@ def test_satisfied_wait_takes_no_membar_and_one_l1_invalidate():
     red = next(n for n, i in enumerate(code) if i.base == "REDG")
     publish = _block_of(code, red)
     assert sum(i.opcode == "MEMBAR.ALL.GPU" for i in publish) == 1 and not any(i.base == "CCTL" for i in publish)
+
+
+# ---- several small rTasks per vEU (gangs) ----------------------------------------------------------------------
+
+
+def _gang_program(n: int, veus: int) -> tuple[Dag, Program]:
+    """A 256-thread op (so the vEU is 256 threads) feeding 32- and 64-thread ops of three kinds (named barrier,
+    mbarrier with early exits, block reductions), each op's rTasks appended back to back on vEU r % veus after a
+    wait for its producer: small rTasks of one op stand next to each other, the case gangs are for."""
+    dag = Dag(n)
+    a = dag.add(Op("t0", add2_kernel(n, (32, 8)), (ArgRef.buf("t0"), ArgRef.buf("in0"), ArgRef.buf("in1"),
+                                                 ArgRef.scalar("int32", n))), ["in0", "in1"],
+                lambda b: ref_add2(b["in0"], b["in1"]))
+    g = dag.add(Op("t1", gather_kernel(n, 32, 5), (ArgRef.buf("t1"), ArgRef.buf(a), ArgRef.scalar("int32", n),
+                                                  ArgRef.scalar("int32", 7))), [a], lambda b: ref_gather(b[a], 5, 7))
+    f = dag.add(Op("t2", affine_kernel(n, 64), (ArgRef.buf("t2"), ArgRef.buf(g), ArgRef.scalar("float32", 1.5),
+                                               ArgRef.scalar("float32", -0.25), ArgRef.scalar("int32", n))), [g],
+                lambda b: ref_affine(b[g], 1.5, -0.25))
+    dag.add(Op("t3", count_kernel(n, 32), (ArgRef.buf("t3"), ArgRef.buf(f), ArgRef.scalar("int32", n))), [f],
+            lambda b: ref_count(b[f], 32))
+    program = Program(dag.ops, veus)
+    for index, op in enumerate(dag.ops):
+        for r in range(op.kernel.rtasks):
+            if index:
+                program.wait_ops(TaskRef(index, r), [index - 1])
+            program.append(TaskRef(index, r), r % veus)
+    return dag, program
+
+
+@needs_emulator
+@pytest.mark.parametrize("n,veus,sanitize", [(1000, 2, ()), (700, 3, ()), (300, 1, ("memcheck", "racecheck", "synccheck"))])
+def test_small_rtasks_run_side_by_side_bit_exact(n, veus, sanitize):
+    """rTasks of 32 and 64 threads on 256-thread vEUs run 8 and 4 at a time (gang bits in their records), each with
+    its own barrier and shared region, and the results are bit-exact against op by op (numpy-checked), also under
+    the emulator's sanitizers."""
+    from vdevice.codegen import gang_sizes
+    from vdevice.tables import INSTR, VD_GANG_SHIFT, VD_WAIT
+    dag, program = _gang_program(n, veus)
+    validate(program, dag.deps)
+    sizes = sorted(set(gang_sizes(program).values()))
+    assert sizes and max(sizes) == 8 and 4 in sizes
+    bufs = dag.inputs(n)
+    vd = VDevice(dag.ops, SOURCES, bufs, "cpu", catalog=CATALOG, sanitize=sanitize)
+    by_op = fresh(bufs)
+    OpByOpExecutor(dag.ops, SOURCES, by_op, deps=dag.deps, vdevice=vd).run(by_op)
+    assert_outputs(dag, by_op, dag.reference(bufs), exact=False)
+    exe = PersistentExecutor(dag.ops, [program], SOURCES, bufs, vdevice=vd)
+    code = exe.loaded[0].tables.instr[:, INSTR.column("code")]
+    runs = code[code != VD_WAIT]
+    assert sorted(set(int(c >> VD_GANG_SHIFT & 15) + 1 for c in runs) - {1}) == sizes
+    assert exe.loaded[0].gang_span > 0
+    persistent = fresh(bufs)
+    exe.run(persistent)
+    assert_outputs(dag, persistent, by_op, exact=True)

@@ -12,8 +12,8 @@ from toolchain.cxx import template_arg_text
 
 from .counters import Counters, group_waits
 from .program import KernelRef, Op, Program, ProgramError, Run, check_resident, resident_bytes, used_ops
-from .tables import (INSTR, TARGET, VD_NAMED, VD_PREPARE, VD_RESIDENT, VD_WAIT, c_declarations, pack_block,
-                     pack_grid_yz)
+from .tables import (INSTR, TARGET, VD_GANG_MAX, VD_GANG_SHIFT, VD_NAMED, VD_PREPARE, VD_RESIDENT, VD_WAIT,
+                     c_declarations, pack_block, pack_grid_yz)
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 INTERPRETER = "vd_interpreter"
@@ -273,9 +273,9 @@ def _interpreter(max_threads: int, veus_per_sm: int) -> str:
             f"{INTERPRETER}(const vd::Instr* __restrict__ instr,\n"
             "    const unsigned* __restrict__ veu_begin, const vd::Target* __restrict__ targets,\n"
             "    const vd::u64* __restrict__ argtab, unsigned* counters, unsigned* progress, unsigned* err,\n"
-            "    unsigned run, unsigned ctl_offset, vd::u64 budget) {\n"
-            "  vd::interpret(instr, veu_begin, targets, argtab, counters, progress, err, run, ctl_offset, budget,\n"
-            "                vd_dispatch{});\n}")
+            "    unsigned run, unsigned ctl_offset, unsigned gang_span, vd::u64 budget) {\n"
+            "  vd::interpret(instr, veu_begin, targets, argtab, counters, progress, err, run, ctl_offset, gang_span,\n"
+            "                budget, vd_dispatch{});\n}")
 
 
 def _layout_size_exprs(insts: Sequence[Instantiation]) -> list[str]:
@@ -321,24 +321,75 @@ class ProgramTables:
 
         Per rTask: its dynamic bytes, then its layout at align16(dynamic); the control block (rt::TaskSlot and
         the barrier flags, layout_sizes[0] bytes) follows the largest such region, and the resident region
-        (docs/ARCHITECTURE.md §7) follows the control block."""
+        (docs/ARCHITECTURE.md §7) follows the control block. A gang of G rTasks side by side takes G regions of
+        gang_span bytes instead of one."""
         return veu_smem_bytes(self.regions, layout_sizes, self.resident_bytes)
 
+    def gang_span(self, layout_sizes: Sequence[int]) -> int:
+        """Bytes of one member's region in a gang (0: the program has none)."""
+        return gang_span(self.regions, layout_sizes)
 
-def veu_smem_bytes(regions: Sequence[tuple[int, int]], layout_sizes: Sequence[int],
-                   resident: int) -> tuple[int, int]:
-    """(dynamic shared bytes per vEU, offset of its control block) for rTask regions (instantiation, layout offset),
+
+Region = tuple[int, int, int]  # (instantiation, layout offset, rTasks side by side: 1, or the most in one gang)
+
+
+def gang_span(regions: Sequence[Region], layout_sizes: Sequence[int]) -> int:
+    """One gang member's region: its dynamic bytes and layout (the largest of any ganged op), then its own TaskSlot
+    (a vEU header's bytes, at the region's end: vd::member_of); 0 when nothing runs side by side."""
+    ganged = [offset + int(layout_sizes[kernel + 1]) for kernel, offset, copies in regions if copies > 1]
+    return _align16(max(ganged)) + int(layout_sizes[0]) if ganged else 0
+
+
+def veu_smem_bytes(regions: Sequence[Region], layout_sizes: Sequence[int], resident: int) -> tuple[int, int]:
+    """(dynamic shared bytes per vEU, offset of its control block) for rTask regions (program_regions),
     LAYOUT_QUERY's sizes and the resident region's bytes: the one formula the executors and the build use."""
-    region = max((offset + int(layout_sizes[kernel + 1]) for kernel, offset in regions), default=0)
+    span = gang_span(regions, layout_sizes)
+    region = max((copies * span if copies > 1 else offset + int(layout_sizes[kernel + 1])
+                  for kernel, offset, copies in regions), default=0)
     ctl_offset = _align16(region)
     return ctl_offset + int(layout_sizes[0]) + resident, ctl_offset
 
 
 def program_regions(program: Program, module: GeneratedModule,
-                    ops_run: Sequence[int] | None = None) -> tuple[tuple[int, int], ...]:
-    """(instantiation, layout offset) of every op the program runs (`ops_run`, else read from its vEUs)."""
+                    ops_run: Sequence[int] | None = None) -> tuple[Region, ...]:
+    """(instantiation, layout offset, most side by side) of every op the program runs (`ops_run`, else read from its
+    vEUs)."""
     used = ops_run if ops_run is not None else used_ops(program)
-    return tuple(sorted({(module.op_kernel[i], _align16(program.ops[i].kernel.dynamic_smem)) for i in used}))
+    most: dict[int, int] = {}
+    for (v, i), size in gang_sizes(program).items():
+        op = program.veus[v][i].task.op  # type: ignore[union-attr]
+        most[op] = max(most.get(op, 1), size)
+    return tuple(sorted({(module.op_kernel[i], _align16(program.ops[i].kernel.dynamic_smem), most.get(i, 1))
+                         for i in used}))
+
+
+def gang_sizes(program: Program) -> dict[tuple[int, int], int]:
+    """Several small rTasks per vEU: (vEU, instruction index) of the first rTask of each gang -> how many run side by
+    side. A gang is a run of consecutive rTasks of one op on a vEU with no barrier-rTask between them (rTasks of one
+    launch never depend on each other), as many as fit the vEU's threads in whole warps (at most VD_GANG_MAX, one
+    named barrier each), except resident ones (a vEU has one resident region) and ones with dynamic shared memory
+    (legacy extern __shared__ arrays alias the start of the vEU's buffer, not the member's region)."""
+    used = used_ops(program)
+    threads = _align_warp(max(program.ops[i].kernel.threads for i in used)) if used else WARP
+    out: dict[tuple[int, int], int] = {}
+    for v, instrs in enumerate(program.veus):
+        i = 0
+        while i < len(instrs):
+            item = instrs[i]
+            if not isinstance(item, Run):
+                i += 1
+                continue
+            op = program.ops[item.task.op]
+            alone = op.resident is not None or op.kernel.dynamic_smem > 0
+            cap = 1 if alone else min(VD_GANG_MAX, threads // _align_warp(op.kernel.threads))
+            j = i + 1
+            while j < len(instrs) and j - i < cap and isinstance(instrs[j], Run) and \
+                    instrs[j].task.op == item.task.op:  # type: ignore[union-attr]
+                j += 1
+            if j - i > 1:
+                out[(v, i)] = j - i
+            i = j
+    return out
 
 
 def _align16(n: int) -> int:
@@ -351,6 +402,7 @@ def encode(program: Program, module: GeneratedModule, argtab: "ArgTable") -> Pro
     counters each wait polls, and for each awaited rTask the counter it publishes to."""
     check_resident(program)
     counters = group_waits(program)
+    gangs = gang_sizes(program)
     instr: list[dict[str, int]] = []
     targets: list[dict[str, int]] = []
     begin = [0]
@@ -359,11 +411,11 @@ def encode(program: Program, module: GeneratedModule, argtab: "ArgTable") -> Pro
     for v, instrs in enumerate(program.veus):
         order = 0
         first = len(instr)
-        for item in instrs:
+        for index, item in enumerate(instrs):
             if isinstance(item, Run):
                 counter = counters.of_step.get((v, order))
                 instr.append(_run_record(program.ops[item.task.op], item.task.rtask, module, argtab, item.task.op,
-                                         0 if counter is None else counter + 1))
+                                         0 if counter is None else counter + 1, gangs.get((v, index), 1)))
                 used_ops.add(item.task.op)
                 order += 1
                 continue
@@ -396,14 +448,15 @@ def _carry_arguments(records: list[dict[str, int]]) -> None:
 
 
 def _run_record(op: Op, rtask: int, module: GeneratedModule, argtab: "ArgTable", index: int,
-                publish: int) -> dict[str, int]:
-    """The Instr of one rTask: everything its dispatch needs in one 32-byte row."""
+                publish: int, gang: int = 1) -> dict[str, int]:
+    """The Instr of one rTask: everything its dispatch needs in one 32-byte row (`gang`: the rTasks this one leads
+    side by side, counting itself)."""
     (gx, gy, gz), (bx, by, bz) = op.kernel.grid, op.kernel.block
     kernel = module.op_kernel[index]
     inst = module.instantiations[kernel]
     named = uses_named_barrier(op.kernel, inst)
     code = kernel | (VD_NAMED if named else 0) | (VD_PREPARE if not named or inst.reduces else 0) | \
-        (VD_RESIDENT if op.resident else 0)
+        (VD_RESIDENT if op.resident else 0) | (gang - 1) << VD_GANG_SHIFT
     return {"code": code, "a": rtask, "b": argtab.offsets[index], "publish": publish, "grid_x": gx,
             "grid_yz": pack_grid_yz(gy, gz), "block": pack_block(bx, by, bz),
             "layout_offset": _align16(op.kernel.dynamic_smem)}

@@ -330,6 +330,7 @@ class _Loaded:
     device: dict[str, Any]
     smem: int
     ctl_offset: int
+    gang_span: int = 0  # one region of rTasks side by side (vdevice.codegen.gang_span)
     runs: int = 0
 
 
@@ -359,13 +360,15 @@ class PersistentExecutor:
         tables = encode(program, self.vd.gen, self.vd.args)
         smem, ctl_offset = tables.smem_bytes(self.vd.layout_sizes)
         limit = be.max_coresident(INTERPRETER, tables.threads, smem)
-        if limit is not None and program.num_veus > limit:
+        while limit is not None and program.num_veus > limit:  # a fold can gang more rTasks: fit again
             program, tables = self._fold(program, limit, smem)
+            smem, ctl_offset = tables.smem_bytes(self.vd.layout_sizes)
+            limit = be.max_coresident(INTERPRETER, tables.threads, smem)
         device = {k: be.to_device(getattr(tables, k)) for k in ("instr", "veu_begin", "targets")}
         device["counters"] = be.to_device(np.zeros(tables.num_counters, dtype=np.uint32))
         device["progress"] = be.to_device(np.zeros(program.num_veus, dtype=np.uint32))
         device["err"] = be.to_device(np.zeros(8, dtype=np.uint32))
-        return _Loaded(program, tables, device, smem, ctl_offset)
+        return _Loaded(program, tables, device, smem, ctl_offset, tables.gang_span(self.vd.layout_sizes))
 
     def _fold(self, program: Program, limit: int, smem: int) -> tuple[Program, ProgramTables]:
         """Launch what fits (issue 28): the program folded onto the `limit` vEUs this GPU keeps co-resident
@@ -400,7 +403,8 @@ class PersistentExecutor:
         """Enqueue the interpreter for one program."""
         d = ld.device
         args = [d["instr"], d["veu_begin"], d["targets"], self.vd.argtab(), d["counters"], d["progress"], d["err"],
-                np.uint32(self._run_index(ld)), np.uint32(ld.ctl_offset), np.uint64(self.watchdog)]
+                np.uint32(self._run_index(ld)), np.uint32(ld.ctl_offset), np.uint32(ld.gang_span),
+                np.uint64(self.watchdog)]
         budget = None if self.vd.backend.name != "cpu" else max(
             DEFAULT_YIELD_BUDGET, CPU_YIELDS_PER_INSTRUCTION * len(ld.tables.instr))
         self.vd.backend.launch(INTERPRETER, (ld.tables.num_veus, 1, 1), (ld.tables.threads, 1, 1), ld.smem, args,

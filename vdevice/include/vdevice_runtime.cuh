@@ -268,8 +268,9 @@ __device__ __forceinline__ unsigned nthreads_of(const Instr& in) {
 
 // Before an rTask that uses the slot (mbarrier or reductions): thread 0 sets it up, the vEU synchronises. Every
 // caller has just passed a vEU barrier, so no thread still waits on the previous rTask's mbarrier.
+__device__ __forceinline__ unsigned gang_of(const Instr& in);
 __device__ __forceinline__ void prepare(const Instr& next, rt::TaskSlot* slot) {
-  if (!needs_prepare(next)) return;
+  if (!needs_prepare(next) || gang_of(next) > 1u) return;  // a gang sets up its members' own slots
   if (threadIdx.x == 0) rt::prepare_slot(slot, nthreads_of(next));
   __syncthreads();
 }
@@ -284,6 +285,45 @@ __device__ __forceinline__ rt::Task task_of(const Instr& in, rt::TaskSlot* slot,
   return t;
 }
 
+// ---- rTasks side by side: a gang --------------------------------------------------------------------------
+// A run record with gang bits leads `gang` consecutive records of one op whose rTasks are at most half a vEU each
+// (vdevice/codegen.py forms them): member g runs on threads [g * stride, (g + 1) * stride) (stride: the rTask's
+// threads in whole warps), with its own named barrier 1 + g, its own shared-memory region of gang_span bytes at
+// g * gang_span (dynamic bytes, layout, and its own TaskSlot at the region's end: mbarrier, reductions, wide-tile
+// words and the emulator's named-barrier words), and publishes after the vEU barrier that ends the gang. Members
+// are rTasks of one launch, which CUDA never orders among themselves, so running them at once changes no result.
+__device__ __forceinline__ unsigned gang_of(const Instr& in) {
+  return is_run(in) ? ((in.code >> VD_GANG_SHIFT) & 15u) + 1u : 1u;
+}
+
+// This thread's part of the run at `pc` (a lone rTask: every thread is in member 0, on the vEU's own slot).
+struct Member {
+  unsigned g;          // the member this thread runs, gang or more: none
+  unsigned stride;     // threads per member (whole warps); a lone rTask: the vEU's threads
+  Instr in;            // its record
+  rt::TaskSlot* slot;  // its TaskSlot
+  char* base;          // its shared region (dynamic bytes, then its layout)
+};
+
+__device__ __forceinline__ Member member_of(const Instr& lead, unsigned gang, unsigned pc, const Instr* instr,
+                                            char* dynamic, rt::TaskSlot* veu_slot, unsigned gang_span) {
+  Member m{0u, blockDim.x, lead, veu_slot, dynamic};
+  if (gang > 1u) {
+    m.stride = (nthreads_of(lead) + 31u) & ~31u;
+    m.g = threadIdx.x / m.stride;
+    if (m.g > 0u && m.g < gang) m.in = instr[pc + m.g];
+    m.base = dynamic + m.g * gang_span;
+    m.slot = reinterpret_cast<rt::TaskSlot*>(m.base + gang_span - kHeaderBytes);
+    if (m.g < gang && threadIdx.x == m.g * m.stride) {  // the region held other data: set the slot up afresh
+      m.slot->named_arrived = m.slot->named_phase = 0u;
+      rt::clear_tile_barriers(m.slot);
+      if (needs_prepare(m.in)) rt::prepare_slot(m.slot, nthreads_of(m.in));
+    }
+    __syncthreads();
+  }
+  return m;
+}
+
 // The interpreter loop of one vEU (blockIdx.x). Dispatch(kid, task, args) calls the rKernel instantiation.
 // One 32-byte record per instruction, fetched one instruction ahead: the record of the next rTask is in flight
 // while the current one runs, and the next rTask's first kArgSlots argument slots are loaded into registers at the
@@ -293,7 +333,8 @@ __device__ __forceinline__ rt::Task task_of(const Instr& in, rt::TaskSlot* slot,
 template <class Dispatch>
 __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* veu_begin, const Target* targets,
                                           const u64* argtab, unsigned* counters, unsigned* progress, unsigned* err,
-                                          unsigned run, unsigned ctl_offset, u64 budget, Dispatch dispatch) {
+                                          unsigned run, unsigned ctl_offset, unsigned gang_span, u64 budget,
+                                          Dispatch dispatch) {
   char* dynamic = rt::dynamic_smem();
   rt::TaskSlot* slot = reinterpret_cast<rt::TaskSlot*>(dynamic + ctl_offset);
   Control* ctl = reinterpret_cast<Control*>(dynamic + ctl_offset + (sizeof(rt::TaskSlot) + 15u) / 16u * 16u);
@@ -313,13 +354,26 @@ __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* ve
     const Instr in = next;
     next = instr[pc + 1];
     if (is_run(in)) {
-      rt::Task t = task_of(in, slot, dynamic);
-      if (t.tid < t.nthreads) {
-        dispatch(in.code & VD_KERNEL_MASK, t, args);
-        rt::end_task(t);
+      const unsigned gang = gang_of(in);
+      const Member m = member_of(in, gang, pc, instr, dynamic, slot, gang_span);
+      if (m.g < gang) {
+        const Args a = m.g > 0u ? prefetch_args(argtab, m.in.b) : args;
+        rt::Task t = task_of(m.in, m.slot, m.base);
+        t.tid -= m.g * m.stride;  // a member's own thread index (its lanes are whole warps of the vEU)
+        const unsigned live = t.nthreads > (t.tid & ~31u) ? t.nthreads - (t.tid & ~31u) : 0u;
+        t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
+        t.bar_id = 1u + m.g;
+        if (t.tid < t.nthreads) {
+          dispatch(m.in.code & VD_KERNEL_MASK, t, a);
+          rt::end_task(t);
+        }
       }
-      __syncthreads();  // the rTask is finished on every thread: publish it, reuse the shared buffer
-      if (in.publish != 0u && threadIdx.x == 0) publish(counters + in.publish - 1u);
+      __syncthreads();  // every rTask of the run is finished on every thread: publish, reuse the shared buffer
+      if (m.g < gang && threadIdx.x == m.g * m.stride && m.in.publish != 0u) publish(counters + m.in.publish - 1u);
+      if (gang > 1u) {
+        pc += gang - 1u;
+        next = instr[pc + 1];
+      }
       args = prefetch_args(argtab, args_of(next));
     } else if (barrier_rtask(in, targets, counters, err, run, budget, v, pc, ctl)) {
       break;  // (a wait's args were prefetched with it: they belong to the run after it)

@@ -397,10 +397,11 @@ def _vdevice(dag: Dag, bufs: dict[str, np.ndarray], veus_per_sm: int = 1) -> VDe
     ("random", 30, 5, 129, 14, 1), ("random", 50, 8, 33, 15, 2), ("random", 24, 1, 50, 16, 1),
 ])
 def test_persistent_matches_op_by_op_and_numpy(kind, num_ops, veus, n, seed, per_sm):
-    """Random DAGs on 1-8 vEUs, the interpreter built for 1-4 vEUs per SM (__launch_bounds__): bit-exact against
-    op by op, which matches numpy."""
+    """Random DAGs on 1-8 vEUs, the interpreter built for 1-4 vEUs per SM (__launch_bounds__), every other one with
+    small rTasks side by side: bit-exact against op by op, which matches numpy."""
     dag = make_dag(kind, num_ops, n, seed)
     program = schedule(dag, veus, seed)
+    program.side_by_side = seed % 2 == 1
     validate(program, dag.deps)
     bufs = dag.inputs(seed)
     vd = _vdevice(dag, bufs, per_sm)
@@ -1112,7 +1113,7 @@ def _gang_program(n: int, veus: int) -> tuple[Dag, Program]:
                 lambda b: ref_affine(b[g], 1.5, -0.25))
     dag.add(Op("t3", count_kernel(n, 32), (ArgRef.buf("t3"), ArgRef.buf(f), ArgRef.scalar("int32", n))), [f],
             lambda b: ref_count(b[f], 32))
-    program = Program(dag.ops, veus)
+    program = Program(dag.ops, veus, side_by_side=True)
     for index, op in enumerate(dag.ops):
         for r in range(op.kernel.rtasks):
             if index:
@@ -1133,6 +1134,7 @@ def test_small_rtasks_run_side_by_side_bit_exact(n, veus, sanitize):
     validate(program, dag.deps)
     sizes = sorted(set(gang_sizes(program).values()))
     assert sizes and max(sizes) == 8 and 4 in sizes
+    assert Program.from_json(program.to_json()).side_by_side and not gang_sizes(Program(dag.ops, veus, program.veus))
     bufs = dag.inputs(n)
     vd = VDevice(dag.ops, SOURCES, bufs, "cpu", catalog=CATALOG, sanitize=sanitize)
     by_op = fresh(bufs)

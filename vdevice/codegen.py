@@ -368,10 +368,11 @@ def gang_sizes(program: Program) -> dict[tuple[int, int], int]:
     side. A gang is a run of consecutive rTasks of one op on a vEU with no barrier-rTask between them (rTasks of one
     launch never depend on each other), as many as fit the vEU's threads in whole warps (at most VD_GANG_MAX, one
     named barrier each), except resident ones (a vEU has one resident region) and ones with dynamic shared memory
-    (legacy extern __shared__ arrays alias the start of the vEU's buffer, not the member's region)."""
-    used = used_ops(program)
-    threads = _align_warp(max(program.ops[i].kernel.threads for i in used)) if used else WARP
+    (legacy extern __shared__ arrays alias the start of the vEU's buffer, not the member's region). Only in programs
+    that ask for it (Program.side_by_side)."""
     out: dict[tuple[int, int], int] = {}
+    used = used_ops(program) if program.side_by_side else []
+    threads = _align_warp(max(program.ops[i].kernel.threads for i in used)) if used else WARP
     for v, instrs in enumerate(program.veus):
         i = 0
         while i < len(instrs):

@@ -188,6 +188,10 @@ class Program:
     ops: list[Op]
     num_veus: int
     veus: list[list[Instr]] = field(default_factory=list)
+    # several small rTasks per vEU: consecutive rTasks of one op that fit the vEU together run side by side
+    # (vdevice.codegen.gang_sizes). Off unless the plan asks: a gang takes a shared region per rTask, which can cost
+    # vEUs per SM, so the policy that weighs the two (the cost model) decides.
+    side_by_side: bool = False
     _pending: dict[TaskRef, list[TaskRef]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _pending_ops: dict[TaskRef, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _op_last: dict[int, dict[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -295,7 +299,7 @@ class Program:
         """JSON-ready dict: ["r", op, rtask] and ["w", [[veu, order], ...]] per vEU."""
         veus = [[["r", i.task.op, i.task.rtask] if isinstance(i, Run) else ["w", [list(t) for t in i.targets]]
                  for i in instrs] for instrs in self.veus]
-        out: dict = {"num_veus": self.num_veus, "veus": veus}
+        out: dict = {"num_veus": self.num_veus, "veus": veus} | ({"side_by_side": True} if self.side_by_side else {})
         if with_ops:
             out["ops"] = [op.to_json() for op in self.ops]
         return out
@@ -306,7 +310,7 @@ class Program:
         data: dict = json.loads(obj) if isinstance(obj, str) else obj
         ops = ops if ops is not None else [Op.from_json(o) for o in data["ops"]]
         veus = [[_instr_from_json(i) for i in instrs] for instrs in data["veus"]]
-        return Program(ops, int(data["num_veus"]), veus)
+        return Program(ops, int(data["num_veus"]), veus, bool(data.get("side_by_side", False)))
 
 
 def _instr_from_json(item: list) -> Instr:
@@ -600,7 +604,7 @@ def fold(program: Program, veus: int) -> Program:
     if not 1 <= veus < program.num_veus:
         raise ProgramError(f"fold onto {veus} vEUs: expected 1 .. {program.num_veus - 1}")
     runs = [program.runs(v) for v in range(program.num_veus)]
-    out = Program(program.ops, veus)
+    out = Program(program.ops, veus, side_by_side=program.side_by_side)
     for v, task, targets in linear_order(program):
         awaited = [runs[u][k] for u, k in targets if k < len(runs[u])]
         if awaited:

@@ -1148,3 +1148,31 @@ def test_small_rtasks_run_side_by_side_bit_exact(n, veus, sanitize):
     persistent = fresh(bufs)
     exe.run(persistent)
     assert_outputs(dag, persistent, by_op, exact=True)
+
+
+@needs_emulator
+@pytest.mark.parametrize("veus,blocks,fits,seed", [(8, 8, 3, 4), (5, 4, 2, 3), (6, 6, 1, 7)])
+def test_launch_what_fits_keeps_each_hosted_veus_resident_region(veus, blocks, fits, seed, monkeypatch):
+    """A weight-stationary program (a family's load, an rTask that overwrites the weights and fills its own 2 KB
+    layout, then two readers of the resident slices) folded onto fewer vEUs: each vEU keeps one resident region per
+    vEU it hosts, so the readers still see the loaded values (numpy)."""
+    from test_resident import F32 as RF32, N, SOURCES as RSOURCES, _resident_ops, _resident_program
+    from vdevice.program import check_resident, fold, resident_homes
+    rng = np.random.default_rng(seed)
+    ops = _resident_ops(blocks)
+    pins = [int(v) for v in rng.permutation(veus)[:blocks]]
+    program = _resident_program(ops, veus, pins)
+    folded = fold(program, fits)
+    check_resident(folded)
+    assert resident_homes(folded) == max(pins) // fits + 1  # regions for the hosted vEUs that hold slices
+    src = rng.standard_normal(blocks * N).astype(RF32)
+    bufs = {"src": src.copy(), "y0": np.zeros_like(src), "y1": np.zeros_like(src)}
+    vd = VDevice(ops, RSOURCES, bufs, "cpu")
+    monkeypatch.setattr(vd.backend, "max_coresident", lambda expr, threads, smem: fits)
+    exe = PersistentExecutor(ops, [program], RSOURCES, bufs, vdevice=vd)
+    assert exe.loaded[0].tables.num_veus == fits and exe.loaded[0].tables.home_bytes == 4 * N
+    assert exe.loaded[0].tables.resident_bytes == 4 * N * resident_homes(exe.loaded[0].program)
+    exe.run(bufs)
+    np.testing.assert_array_equal(bufs["src"], np.full_like(src, -7.0))
+    np.testing.assert_array_equal(bufs["y0"], src * RF32(1.5))
+    np.testing.assert_array_equal(bufs["y1"], src * RF32(-1.5))

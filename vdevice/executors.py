@@ -13,7 +13,7 @@ import numpy as np
 from cuda_emu.module import DEFAULT_YIELD_BUDGET
 
 from .codegen import INTERPRETER, LAYOUT_QUERY, ArgTable, GeneratedModule, ProgramTables, encode, generate
-from .program import KernelRef, Op, Program, ProgramError, Run, check_resident, fold
+from .program import KernelRef, Op, Program, ProgramError, Run, fold
 
 CPU_WATCHDOG_POLLS = 200_000          # barrier polls (each one an emulator yield) before a wait is declared stuck
 # The emulator's whole-launch yield budget for one rProgram grows with its instructions: the zoo --small models
@@ -372,16 +372,10 @@ class PersistentExecutor:
 
     def _fold(self, program: Program, limit: int, smem: int) -> tuple[Program, ProgramTables]:
         """Launch what fits (issue 28): the program folded onto the `limit` vEUs this GPU keeps co-resident
-        (vdevice.program.fold), with a note; only a program whose resident slices the fold would mix is refused."""
+        (vdevice.program.fold; each hosted vEU keeps its own resident region), with a note."""
         if limit < 1:
             raise VDeviceError(f"not one vEU of {smem} B shared memory fits on this GPU")
         folded = fold(program, limit)
-        try:
-            check_resident(folded)
-        except ProgramError as exc:
-            raise VDeviceError(f"program needs {program.num_veus} vEUs, but only {limit} can be co-resident on this "
-                               f"GPU, and folding it mixes the vEUs' resident slices ({exc}): rebuild with --veus "
-                               f"{limit}") from None
         note = (f"note: only {limit} of the program's {program.num_veus} vEUs ({smem} B shared memory each) can be "
                 f"co-resident on this GPU: launched on {limit}, each running the rTasks of "
                 f"{-(-program.num_veus // limit)} vEUs in one valid order (slower than the plan predicts)")
@@ -404,7 +398,7 @@ class PersistentExecutor:
         d = ld.device
         args = [d["instr"], d["veu_begin"], d["targets"], self.vd.argtab(), d["counters"], d["progress"], d["err"],
                 np.uint32(self._run_index(ld)), np.uint32(ld.ctl_offset), np.uint32(ld.gang_span),
-                np.uint64(self.watchdog)]
+                np.uint32(ld.tables.home_bytes), np.uint64(self.watchdog)]
         budget = None if self.vd.backend.name != "cpu" else max(
             DEFAULT_YIELD_BUDGET, CPU_YIELDS_PER_INSTRUCTION * len(ld.tables.instr))
         self.vd.backend.launch(INTERPRETER, (ld.tables.num_veus, 1, 1), (ld.tables.threads, 1, 1), ld.smem, args,

@@ -275,13 +275,16 @@ __device__ __forceinline__ void prepare(const Instr& next, rt::TaskSlot* slot) {
   __syncthreads();
 }
 
-__device__ __forceinline__ rt::Task task_of(const Instr& in, rt::TaskSlot* slot, char* dynamic) {
+__device__ __forceinline__ rt::Task task_of(const Instr& in, rt::TaskSlot* slot, char* dynamic,
+                                            unsigned home_bytes) {
   const unsigned m = (1u << VD_BLOCK_BITS) - 1u, ym = (1u << VD_GRID_YZ_BITS) - 1u;
   const dim3 grid(in.grid_x, in.grid_yz & ym, in.grid_yz >> VD_GRID_YZ_BITS);
   const dim3 block(in.block & m, (in.block >> VD_BLOCK_BITS) & m, in.block >> (2u * VD_BLOCK_BITS));
   rt::Task t = rt::make_task(slot, in.a, grid, block, dynamic + in.layout_offset, dynamic);
   t.named = (in.code & VD_NAMED) ? rt::RT_NAMED : rt::RT_MBARRIER;
-  if (in.code & VD_RESIDENT) t.resident = reinterpret_cast<char*>(slot) + kHeaderBytes;
+  if (in.code & VD_RESIDENT)  // the vEU's resident region; a folded program's vEU has one per vEU it hosts
+    t.resident = reinterpret_cast<char*>(slot) + kHeaderBytes + ((in.code >> VD_HOME_SHIFT) & VD_HOME_MASK) *
+                                                                 home_bytes;
   return t;
 }
 
@@ -333,8 +336,8 @@ __device__ __forceinline__ Member member_of(const Instr& lead, unsigned gang, un
 template <class Dispatch>
 __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* veu_begin, const Target* targets,
                                           const u64* argtab, unsigned* counters, unsigned* progress, unsigned* err,
-                                          unsigned run, unsigned ctl_offset, unsigned gang_span, u64 budget,
-                                          Dispatch dispatch) {
+                                          unsigned run, unsigned ctl_offset, unsigned gang_span,
+                                          unsigned home_bytes, u64 budget, Dispatch dispatch) {
   char* dynamic = rt::dynamic_smem();
   rt::TaskSlot* slot = reinterpret_cast<rt::TaskSlot*>(dynamic + ctl_offset);
   Control* ctl = reinterpret_cast<Control*>(dynamic + ctl_offset + (sizeof(rt::TaskSlot) + 15u) / 16u * 16u);
@@ -358,7 +361,7 @@ __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* ve
       const Member m = member_of(in, gang, pc, instr, dynamic, slot, gang_span);
       if (m.g < gang) {
         const Args a = m.g > 0u ? prefetch_args(argtab, m.in.b) : args;
-        rt::Task t = task_of(m.in, m.slot, m.base);
+        rt::Task t = task_of(m.in, m.slot, m.base, home_bytes);
         t.tid -= m.g * m.stride;  // a member's own thread index (its lanes are whole warps of the vEU)
         const unsigned live = t.nthreads > (t.tid & ~31u) ? t.nthreads - (t.tid & ~31u) : 0u;
         t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);

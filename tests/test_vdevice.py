@@ -974,11 +974,11 @@ def test_default_full_size_gpu_build_fits_by_the_runtimes_compiler(model, tmp_pa
                    check=True, capture_output=True, timeout=600)
     built = build_model(onnx_path, tmp_path / "b", target="gpu", quiet=True)
     per_sm = int(built.manifest.stats["veus_per_sm"])
-    source = (tmp_path / "b" / "program.cu").read_text()
-    include = [str(tmp_path / "b" / "rkernels"), *gen_module(built.ops, built.texts).include_dirs]
-    runtime = compile_cubin(source, runtime_options("sm_90", include), ["vd_interpreter"])
+    runtime_gen = gen_module(built.ops, built.sources, [str(tmp_path / "b" / "rkernels")], veus_per_sm=per_sm)
+    assert runtime_gen.source == (tmp_path / "b" / "program.cu").read_text()  # what the runtime compiles (VDevice)
+    runtime = compile_cubin(runtime_gen.source, runtime_options("sm_90", runtime_gen.include_dirs), ["vd_interpreter"])
     interp = _resource_usage(runtime.cubin, tmp_path)[runtime.lowered["vd_interpreter"]]
-    gen, sizes = gen_module(built.ops, built.texts), device_layout_sizes(built.ops, built.texts)
+    gen, sizes = gen_module(built.ops, built.sources), device_layout_sizes(built.ops, built.sources)
     for program in built.programs:
         threads = max(built.ops[i].kernel.threads for i in used_ops(program))
         threads = -(-threads // 32) * 32

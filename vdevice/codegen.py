@@ -22,7 +22,10 @@ LAYOUT_QUERY = "vd_layout_sizes"
 GENERATED_NAME = "vd_generated.cu"
 _LINE_MARK = "//@@vd-line@@"
 WARP = 32
-PREFETCHED_SLOTS = 8  # vd::kArgSlots: argument slots the interpreter loads ahead of an rTask (vdevice_runtime.cuh)
+# vd::kArgSlots: argument slots the interpreter loads into registers ahead of an rTask (vdevice_runtime.cuh). Two:
+# with 8 the full-size transformer interpreter at 3 vEUs per SM (80 registers) spilled 56 B under nvcc 13.0, with 4
+# it spilled 64 B under both nvcc 13.0 and NVRTC 13.5; with 2 neither spills (sm_90, 2026-11-27).
+PREFETCHED_SLOTS = 2
 
 _INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"][^>"]+[>"])', re.MULTILINE)
 _PRAGMA_ONCE_RE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once\b.*$", re.MULTILINE)

@@ -355,28 +355,27 @@ __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* ve
   unsigned pc = begin;
   for (; pc < end; ++pc) {
     const Instr in = next;
-    next = instr[pc + 1];
+    const unsigned gang = gang_of(in);
+    next = instr[pc + gang];  // the record after this run of rTasks (after all of a gang)
     if (is_run(in)) {
-      const unsigned gang = gang_of(in);
       const Member m = member_of(in, gang, pc, instr, dynamic, slot, gang_span);
+      unsigned counter = 0u;  // 1 + the counter this thread publishes after the run (a member's first thread)
       if (m.g < gang) {
-        const Args a = m.g > 0u ? prefetch_args(argtab, m.in.b) : args;
+        if (m.g > 0u) args = prefetch_args(argtab, m.in.b);
+        if (threadIdx.x == m.g * m.stride) counter = m.in.publish;
         rt::Task t = task_of(m.in, m.slot, m.base, home_bytes);
         t.tid -= m.g * m.stride;  // a member's own thread index (its lanes are whole warps of the vEU)
         const unsigned live = t.nthreads > (t.tid & ~31u) ? t.nthreads - (t.tid & ~31u) : 0u;
         t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
         t.bar_id = 1u + m.g;
         if (t.tid < t.nthreads) {
-          dispatch(m.in.code & VD_KERNEL_MASK, t, a);
+          dispatch(m.in.code & VD_KERNEL_MASK, t, args);
           rt::end_task(t);
         }
       }
       __syncthreads();  // every rTask of the run is finished on every thread: publish, reuse the shared buffer
-      if (m.g < gang && threadIdx.x == m.g * m.stride && m.in.publish != 0u) publish(counters + m.in.publish - 1u);
-      if (gang > 1u) {
-        pc += gang - 1u;
-        next = instr[pc + 1];
-      }
+      if (counter != 0u) publish(counters + counter - 1u);
+      pc += gang - 1u;
       args = prefetch_args(argtab, args_of(next));
     } else if (barrier_rtask(in, targets, counters, err, run, budget, v, pc, ctl)) {
       break;  // (a wait's args were prefetched with it: they belong to the run after it)

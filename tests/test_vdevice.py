@@ -952,6 +952,7 @@ FULL_SIZE_GPU_BUILDS = ["lstm-tc", "resnext", "transformer"]
 
 @pytest.mark.slow
 @pytest.mark.nvcc
+@pytest.mark.timeout(3600)  # a full-size build with its occupancy search: minutes each, more on a shared machine
 @pytest.mark.skipif(_nvrtc_missing() is not None or not importlib.util.find_spec("toolchain.nvcc")
                     or not __import__("toolchain.nvcc").nvcc.find_nvcc(),
                     reason=str(_nvrtc_missing() or "nvcc is not installed"))

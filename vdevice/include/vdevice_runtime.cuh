@@ -364,10 +364,12 @@ __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* ve
         if (m.g > 0u) args = prefetch_args(argtab, m.in.b);
         if (threadIdx.x == m.g * m.stride) counter = m.in.publish;
         rt::Task t = task_of(m.in, m.slot, m.base, home_bytes);
-        t.tid -= m.g * m.stride;  // a member's own thread index (its lanes are whole warps of the vEU)
-        const unsigned live = t.nthreads > (t.tid & ~31u) ? t.nthreads - (t.tid & ~31u) : 0u;
-        t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
-        t.bar_id = 1u + m.g;
+        if (gang > 1u) {  // a member's own thread index (its lanes are whole warps of the vEU) and barrier
+          t.tid -= m.g * m.stride;
+          const unsigned live = t.nthreads > (t.tid & ~31u) ? t.nthreads - (t.tid & ~31u) : 0u;
+          t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
+          t.bar_id = 1u + m.g;
+        }
         if (t.tid < t.nthreads) {
           dispatch(m.in.code & VD_KERNEL_MASK, t, args);
           rt::end_task(t);

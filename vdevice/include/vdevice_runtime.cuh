@@ -299,32 +299,31 @@ __device__ __forceinline__ unsigned gang_of(const Instr& in) {
   return is_run(in) ? ((in.code >> VD_GANG_SHIFT) & 15u) + 1u : 1u;
 }
 
-// This thread's part of the run at `pc` (a lone rTask: every thread is in member 0, on the vEU's own slot).
-struct Member {
-  unsigned g;          // the member this thread runs, gang or more: none
-  unsigned stride;     // threads per member (whole warps); a lone rTask: the vEU's threads
-  Instr in;            // its record
-  rt::TaskSlot* slot;  // its TaskSlot
-  char* base;          // its shared region (dynamic bytes, then its layout)
-};
+// A gang member's shared region: g * gang_span into the vEU's buffer, its own TaskSlot at the region's end.
+__device__ __forceinline__ rt::TaskSlot* member_slot(char* dynamic, unsigned g, unsigned gang_span) {
+  return reinterpret_cast<rt::TaskSlot*>(dynamic + (g + 1u) * gang_span - kHeaderBytes);
+}
 
-__device__ __forceinline__ Member member_of(const Instr& lead, unsigned gang, unsigned pc, const Instr* instr,
-                                            char* dynamic, rt::TaskSlot* veu_slot, unsigned gang_span) {
-  Member m{0u, blockDim.x, lead, veu_slot, dynamic};
-  if (gang > 1u) {
-    m.stride = (nthreads_of(lead) + 31u) & ~31u;
-    m.g = threadIdx.x / m.stride;
-    if (m.g > 0u && m.g < gang) m.in = instr[pc + m.g];
-    m.base = dynamic + m.g * gang_span;
-    m.slot = reinterpret_cast<rt::TaskSlot*>(m.base + gang_span - kHeaderBytes);
-    if (m.g < gang && threadIdx.x == m.g * m.stride) {  // the region held other data: set the slot up afresh
-      m.slot->named_arrived = m.slot->named_phase = 0u;
-      rt::clear_tile_barriers(m.slot);
-      if (needs_prepare(m.in)) rt::prepare_slot(m.slot, nthreads_of(m.in));
-    }
-    __syncthreads();
-  }
-  return m;
+// Before a gang runs, each member's first thread sets its slot up afresh (the region held other rTasks' data);
+// the vEU barrier after it (in interpret) publishes that to the member's threads.
+__device__ __forceinline__ void setup_member(const Instr& in, rt::TaskSlot* own) {
+  own->named_arrived = own->named_phase = 0u;
+  rt::clear_tile_barriers(own);
+  if (needs_prepare(in)) rt::prepare_slot(own, nthreads_of(in));
+}
+
+// Member g's rTask for this thread: its arguments, its region and slot, its thread index and lanes within the
+// member, its named barrier 1 + g.
+__device__ __forceinline__ rt::Task member_task(const Instr& in, Args& args, unsigned g, unsigned stride,
+                                                const u64* argtab, char* dynamic, unsigned gang_span,
+                                                unsigned home_bytes) {
+  if (g > 0u) args = prefetch_args(argtab, in.b);
+  rt::Task t = task_of(in, member_slot(dynamic, g, gang_span), dynamic + g * gang_span, home_bytes);
+  t.tid -= g * stride;
+  const unsigned live = t.nthreads > (t.tid & ~31u) ? t.nthreads - (t.tid & ~31u) : 0u;
+  t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
+  t.bar_id = 1u + g;
+  return t;
 }
 
 // The interpreter loop of one vEU (blockIdx.x). Dispatch(kid, task, args) calls the rKernel instantiation.
@@ -358,22 +357,30 @@ __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* ve
     const unsigned gang = gang_of(in);
     next = instr[pc + gang];  // the record after this run of rTasks (after all of a gang)
     if (is_run(in)) {
-      const Member m = member_of(in, gang, pc, instr, dynamic, slot, gang_span);
-      unsigned counter = 0u;  // 1 + the counter this thread publishes after the run (a member's first thread)
-      if (m.g < gang) {
-        if (m.g > 0u) args = prefetch_args(argtab, m.in.b);
-        if (threadIdx.x == m.g * m.stride) counter = m.in.publish;
-        rt::Task t = task_of(m.in, m.slot, m.base, home_bytes);
-        if (gang > 1u) {  // a member's own thread index (its lanes are whole warps of the vEU) and barrier
-          t.tid -= m.g * m.stride;
-          const unsigned live = t.nthreads > (t.tid & ~31u) ? t.nthreads - (t.tid & ~31u) : 0u;
-          t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
-          t.bar_id = 1u + m.g;
+      rt::Task t;
+      Instr mine = in;
+      unsigned counter;  // 1 + the counter this thread publishes after the run (0: none)
+      bool runs;
+      if (gang == 1u) {  // a lone rTask on the whole vEU: the vEU's own slot and buffer
+        t = task_of(in, slot, dynamic, home_bytes);
+        counter = threadIdx.x == 0u ? in.publish : 0u;
+        runs = t.tid < t.nthreads;
+      } else {  // a gang: member g on threads [g * stride, (g + 1) * stride)
+        const unsigned stride = (nthreads_of(in) + 31u) & ~31u, g = threadIdx.x / stride;
+        const bool first = g < gang && threadIdx.x == g * stride;
+        if (g > 0u && g < gang) mine = instr[pc + g];
+        if (first) setup_member(mine, member_slot(dynamic, g, gang_span));
+        __syncthreads();
+        counter = first ? mine.publish : 0u;
+        runs = false;
+        if (g < gang) {
+          t = member_task(mine, args, g, stride, argtab, dynamic, gang_span, home_bytes);
+          runs = t.tid < t.nthreads;
         }
-        if (t.tid < t.nthreads) {
-          dispatch(m.in.code & VD_KERNEL_MASK, t, args);
-          rt::end_task(t);
-        }
+      }
+      if (runs) {
+        dispatch(mine.code & VD_KERNEL_MASK, t, args);
+        rt::end_task(t);
       }
       __syncthreads();  // every rTask of the run is finished on every thread: publish, reuse the shared buffer
       if (counter != 0u) publish(counters + counter - 1u);

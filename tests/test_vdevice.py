@@ -773,7 +773,7 @@ def test_launch_bounds_choice_from_ptxas():
 def _sass_tools() -> str | None:
     """Why the SASS comparison cannot run here, or None."""
     from toolchain.nvcc import find_nvcc
-    from vdevice.sass import find_cuobjdump
+    from toolchain.sass import find_cuobjdump
     if find_nvcc() is None:
         return "nvcc is not installed (pip install .[nvcc])"
     if find_cuobjdump() is None:
@@ -800,7 +800,7 @@ def test_converted_inner_loop_matches_legacy_sass(source, kernel, targs, grid, b
     from toolchain.cxx import template_arg_text
     from toolchain.ptxas import parse_ptxas
     from vdevice import RUNTIME_INCLUDE
-    from vdevice.sass import compile_sass, function, hottest_loop
+    from toolchain.sass import compile_sass, find_function, hottest_loop
 
     legacy = (CORPUS / source).read_text()
     take = f"\nvoid* vd_take = (void*)&{kernel}<{', '.join(template_arg_text(a) for a in targs)}>;\n"
@@ -812,13 +812,14 @@ def test_converted_inner_loop_matches_legacy_sass(source, kernel, targs, grid, b
     loops = {}
     for name, (text, dirs, fn) in variants.items():
         functions, log = compile_sass(text, dirs)
-        loops[name] = hottest_loop(function(functions, fn))
+        loops[name] = hottest_loop(find_function(functions, fn))
         spills = {k: e["spill_stores"] + e["spill_loads"] for k, e in parse_ptxas(log).items() if fn in k}
         assert spills and not any(spills.values()), f"{name}: spills {spills}"
     want = loops["legacy"]
-    assert want.ffma > 0
+    assert want is not None and want.ffma > 0
     for name in ("alone", "interpreter"):
         got = loops[name]
+        assert got is not None, f"{name}: no loop"
         ratio = got.ffma / want.ffma  # the same loop, possibly unrolled differently
         assert got.lds128 == pytest.approx(want.lds128 * ratio), f"{name}: {got} vs legacy {want}"
         assert got.global_loads == pytest.approx(want.global_loads * ratio), f"{name}: {got} vs legacy {want}"
@@ -902,7 +903,7 @@ def test_converted_wide_tile_kernels_in_the_interpreter(veus, seed):
 def _nvrtc_missing() -> str | None:
     """Why NVRTC or cuobjdump cannot run here, or None."""
     from vdevice.nvrtc import available
-    from vdevice.sass import find_cuobjdump
+    from toolchain.sass import find_cuobjdump
     ok, why = available()
     if not ok:
         return f"{why} (pip install .[nvrtc])"
@@ -914,7 +915,7 @@ def _nvrtc_missing() -> str | None:
 def _resource_usage(cubin: bytes, tmp_path: Path) -> dict[str, dict[str, int]]:
     """cuobjdump --dump-resource-usage of a CUBIN: mangled function -> {REG, STACK, SHARED, LOCAL, ...}."""
     import subprocess
-    from vdevice.sass import find_cuobjdump
+    from toolchain.sass import find_cuobjdump
     path = tmp_path / "m.cubin"
     path.write_bytes(cubin)
     text = subprocess.run([str(find_cuobjdump()), "--dump-resource-usage", str(path)], capture_output=True,
@@ -1034,7 +1035,7 @@ def test_launch_what_fits_folds_the_program_with_a_note(kind, num_ops, veus, fit
 
 def _interpreter_sass(per_sm: int = 2):
     """The generated interpreter of a small module compiled for sm_90 with nvcc, disassembled."""
-    from vdevice.sass import compile_sass, function
+    from toolchain.sass import compile_sass, find_function as function
     ops = [Op("g", gather_kernel(256, 64, 3), ()), Op("a", add2_kernel(256, (32, 8)), ()),
            Op("c", count_kernel(128, 64), ())]
     gen = generate(ops, SOURCES, veus_per_sm=per_sm)
@@ -1044,7 +1045,7 @@ def _interpreter_sass(per_sm: int = 2):
 
 def _poll_loop(code):
     """The backward-branch loop that holds the barrier-rTask's NANOSLEEP, rotated to start at it."""
-    from vdevice.sass import loops
+    from toolchain.sass import loops
     spans = [body for body in loops(code) if any(i.base == "NANOSLEEP" for i in body)]
     assert spans, "no polling loop (NANOSLEEP) in the interpreter"
     body = min(spans, key=len)

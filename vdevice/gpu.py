@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from toolchain.stubs import stub_dirs
+from toolchain.nvcc import nvrtc_options
 
 
 class NoGpuError(RuntimeError):
@@ -57,32 +57,11 @@ def gpu_available() -> tuple[bool, str]:
         return False, str(e)
 
 
-def toolkit_include() -> str | None:
-    """The CUDA toolkit's include/ folder (CUDA_HOME/CUDA_PATH, /usr/local/cuda*, or beside nvcc), found the same
-    way with or without a GPU so the build and the runtime compile against the same headers; None when absent."""
-    from toolchain.nvcc import find_nvcc
-
-    cands = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    nvcc = find_nvcc()
-    if nvcc:
-        cands.append(str(Path(nvcc).resolve().parent.parent))
-    cands += sorted((str(p) for p in Path("/usr/local").glob("cuda-*")), reverse=True)
-    for base in cands:
-        if base and (Path(base) / "include" / "cuda_runtime.h").is_file():
-            return str(Path(base) / "include")
-    return None
-
-
 def runtime_options(arch: str, include_dirs: Sequence[str] = ()) -> list[str]:
-    """The NVRTC options of every module the GPU runtime loads (arch: "sm_90"); the build's vEU sizing compiles
-    with exactly these (vdevice.occupancy.nvrtc_usage). NVRTC has no host headers: the shared host stubs give the
-    few macros and typedefs device code takes."""
-    options = ["-std=c++17", f"--gpu-architecture={arch}"]
-    options += [f"-I{os.path.abspath(d)}" for d in include_dirs] + [f"-I{d}" for d in stub_dirs(device=False)]
-    cuda_inc = toolkit_include()
-    if cuda_inc:
-        options.append(f"-I{cuda_inc}")
-    return options
+    """The NVRTC options of every module the GPU runtime loads (arch: "sm_90"): toolchain's one NVRTC command line
+    (include_dirs, the host stubs, the toolkit's headers first of any CUDA folder). The build's vEU sizing compiles
+    with exactly these (vdevice.occupancy.nvrtc_usage)."""
+    return nvrtc_options(arch, include_dirs)
 
 
 def compile_module(source: str, kernels: Sequence[str], include_dirs: Sequence[str], arch: str) -> tuple[Path, dict]:
@@ -126,8 +105,11 @@ class GpuModule:
             print(f"note: {why}; CuPy's NVRTC compiles the module (its registers may differ from the build's)",
                   file=sys.stderr)
             self.lowered = {}
-            self.module = cp.RawModule(code=source, options=tuple(runtime_options(self.arch, include_dirs)),
-                                       name_expressions=self.kernels)
+            options = runtime_options(self.arch, include_dirs)
+            cuda_inc = os.path.join(cp.cuda.get_cuda_path() or "", "include")
+            if os.path.isdir(cuda_inc):  # after the toolkit's (a runtime wheel's lacks crt/: first, it broke builds)
+                options.append(f"-I{cuda_inc}")
+            self.module = cp.RawModule(code=source, options=tuple(options), name_expressions=self.kernels)
 
     def get_function(self, kernel_expr: str) -> Any:
         """The loaded kernel of a name expression (a cupy RawKernel)."""

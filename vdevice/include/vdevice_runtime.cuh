@@ -96,13 +96,14 @@ __device__ __forceinline__ u64 slot_bits(const Args& a) {
 template <class P>
 __device__ __forceinline__ P arg(u64 bits) {
   if constexpr (is_pointer<P>::value) {
-    const P p = reinterpret_cast<P>(bits);
-#if !defined(RT_CPU_EMULATOR)
+#if defined(RT_CPU_EMULATOR)
+    return reinterpret_cast<P>(bits);
+#else
     // every pointer argument is a buffer of the program (ArgTable has no null pointers), all in global memory:
-    // saying so lets the compiler use LDG/STG instead of generic loads and stores
-    __builtin_assume(__isGlobal(p));
+    // converting it from a global address says so, so the compiler uses LDG/STG instead of generic loads and
+    // stores (an __isGlobal assumption on the pointer is lost once the slot comes from a loop-carried register)
+    return static_cast<P>(__cvta_global_to_generic(static_cast<size_t>(bits)));
 #endif
-    return p;
   } else {
     static_assert(sizeof(P) <= 8, "scalar rKernel arguments of at most 8 bytes");
     P value;  // byte copy: NVRTC has no __builtin_memcpy; the compiler folds this into a move

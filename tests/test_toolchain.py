@@ -122,9 +122,12 @@ def test_the_toolkit_is_the_working_nvccs(nvcc_path):
 
 
 def gpu_module_options(tmp_path: Path, monkeypatch, include_dirs: list[str]) -> list[str]:
-    """The options vdevice.gpu.GpuModule hands to NVRTC, read through a stand-in CuPy whose CUDA path is a runtime
-    wheel (as on the H100, where CuPy came from the wheels PyTorch installs)."""
+    """The options vdevice.gpu.GpuModule hands to CuPy's NVRTC (its path where libnvrtc cannot be loaded by ctypes;
+    otherwise it compiles with runtime_options alone, which name no CuPy folder), read through a stand-in CuPy whose
+    CUDA path is a runtime wheel (as on the H100, where CuPy came from the wheels PyTorch installs)."""
+    import vdevice.nvrtc
     from vdevice.gpu import GpuModule
+    monkeypatch.setattr(vdevice.nvrtc, "available", lambda: (False, "libnvrtc not loadable (test)"))
     wheel = runtime_wheel(tmp_path / "site-packages" / "nvidia" / "cu13")
     seen: dict = {}
     cuda = SimpleNamespace(runtime=SimpleNamespace(getDeviceCount=lambda: 1),

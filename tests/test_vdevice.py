@@ -397,10 +397,11 @@ def _vdevice(dag: Dag, bufs: dict[str, np.ndarray], veus_per_sm: int = 1) -> VDe
     ("random", 30, 5, 129, 14, 1), ("random", 50, 8, 33, 15, 2), ("random", 24, 1, 50, 16, 1),
 ])
 def test_persistent_matches_op_by_op_and_numpy(kind, num_ops, veus, n, seed, per_sm):
-    """Random DAGs on 1-8 vEUs, the interpreter built for 1-4 vEUs per SM (__launch_bounds__): bit-exact against
-    op by op, which matches numpy."""
+    """Random DAGs on 1-8 vEUs, the interpreter built for 1-4 vEUs per SM (__launch_bounds__), every other one with
+    small rTasks side by side: bit-exact against op by op, which matches numpy."""
     dag = make_dag(kind, num_ops, n, seed)
     program = schedule(dag, veus, seed)
+    program.side_by_side = seed % 2 == 1
     validate(program, dag.deps)
     bufs = dag.inputs(seed)
     vd = _vdevice(dag, bufs, per_sm)
@@ -780,6 +781,29 @@ def _sass_tools() -> str | None:
     return None
 
 
+def _nvrtc_missing() -> str | None:
+    """Why NVRTC or cuobjdump cannot run here, or None."""
+    from vdevice.nvrtc import available
+    from toolchain.sass import find_cuobjdump
+    ok, why = available()
+    if not ok:
+        return f"{why} (pip install .[nvrtc])"
+    if find_cuobjdump() is None:
+        return "cuobjdump is not installed (pip install .[sass])"
+    return None
+
+
+def _runtime_sass(source: str, include_dirs, names=()) -> tuple[dict, str]:
+    """A generated module compiled as the GPU runtime compiles it (NVRTC, runtime_options, plus -Xptxas -v for the
+    figures) and disassembled: (functions, ptxas log). The interpreter's SASS is what runs, so it is read from here;
+    the header gives nvcc a different (weaker) pointer promise, vdevice_runtime.cuh's arg()."""
+    from toolchain.sass import disassemble
+    from vdevice.gpu import runtime_options
+    from vdevice.nvrtc import compile_cubin
+    out = compile_cubin(source, [*runtime_options("sm_90", include_dirs), "-Xptxas", "-v"], names)
+    return disassemble(out.cubin), out.log
+
+
 SASS_CASES = [  # legacy file, kernel, template arguments, grid, block: the launches the full-size zoo builds use
     ("rnn.cu", "lstm_cell_fused", (8, 4, 256), (32,), (256,)),
     ("gemm.cu", "gemm_tiled", (16, True, 0), (64, 7), (16, 16)),
@@ -790,6 +814,7 @@ SASS_CASES = [  # legacy file, kernel, template arguments, grid, block: the laun
 @pytest.mark.nvcc
 @pytest.mark.slow
 @pytest.mark.skipif(_sass_tools() is not None, reason=str(_sass_tools()))
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))
 @pytest.mark.parametrize("source,kernel,targs,grid,block", SASS_CASES, ids=[c[1] for c in SASS_CASES])
 def test_converted_inner_loop_matches_legacy_sass(source, kernel, targs, grid, block):
     """The legacy kernel, its converted rKernel run alone (the plain wrapper) and inside the interpreter, compiled for
@@ -802,15 +827,15 @@ def test_converted_inner_loop_matches_legacy_sass(source, kernel, targs, grid, b
     from toolchain.sass import compile_sass, find_function, hottest_loop
 
     legacy = (CORPUS / source).read_text()
-    take = f"\nvoid* vd_take = (void*)&{kernel}<{', '.join(template_arg_text(a) for a in targs)}>;\n"
+    take = [f"{kernel}<{', '.join(template_arg_text(a) for a in targs)}>"]  # NVRTC instantiates it by name
     converted = convert_source(legacy, source).output
-    variants = {"legacy": (legacy + take, [str(CORPUS)], kernel),
-                "alone": (converted + take, [str(RUNTIME_INCLUDE), str(CORPUS)], kernel)}
+    variants = {"legacy": (legacy, [str(CORPUS)], kernel, take),
+                "alone": (converted, [str(RUNTIME_INCLUDE), str(CORPUS)], kernel, take)}
     gen = generate([Op("x", KernelRef(source, f"{kernel}__rtask", None, targs, grid, block), ())], {source: converted})
-    variants["interpreter"] = (gen.source, [*gen.include_dirs, str(CORPUS)], "vd_interpreter")
+    variants["interpreter"] = (gen.source, [*gen.include_dirs, str(CORPUS)], "vd_interpreter", [])
     loops = {}
-    for name, (text, dirs, fn) in variants.items():
-        functions, log = compile_sass(text, dirs)
+    for name, (text, dirs, fn, names) in variants.items():
+        functions, log = _runtime_sass(text, dirs, names)
         loops[name] = hottest_loop(find_function(functions, fn))
         spills = {k: e["spill_stores"] + e["spill_loads"] for k, e in parse_ptxas(log).items() if fn in k}
         assert spills and not any(spills.values()), f"{name}: spills {spills}"
@@ -894,3 +919,272 @@ def test_converted_wide_tile_kernels_in_the_interpreter(veus, seed):
     PersistentExecutor(ops, [program], converted, got, vdevice=VDevice(ops, converted, bufs)).run(got)
     for name in want:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+# ---- issue 28: the vEUs per SM from the module the GPU runtime loads (NVRTC, the runtime's options) -----------------
+
+
+def _resource_usage(cubin: bytes, tmp_path: Path) -> dict[str, dict[str, int]]:
+    """cuobjdump --dump-resource-usage of a CUBIN: mangled function -> {REG, STACK, SHARED, LOCAL, ...}."""
+    import subprocess
+    from toolchain.sass import find_cuobjdump
+    path = tmp_path / "m.cubin"
+    path.write_bytes(cubin)
+    text = subprocess.run([str(find_cuobjdump()), "--dump-resource-usage", str(path)], capture_output=True,
+                          text=True, check=True, timeout=120).stdout
+    out: dict[str, dict[str, int]] = {}
+    for name, body in re.findall(r"Function (\S+):\s*\n\s*(.*)", text):
+        out[name] = {k: int(v) for k, v in re.findall(r"(\w+)(?:\[\d+\])?:(\d+)", body)}
+    return out
+
+
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))
+@pytest.mark.parametrize("per_sm", [1, 3])
+def test_build_figures_are_those_of_the_runtimes_module(per_sm, tmp_path):
+    """The interpreter compiled as the GPU runtime compiles it (vdevice.nvrtc with runtime_options, no extra flag):
+    cuobjdump's registers and stack of that CUBIN are what the build's sizing reports (nvrtc_usage, which adds
+    -Xptxas -v to read them), and every kernel name the executors launch resolves to a function of the CUBIN."""
+    from vdevice.gpu import runtime_options
+    from vdevice.nvrtc import compile_cubin
+    from vdevice.occupancy import interpreter_usage, nvrtc_usage
+    ops = [Op("g", gather_kernel(256, 64, 3), ()), Op("a", add2_kernel(256, (32, 8)), ()),
+           Op("c", count_kernel(128, 64), ())]
+    gen = generate(ops, SOURCES, veus_per_sm=per_sm)
+    runtime = compile_cubin(gen.source, runtime_options("sm_90", gen.include_dirs), gen.kernel_names)
+    usage = _resource_usage(runtime.cubin, tmp_path)
+    assert set(runtime.lowered.values()) <= set(usage)
+    interp = usage[runtime.lowered["vd_interpreter"]]
+    figures = nvrtc_usage(gen.source, gen.include_dirs)
+    assert figures.registers == interp["REG"] and figures.compiler.startswith("NVRTC")
+    assert figures.spill_bytes == 0 and interp["STACK"] == 0 and interp["LOCAL"] == 0
+    assert interpreter_usage(gen.source, gen.include_dirs) == figures  # the build's path takes NVRTC when present
+
+
+FULL_SIZE_GPU_BUILDS = ["lstm-tc", "resnext", "transformer"]
+
+
+@pytest.mark.slow
+@pytest.mark.nvcc
+@pytest.mark.timeout(3600)  # a full-size build with its occupancy search: minutes each, more on a shared machine
+@pytest.mark.skipif(_nvrtc_missing() is not None or not importlib.util.find_spec("toolchain.nvcc")
+                    or not __import__("toolchain.nvcc").nvcc.find_nvcc(),
+                    reason=str(_nvrtc_missing() or "nvcc is not installed"))
+@pytest.mark.parametrize("model", FULL_SIZE_GPU_BUILDS)
+def test_default_full_size_gpu_build_fits_by_the_runtimes_compiler(model, tmp_path):
+    """Issue 28: the zoo model at full size, batch 1, built for the GPU with no --veus (the default that did not
+    launch on the H100), then its program.cu compiled with the runtime's compiler and options (NVRTC,
+    runtime_options, sm_90; no GPU): by those registers, the executor's shared memory per vEU and the occupancy
+    arithmetic, the build's vEUs per SM are co-resident, so all its vEUs launch on 132 SMs, with no spills."""
+    from rammer.build import build_model
+    from vdevice.codegen import generate as gen_module, program_regions, veu_smem_bytes
+    from vdevice.gpu import runtime_options
+    from vdevice.nvrtc import compile_cubin
+    from vdevice.occupancy import SM90, blocks_per_sm, device_layout_sizes
+    from vdevice.program import resident_bytes, used_ops
+    import subprocess
+    import sys
+    onnx_path = tmp_path / f"{model}.onnx"
+    subprocess.run([sys.executable, "-c", "from rammer.cli import main; main()", "zoo", model, "-o", str(onnx_path)],
+                   check=True, capture_output=True, timeout=600)
+    built = build_model(onnx_path, tmp_path / "b", target="gpu", quiet=True)
+    per_sm = int(built.manifest.stats["veus_per_sm"])
+    runtime_gen = gen_module(built.ops, built.sources, [str(tmp_path / "b" / "rkernels")], veus_per_sm=per_sm)
+    assert runtime_gen.source == (tmp_path / "b" / "program.cu").read_text()  # what the runtime compiles (VDevice)
+    runtime = compile_cubin(runtime_gen.source, runtime_options("sm_90", runtime_gen.include_dirs), ["vd_interpreter"])
+    interp = _resource_usage(runtime.cubin, tmp_path)[runtime.lowered["vd_interpreter"]]
+    gen, sizes = gen_module(built.ops, built.sources), device_layout_sizes(built.ops, built.sources)
+    for program in built.programs:
+        threads = max(built.ops[i].kernel.threads for i in used_ops(program))
+        threads = -(-threads // 32) * 32
+        smem = veu_smem_bytes(program_regions(program, gen), sizes, resident_bytes(program))[0]
+        fit = blocks_per_sm(threads, interp["REG"], smem + interp["SHARED"], SM90)
+        assert fit.blocks >= per_sm, f"{model}: {interp['REG']} registers, {threads} threads, {smem} B: {fit}"
+        assert program.num_veus <= fit.blocks * SM90.sms
+    assert interp["STACK"] == 0 and interp["LOCAL"] == 0
+    assert per_sm >= 2, f"{model}: the default build keeps only {per_sm} vEU per SM"
+
+
+@pytest.mark.parametrize("kind,num_ops,veus,fits,seed", [("chain", 9, 3, 1, 0), ("diamond", 13, 6, 4, 1),
+                                                          ("fan", 20, 8, 3, 2), ("random", 40, 7, 2, 3)])
+def test_fold_keeps_dependencies_and_never_deadlocks(kind, num_ops, veus, fits, seed):
+    """A program folded onto fewer vEUs runs every rTask once, honours every op dependency and cannot deadlock
+    (the validator's simulation, an independent check), and keeps each original vEU's order on its new vEU."""
+    from vdevice.program import fold
+    dag = make_dag(kind, num_ops, 48, seed)
+    program = schedule(dag, veus, seed)
+    folded = fold(program, fits)
+    validate(folded, dag.deps)
+    assert folded.num_veus == fits
+    for v in range(veus):
+        mine = set(program.runs(v))
+        assert [t for t in folded.runs(v % fits) if t in mine] == program.runs(v)
+
+
+@needs_emulator
+@pytest.mark.parametrize("kind,num_ops,veus,fits,seed", [("random", 30, 6, 2, 21), ("diamond", 13, 5, 3, 22),
+                                                          ("random", 24, 4, 1, 23)])
+def test_launch_what_fits_folds_the_program_with_a_note(kind, num_ops, veus, fits, seed, monkeypatch, capsys):
+    """A GPU that keeps fewer vEUs co-resident than the program has (the backend's occupancy answer, here set):
+    the executor launches what fits, says so, and the results stay bit-exact against op by op (numpy-checked)."""
+    dag = make_dag(kind, num_ops, 64, seed)
+    program = schedule(dag, veus, seed)
+    bufs = dag.inputs(seed)
+    vd = _vdevice(dag, bufs)
+    monkeypatch.setattr(vd.backend, "max_coresident", lambda expr, threads, smem: fits)
+    by_op = fresh(bufs)
+    OpByOpExecutor(dag.ops, SOURCES, by_op, deps=dag.deps, vdevice=vd).run(by_op)
+    assert_outputs(dag, by_op, dag.reference(bufs), exact=False)
+    exe = PersistentExecutor(dag.ops, [program], SOURCES, bufs, vdevice=vd)
+    assert exe.loaded[0].tables.num_veus == fits and len(exe.notes) == 1
+    assert f"only {fits} of the program's {veus} vEUs" in capsys.readouterr().err
+    persistent = fresh(bufs)
+    exe.run(persistent)
+    assert_outputs(dag, persistent, by_op, exact=True)
+
+
+# ---- the hand-off in sm_90 SASS (docs/vdevice-dispatch-sass.md) ---------------------------------------------------
+
+
+def _interpreter_sass(per_sm: int = 2):
+    """The generated interpreter of a small module compiled for sm_90 with nvcc, disassembled."""
+    from toolchain.sass import find_function as function
+    ops = [Op("g", gather_kernel(256, 64, 3), ()), Op("a", add2_kernel(256, (32, 8)), ()),
+           Op("c", count_kernel(128, 64), ())]
+    gen = generate(ops, SOURCES, veus_per_sm=per_sm)
+    functions, _ = _runtime_sass(gen.source, list(gen.include_dirs))
+    return function(functions, "vd_interpreter")
+
+
+def _poll_loop(code):
+    """The backward-branch loop that holds the barrier-rTask's NANOSLEEP, rotated to start at it."""
+    from toolchain.sass import loops
+    spans = [body for body in loops(code) if any(i.base == "NANOSLEEP" for i in body)]
+    assert spans, "no polling loop (NANOSLEEP) in the interpreter"
+    body = min(spans, key=len)
+    k = next(n for n, i in enumerate(body) if i.base == "NANOSLEEP")
+    return body[k:] + body[:k]
+
+
+def _global_load(i) -> bool:
+    return i.base in ("LDG", "LD") and "CONSTANT" not in i.opcode
+
+
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))
+def test_failed_poll_is_one_global_load():
+    """A failed poll (the polling loop from its back-off to the watchdog clock read) loads only the counter: the
+    abort flag is read on the clock path alone, after the clock read."""
+    loop = _poll_loop(_interpreter_sass())
+    clock = next(n for n, i in enumerate(loop) if i.base == "CS2R" and "CLOCK" in i.operands)
+    before = [i for i in loop[:clock] if _global_load(i)]
+    assert len(before) == 1 and before[0].opcode.startswith("LDG.E.STRONG"), before
+    assert sum(_global_load(i) for i in loop) == 2  # the counter, and the abort flag on the clock path
+
+
+def _block_of(code, index):
+    """The straight-line run of instructions that ends at code[index]: back to the previous branch, convergence
+    point or branch target."""
+    targets = {int(m, 16) for i in code if i.base == "BRA" for m in re.findall(r"0x([0-9a-f]+)", i.operands)}
+    start = index
+    while start > 0 and code[start].addr not in targets and code[start - 1].base not in ("BRA", "BSYNC", "EXIT"):
+        start -= 1
+    return code[start:index + 1]
+
+
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))
+def test_satisfied_wait_takes_no_membar_and_one_l1_invalidate():
+    """After the polling loop, the path into the vEU barrier takes the acquire alone: no MEMBAR (fence.acq_rel's
+    release half is gone) and one CCTL.IVALL, which every gpu-scope acquire compiles to on sm_90 (the memory
+    model's price of weak loads after it; docs/vdevice-dispatch-sass.md). The publish is one release reduction."""
+    code = _interpreter_sass()
+    loop_end = max(i.addr for i in _poll_loop(code))
+    bar = next(n for n, i in enumerate(code) if i.addr > loop_end and i.opcode.startswith("BAR.SYNC")
+               and i.operands.strip() == "0x0")
+    satisfied = _block_of(code, bar)
+    assert not [i for i in satisfied if i.base == "MEMBAR"], satisfied
+    assert sum(i.opcode == "CCTL.IVALL" for i in satisfied) == 1, satisfied
+    red = next(n for n, i in enumerate(code) if i.base == "REDG")
+    publish = _block_of(code, red)
+    assert sum(i.opcode == "MEMBAR.ALL.GPU" for i in publish) == 1 and not any(i.base == "CCTL" for i in publish)
+
+
+# ---- several small rTasks per vEU (gangs) ----------------------------------------------------------------------
+
+
+def _gang_program(n: int, veus: int) -> tuple[Dag, Program]:
+    """A 256-thread op (so the vEU is 256 threads) feeding 32- and 64-thread ops of three kinds (named barrier,
+    mbarrier with early exits, block reductions), each op's rTasks appended back to back on vEU r % veus after a
+    wait for its producer: small rTasks of one op stand next to each other, the case gangs are for."""
+    dag = Dag(n)
+    a = dag.add(Op("t0", add2_kernel(n, (32, 8)), (ArgRef.buf("t0"), ArgRef.buf("in0"), ArgRef.buf("in1"),
+                                                 ArgRef.scalar("int32", n))), ["in0", "in1"],
+                lambda b: ref_add2(b["in0"], b["in1"]))
+    g = dag.add(Op("t1", gather_kernel(n, 32, 5), (ArgRef.buf("t1"), ArgRef.buf(a), ArgRef.scalar("int32", n),
+                                                  ArgRef.scalar("int32", 7))), [a], lambda b: ref_gather(b[a], 5, 7))
+    f = dag.add(Op("t2", affine_kernel(n, 64), (ArgRef.buf("t2"), ArgRef.buf(g), ArgRef.scalar("float32", 1.5),
+                                               ArgRef.scalar("float32", -0.25), ArgRef.scalar("int32", n))), [g],
+                lambda b: ref_affine(b[g], 1.5, -0.25))
+    dag.add(Op("t3", count_kernel(n, 32), (ArgRef.buf("t3"), ArgRef.buf(f), ArgRef.scalar("int32", n))), [f],
+            lambda b: ref_count(b[f], 32))
+    program = Program(dag.ops, veus, side_by_side=True)
+    for index, op in enumerate(dag.ops):
+        for r in range(op.kernel.rtasks):
+            if index:
+                program.wait_ops(TaskRef(index, r), [index - 1])
+            program.append(TaskRef(index, r), r % veus)
+    return dag, program
+
+
+@needs_emulator
+@pytest.mark.parametrize("n,veus,sanitize", [(1000, 2, ()), (700, 3, ()), (300, 1, ("memcheck", "racecheck", "synccheck"))])
+def test_small_rtasks_run_side_by_side_bit_exact(n, veus, sanitize):
+    """rTasks of 32 and 64 threads on 256-thread vEUs run 8 and 4 at a time (gang bits in their records), each with
+    its own barrier and shared region, and the results are bit-exact against op by op (numpy-checked), also under
+    the emulator's sanitizers."""
+    from vdevice.codegen import gang_sizes
+    from vdevice.tables import INSTR, VD_GANG_SHIFT, VD_WAIT
+    dag, program = _gang_program(n, veus)
+    validate(program, dag.deps)
+    sizes = sorted(set(gang_sizes(program).values()))
+    assert sizes and max(sizes) == 8 and 4 in sizes
+    assert Program.from_json(program.to_json()).side_by_side and not gang_sizes(Program(dag.ops, veus, program.veus))
+    bufs = dag.inputs(n)
+    vd = VDevice(dag.ops, SOURCES, bufs, "cpu", catalog=CATALOG, sanitize=sanitize)
+    by_op = fresh(bufs)
+    OpByOpExecutor(dag.ops, SOURCES, by_op, deps=dag.deps, vdevice=vd).run(by_op)
+    assert_outputs(dag, by_op, dag.reference(bufs), exact=False)
+    exe = PersistentExecutor(dag.ops, [program], SOURCES, bufs, vdevice=vd)
+    code = exe.loaded[0].tables.instr[:, INSTR.column("code")]
+    runs = code[code != VD_WAIT]
+    assert sorted(set(int(c >> VD_GANG_SHIFT & 15) + 1 for c in runs) - {1}) == sizes
+    assert exe.loaded[0].gang_span > 0
+    persistent = fresh(bufs)
+    exe.run(persistent)
+    assert_outputs(dag, persistent, by_op, exact=True)
+
+
+@needs_emulator
+@pytest.mark.parametrize("veus,blocks,fits,seed", [(8, 8, 3, 4), (5, 4, 2, 3), (6, 6, 1, 7)])
+def test_launch_what_fits_keeps_each_hosted_veus_resident_region(veus, blocks, fits, seed, monkeypatch):
+    """A weight-stationary program (a family's load, an rTask that overwrites the weights and fills its own 2 KB
+    layout, then two readers of the resident slices) folded onto fewer vEUs: each vEU keeps one resident region per
+    vEU it hosts, so the readers still see the loaded values (numpy)."""
+    from test_resident import F32 as RF32, N, SOURCES as RSOURCES, _resident_ops, _resident_program
+    from vdevice.program import check_resident, fold, resident_homes
+    rng = np.random.default_rng(seed)
+    ops = _resident_ops(blocks)
+    pins = [int(v) for v in rng.permutation(veus)[:blocks]]
+    program = _resident_program(ops, veus, pins)
+    folded = fold(program, fits)
+    check_resident(folded)
+    assert resident_homes(folded) == max(pins) // fits + 1  # regions for the hosted vEUs that hold slices
+    src = rng.standard_normal(blocks * N).astype(RF32)
+    bufs = {"src": src.copy(), "y0": np.zeros_like(src), "y1": np.zeros_like(src)}
+    vd = VDevice(ops, RSOURCES, bufs, "cpu")
+    monkeypatch.setattr(vd.backend, "max_coresident", lambda expr, threads, smem: fits)
+    exe = PersistentExecutor(ops, [program], RSOURCES, bufs, vdevice=vd)
+    assert exe.loaded[0].tables.num_veus == fits and exe.loaded[0].tables.home_bytes == 4 * N
+    assert exe.loaded[0].tables.resident_bytes == 4 * N * resident_homes(exe.loaded[0].program)
+    exe.run(bufs)
+    np.testing.assert_array_equal(bufs["src"], np.full_like(src, -7.0))
+    np.testing.assert_array_equal(bufs["y0"], src * RF32(1.5))
+    np.testing.assert_array_equal(bufs["y1"], src * RF32(-1.5))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """vDevice on a GPU: the DAG tests, the interpreter's per-rTask overhead (1 and all vEUs), hand-off latency,
-barrier cost by fan-in (1, 16, 132, 264, 396 vEUs), bandwidth with 1-4 vEUs per SM, and a chain of tiny ops three
-ways. One run fits one 10-minute device call (tests/gpu/session.sh vdevice).
+barrier cost by fan-in (1, 16, 132, 264, 396 vEUs), bandwidth with 1-4 vEUs per SM, small rTasks side by side
+against one at a time, and a chain of tiny ops three ways. One run fits one 10-minute device call (tests/gpu/session.sh vdevice).
 
 Run on a GPU machine:  python tests/vdevice_gpu_bench.py [--quick] [--table FILE]
 --table writes the measurement table as Markdown (for BENCHMARKS.md). Skips cleanly (exit 0, one line) without
@@ -71,6 +71,7 @@ def dag_tests(cases) -> None:
     for kind, num_ops, veus, n, seed in cases:
         dag = make_dag(kind, num_ops, n, seed)
         program = schedule(dag, veus, seed)
+        program.side_by_side = seed % 2 == 1  # every other one with small rTasks side by side (gangs)
         validate(program, dag.deps)
         bufs = dag.inputs(seed)
         vd = VDevice(dag.ops, SOURCES, bufs, "gpu", catalog=CATALOG)
@@ -163,13 +164,18 @@ def handoff(count: int, reps: int) -> None:
 
 def persistent_or_none(ops: list[Op], program: Program, bufs: dict[str, np.ndarray], what: str,
                        veus_per_sm: int = 1) -> PersistentExecutor | None:
-    """The program loaded on a fresh vDevice, or None (said) when the GPU cannot keep its vEUs co-resident."""
+    """The program loaded on a fresh vDevice, or None (said) when the GPU cannot keep its vEUs co-resident and it
+    cannot be folded onto fewer (launch what fits); a fold is said too, and such a measurement is skipped."""
     try:
         vd = VDevice(ops, SOURCES, bufs, "gpu", catalog=CATALOG, veus_per_sm=veus_per_sm)
-        return PersistentExecutor(ops, [program], SOURCES, bufs, vdevice=vd)
+        exe = PersistentExecutor(ops, [program], SOURCES, bufs, vdevice=vd)
     except VDeviceError as exc:
         print(f"  [info] {what} refused: {exc}")
         return None
+    if exe.notes:
+        print(f"  [info] {what}: {exe.notes[0]} (not measured: not the program asked for)")
+        return None
+    return exe
 
 
 def step_barrier(num_veus: int, rounds: int, reps: int, validate_it: bool) -> None:
@@ -269,6 +275,29 @@ def veus_per_sm_bandwidth(sms: int, reps: int, n: int = 1 << 24, threads: int = 
             f"{8 * n / (ms * 1e-3) / 1e9:.0f} GB/s")
 
 
+def side_by_side(num_veus: int, per_veu: int, reps: int) -> None:
+    """Tiny 32-thread rTasks on 256-thread vEUs (a 256-thread op in the program sizes them), one after another
+    against eight side by side (Program.side_by_side): per-rTask time of each, and the same results."""
+    print("Small rTasks side by side:")
+    n = 32 * num_veus * per_veu
+    bufs = {"x": np.zeros(n, np.float32), "y": np.zeros(n, np.float32), "z": np.zeros(256, np.float32)}
+    ops = [bump_op("bump", n, 32, "x", "y"), bump_op("wide", 256, 256, "x", "z")]
+    vd = VDevice(ops, SOURCES, bufs, "gpu", catalog=CATALOG)
+    times = {}
+    for together in (False, True):
+        program = Program(ops, num_veus, side_by_side=together)
+        for r in range(num_veus * per_veu):
+            program.append(TaskRef(0, r), r // per_veu)  # consecutive rTasks of the op on each vEU
+        program.append(TaskRef(1, 0), 0)
+        exe = PersistentExecutor(ops, [program], SOURCES, bufs, vdevice=vd)
+        got = fresh(bufs)
+        exe.run(got)
+        check(bool(np.all(got["y"] == 1.0)), f"{num_veus} vEUs x {per_veu} rTasks, side by side={together}")
+        times[together] = exe.time(reps)
+        row(f"{per_veu} 32-thread rTasks per 256-thread vEU, {'8 side by side' if together else 'one at a time'}",
+            times[together], per_veu, "rTask", f"{num_veus} vEUs")
+
+
 # ---- 3. a chain of tiny ops three ways ----------------------------------------------------------------------
 
 
@@ -313,6 +342,7 @@ def main() -> int:
     step_barrier(sms, 20 if args.quick else 100, reps, validate_it=not args.quick)
     barrier_by_fan_in([1, 16, 2 * sms, 3 * sms], reps)
     veus_per_sm_bandwidth(sms, reps)
+    side_by_side(sms, 200 if args.quick else 1000, reps)
     chain_three_ways(1000, reps)
     table = "| measurement | ms per launch (median) | per item | note |\n|---|---|---|---|\n"
     table += "".join(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} |\n" for r in ROWS)

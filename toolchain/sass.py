@@ -85,8 +85,19 @@ def compile_sass(source: str, include_dirs: Sequence[str] = (), arch: str = DEFA
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         if proc.returncode:
             raise RuntimeError(f"nvcc failed: {proc.stderr.strip().splitlines()[-1:]}")
-        sass = subprocess.run([dump, "-sass", str(cubin)], capture_output=True, text=True, timeout=300, check=True)
-    return parse_sass(sass.stdout), proc.stdout + proc.stderr
+        return disassemble(cubin.read_bytes()), proc.stdout + proc.stderr
+
+
+def disassemble(cubin: bytes) -> dict[str, list[Instr]]:
+    """The SASS of a CUBIN (from nvcc or NVRTC) by cuobjdump: mangled function name -> instructions."""
+    dump = find_cuobjdump()
+    if dump is None:
+        raise RuntimeError("needs cuobjdump (pip install nvidia-cuda-cuobjdump)")
+    with tempfile.TemporaryDirectory(prefix="rt-sass-") as tmp:
+        path = Path(tmp) / "m.cubin"
+        path.write_bytes(cubin)
+        sass = subprocess.run([dump, "-sass", str(path)], capture_output=True, text=True, timeout=300, check=True)
+    return parse_sass(sass.stdout)
 
 
 def find_function(functions: dict[str, list[Instr]], name: str) -> list[Instr]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import heapq
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
@@ -12,7 +13,7 @@ import numpy as np
 from cuda_emu.module import DEFAULT_YIELD_BUDGET
 
 from .codegen import INTERPRETER, LAYOUT_QUERY, ArgTable, GeneratedModule, ProgramTables, encode, generate
-from .program import KernelRef, Op, Program, ProgramError, Run
+from .program import KernelRef, Op, Program, ProgramError, Run, fold
 
 CPU_WATCHDOG_POLLS = 200_000          # barrier polls (each one an emulator yield) before a wait is declared stuck
 # The emulator's whole-launch yield budget for one rProgram grows with its instructions: the zoo --small models
@@ -91,7 +92,7 @@ class _GpuBackend:
         from .gpu import GpuModule
 
         self.cp = cupy
-        self.module = GpuModule(gen.source, gen.kernel_names, list(gen.include_dirs)).module  # NVRTC build
+        self.module = GpuModule(gen.source, gen.kernel_names, list(gen.include_dirs))  # NVRTC build (vdevice.nvrtc)
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self._functions: dict[str, Any] = {}
         self._smem_set: dict[str, int] = {}
@@ -329,6 +330,7 @@ class _Loaded:
     device: dict[str, Any]
     smem: int
     ctl_offset: int
+    gang_span: int = 0  # one region of rTasks side by side (vdevice.codegen.gang_span)
     runs: int = 0
 
 
@@ -343,6 +345,7 @@ class PersistentExecutor:
         be = self.vd.backend
         self.watchdog = watchdog if watchdog is not None else (
             CPU_WATCHDOG_POLLS if be.name == "cpu" else GPU_WATCHDOG_CYCLES)
+        self.notes: list[str] = []  # what the GPU made the executor change (a program folded onto fewer vEUs)
         self.loaded = [self._load(p) for p in programs]
         self.steps: list[RunStep] = list(range(len(programs))) if steps is None else list(steps)
         bad = [s for s in self.steps if isinstance(s, int) and not 0 <= s < len(self.loaded)]
@@ -357,14 +360,28 @@ class PersistentExecutor:
         tables = encode(program, self.vd.gen, self.vd.args)
         smem, ctl_offset = tables.smem_bytes(self.vd.layout_sizes)
         limit = be.max_coresident(INTERPRETER, tables.threads, smem)
-        if limit is not None and program.num_veus > limit:
-            raise VDeviceError(f"program needs {program.num_veus} vEUs of {tables.threads} threads and {smem} B "
-                               f"shared memory, but only {limit} can be co-resident on this GPU")
+        while limit is not None and program.num_veus > limit:  # a fold can gang more rTasks: fit again
+            program, tables = self._fold(program, limit, smem)
+            smem, ctl_offset = tables.smem_bytes(self.vd.layout_sizes)
+            limit = be.max_coresident(INTERPRETER, tables.threads, smem)
         device = {k: be.to_device(getattr(tables, k)) for k in ("instr", "veu_begin", "targets")}
         device["counters"] = be.to_device(np.zeros(tables.num_counters, dtype=np.uint32))
         device["progress"] = be.to_device(np.zeros(program.num_veus, dtype=np.uint32))
         device["err"] = be.to_device(np.zeros(8, dtype=np.uint32))
-        return _Loaded(program, tables, device, smem, ctl_offset)
+        return _Loaded(program, tables, device, smem, ctl_offset, tables.gang_span(self.vd.layout_sizes))
+
+    def _fold(self, program: Program, limit: int, smem: int) -> tuple[Program, ProgramTables]:
+        """Launch what fits (issue 28): the program folded onto the `limit` vEUs this GPU keeps co-resident
+        (vdevice.program.fold; each hosted vEU keeps its own resident region), with a note."""
+        if limit < 1:
+            raise VDeviceError(f"not one vEU of {smem} B shared memory fits on this GPU")
+        folded = fold(program, limit)
+        note = (f"note: only {limit} of the program's {program.num_veus} vEUs ({smem} B shared memory each) can be "
+                f"co-resident on this GPU: launched on {limit}, each running the rTasks of "
+                f"{-(-program.num_veus // limit)} vEUs in one valid order (slower than the plan predicts)")
+        self.notes.append(note)
+        print(note, file=sys.stderr)
+        return folded, encode(folded, self.vd.gen, self.vd.args)
 
     def _run_index(self, ld: _Loaded) -> int:
         """This launch's index since the counters were zeroed (a wait needs (run + 1) * count); the counters
@@ -380,7 +397,8 @@ class PersistentExecutor:
         """Enqueue the interpreter for one program."""
         d = ld.device
         args = [d["instr"], d["veu_begin"], d["targets"], self.vd.argtab(), d["counters"], d["progress"], d["err"],
-                np.uint32(self._run_index(ld)), np.uint32(ld.ctl_offset), np.uint64(self.watchdog)]
+                np.uint32(self._run_index(ld)), np.uint32(ld.ctl_offset), np.uint32(ld.gang_span),
+                np.uint32(ld.tables.home_bytes), np.uint64(self.watchdog)]
         budget = None if self.vd.backend.name != "cpu" else max(
             DEFAULT_YIELD_BUDGET, CPU_YIELDS_PER_INSTRUCTION * len(ld.tables.instr))
         self.vd.backend.launch(INTERPRETER, (ld.tables.num_veus, 1, 1), (ld.tables.threads, 1, 1), ld.smem, args,

@@ -1,21 +1,31 @@
-"""Run CUDA sources on a real GPU through CuPy/NVRTC, with the same API as cuda_emu.CpuModule.
+"""Run CUDA sources on a real GPU through CuPy, with the same API as cuda_emu.CpuModule.
 
 Public API:
     gpu_available() -> (bool, reason)          # for pytest skips and the CLI ("no GPU: <reason>", exit 2)
-    GpuModule(source, kernels, include_dirs)   # NVRTC build, -std=c++17 --gpu-architecture=sm_XX of device 0
+    runtime_options(arch, include_dirs)        # the NVRTC options of every module the runtime loads
+    GpuModule(source, kernels, include_dirs)   # NVRTC build (vdevice.nvrtc) for sm_XX of device 0, loaded by CuPy
+    GpuModule.get_function(kernel_expr)        # a cupy RawKernel (attributes, .kernel for the driver Function)
     GpuModule.launch(kernel_expr, grid, block, dyn_smem, args, cooperative=False)
         args: numpy arrays (copied to the device, launched as pointers, copied back in place) and numpy scalars
         (passed by value with their dtype).
+One compiler for the build's decisions and the launch (issue 28): the module is compiled by vdevice.nvrtc with
+runtime_options, the same call with the same options the build's vEU sizing makes (vdevice.occupancy.nvrtc_usage),
+and CuPy only loads the CUBIN. Where libnvrtc cannot be loaded by ctypes, CuPy's own NVRTC compiles it (RawModule,
+which adds options of its own: -ftz=true, --device-as-default-execution-space, its include folders) and says so.
 CuPy is imported lazily, so importing this module never needs a GPU.
 """
 from __future__ import annotations
 
+import json
 import os
+import sys
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from toolchain.nvcc import nvrtc_options
+
 
 class NoGpuError(RuntimeError):
     """No usable GPU (no CuPy, no driver, no device); str() is 'no GPU: <reason>'."""
@@ -47,27 +57,69 @@ def gpu_available() -> tuple[bool, str]:
         return False, str(e)
 
 
+def runtime_options(arch: str, include_dirs: Sequence[str] = ()) -> list[str]:
+    """The NVRTC options of every module the GPU runtime loads (arch: "sm_90"): toolchain's one NVRTC command line
+    (include_dirs, the host stubs, the toolkit's headers first of any CUDA folder). The build's vEU sizing compiles
+    with exactly these (vdevice.occupancy.nvrtc_usage)."""
+    return nvrtc_options(arch, include_dirs)
+
+
+def compile_module(source: str, kernels: Sequence[str], include_dirs: Sequence[str], arch: str) -> tuple[Path, dict]:
+    """NVRTC-compile `source` with runtime_options into the toolchain cache: (CUBIN path, expression -> lowered
+    name). Cached by the source, the options and NVRTC's version (a big interpreter takes tens of seconds)."""
+    from toolchain.cache import cache_dir, content_key
+
+    from . import nvrtc
+
+    options = runtime_options(arch, include_dirs)
+    key = content_key(source, "\0".join(options), "\0".join(kernels), repr(nvrtc.version()))
+    folder = cache_dir("nvrtc")
+    cubin, names = folder / f"{key}.cubin", folder / f"{key}.json"
+    if cubin.is_file() and names.is_file():
+        return cubin, json.loads(names.read_text())
+    out = nvrtc.compile_cubin(source, options, list(kernels))
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, data in ((cubin, out.cubin), (names, json.dumps(out.lowered).encode())):
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    return cubin, out.lowered
+
+
 class GpuModule:
     """One NVRTC-compiled source; launches copy numpy buffers to the device and back."""
 
     def __init__(self, source: str, kernels: Sequence[str], include_dirs: Sequence[str] = ()):
+        from . import nvrtc
+
         cp = _cupy()
         self._cp = cp
-        cc = cp.cuda.Device(0).compute_capability  # e.g. "90"
-        # include_dirs, the host stubs, the toolkit's headers, and only then CuPy's folder (a runtime wheel's lacks
-        # crt/: taken first, it broke every GPU build on the H100)
-        options = nvrtc_options(f"sm_{cc}", include_dirs)
-        cuda_inc = os.path.join(cp.cuda.get_cuda_path() or "", "include")
-        if os.path.isdir(cuda_inc):
-            options.append(f"-I{cuda_inc}")
+        self.arch = f"sm_{cp.cuda.Device(0).compute_capability}"  # e.g. sm_90
         self.kernels = list(kernels)
-        self.module = cp.RawModule(code=source, options=tuple(options), name_expressions=self.kernels)
+        ok, why = nvrtc.available()
+        self.compiler = why if ok else "CuPy's NVRTC"
+        if ok:
+            path, self.lowered = compile_module(source, self.kernels, include_dirs, self.arch)
+            self.module = cp.RawModule(path=str(path))
+        else:  # the same options, but CuPy adds its own (module docstring): figures may differ from the build's
+            print(f"note: {why}; CuPy's NVRTC compiles the module (its registers may differ from the build's)",
+                  file=sys.stderr)
+            self.lowered = {}
+            options = runtime_options(self.arch, include_dirs)
+            cuda_inc = os.path.join(cp.cuda.get_cuda_path() or "", "include")
+            if os.path.isdir(cuda_inc):  # after the toolkit's (a runtime wheel's lacks crt/: first, it broke builds)
+                options.append(f"-I{cuda_inc}")
+            self.module = cp.RawModule(code=source, options=tuple(options), name_expressions=self.kernels)
+
+    def get_function(self, kernel_expr: str) -> Any:
+        """The loaded kernel of a name expression (a cupy RawKernel)."""
+        return self.module.get_function(self.lowered.get(kernel_expr, kernel_expr))
 
     def launch(self, kernel_expr: str, grid: Sequence[int], block: Sequence[int], dyn_smem: int,
                args: Sequence[Any], cooperative: bool = False) -> None:
         """Run one kernel to completion; array arguments are updated in place."""
         cp = self._cp
-        fn = self.module.get_function(kernel_expr)
+        fn = self.get_function(kernel_expr)
         if dyn_smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = dyn_smem
         device_args = [cp.asarray(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in args]

@@ -1,6 +1,10 @@
 """How many vEUs fit on one SM: the arithmetic of cudaOccupancyMaxActiveBlocksPerMultiprocessor applied to ptxas'
 figures for the interpreter, so a build without a GPU picks the same vEU count a GPU would allow, and the choice
-of `__launch_bounds__(threads, vEUs per SM)` that gives the most co-resident vEUs with no spills."""
+of `__launch_bounds__(threads, vEUs per SM)` that gives the most co-resident vEUs with no spills.
+
+The figures come from the module the runtime will load (issue 28): NVRTC with the runtime's own options
+(vdevice.gpu.runtime_options, compiled by vdevice.nvrtc as the runtime compiles it) wherever libnvrtc loads; nvcc's
+ptxas only where it does not (then the runtime's occupancy check and launch-what-fits cover a difference)."""
 from __future__ import annotations
 
 import json
@@ -82,6 +86,7 @@ class Usage:
     registers: int
     spill_bytes: int  # spill stores + loads
     static_smem: int
+    compiler: str = "nvcc"  # what produced the figures: "NVRTC 13.5" (the runtime's compiler) or "nvcc"
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ class Choice:
     def describe(self) -> str:
         """One line for the build log and report."""
         tried = "; ".join(f"bounds {k}: {u.registers} regs, {u.spill_bytes} B spilled, {o}" for k, u, o in self.tried)
-        return f"{self.veus_per_sm} vEU(s) per SM ({tried})"
+        return f"{self.veus_per_sm} vEU(s) per SM by {self.usage.compiler} ({tried})"
 
 
 def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_bytes: int, sm: SmLimits = SM90,
@@ -116,7 +121,37 @@ def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_
 
 
 def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90") -> Usage:
-    """ptxas' registers, spills and static shared memory of the interpreter in a generated module (nvcc needed)."""
+    """Registers, spills and static shared memory of the interpreter in a generated module as the GPU runtime
+    will load it: NVRTC with the runtime's options when libnvrtc loads (nvrtc_usage), else nvcc's ptxas."""
+    from . import nvrtc
+
+    if nvrtc.available()[0]:
+        return nvrtc_usage(source, include_dirs, arch)
+    return nvcc_usage(source, include_dirs, arch)
+
+
+def nvrtc_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90") -> Usage:
+    """The interpreter compiled exactly as vdevice.gpu.GpuModule compiles it (vdevice.nvrtc, runtime_options), plus
+    `-Xptxas -v`, which only makes ptxas print its figures (tests/test_vdevice.py checks the CUBIN is the same)."""
+    from toolchain.ptxas import parse_ptxas
+
+    from . import nvrtc
+    from .codegen import INTERPRETER
+    from .gpu import runtime_options
+
+    try:
+        out = nvrtc.compile_cubin(source, [*runtime_options(arch, include_dirs), "-Xptxas", "-v"], [INTERPRETER])
+    except nvrtc.NvrtcError as exc:
+        raise RuntimeError(f"NVRTC cannot compile the generated program: {exc}") from None
+    entry = parse_ptxas(out.log).get(out.lowered[INTERPRETER])
+    if entry is None or entry["registers"] is None:
+        raise RuntimeError(f"NVRTC's ptxas reported no figures for {INTERPRETER}")
+    return Usage(int(entry["registers"]), int(entry["spill_stores"]) + int(entry["spill_loads"]),
+                 int(entry["static_smem_bytes"]), f"NVRTC {out.version[0]}.{out.version[1]}")
+
+
+def nvcc_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90") -> Usage:
+    """ptxas' registers, spills and static shared memory of the interpreter compiled by nvcc (nvcc needed)."""
     from toolchain.nvcc import find_nvcc
     from toolchain.ptxas import parse_ptxas, run_ptxas
 
@@ -124,7 +159,7 @@ def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], ar
 
     nvcc = find_nvcc()
     if nvcc is None:
-        raise RuntimeError("nvcc not found: the vEUs per SM come from ptxas' figures")
+        raise RuntimeError("neither libnvrtc nor nvcc found: the vEUs per SM come from the compiler's figures")
     ok, log = run_ptxas(source, nvcc, list(include_dirs), arch)
     if not ok:
         raise RuntimeError(f"nvcc cannot compile the generated program: {log}")
@@ -133,6 +168,14 @@ def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], ar
             return Usage(int(entry["registers"]), int(entry["spill_stores"]) + int(entry["spill_loads"]),
                          int(entry["static_smem_bytes"]))
     raise RuntimeError(f"ptxas reported no figures for {INTERPRETER}")
+
+
+def usage_compiler() -> str:
+    """Which compiler interpreter_usage uses here ("NVRTC 13.5" or "nvcc"): part of cache keys of its figures."""
+    from . import nvrtc
+
+    ok, what = nvrtc.available()
+    return what if ok else "nvcc"
 
 
 def smem_share(veus_per_sm: int, sm: SmLimits = SM90) -> int:
@@ -154,9 +197,10 @@ def register_budget(threads: int, smem_bytes: int, veus_per_sm: int, sm: SmLimit
 
 def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90",
                         cache: Path | None = None) -> dict[str, Usage]:
-    """ptxas' figures for an interpreter holding only one rKernel instantiation, unbounded, per kernel expression
-    the ops launch (the interpreter's registers are the max over its instantiations, so this is what each one
-    costs). Cached by the generated source's digest, as profiles are (nvcc needed for what the cache lacks)."""
+    """ptxas' figures (interpreter_usage: the runtime's compiler) for an interpreter holding only one rKernel
+    instantiation, unbounded, per kernel expression the ops launch (the interpreter's registers are the max over
+    its instantiations, so this is what each one costs). Cached by the generated source's digest and the compiler,
+    as profiles are (NVRTC or nvcc needed for what the cache lacks)."""
     from toolchain.cache import cache_dir, content_key
     from toolchain.cxx import kernel_expr
 
@@ -165,16 +209,17 @@ def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
     path = (cache or cache_dir("registers")) / f"{arch}-usage.json"  # {digest: [registers, spill bytes, smem]}
     known: dict[str, list[int]] = json.loads(path.read_text()) if path.is_file() else {}
     out: dict[str, Usage] = {}
+    tag = usage_compiler()
     for op in ops:
         expr = kernel_expr(op.kernel.wrapper_name, op.kernel.template_args)
         if expr in out:
             continue
         gen = generate([op], texts)
-        key = content_key(gen.source, arch)
+        key = content_key(gen.source, arch, tag)
         if not (isinstance(known.get(key), list) and len(known[key]) == 3):  # absent, or written by another version
             u = interpreter_usage(gen.source, gen.include_dirs, arch)
             known[key] = [u.registers, u.spill_bytes, u.static_smem]
-        out[expr] = Usage(*known[key])
+        out[expr] = Usage(*known[key], compiler=tag)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(known, indent=1, sort_keys=True))

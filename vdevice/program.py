@@ -188,6 +188,13 @@ class Program:
     ops: list[Op]
     num_veus: int
     veus: list[list[Instr]] = field(default_factory=list)
+    # several small rTasks per vEU: consecutive rTasks of one op that fit the vEU together run side by side
+    # (vdevice.codegen.gang_sizes). Off unless the plan asks: a gang takes a shared region per rTask, which can cost
+    # vEUs per SM, so the policy that weighs the two (the cost model) decides.
+    side_by_side: bool = False
+    # a folded program (fold): rTask -> which of its vEU's resident regions it uses (the original vEU's "home" on
+    # the vEU that hosts it); empty: one region per vEU
+    home_of: dict[TaskRef, int] = field(default_factory=dict, repr=False, compare=False)
     _pending: dict[TaskRef, list[TaskRef]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _pending_ops: dict[TaskRef, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _op_last: dict[int, dict[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -295,7 +302,7 @@ class Program:
         """JSON-ready dict: ["r", op, rtask] and ["w", [[veu, order], ...]] per vEU."""
         veus = [[["r", i.task.op, i.task.rtask] if isinstance(i, Run) else ["w", [list(t) for t in i.targets]]
                  for i in instrs] for instrs in self.veus]
-        out: dict = {"num_veus": self.num_veus, "veus": veus}
+        out: dict = {"num_veus": self.num_veus, "veus": veus} | ({"side_by_side": True} if self.side_by_side else {})
         if with_ops:
             out["ops"] = [op.to_json() for op in self.ops]
         return out
@@ -306,7 +313,7 @@ class Program:
         data: dict = json.loads(obj) if isinstance(obj, str) else obj
         ops = ops if ops is not None else [Op.from_json(o) for o in data["ops"]]
         veus = [[_instr_from_json(i) for i in instrs] for instrs in data["veus"]]
-        return Program(ops, int(data["num_veus"]), veus)
+        return Program(ops, int(data["num_veus"]), veus, bool(data.get("side_by_side", False)))
 
 
 def _instr_from_json(item: list) -> Instr:
@@ -574,14 +581,82 @@ def check_resident(program: Program) -> None:
     order, so the region is then filled and intact). A wrong pin or an overwrite is a ProgramError here, before
     anything runs."""
     for v in range(program.num_veus):
-        held: tuple[str, int] | None = None
+        held: dict[int, tuple[str, int]] = {}  # region (home) -> the slice it holds
         for task in program.runs(v):
             res = program.ops[task.op].resident
             if res is None:
                 continue
+            home = program.home_of.get(task, 0)
             if res.load:
-                held = (res.family, task.rtask)
-            elif held != (res.family, task.rtask):
-                have = "nothing" if held is None else f"slice {held[1]} of family '{held[0]}'"
+                held[home] = (res.family, task.rtask)
+            elif held.get(home) != (res.family, task.rtask):
+                have = held.get(home)
+                what = "nothing" if have is None else f"slice {have[1]} of family '{have[0]}'"
+                region = f"region {home}" if program.home_of else "region"
                 raise ProgramError(f"vEU {v}: rTask {task.rtask} of op '{program.ops[task.op].name}' reads resident "
-                                   f"slice {task.rtask} of family '{res.family}', but the vEU's region holds {have}")
+                                   f"slice {task.rtask} of family '{res.family}', but the vEU's {region} holds {what}")
+
+
+def resident_homes(program: Program) -> int:
+    """Resident regions each vEU of the program keeps: 1, or, folded, the most original vEUs one of them hosts."""
+    return 1 + max(program.home_of.values(), default=0)
+
+
+# ---- launch what fits: a program folded onto fewer vEUs ------------------------------------------------------
+
+
+def fold(program: Program, veus: int) -> Program:
+    """The program on `veus` < program.num_veus vEUs, for a GPU that keeps fewer co-resident (launch what fits):
+    vEU u's rTasks go to vEU u % veus, in their own order, interleaved with the others there in the order of one
+    execution of the original (linear_order), and each rTask's waits are re-derived at its new place (append's
+    coverage rule). Each hosted vEU keeps its own resident region there (home_of: u // veus). Deadlock-free: every
+    wait names rTasks earlier in that order, so a stuck vEU would wait for one that is earlier still, stuck at or
+    before it, and so on down a finite order. Dependencies hold: a vEU's own order is kept, and a wait for rTask k
+    of vEU u now waits for it where it landed, after u's earlier ones."""
+    if not 1 <= veus < program.num_veus:
+        raise ProgramError(f"fold onto {veus} vEUs: expected 1 .. {program.num_veus - 1}")
+    runs = [program.runs(v) for v in range(program.num_veus)]
+    out = Program(program.ops, veus, side_by_side=program.side_by_side)
+    for v, task, targets in linear_order(program):
+        awaited = [runs[u][k] for u, k in targets if k < len(runs[u])]
+        if awaited:
+            out.wait(task, awaited)
+        out.append(task, v % veus)
+        if program.ops[task.op].resident is not None:
+            out.home_of[task] = v // veus
+    return out
+
+
+def linear_order(program: Program) -> list[tuple[int, TaskRef, tuple[tuple[int, int], ...]]]:
+    """Every rTask as (vEU, task, the waits just before it), in the order of one execution in which every wait is
+    satisfied when reached: the vEUs advance one instruction at a time, first come first served, a blocked vEU
+    resumes when what it waits for has run. ProgramError when the program can deadlock."""
+    from collections import deque
+
+    pc, done = [0] * program.num_veus, [0] * program.num_veus
+    pending: list[list[tuple[int, int]]] = [[] for _ in range(program.num_veus)]
+    sleepers: dict[tuple[int, int], list[int]] = {}
+    ready = deque(range(program.num_veus))
+    order: list[tuple[int, TaskRef, tuple[tuple[int, int], ...]]] = []
+    while ready:
+        v = ready.popleft()
+        instrs = program.veus[v]
+        if pc[v] >= len(instrs):
+            continue
+        instr = instrs[pc[v]]
+        if isinstance(instr, Wait):
+            late = next(((u, k) for u, k in instr.targets if done[u] <= k), None)
+            if late is not None:
+                sleepers.setdefault(late, []).append(v)
+                continue
+            pending[v].extend(instr.targets)
+        else:
+            order.append((v, instr.task, tuple(pending[v])))
+            pending[v] = []
+            ready.extend(sleepers.pop((v, done[v]), ()))
+            done[v] += 1
+        pc[v] += 1
+        ready.append(v)
+    if any(pc[v] < len(program.veus[v]) for v in range(program.num_veus)):
+        raise ProgramError("program can deadlock: it cannot be folded onto fewer vEUs")
+    return order

@@ -49,12 +49,13 @@ struct Task {
   unsigned nthreads;  // legacy threads per block
   unsigned lanemask;  // lanes of this thread's warp that belong to the rTask (partial warps)
   unsigned nred;      // reductions done so far by this thread (selects the rotating slot)
-  unsigned named;     // how rt::sync synchronises: RT_MBARRIER, RT_NAMED (whole warps, no early exit: bar.sync 1,
+  unsigned named;     // how rt::sync synchronises: RT_MBARRIER, RT_NAMED (whole warps, no early exit: bar.sync id,
                       // nthreads) or RT_BLOCK (the rTask is the whole hardware block: __syncthreads)
   TaskSlot* slot;     // barrier + reduction slots
   char* smem;         // the rKernel's lifted static __shared__ variables (its layout struct)
   char* dyn_smem;     // the rKernel's extern __shared__ (dynamic) memory
   char* resident;     // the vEU's resident copy of this rTask's resident operand slice, or null (RT_RESIDENT)
+  unsigned bar_id;    // the named barrier RT_NAMED uses: 1, or 1 + g for member g of rTasks side by side on a vEU
 };
 
 __device__ __forceinline__ unsigned linear_thread_index() {
@@ -70,7 +71,7 @@ __device__ __forceinline__ Task make_task(TaskSlot* slot, unsigned id, dim3 grid
   unsigned warp_base = t.tid & ~31u;
   unsigned live = t.nthreads > warp_base ? t.nthreads - warp_base : 0u;
   t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
-  t.nred = 0; t.named = 0; t.slot = slot; t.smem = smem; t.dyn_smem = dyn_smem; t.resident = nullptr;
+  t.nred = 0; t.named = 0; t.slot = slot; t.smem = smem; t.dyn_smem = dyn_smem; t.resident = nullptr; t.bar_id = 1;
   return t;
 }
 
@@ -131,9 +132,9 @@ __device__ __forceinline__ void bar_wait(TaskSlot* s, u64 state) {
   while (!bar_test(s, state)) {
   }
 }
-// Named barrier 1 over the rTask's threads (whole warps; surplus warps of the vEU never take part).
-__device__ __forceinline__ void named_sync(TaskSlot*, unsigned nthreads) {
-  asm volatile("bar.sync 1, %0;" ::"r"(nthreads) : "memory");
+// Named barrier `id` (1..15) over the rTask's threads (whole warps; surplus warps of the vEU never take part).
+__device__ __forceinline__ void named_sync(TaskSlot*, unsigned id, unsigned nthreads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
 #else
 // CPU emulator: fibers of one OS thread, switched only at yield points, so plain reads and writes are atomic.
@@ -156,7 +157,8 @@ EMU_NOSAN void bar_wait(TaskSlot* s, u64 token) {
 }
 // bar.sync 1, n: resets itself after each phase (no initialisation), and a thread that never arrives (an early
 // exit) leaves the others waiting, as on the GPU.
-EMU_NOSAN void named_sync(TaskSlot* s, unsigned nthreads) {
+// One barrier per TaskSlot: rTasks side by side on a vEU (each its own id on the GPU) each have their own slot.
+EMU_NOSAN void named_sync(TaskSlot* s, unsigned, unsigned nthreads) {
   const unsigned phase = s->named_phase;
   if (++s->named_arrived == nthreads) {
     s->named_arrived = 0;
@@ -207,7 +209,7 @@ __device__ __forceinline__ void sync(Task& t) {
   if (t.named == RT_BLOCK) {
     __syncthreads();
   } else if (t.named == RT_NAMED) {
-    named_sync(t.slot, t.nthreads);
+    named_sync(t.slot, t.bar_id, t.nthreads);
   } else {
     bar_wait(t.slot, bar_arrive(t.slot));
   }

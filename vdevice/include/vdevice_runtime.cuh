@@ -16,9 +16,10 @@
 // Buffers reach rKernels only through argtab (loaded pointers, never kernel parameters), so nvcc cannot prove them
 // read-only for the launch and does not read them through the non-coherent cache (ld.global.nc), which would be
 // wrong for tensors other vEUs write during the same launch; only the tables above are read that way.
-// Memory order: an awaited rTask is published by thread 0 after the vEU barrier with one release reduction on its
-// group's counter; a barrier-rTask polls each of its counters with relaxed loads (one thread per counter), then
-// one acquire fence, then a vEU barrier hands the order to all threads.
+// Memory order (PTX ISA, "Memory Consistency Model"): an awaited rTask is published by thread 0 after the vEU
+// barrier with one release reduction on its group's counter (red.release.gpu); a barrier-rTask polls each of its
+// counters with relaxed loads (one thread per counter), then one acquire fence (fence.acquire.gpu) by each polling
+// thread, then a vEU barrier hands the order to all threads. Each step's argument is at the function doing it.
 #pragma once
 
 #include "rtask_runtime.cuh"
@@ -52,19 +53,65 @@ __host__ __device__ constexpr u64 layout_bytes() { return (sizeof(T) + 15u) / 16
 template <class T> struct is_pointer { static constexpr bool value = false; };
 template <class T> struct is_pointer<T*> { static constexpr bool value = true; };
 
-template <class P>
-__device__ __forceinline__ P arg(const u64* slot) {
-  if constexpr (is_pointer<P>::value) {
-    const P p = reinterpret_cast<P>(*slot);
-#if !defined(RT_CPU_EMULATOR)
-    // every pointer argument is a buffer of the program (ArgTable has no null pointers), all in global memory:
-    // saying so lets the compiler use LDG/STG instead of generic loads and stores
-    __builtin_assume(__isGlobal(p));
+// An rTask's argument slots: the first kArgSlots are loaded into registers ahead of time (prefetch_args, at the
+// end of the rTask before it, after its publish); the rest are read from argtab at the dispatch. argtab is written by
+// the host before the launch and never during it, so loading it early needs no ordering: the loads may precede the
+// barrier-rTask's acquire, and its L1 invalidation (CCTL.IVALL) cannot touch values already in registers.
+#ifndef VD_ARG_SLOTS
+#error "vdevice_runtime.cuh needs VD_ARG_SLOTS (vdevice.codegen.PREFETCHED_SLOTS) defined before it"
 #endif
+constexpr unsigned kArgSlots = VD_ARG_SLOTS;
+static_assert(kArgSlots % 2u == 0u, "argument slots are prefetched in pairs");
+struct Args {
+  const u64* slot;    // argtab + the rTask's first slot
+  u64 pre[kArgSlots];  // slot[0 .. kArgSlots-1], loaded ahead (argtab has kArgSlots slots of padding at its end)
+};
+
+__device__ __forceinline__ Args prefetch_args(const u64* argtab, unsigned first) {
+  Args a;
+  a.slot = argtab + first;
+#if defined(RT_CPU_EMULATOR)
+  for (unsigned i = 0; i < kArgSlots; ++i) a.pre[i] = a.slot[i];
+#else
+  // an op's first slot is even (ArgTable.build) and argtab 256-byte aligned: 128-bit loads through the read-only
+  // path (argtab is const __restrict__). ptxas schedules them as soon as the record is in registers, even above the
+  // vEU barrier and the publish (read-only data needs no order); slots no dispatch case reads are removed.
+  const ulonglong2* pairs = reinterpret_cast<const ulonglong2*>(a.slot);
+#pragma unroll
+  for (unsigned i = 0; i < kArgSlots / 2u; ++i) {
+    const ulonglong2 v = pairs[i];
+    a.pre[2u * i] = v.x;
+    a.pre[2u * i + 1u] = v.y;
+  }
+#endif
+  return a;
+}
+
+template <unsigned I>
+__device__ __forceinline__ u64 slot_bits(const Args& a) {
+  if constexpr (I < kArgSlots) return a.pre[I];
+  else return a.slot[I];
+}
+
+template <class P>
+__device__ __forceinline__ P arg(u64 bits) {
+  if constexpr (is_pointer<P>::value) {
+#if defined(RT_CPU_EMULATOR)
+    return reinterpret_cast<P>(bits);
+#elif defined(__CUDACC_RTC__)
+    // every pointer argument is a buffer of the program (ArgTable has no null pointers), all in global memory:
+    // converting it from a global address says so, so the compiler uses LDG/STG instead of generic loads and
+    // stores (an __isGlobal assumption on the pointer is lost once the slot comes from a loop-carried register).
+    // NVRTC (the runtime's compiler) only: nvcc 13.0's cicc never finishes a module that does this (measured on
+    // the three-op interpreter of tests/test_vdevice.py: 0.3 s under NVRTC 13.5, > 20 min under nvcc 13.0).
+    return static_cast<P>(__cvta_global_to_generic(static_cast<size_t>(bits)));
+#else
+    const P p = reinterpret_cast<P>(bits);
+    __builtin_assume(__isGlobal(p));  // nvcc: the weaker promise (lost on loop-carried slots), see above
     return p;
+#endif
   } else {
     static_assert(sizeof(P) <= 8, "scalar rKernel arguments of at most 8 bytes");
-    const u64 bits = *slot;  // one 8-byte load, then a register-level bit cast
     P value;  // byte copy: NVRTC has no __builtin_memcpy; the compiler folds this into a move
     unsigned char* out = reinterpret_cast<unsigned char*>(&value);
 #pragma unroll
@@ -81,15 +128,15 @@ template <class Sig> struct signature;
 template <class... P>
 struct signature<void (*)(rt::Task&, P...)> {
   template <auto F, unsigned... I>
-  static __device__ __forceinline__ void call(rt::Task& t, const u64* a, seq<I...>) {
-    F(t, arg<P>(a + I)...);
+  static __device__ __forceinline__ void call(rt::Task& t, const Args& a, seq<I...>) {
+    F(t, arg<P>(slot_bits<I>(a))...);
   }
   using indices = typename make_seq<sizeof...(P)>::type;
 };
 
 // Calls rKernel F (e.g. &ns::K__rtask<16>) with arguments decoded from one op's argument slots.
 template <auto F>
-__device__ __forceinline__ void invoke(rt::Task& t, const u64* a) {
+__device__ __forceinline__ void invoke(rt::Task& t, const Args& a) {
   using S = signature<decltype(F)>;
   S::template call<F>(t, a, typename S::indices{});
 }
@@ -98,9 +145,14 @@ __device__ __forceinline__ void invoke(rt::Task& t, const u64* a) {
 // Only rTasks that some barrier-rTask awaits publish, each by one release reduction on the counter of its group
 // (vdevice/codegen.py groups the awaited rTasks, normally one counter per awaited op); an rTask nobody awaits
 // publishes nothing (no fence, no store).
+// Why one red.release.gpu suffices: every thread's writes of the rTask precede the vEU barrier (bar.sync, which
+// orders them before thread 0's later operations at CTA scope), and a release operation is cumulative: with the
+// barrier it forms the PTX model's release pattern for all of them, at gpu scope. ptxas lowers the release half to
+// MEMBAR.ALL.GPU (+ ERRBAR) ahead of the REDG: that drain is the release itself, and every gpu-scope release form
+// (red.release, fence.release + red.relaxed, st.release) compiles to it on sm_90 (docs/vdevice-dispatch-sass.md).
 __device__ __forceinline__ void publish(unsigned* counter) {
 #if defined(RT_CPU_EMULATOR)
-  atomicAdd(counter, 1u);
+  atomicAdd(counter, 1u);  // fibers of one OS thread: every access is sequentially consistent
 #else
   asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
 #endif
@@ -117,31 +169,56 @@ __device__ __forceinline__ unsigned load_relaxed(const unsigned* p) {
   return value;
 #endif
 }
+
+// After the relaxed load that saw the publish: ld.relaxed.gpu (strong, morally strong with the red.release.gpu it
+// read from) followed by fence.acquire.gpu is the PTX model's acquire pattern (PTX ABI: "ld.relaxed; fence.acquire"
+// is a valid mapping of an acquiring load), so the publisher's release synchronizes with it and the vEU barrier that
+// follows carries the order to every thread of the vEU. fence.acquire has no release half: no MEMBAR, only the L1
+// invalidation (CCTL.IVALL) that keeps the next rTask's weak loads from hitting lines this SM cached before the
+// producer wrote them. That invalidation is what any gpu-scope acquire costs on sm_90 (ld.acquire.gpu, fence.
+// acquire/acq_rel/sc.gpu, .cluster and .sys scopes all emit it), so a satisfied wait keeps exactly one per polling
+// thread. fence.acquire needs PTX ISA 8.6 (CUDA 12.8+); older compilers get fence.acq_rel (adds the MEMBAR).
 __device__ __forceinline__ void acquire_fence() {
 #if !defined(RT_CPU_EMULATOR)
+#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8))
+  asm volatile("fence.acquire.gpu;" ::: "memory");
+#else
   asm volatile("fence.acq_rel.gpu;" ::: "memory");
+#endif
 #endif
 }
 
-constexpr unsigned kBackoffNs = 32;  // fixed: a hand-off costs about 0.65 us (DESIGN.md), so poll often
+constexpr unsigned kBackoffNs = 32;  // fixed: a hand-off costs about 1.45 us (H100, 2026-11-27), so poll often
+// The watchdog's clock path: the abort flag and the budget are looked at once per this many clock64 cycles (about
+// 5 us at 1.8 GHz), so a failed poll is one global load (the counter) plus a clock read; a stuck program's other
+// pollers still leave within microseconds of the first timeout.
+constexpr long long kWatchCycles = 8192;
+constexpr unsigned kWatchPolls = 64;  // the CPU emulator's clock path: every this many polls (a poll is one yield)
 
 // Polls until *counter >= need (relaxed). budget: poll count on the CPU emulator, clock64 cycles on the GPU.
 __device__ inline unsigned poll_until(const unsigned* counter, unsigned need, const unsigned* err, u64 budget) {
 #if defined(RT_CPU_EMULATOR)
   for (u64 polls = 0;; ++polls) {
     if (load_relaxed(counter) >= need) return POLL_OK;
-    if (load_relaxed(err) != 0u) return POLL_ABORTED;
-    if (polls >= budget) return POLL_TIMEOUT;
+    if (polls % kWatchPolls == kWatchPolls - 1u) {  // the same structure as the GPU's clock path
+      if (load_relaxed(err) != 0u) return POLL_ABORTED;
+      if (polls >= budget) return POLL_TIMEOUT;
+    }
     emu_yield("vdevice barrier-rTask");
   }
 #else
   if (load_relaxed(counter) >= need) return POLL_OK;
   const long long start = clock64();
+  long long watch = start + kWatchCycles;
   for (;;) {
     __nanosleep(kBackoffNs);
     if (load_relaxed(counter) >= need) return POLL_OK;
-    if (load_relaxed(err) != 0u) return POLL_ABORTED;
-    if (static_cast<u64>(clock64() - start) > budget) return POLL_TIMEOUT;
+    const long long now = clock64();
+    if (now >= watch) {  // the watchdog's clock path: the only place the abort flag is read
+      if (load_relaxed(err) != 0u) return POLL_ABORTED;
+      if (static_cast<u64>(now - start) > budget) return POLL_TIMEOUT;
+      watch = now + kWatchCycles;
+    }
   }
 #endif
 }
@@ -187,6 +264,9 @@ __device__ inline unsigned barrier_rtask(const Instr& in, const Target* targets,
 }
 
 __device__ __forceinline__ bool is_run(const Instr& in) { return in.code != VD_WAIT; }
+// The first argument slot of the rTask this record leads to: its own for a run; for a wait, the run after it (the
+// wait's `block` field), so the arguments of the rTask after a barrier-rTask are in flight while it polls.
+__device__ __forceinline__ unsigned args_of(const Instr& in) { return is_run(in) ? in.b : in.block; }
 __device__ __forceinline__ bool needs_prepare(const Instr& in) { return is_run(in) && (in.code & VD_PREPARE); }
 __device__ __forceinline__ unsigned nthreads_of(const Instr& in) {
   const unsigned m = (1u << VD_BLOCK_BITS) - 1u;
@@ -195,30 +275,78 @@ __device__ __forceinline__ unsigned nthreads_of(const Instr& in) {
 
 // Before an rTask that uses the slot (mbarrier or reductions): thread 0 sets it up, the vEU synchronises. Every
 // caller has just passed a vEU barrier, so no thread still waits on the previous rTask's mbarrier.
+__device__ __forceinline__ unsigned gang_of(const Instr& in);
 __device__ __forceinline__ void prepare(const Instr& next, rt::TaskSlot* slot) {
-  if (!needs_prepare(next)) return;
+  if (!needs_prepare(next) || gang_of(next) > 1u) return;  // a gang sets up its members' own slots
   if (threadIdx.x == 0) rt::prepare_slot(slot, nthreads_of(next));
   __syncthreads();
 }
 
-__device__ __forceinline__ rt::Task task_of(const Instr& in, rt::TaskSlot* slot, char* dynamic) {
+__device__ __forceinline__ rt::Task task_of(const Instr& in, rt::TaskSlot* slot, char* dynamic,
+                                            unsigned home_bytes) {
   const unsigned m = (1u << VD_BLOCK_BITS) - 1u, ym = (1u << VD_GRID_YZ_BITS) - 1u;
   const dim3 grid(in.grid_x, in.grid_yz & ym, in.grid_yz >> VD_GRID_YZ_BITS);
   const dim3 block(in.block & m, (in.block >> VD_BLOCK_BITS) & m, in.block >> (2u * VD_BLOCK_BITS));
   rt::Task t = rt::make_task(slot, in.a, grid, block, dynamic + in.layout_offset, dynamic);
   t.named = (in.code & VD_NAMED) ? rt::RT_NAMED : rt::RT_MBARRIER;
-  if (in.code & VD_RESIDENT) t.resident = reinterpret_cast<char*>(slot) + kHeaderBytes;
+  if (in.code & VD_RESIDENT)  // the vEU's resident region; a folded program's vEU has one per vEU it hosts
+    t.resident = reinterpret_cast<char*>(slot) + kHeaderBytes + ((in.code >> VD_HOME_SHIFT) & VD_HOME_MASK) *
+                                                                 home_bytes;
+  return t;
+}
+
+// ---- rTasks side by side: a gang --------------------------------------------------------------------------
+// A run record with gang bits leads `gang` consecutive records of one op whose rTasks are at most half a vEU each
+// (vdevice/codegen.py forms them): member g runs on threads [g * stride, (g + 1) * stride) (stride: the rTask's
+// threads in whole warps), with its own named barrier 1 + g, its own shared-memory region of gang_span bytes at
+// g * gang_span (dynamic bytes, layout, and its own TaskSlot at the region's end: mbarrier, reductions, wide-tile
+// words and the emulator's named-barrier words), and publishes after the vEU barrier that ends the gang. Members
+// are rTasks of one launch, which CUDA never orders among themselves, so running them at once changes no result.
+__device__ __forceinline__ unsigned gang_of(const Instr& in) {
+  return is_run(in) ? ((in.code >> VD_GANG_SHIFT) & 15u) + 1u : 1u;
+}
+
+// A gang member's shared region: g * gang_span into the vEU's buffer, its own TaskSlot at the region's end.
+__device__ __forceinline__ rt::TaskSlot* member_slot(char* dynamic, unsigned g, unsigned gang_span) {
+  return reinterpret_cast<rt::TaskSlot*>(dynamic + (g + 1u) * gang_span - kHeaderBytes);
+}
+
+// Before a gang runs, each member's first thread sets its slot up afresh (the region held other rTasks' data);
+// the vEU barrier after it (in interpret) publishes that to the member's threads.
+__device__ __forceinline__ void setup_member(const Instr& in, rt::TaskSlot* own) {
+  own->named_arrived = own->named_phase = 0u;
+  rt::clear_tile_barriers(own);
+  if (needs_prepare(in)) rt::prepare_slot(own, nthreads_of(in));
+}
+
+// Member g's rTask for this thread: its arguments, its region and slot, its thread index and lanes within the
+// member, its named barrier 1 + g.
+__device__ __forceinline__ rt::Task member_task(const Instr& in, Args& args, unsigned g, unsigned stride,
+                                                const u64* argtab, char* dynamic, unsigned gang_span,
+                                                unsigned home_bytes) {
+  if (g > 0u) args = prefetch_args(argtab, in.b);
+  // g * gang_span is a multiple of 16 (vdevice/codegen.gang_span); the mask lets the compiler see it, so a legacy
+  // kernel's 128-bit shared loads (LDS.128) stay where the gang path joins the lone one (__builtin_assume_aligned
+  // did not: tests/test_vdevice.py, converted inner loops)
+  rt::Task t = task_of(in, member_slot(dynamic, g, gang_span), dynamic + ((g * gang_span) & ~15u), home_bytes);
+  t.tid -= g * stride;
+  const unsigned live = t.nthreads > (t.tid & ~31u) ? t.nthreads - (t.tid & ~31u) : 0u;
+  t.lanemask = live >= 32u ? 0xffffffffu : ((1u << live) - 1u);
+  t.bar_id = 1u + g;
   return t;
 }
 
 // The interpreter loop of one vEU (blockIdx.x). Dispatch(kid, task, args) calls the rKernel instantiation.
 // One 32-byte record per instruction, fetched one instruction ahead: the record of the next rTask is in flight
-// while the current one runs, so an rTask's path starts with its argument loads only. progress[v] gets how many
-// of its instructions the vEU completed when it leaves (for the watchdog's message; nothing is stored per rTask).
+// while the current one runs, and the next rTask's first kArgSlots argument slots are loaded into registers at the
+// end of the current one (after its publish), or before a barrier-rTask polls, so an rTask's path starts with its
+// own loads. progress[v] gets how many of its instructions the vEU completed when it leaves (for the watchdog's
+// message; nothing is stored per rTask).
 template <class Dispatch>
 __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* veu_begin, const Target* targets,
                                           const u64* argtab, unsigned* counters, unsigned* progress, unsigned* err,
-                                          unsigned run, unsigned ctl_offset, u64 budget, Dispatch dispatch) {
+                                          unsigned run, unsigned ctl_offset, unsigned gang_span,
+                                          unsigned home_bytes, u64 budget, Dispatch dispatch) {
   char* dynamic = rt::dynamic_smem();
   rt::TaskSlot* slot = reinterpret_cast<rt::TaskSlot*>(dynamic + ctl_offset);
   Control* ctl = reinterpret_cast<Control*>(dynamic + ctl_offset + (sizeof(rt::TaskSlot) + 15u) / 16u * 16u);
@@ -232,20 +360,44 @@ __device__ __forceinline__ void interpret(const Instr* instr, const unsigned* ve
   }
   __syncthreads();
   if (begin < end) prepare(next, slot);
+  Args args = prefetch_args(argtab, args_of(next));
   unsigned pc = begin;
   for (; pc < end; ++pc) {
     const Instr in = next;
-    next = instr[pc + 1];
+    const unsigned gang = gang_of(in);
+    next = instr[pc + gang];  // the record after this run of rTasks (after all of a gang)
     if (is_run(in)) {
-      rt::Task t = task_of(in, slot, dynamic);
-      if (t.tid < t.nthreads) {
-        dispatch(in.code & VD_KERNEL_MASK, t, argtab + in.b);
+      rt::Task t;
+      Instr mine = in;
+      unsigned counter;  // 1 + the counter this thread publishes after the run (0: none)
+      bool runs;
+      if (gang == 1u) {  // a lone rTask on the whole vEU: the vEU's own slot and buffer
+        t = task_of(in, slot, dynamic, home_bytes);
+        counter = threadIdx.x == 0u ? in.publish : 0u;
+        runs = t.tid < t.nthreads;
+      } else {  // a gang: member g on threads [g * stride, (g + 1) * stride)
+        const unsigned stride = (nthreads_of(in) + 31u) & ~31u, g = threadIdx.x / stride;
+        const bool first = g < gang && threadIdx.x == g * stride;
+        if (g > 0u && g < gang) mine = instr[pc + g];
+        if (first) setup_member(mine, member_slot(dynamic, g, gang_span));
+        __syncthreads();
+        counter = first ? mine.publish : 0u;
+        runs = false;
+        if (g < gang) {
+          t = member_task(mine, args, g, stride, argtab, dynamic, gang_span, home_bytes);
+          runs = t.tid < t.nthreads;
+        }
+      }
+      if (runs) {
+        dispatch(mine.code & VD_KERNEL_MASK, t, args);
         rt::end_task(t);
       }
-      __syncthreads();  // the rTask is finished on every thread: publish it, reuse the shared buffer
-      if (in.publish != 0u && threadIdx.x == 0) publish(counters + in.publish - 1u);
+      __syncthreads();  // every rTask of the run is finished on every thread: publish, reuse the shared buffer
+      if (counter != 0u) publish(counters + counter - 1u);
+      pc += gang - 1u;
+      args = prefetch_args(argtab, args_of(next));
     } else if (barrier_rtask(in, targets, counters, err, run, budget, v, pc, ctl)) {
-      break;
+      break;  // (a wait's args were prefetched with it: they belong to the run after it)
     }
     if (pc + 1 < end) prepare(next, slot);
   }

@@ -223,7 +223,7 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
     """report.md: what was built, how it is scheduled, what each node runs, and the build's notes."""
     s = manifest.stats
     lines = [f"# rammer build of `{manifest.model}`", "",
-             f"- target {manifest.target}, policy {manifest.policy}, {manifest.num_veus} vEUs",
+             f"- target {manifest.target}, policy {manifest.policy}, {manifest.veus} vEUs",
              f"- {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, {s['programs']} "
              f"rProgram(s), {s['barrier_rtasks']} barrier-rTasks, {len(plan.calls)} library call(s)",
              f"- backends {', '.join(s.get('backends', ['rtask']))}, placement {s.get('placement', 'rtask-only')}; "

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple, Sequence
+from collections import deque
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -193,8 +195,8 @@ class Program:
     _op_last: dict[int, dict[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _op_count: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
     _where: dict[TaskRef, tuple[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _awaited: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64), init=False, repr=False,
-                                 compare=False)  # [vEU, other vEU]: latest order an earlier barrier awaited
+    _awaited: np.ndarray | None = field(default=None, init=False, repr=False,
+                                        compare=False)  # [vEU, other vEU]: latest order an earlier barrier awaited
     _counts: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
     _rtasks: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -206,7 +208,6 @@ class Program:
         if len(self.veus) != self.num_veus:
             raise ProgramError(f"{len(self.veus)} instruction lists for {self.num_veus} vEUs")
         self._rtasks = [op.kernel.rtasks for op in self.ops]
-        self._awaited = np.full((self.num_veus, self.num_veus), NOT_AWAITED, np.int64)
         self._where = {}
         self._counts = [0] * self.num_veus
         for v, instrs in enumerate(self.veus):
@@ -214,9 +215,18 @@ class Program:
                 if isinstance(instr, Run):
                     self._where.setdefault(instr.task, (v, self._counts[v]))
                     self._note_run(instr.task, v)
-                    continue
-                for u, k in instr.targets:
-                    self._awaited[v, u] = max(k, int(self._awaited[v, u]))
+
+    def awaited(self) -> np.ndarray:
+        """[vEU, other vEU]: the latest order an earlier barrier-rTask of the vEU awaited (built from the given
+        instructions when first needed: a program read back or written by the scheduler whole never needs it)."""
+        if self._awaited is None:
+            self._awaited = np.full((self.num_veus, self.num_veus), NOT_AWAITED, np.int64)
+            for v, instrs in enumerate(self.veus):
+                for instr in instrs:
+                    if isinstance(instr, Wait):
+                        for u, k in instr.targets:
+                            self._awaited[v, u] = max(k, int(self._awaited[v, u]))
+        return self._awaited
 
     def wait(self, task: TaskRef, tasks: Iterable[TaskRef]) -> None:
         """Record that `task` must not start before every task in `tasks` has finished (call before append)."""
@@ -269,7 +279,7 @@ class Program:
                 raise ProgramError(f"{task} waits for op '{self.ops[op].name}', whose rTasks are not all appended")
             for u, k in self._op_last[op].items():
                 latest[u] = max(int(latest[u]), k)
-        return tuple((int(u), int(latest[u])) for u in uncovered(latest, self._awaited[veu], veu))
+        return tuple((int(u), int(latest[u])) for u in uncovered(latest, self.awaited()[veu], veu))
 
     def _check_task(self, task: TaskRef) -> None:
         """Reject tasks outside the op list or the op's rTask range."""
@@ -487,16 +497,117 @@ def validate_plan(programs: Sequence[Program], deps: Iterable[tuple[int, int]]) 
     if not programs:
         raise ProgramError("empty plan")
     ops = programs[0].ops
+    waits = []
     for program in programs:
         if program.ops is not ops and program.ops != ops:
             raise ProgramError("programs of one plan must share the op list")
-        _check_instructions(program)
+        waits.append(_wait_arrays(program))
+        _check_runs(program)
+        _check_targets(program, waits[-1])
     where = _check_exactly_once(programs, ops)
     preds = _predecessors(deps, len(ops))
     for index, program in enumerate(programs):
         check_resident(program)
-        clocks = simulate(program)
-        _check_deps(program, index, clocks, preds, where)
+        deque(execution_order(program), maxlen=0)  # run to the end, or a ProgramError names the deadlock
+        needs = _requirements(program, index, preds, where)
+        if not _directly_covered(program, waits[index], needs):  # the exact check, by vector clocks
+            _check_deps(program, index, simulate(program), preds, where)
+
+
+WaitArrays = list[dict[int, tuple[np.ndarray, np.ndarray]]]  # per vEU: instruction index -> (vEUs, orders)
+
+
+def _wait_arrays(program: Program) -> WaitArrays:
+    """Each barrier-rTask's targets as arrays (awaited vEUs, their orders), by vEU and instruction index."""
+    out: WaitArrays = []
+    for instrs in program.veus:
+        per_veu = {}
+        for pc, instr in enumerate(instrs):
+            if isinstance(instr, Wait):
+                flat = np.fromiter(itertools.chain.from_iterable(instr.targets), np.int64, 2 * len(instr.targets))
+                per_veu[pc] = (flat[0::2], flat[1::2])
+        out.append(per_veu)
+    return out
+
+
+def _check_runs(program: Program) -> None:
+    """Reject run instructions outside the op list or an op's rTask range."""
+    for instrs in program.veus:
+        for instr in instrs:
+            if isinstance(instr, Run):
+                program._check_task(instr.task)
+
+
+def _check_targets(program: Program, waits: WaitArrays) -> None:
+    """Reject wait targets outside the program (vEUs, negative orders): _check_instructions over arrays."""
+    for v, per_veu in enumerate(waits):
+        for pc, (us, ks) in per_veu.items():
+            bad = np.flatnonzero((us < 0) | (us >= program.num_veus) | (ks < 0))
+            if bad.size:
+                u, k = int(us[bad[0]]), int(ks[bad[0]])
+                raise ProgramError(f"vEU {v} instruction {pc}: bad wait target (vEU {u}, order {k})")
+
+
+def execution_order(program: Program) -> Iterator[tuple[int, Instr]]:
+    """(vEU, instruction) in an order the vEUs can run them: each vEU in its own order, a barrier-rTask once every
+    task it awaits has run. Greedy (waits are monotone, so it finishes iff the program cannot deadlock; a
+    ProgramError names the deadlock): a blocked vEU waits on the first target still missing and is woken when that
+    vEU moves past it; a woken barrier-rTask resumes at that target (those before it stay finished), so each target
+    is looked at about once."""
+    nv = program.num_veus
+    pc, done, cursor = [0] * nv, [0] * nv, [0] * nv
+    blocked: list[list[tuple[int, int]]] = [[] for _ in range(nv)]  # per awaited vEU: (order, waiting vEU)
+    queue = list(range(nv))
+    while queue:
+        v = queue.pop()
+        instrs = program.veus[v]
+        while pc[v] < len(instrs):
+            instr = instrs[pc[v]]
+            if isinstance(instr, Run):
+                done[v] += 1
+            else:
+                targets, i = instr.targets, cursor[v]
+                while i < len(targets) and done[targets[i][0]] > targets[i][1]:
+                    i += 1
+                cursor[v] = i
+                if i < len(targets):
+                    blocked[targets[i][0]].append((targets[i][1], v))
+                    break
+                cursor[v] = 0
+            yield v, instr
+            pc[v] += 1
+        still = []
+        for k, w in blocked[v]:  # each vEU sits in the queue or in one blocked list, never in both
+            if done[v] > k:
+                queue.append(w)
+            else:
+                still.append((k, w))
+        blocked[v] = still
+    if any(pc[v] < len(program.veus[v]) for v in range(nv)):
+        totals = [program.steps(v) for v in range(nv)]
+        raise ProgramError(_deadlock_message(program, pc, done, totals))
+
+
+def _directly_covered(program: Program, waits: WaitArrays, needs: dict[int, np.ndarray]) -> bool:
+    """Whether every rTask of each consumer op starts after its producers' rTasks by the vEU's own order and the
+    targets of its own earlier barrier-rTasks alone (no chain through other vEUs): enough for the dependency check
+    (what a vEU awaited directly it knows finished), and what the scheduler's programs satisfy by construction
+    (ProgramBuilder awaits every producer rTask no earlier barrier of the vEU covered). False: not shown this way."""
+    for v, instrs in enumerate(program.veus):
+        known = np.zeros(program.num_veus, np.int64)
+        order = 0
+        for pc, instr in enumerate(instrs):
+            if isinstance(instr, Wait):
+                us, ks = waits[v][pc]
+                np.maximum.at(known, us, ks + 1)
+                continue
+            need = needs.get(instr.task.op)
+            if need is not None:
+                known[v] = order
+                if (known < need).any():
+                    return False
+            order += 1
+    return True
 
 
 def _predecessors(deps: Iterable[tuple[int, int]], num_ops: int) -> dict[int, list[int]]:

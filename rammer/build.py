@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -335,13 +336,18 @@ class Build:
         return make_profiler(self.opts.profile, self.opts.target, target.veus)
 
     # ---- the Planner the target search asks -----------------------------------------------------------------
-    def specialise(self, target: Target, prof: Profiler | None = None) -> tuple[Graph, Workload]:
-        """The passed graph made for `target`: target passes, the IOS merge (priced on `prof`, else a profiler of
-        the target's vEUs), the support check."""
+    def specialise(self, target: Target, prof: Profiler | None = None) -> Graph:
+        """The passed graph made for `target`: target passes and the IOS merge (priced on `prof`, else a profiler
+        of the target's vEUs)."""
         from scheduler.pipeline import specialise
         assert self.graph is not None, "passes() first"
         return specialise(self.graph, target, self.registry, self.opts.disable_passes, self.dumps.recorder(target),
                           self.opts.merge, prof or self.profiler(target), self.opts.policy)
+
+    def workload(self, graph: Graph, target: Target) -> Workload:
+        """What the policies schedule: the candidates of the target's backends per node (the support check)."""
+        from scheduler.workload import build_workload
+        return build_workload(graph, self.registry, target)
 
     def plan(self, graph: Graph, workload: Workload, target: Target, sized_for: Target,
              prof: Profiler | None = None) -> Planned:
@@ -390,19 +396,19 @@ class Build:
     def search(self) -> SearchResult:
         """The first plan on the build's target, then (a GPU build without --veus) the target search."""
         prof = self.profiler(self.target)  # the merge prices with the first plan's profiler (and its memo)
-        first = self.plan(*self.specialise(self.target, prof), self.target, self.target, prof)
+        graph = self.specialise(self.target, prof)
+        first = self.plan(graph, self.workload(graph, self.target), self.target, self.target, prof)
         if not self.opts.searches or not first.ops:
             return SearchResult(first)
         return TargetSearch(self, self.progress).run(first, slices=self.opts.veus_per_sm is None)
     def generate(self, result: SearchResult) -> "Generated":
-        """The kept plan, validated, as the folder's contents: programs over the converted rKernels, buffers, the
-        manifest with the build's figures, and the generated program."""
-        from scheduler.pipeline import op_dependencies, validate_scheduled
+        """The kept plan as the folder's contents: programs over the converted rKernels, buffers, the manifest with the
+        build's figures, and the generated program."""
+        from scheduler.pipeline import op_dependencies
         from vdevice.codegen import generate
         kept = result.planned
         sch, ops, texts = kept.sch, kept.ops, kept.texts
         graph, plan = sch.graph, sch.plan
-        self.progress.step("validate the plan", lambda: validate_scheduled(sch))
         programs = rebind_programs(plan.programs, ops)
         buffers, views = plan_buffers(graph, plan, ops)
         deps = op_dependencies(plan, sch.workload) if plan.ops else []
@@ -431,12 +437,17 @@ class Build:
                 "placement": placement_name(self.opts.placement, kept.sch.workload)}
 
     def write(self, gen: "Generated", out: Path) -> Built:
-        """Write the folder next to OUT_DIR, compile-check it, and move it into place."""
+        """Write the folder next to OUT_DIR, compile-check it while the plan is validated and the other files are
+        written, and move it into place."""
+        from scheduler.pipeline import validate_scheduled
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
         try:
-            built = self.write_files(gen, tmp)
-            if self.opts.compile_check and built.ops:
-                self.progress.step(f"compile for {self.opts.target}", lambda: built.compile(self.opts.target))
+            built = self.write_sources(gen, tmp)
+            check = self.compile_check(built)
+            self.progress.step("validate the plan", lambda: validate_scheduled(gen.planned.sch))
+            self.write_files(gen, tmp)
+            if check is not None:
+                self.progress.step(f"compile for {self.opts.target} (started beside the writing)", check.join)
             manifest = gen.manifest
             manifest.stats["build_s"] = round(self.progress.total, 2)
             manifest.stats["step_s"] = {k: round(v, 2) for k, v in self.progress.times.items()}
@@ -451,30 +462,69 @@ class Build:
         built.folder = out
         return built
 
-    def write_files(self, gen: "Generated", tmp: Path) -> Built:
-        """Every file but the report and the manifest: rKernels, program, plan, weights, model, timeline, dumps."""
-        kept, texts = gen.planned, gen.planned.texts
-        plan, profiler = kept.sch.plan, kept.profiler
+    def write_sources(self, gen: "Generated", tmp: Path) -> Built:
+        """The converted rKernels (with the headers they include) and the generated program: what compiles."""
+        texts = gen.planned.texts
         (tmp / "rkernels").mkdir()
         for sid, text in texts.items():
             (tmp / "rkernels" / gen.manifest.sources[sid]).write_text(text)
         copy_headers(texts, self.paths, tmp / "rkernels")
         if gen.source is not None:
             (tmp / "program.cu").write_text(gen.source)
+        return Built(tmp, gen.manifest, gen.planned.ops, gen.programs, texts, gen.weights)
+
+    def compile_check(self, built: Built) -> "Background | None":
+        """Compile the build for its target: without a GPU nvcc checks the program, in a thread beside the Python
+        work that follows (a compiler subprocess needs no GIL); with one the module is built here (CUDA state stays
+        on the main thread), as the CPU emulator's is. None when there is nothing to wait for."""
+        from vdevice.gpu import gpu_available
+        if not self.opts.compile_check or not built.ops:
+            return None
+        if self.opts.target == TargetKind.GPU and not gpu_available()[0]:
+            return Background(functools.partial(built.compile, self.opts.target))
+        self.progress.step(f"compile for {self.opts.target}", lambda: built.compile(self.opts.target))
+        return None
+
+    def write_files(self, gen: "Generated", tmp: Path) -> None:
+        """Every file but the sources, the report and the manifest: programs, plan, weights, model, timeline,
+        dumps."""
+        kept = gen.planned
+        plan, profiler = kept.sch.plan, kept.profiler
         (tmp / "programs.json").write_text(plan_to_json(gen.programs) if gen.programs else
                                            '{"ops": [], "programs": []}')
         plan.save(tmp / "plan.json")
         arrays = {npz_key(k): np.ascontiguousarray(v) for k, v in gen.weights.items()}
         np.savez(tmp / "weights.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
         shutil.copyfile(self.model, tmp / "model.onnx")
-        (tmp / "timeline.svg").write_text(timeline_svg(plan, gen.programs, profiler.barrier_cost_us))
         slices = schedule_slices(plan, gen.programs, profiler.barrier_cost_us)
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, gen.programs, profiler.barrier_cost_us, slices))
         (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
                                                           {"model": str(self.model), "policy": self.opts.policy,
                                                            "profiler": profiler.describe()}))
         for name, model in self.dumps.kept(kept.sized_for).items():
             onnx.save(model, str(tmp / f"after-{name}.onnx"))
-        return Built(tmp, gen.manifest, kept.ops, gen.programs, texts, gen.weights)
+
+
+class Background:
+    """A step run in a thread beside the build's Python work; its error is raised where it is joined."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self.run, args=(fn,), daemon=True)
+        self.thread.start()
+
+    def run(self, fn: Callable[[], Any]) -> None:
+        """The thread's body: the step, its error kept for join."""
+        try:
+            fn()
+        except BaseException as exc:  # raised again in the joining thread
+            self.error = exc
+
+    def join(self) -> None:
+        """Wait for the step; raise its error."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 @dataclass

@@ -348,7 +348,8 @@ class Mechanism:
         builders = self.closed + ([self.current] if self.current.records else [])
         needs = [self.veu_needs(b) for b in builders]
         vops = [make_op(op) for op in self.ops]
-        programs = [Program(vops, self.veus, instructions(b.records, self.veus)) for b in builders]
+        programs = [Program(vops, self.veus, instructions(b.records, self.veus), [veu for _, veu, _ in b.records])
+                    for b in builders]
         return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.veus, list(self.ops),
                     programs, [b.program_us() for b in builders], choices, aliases or {}, notes, needs)
 

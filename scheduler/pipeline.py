@@ -97,15 +97,14 @@ def corpus_supports(registry: Any) -> Callable[[str], bool]:
 
 def specialise(graph: Graph, target: Target, registry: Any, disabled: tuple[str, ...] | list[str] = (),
                after: Callable[[str, Graph], None] | None = None, merge: str = "off",
-               profiler: Profiler | None = None, policy: str = "wavefront") -> tuple[Graph, Workload]:
+               profiler: Profiler | None = None, policy: str = "wavefront") -> Graph:
     """A passed graph made for one target: the target passes on a copy (scheduler.passes.TARGET_PASSES: slices
-    sized for its vEUs per SM, packed while its vEUs last), the IOS sibling merge (`merge`: off, auto: priced with
-    `policy` on `profiler`, always; scheduler.merge), then the support check with the target's backends."""
+    sized for its vEUs per SM, packed while its vEUs last) and the IOS sibling merge (`merge`: off, auto: priced with
+    `policy` on `profiler`, always; scheduler.merge). build_workload then checks support with its backends."""
     supports = corpus_supports(registry)
     g = run_target_passes(graph, target, disabled, after)
     price = subgraph_price(registry, profiler or Profiler(veus=target.veus), policy, target)
-    g = run_merge(g, merge, price, lambda op_type: supports(op_type) and supports("Split"))
-    return g, build_workload(g, registry, target)
+    return run_merge(g, merge, price, lambda op_type: supports(op_type) and supports("Split"))
 
 
 def subgraph_price(registry: Any, profiler: Profiler, policy: str, target: Target) -> Price:
@@ -142,11 +141,13 @@ def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, tar
                   disabled: tuple[str, ...] = (), after: Callable[[str, Graph], None] | None = None,
                   merge: str = "off", profiler: Profiler | None = None,
                   policy: str = "wavefront") -> tuple[Graph, Workload]:
-    """import_graph then specialise for one target (default_target): the graph and what the policies schedule."""
+    """import_graph, specialise for one target (default_target) and build_workload: the graph and what the
+    policies schedule."""
     registry = default_registry(registry)
     target = target or default_target(profiler.veus if profiler else None)
-    return specialise(import_graph(model, registry, disabled, after), target, registry, disabled, after, merge,
-                      profiler, policy)
+    g = specialise(import_graph(model, registry, disabled, after), target, registry, disabled, after, merge, profiler,
+                   policy)
+    return g, build_workload(g, registry, target)
 
 
 def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", profiler: Profiler | None = None,

@@ -123,10 +123,11 @@ def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, i
     return [tuple(b) for b in out]
 
 
-def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier) -> str:
+def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier, slices: list[Slice] | None = None) -> str:
     """vEUs (rows) x predicted time (columns), one colour per op type with a legend; hover a box for its times.
-    The full detail (every rTask with its node, variant and rtask id) is in timeline.json."""
-    slices = schedule_slices(plan, programs, barrier_us)
+    The full detail (every rTask with its node, variant and rtask id) is in timeline.json. `slices`: the
+    schedule_slices already worked out, if they were."""
+    slices = schedule_slices(plan, programs, barrier_us) if slices is None else slices
     boxes = [(sl.program, sl.veu, sl.start, sl.end, sl.args["op"]) for sl in slices if sl.kind == "rtask"]
     calls = [sl for sl in slices if sl.kind == "library"]
     if len(boxes) > MAX_RECTS:

@@ -69,8 +69,12 @@ class Planned:
 class Planner(Protocol):
     """What the search asks of the build: a target's graph and workload, and a plan with its rKernels."""
 
-    def specialise(self, target: Target) -> tuple[Graph, Workload]:
-        """The passed graph made for `target` (scheduler.pipeline.specialise) and what the policies schedule."""
+    def specialise(self, target: Target) -> Graph:
+        """The passed graph made for `target` (scheduler.pipeline.specialise)."""
+        ...
+
+    def workload(self, graph: Graph, target: Target) -> Workload:
+        """What the policies schedule of that graph (scheduler.workload.build_workload)."""
         ...
 
     def plan(self, graph: Graph, workload: Workload, target: Target, sized_for: Target) -> Planned:
@@ -139,6 +143,8 @@ class TargetSearch:
         if p.occupancy is None or p.veus_per_sm >= self.most:
             return None, p
         threads, smem = veu_footprint(p.sch.plan, p.ops, p.texts)
+        if not register_budget(threads, smem, p.veus_per_sm + 1):
+            return None, p  # shared memory rules out the next count whatever the registers: no budget target
         registers = self.steps.step("registers per rKernel instantiation",
                                     lambda: instantiation_registers(p.ops, p.texts))
         targets = budget_targets(registers, threads, smem, p.veus_per_sm, self.most)
@@ -180,9 +186,9 @@ class TargetSearch:
         budgets = [budget]
 
         def attempt(k: int) -> tuple[ResidentTrial, Planned]:
-            q, b = self.resident_plan(p, k, choice.trials[0])
+            trial, q, b = self.resident_plan(p, k, choice.trials[0])
             budgets.append(b)
-            return resident_trial(q, b), q
+            return trial, q or p  # a trial not planned is never kept: the first plan stands in
         # every count is planned: what each gives is the evidence for the choice
         counts = range(p.sized_for.veus_per_sm + 1, self.most + 1)
         plans = [p] + search_trials(counts, attempt, choice.trials, p.predicted_us, stop_when_slower=False)
@@ -190,18 +196,20 @@ class TargetSearch:
         self.say(choice.describe())
         return SearchResult(plans[kept], budgets[kept], choice)
 
-    def resident_plan(self, p: Planned, k: int, base: "ResidentTrial") -> tuple[Planned, "BudgetChoice | None"]:
-        """The plan with slices sized for k vEUs per SM, fitted to ptxas, and its register budget when it packs as
-        many families as the first plan pins. One that packs fewer cannot be kept whatever ptxas allows, so it is not
-        re-planned at a count no higher than the first plan's, and its budget is not searched."""
+    def resident_plan(self, p: Planned, k: int, base: "ResidentTrial") -> tuple["ResidentTrial", Planned | None,
+                                                                               "BudgetChoice | None"]:
+        """The plan with slices sized for k vEUs per SM, fitted to ptxas, its register budget, and its record. A
+        target whose pass packs fewer families than the first plan pins cannot be kept (ResidentChoice.decide)
+        whatever its plan: it is recorded, not planned (None)."""
         sized = p.sized_for.at(k)
-        graph, workload = self.steps.step(f"target passes for slices of {k}/SM", lambda: self.planner.specialise(sized))
-        keepable = packed_families(graph) >= base.pinned
-        q = self.fit(self.planner.plan(graph, workload, sized, sized), k, floor=0 if keepable else p.veus_per_sm)
-        if not keepable:
-            return q, None
+        graph = self.steps.step(f"target passes for slices of {k}/SM", lambda: self.planner.specialise(sized))
+        packed = packed_families(graph)
+        if packed < base.pinned:
+            return ResidentTrial(k, packed, note=f"packs {packed} of the {base.pinned} families the first plan pins: "
+                                                 f"not planned"), None, None
+        q = self.fit(self.planner.plan(graph, self.planner.workload(graph, sized), sized, sized), k)
         b, q = self.register_budget(q)
-        return q, b
+        return resident_trial(q, b), q, b
 
     def say(self, line: str) -> None:
         """One line of the build log."""
@@ -246,17 +254,23 @@ def veu_shared_bytes(programs: list[Program], ops: list[Op], texts: Mapping[str,
 
 def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: int) -> Choice | None:
     """The most vEUs per SM the plan's interpreter keeps co-resident without spills, by ptxas' figures
-    (vdevice.occupancy); None without nvcc (the build then keeps one vEU per SM)."""
+    (vdevice.occupancy); None without nvcc (the build then keeps one vEU per SM). Each count is compiled with the
+    next one down at once (PTXAS_JOBS; cached by source digest), so a count that fails costs no wait for the next."""
     from toolchain.nvcc import find_nvcc
     from vdevice.codegen import generate
-    from vdevice.occupancy import choose_veus_per_sm, interpreter_usage
+    from vdevice.occupancy import PTXAS_JOBS, choose_veus_per_sm, feasible_counts, interpreter_usages
     if find_nvcc() is None:
         return None
     threads, smem = veu_footprint(plan, ops, texts)
+    counts = feasible_counts(threads, smem, most)
+    sources: dict[int, Any] = {}
 
     def usage(k: int) -> Any:
-        gen = generate(ops, texts, veus_per_sm=k)
-        return interpreter_usage(gen.source, gen.include_dirs)
+        batch = [j for j in counts if j <= k][:PTXAS_JOBS]
+        for j in batch:
+            sources.setdefault(j, generate(ops, texts, veus_per_sm=j))
+        found = interpreter_usages([sources[j].source for j in batch], sources[k].include_dirs)
+        return found[0]
     return choose_veus_per_sm(usage, threads, smem, most=most)
 
 
@@ -443,6 +457,7 @@ class ResidentTrial:
     veus_per_sm: int = 0
     predicted_us: float = 0.0
     excluded: list[str] = field(default_factory=list)  # instantiations the register budget left out of the plan
+    note: str = ""  # why it was not planned, when it was not
 
     @property
     def planned(self) -> bool:
@@ -451,6 +466,8 @@ class ResidentTrial:
 
     def describe(self) -> str:
         """One clause of the report line."""
+        if self.note:
+            return f"slices for {self.target}/SM: {self.note}"
         without = f" (register budget: without {', '.join(self.excluded)})" if self.excluded else ""
         predicted = f"predicted {self.predicted_us:.1f} us" if self.planned else "not planned there"
         return (f"slices for {self.target}/SM: {self.pinned} of {self.families} families pinned, region "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Union
 
+import numpy as np
 from vdevice.program import Program, ProgramError, Run, execution_order
 
 from .graph import SchedulerError
@@ -31,17 +32,22 @@ def makespan(program: Program, duration: Callable[[int], float], barrier_us: Bar
 
 def veu_ends(program: Program, duration: Callable[[int], float], barrier_us: Barrier) -> list[list[float]]:
     """End time of every Run, per vEU in order, running the vEUs in an order they can run them
-    (vdevice.program.execution_order)."""
-    ready = [0.0] * program.num_veus  # when the vEU may start its next Run (after its last Run and any Wait since)
-    ends: list[list[float]] = [[] for _ in range(program.num_veus)]
+    (vdevice.program.execution_order); a barrier-rTask's awaited ends are gathered from one array."""
+    nv = program.num_veus
+    offsets = np.cumsum([0] + [program.steps(v) for v in range(nv)])
+    flat = np.zeros(int(offsets[-1]))  # every Run's end, vEU after vEU
+    ready = [0.0] * nv  # when the vEU may start its next Run (after its last Run and any Wait since)
+    ends: list[list[float]] = [[] for _ in range(nv)]
     try:
-        for v, instr in execution_order(program):
+        for v, instr, targets in execution_order(program):
             if isinstance(instr, Run):
-                ends[v].append(ready[v] + duration(instr.task.op))
-                ready[v] = ends[v][-1]
-            else:
-                ready[v] = start_time(ready[v], (ends[u][k] for u, k in instr.targets),
-                                      barrier_cost(barrier_us, len(instr.targets)))
+                ready[v] = ready[v] + duration(instr.task.op)
+                flat[offsets[v] + len(ends[v])] = ready[v]
+                ends[v].append(ready[v])
+            elif targets is not None and targets[0].size:
+                us, ks = targets
+                latest = float(flat[offsets[us] + ks].max())
+                ready[v] = start_time(ready[v], [latest], barrier_cost(barrier_us, len(us)))
     except ProgramError as exc:
         raise SchedulerError(f"rProgram deadlocks: {exc}") from None
     return ends

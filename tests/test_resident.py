@@ -270,7 +270,6 @@ def test_families_beyond_the_veus_or_the_room_stream(tmp_path: Path, monkeypatch
     """Two vEUs hold two of the three layers' slices: the pass leaves the third layer's streaming cells (a note
     says so); with no room for any slice it leaves every cell as it was."""
     from rammer.build import build_model
-    from scheduler import passes
     model = _lstm_small(tmp_path)
     built = build_model(model, tmp_path / "two", target="cpu", veus=2, quiet=True)
     _check(built, model, seed=1)

@@ -80,9 +80,13 @@ def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_
                        most: int = 4) -> Choice:
     """The most vEUs per SM (at most `most`) for which ptxas, told to fit that many by __launch_bounds__, spills
     nothing and the occupancy arithmetic confirms they are co-resident; 1 when none does (a vEU always fits one
-    per SM or the program is refused at launch)."""
+    per SM or the program is refused at launch). A count the threads or shared memory alone rule out (with the
+    fewest registers) is not compiled."""
     tried = []
+    counts = feasible_counts(threads, smem_bytes, most, sm)
     for k in range(most, 0, -1):
+        if k not in counts:
+            continue
         usage = compile_with(k)
         occ = blocks_per_sm(threads, usage.registers, smem_bytes + usage.static_smem, sm)
         tried.append((k, usage, occ))
@@ -90,6 +94,11 @@ def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_
             return Choice(k, usage, occ, tuple(tried))
     k, usage, occ = tried[-1]
     return Choice(1, usage, occ, tuple(tried))
+
+
+def feasible_counts(threads: int, smem_bytes: int, most: int, sm: Device = H100) -> list[int]:
+    """The vEUs per SM choose_veus_per_sm may compile, most first: those the threads and shared memory allow."""
+    return [k for k in range(most, 0, -1) if k == 1 or blocks_per_sm(threads, 1, smem_bytes, sm).blocks >= k]
 
 
 def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90",

@@ -190,6 +190,10 @@ class Program:
     ops: list[Op]
     num_veus: int
     veus: list[list[Instr]] = field(default_factory=list)
+    # The vEU of each Run in an order the program can run them (each after the tasks its waits await): a certificate
+    # the deadlock check and simulations verify in one vectorised pass instead of searching for an order (None:
+    # unknown; a program built by append keeps its own).
+    run_order: list[int] | None = field(default=None, repr=False, compare=False)
     _pending: dict[TaskRef, list[TaskRef]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _pending_ops: dict[TaskRef, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _op_last: dict[int, dict[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -197,6 +201,7 @@ class Program:
     _where: dict[TaskRef, tuple[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _awaited: np.ndarray | None = field(default=None, init=False, repr=False,
                                         compare=False)  # [vEU, other vEU]: latest order an earlier barrier awaited
+    _waits: "WaitTable | None" = field(default=None, init=False, repr=False, compare=False)
     _counts: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
     _rtasks: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -205,6 +210,7 @@ class Program:
             raise ProgramError(f"a program needs at least one vEU, got {self.num_veus}")
         if not self.veus:
             self.veus = [[] for _ in range(self.num_veus)]
+            self.run_order = []
         if len(self.veus) != self.num_veus:
             raise ProgramError(f"{len(self.veus)} instruction lists for {self.num_veus} vEUs")
         self._rtasks = [op.kernel.rtasks for op in self.ops]
@@ -252,9 +258,19 @@ class Program:
         targets = self._resolve_waits(task, veu)
         if targets:
             self.veus[veu].append(Wait(targets))
+        self._waits = None
         self._where[task] = (veu, self._counts[veu])
         self._note_run(task, veu)
         self.veus[veu].append(Run(task))
+        if self.run_order is not None:
+            self.run_order.append(veu)
+
+    def wait_table(self) -> "WaitTable":
+        """Every barrier-rTask's targets in flat arrays (WaitTable): what the checks and simulations vectorise over
+        (built once, again after an append)."""
+        if self._waits is None:
+            self._waits = WaitTable.of(self)
+        return self._waits
 
     def _note_run(self, task: TaskRef, veu: int) -> None:
         """Count a run on `veu` and remember it as its op's latest rTask there."""
@@ -303,7 +319,7 @@ class Program:
 
     def to_json(self, with_ops: bool = True) -> dict:
         """JSON-ready dict: ["r", op, rtask] and ["w", [[veu, order], ...]] per vEU."""
-        veus = [[["r", i.task.op, i.task.rtask] if isinstance(i, Run) else ["w", [list(t) for t in i.targets]]
+        veus = [[["r", i.task.op, i.task.rtask] if isinstance(i, Run) else ["w", i.targets]  # tuples: JSON arrays
                  for i in instrs] for instrs in self.veus]
         out: dict = {"num_veus": self.num_veus, "veus": veus}
         if with_ops:
@@ -317,6 +333,45 @@ class Program:
         ops = ops if ops is not None else [Op.from_json(o) for o in data["ops"]]
         veus = [[_instr_from_json(i) for i in instrs] for instrs in data["veus"]]
         return Program(ops, int(data["num_veus"]), veus)
+
+
+@dataclass(frozen=True)
+class WaitTable:
+    """A program's barrier-rTasks as flat arrays: wait i sits on vEU `veu[i]` at instruction `pc[i]` after
+    `ordinal[i]` runs of that vEU, and awaits `order[j]` on vEU `target[j]` for j in starts[i]:starts[i + 1]."""
+
+    veu: np.ndarray
+    pc: np.ndarray
+    ordinal: np.ndarray
+    starts: np.ndarray  # one more than there are waits
+    target: np.ndarray
+    order: np.ndarray
+    index: dict[tuple[int, int], int]  # (vEU, instruction) -> wait
+
+    @staticmethod
+    def of(program: Program) -> "WaitTable":
+        """The table of one program (its targets read in one pass)."""
+        rows: list[tuple[int, int, int]] = []
+        waits: list[Wait] = []
+        for v, instrs in enumerate(program.veus):
+            runs = 0
+            for pc, instr in enumerate(instrs):
+                if isinstance(instr, Wait):
+                    rows.append((v, pc, runs))
+                    waits.append(instr)
+                else:
+                    runs += 1
+        sizes = np.fromiter((len(w.targets) for w in waits), np.int64, len(waits))
+        flat = np.fromiter(itertools.chain.from_iterable(itertools.chain.from_iterable(w.targets for w in waits)),
+                           np.int64, 2 * int(sizes.sum()))
+        cols = np.array(rows, np.int64).reshape(-1, 3)
+        return WaitTable(cols[:, 0], cols[:, 1], cols[:, 2], np.concatenate([[0], np.cumsum(sizes)]), flat[0::2],
+                         flat[1::2], {(v, pc): i for i, (v, pc, _) in enumerate(rows)})
+
+    def targets(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Wait i's awaited vEUs and orders (views)."""
+        lo, hi = self.starts[i], self.starts[i + 1]
+        return self.target[lo:hi], self.order[lo:hi]
 
 
 def _instr_from_json(item: list) -> Instr:
@@ -497,37 +552,19 @@ def validate_plan(programs: Sequence[Program], deps: Iterable[tuple[int, int]]) 
     if not programs:
         raise ProgramError("empty plan")
     ops = programs[0].ops
-    waits = []
     for program in programs:
         if program.ops is not ops and program.ops != ops:
             raise ProgramError("programs of one plan must share the op list")
-        waits.append(_wait_arrays(program))
         _check_runs(program)
-        _check_targets(program, waits[-1])
+        _check_targets(program)
     where = _check_exactly_once(programs, ops)
     preds = _predecessors(deps, len(ops))
     for index, program in enumerate(programs):
         check_resident(program)
         deque(execution_order(program), maxlen=0)  # run to the end, or a ProgramError names the deadlock
         needs = _requirements(program, index, preds, where)
-        if not _directly_covered(program, waits[index], needs):  # the exact check, by vector clocks
+        if not _directly_covered(program, needs):  # the exact check, by vector clocks
             _check_deps(program, index, simulate(program), preds, where)
-
-
-WaitArrays = list[dict[int, tuple[np.ndarray, np.ndarray]]]  # per vEU: instruction index -> (vEUs, orders)
-
-
-def _wait_arrays(program: Program) -> WaitArrays:
-    """Each barrier-rTask's targets as arrays (awaited vEUs, their orders), by vEU and instruction index."""
-    out: WaitArrays = []
-    for instrs in program.veus:
-        per_veu = {}
-        for pc, instr in enumerate(instrs):
-            if isinstance(instr, Wait):
-                flat = np.fromiter(itertools.chain.from_iterable(instr.targets), np.int64, 2 * len(instr.targets))
-                per_veu[pc] = (flat[0::2], flat[1::2])
-        out.append(per_veu)
-    return out
 
 
 def _check_runs(program: Program) -> None:
@@ -538,24 +575,75 @@ def _check_runs(program: Program) -> None:
                 program._check_task(instr.task)
 
 
-def _check_targets(program: Program, waits: WaitArrays) -> None:
+def _check_targets(program: Program) -> None:
     """Reject wait targets outside the program (vEUs, negative orders): _check_instructions over arrays."""
-    for v, per_veu in enumerate(waits):
-        for pc, (us, ks) in per_veu.items():
-            bad = np.flatnonzero((us < 0) | (us >= program.num_veus) | (ks < 0))
-            if bad.size:
-                u, k = int(us[bad[0]]), int(ks[bad[0]])
-                raise ProgramError(f"vEU {v} instruction {pc}: bad wait target (vEU {u}, order {k})")
+    table = program.wait_table()
+    bad = np.flatnonzero((table.target < 0) | (table.target >= program.num_veus) | (table.order < 0))
+    if bad.size:
+        i = int(np.searchsorted(table.starts, bad[0], side="right")) - 1
+        u, k = int(table.target[bad[0]]), int(table.order[bad[0]])
+        raise ProgramError(f"vEU {table.veu[i]} instruction {table.pc[i]}: bad wait target (vEU {u}, order {k})")
 
 
-def execution_order(program: Program) -> Iterator[tuple[int, Instr]]:
-    """(vEU, instruction) in an order the vEUs can run them: each vEU in its own order, a barrier-rTask once every
-    task it awaits has run. Greedy (waits are monotone, so it finishes iff the program cannot deadlock; a
-    ProgramError names the deadlock): a blocked vEU waits on the first target still missing and is woken when that
-    vEU moves past it; a woken barrier-rTask resumes at that target (those before it stay finished), so each target
-    is looked at about once."""
+Step = tuple[int, Instr, "tuple[np.ndarray, np.ndarray] | None"]  # vEU, instruction, a wait's target arrays
+
+
+def execution_order(program: Program) -> Iterator[Step]:
+    """(vEU, instruction, a barrier-rTask's targets as arrays or None) in an order the vEUs can run them: each vEU in
+    its own order, a barrier-rTask once every task it awaits has run. The program's run_order when it proves to be
+    one (certified_order); else found greedily (waits are monotone, so it finishes iff the program cannot deadlock;
+    a ProgramError names the deadlock): a blocked vEU waits on the awaited vEU furthest from the task it needs and
+    is woken when that one passes it."""
+    order = certified_order(program)
+    if order is not None:
+        yield from order
+        return
+    yield from greedy_order(program)
+
+
+def certified_order(program: Program) -> list[Step] | None:
+    """The program's run_order as execution steps, if it is one: every vEU's runs in its own order, each wait's
+    targets run before the run the wait precedes (checked over all waits at once); None otherwise."""
+    nv, order = program.num_veus, program.run_order
+    counts = np.asarray([program.steps(v) for v in range(nv)], np.int64)
+    if order is None or len(order) != int(counts.sum()) or np.bincount(order, minlength=nv).tolist() != counts.tolist():
+        return None
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    rank = np.empty(len(order), np.int64)  # global position of each run, by vEU then ordinal
+    seen = [0] * nv
+    for g, v in enumerate(order):
+        rank[offsets[v] + seen[v]] = g
+        seen[v] += 1
+    table = program.wait_table()
+    if len(table.veu):
+        if np.any(table.ordinal >= counts[table.veu]):
+            return None  # a wait after a vEU's last run: the greedy order decides
+        us, ks = table.target, table.order
+        if np.any((us < 0) | (us >= nv) | (ks < 0) | (ks >= counts[np.clip(us, 0, nv - 1)])):
+            return None
+        waiting = rank[offsets[table.veu] + table.ordinal]  # the run each wait precedes
+        filled = np.diff(table.starts) > 0
+        latest = np.full(len(table.veu), -1, np.int64)
+        latest[filled] = np.maximum.reduceat(rank[offsets[us] + ks], table.starts[:-1][filled])
+        if np.any(latest >= waiting):
+            return None
+    steps: list[Step] = []
+    cursor = [0] * nv
+    for v in order:
+        instrs = program.veus[v]
+        while isinstance(instrs[cursor[v]], Wait):
+            steps.append((v, instrs[cursor[v]], table.targets(table.index[(v, cursor[v])])))
+            cursor[v] += 1
+        steps.append((v, instrs[cursor[v]], None))
+        cursor[v] += 1
+    return steps
+
+
+def greedy_order(program: Program) -> Iterator[Step]:
+    """execution_order found by running the vEUs greedily."""
     nv = program.num_veus
-    pc, done, cursor = [0] * nv, [0] * nv, [0] * nv
+    table = program.wait_table()
+    pc, done = [0] * nv, np.zeros(nv, np.int64)
     blocked: list[list[tuple[int, int]]] = [[] for _ in range(nv)]  # per awaited vEU: (order, waiting vEU)
     queue = list(range(nv))
     while queue:
@@ -563,18 +651,18 @@ def execution_order(program: Program) -> Iterator[tuple[int, Instr]]:
         instrs = program.veus[v]
         while pc[v] < len(instrs):
             instr = instrs[pc[v]]
+            targets = None
             if isinstance(instr, Run):
                 done[v] += 1
             else:
-                targets, i = instr.targets, cursor[v]
-                while i < len(targets) and done[targets[i][0]] > targets[i][1]:
-                    i += 1
-                cursor[v] = i
-                if i < len(targets):
-                    blocked[targets[i][0]].append((targets[i][1], v))
+                targets = table.targets(table.index[(v, pc[v])])
+                us, ks = targets
+                short = ks - done[us]  # >= 0: that many more rTasks of the vEU to go
+                j = int(np.argmax(short)) if us.size else 0
+                if us.size and short[j] >= 0:
+                    blocked[int(us[j])].append((int(ks[j]), v))
                     break
-                cursor[v] = 0
-            yield v, instr
+            yield v, instr, targets
             pc[v] += 1
         still = []
         for k, w in blocked[v]:  # each vEU sits in the queue or in one blocked list, never in both
@@ -585,20 +673,21 @@ def execution_order(program: Program) -> Iterator[tuple[int, Instr]]:
         blocked[v] = still
     if any(pc[v] < len(program.veus[v]) for v in range(nv)):
         totals = [program.steps(v) for v in range(nv)]
-        raise ProgramError(_deadlock_message(program, pc, done, totals))
+        raise ProgramError(_deadlock_message(program, pc, [int(d) for d in done], totals))
 
 
-def _directly_covered(program: Program, waits: WaitArrays, needs: dict[int, np.ndarray]) -> bool:
+def _directly_covered(program: Program, needs: dict[int, np.ndarray]) -> bool:
     """Whether every rTask of each consumer op starts after its producers' rTasks by the vEU's own order and the
     targets of its own earlier barrier-rTasks alone (no chain through other vEUs): enough for the dependency check
     (what a vEU awaited directly it knows finished), and what the scheduler's programs satisfy by construction
     (ProgramBuilder awaits every producer rTask no earlier barrier of the vEU covered). False: not shown this way."""
+    table = program.wait_table()
     for v, instrs in enumerate(program.veus):
         known = np.zeros(program.num_veus, np.int64)
         order = 0
         for pc, instr in enumerate(instrs):
             if isinstance(instr, Wait):
-                us, ks = waits[v][pc]
+                us, ks = table.targets(table.index[(v, pc)])
                 np.maximum.at(known, us, ks + 1)
                 continue
             need = needs.get(instr.task.op)

@@ -28,7 +28,7 @@ from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS, Temp
 from scheduler.export import graph_to_onnx
 from scheduler.graph import Graph
 from scheduler.passes import check_pass_names
-from scheduler.plan import temp_buffer
+from scheduler.plan import temp_buffer, vdevice_ops
 from scheduler.profiler import H100, Profiler
 from scheduler.report import render_report, schedule_slices, timeline_svg, timeline_trace
 from scheduler.search import Planned, SearchResult, TargetSearch
@@ -283,6 +283,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, options: BuildOptio
     return build.write(build.generate(build.search()), out)
 
 
+RECENT_PLANS = 4  # plans a build remembers: ptxas sends a fit back to a count it just planned, not further
 CPU_DEFAULT_VEUS = 8  # the emulator runs every vEU thread as a fiber on one core: keep the vDevice small
 
 
@@ -356,7 +357,9 @@ class Build:
         key = (id(graph), id(workload), target)
         if key not in self.plans:
             planned = self.plan_now(graph, workload, target, sized_for, prof or self.profiler(target))
-            self.plans[key] = (graph, workload, planned)
+            self.plans[key] = (graph, workload, planned)  # the graph and workload kept alive: their ids stay theirs
+            while len(self.plans) > RECENT_PLANS:
+                del self.plans[next(iter(self.plans))]
         return dataclasses.replace(self.plans[key][2])  # a record of its own: the search sets its occupancy
 
     def plan_now(self, graph: Graph, workload: Workload, target: Target, sized_for: Target,
@@ -369,7 +372,7 @@ class Build:
         sch = self.progress.step(what, lambda: plan_workload(graph, workload, self.opts.policy, prof,
                                                              validate=False, placement=self.opts.placement,
                                                              costs=backend_costs(prof, target), veus=target.veus))
-        ops, texts = self.convert(list(sch.plan.programs[0].ops if sch.plan.programs else []))
+        ops, texts = self.convert(vdevice_ops(sch.plan.programs))
         return Planned(target, sized_for, sch, ops, texts, prof)
 
     def measure(self, workload: Workload, prof: Profiler) -> None:

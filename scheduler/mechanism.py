@@ -2,16 +2,17 @@
 construction, with predicted vEU clocks from the profiler; trial copies let a policy compare alternatives."""
 from __future__ import annotations
 
+import functools
 import heapq
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 from kernel_corpus.bindings import Launch, as_unpinned
-from vdevice.program import NOT_AWAITED, Instr, Program, Run, TaskRef, Wait, uncovered
+from vdevice.program import NOT_AWAITED, Instr, Op, Program, Run, TaskRef, Wait, uncovered
 
 from .graph import SchedulerError
-from .plan import Choice, MakeOp, Plan, ProgramOp, default_vdevice_op
+from .plan import Choice, MakeOp, Plan, ProgramOp, Programs, default_vdevice_op
 from .profiler import Profiler, Resources
 from .simulate import start_time
 from .workload import Candidate, OpSpec
@@ -285,6 +286,11 @@ class ProgramBuilder:
         return self.time_us() + self.mech.profiler.device.launch_us if self.counts.any() else 0.0
 
 
+def write_programs(vops: list[Op], veus: int, builders: list["ProgramBuilder"]) -> list[Program]:
+    """The vdevice Programs of finished builders, with the order their runs were appended in."""
+    return [Program(vops, veus, instructions(b.records, veus), [veu for _, veu, _ in b.records]) for b in builders]
+
+
 def instructions(records: list[tuple[TaskRef, int, "Awaited | None"]], veus: int) -> list[list[Instr]]:
     """Per vEU, the program's instructions from a builder's records: a barrier-rTask before each task that awaits
     some, then the task."""
@@ -348,8 +354,8 @@ class Mechanism:
         builders = self.closed + ([self.current] if self.current.records else [])
         needs = [self.veu_needs(b) for b in builders]
         vops = [make_op(op) for op in self.ops]
-        programs = [Program(vops, self.veus, instructions(b.records, self.veus), [veu for _, veu, _ in b.records])
-                    for b in builders]
+        used = [sorted({task.op for task, _, _ in b.records}) for b in builders]
+        programs = Programs(vops, used, functools.partial(write_programs, vops, self.veus, builders))
         return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.veus, list(self.ops),
                     programs, [b.program_us() for b in builders], choices, aliases or {}, notes, needs)
 

@@ -7,10 +7,10 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Sequence, overload
 
 from kernel_corpus.bindings import Arg, In, Out, Scalar, Temp, arg_to_json
-from vdevice.program import ArgRef, KernelRef, Op, Program, Resident
+from vdevice.program import ArgRef, KernelRef, Op, Program, Resident, used_ops
 
 
 @dataclass
@@ -207,3 +207,47 @@ def jsonable(value: Any) -> Any:
 def rebind_programs(programs: list[Program], ops: list[Op]) -> list[Program]:
     """The same instruction lists over another op list (the plan's ops bound to their converted rKernels)."""
     return [Program(ops, p.num_veus, [list(v) for v in p.veus], p.run_order) for p in programs]
+
+
+class Programs(Sequence[Program]):
+    """A plan's rPrograms, written when first read: a search prices and fits its trial plans without their
+    instruction lists. The op list they share and the ops each runs are known before."""
+
+    def __init__(self, ops: list[Op], used: list[list[int]], write: Callable[[], list[Program]]) -> None:
+        self.ops, self.used = ops, used
+        self._write: Callable[[], list[Program]] | None = write
+        self._programs: list[Program] | None = None
+
+    def written(self) -> list[Program]:
+        """The programs (written now if they were not yet)."""
+        if self._programs is None:
+            assert self._write is not None
+            self._programs, self._write = self._write(), None
+        return self._programs
+
+    def __len__(self) -> int:
+        return len(self.used)
+
+    @overload
+    def __getitem__(self, i: int) -> Program: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Program]: ...
+
+    def __getitem__(self, i: int | slice) -> Program | list[Program]:
+        return self.written()[i]
+
+    def __iter__(self) -> Iterator[Program]:
+        return iter(self.written())
+
+
+def vdevice_ops(programs: Sequence[Program]) -> list[Op]:
+    """The op list a plan's programs share (without writing lazy programs)."""
+    if isinstance(programs, Programs):
+        return programs.ops
+    return list(programs[0].ops) if programs else []
+
+
+def program_ops(programs: Sequence[Program]) -> list[list[int]]:
+    """The ops each program runs (without writing lazy programs)."""
+    return programs.used if isinstance(programs, Programs) else [used_ops(p) for p in programs]

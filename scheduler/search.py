@@ -29,7 +29,7 @@ from vdevice.target import MOST_VEUS_PER_SM, VEU_HEADER_BYTES, Target
 
 from .graph import Graph
 from .pipeline import Scheduled
-from .plan import rebind_programs
+from .plan import program_ops
 from .profiler import Profiler
 from .workload import Workload
 
@@ -125,7 +125,8 @@ class TargetSearch:
         """Re-plan on the vEUs per SM ptxas allows the plan's interpreter until the count holds. A count at or below
         `floor` (the one a trial must beat) is recorded, not planned: such a trial cannot be kept."""
         while p.ops:
-            occ = self.steps.step("vEUs per SM from ptxas", lambda: choose_occupancy(p.ops, p.texts, p.sch.plan, most))
+            occ = self.steps.step("vEUs per SM from ptxas",
+                                  lambda: choose_occupancy(p.ops, p.texts, p.sch.plan, most, floor))
             if occ is None or occ.veus_per_sm == p.veus_per_sm or occ.veus_per_sm <= floor:
                 p.occupancy = occ
                 return p
@@ -238,31 +239,35 @@ def veu_footprint(plan: Any, ops: list[Op], texts: Mapping[str, str]) -> tuple[i
     threads = max(n.threads for n in plan.veu_needs)
     if find_nvcc() is None or not ops:
         return threads, max(n.smem_bytes for n in plan.veu_needs) + VEU_HEADER_BYTES
-    return threads, veu_shared_bytes(rebind_programs(plan.programs, ops), ops, texts)
+    return threads, veu_shared_bytes(ops, texts, program_ops(plan.programs))
 
 
-def veu_shared_bytes(programs: list[Program], ops: list[Op], texts: Mapping[str, str]) -> int:
-    """The dynamic shared memory the executor launches the programs' vEUs with: each rTask's dynamic bytes and
-    converted layout (sized by the device compiler: vdevice.occupancy.device_layout_sizes; ptxas does not see it),
-    the header and the resident region (vdevice.codegen.veu_smem_bytes), the most of any program (nvcc needed)."""
+def veu_shared_bytes(ops: list[Op], texts: Mapping[str, str], runs: Sequence[Sequence[int]]) -> int:
+    """The dynamic shared memory the executor launches the vEUs of programs running `runs` (per program, the ops
+    it runs) with: each rTask's dynamic bytes and converted layout (sized by the device compiler:
+    vdevice.occupancy.device_layout_sizes; ptxas does not see it), the header and the resident region
+    (vdevice.codegen.veu_smem_bytes), the most of any program (nvcc needed)."""
     from vdevice.codegen import generate, program_regions, veu_smem_bytes
     from vdevice.occupancy import device_layout_sizes
     from vdevice.program import resident_bytes
     gen, sizes = generate(ops, texts), device_layout_sizes(ops, texts)
-    return max(veu_smem_bytes(program_regions(p, gen), sizes, resident_bytes(p))[0] for p in programs)
+    shell = Program(ops, 1)  # the op list program_regions and resident_bytes read
+    return max(veu_smem_bytes(program_regions(shell, gen, run), sizes, resident_bytes(shell, run))[0]
+               for run in runs)
 
 
-def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: int) -> Choice | None:
+def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: int, floor: int = 0) -> Choice | None:
     """The most vEUs per SM the plan's interpreter keeps co-resident without spills, by ptxas' figures
-    (vdevice.occupancy); None without nvcc (the build then keeps one vEU per SM). Each count is compiled with the
-    next one down at once (PTXAS_JOBS; cached by source digest), so a count that fails costs no wait for the next."""
+    (vdevice.occupancy; counts at or below `floor` not compiled); None without nvcc (the build then keeps one vEU
+    per SM). Each count is compiled with the next one down at once (PTXAS_JOBS; cached by source digest), so a
+    count that fails costs no wait for the next."""
     from toolchain.nvcc import find_nvcc
     from vdevice.codegen import generate
     from vdevice.occupancy import PTXAS_JOBS, choose_veus_per_sm, feasible_counts, interpreter_usages
     if find_nvcc() is None:
         return None
     threads, smem = veu_footprint(plan, ops, texts)
-    counts = feasible_counts(threads, smem, most)
+    counts = [k for k in feasible_counts(threads, smem, most) if k > floor]
     sources: dict[int, Any] = {}
 
     def usage(k: int) -> Any:
@@ -271,7 +276,7 @@ def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: i
             sources.setdefault(j, generate(ops, texts, veus_per_sm=j))
         found = interpreter_usages([sources[j].source for j in batch], sources[k].include_dirs)
         return found[0]
-    return choose_veus_per_sm(usage, threads, smem, most=most)
+    return choose_veus_per_sm(usage, threads, smem, most=most, floor=floor)
 
 
 # ---- the choices (policy) -------------------------------------------------------------------------------------
@@ -369,8 +374,9 @@ def without_candidates(workload: Any, excluded: tuple[str, ...]) -> tuple[Any, d
 
 
 def held_count(q: Planned) -> tuple[int, float]:
-    """The vEUs per SM ptxas allows a plan and its prediction there (0.0 when it was not planned at that count)."""
-    if q.occupancy is None or q.occupancy.veus_per_sm == q.veus_per_sm:
+    """The vEUs per SM ptxas allows a plan (or, capped, at most allows) and its prediction there (0.0 when it was not
+    planned at that count)."""
+    if q.occupancy is None or (q.occupancy.veus_per_sm == q.veus_per_sm and not q.occupancy.capped):
         return q.veus_per_sm, q.predicted_us
     return q.occupancy.veus_per_sm, 0.0
 
@@ -400,8 +406,10 @@ class BudgetTrial:
         if not self.veus_per_sm:
             return f"{self.target.veus_per_sm}/SM: no plan without {', '.join(self.target.excluded)}"
         head = (f"{self.target.veus_per_sm}/SM (<= {self.target.registers} registers, without "
-                f"{', '.join(self.target.excluded)}): {self.veus_per_sm}/SM by ptxas")
-        return head + (f", predicted {self.predicted_us:.1f} us" if self.planned else ", not planned there")
+                f"{', '.join(self.target.excluded)}): ")
+        if self.planned:
+            return head + f"{self.veus_per_sm}/SM by ptxas, predicted {self.predicted_us:.1f} us"
+        return head + f"at most {self.veus_per_sm}/SM by ptxas, not planned there"
 
 
 @dataclass

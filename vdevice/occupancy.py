@@ -63,28 +63,31 @@ class Usage:
 
 @dataclass(frozen=True)
 class Choice:
-    """The vEUs per SM a build uses, and the figures it was chosen from."""
+    """The vEUs per SM a build uses, and the figures it was chosen from (`capped`: ptxas allows no more than
+    `veus_per_sm`, and counts that low were not compiled)."""
 
     veus_per_sm: int
     usage: Usage
     occupancy: Occupancy
     tried: tuple[tuple[int, Usage, Occupancy], ...]
+    capped: bool = False
 
     def describe(self) -> str:
         """One line for the build log and report."""
         tried = "; ".join(f"bounds {k}: {u.registers} regs, {u.spill_bytes} B spilled, {o}" for k, u, o in self.tried)
-        return f"{self.veus_per_sm} vEU(s) per SM ({tried})"
+        return f"{'at most ' if self.capped else ''}{self.veus_per_sm} vEU(s) per SM ({tried or 'none compiled'})"
 
 
 def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_bytes: int, sm: Device = H100,
-                       most: int = 4) -> Choice:
+                       most: int = 4, floor: int = 0) -> Choice:
     """The most vEUs per SM (at most `most`) for which ptxas, told to fit that many by __launch_bounds__, spills
     nothing and the occupancy arithmetic confirms they are co-resident; 1 when none does (a vEU always fits one
     per SM or the program is refused at launch). A count the threads or shared memory alone rule out (with the
-    fewest registers) is not compiled."""
+    fewest registers) is not compiled, nor one at or below `floor` (a count the caller cannot use: the choice is
+    then `floor`, capped)."""
     tried = []
     counts = feasible_counts(threads, smem_bytes, most, sm)
-    for k in range(most, 0, -1):
+    for k in range(most, floor, -1):
         if k not in counts:
             continue
         usage = compile_with(k)
@@ -92,6 +95,9 @@ def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_
         tried.append((k, usage, occ))
         if usage.spill_bytes == 0 and occ.blocks >= k:
             return Choice(k, usage, occ, tuple(tried))
+    if floor:
+        k, usage, occ = tried[-1] if tried else (floor, Usage(0, 0, 0), Occupancy(0, "shared memory"))
+        return Choice(floor, usage, occ, tuple(tried), capped=True)
     k, usage, occ = tried[-1]
     return Choice(1, usage, occ, tuple(tried))
 

@@ -178,7 +178,7 @@ def uncovered(latest: np.ndarray, awaited: np.ndarray, veu: int) -> np.ndarray:
     records them in `awaited`."""
     need = latest > awaited
     need[veu] = False
-    us = np.flatnonzero(need)
+    us = need.nonzero()[0]
     awaited[us] = latest[us]
     return us
 
@@ -762,9 +762,11 @@ def used_ops(program: Program) -> list[int]:
     return sorted({i.task.op for instrs in program.veus for i in instrs if isinstance(i, Run)})
 
 
-def resident_bytes(program: Program) -> int:
-    """Bytes of the resident region every vEU of the program keeps: its largest resident slice (0: none)."""
-    slices = [res.slice_bytes for res in (program.ops[o].resident for o in used_ops(program)) if res is not None]
+def resident_bytes(program: Program, ops_run: Sequence[int] | None = None) -> int:
+    """Bytes of the resident region every vEU of the program keeps: its largest resident slice (0: none). The ops it
+    runs: `ops_run`, else read from its vEUs."""
+    used = ops_run if ops_run is not None else used_ops(program)
+    slices = [res.slice_bytes for res in (program.ops[o].resident for o in used) if res is not None]
     return max(slices, default=0)
 
 

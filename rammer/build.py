@@ -311,7 +311,7 @@ class Build:
     paths: dict[str, Path]
     dumps: "Dumps"
     plans: dict[tuple, tuple[Any, Any, Planned]] = field(default_factory=dict)
-    converted: dict[tuple, tuple[dict, dict]] = field(default_factory=dict)
+    converted: dict[tuple[str, frozenset], tuple[str, dict]] = field(default_factory=dict)  # (source, kernels)
     graph: Graph | None = None  # imported and passed once (passes)
 
     @staticmethod
@@ -386,14 +386,15 @@ class Build:
                   f"{dev.barrier_us:.3g} us, rProgram launch {dev.launch_us:.3g} us", file=sys.stderr)
 
     def convert(self, ops: list[Op]) -> tuple[list[Op], dict[str, str]]:
-        """Bind the ops to converted rKernels (each set of sources and kernels converted once per build)."""
+        """Bind the ops to converted rKernels (each source converted once per build for each set of its kernels)."""
         needed = kernels_of(ops)
-        key = tuple(sorted((sid, tuple(sorted(kernels))) for sid, kernels in needed.items()))
-        if key not in self.converted:
-            self.converted[key] = self.progress.step(f"convert {len(needed)} legacy source(s)",
-                                                     lambda: convert_sources(self.paths, needed))
-        texts, meta = self.converted[key]
-        return resolve_ops(ops, meta), texts
+        todo = {sid: kernels for sid, kernels in needed.items() if (sid, frozenset(kernels)) not in self.converted}
+        if todo:
+            texts, meta = self.progress.step(f"convert {len(todo)} legacy source(s)",
+                                             lambda: convert_sources(self.paths, todo))
+            self.converted |= {(sid, frozenset(todo[sid])): (texts[sid], meta[sid]) for sid in todo}
+        done = {sid: self.converted[(sid, frozenset(kernels))] for sid, kernels in sorted(needed.items())}
+        return resolve_ops(ops, {sid: m for sid, (_, m) in done.items()}), {sid: t for sid, (t, _) in done.items()}
 
     # ---- the search, generation and the folder ----------------------------------------------------------------
     def search(self) -> SearchResult:
@@ -447,7 +448,7 @@ class Build:
         try:
             built = self.write_sources(gen, tmp)
             check = self.compile_check(built)
-            self.progress.step("validate the plan", lambda: validate_scheduled(gen.planned.sch))
+            self.progress.step("validate the plan", lambda: validate_scheduled(gen.planned.sch, gen.programs))
             self.write_files(gen, tmp)
             if check is not None:
                 self.progress.step(f"compile for {self.opts.target} (started beside the writing)", check.join)

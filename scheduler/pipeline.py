@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import onnx
 from kernel_corpus.bindings import as_unpinned
-from vdevice.program import validate_plan
+from vdevice.program import Program, validate_plan
 from vdevice.target import Target, TargetKind
 
 from .backends import BACKENDS, default_backends
@@ -172,14 +172,15 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     return Scheduled(plan, graph, workload)
 
 
-def validate_scheduled(sch: Scheduled) -> None:
-    """vdevice's validator (by simulation) on a finished plan: a build plans with validate=False and checks only
-    the plan it keeps, once."""
+def validate_scheduled(sch: Scheduled, programs: list[Program] | None = None) -> None:
+    """vdevice's validator (by simulation) on a finished plan, or on `programs`, the same instructions over its ops
+    bound to rKernels: a build plans with validate=False and checks only the plan it keeps, once."""
     from .segments import check_steps
-    if sch.plan.steps:
-        check_steps(sch.plan, sch.workload, op_dependencies(sch.plan, sch.workload))
+    plan = sch.plan if programs is None else dataclasses.replace(sch.plan, programs=programs)
+    if plan.steps:
+        check_steps(plan, sch.workload, op_dependencies(plan, sch.workload))
     else:
-        check_plan(sch.plan, sch.workload)
+        check_plan(plan, sch.workload)
 
 
 def needs_placement(workload: Workload) -> bool:

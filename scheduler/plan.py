@@ -4,12 +4,12 @@ rProgram or a library call (`LibraryCall`, a node a vendor library or another ho
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, overload
 
 from kernel_corpus.bindings import Arg, In, Out, Scalar, Temp, arg_to_json
+from toolchain.jsonio import dumps
 from vdevice.program import ArgRef, KernelRef, Op, Program, Resident, used_ops
 
 
@@ -181,7 +181,7 @@ class Plan:
 
     def save(self, path: str | Path) -> None:
         """Write plan.json."""
-        Path(path).write_text(json.dumps(self.to_json()))
+        Path(path).write_text(dumps(self.to_json()))
 
 
 def op_json(op: ProgramOp, vop: Op) -> dict:

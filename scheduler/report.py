@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import colorsys
 import hashlib
-import json
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Iterable
 
 import numpy as np
 from kernel_corpus.bindings import In
+from toolchain.jsonio import dumps
 from vdevice.program import Program, Wait
 
 from .simulate import Barrier, veu_ends
@@ -109,7 +109,7 @@ def timeline_trace(runs: dict[str, list[Slice]], meta: dict | None = None) -> st
     events: list[dict] = []
     for k, (source, slices) in enumerate(runs.items()):
         events += trace_events(slices, source, pid_base=1000 * k)
-    return json.dumps({"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta or {}})
+    return dumps({"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta or {}})
 
 
 def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, int, float, float, str]]:

@@ -260,18 +260,32 @@ def device_layout_sizes(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
     """The vEU header and each instantiation's aligned layout bytes as the device compiler lays them out (the
     figures LAYOUT_QUERY reports at run time, in generate(ops, texts)'s instantiation order), read from the PTX of
     codegen.layout_table_source: the converted layouts live in dynamic shared memory, which ptxas' figures leave
-    out (nvcc needed for what the cache lacks; cached by the source's digest: FigureCache)."""
+    out. Each instantiation's size depends on its own source only, so it is cached on its own (FigureCache) and
+    only instantiations the cache lacks are compiled (nvcc needed for them)."""
     from .codegen import generate, layout_table_source
 
-    source, include_dirs = layout_table_source(ops, texts), generate(ops, texts).include_dirs
-    figures = FigureCache("layouts", arch, cache)
-    key = compile_key(source, include_dirs, arch)
-    hit = figures.get(key)
-    if hit is None:
-        hit = _layout_sizes_now(source, include_dirs, arch)
-        figures.put(key, hit)
+    gen = generate(ops, texts)
+    figures = FigureCache("layout-sizes", arch, cache)
+    header = content_key("vEU header", arch, *(headers_digest(d) for d in gen.include_dirs))
+    keys = layout_keys(ops, texts, gen, header)
+    missing = [i for i, key in enumerate(keys) if figures.get(key, 1) is None]
+    if missing or figures.get(header, 1) is None:
+        first = dict(reversed([(i, j) for j, i in enumerate(gen.op_kernel)]))
+        sub = [ops[first[i]] for i in missing] or list(ops[:1])
+        sub_gen = generate(sub, texts)
+        sizes = _layout_sizes_now(layout_table_source(sub, texts), gen.include_dirs, arch)
+        figures.put(header, sizes[:1])
+        for key, size in zip(layout_keys(sub, texts, sub_gen, header), sizes[1:]):
+            figures.put(key, [size])
         figures.save()
-    return list(hit)
+    return [(figures.get(key, 1) or [0])[0] for key in [header, *keys]]
+
+
+def layout_keys(ops: Sequence[Any], texts: Mapping[str, str], gen: Any, header: str) -> list[str]:
+    """The cache key of each instantiation's layout size: its source, rKernel, layout and template arguments."""
+    first = dict(reversed([(i, j) for j, i in enumerate(gen.op_kernel)]))
+    return [content_key(header, texts[ops[first[i]].kernel.source_id], inst.rkernel, str(inst.layout),
+                        repr(inst.template_args)) for i, inst in enumerate(gen.instantiations)]
 
 
 def _layout_sizes_now(source: str, include_dirs: Sequence[str], arch: str) -> list[int]:

@@ -10,6 +10,8 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from toolchain.jsonio import dumps
+
 
 class ProgramError(ValueError):
     """A program that is malformed, misses a dependency, runs a task twice or can deadlock."""
@@ -202,6 +204,7 @@ class Program:
     _awaited: np.ndarray | None = field(default=None, init=False, repr=False,
                                         compare=False)  # [vEU, other vEU]: latest order an earlier barrier awaited
     _waits: "WaitTable | None" = field(default=None, init=False, repr=False, compare=False)
+    _order: "list[Step] | None" = field(default=None, init=False, repr=False, compare=False)
     _counts: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
     _rtasks: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -258,7 +261,7 @@ class Program:
         targets = self._resolve_waits(task, veu)
         if targets:
             self.veus[veu].append(Wait(targets))
-        self._waits = None
+        self._waits = self._order = None
         self._where[task] = (veu, self._counts[veu])
         self._note_run(task, veu)
         self.veus[veu].append(Run(task))
@@ -387,8 +390,8 @@ def plan_to_json(programs: Sequence[Program]) -> str:
     """A plan (programs run one after another over the same ops) as JSON, ops stored once."""
     if not programs:
         raise ProgramError("empty plan")
-    return json.dumps({"ops": [op.to_json() for op in programs[0].ops],
-                       "programs": [p.to_json(with_ops=False) for p in programs]})
+    return dumps({"ops": [op.to_json() for op in programs[0].ops],
+                  "programs": [p.to_json(with_ops=False) for p in programs]})
 
 
 def plan_from_json(text: str) -> list[Program]:
@@ -594,11 +597,13 @@ def execution_order(program: Program) -> Iterator[Step]:
     one (certified_order); else found greedily (waits are monotone, so it finishes iff the program cannot deadlock;
     a ProgramError names the deadlock): a blocked vEU waits on the awaited vEU furthest from the task it needs and
     is woken when that one passes it."""
-    order = certified_order(program)
-    if order is not None:
-        yield from order
-        return
-    yield from greedy_order(program)
+    if program._order is None:
+        order = certified_order(program)
+        if order is None:  # found step by step: it may end in a deadlock, named when reached
+            yield from greedy_order(program)
+            return
+        program._order = order
+    yield from program._order
 
 
 def certified_order(program: Program) -> list[Step] | None:

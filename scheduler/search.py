@@ -111,11 +111,24 @@ class TargetSearch:
 
     def run(self, first: Planned, slices: bool = True) -> SearchResult:
         """The whole search from the first plan (the build's target)."""
-        planned = self.fit(first, self.most)
-        budget, planned = self.register_budget(planned)
-        if not slices:
-            return SearchResult(planned, budget)
-        return self.resident(planned, budget)
+        from vdevice.occupancy import cancel_prefetch
+        try:
+            planned = self.fit(first, self.most)
+            budget, planned = self.register_budget(planned)
+            if not slices:
+                return SearchResult(planned, budget)
+            return self.resident(planned, budget)
+        finally:
+            cancel_prefetch()
+
+    def prefetch(self, p: Planned, needed: bool = False) -> None:
+        """Start compiling the plan's instantiations alone (what a register budget asks for) beside the fit and the
+        planning: when `needed`, else unless shared memory already rules out one more vEU per SM (no budget then)."""
+        from vdevice.occupancy import prefetch_instantiation_usage
+        if p.ops:
+            threads, smem = veu_footprint(p.sch.plan, p.ops, p.texts)
+            if needed or register_budget(threads, smem, p.veus_per_sm + 1):
+                prefetch_instantiation_usage(p.ops, p.texts)
 
     def replan(self, p: Planned, veus_per_sm: int, workload: Workload | None = None) -> Planned:
         """The plan's graph (and `workload`, else its own) planned on `veus_per_sm` vEUs per SM."""
@@ -166,7 +179,9 @@ class TargetSearch:
             if reduced is None:
                 break
             wl, trial.dropped = reduced
-            q = self.fit(self.replan(p, target.veus_per_sm, wl), target.veus_per_sm, floor=p.veus_per_sm)
+            q = self.replan(p, target.veus_per_sm, wl)
+            self.prefetch(q, needed=True)
+            q = self.fit(q, target.veus_per_sm, floor=p.veus_per_sm)
             trial.record(q)
             more = [e for e in over_budget(instantiation_registers(q.ops, q.texts), target.registers)
                     if e not in trial.target.excluded]
@@ -208,7 +223,9 @@ class TargetSearch:
         if packed < base.pinned:
             return ResidentTrial(k, packed, note=f"packs {packed} of the {base.pinned} families the first plan pins: "
                                                  f"not planned"), None, None
-        q = self.fit(self.planner.plan(graph, self.planner.workload(graph, sized), sized, sized), k)
+        q = self.planner.plan(graph, self.planner.workload(graph, sized), sized, sized)
+        self.prefetch(q)
+        q = self.fit(q, k)
         b, q = self.register_budget(q)
         return resident_trial(q, b), q, b
 

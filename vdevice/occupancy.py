@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,17 +116,51 @@ def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], ar
 
 def interpreter_usages(sources: Sequence[str], include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90",
                        cache: Path | None = None) -> list[Usage]:
-    """interpreter_usage of each source; what the cache lacks is compiled PTXAS_JOBS at a time."""
+    """interpreter_usage of each source; what the cache lacks is compiled PTXAS_JOBS at a time (a compile already
+    under way, say a prefetch, is waited for rather than started again)."""
     figures = FigureCache("usage", arch, cache)
     keys = [compile_key(src, include_dirs, arch) for src in sources]
-    missing = list(dict.fromkeys(k for k in keys if figures.get(k, 3) is None))
-    if missing:
-        by_key = dict(zip(keys, sources))
-        with ThreadPoolExecutor(max_workers=min(PTXAS_JOBS, len(missing))) as pool:
-            for key, u in zip(missing, pool.map(lambda k: _ptxas_usage(by_key[k], include_dirs, arch), missing)):
-                figures.put(key, [u.registers, u.spill_bytes, u.static_smem])
+    futures = start_compiles(figures, dict(zip(keys, sources)), include_dirs, arch, COMPILES)
+    for future in futures.values():
+        future.result()
+    if futures:
         figures.save()
     return [Usage(*figures.get(k, 3) or ()) for k in keys]
+
+
+def start_compiles(figures: "FigureCache", sources: Mapping[str, str], include_dirs: Sequence[str], arch: str,
+                   pool: ThreadPoolExecutor) -> dict[str, Future]:
+    """Futures of the compiles the cache lacks (by key), started on `pool` unless one is already under way; each
+    puts its figures into the cache when done."""
+    out: dict[str, Future] = {}
+    with _LOCK:
+        for key, source in sources.items():
+            if figures.get(key, 3) is not None:
+                continue
+            if key not in _UNDER_WAY or _UNDER_WAY[key].cancelled():
+                _UNDER_WAY[key] = pool.submit(_compile_into, figures, key, source, tuple(include_dirs), arch)
+            out[key] = _UNDER_WAY[key]
+    return out
+
+
+def _compile_into(figures: "FigureCache", key: str, source: str, include_dirs: tuple[str, ...], arch: str) -> None:
+    """One compile, its figures kept in the cache (a thread of a compile pool)."""
+    try:
+        u = _ptxas_usage(source, include_dirs, arch)
+        figures.put(key, [u.registers, u.spill_bytes, u.static_smem])
+    finally:
+        with _LOCK:
+            _UNDER_WAY.pop(key, None)
+
+
+# Compiles run at once when a figure needs several (nvcc is a subprocess: threads only wait for it); one more thread
+# compiles figures a search will likely ask for next while the build plans (prefetch_instantiation_usage).
+PTXAS_JOBS = max(1, min(4, os.cpu_count() or 1))
+COMPILES = ThreadPoolExecutor(max_workers=PTXAS_JOBS, thread_name_prefix="ptxas")
+PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ptxas-prefetch")
+_UNDER_WAY: dict[str, Future] = {}
+_PREFETCHED: set[Future] = set()
+_LOCK = threading.Lock()
 
 
 def _ptxas_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str) -> Usage:
@@ -147,10 +181,6 @@ def _ptxas_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: s
             return Usage(int(entry["registers"]), int(entry["spill_stores"]) + int(entry["spill_loads"]),
                          int(entry["static_smem_bytes"]))
     raise RuntimeError(f"ptxas reported no figures for {INTERPRETER}")
-
-
-# Compiles run at once when a figure needs several (nvcc is a subprocess: threads only wait for it).
-PTXAS_JOBS = max(1, min(4, os.cpu_count() or 1))
 
 
 def compile_key(source: str, include_dirs: Sequence[str], arch: str) -> str:
@@ -230,15 +260,7 @@ def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
     the ops launch (the interpreter's registers are the max over its instantiations, so this is what each one
     costs). Cached by the generated source's digest (FigureCache); what the cache lacks is compiled PTXAS_JOBS at
     a time (nvcc needed)."""
-    from toolchain.cxx import kernel_expr
-
-    from .codegen import generate
-
-    gens: dict[str, Any] = {}
-    for op in ops:
-        expr = kernel_expr(op.kernel.wrapper_name, op.kernel.template_args)
-        if expr not in gens:
-            gens[expr] = generate([op], texts)
+    gens = instantiation_modules(ops, texts)
     figures = FigureCache("usage", arch, cache)
     out: dict[str, Usage] = {}
     todo: dict[str, Any] = {}
@@ -253,6 +275,44 @@ def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
         found = interpreter_usages([g.source for g in todo.values()], include_dirs, arch, cache)
         out.update(zip(todo, found))
     return {expr: out[expr] for expr in gens}
+
+
+def instantiation_modules(ops: Sequence[Any], texts: Mapping[str, str]) -> dict[str, Any]:
+    """Per kernel expression the ops launch, the generated module holding only it."""
+    from toolchain.cxx import kernel_expr
+
+    from .codegen import generate
+
+    gens: dict[str, Any] = {}
+    for op in ops:
+        expr = kernel_expr(op.kernel.wrapper_name, op.kernel.template_args)
+        if expr not in gens:
+            gens[expr] = generate([op], texts)
+    return gens
+
+
+def prefetch_instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90") -> None:
+    """Start compiling, on one background thread, what instantiation_usage of these ops will ask the cache for: a
+    search starts it when it will likely need the figures, and plans meanwhile."""
+    gens = instantiation_modules(ops, texts)
+    if not gens:
+        return
+    figures = FigureCache("usage", arch)
+    include_dirs = next(iter(gens.values())).include_dirs
+    started = start_compiles(figures, {compile_key(g.source, include_dirs, arch): g.source for g in gens.values()},
+                             include_dirs, arch, PREFETCH)
+    _PREFETCHED.update(started.values())
+
+
+def cancel_prefetch() -> None:
+    """Drop the prefetches not started yet (a finished search will not ask for them; a process does not exit
+    before its pools' queued work is done)."""
+    with _LOCK:
+        for future in _PREFETCHED:
+            future.cancel()
+        for key in [k for k, f in _UNDER_WAY.items() if f.cancelled()]:
+            del _UNDER_WAY[key]
+        _PREFETCHED.clear()
 
 
 def device_layout_sizes(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90",

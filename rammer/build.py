@@ -577,10 +577,11 @@ def weight_traffic(plan: Any, graph: Any, model_path: str | Path) -> dict:
     """The weight bytes the plan reads per inference (scheduler.report.weight_bytes_read), the model's own weight
     bytes (its ONNX initializers, counted from the file, not from our graph) and how many resident families run
     pinned: the figures issue 15 compares (weight-stationary layers read their weights once)."""
-    from onnx import numpy_helper
+    from onnx import helper
     from scheduler.report import weight_bytes_read
     model = onnx.load(str(model_path), load_external_data=False)
-    own = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    own = sum(int(np.prod(t.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+              for t in model.graph.initializer)
     families = {op.launch.resident.family for op in plan.ops if op.pinned}
     return {"weight_bytes_read": weight_bytes_read(plan, graph), "model_weight_bytes": int(own),
             "resident_families": len(families)}

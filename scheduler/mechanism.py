@@ -287,19 +287,27 @@ class ProgramBuilder:
 
 
 def write_programs(vops: list[Op], veus: int, builders: list["ProgramBuilder"]) -> list[Program]:
-    """The vdevice Programs of finished builders, with the order their runs were appended in."""
-    return [Program(vops, veus, instructions(b.records, veus), [veu for _, veu, _ in b.records]) for b in builders]
+    """The vdevice Programs of finished builders, with the order their runs were appended in and their waits'
+    targets as the arrays the mechanism kept."""
+    out = []
+    for b in builders:
+        lists, arrays = instructions(b.records, veus)
+        out.append(Program(vops, veus, lists, [veu for _, veu, _ in b.records], arrays))
+    return out
 
 
-def instructions(records: list[tuple[TaskRef, int, "Awaited | None"]], veus: int) -> list[list[Instr]]:
-    """Per vEU, the program's instructions from a builder's records: a barrier-rTask before each task that awaits
-    some, then the task."""
+def instructions(records: list[tuple[TaskRef, int, "Awaited | None"]],
+                 veus: int) -> tuple[list[list[Instr]], dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]]:
+    """Per vEU, the program's instructions from a builder's records (a barrier-rTask before each task that awaits
+    some, then the task), and each barrier-rTask's targets as arrays by (vEU, instruction index)."""
     lists: list[list[Instr]] = [[] for _ in range(veus)]
+    arrays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for task, veu, refs in records:
         if refs is not None:
+            arrays[(veu, len(lists[veu]))] = (refs.veus, refs.order)
             lists[veu].append(refs.wait())
         lists[veu].append(Run(task))
-    return lists
+    return lists, arrays
 
 
 class Mechanism:

@@ -206,7 +206,7 @@ def jsonable(value: Any) -> Any:
 
 def rebind_programs(programs: list[Program], ops: list[Op]) -> list[Program]:
     """The same instruction lists over another op list (the plan's ops bound to their converted rKernels)."""
-    return [Program(ops, p.num_veus, [list(v) for v in p.veus], p.run_order) for p in programs]
+    return [Program(ops, p.num_veus, [list(v) for v in p.veus], p.run_order, p.wait_arrays) for p in programs]
 
 
 class Programs(Sequence[Program]):

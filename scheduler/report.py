@@ -59,12 +59,13 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier) -> 
             runs, free, waiting = iter(ends[v]), 0.0, None
             for instr in instrs:
                 if isinstance(instr, Wait):
-                    waiting = waiting or (free, [f"vEU {u} task {k}" for u, k in instr.targets])
+                    waiting = waiting or (free, instr.targets)
                     continue
                 end = next(runs)
                 start = end - dur(instr.task.op)
                 if waiting is not None and start > waiting[0] + 1e-9:
-                    out.append(Slice(pi, v, t0 + waiting[0], t0 + start, "wait", "wait", {"awaits": waiting[1]}))
+                    awaits = [f"vEU {u} task {k}" for u, k in waiting[1]]
+                    out.append(Slice(pi, v, t0 + waiting[0], t0 + start, "wait", "wait", {"awaits": awaits}))
                 waiting = None
                 op = plan.ops[instr.task.op]
                 out.append(Slice(pi, v, t0 + start, t0 + end, op.node, "rtask",

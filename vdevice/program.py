@@ -196,6 +196,10 @@ class Program:
     # the deadlock check and simulations verify in one vectorised pass instead of searching for an order (None:
     # unknown; a program built by append keeps its own).
     run_order: list[int] | None = field(default=None, repr=False, compare=False)
+    # The targets of some waits as arrays (awaited vEUs, orders) by (vEU, instruction index), when whoever wrote the
+    # instructions had them: WaitTable takes them as they are instead of reading the tuples back.
+    wait_arrays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False,
+                                                                                   compare=False)
     _pending: dict[TaskRef, list[TaskRef]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _pending_ops: dict[TaskRef, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _op_last: dict[int, dict[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -338,6 +342,12 @@ class Program:
         return Program(ops, int(data["num_veus"]), veus)
 
 
+def _target_arrays(wait: Wait) -> tuple[np.ndarray, np.ndarray]:
+    """A wait's targets as arrays (awaited vEUs, their orders)."""
+    flat = np.fromiter(itertools.chain.from_iterable(wait.targets), np.int64, 2 * len(wait.targets))
+    return flat[0::2], flat[1::2]
+
+
 @dataclass(frozen=True)
 class WaitTable:
     """A program's barrier-rTasks as flat arrays: wait i sits on vEU `veu[i]` at instruction `pc[i]` after
@@ -353,7 +363,7 @@ class WaitTable:
 
     @staticmethod
     def of(program: Program) -> "WaitTable":
-        """The table of one program (its targets read in one pass)."""
+        """The table of one program (its targets read in one pass, or taken from program.wait_arrays)."""
         rows: list[tuple[int, int, int]] = []
         waits: list[Wait] = []
         for v, instrs in enumerate(program.veus):
@@ -364,12 +374,15 @@ class WaitTable:
                     waits.append(instr)
                 else:
                     runs += 1
-        sizes = np.fromiter((len(w.targets) for w in waits), np.int64, len(waits))
-        flat = np.fromiter(itertools.chain.from_iterable(itertools.chain.from_iterable(w.targets for w in waits)),
-                           np.int64, 2 * int(sizes.sum()))
+        given = program.wait_arrays or {}
+        parts = [given[(v, pc)] if (v, pc) in given else _target_arrays(w) for (v, pc, _), w in zip(rows, waits)]
+        sizes = np.fromiter((len(us) for us, _ in parts), np.int64, len(parts))
         cols = np.array(rows, np.int64).reshape(-1, 3)
-        return WaitTable(cols[:, 0], cols[:, 1], cols[:, 2], np.concatenate([[0], np.cumsum(sizes)]), flat[0::2],
-                         flat[1::2], {(v, pc): i for i, (v, pc, _) in enumerate(rows)})
+        empty = np.zeros(0, np.int64)
+        return WaitTable(cols[:, 0], cols[:, 1], cols[:, 2], np.concatenate([[0], np.cumsum(sizes)]),
+                         np.concatenate([us for us, _ in parts]) if parts else empty,
+                         np.concatenate([ks for _, ks in parts]) if parts else empty,
+                         {(v, pc): i for i, (v, pc, _) in enumerate(rows)})
 
     def targets(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Wait i's awaited vEUs and orders (views)."""

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 
 import clang.cindex as ci
 
-from .output import RKernelMeta
+from .output import BarrierSite, Param, RKernelMeta, SharedVariable, SourceLocation, TemplateParam
 from .flags import CompileFlags
 from .parse import ParsedSource, line_col, line_starts, parse_cuda
 
 K = ci.CursorKind
 CONVERTER_VERSION = "2"
+GRID_SYNC = "grid-wide synchronisation"  # the refusal of grid_group / this_grid (reported once per line)
 INDEX_VARS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 BARRIERS = {"__syncthreads": "rt::sync", "__syncthreads_count": "rt::sync_count",
             "__syncthreads_and": "rt::sync_and", "__syncthreads_or": "rt::sync_or"}
@@ -432,7 +433,7 @@ class Converter:
                         f.cg_types.append((c, name))
                         f.features.add("cooperative_groups")
                     elif name == "grid_group":
-                        f.refusals.append((c.extent.start.offset, "grid-wide synchronisation (grid_group) "
+                        f.refusals.append((c.extent.start.offset, f"{GRID_SYNC} (grid_group) "
                                            "cannot run as an rTask"))
             elif k == K.LAMBDA_EXPR:
                 f.lambdas.append(c)
@@ -473,7 +474,7 @@ class Converter:
                 elif name in CG_NATIVE:
                     continue
                 elif name == "grid_group":
-                    f.refusals.append((c.extent.start.offset, "grid-wide synchronisation (grid_group) "
+                    f.refusals.append((c.extent.start.offset, f"{GRID_SYNC} (grid_group) "
                                        "cannot run as an rTask"))
                 else:
                     f.refusals.append((c.extent.start.offset, f"parameter of cooperative_groups type '{name}': "
@@ -522,7 +523,7 @@ class Converter:
                     and _is_texture(d.referenced)}
             f.texture_calls.append((off, c.extent.end.offset, used))
         elif name == "this_grid" and (ref is None or _in_cg(ref)):
-            f.refusals.append((off, "grid-wide synchronisation (this_grid) cannot run as an rTask"))
+            f.refusals.append((off, f"{GRID_SYNC} (this_grid) cannot run as an rTask"))
         elif name in CG_CALLS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))) \
                 and (ref is None or ref.kind != K.CXX_METHOD):
             f.cg_calls.append((c, name))
@@ -963,7 +964,9 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
         names = {k for k in kernels}
         missing = names - {f.name for f in all_kernels} - {f.qualname for f in all_kernels}
         if missing:
-            raise ConversionError([f"{filename}:1:1: error: no __global__ kernel named '{m}'" for m in sorted(missing)])
+            known = ", ".join(sorted({f.qualname for f in all_kernels}))
+            raise ConversionError([f"{filename}: error: no __global__ kernel named '{m}' (the kernels of this file: "
+                                   f"{known})" for m in sorted(missing)])
         chosen = [f for f in all_kernels if f.name in names or f.qualname in names]
     else:
         chosen = all_kernels
@@ -978,7 +981,13 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
     for f in chosen:
         reach = conv.reach(f)
         problems: list[tuple[str, int, str]] = []  # (file, offset, message); file "" is the main file
+        grid_sync_lines: set[int] = set()  # `cg::grid_group g = cg::this_grid();` is one problem, not two
         for p in ((g.file.path if g.file else "", o, m) for g in [f] + reach for o, m in g.refusals):
+            if p[2].startswith(GRID_SYNC) and not p[0]:
+                line = src.location(p[1])[0]
+                if line in grid_sync_lines:
+                    continue
+                grid_sync_lines.add(line)
             if p not in problems:
                 problems.append(p)
         refused_lines = {src.location(o)[0] for path, o, _ in problems if not path}
@@ -1182,8 +1191,8 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
                f"  RT_RUN_AS_KERNEL({sh_ptr}, ({f.name}__rtask{targs}(__rt{', ' if params else ''}{argnames})));\n}}"
                + _resume_line(conv, f.end))
     edits.append(Edit(f.end, f.end, wrapper))
-    tparams = [{"name": c.spelling, "kind": "type" if c.kind == K.TEMPLATE_TYPE_PARAMETER else "value",
-                "type": None if c.kind == K.TEMPLATE_TYPE_PARAMETER else c.type.spelling}
+    tparams = [TemplateParam(c.spelling, "type", None) if c.kind == K.TEMPLATE_TYPE_PARAMETER
+               else TemplateParam(c.spelling, "value", c.type.spelling)
                for c in f.cursor.get_children()
                if c.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER)]
     features = set(f.features)
@@ -1203,23 +1212,23 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     for g in [f] + ctx_callees:
         for off, kind in g.barrier_sites:
             ln, cl = src.location(off)
-            barrier_sites.append({"line": ln, "col": cl, "kind": kind, "function": g.qualname})
+            barrier_sites.append(BarrierSite(ln, cl, kind, g.qualname))
     meta = RKernelMeta(
         name=f.qualname,
         rkernel=f"{f.name}__rtask",
         wrapper=f.name,
         layout=layout,
-        params=[{"name": n, "type": p.type.spelling} for n, p in zip(names, params)],
+        params=[Param(n, p.type.spelling) for n, p in zip(names, params)],
         template_params=tparams,
         static_smem_bytes=_layout_bytes(order),
-        shared_variables=[{"member": m.member, "decl": m.decl_text, "bytes": m.size} for m in order],
+        shared_variables=[SharedVariable(m.member, m.decl_text, m.size) for m in order],
         dynamic_smem=bool(f.extern_shared or any(g.extern_shared for g in ctx_callees)),
         barrier_sites=barrier_sites,
         features=sorted(features),
         launch_bounds=launch_bounds,
         callees_cloned=[g.qualname + "__rt" for g in ctx_callees],
         warnings=[],
-        source={"file": src.filename, "line": line},
+        source=SourceLocation(src.filename, line),
     )
     return edits, meta
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import os
 import re
 import shutil
@@ -31,12 +32,13 @@ import numpy as np
 
 from toolchain.cache import cache_dir as toolchain_cache_dir
 from toolchain.cache import content_key, evict
+from toolchain.cxx import split_top_level
 from toolchain.stubs import stub_dirs
+
+from .env import STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 DEFAULT_YIELD_BUDGET = 20_000_000
-YIELD_BUDGET_ENV = "RAMMER_EMU_YIELD_BUDGET"    # overrides the defaults below (the CLIs' --yield-budget sets it)
-STALL_TIMEOUT_ENV = "RAMMER_EMU_STALL_TIMEOUT"  # seconds; 0 turns the stall watchdog off (--stall-timeout)
 DEFAULT_STACK_SIZE = 64 * 1024
 DEFAULT_STALL_TIMEOUT = 30.0      # seconds one thread may run without reaching a yield point
 # hidden + no GNU unique: each library keeps its own emulator state; stack-clash protection makes a frame
@@ -229,31 +231,10 @@ def _decl_end(text: str, pos: int) -> int:
     return -1
 
 
-def _split_top(s: str) -> list[str]:
-    """Splits a declaration at commas outside (), [] and template brackets."""
-    parts, depth, angle, cur = [], 0, 0, []
-    for c in s:
-        if c in "([":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif c == "<" and depth == 0:
-            angle += 1
-        elif c == ">" and depth == 0:
-            angle -= 1
-        if c == "," and depth == 0 and angle == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-    parts.append("".join(cur))
-    return parts
-
-
 def _declarators(spec: str) -> list[tuple[str, str, str]] | None:
     """(type, name, dims) for each declarator of 'TYPE a[..], *b', or None when the form is not understood."""
-    parts = _split_top(spec)
-    first = _FIRST_DECL_RE.match(parts[0].strip())
+    parts = split_top_level(spec)
+    first = _FIRST_DECL_RE.match(parts[0]) if parts else None
     if not first or not first.group("type").strip() or "=" in spec:
         return None
     out = [(first.group("type").strip(), first.group("name"), first.group("dims").strip())]
@@ -459,19 +440,20 @@ class CpuModule:
             # a sanitized build's line tables name the source file in its reports: that name is part of the key
             named = (self.name,) if self.sanitize else ()
             lib = out_dir / f"{content_key(code, *self._flags, cxx, _compiler_version(cxx), *named)}.so"
-            if lib.exists() and _loadable(lib):
-                with contextlib.suppress(OSError):
-                    os.utime(lib)  # recently used: the cache's size cap evicts the least recently used first
-                return lib
-            ii = Path(tmp) / "src.ii"
-            ii.write_text(text)
-            tmp_lib = Path(tmp) / "out.so"
-            try:
-                _run_compiler([cxx, *self._flags, "-x", "c++-cpp-output", str(ii), "-o", str(tmp_lib)],
-                              f"to compile {self.name}")
-            except EmuCompileError as e:
-                raise EmuCompileError(self._explain(str(e))) from None
-            os.replace(tmp_lib, lib)
+            with build_lock(lib):  # one process compiles a given module; the others wait and load its result
+                if lib.exists() and _loadable(lib):
+                    with contextlib.suppress(OSError):
+                        os.utime(lib)  # recently used: the cache's size cap evicts the least recently used first
+                    return lib
+                ii = Path(tmp) / "src.ii"
+                ii.write_text(text)
+                tmp_lib = Path(tmp) / "out.so"
+                try:
+                    _run_compiler([cxx, *self._flags, "-x", "c++-cpp-output", str(ii), "-o", str(tmp_lib)],
+                                  f"to compile {self.name}")
+                except EmuCompileError as e:
+                    raise EmuCompileError(self._explain(str(e))) from None
+                os.replace(tmp_lib, lib)
         evict("emu", keep=lib)
         return lib
 
@@ -601,6 +583,19 @@ class CpuModule:
             return message
         where = _addr2line(self.library_path, offsets)
         return _SITE_RE.sub(lambda m: where.get(m.group(1), f"+0x{m.group(1)}"), message)
+
+
+@contextlib.contextmanager
+def build_lock(lib: Path) -> Any:
+    """An exclusive lock per cache entry (`NAME.so.lock` beside it), so that processes building the same module at
+    once (pytest-xdist workers, parallel builds) compile it once: the others wait, then find it built. The OS
+    releases the lock of a process that dies, so a waiter never waits on a dead builder."""
+    with open(lib.with_name(lib.name + ".lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _loadable(lib: Path) -> bool:

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import click
 
-from .module import STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV, sanitizer_set
+from .env import STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV
 
 SANITIZE_CHOICES = click.Choice(["memcheck", "racecheck", "synccheck", "all", "none"])
 SANITIZE_HELP = ("the CPU emulator's sanitizers (repeatable): memcheck (out-of-bounds global and shared accesses), "
@@ -40,6 +40,7 @@ def sanitize_option(default: str) -> Callable[[Callable[..., Any]], Callable[...
                       help=f"{SANITIZE_HELP} [default: {default}]")
         @functools.wraps(fn)
         def wrapper(*args: Any, sanitize: tuple[str, ...], **kwargs: Any) -> Any:
+            from .module import sanitizer_set  # the emulator loads only when a command runs
             return fn(*args, sanitize=sanitizer_set(sanitize or default), **kwargs)
         return wrapper
     return deco

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from toolchain.exits import Exit
+
 import numpy as np
 import onnx
 
@@ -43,13 +45,6 @@ def cpu_timer() -> Timer:
     """Host clock with the Timer interface (synchronous work, and the tests of measure())."""
     return Timer(event=lambda: {}, record=lambda e: e.__setitem__("t", time.perf_counter()),
                  wait=lambda e: None, elapsed_ms=lambda a, b: (b["t"] - a["t"]) * 1e3)
-
-
-def cupy_timer() -> Timer:
-    """CUDA events on cupy's current stream (the rammer executors' stream)."""
-    import cupy
-    return Timer(event=cupy.cuda.Event, record=lambda e: e.record(), wait=lambda e: e.synchronize(),
-                 elapsed_ms=cupy.cuda.get_elapsed_time)
 
 
 def torch_timer() -> Timer:
@@ -212,17 +207,18 @@ def rammer_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdi
     return out
 
 
-def build_variant(name: str, built: Any, kind: str, feeds: dict[str, np.ndarray]) -> Variant:
+def build_variant(name: str, built: Any, kind: str, feeds: dict[str, np.ndarray], backend: str = "gpu") -> Variant:
     """A built model's executor as a Variant: run() uploads inputs and copies outputs back (for the check),
-    timed(n) times launches on the device-resident buffers with CUDA events (median ms)."""
-    ex = built.executor(kind, "gpu")
+    timed(n) times launches on the device-resident buffers with CUDA events (median ms; on the "cpu" backend, the
+    emulator's wall time: the headline's dry run)."""
+    ex = built.executor(kind, backend)
     if ex is None:
         raise ValueError("the model has no operators to run")
     result: dict[str, np.ndarray] = {}
 
     def run() -> None:
         result.clear()
-        result.update(built.run(feeds, kind=kind, backend="gpu"))
+        result.update(built.run(feeds, kind=kind, backend=backend))
 
     return Variant(name, run=run, outputs=lambda: [result[k] for k in built.output_names], timed=ex.time)
 
@@ -467,14 +463,15 @@ def markdown_table(results: list[BenchResult]) -> str:
 
 def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 100,
                   out_dir: str | None = None) -> int:
-    """CLI body of `rammer bench MODEL [--batch B] [--json] [--repeats N] [--out DIR]`; exit 2 without a GPU."""
+    """CLI body of `rammer bench MODEL [--batch B] [--json] [--repeats N] [--out DIR]`; exit 3 without a GPU,
+    2 for a bad option or model (toolchain.exits)."""
     if repeats < 1 or batch < 1:
         print(f"rammer bench: --repeats and --batch must be >= 1 (got {repeats}, {batch})", file=sys.stderr)
         return 2
     reason = gpu_unavailable()
     if reason:
         print(f"rammer bench: no GPU: {reason}", file=sys.stderr)
-        return 2
+        return Exit.MISSING
     try:
         model, label = load_bench_model(model_path, batch)
     except ValueError as exc:

@@ -30,7 +30,8 @@ from scheduler.graph import Graph
 from scheduler.passes import check_pass_names
 from scheduler.plan import temp_buffer, vdevice_ops
 from scheduler.profiler import H100, Profiler
-from scheduler.report import render_report, schedule_slices, timeline_svg, timeline_trace
+from scheduler.onnx_files import save_standalone
+from scheduler.report import render_report, schedule_slices, schedule_source, timeline_svg, timeline_trace
 from scheduler.search import Planned, SearchResult, TargetSearch
 from scheduler.workload import Workload
 from vdevice.program import Op, Program, plan_to_json
@@ -323,7 +324,7 @@ class Build:
         target = build_target(opts, backends)
         build = Build(model, opts, progress, registry, target, source_paths(registry), Dumps(opts.dump_after, registry))
         if not progress.quiet:
-            print(f"  {build.profiler(target).describe()}", file=sys.stderr)
+            print(f"  {build.profiler(target).describe(opts.target)}", file=sys.stderr)
         return build
 
     def passes(self) -> Graph:
@@ -431,7 +432,7 @@ class Build:
         """build.json's stats beyond the plan's counts: profiler, precision, passes, the search's records."""
         kept = result.planned
         graph = kept.sch.graph
-        return {"profiler": kept.profiler.describe(), "precision": self.opts.precision,
+        return {"profiler": kept.profiler.describe(self.opts.target), "precision": self.opts.precision,
                 "passes": [r.to_json() for r in graph.pass_log], "veus_per_sm": kept.veus_per_sm,
                 "occupancy": kept.occupancy.describe() if kept.occupancy else None,
                 "register_budget": result.budget.to_json() if result.budget else None,
@@ -499,12 +500,13 @@ class Build:
         plan.save(tmp / "plan.json")
         arrays = {npz_key(k): np.ascontiguousarray(v) for k, v in gen.weights.items()}
         np.savez(tmp / "weights.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
-        shutil.copyfile(self.model, tmp / "model.onnx")
+        save_standalone(self.model, tmp / "model.onnx")  # with its external data, for `rammer run --check`
         slices = schedule_slices(plan, gen.programs, profiler.barrier_cost_us)
-        (tmp / "timeline.svg").write_text(timeline_svg(plan, gen.programs, profiler.barrier_cost_us, slices))
-        (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, gen.programs, profiler.barrier_cost_us, self.opts.target,
+                                                       slices))
+        (tmp / "timeline.json").write_text(timeline_trace({schedule_source(self.opts.target): slices},
                                                           {"model": str(self.model), "policy": self.opts.policy,
-                                                           "profiler": profiler.describe()}))
+                                                           "profiler": profiler.describe(self.opts.target)}))
         for name, model in self.dumps.kept(kept.sized_for).items():
             onnx.save(model, str(tmp / f"after-{name}.onnx"))
 
@@ -577,11 +579,9 @@ def weight_traffic(plan: Any, graph: Any, model_path: str | Path) -> dict:
     """The weight bytes the plan reads per inference (scheduler.report.weight_bytes_read), the model's own weight
     bytes (its ONNX initializers, counted from the file, not from our graph) and how many resident families run
     pinned: the figures issue 15 compares (weight-stationary layers read their weights once)."""
-    from onnx import helper
+    from scheduler.onnx_files import initializer_bytes, load_structure
     from scheduler.report import weight_bytes_read
-    model = onnx.load(str(model_path), load_external_data=False)
-    own = sum(int(np.prod(t.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-              for t in model.graph.initializer)
+    own = initializer_bytes(load_structure(model_path))  # from types and dims: external data is not read
     families = {op.launch.resident.family for op in plan.ops if op.pinned}
     return {"weight_bytes_read": weight_bytes_read(plan, graph), "model_weight_bytes": int(own),
             "resident_families": len(families)}

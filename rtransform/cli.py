@@ -1,22 +1,32 @@
-"""`rtransform`: the kernel tools (convert, run, verify, convert-all, include-dir)."""
+"""`rtransform`: the kernel tools (convert, run, verify, convert-all, spec, include-dir, index)."""
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 
-from converter.output import metadata_path
 from cuda_emu.options import emulator_limits, sanitize_option
 from toolchain import package_version
-from vdevice import RUNTIME_INCLUDE
+from toolchain.exits import Exit
+
+# Start-up stays light (`rtransform --version`, `--help`): libclang, numpy and the emulator load inside commands.
+DEVICE_HELP = "where the kernel runs: cpu (the CUDA emulator, with sanitizers) or gpu (NVRTC; needs a GPU)"
 
 
-def _fail(lines: list[str], code: int = 1) -> None:
+def _fail(lines: list[str], code: int = Exit.FAILED) -> NoReturn:
     for line in lines:
         click.echo(line, err=True)
     sys.exit(code)
+
+
+def _need_file(path: str, what: str = "") -> None:
+    """A missing input is one line, `FILE: error: no such file`, and exit 2 (no position: there is no line)."""
+    if not os.path.isfile(path):
+        why = "no such file" if not os.path.exists(path) else "not a file"
+        _fail([f"{path}: error: {why}{what}"], Exit.USAGE)
 
 
 def compile_options(f):
@@ -48,7 +58,7 @@ def _file_flags(file: str, include_dirs, defines, forced_includes, std, build_di
     try:
         return resolve(file, _flags(include_dirs, defines, forced_includes, std), build_dir)
     except FlagsError as e:
-        _fail([str(e)])
+        _fail([str(e)], Exit.USAGE)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -57,13 +67,17 @@ def main() -> None:
     """rtransform: turn legacy CUDA kernels into rKernels and check them.
 
     `run` and `verify` compile the kernel file and execute it natively (g++ for the CPU emulator, NVRTC on a
-    GPU): run them only on code you trust."""
+    GPU): run them only on code you trust.
+
+    Exit status: 0 ok, 1 failed (a refused kernel, outputs that differ, a run error), 2 bad command line or input
+    (a missing file, a malformed spec, an unknown kernel), 3 this machine lacks what the command needs (a GPU)."""
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="converted source (default: FILE with suffix .rtask.cu; '-' for stdout)")
+@click.option("-o", "--output", type=click.Path(),
+              help="converted source: a file, a folder (DIR/ keeps FILE's name, as convert-all does) or '-' for "
+                   "stdout [default: FILE with the .rtask tag beside it: x.cu -> x.rtask.cu]")
 @click.option("--kernel", "kernels", multiple=True, help="convert only this kernel (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the rKernel metadata as JSON on stdout")
 @compile_options
@@ -71,18 +85,22 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
             forced_includes, std, build_dir) -> None:
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
     from converter import ConversionError, convert_file, metadata_json, write_atomic
+    from rtransform.naming import converted_path, metadata_for
     from toolchain.files import clash
     if output == "-" and as_json:
-        _fail(["error: -o - and --json both write to stdout; write the source to a file or leave out --json"], 2)
-    out = None if output == "-" else Path(output) if output else Path(file).with_suffix(".rtask.cu")
-    for target in ([out, metadata_path(out)] if out else []):
+        _fail(["error: -o - and --json both write to stdout; write the source to a file or leave out --json"],
+              Exit.USAGE)
+    _need_file(file)
+    out = None if output == "-" else converted_path(Path(file), output)
+    for target in ([out, metadata_for(out)] if out else []):
         if clash(target, file):
-            _fail([f"{target}: error: is the input file {file}; choose another -o"], 2)
+            _fail([f"{target}: error: is the input file {file}; choose another -o"], Exit.USAGE)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     try:
         res = convert_file(file, list(kernels) or None, strict=True, flags=flags)
     except ConversionError as e:
-        _fail(e.diagnostics + _partial_hint(file, list(kernels), e, flags))
+        unknown = all("error: no __global__ kernel named" in d for d in e.diagnostics)
+        _fail(e.diagnostics + _partial_hint(file, list(kernels), e, flags), Exit.USAGE if unknown else Exit.FAILED)
     for w in res.warnings:
         click.echo(w, err=True)
     meta = metadata_json(file, res.rkernels, res.refused)
@@ -90,7 +108,7 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
         click.echo(res.output, nl=False)
     else:
         try:
-            write_atomic(metadata_path(out), meta)
+            write_atomic(metadata_for(out), meta)
             write_atomic(out, res.output)
         except OSError as e:
             _fail([f"{out}: error: cannot write the converted source: {e.strerror or e}"])
@@ -123,18 +141,23 @@ def _partial_hint(file: str, kernels: list[str], err: Exception, flags: Any = No
 @compile_options
 def spec(file: str, kernel: str, output: str | None, include_dirs, defines, forced_includes, std, build_dir) -> None:
     """Write a launch-spec skeleton for KERNEL of FILE: its parameters as buffers and scalars, the launch sizes
-    the host code uses when it spells them with constants. Check the guesses before verifying."""
+    the host code uses when it spells them with constants (`dim3 block(16, 16)` included). The values it had to
+    guess are listed in a comment at the top and on stderr: check them before verifying."""
     from converter import write_atomic
     from converter.slice import SliceError
     from rtransform.run import RunError, read_source
-    from rtransform.skeleton import spec_skeleton
+    from rtransform.skeleton import build_skeleton
+    _need_file(file)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     try:
-        text = spec_skeleton(read_source(file), file, kernel, flags)
+        skeleton = build_skeleton(read_source(file), file, kernel, flags)
     except SliceError as e:
-        _fail(e.diagnostics[:1])
+        _fail(e.diagnostics[:1], Exit.USAGE)
     except RunError as e:
-        _fail([str(e)])
+        _fail([str(e)], e.code)
+    for guess in skeleton.guesses:
+        click.echo(f"{file}: note: {kernel}: guessed {guess}", err=True)
+    text = skeleton.text
     if output:
         write_atomic(Path(output), text)
         click.echo(f"{file}: spec skeleton for {kernel} -> {output}", err=True)
@@ -145,6 +168,7 @@ def spec(file: str, kernel: str, output: str | None, include_dirs, defines, forc
 @main.command("include-dir")
 def include_dir() -> None:
     """Print the folder holding rtask_runtime.cuh (pass it with -I when compiling converted files)."""
+    from vdevice import RUNTIME_INCLUDE
     click.echo(str(RUNTIME_INCLUDE))
 
 
@@ -152,7 +176,7 @@ def include_dir() -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--spec", required=True, type=click.Path(dir_okay=False), help="launch spec (YAML)")
 @click.option("--converted", is_flag=True, help="run the converted rKernel through its plain wrapper")
-@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
+@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True, help=DEVICE_HELP)
 @click.option("--save", type=click.Path(dir_okay=False), help="save in.NAME / out.NAME arrays (.npz)")
 @sanitize_option("memcheck")
 @emulator_limits
@@ -163,6 +187,8 @@ def run(file: str, spec: str, converted: bool, device: str, save: str | None, sa
 
     FILE is compiled and executed natively (g++ for the CPU emulator, NVRTC on a GPU): run only code you trust."""
     from rtransform.run import run_command
+    _need_file(file)
+    _need_file(spec, " (the launch spec)")
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     sys.exit(run_command(file, spec, converted=converted, device=device, save=save, sanitize=sanitize, flags=flags))
 
@@ -170,7 +196,7 @@ def run(file: str, spec: str, converted: bool, device: str, save: str | None, sa
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--spec", required=True, type=click.Path(dir_okay=False), help="launch spec (YAML)")
-@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
+@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True, help=DEVICE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable result")
 @sanitize_option("all")
 @emulator_limits
@@ -181,13 +207,17 @@ def verify(file: str, spec: str, device: str, as_json: bool, sanitize: tuple[str
 
     Both run under the emulator's sanitizers on the CPU. FILE is compiled and executed natively."""
     from rtransform.verify import verify_command
+    _need_file(file)
+    _need_file(spec, " (the launch spec)")
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     sys.exit(verify_command(file, spec, device=device, json_out=as_json, sanitize=sanitize, flags=flags))
 
 
 @main.command("convert-all")
 @click.argument("src_dir", type=click.Path(file_okay=False))
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="output folder: the tree of SRC_DIR with each converted file under its own name (includes keep "
+                   "resolving), its .rkernels.json beside it, report.json")
 @click.option("--jobs", type=int, default=None, help="worker processes (default: one per core)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.option("--verify", "do_verify", is_flag=True, help="verify kernels that have a NAME.spec.yaml")
@@ -204,7 +234,6 @@ def convert_all(src_dir: str, out_dir: str, jobs: int | None, as_json: bool, do_
     sys.exit(convert_all_command(src_dir, out_dir, jobs=jobs, json_out=as_json, verify=do_verify,
                                  resources=resources, strict=strict,
                                  flags=_flags(include_dirs, defines, forced_includes, std), build_dir=build_dir))
-
 
 
 @main.command("index")

@@ -2,7 +2,7 @@
 
 Public API:
     run_command(file, spec, converted=False, device="cpu", save=None) -> int
-        Prints one line per output (and per problem); exit code 0 ok, 1 error, 2 no GPU.
+        Prints one line per output (and per problem); exit code 0 ok, 1 error, 2 bad input, 3 no GPU.
     run_file(file, spec_path, converted=False, device="cpu") -> RunResult
         inputs: argument values before the launch; outputs: every argument after it (scalars unchanged).
     prepare(file, spec_path, extra_include_dirs=()) -> Prepared   # read, slice, check the spec (shared with verify)
@@ -29,10 +29,11 @@ from converter.slice import SliceError, materialize_headers, slice_source
 from toolchain.cache import cache_dir, content_key
 from vdevice import RUNTIME_INCLUDE
 from toolchain.files import clash, write_atomic
+from toolchain.exits import Exit
 from toolchain.messages import whole_message
 from rtransform.spec import LaunchSpec, SpecError, check_params, load_spec, make_inputs
 
-EXIT_ERROR, EXIT_NO_GPU = 1, 2
+EXIT_ERROR, EXIT_USAGE, EXIT_NO_GPU = Exit.FAILED, Exit.USAGE, Exit.MISSING  # toolchain.exits: one table
 
 
 class RunError(Exception):
@@ -69,13 +70,13 @@ class RunResult:
 def read_source(file: str) -> str:
     """The text of a CUDA source file, or RunError saying why it cannot be read."""
     if not os.path.isfile(file):
-        raise RunError(f"{file}: error: no such file")
+        raise RunError(f"{file}: error: no such file", EXIT_USAGE)
     try:
         return Path(file).read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise RunError(f"{file}: error: not a text file (not UTF-8)") from None
+        raise RunError(f"{file}: error: not a text file (not UTF-8)", EXIT_USAGE) from None
     except OSError as e:
-        raise RunError(f"{file}: error: cannot read: {e.strerror}") from None
+        raise RunError(f"{file}: error: cannot read: {e.strerror}", EXIT_USAGE) from None
 
 
 def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = (),
@@ -91,9 +92,9 @@ def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = (),
         sliced = slice_source(text, file, [spec.kernel], include_dirs, flags)
         check_params(spec, sliced.params[sliced.kernels[0]])
     except SliceError as e:
-        raise RunError(e.diagnostics[0]) from None
+        raise RunError(e.diagnostics[0], EXIT_USAGE) from None
     except SpecError as e:
-        raise RunError(str(e)) from None
+        raise RunError(str(e), EXIT_USAGE) from None
     body = sliced.text
     if sliced.headers:
         parts = (f"{h}\0{t}" for h, t in sorted(sliced.headers.items()))
@@ -106,7 +107,7 @@ def _load(spec_path: str) -> LaunchSpec:
     try:
         return load_spec(spec_path)
     except SpecError as e:
-        raise RunError(str(e)) from None
+        raise RunError(str(e), EXIT_USAGE) from None
 
 
 _MODULES: dict[tuple, Any] = {}

@@ -9,6 +9,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from .graph import Graph, Node, SchedulerError, Tensor, present
+from .onnx_files import InitializerValues, load_structure, load_weights_into, model_folder
 
 
 class ModelError(SchedulerError):
@@ -17,6 +18,7 @@ class ModelError(SchedulerError):
 
 def load_model(source: str | Path | onnx.ModelProto) -> onnx.ModelProto:
     """Read and check a model, turning any decode/validation failure into one ModelError line."""
+    base_dir = ""
     if isinstance(source, onnx.ModelProto):
         model = source
         where = "model"
@@ -24,17 +26,17 @@ def load_model(source: str | Path | onnx.ModelProto) -> onnx.ModelProto:
         where = str(source)
         if not Path(where).is_file():
             raise ModelError(f"cannot read ONNX model {where}: no such file")
-        try:
-            model = onnx.load(where)
+        try:  # external data stays on disk until the end: shape inference and the checker see a small proto
+            model, base_dir = load_structure(where), model_folder(where)
         except Exception as exc:  # protobuf raises several unrelated types for a corrupt file
             raise ModelError(f"cannot read ONNX model {where}: {first_line(exc)}") from None
-    try:
+    try:  # on the skeleton: small whatever the weights (no protobuf size limit), external data checked when read
         onnx.checker.check_model(shape_skeleton(model))
         check_weight_sizes(model)
     except Exception as exc:
         raise ModelError(f"malformed ONNX model {where}: {first_line(exc)}") from None
     try:
-        model = fold_onnx_constants(model)
+        model = fold_onnx_constants(model, base_dir)
         inferred = shape_inference.infer_shapes(shape_skeleton(model), check_type=True, strict_mode=True,
                                                 data_prop=True)
     except Exception as exc:
@@ -42,7 +44,10 @@ def load_model(source: str | Path | onnx.ModelProto) -> onnx.ModelProto:
     del model.graph.value_info[:], model.graph.output[:]
     model.graph.value_info.extend(inferred.graph.value_info)
     model.graph.output.extend(inferred.graph.output)
-    return model
+    try:
+        return load_weights_into(model, base_dir) if base_dir else model
+    except Exception as exc:
+        raise ModelError(f"cannot read the external data of ONNX model {where}: {first_line(exc)}") from None
 
 
 # Initializers above this many bytes of floating-point data reach the checker and shape inference as typed graph
@@ -53,11 +58,12 @@ FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProt
 
 
 def large_weights(model: onnx.ModelProto) -> list[onnx.TensorProto]:
-    """The floating-point initializers whose data SKELETON_BYTES leaves out of the skeleton."""
+    """The initializers the skeleton leaves out: floating-point ones above SKELETON_BYTES, and those whose data is
+    external (read only at the end: neither the checker nor shape inference could read it from a proto)."""
     def nbytes(init: onnx.TensorProto) -> int:
         return int(np.prod(init.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(init.data_type).itemsize
-    return [init for init in model.graph.initializer
-            if init.data_type in FLOAT_TYPES and nbytes(init) > SKELETON_BYTES]
+    return [init for init in model.graph.initializer if init.data_location == onnx.TensorProto.EXTERNAL
+            or (init.data_type in FLOAT_TYPES and nbytes(init) > SKELETON_BYTES)]
 
 
 def shape_skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -94,10 +100,11 @@ def check_weight_sizes(model: onnx.ModelProto) -> None:
 MAX_FOLD_ROUNDS = 16  # each round infers shapes once; shape chains of exported models settle in two or three
 
 
-def fold_onnx_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+def fold_onnx_constants(model: onnx.ModelProto, base_dir: str = "") -> onnx.ModelProto:
     """Shape arithmetic before import: nodes whose inputs are initializers, or Shape/Size of a tensor whose shape
     inference already knows, become initializers, round after round, so that shapes computed by such chains
-    (Range, ConstantOfShape, Reshape targets) become static; the passes' fold_constants does the rest."""
+    (Range, ConstantOfShape, Reshape targets) become static; the passes' fold_constants does the rest. External
+    data is read relative to `base_dir` (the model's folder)."""
     from .passes import RANDOM_OPS, SHAPE_ONLY_OPS
     from .reference import evaluate_standard, standard_op
     model_copy = onnx.ModelProto()
@@ -106,7 +113,7 @@ def fold_onnx_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
     for _ in range(MAX_FOLD_ROUNDS):
         shapes = static_shapes(shape_inference.infer_shapes(shape_skeleton(model_copy), data_prop=True))
-        known = InitializerValues(g)
+        known = InitializerValues(g.initializer, base_dir)  # read on first use
         kept, folded = [], 0
         for proto, name in zip(g.node, unique_node_names(g.node)):
             node = node_from_proto(proto, name)
@@ -139,23 +146,6 @@ def fold_onnx_constants(model: onnx.ModelProto) -> onnx.ModelProto:
         del g.value_info[:]
         g.value_info.extend(kept_info)
     return model_copy
-
-
-class InitializerValues(dict):
-    """Initializer values by name, each read from its proto when first asked for (most never are), plus the
-    values folded since."""
-
-    def __init__(self, graph: onnx.GraphProto) -> None:
-        super().__init__()
-        self.protos = {init.name: init for init in graph.initializer}
-
-    def __contains__(self, name: object) -> bool:
-        return dict.__contains__(self, name) or name in self.protos
-
-    def __missing__(self, name: str) -> np.ndarray:
-        value = numpy_helper.to_array(self.protos[name])
-        self[name] = value
-        return value
 
 
 def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:

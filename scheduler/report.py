@@ -83,7 +83,7 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier) -> 
                 end = next(runs)
                 start = end - dur(instr.task.op)
                 if waiting is not None and start > waiting[0] + 1e-9:
-                    awaits = [f"vEU {u} task {k}" for u, k in waiting[1]]
+                    awaits = ", ".join(f"vEU {u} task {k}" for u, k in waiting[1])  # one string: compact
                     out.append(Slice(pi, v, t0 + waiting[0], t0 + start, "wait", "wait", {"awaits": awaits}))
                 waiting = None
                 op = plan.ops[instr.task.op]

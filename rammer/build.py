@@ -289,10 +289,12 @@ CPU_DEFAULT_VEUS = 8  # the emulator runs every vEU thread as a fiber on one cor
 
 
 def build_target(opts: BuildOptions, backends: tuple[BackendName, ...]) -> Target:
-    """The build's Target: --veus (default: one per SM on the GPU, CPU_DEFAULT_VEUS on the CPU), checked against
-    what the target can hold, and the vEUs per SM (--veus-per-sm, else ceil(vEUs / SMs) on a GPU, 1 on the CPU)."""
+    """The build's Target: --veus (default: --veus-per-sm vEUs on every SM of the GPU, else one per SM;
+    CPU_DEFAULT_VEUS on the CPU), checked against what the target can hold, and the vEUs per SM (--veus-per-sm, else
+    ceil(vEUs / SMs) on a GPU, 1 on the CPU)."""
     kind = TargetKind(opts.target)
-    veus = opts.veus if opts.veus is not None else (CPU_DEFAULT_VEUS if kind == TargetKind.CPU else H100_DEVICE.sms)
+    gpu_default = (opts.veus_per_sm or 1) * H100_DEVICE.sms
+    veus = opts.veus if opts.veus is not None else (CPU_DEFAULT_VEUS if kind == TargetKind.CPU else gpu_default)
     check_veus(veus, kind)
     per_sm = opts.veus_per_sm or (-(-veus // H100_DEVICE.sms) if kind == TargetKind.GPU else 1)
     return Target(kind, veus, per_sm, H100_DEVICE, opts.precision, backends)

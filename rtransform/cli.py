@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -138,11 +139,19 @@ def _partial_hint(file: str, kernels: list[str], err: Exception, flags: Any = No
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--kernel", required=True, help="the __global__ function (qualified name or plain name)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the skeleton here (default: stdout)")
+@click.option("--from-host", is_flag=True, help="read the launch, the cudaMalloc sizes and their constants from the "
+              "host code (this file and --host files); the skeleton guess when no launch is found")
+@click.option("--host", "host_files", multiple=True, type=click.Path(dir_okay=False),
+              help="another file whose host code launches KERNEL (repeatable; with --from-host)")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="give a name of the host code its value (the problem size: --set N=4096; with --from-host)")
 @compile_options
-def spec(file: str, kernel: str, output: str | None, include_dirs, defines, forced_includes, std, build_dir) -> None:
-    """Write a launch-spec skeleton for KERNEL of FILE: its parameters as buffers and scalars, the launch sizes
-    the host code uses when it spells them with constants (`dim3 block(16, 16)` included). The values it had to
-    guess are listed in a comment at the top and on stderr: check them before verifying."""
+def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files: tuple[str, ...],
+         settings: tuple[str, ...], include_dirs, defines, forced_includes, std, build_dir) -> None:
+    """Write a launch spec for KERNEL of FILE: with --from-host the host code's launch and sizes (at a small
+    problem size, each value it could not derive named in a comment); otherwise a skeleton of its parameters with
+    the launch sizes the host code spells with constants (`dim3 block(16, 16)` included); the values it
+    had to guess are listed in a comment at the top and on stderr. Check the guesses before verifying."""
     from converter import write_atomic
     from converter.slice import SliceError
     from rtransform.run import RunError, read_source
@@ -150,14 +159,29 @@ def spec(file: str, kernel: str, output: str | None, include_dirs, defines, forc
     _need_file(file)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     try:
-        skeleton = build_skeleton(read_source(file), file, kernel, flags)
+        text = None
+        if from_host:
+            from rtransform.host_spec import HostSpecError, spec_from_host
+            overrides = {}
+            for s in settings:
+                name, _, value = s.partition("=")
+                if not re.fullmatch(r"[A-Za-z_]\w*(\.[xyz])?", name) or not value.strip().lstrip("-").isdigit():
+                    _fail([f"error: --set {s}: expected NAME=INTEGER"], Exit.USAGE)
+                overrides[name] = int(value)
+            try:
+                text = spec_from_host(read_source(file), file, kernel, flags,
+                                      {h: read_source(h) for h in host_files}, overrides).yaml
+            except HostSpecError as e:
+                click.echo(f"{file}: note: {e}; the skeleton guess instead", err=True)
+        if text is None:
+            skeleton = build_skeleton(read_source(file), file, kernel, flags)
+            for guess in skeleton.guesses:
+                click.echo(f"{file}: note: {kernel}: guessed {guess}", err=True)
+            text = skeleton.text
     except SliceError as e:
         _fail(e.diagnostics[:1], Exit.USAGE)
     except RunError as e:
         _fail([str(e)], e.code)
-    for guess in skeleton.guesses:
-        click.echo(f"{file}: note: {kernel}: guessed {guess}", err=True)
-    text = skeleton.text
     if output:
         write_atomic(Path(output), text)
         click.echo(f"{file}: spec skeleton for {kernel} -> {output}", err=True)

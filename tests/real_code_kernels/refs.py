@@ -125,3 +125,61 @@ def overload_sum(a):
     """cu_overloads/overload_sum.cu: per row of `n` columns, twice its sum then its sum."""
     s = a["in"].reshape(-1, int(a["n"])).astype(np.float64).sum(axis=1)
     return {"out": np.stack([2 * s, s], axis=1).ravel()}
+
+
+def smooth_rows(a):
+    """Two 3-point averages per block of 128 (zero outside the block's live part), as float32 in CUDA's order."""
+    n, tile = int(a["n"]), 128
+    x = a["in"][:n].astype(np.float32)
+    out = a["out"].copy()
+    third = np.float32(3.0)
+    for lo in range(0, n, tile):
+        seg = x[lo:lo + tile]
+        last_in_tile = np.zeros(tile + 2, np.float32)
+        last_in_tile[1:1 + len(seg)] = seg
+        first = (last_in_tile[:-2] + last_in_tile[1:-1] + last_in_tile[2:]) / third
+        pad = np.zeros(len(seg) + 2, np.float32)
+        pad[1:-1] = first[:len(seg)]
+        out[lo:lo + len(seg)] = (pad[:-2] + pad[1:-1] + pad[2:]) / third
+    return {"out": out}
+
+
+def reduce_kernels(a):
+    """scan_blocks<int>, 128 threads: each block's inclusive prefix sums (zero past n) and its total."""
+    n, bs = int(a["n"]), 128
+    x = np.zeros(5 * bs, np.int64)
+    x[:n] = a["in"][:n]
+    scans = np.cumsum(x.reshape(5, bs), axis=1)
+    return {"out": scans.ravel()[:n].astype(np.int32), "block_sums": scans[:, -1].astype(np.int32)}
+
+
+def void_params(a):
+    """number_threads over grid (2, 3, 2) x block (4, 4, 4): id * 100 + (thread within the block) % 32."""
+    ids = np.arange(768)
+    return {"out": (ids * 100 + (ids % 64) % 32).astype(np.int32)}
+
+
+def saxpy_app(a):
+    """saxpy over the first n elements, float32 as CUDA computes a * x + y (one rounding each)."""
+    n, y = int(a["n"]), a["y"].copy()
+    y[:n] = np.float32(a["a"]) * a["x"][:n] + a["y"][:n]
+    return {"y": y}
+
+
+def block_transpose(a):
+    """transpose_16_long: out (cols x rows) = in (rows x cols) transposed."""
+    rows, cols = int(a["rows"]), int(a["cols"])
+    out = a["out"].copy()
+    out[:rows * cols] = a["in"][:rows * cols].reshape(rows, cols).T.ravel()
+    return {"out": out}
+
+
+def block_tools(a):
+    """center_rows<128>: each block of 128 (zero past n) minus its block's mean."""
+    n = int(a["n"])
+    x = np.zeros(4 * 128)
+    x[:n] = a["in"][:n]
+    blocks = x.reshape(4, 128)
+    out = a["out"].copy()
+    out[:n] = (blocks - blocks.mean(axis=1, keepdims=True)).ravel()[:n]
+    return {"out": out}

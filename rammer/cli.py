@@ -284,7 +284,7 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
 
     from scheduler.passes import check_pass_names
 
-    from .build import build_model
+    from .build import BuildOptions, build_model
     try:
         check_pass_names(list(disable_passes) + list(dump_after))
     except SchedulerError as exc:
@@ -301,10 +301,9 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
     try:
         names = default_backends(target, user_libs) if backends is None else \
             tuple(b.strip() for b in backends.split(",") if b.strip())
-        built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile, quiet=as_json,
-                            disable_passes=disable_passes, dump_after=dump_after, backends=names,
-                            placement=placement, user_libs=user_libs, merge=merge, precision=precision,
-                            veus_per_sm=veus_per_sm)
+        options = BuildOptions(target, veus, veus_per_sm, policy, profile, precision, names, user_libs, placement,
+                               merge, corpus, disable_passes, dump_after)
+        built = build_model(model, out_dir, options, quiet=as_json)
     except ModelError as exc:
         print(_one_line(exc), file=sys.stderr)
         return Exit.USAGE
@@ -317,11 +316,11 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
     s = built.manifest.stats
     if as_json:
         print(json.dumps({"folder": str(built.folder), "target": built.manifest.target, "policy": policy,
-                          "num_veus": built.manifest.num_veus, **s}))
+                          "num_veus": built.manifest.veus, **s}))
         return Exit.OK
     print(f"{built.folder}: {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, "
           f"{s['programs']} rProgram(s), {s['library_calls']} library call(s), {s['barrier_rtasks']} barrier-rTasks "
-          f"on {built.manifest.num_veus} vEUs, "
+          f"on {built.manifest.veus} vEUs, "
           + (f"predicted {s['predicted_us']:.1f} us, " if built.manifest.target == "gpu" else "")
           + f"built in {s['build_s']:.1f} s")
     return Exit.OK
@@ -341,9 +340,9 @@ def check_writable(path: str, inputs: list[Path]) -> None:
 
 
 def default_backends(target: str, user_libs: tuple[str, ...]) -> tuple[str, ...]:
-    """Every backend available on the target; user only when a library is given."""
+    """Every backend available on the target (those that take libraries only when some are given)."""
     from scheduler.backends import available_backends
-    return tuple(b for b in available_backends(target) if b != "user" or user_libs)
+    return tuple(available_backends(target, with_libraries=bool(user_libs)))
 
 
 def _one_line(exc: Exception) -> str:
@@ -423,7 +422,7 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
     except Exception as exc:  # emulator watchdog, device errors: one line
         hint = ""
         if "out of memory" in str(exc) and backend == "cpu":
-            hint = (f" (the emulator runs every thread of {built.manifest.num_veus} vEUs as a fiber: "
+            hint = (f" (the emulator runs every thread of {built.manifest.veus} vEUs as a fiber: "
                     f"rebuild with --target cpu or fewer --veus)")
         print(f"error: {type(exc).__name__}: {whole_message(exc)}{hint}", file=sys.stderr)
         return Exit.FAILED

@@ -2,16 +2,17 @@
 construction, with predicted vEU clocks from the profiler; trial copies let a policy compare alternatives."""
 from __future__ import annotations
 
+import functools
 import heapq
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 from kernel_corpus.bindings import Launch, as_unpinned
-from vdevice.program import NOT_AWAITED, Program, TaskRef, uncovered
+from vdevice.program import NOT_AWAITED, Instr, Op, Program, Run, TaskRef, Wait, uncovered
 
 from .graph import SchedulerError
-from .plan import Choice, MakeOp, Plan, ProgramOp, default_vdevice_op
+from .plan import Choice, MakeOp, Plan, ProgramOp, Programs, default_vdevice_op
 from .profiler import Profiler, Resources
 from .simulate import start_time
 from .workload import Candidate, OpSpec
@@ -21,56 +22,49 @@ NONE = NOT_AWAITED  # no task awaited on a vEU (the same mark vdevice.program us
 
 @dataclass(frozen=True)
 class Awaited:
-    """The tasks one barrier-rTask waits for (op and rtask per awaited vEU): TaskRefs are made only for the
-    records a finished plan keeps, not for every trial placement."""
+    """What one barrier-rTask waits for: the latest awaited rTask (its order among that vEU's rTasks of the
+    program) on each awaited vEU, kept as arrays until a finished plan writes its Wait instructions."""
 
-    op: np.ndarray
-    rtask: np.ndarray
+    veus: np.ndarray
+    order: np.ndarray
 
-    def task_refs(self) -> list[TaskRef]:
-        """The awaited tasks as TaskRefs."""
-        return [TaskRef(o, r) for o, r in zip(self.op.tolist(), self.rtask.tolist())]
+    def wait(self) -> Wait:
+        """The barrier-rTask as the program's instruction."""
+        return Wait(tuple(zip(self.veus.tolist(), self.order.tolist())))
 
 
 @dataclass
 class DepSet:
-    """The latest awaited task on each vEU (order among that vEU's rTasks, op, rtask, predicted end)."""
+    """The latest awaited task on each vEU (its order among that vEU's rTasks, its predicted end)."""
 
     order: np.ndarray
-    op: np.ndarray
-    rtask: np.ndarray
     end: np.ndarray
 
     def awaited(self, veus: np.ndarray) -> "Awaited":
-        """The latest awaited task on each of these vEUs, kept as arrays until a program needs TaskRefs."""
-        return Awaited(self.op[veus], self.rtask[veus])
+        """The latest awaited task on each of these vEUs, kept as arrays until a program needs its Wait."""
+        return Awaited(veus, self.order[veus])
 
     @staticmethod
-    def empty(num_veus: int) -> "DepSet":
+    def empty(veus: int) -> "DepSet":
         """Nothing awaited."""
-        return DepSet(np.full(num_veus, NONE, np.int64), np.full(num_veus, NONE, np.int64),
-                      np.full(num_veus, NONE, np.int64), np.zeros(num_veus))
+        return DepSet(np.full(veus, NONE, np.int64), np.zeros(veus))
 
     def copy(self) -> "DepSet":
         """An independent copy."""
-        return DepSet(self.order.copy(), self.op.copy(), self.rtask.copy(), self.end.copy())
+        return DepSet(self.order.copy(), self.end.copy())
 
     def merge(self, other: "DepSet") -> "DepSet":
         """Union: per vEU the later of the two tasks."""
-        out = self.copy()
-        later = other.order > out.order
-        for mine, theirs in ((out.order, other.order), (out.op, other.op), (out.rtask, other.rtask),
-                             (out.end, other.end)):
-            mine[later] = theirs[later]
-        return out
+        later = other.order > self.order
+        return DepSet(np.where(later, other.order, self.order), np.where(later, other.end, self.end))
 
     def any(self) -> bool:
         """True when some task is awaited."""
         return bool((self.order > NONE).any())
 
-    def note(self, veu: int, order: int, op: int, rtask: int, end: float) -> None:
+    def note(self, veu: int, order: int, end: float) -> None:
         """Record a task as the latest of its vEU."""
-        self.order[veu], self.op[veu], self.rtask[veu], self.end[veu] = order, op, rtask, end
+        self.order[veu], self.end[veu] = order, end
 
 
 class ProgramBuilder:
@@ -79,7 +73,7 @@ class ProgramBuilder:
 
     def __init__(self, mech: "Mechanism", index: int, parent: "ProgramBuilder | None" = None) -> None:
         self.mech, self.index, self.parent = mech, index, parent
-        v = mech.num_veus
+        v = mech.veus
         self.clocks = parent.clocks.copy() if parent else np.zeros(v)
         self.counts = parent.counts.copy() if parent else np.zeros(v, np.int64)
         self.awaited = parent.awaited.copy() if parent else np.full((v, v), NONE, np.int64)
@@ -175,7 +169,7 @@ class ProgramBuilder:
             if us.size:
                 refs = dep.awaited(us)
                 wait_ends = [float(dep.end[us].max())]
-        barrier = self.mech.profiler.barrier_cost_us(len(refs.op)) if refs is not None else 0.0
+        barrier = self.mech.profiler.barrier_cost_us(len(refs.veus)) if refs is not None else 0.0
         start = start_time(float(self.clocks[veu]), wait_ends, barrier)
         end = start + self.op(task.op).rtask_us
         order = int(self.counts[veu])
@@ -183,20 +177,20 @@ class ProgramBuilder:
         self.records.append((task, veu, refs))
         self.where[task] = (veu, order, end)
         if task.op not in self.placed:
-            self.placed[task.op] = DepSet.empty(self.mech.num_veus)
-        self.placed[task.op].note(veu, order, task.op, task.rtask, end)
+            self.placed[task.op] = DepSet.empty(self.mech.veus)
+        self.placed[task.op].note(veu, order, end)
         return end
 
     def depset(self, tasks: Sequence[TaskRef]) -> DepSet:
         """The latest of `tasks` per vEU; every task must already be appended to this program."""
-        dep = DepSet.empty(self.mech.num_veus)
+        dep = DepSet.empty(self.mech.veus)
         for t in tasks:
             pos = self.position(t)
             if pos is None:
                 raise SchedulerError(f"wait on {t}, which is not appended to this rProgram")
             veu, order, end = pos
             if order > dep.order[veu]:
-                dep.note(veu, order, t.op, t.rtask, end)
+                dep.note(veu, order, end)
         return dep
 
     # ---- SelectvEU over the rTasks of one op -------------------------------------------------------------
@@ -215,7 +209,7 @@ class ProgramBuilder:
             return
         if getattr(self.op(op_id).launch, "resident", None) is not None:  # unpinned: priced as it will run
             self.op(op_id).rtask_us = self.mech.profiler.rtask_us(as_unpinned(self.op(op_id).launch))
-        veus = list(range(self.mech.num_veus)) if veus is None else list(veus)
+        veus = list(range(self.mech.veus)) if veus is None else list(veus)
         starts = np.maximum(self.clocks[veus], self.ready_times(deps, veus))
         heap = list(zip(starts.tolist(), veus))
         heapq.heapify(heap)
@@ -292,14 +286,38 @@ class ProgramBuilder:
         return self.time_us() + self.mech.profiler.device.launch_us if self.counts.any() else 0.0
 
 
+def write_programs(vops: list[Op], veus: int, builders: list["ProgramBuilder"]) -> list[Program]:
+    """The vdevice Programs of finished builders, with the order their runs were appended in and their waits'
+    targets as the arrays the mechanism kept."""
+    out = []
+    for b in builders:
+        lists, arrays = instructions(b.records, veus)
+        out.append(Program(vops, veus, lists, [veu for _, veu, _ in b.records], arrays))
+    return out
+
+
+def instructions(records: list[tuple[TaskRef, int, "Awaited | None"]],
+                 veus: int) -> tuple[list[list[Instr]], dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]]:
+    """Per vEU, the program's instructions from a builder's records (a barrier-rTask before each task that awaits
+    some, then the task), and each barrier-rTask's targets as arrays by (vEU, instruction index)."""
+    lists: list[list[Instr]] = [[] for _ in range(veus)]
+    arrays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for task, veu, refs in records:
+        if refs is not None:
+            arrays[(veu, len(lists[veu]))] = (refs.veus, refs.order)
+            lists[veu].append(refs.wait())
+        lists[veu].append(Run(task))
+    return lists, arrays
+
+
 class Mechanism:
     """The rPrograms of one plan: committed ops, closed programs, the current program and trials on it."""
 
-    def __init__(self, profiler: Profiler, num_veus: int | None = None) -> None:
+    def __init__(self, profiler: Profiler, veus: int | None = None) -> None:
         self.profiler = profiler
-        self.num_veus = num_veus or profiler.num_veus
-        if self.num_veus < 1:
-            raise SchedulerError(f"a vDevice needs at least one vEU, got {self.num_veus}")
+        self.veus = veus or profiler.veus
+        if self.veus < 1:
+            raise SchedulerError(f"a vDevice needs at least one vEU, got {self.veus}")
         self.ops: list[ProgramOp] = []
         self.closed: list[ProgramBuilder] = []
         self.node_program: dict[int, int] = {}
@@ -338,19 +356,15 @@ class Mechanism:
 
     def finish(self, policy: str, choices: dict[str, Choice], notes: list[str],
                make_op: MakeOp = default_vdevice_op, aliases: dict[str, tuple[str, int]] | None = None) -> Plan:
-        """Close the current program and build vdevice Programs by replaying Wait/Append in order."""
+        """Close the current program and build vdevice Programs from the records: the waits the mechanism placed
+        are the programs' own (both apply vdevice.program.uncovered), so the instruction lists are written as they
+        are, not replayed through Program.wait/append."""
         builders = self.closed + ([self.current] if self.current.records else [])
         needs = [self.veu_needs(b) for b in builders]
         vops = [make_op(op) for op in self.ops]
-        programs = []
-        for b in builders:
-            prog = Program(vops, self.num_veus)
-            for task, veu, refs in b.records:
-                if refs is not None:
-                    prog.wait(task, refs.task_refs())
-                prog.append(task, veu)
-            programs.append(prog)
-        return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.num_veus, list(self.ops),
+        used = [sorted({task.op for task, _, _ in b.records}) for b in builders]
+        programs = Programs(vops, used, functools.partial(write_programs, vops, self.veus, builders))
+        return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.veus, list(self.ops),
                     programs, [b.program_us() for b in builders], choices, aliases or {}, notes, needs)
 
     def veu_needs(self, b: ProgramBuilder) -> Resources:

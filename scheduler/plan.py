@@ -4,14 +4,14 @@ rProgram or a library call (`LibraryCall`, a node a vendor library or another ho
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Sequence, overload
 
 from kernel_corpus.bindings import Arg, In, Out, Scalar, Temp, arg_to_json
-from vdevice.program import ArgRef, KernelRef, Op, Program, Resident
+from toolchain.jsonio import dumps
+from vdevice.program import ArgRef, KernelRef, Op, Program, Resident, used_ops
 
 
 @dataclass
@@ -150,7 +150,7 @@ class Plan:
     policy: str
     device: str
     profiler: str
-    num_veus: int
+    veus: int
     ops: list[ProgramOp]
     programs: list[Program]
     program_us: list[float]
@@ -178,7 +178,7 @@ class Plan:
     def to_json(self) -> dict:
         """A JSON-ready dict: scheduler fields, each op (corpus launch and vdevice op) and each program."""
         return {
-            "policy": self.policy, "device": self.device, "profiler": self.profiler, "num_veus": self.num_veus,
+            "policy": self.policy, "device": self.device, "profiler": self.profiler, "num_veus": self.veus,
             "predicted_us": round(self.predicted_us, 3),
             "program_us": [round(t, 3) for t in self.program_us],
             "baselines_us": {k: round(v, 3) for k, v in self.baselines_us.items()},
@@ -194,7 +194,7 @@ class Plan:
 
     def save(self, path: str | Path) -> None:
         """Write plan.json."""
-        Path(path).write_text(json.dumps(self.to_json()))
+        Path(path).write_text(dumps(self.to_json()))
 
 
 def op_json(op: ProgramOp, vop: Op) -> dict:
@@ -215,3 +215,53 @@ def jsonable(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item):
         return value.item()
     return value
+
+
+def rebind_programs(programs: list[Program], ops: list[Op]) -> list[Program]:
+    """The same instruction lists over another op list (the plan's ops bound to their converted rKernels)."""
+    return [Program(ops, p.num_veus, [list(v) for v in p.veus], p.run_order, p.wait_arrays, p.side_by_side, p.home_of)
+            for p in programs]
+
+
+class Programs(Sequence[Program]):
+    """A plan's rPrograms, written when first read: a search prices and fits its trial plans without their
+    instruction lists. The op list they share and the ops each runs are known before."""
+
+    def __init__(self, ops: list[Op], used: list[list[int]], write: Callable[[], list[Program]]) -> None:
+        self.ops, self.used = ops, used
+        self._write: Callable[[], list[Program]] | None = write
+        self._programs: list[Program] | None = None
+
+    def written(self) -> list[Program]:
+        """The programs (written now if they were not yet)."""
+        if self._programs is None:
+            assert self._write is not None
+            self._programs, self._write = self._write(), None
+        return self._programs
+
+    def __len__(self) -> int:
+        return len(self.used)
+
+    @overload
+    def __getitem__(self, i: int) -> Program: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Program]: ...
+
+    def __getitem__(self, i: int | slice) -> Program | list[Program]:
+        return self.written()[i]
+
+    def __iter__(self) -> Iterator[Program]:
+        return iter(self.written())
+
+
+def vdevice_ops(programs: Sequence[Program]) -> list[Op]:
+    """The op list a plan's programs share (without writing lazy programs)."""
+    if isinstance(programs, Programs):
+        return programs.ops
+    return list(programs[0].ops) if programs else []
+
+
+def program_ops(programs: Sequence[Program]) -> list[list[int]]:
+    """The ops each program runs (without writing lazy programs)."""
+    return programs.used if isinstance(programs, Programs) else [used_ops(p) for p in programs]

@@ -2,7 +2,6 @@
 SVG preview with a colour legend (timeline.svg), and a short Markdown report (report.md)."""
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from html import escape
@@ -10,6 +9,7 @@ from typing import Any, Iterable, Literal
 
 import numpy as np
 from kernel_corpus.bindings import In
+from toolchain.jsonio import dumps
 from vdevice.program import Program, Wait
 
 from .plan import StepKind
@@ -78,12 +78,13 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier) -> 
             runs, free, waiting = iter(ends[v]), 0.0, None
             for instr in instrs:
                 if isinstance(instr, Wait):
-                    waiting = waiting or (free, [f"vEU {u} task {k}" for u, k in instr.targets])
+                    waiting = waiting or (free, instr.targets)
                     continue
                 end = next(runs)
                 start = end - dur(instr.task.op)
                 if waiting is not None and start > waiting[0] + 1e-9:
-                    out.append(Slice(pi, v, t0 + waiting[0], t0 + start, "wait", "wait", {"awaits": waiting[1]}))
+                    awaits = ", ".join(f"vEU {u} task {k}" for u, k in waiting[1])  # one string: compact
+                    out.append(Slice(pi, v, t0 + waiting[0], t0 + start, "wait", "wait", {"awaits": awaits}))
                 waiting = None
                 op = plan.ops[instr.task.op]
                 out.append(Slice(pi, v, t0 + start, t0 + end, op.node, "rtask",
@@ -128,7 +129,7 @@ def timeline_trace(runs: dict[str, list[Slice]], meta: dict | None = None) -> st
     events: list[dict] = []
     for k, (source, slices) in enumerate(runs.items()):
         events += trace_events(slices, source, pid_base=1000 * k)
-    return json.dumps({"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta or {}})
+    return dumps({"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta or {}})
 
 
 def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, int, float, float, str]]:
@@ -160,11 +161,13 @@ def axis_ticks(span: float, count: int = 6) -> list[float]:
     return [span * k / (count - 1) for k in range(count)]
 
 
-def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier, target: str = "gpu") -> str:
+def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier, target: str = "gpu",
+                 slices: list[Slice] | None = None) -> str:
     """vEUs (rows) x predicted time (columns), one colour per op type with a legend; hover a box for its times.
     The full detail (every rTask with its node, variant and rtask id) is in timeline.json. A CPU build's columns are
-    the plan's order in cost-model units, labelled so: the emulator's run has no predicted time."""
-    slices = schedule_slices(plan, programs, barrier_us)
+    the plan's order in cost-model units, labelled so: the emulator's run has no predicted time. `slices`: the
+    schedule_slices already worked out, if they were."""
+    slices = schedule_slices(plan, programs, barrier_us) if slices is None else slices
     boxes = [(sl.program, sl.veu, sl.start, sl.end, sl.args["op"]) for sl in slices if sl.kind == "rtask"]
     calls = [sl for sl in slices if sl.kind == "library"]
     if len(boxes) > MAX_RECTS:
@@ -279,7 +282,7 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
     """report.md: what was built, how it is scheduled, what each node runs, and the build's notes."""
     s = manifest.stats
     lines = [f"# rammer build of `{manifest.model}`", "",
-             f"- target {manifest.target}, policy {manifest.policy}, {manifest.num_veus} vEUs",
+             f"- target {manifest.target}, policy {manifest.policy}, {manifest.veus} vEUs",
              f"- {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, {s['programs']} "
              f"rProgram(s), {s['barrier_rtasks']} barrier-rTasks, {len(plan.calls)} library call(s)",
              f"- backends {', '.join(s.get('backends', ['rtask']))}, placement {s.get('placement', 'rtask-only')}; "

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Union
 
-from vdevice.program import Program, Run
+import numpy as np
+from vdevice.program import Program, ProgramError, Run, execution_order
 
 from .graph import SchedulerError
 
@@ -30,38 +31,23 @@ def makespan(program: Program, duration: Callable[[int], float], barrier_us: Bar
 
 
 def veu_ends(program: Program, duration: Callable[[int], float], barrier_us: Barrier) -> list[list[float]]:
-    """End time of every Run, per vEU in order; advances each vEU until it blocks, wakes it when it may go on."""
+    """End time of every Run, per vEU in order, running the vEUs in an order they can run them
+    (vdevice.program.execution_order); a barrier-rTask's awaited ends are gathered from one array."""
     nv = program.num_veus
-    pc = [0] * nv
+    offsets = np.cumsum([0] + [program.steps(v) for v in range(nv)])
+    flat = np.zeros(int(offsets[-1]))  # every Run's end, vEU after vEU
     ready = [0.0] * nv  # when the vEU may start its next Run (after its last Run and any Wait since)
     ends: list[list[float]] = [[] for _ in range(nv)]
-    blocked: list[list[tuple[int, int]]] = [[] for _ in range(nv)]  # per awaited vEU: (order, waiting vEU)
-    queue = list(range(nv))
-    while queue:
-        v = queue.pop()
-        instrs = program.veus[v]
-        while pc[v] < len(instrs):
-            instr = instrs[pc[v]]
+    try:
+        for v, instr, targets in execution_order(program):
             if isinstance(instr, Run):
-                ends[v].append(ready[v] + duration(instr.task.op))
-                ready[v] = ends[v][-1]
-            else:
-                missing = next(((u, k) for u, k in instr.targets if len(ends[u]) <= k), None)
-                if missing is not None:
-                    blocked[missing[0]].append((missing[1], v))
-                    break
-                ready[v] = start_time(ready[v], (ends[u][k] for u, k in instr.targets),
-                                      barrier_cost(barrier_us, len(instr.targets)))
-            pc[v] += 1
-        still = []
-        for k, w in blocked[v]:  # each vEU sits in the queue or in one blocked list, never in both
-            if len(ends[v]) > k:
-                queue.append(w)
-            else:
-                still.append((k, w))
-        blocked[v] = still
-    stuck = [v for v in range(nv) if pc[v] < len(program.veus[v])]
-    if stuck:
-        raise SchedulerError(f"rProgram deadlocks: vEU {stuck[0]} is stuck at instruction {pc[stuck[0]]} "
-                             f"({len(stuck)} vEU(s) stuck)")
+                ready[v] = ready[v] + duration(instr.task.op)
+                flat[offsets[v] + len(ends[v])] = ready[v]
+                ends[v].append(ready[v])
+            elif targets is not None and targets[0].size:
+                us, ks = targets
+                latest = float(flat[offsets[us] + ks].max())
+                ready[v] = start_time(ready[v], [latest], barrier_cost(barrier_us, len(us)))
+    except ProgramError as exc:
+        raise SchedulerError(f"rProgram deadlocks: {exc}") from None
     return ends

@@ -109,10 +109,14 @@ def generate(ops: Sequence[Op], sources: Mapping[str, str], include_dirs: Sequen
     instantiations, their block sizes and veus_per_sm, never on grids, rTask counts or op order."""
     kernels = [op.kernel for op in ops] + list(catalog)
     namespaces = _namespaces(kernels, sources)
-    by_key = {_key(k, sources): k for k in reversed(kernels)}
+    kernel_keys = _keys(kernels, sources)
+    by_key = {key: k for key, k in zip(reversed(kernel_keys), reversed(kernels))}
     keys = sorted(by_key, key=repr)
-    insts = tuple(_instantiation(namespaces[key[0]], key, by_key[key].wrapper_name, sources[key[0]],
-                                 [k for k in kernels if _key(k, sources) == key]) for key in keys)
+    launches: dict[tuple, list[KernelRef]] = {}
+    for key, k in zip(kernel_keys, kernels):
+        launches.setdefault(key, []).append(k)
+    insts = tuple(_instantiation(namespaces[key[0]], key, by_key[key].wrapper_name, sources[key[0]], launches[key])
+                  for key in keys)
     index = {key: i for i, key in enumerate(keys)}
     if len(keys) > VD_KERNEL_MASK:
         raise ProgramError(f"{len(keys)} rKernel instantiations in one module; at most {VD_KERNEL_MASK}")
@@ -124,7 +128,7 @@ def generate(ops: Sequence[Op], sources: Mapping[str, str], include_dirs: Sequen
         _layout_query(insts),
     ]))
     dirs = (str(INCLUDE_DIR), *(str(d) for d in include_dirs))
-    return GeneratedModule(text, insts, tuple(index[_key(op.kernel, sources)] for op in ops), dirs)
+    return GeneratedModule(text, insts, tuple(index[key] for key in kernel_keys[:len(ops)]), dirs)
 
 
 def _module_prelude(namespaces: Mapping[str, str], sources: Mapping[str, str]) -> list[str]:
@@ -147,6 +151,12 @@ def layout_table_source(ops: Sequence[Op], sources: Mapping[str, str]) -> str:
     sizes = _layout_size_exprs(generate(ops, sources).instantiations)
     return "\n".join([*_module_prelude(namespaces, sources),
                       f"__device__ vd::u64 {LAYOUT_TABLE}[{len(sizes)}] = {{{', '.join(sizes)}}};"])
+
+
+def _keys(kernels: Sequence[KernelRef], sources: Mapping[str, str]) -> list[tuple]:
+    """_key of each kernel, worked out once per distinct instantiation (it may search the source)."""
+    memo: dict[tuple, tuple] = {}
+    return [memo.get(k.instantiation()) or memo.setdefault(k.instantiation(), _key(k, sources)) for k in kernels]
 
 
 def _key(kernel: KernelRef, sources: Mapping[str, str]) -> tuple:

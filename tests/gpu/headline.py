@@ -264,7 +264,7 @@ def build_pinned(pin: Pinned, path: Path, folder: Path, target: str, dry_run: bo
         return None, row
     stats = built.manifest.stats
     digest = plan_digest(json.loads((folder / "plan.json").read_text()))
-    row.update(status="ok", build_s=round(time.perf_counter() - t0, 2), veus=built.manifest.num_veus,
+    row.update(status="ok", build_s=round(time.perf_counter() - t0, 2), veus=built.manifest.veus,
                veus_per_sm=stats.get("veus_per_sm"), rtasks=stats.get("rtasks"),
                barrier_rtasks=stats.get("barrier_rtasks"), programs=stats.get("programs"),
                predicted_us=stats.get("predicted_us"), predicted_baselines_us=stats.get("predicted_baselines_us"),
@@ -389,7 +389,7 @@ def main_pin(args: argparse.Namespace) -> int:
                                 precision=old.precision, quiet=False)
             plan = json.loads((Path(tmp) / "b" / "plan.json").read_text())
             stats = built.manifest.stats
-            by[name] = Pinned(name, old.policy, built.manifest.num_veus, stats.get("veus_per_sm"), old.precision,
+            by[name] = Pinned(name, old.policy, built.manifest.veus, stats.get("veus_per_sm"), old.precision,
                               plan_digest(plan), stats.get("predicted_us"),
                               [f"pinned by --pin in {time.perf_counter() - t0:.0f} s on the CPU machine"])
             print(f"{name}: {by[name].veus} vEUs, {by[name].veus_per_sm}/SM, digest {by[name].plan_digest}",

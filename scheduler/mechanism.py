@@ -83,6 +83,8 @@ class ProgramBuilder:
         self.clocks = parent.clocks.copy() if parent else np.zeros(v)
         self.counts = parent.counts.copy() if parent else np.zeros(v, np.int64)
         self.awaited = parent.awaited.copy() if parent else np.full((v, v), NONE, np.int64)
+        # the op of each vEU's last rTask, NONE after a wait: a different op (or L1 invalidated) fetches its arguments
+        self.last_op = parent.last_op.copy() if parent else np.full(v, NONE, np.int64)
         self.records: list[tuple[TaskRef, int, Awaited | None]] = []
         self.placed: dict[int, DepSet] = {}
         self.where: dict[TaskRef, tuple[int, int, float]] = {}
@@ -175,9 +177,13 @@ class ProgramBuilder:
             if us.size:
                 refs = dep.awaited(us)
                 wait_ends = [float(dep.end[us].max())]
-        barrier = self.mech.profiler.barrier_cost_us(len(refs.op)) if refs is not None else 0.0
-        start = start_time(float(self.clocks[veu]), wait_ends, barrier)
-        end = start + self.op(task.op).rtask_us
+        terms = self.mech.terms
+        start = float(self.clocks[veu])
+        if refs is not None:  # a barrier-rTask: the satisfied wait's cost, or until the awaited rTasks are seen
+            start = start_time(start + terms.satisfied_us, wait_ends, self.mech.profiler.barrier_cost_us(len(refs.op)))
+        fetch = terms.arg_fetch_us if refs is not None or self.last_op[veu] != task.op else 0.0
+        end = start + fetch + self.op(task.op).rtask_us
+        self.last_op[veu] = task.op
         order = int(self.counts[veu])
         self.clocks[veu], self.counts[veu] = end, order + 1
         self.records.append((task, veu, refs))
@@ -300,6 +306,7 @@ class Mechanism:
         self.num_veus = num_veus or profiler.num_veus
         if self.num_veus < 1:
             raise SchedulerError(f"a vDevice needs at least one vEU, got {self.num_veus}")
+        self.terms = profiler.step_costs(lambda op: 0.0)  # the interpreter's terms the online clocks charge
         self.ops: list[ProgramOp] = []
         self.closed: list[ProgramBuilder] = []
         self.node_program: dict[int, int] = {}
@@ -317,7 +324,7 @@ class Mechanism:
         """Make a trial real: merge a fork into the current program, or close the current one for a fresh one."""
         if trial.parent is self.current:
             cur = self.current
-            cur.clocks, cur.counts, cur.awaited = trial.clocks, trial.counts, trial.awaited
+            cur.clocks, cur.counts, cur.awaited, cur.last_op = trial.clocks, trial.counts, trial.awaited, trial.last_op
             cur.records.extend(trial.records)
             cur.placed.update(trial.placed)
             cur.where.update(trial.where)
@@ -350,8 +357,10 @@ class Mechanism:
                     prog.wait(task, refs.task_refs())
                 prog.append(task, veu)
             programs.append(prog)
+        duration = lambda op: self.ops[op].rtask_us  # noqa: E731  (pinned or not, as placed)
+        times = [self.profiler.program_us_by(prog, duration) for prog in programs]
         return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.num_veus, list(self.ops),
-                    programs, [b.program_us() for b in builders], choices, aliases or {}, notes, needs)
+                    programs, times, choices, aliases or {}, notes, needs)
 
     def veu_needs(self, b: ProgramBuilder) -> Resources:
         """What a vEU of this program must provide: the most threads and shared memory of its rKernels."""

@@ -235,6 +235,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     (off, auto: where it wins by the profiler, always; scheduler.merge). `precision` (PRECISIONS) is the least
     accurate arithmetic the kernels may use. `veus_per_sm` sizes resident slices for that many vEUs sharing an SM
     (default: searched by a GPU build without `veus`, else ceil(vEUs / SMs) on a GPU and 1 on the CPU)."""
+    from scheduler.baselines import model_baselines
     from scheduler.export import graph_to_onnx
     from scheduler.passes import check_pass_names
     from scheduler.pipeline import load_workload, op_dependencies, plan_workload
@@ -309,6 +310,8 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                                             planned.occupancy)
     per_sm, graph, plan = planned.veus_per_sm, sch.graph, sch.plan
     num_veus = profiler.num_veus
+    baselines = prog.step("price the baselines", lambda: model_baselines(model_path, registry=registry))
+    plan.baselines_us = baselines.us
     programs = rebind_programs(plan.programs, ops)
     buffers, views = plan_buffers(graph, plan, ops)
     deps = op_dependencies(plan, sch.workload) if plan.ops else []
@@ -331,8 +334,9 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
         np.savez(tmp / "weights.npz", **{npz_key(k): np.ascontiguousarray(v) for k, v in weights.items()})
         shutil.copyfile(model_path, tmp / "model.onnx")
-        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.barrier_cost_us))
-        slices = schedule_slices(plan, programs, profiler.barrier_cost_us)
+        step_costs = profiler.step_costs(lambda op: 0.0)  # the simulation's terms; durations are the plan's
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, step_costs))
+        slices = schedule_slices(plan, programs, step_costs)
         (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
                                                           {"model": str(model_path), "policy": policy,
                                                            "profiler": profiler.describe()}))
@@ -346,7 +350,10 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
                                                         "resident_search": resident.to_json() if resident else None,
                                                         "backends": list(backends),
                                                         **weight_traffic(plan, graph, model_path),
-                                                        "placement": placement_name(placement, sch.workload)}
+                                                        "placement": placement_name(placement, sch.workload),
+                                                        "strongest_baseline": baselines.strongest,
+                                                        "vs_strongest": round(baselines.ratio(plan.predicted_us), 4),
+                                                        "baseline_variants": baselines.variants}
         built = Built(tmp, manifest, ops, programs, texts, weights)
         if compile_check and ops:
             prog.step(f"compile for {target}", lambda: built.compile(target))

@@ -6,6 +6,7 @@ import json
 import sys
 
 from kernel_corpus.bindings import registry as default_registry
+from scheduler.baselines import Baselines, model_baselines
 from scheduler.graph import SchedulerError
 from scheduler.pipeline import load_workload, plan_workload
 from scheduler.profiler import H100
@@ -26,6 +27,8 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
             done, cached = profile_workload(workload, profiler, "gpu", source_paths(default_registry))
             say(f"profiler: {done} launch shape(s) measured, {cached} from the cache")
         sch = plan_workload(graph, workload, policy, profiler, num_veus=veus)
+        baselines = model_baselines(model)
+        sch.plan.baselines_us = baselines.us
     except SchedulerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -33,8 +36,8 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
     tasks = sum(p.steps(v) for p in plan.programs for v in range(p.num_veus))
     say(f"{policy}: {len(sch.workload.ops)} operators, {len(plan.ops)} launches, {tasks} rTasks, "
         f"{len(plan.programs)} rProgram(s), predicted {plan.predicted_us:.1f} us")
-    for name, us in plan.baselines_us.items():
-        say(f"  the same launches {name}: predicted {us:.1f} us ({us / max(plan.predicted_us, 1e-9):.2f}x)")
+    for line in baseline_lines(baselines, plan.predicted_us):
+        say(line)
     for note in plan.notes:
         say(f"note: {note}")
     if out:
@@ -45,5 +48,17 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
                           "operators": len(sch.workload.ops), "launches": len(plan.ops), "rtasks": tasks,
                           "programs": len(plan.programs), "predicted_us": round(plan.predicted_us, 3),
                           "predicted_baselines_us": {k: round(v, 3) for k, v in plan.baselines_us.items()},
+                          "strongest_baseline": baselines.strongest,
+                          "vs_strongest": round(baselines.ratio(plan.predicted_us), 4),
                           "notes": plan.notes, "plan_json": out}))
     return 0
+
+
+def baseline_lines(baselines: Baselines, predicted_us: float) -> list[str]:
+    """One line per baseline (predicted µs, and the plan's speed-up over it), the strongest named."""
+    out = []
+    for name, us in baselines.us.items():
+        mark = "  <- strongest" if name == baselines.strongest else ""
+        out.append(f"  baseline {name}: predicted {us:.1f} us (plan {us / max(predicted_us, 1e-9):.2f}x){mark}")
+    out.append(f"  vs the strongest baseline ({baselines.strongest}): {baselines.ratio(predicted_us):.2f}x")
+    return out

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from kernel_corpus.bindings import Launch, as_unpinned
+from kernel_corpus.bindings import Launch, as_unpinned, reads_constants_only
 from vdevice.program import NOT_AWAITED, Program, TaskRef, uncovered
 
 from .graph import SchedulerError
@@ -247,7 +247,7 @@ class ProgramBuilder:
 
     # ---- nodes ------------------------------------------------------------------------------------------------
     def node_deps(self, spec: OpSpec) -> DepSet | None:
-        """What the first launch of a node waits for: the last launch of each predecessor in this program."""
+        """What a node's launches wait for: each predecessor's end (node_end) in this program."""
         dep = None
         for p in spec.preds:
             ops = self.ops_of_node(p)
@@ -256,24 +256,43 @@ class ProgramBuilder:
                     raise SchedulerError(f"node '{spec.name}' scheduled before its predecessor "
                                          f"(node {p}): a policy bug")
                 continue  # an earlier rProgram: finished before this one starts
-            last = self.placement(ops[-1])
-            dep = last if dep is None else dep.merge(last)
+            end = self.node_end(ops)
+            dep = end if dep is None else dep.merge(end)
+        return dep
+
+    def node_end(self, ops: list[int]) -> DepSet | None:
+        """What waiting for a node means: its last launch, and every independent launch (which no later launch of
+        the node waits for)."""
+        dep = self.placement(ops[-1])
+        for op_id in ops[:-1]:
+            if self.op(op_id).launch.independent:
+                placed = self.placement(op_id)
+                dep = placed if dep is None else (dep.merge(placed) if placed is not None else dep)
         return dep
 
     def schedule_node(self, spec: OpSpec, cand: Candidate, extra: DepSet | None = None,
                       veus: Sequence[int] | None = None) -> list[int]:
-        """Append every launch of the chosen rKernel; a launch waits for all rTasks of the one before."""
+        """Append every launch of the chosen rKernel: a launch waits for all rTasks of the one before; an
+        independent launch (Launch.independent) for the node's inputs only; a resident family's load for nothing
+        (it reads constants: it runs when its vEUs are free, not after the node's inputs), so the launch after it
+        waits for the node's inputs as well."""
         if spec.index in self.mech.node_program or self.ops_of_node(spec.index) is not None:
             raise SchedulerError(f"node '{spec.name}' scheduled twice: a policy bug")
-        deps = self.node_deps(spec)
+        inputs = self.node_deps(spec)
         if extra is not None and extra.any():
-            deps = extra if deps is None else deps.merge(extra)
-        ids = []
+            inputs = extra if inputs is None else inputs.merge(extra)
+        ids: list[int] = []
+        chain = inputs  # what the node's next ordinary launch waits for
         for k, launch in enumerate(cand.launches):
             op_id = self.add_op(ProgramOp(spec.name, spec.op_type, cand.variant, cand.source, k, launch,
                                           list(spec.inputs), list(spec.outputs)))
-            self.place(op_id, deps, veus)
-            deps = self.placement(op_id)
+            load = reads_constants_only(launch)
+            self.place(op_id, None if load else inputs if launch.independent else chain, veus)
+            placed = self.placement(op_id)
+            if load:
+                chain = placed if inputs is None else (inputs.merge(placed) if placed is not None else inputs)
+            elif not launch.independent:
+                chain = placed
             ids.append(op_id)
         self.node_ops[spec.index] = ids
         return ids

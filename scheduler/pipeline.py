@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import onnx
-from kernel_corpus.bindings import as_unpinned
+from kernel_corpus.bindings import reads_constants_only
 from vdevice.program import validate_plan
 
 from .graph import Graph, SchedulerError
@@ -28,24 +28,38 @@ class Scheduled:
 
 
 def op_dependencies(plan: Plan, workload: Workload) -> list[tuple[int, int]]:
-    """Op-level edges derived from the DFG, not from the schedule: each launch after the one before it of the
-    same node, the first launch of a node after the last launch of each predecessor node."""
+    """Op-level edges derived from the DFG, not from the schedule: each launch after the one before it of the same
+    node, the first launch of a node after each predecessor node's end (its last launch and its independent ones);
+    an independent launch after the predecessors only, a resident load after nothing (the launch after it then
+    after the predecessors too): the mechanism's rule (Mechanism.schedule_node)."""
     by_node: dict[str, list[int]] = {}
     for i, op in enumerate(plan.ops):
         by_node.setdefault(op.node, []).append(i)
+    for ids in by_node.values():
+        ids.sort(key=lambda i: plan.ops[i].launch_index)
     calls = {c.node for c in plan.calls}  # library steps: ordered by the plan's steps, not by op edges
+
+    def ends(node: str) -> list[int]:
+        ids = by_node[node]
+        return [i for i in ids[:-1] if plan.ops[i].launch.independent] + [ids[-1]]
+
     edges = []
     for spec in workload.ops:
         if spec.name in calls:
             continue
-        ids = sorted(by_node.get(spec.name, []), key=lambda i: plan.ops[i].launch_index)
+        ids = by_node.get(spec.name, [])
         if not ids:
             raise SchedulerError(f"node '{spec.name}' is missing from the plan")
-        edges += list(zip(ids, ids[1:]))
-        for p in spec.preds:
-            if workload.ops[p].name in calls:
+        inputs = [e for p in spec.preds if workload.ops[p].name not in calls for e in ends(workload.ops[p].name)]
+        chain = list(inputs)
+        for i in ids:
+            launch = plan.ops[i].launch
+            if reads_constants_only(launch):
+                chain = [i] + inputs
                 continue
-            edges.append((max(by_node[workload.ops[p].name], key=lambda i: plan.ops[i].launch_index), ids[0]))
+            edges += [(j, i) for j in (inputs if launch.independent else chain)]
+            if not launch.independent:
+                chain = [i]
     return edges
 
 
@@ -112,7 +126,6 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     else:
         plan = place_and_schedule(workload, policy, profiler, placement or "search", make_op, validate, costs,
                                   **params)
-    plan.baselines_us = profiler.baselines_us([as_unpinned(op.launch) for op in plan.ops])  # no regions there
     plan.notes = graph.notes + plan.notes
     if profiler.misses:
         plan.notes.append(f"profiler: {profiler.misses} launch shape(s) not in the measured cache: cost model used")

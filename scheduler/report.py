@@ -3,6 +3,7 @@ SVG preview with a colour legend (timeline.svg), and a short Markdown report (re
 from __future__ import annotations
 
 import colorsys
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ import numpy as np
 from kernel_corpus.bindings import In
 from vdevice.program import Program, Wait
 
-from .simulate import Barrier, veu_ends
+from .simulate import Barrier, StepCosts, simulate
 
 ROW_H, LEFT, WIDTH, TOP = 6, 60, 1400, 40
 MAX_RECTS = 40000  # above this, consecutive rTasks of one op type on a vEU are drawn as one box
@@ -40,9 +41,10 @@ class Slice:
     args: dict = field(default_factory=dict)  # op type, variant, rtask id, launch (rTasks); awaited tasks (waits)
 
 
-def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier) -> list[Slice]:
+def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier | StepCosts) -> list[Slice]:
     """Every rTask, every barrier wait and every library call of the plan in predicted time, steps back to back
-    (library calls as slices of their own process, after the rPrograms' ones)."""
+    (library calls as slices of their own process, after the rPrograms' ones). `barrier_us`: the simulation's
+    costs (the plan's rTask times replace their durations) or a barrier cost alone."""
     out, t0 = [], 0.0
     for step in plan.steps:
         if step.kind == "library":
@@ -54,15 +56,17 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier) -> 
         pi = step.index
         prog = programs[pi]
         dur = lambda op: plan.ops[op].rtask_us  # noqa: E731
-        ends = veu_ends(prog, dur, barrier_us)
+        costs = (dataclasses.replace(barrier_us, duration=dur) if isinstance(barrier_us, StepCosts)
+                 else StepCosts(dur, barrier_us))
+        timeline = simulate(prog, costs)
+        ends = timeline.ends
         for v, instrs in enumerate(prog.veus):
-            runs, free, waiting = iter(ends[v]), 0.0, None
+            runs, free, waiting = iter(zip(timeline.starts[v], ends[v])), 0.0, None
             for instr in instrs:
                 if isinstance(instr, Wait):
                     waiting = waiting or (free, [f"vEU {u} task {k}" for u, k in instr.targets])
                     continue
-                end = next(runs)
-                start = end - dur(instr.task.op)
+                start, end = next(runs)
                 if waiting is not None and start > waiting[0] + 1e-9:
                     out.append(Slice(pi, v, t0 + waiting[0], t0 + start, "wait", "wait", {"awaits": waiting[1]}))
                 waiting = None
@@ -179,13 +183,15 @@ def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier) -> str
 
 
 def _prediction_lines(manifest: Any, plan: Any) -> list[str]:
-    """The report's predicted times: the plan's, and the same launches' under each baseline."""
+    """The report's predicted times: the plan's, and each baseline's (scheduler/baselines.py), the strongest
+    named."""
     s = manifest.stats
+    strongest = s.get("strongest_baseline")
     return [f"- predicted time {s['predicted_us']:.1f} us (per program: "
             f"{', '.join(f'{u:.1f}' for u in plan.program_us)}); vEUs busy {s.get('predicted_busy_pct', 0):.1f}% "
             "of the predicted time",
-            *[f"- the same launches {name}: predicted {us:.1f} us (rammer {us / max(s['predicted_us'], 1e-9):.2f}x "
-              "faster)" for name, us in plan.baselines_us.items()]]
+            *[f"- baseline {name}: predicted {us:.1f} us (rammer {us / max(s['predicted_us'], 1e-9):.2f}x)"
+              + (" — the strongest" if name == strongest else "") for name, us in plan.baselines_us.items()]]
 
 
 def weight_bytes_read(plan: Any, graph: Any) -> int:

@@ -101,9 +101,12 @@ def test_build_folder_contents(tmp_path: Path) -> None:
     assert svg.startswith("<svg") and svg.count("<rect") >= sum(o["rtasks"] for o in plan["ops"]) // 2
     report = (out / "report.md").read_text()
     for word in ("operators", "rTasks", "rProgram", "barrier-rTasks", "predicted", "build time", "mode=model",
-                 "the same launches op-by-op", "the same launches cuda-graph"):
+                 "baseline op-by-op", "baseline cuda-graph-pdl", "baseline multi-stream-graph", "the strongest"):
         assert word in report
     stats = json.loads((out / "build.json").read_text())["stats"]
+    assert stats["strongest_baseline"] in stats["predicted_baselines_us"]
+    assert stats["vs_strongest"] == pytest.approx(
+        min(stats["predicted_baselines_us"].values()) / stats["predicted_us"], rel=1e-3)
     busy = sum(o["rtasks"] * o["rtask_us"] for o in plan["ops"]) / (4 * plan["predicted_us"])
     assert 0 < stats["predicted_busy_pct"] <= 100 and stats["predicted_busy_pct"] == pytest.approx(100 * busy, abs=0.1)
     weights = np.load(out / "weights.npz")

@@ -24,17 +24,24 @@ PARAMS = {"wavefront": {}, "ios": {"max_endings": 4000}, "sequential": {}}
 
 
 def graph_edges(sch: Scheduled) -> list[tuple[int, int]]:
-    """Op-level dependencies from tensors: a launch reads a buffer another node writes; launches of a node in order."""
+    """Op-level dependencies from tensors: a launch reads a buffer another node writes; launches of a node in order,
+    except an independent launch (Concat's copies: after the node's inputs only, and the node's consumers wait for
+    each) and a resident load (reads constants: after nothing; the launch after it also waits for the inputs)."""
     g, ops = sch.graph, sch.plan.ops
     writes = {i: {g.buffer_of(t).base for t in op.outputs if t} for i, op in enumerate(ops)}
     reads = {i: {g.buffer_of(t).base for t in op.inputs if t} for i, op in enumerate(ops)}
+    load = {i: op.launch.resident is not None and op.launch.resident.load for i, op in enumerate(ops)}
+    index = {(op.node, op.launch_index): i for i, op in enumerate(ops)}
     edges = []
     for p, c in itertools.permutations(range(len(ops)), 2):
         same_node = ops[p].node == ops[c].node
-        if same_node and ops[p].launch_index + 1 == ops[c].launch_index:
+        if same_node and ops[p].launch_index + 1 == ops[c].launch_index and not ops[c].launch.independent:
             edges.append((p, c))
         last = ops[p].launch_index == max(o.launch_index for o in ops if o.node == ops[p].node)
-        if not same_node and last and ops[c].launch_index == 0 and writes[p] & reads[c]:
+        after_load = ops[c].launch_index > 0 and load[index[(ops[c].node, ops[c].launch_index - 1)]]
+        first = ops[c].launch_index == 0 or ops[c].launch.independent or after_load
+        if (not same_node and (last or ops[p].launch.independent) and first and not load[c]
+                and writes[p] & reads[c]):
             edges.append((p, c))
     return edges
 

@@ -41,6 +41,7 @@ from typing import Any, Callable, Union
 
 from toolchain.cache import content_key
 from toolchain.cxx import kernel_expr
+from vdevice.target import BackendName
 
 LEGACY_DIR = Path(__file__).parent / "legacy"
 KINDS = ("fast", "efficient", "only")
@@ -48,7 +49,6 @@ INT32_MAX = 2**31 - 1
 FLOAT32 = "float32"
 OPSET = 20  # reference shapes are ONNX nodes of this opset (Gelu needs 20)
 CUSTOM_DOMAIN = "ai.rammer"  # our fused ops (FusedMatMul, LSTMCell, ...) when written as ONNX
-BACKENDS = ("rtask", "library", "user")  # how a binding executes: corpus rKernels, a vendor call, a user library
 # Arithmetic of a binding's products, most accurate first: fp32 (CUDA cores), 3xtf32 (tensor cores, float32
 # accuracy), tf32 (10-bit mantissas), bf16 (7-bit). A build allows one and every more accurate one.
 PRECISIONS = ("fp32", "3xtf32", "tf32", "bf16")
@@ -259,7 +259,7 @@ class Binding:
     float_inputs: int | None = None                 # how many leading inputs must be float32 (None: all)
     note: str = ""                                  # what the scheduler should know (e.g. two launches)
     legacy_dir: Path = LEGACY_DIR                   # where `source` lives (another corpus folder's legacy/)
-    backend: str = "rtask"                          # BACKENDS: how the launches execute
+    backend: BackendName = BackendName.RTASK        # how the launches execute (vdevice.target.BackendName)
     devices: tuple[str, ...] = ("gpu", "cpu")       # targets the binding runs on
     dtypes: tuple[str, ...] = (FLOAT32,)            # element types of its data inputs and outputs
     precision: str = "fp32"                         # PRECISIONS: the arithmetic of its products
@@ -504,8 +504,8 @@ def check_bindings(bindings: list[Binding]) -> None:
         seen.add(b.name)
         if b.kind not in KINDS:
             raise ValueError(f"binding {b.name}: kind '{b.kind}' is not one of {', '.join(KINDS)}")
-        if b.backend not in BACKENDS:
-            raise ValueError(f"binding {b.name}: backend '{b.backend}' is not one of {', '.join(BACKENDS)}")
+        if b.backend not in set(BackendName):
+            raise ValueError(f"binding {b.name}: backend '{b.backend}' is not one of {', '.join(BackendName)}")
         if b.source not in defined:
             if not b.source_path.is_file():
                 raise ValueError(f"binding {b.name}: source {b.source_path} does not exist")

@@ -7,6 +7,7 @@ plan uses) -> vdevice.codegen (one interpreter module) -> rammer.runtime (CPU em
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -14,24 +15,33 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 import onnx
 
 from converter import RKernelMeta
 from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS, Temp
+from scheduler.export import graph_to_onnx
 from scheduler.graph import Graph
-from scheduler.passes import VEU_HEADER_BYTES as HEADER_BYTES
+from scheduler.passes import check_pass_names
 from scheduler.plan import temp_buffer
+from scheduler.profiler import H100, Profiler
+from scheduler.baselines import graph_baselines
+from scheduler.report import render_report, schedule_slices, timeline_svg, timeline_trace
+from scheduler.search import Planned, SearchResult, TargetSearch
+from scheduler.workload import Workload
 from vdevice.program import Op, Program, plan_to_json
+from vdevice.target import H100 as H100_DEVICE
+from vdevice.target import BackendName, Target, TargetKind
 
 from .runtime import (MANIFEST, BufferSpec, BuildError, Built, Manifest, TensorSpec, npz_key, read_manifest,
                       rebind_programs)
 
-CPU_DEFAULT_VEUS = 8  # the emulator runs every vEU thread as a fiber on one core: keep the vDevice small
+
+T = TypeVar("T")
 
 
 # ---- build --------------------------------------------------------------------------------------------------
@@ -39,9 +49,10 @@ class Progress:
     """One line per build step on stderr with its duration, so long steps are visible."""
 
     def __init__(self, quiet: bool = False) -> None:
-        self.quiet, self.t0, self.times = quiet, time.perf_counter(), {}
+        self.quiet, self.t0 = quiet, time.perf_counter()
+        self.times: dict[str, float] = {}
 
-    def step(self, what: str, fn: Callable[[], Any], own_line: bool = False) -> Any:
+    def step(self, what: str, fn: Callable[[], T], own_line: bool = False) -> T:
         """Run one step, timing it; `own_line` for a step that draws its own progress bar below its name."""
         if not self.quiet:
             print(f"  {what} ...", end="\n" if own_line else "", file=sys.stderr, flush=True)
@@ -175,10 +186,7 @@ def tensor_specs(graph: Graph, names: list[str]) -> list[TensorSpec]:
 
 def convert_ops(ops: list[Op], paths: Mapping[str, Path]) -> tuple[list[Op], dict[str, str]]:
     """Convert the legacy sources these ops launch and bind each op to its rKernel; returns (ops, texts)."""
-    needed: dict[str, set[str]] = {}
-    for op in ops:
-        needed.setdefault(op.kernel.source_id, set()).add(op.kernel.wrapper_name)
-    texts, meta = convert_sources(paths, needed)
+    texts, meta = convert_sources(paths, kernels_of(ops))
     return resolve_ops(ops, meta), texts
 
 
@@ -193,23 +201,22 @@ def source_paths(registry: Any) -> dict[str, Path]:
 PROFILES = ("auto", "model", "measured")
 
 
-def make_profiler(profile: str, target: str, num_veus: int) -> Any:
+def make_profiler(profile: str, kind: TargetKind | str, veus: int) -> Profiler:
     """The profiler of a build: `auto` measures on a GPU build when a GPU is visible and models otherwise;
     `measured` on a CPU build times the emulator (slow; it exercises the mechanism, not GPU timings)."""
     from vdevice.gpu import gpu_available
 
     from scheduler.measure import device_spec
-    from scheduler.profiler import H100, Profiler
     if profile not in PROFILES:
         raise BuildError(f"--profile must be one of {', '.join(PROFILES)}, not '{profile}'")
-    gpu, why = gpu_available() if target == "gpu" and profile != "model" else (False, "")
+    gpu, why = gpu_available() if kind == TargetKind.GPU and profile != "model" else (False, "")
     if profile == "auto":
         profile = "measured" if gpu else "model"
     if profile == "model":
-        return Profiler(H100, num_veus, "model")
-    if target == "gpu" and not gpu:
+        return Profiler(H100, veus, "model")
+    if kind == TargetKind.GPU and not gpu:
         raise BuildError(f"--profile measured with --target gpu needs a GPU ({why})")
-    return Profiler(device_spec(target), num_veus, "measured")
+    return Profiler(device_spec(str(kind)), veus, "measured")
 
 
 def profile_workload(workload: Any, profiler: Any, target: str, paths: Mapping[str, Path],
@@ -220,320 +227,304 @@ def profile_workload(workload: Any, profiler: Any, target: str, paths: Mapping[s
     return measure_workload(workload, profiler, target, quiet=quiet, convert=lambda ops: convert_ops(ops, paths))
 
 
-def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path | None = None,
-                policy: str = "wavefront", target: str = "gpu", veus: int | None = None,
-                quiet: bool = False, compile_check: bool = True, profile: str = "auto",
-                disable_passes: tuple[str, ...] | list[str] = (), dump_after: tuple[str, ...] | list[str] = (),
-                backends: tuple[str, ...] | list[str] | None = None, placement: str | None = None,
-                user_libs: tuple[str, ...] | list[str] = (), merge: str = "off",
-                precision: str = DEFAULT_PRECISION, veus_per_sm: int | None = None) -> "Built":
-    """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build.
-    `disable_passes` leaves graph passes out; `dump_after` writes the graph after each named pass as
-    `after-NAME.onnx` into the build folder. `backends` (default: rtask, plus user when `user_libs` name kernel
-    library folders; "library" adds vendor calls) and `placement` (dp, search, rtask-only; default search when
-    some node has a choice) say where each node may run, see scheduler.placement. `merge` is the IOS sibling merge
-    (off, auto: where it wins by the profiler, always; scheduler.merge). `precision` (PRECISIONS) is the least
-    accurate arithmetic the kernels may use. `veus_per_sm` sizes resident slices for that many vEUs sharing an SM
-    (default: searched by a GPU build without `veus`, else ceil(vEUs / SMs) on a GPU and 1 on the CPU)."""
-    from scheduler.baselines import model_baselines
-    from scheduler.export import graph_to_onnx
-    from scheduler.passes import check_pass_names
-    from scheduler.pipeline import load_workload, op_dependencies, plan_workload
-    from scheduler.profiler import H100
-    from scheduler.report import render_report, schedule_slices, timeline_svg, timeline_trace
+@dataclass(frozen=True)
+class BuildOptions:
+    """Everything `rammer build` takes besides the model and the folder (the CLI's options, the same names).
+    `backends` (default: rtask, plus user when `user_libs` name kernel library folders; "library" adds vendor calls)
+    and `placement` (dp, search, rtask-only; default search when some node has a choice) say where each node may
+    run (scheduler.placement). `merge` is the IOS sibling merge (off, auto: where it wins by the profiler, always;
+    scheduler.merge). `precision` (PRECISIONS) is the least accurate arithmetic kernels may use. `veus_per_sm` sizes
+    resident slices for that many vEUs sharing an SM (default: searched by a GPU build without `veus`, else
+    ceil(vEUs / SMs) on a GPU and 1 on the CPU). `disable_passes` leaves graph passes out; `dump_after` writes the
+    graph after each named pass as `after-NAME.onnx` into the build folder."""
 
+    target: str = "gpu"
+    veus: int | None = None
+    veus_per_sm: int | None = None
+    policy: str = "wavefront"
+    profile: str = "auto"
+    precision: str = DEFAULT_PRECISION
+    backends: tuple[str, ...] | None = None
+    user_libs: tuple[str, ...] = ()
+    placement: str | None = None
+    merge: str = "off"
+    corpus: str | Path | None = None
+    disable_passes: tuple[str, ...] = ()
+    dump_after: tuple[str, ...] = ()
+    compile_check: bool = True  # compile the generated program (nvcc without a GPU)
+
+    def check(self) -> None:
+        """One-line errors for options that contradict each other, before any work."""
+        check_pass_names(list(self.disable_passes) + list(self.dump_after))
+        off = [n for n in self.dump_after if n in self.disable_passes]
+        if off:
+            raise BuildError(f"--dump-after {off[0]}: that pass is disabled, there is nothing to dump")
+        if self.precision not in PRECISIONS:
+            raise BuildError(f"--precision {self.precision}: choose from {', '.join(PRECISIONS)}")
+        if self.target not in set(TargetKind):
+            raise BuildError(f"--target {self.target}: choose from {', '.join(TargetKind)}")
+
+    @property
+    def searches(self) -> bool:
+        """Whether the build searches the vEUs per SM (a GPU build without --veus that compiles its program)."""
+        return self.target == TargetKind.GPU and self.veus is None and self.compile_check
+
+
+def build_model(model_path: str | Path, out_dir: str | Path, options: BuildOptions | None = None,
+                quiet: bool = False, **fields: Any) -> Built:
+    """Build MODEL into OUT_DIR atomically (a temp folder renamed into place); returns the loaded build. `options`
+    (BuildOptions), with any of its fields given by name overriding it (`build_model(m, out, target="cpu")`).
+    Reads as load -> passes -> search -> generate -> write."""
+    opts = dataclasses.replace(options or BuildOptions(), **fields)
     out = Path(out_dir)
     check_output_folder(out, model_path)
-    check_pass_names(list(disable_passes) + list(dump_after))
-    off = [n for n in dump_after if n in disable_passes]
-    if off:
-        raise BuildError(f"--dump-after {off[0]}: that pass is disabled, there is nothing to dump")
-    prog = Progress(quiet)
-    if precision not in PRECISIONS:
-        raise BuildError(f"--precision {precision}: choose from {', '.join(PRECISIONS)}")
-    registry = corpus_registry(corpus).restricted(precision)
-    backends, registry = enabled_backends(backends, target, registry, user_libs)
-    num_veus = veus if veus is not None else (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
-    check_veus(num_veus, target)
-    profiler = make_profiler(profile, target, num_veus)
-    if not quiet:
-        print(f"  {profiler.describe()}", file=sys.stderr)
-    dumps: dict[int, dict[str, Any]] = {}  # per vEUs per SM the slices were sized for: pass name -> graph
-
-    def load_at(k: int, prof: Any, what: str) -> tuple[Graph, Any]:
-        """Import and run the passes with resident slices sized for k vEUs per SM."""
-        def dump(name: str, g: Any) -> None:
-            if name in dump_after:
-                dumps.setdefault(k, {})[name] = graph_to_onnx(g, registry, name=f"after {name}")
-        return prog.step(what, lambda: load_workload(model_path, registry, tuple(disable_passes), dump, backends,
-                                                     target, merge, prof, policy, prof.num_veus, k))
-
-    size_k = veus_per_sm or (-(-num_veus // H100.sms) if target == "gpu" and veus is not None else 1)
-    graph, workload = load_at(size_k, profiler, "load, import, passes")
-    paths = source_paths(registry)
-    if profiler.mode == "measured":
-        done, cached = prog.step(f"measure launch shapes on the {profiler.device.name}",
-                                 lambda: profile_workload(workload, profiler, target, paths, quiet), own_line=True)
-        if not quiet:
-            dev = profiler.device
-            print(f"  profiler: {done} launch shape(s) measured, {cached} from the cache; barrier-rTask "
-                  f"{dev.barrier_us:.3g} us, rProgram launch {dev.launch_us:.3g} us", file=sys.stderr)
-    costs = backend_costs(profiler, target, backends)
-    sch = prog.step(f"{policy} plan", lambda: plan_workload(graph, workload, policy, profiler, placement=placement,
-                                                            costs=costs, num_veus=num_veus))
-    plan = sch.plan
-    ops0 = plan.programs[0].ops if plan.programs else []
-    ops, texts = prog.step(f"convert {len({op.kernel.source_id for op in ops0})} legacy source(s)",
-                           lambda: convert_ops(list(ops0), paths))
-    def plan_at(k: int, wl: Any, g: Graph) -> Planned:
-        """The plan on k vEUs per SM (the profiler re-measures per vEU count in measured mode)."""
-        prof = make_profiler(profile, target, k * H100.sms)
-        if prof.mode == "measured":  # rTask times depend on the vEUs sharing an SM: measured per vEU count
-            prog.step(f"measure launch shapes on {prof.num_veus} vEUs",
-                      lambda: profile_workload(wl, prof, target, paths, quiet), own_line=True)
-        s2 = prog.step(f"{policy} plan on {prof.num_veus} vEUs",
-                       lambda: plan_workload(g, wl, policy, prof, num_veus=prof.num_veus))
-        o2, t2 = convert_ops(list(s2.plan.programs[0].ops if s2.plan.programs else []), paths)
-        return Planned(s2, o2, t2, prof, k)
-
-    def reload_at(k: int) -> tuple[Graph, Any]:
-        return load_at(k, make_profiler(profile, target, k * H100.sms), f"load with resident slices for {k}/SM")
-
-    planned = Planned(sch, ops, texts, profiler, 1)
-    budget = resident = None
-    if target == "gpu" and veus is None and ops and compile_check:  # re-plan until the plan's vEUs fit
-        planned = fit_occupancy(planned, lambda k: plan_at(k, workload, graph), prog, MOST_VEUS_PER_SM)
-        budget, planned = register_budget_plan(planned, workload, lambda k, wl: plan_at(k, wl, graph), prog)
-        if veus_per_sm is None:
-            resident, budget, planned = resident_search(planned, budget, reload_at, plan_at, prog)
-    sch, ops, texts, profiler, occupancy = (planned.sch, planned.ops, planned.texts, planned.profiler,
-                                            planned.occupancy)
-    per_sm, graph, plan = planned.veus_per_sm, sch.graph, sch.plan
-    num_veus = profiler.num_veus
-    baselines = prog.step("price the baselines", lambda: model_baselines(model_path, registry=registry))
-    plan.baselines_us = baselines.us
-    programs = rebind_programs(plan.programs, ops)
-    buffers, views = plan_buffers(graph, plan, ops)
-    deps = op_dependencies(plan, sch.workload) if plan.ops else []
-    sources = {sid: f"{Path(sid).stem}.rtask.cu" for sid in texts}
-    manifest = Manifest(str(model_path), hashlib.sha256(Path(model_path).read_bytes()).hexdigest(), target, policy,
-                        num_veus, tensor_specs(graph, graph.inputs), tensor_specs(graph, graph.outputs), buffers,
-                        views, sources, deps, plan.predicted_us, steps=list(plan.steps), calls=list(plan.calls))
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
-    try:
-        (tmp / "rkernels").mkdir()
-        for sid, text in texts.items():
-            (tmp / "rkernels" / sources[sid]).write_text(text)
-        copy_headers(texts, paths, tmp / "rkernels")
-        if ops:
-            from vdevice.codegen import generate
-            gen = prog.step("generate program", lambda: generate(ops, texts, veus_per_sm=per_sm))
-            (tmp / "program.cu").write_text(gen.source)
-        (tmp / "programs.json").write_text(plan_to_json(programs) if programs else '{"ops": [], "programs": []}')
-        plan.save(tmp / "plan.json")
-        weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
-        np.savez(tmp / "weights.npz", **{npz_key(k): np.ascontiguousarray(v) for k, v in weights.items()})
-        shutil.copyfile(model_path, tmp / "model.onnx")
-        step_costs = profiler.step_costs(lambda op: 0.0)  # the simulation's terms; durations are the plan's
-        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, step_costs))
-        slices = schedule_slices(plan, programs, step_costs)
-        (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
-                                                          {"model": str(model_path), "policy": policy,
-                                                           "profiler": profiler.describe()}))
-        for name, model in dumps.get(graph.veus_per_sm, {}).items():
-            onnx.save(model, str(tmp / f"after-{name}.onnx"))
-        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(), "precision": precision,
-                                                        "passes": [r.to_json() for r in graph.pass_log],
-                                                        "veus_per_sm": per_sm,
-                                                        "occupancy": occupancy.describe() if occupancy else None,
-                                                        "register_budget": budget.to_json() if budget else None,
-                                                        "resident_search": resident.to_json() if resident else None,
-                                                        "backends": list(backends),
-                                                        **weight_traffic(plan, graph, model_path),
-                                                        "placement": placement_name(placement, sch.workload),
-                                                        "strongest_baseline": baselines.strongest,
-                                                        "vs_strongest": round(baselines.ratio(plan.predicted_us), 4),
-                                                        "baseline_variants": baselines.variants}
-        built = Built(tmp, manifest, ops, programs, texts, weights)
-        if compile_check and ops:
-            prog.step(f"compile for {target}", lambda: built.compile(target))
-        manifest.stats["build_s"] = round(prog.total, 2)
-        manifest.stats["step_s"] = {k: round(v, 2) for k, v in prog.times.items()}
-        (tmp / "report.md").write_text(render_report(manifest, plan, sch.workload))
-        manifest.files = sorted([p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()] + [MANIFEST])
-        (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1))
-        _replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    built.folder = out
-    return built
+    build = Build.load(Path(model_path), opts, Progress(quiet))
+    build.progress.step("import, graph passes", build.passes)
+    return build.write(build.generate(build.search()), out)
 
 
-MOST_VEUS_PER_SM = 4  # the occupancy search's ceiling (the CPU tests cover 1..4)
-BUDGET_ROUNDS = 4  # re-plans per vEU count the register budget may take, each leaving out one more instantiation
+CPU_DEFAULT_VEUS = 8  # the emulator runs every vEU thread as a fiber on one core: keep the vDevice small
+
+
+def build_target(opts: BuildOptions, backends: tuple[BackendName, ...]) -> Target:
+    """The build's Target: --veus (default: one per SM on the GPU, CPU_DEFAULT_VEUS on the CPU), checked against
+    what the target can hold, and the vEUs per SM (--veus-per-sm, else ceil(vEUs / SMs) on a GPU, 1 on the CPU)."""
+    kind = TargetKind(opts.target)
+    veus = opts.veus if opts.veus is not None else (CPU_DEFAULT_VEUS if kind == TargetKind.CPU else H100_DEVICE.sms)
+    check_veus(veus, kind)
+    per_sm = opts.veus_per_sm or (-(-veus // H100_DEVICE.sms) if kind == TargetKind.GPU else 1)
+    return Target(kind, veus, per_sm, H100_DEVICE, opts.precision, backends)
 
 
 @dataclass
-class Planned:
-    """A plan on some vEUs per SM with its converted ops, and the occupancy ptxas gave it (None: not checked)."""
+class Build:
+    """One build in progress: its options, the registry (precision and user libraries applied), the Target, the
+    legacy sources, the passes' dumps, and the plans made so far (the same graph, workload and target give the same
+    plan: the search asks again when ptxas sends it back to a count it planned)."""
 
-    sch: Any  # scheduler.pipeline.Scheduled
-    ops: list[Op]
-    texts: dict[str, str]
-    profiler: Any
-    veus_per_sm: int
-    occupancy: Any = None
+    model: Path
+    opts: BuildOptions
+    progress: "Progress"
+    registry: Any
+    target: Target
+    paths: dict[str, Path]
+    dumps: "Dumps"
+    plans: dict[tuple, tuple[Any, Any, Planned]] = field(default_factory=dict)
+    converted: dict[tuple, tuple[dict, dict]] = field(default_factory=dict)
+    graph: Graph | None = None  # imported and passed once (passes)
+
+    @staticmethod
+    def load(model: Path, opts: BuildOptions, progress: "Progress") -> "Build":
+        """Check the options, enable the backends, make the Target; prints the profiler line."""
+        opts.check()
+        backends, registry = enabled_backends(opts.backends, corpus_registry(opts.corpus).restricted(opts.precision),
+                                              opts.user_libs)
+        target = build_target(opts, backends)
+        build = Build(model, opts, progress, registry, target, source_paths(registry), Dumps(opts.dump_after, registry))
+        if not progress.quiet:
+            print(f"  {build.profiler(target).describe()}", file=sys.stderr)
+        return build
+
+    def passes(self) -> Graph:
+        """ONNX import and the graph passes: once per build, whatever targets the search then tries."""
+        from scheduler.pipeline import import_graph
+        self.graph = import_graph(self.model, self.registry, self.opts.disable_passes, self.dumps.recorder(None))
+        return self.graph
+
+    def profiler(self, target: Target) -> Profiler:
+        """The profiler of one vEU count (a measured rTask time depends on the vEUs sharing the device)."""
+        return make_profiler(self.opts.profile, self.opts.target, target.veus)
+
+    # ---- the Planner the target search asks -----------------------------------------------------------------
+    def specialise(self, target: Target, prof: Profiler | None = None) -> tuple[Graph, Workload]:
+        """The passed graph made for `target`: target passes, the IOS merge (priced on `prof`, else a profiler of
+        the target's vEUs), the support check."""
+        from scheduler.pipeline import specialise
+        assert self.graph is not None, "passes() first"
+        return specialise(self.graph, target, self.registry, self.opts.disable_passes, self.dumps.recorder(target),
+                          self.opts.merge, prof or self.profiler(target), self.opts.policy)
+
+    def plan(self, graph: Graph, workload: Workload, target: Target, sized_for: Target,
+             prof: Profiler | None = None) -> Planned:
+        """The policy's plan on `target` (with `prof`, else a profiler of the target's vEUs) with its ops bound to
+        converted rKernels (the launch shapes measured first in measured mode)."""
+        key = (id(graph), id(workload), target)
+        if key not in self.plans:
+            planned = self.plan_now(graph, workload, target, sized_for, prof or self.profiler(target))
+            self.plans[key] = (graph, workload, planned)
+        return dataclasses.replace(self.plans[key][2])  # a record of its own: the search sets its occupancy
+
+    def plan_now(self, graph: Graph, workload: Workload, target: Target, sized_for: Target,
+                 prof: Profiler) -> Planned:
+        """plan() without the memo."""
+        from scheduler.pipeline import plan_workload
+        if prof.mode == "measured":
+            self.measure(workload, prof)
+        what = f"{self.opts.policy} plan" + (f" on {target.veus} vEUs" if self.plans else "")
+        sch = self.progress.step(what, lambda: plan_workload(graph, workload, self.opts.policy, prof,
+                                                             validate=False, placement=self.opts.placement,
+                                                             costs=backend_costs(prof, target), veus=target.veus))
+        ops, texts = self.convert(list(sch.plan.programs[0].ops if sch.plan.programs else []))
+        return Planned(target, sized_for, sch, ops, texts, prof)
+
+    def measure(self, workload: Workload, prof: Profiler) -> None:
+        """Measured mode: time the launch shapes the profile cache lacks on this vEU count."""
+        done, cached = self.progress.step(f"measure launch shapes on {prof.veus} vEUs of the {prof.device.name}",
+                                          lambda: profile_workload(workload, prof, self.opts.target, self.paths,
+                                                                   self.progress.quiet), own_line=True)
+        if not self.progress.quiet:
+            dev = prof.device
+            print(f"  profiler: {done} launch shape(s) measured, {cached} from the cache; barrier-rTask "
+                  f"{dev.barrier_us:.3g} us, rProgram launch {dev.launch_us:.3g} us", file=sys.stderr)
+
+    def convert(self, ops: list[Op]) -> tuple[list[Op], dict[str, str]]:
+        """Bind the ops to converted rKernels (each set of sources and kernels converted once per build)."""
+        needed = kernels_of(ops)
+        key = tuple(sorted((sid, tuple(sorted(kernels))) for sid, kernels in needed.items()))
+        if key not in self.converted:
+            self.converted[key] = self.progress.step(f"convert {len(needed)} legacy source(s)",
+                                                     lambda: convert_sources(self.paths, needed))
+        texts, meta = self.converted[key]
+        return resolve_ops(ops, meta), texts
+
+    # ---- the search, generation and the folder ----------------------------------------------------------------
+    def search(self) -> SearchResult:
+        """The first plan on the build's target, then (a GPU build without --veus) the target search."""
+        prof = self.profiler(self.target)  # the merge prices with the first plan's profiler (and its memo)
+        first = self.plan(*self.specialise(self.target, prof), self.target, self.target, prof)
+        if not self.opts.searches or not first.ops:
+            return SearchResult(first)
+        return TargetSearch(self, self.progress).run(first, slices=self.opts.veus_per_sm is None)
+    def generate(self, result: SearchResult) -> "Generated":
+        """The kept plan, validated, as the folder's contents: programs over the converted rKernels, buffers, the
+        manifest with the build's figures, and the generated program."""
+        from scheduler.pipeline import op_dependencies, validate_scheduled
+        from vdevice.codegen import generate
+        kept = result.planned
+        sch, ops, texts = kept.sch, kept.ops, kept.texts
+        graph, plan = sch.graph, sch.plan
+        self.progress.step("validate the plan", lambda: validate_scheduled(sch))
+        programs = rebind_programs(plan.programs, ops)
+        buffers, views = plan_buffers(graph, plan, ops)
+        deps = op_dependencies(plan, sch.workload) if plan.ops else []
+        sources = {sid: f"{Path(sid).stem}.rtask.cu" for sid in texts}
+        manifest = Manifest(str(self.model), hashlib.sha256(self.model.read_bytes()).hexdigest(), self.opts.target,
+                            self.opts.policy, kept.target.veus, tensor_specs(graph, graph.inputs),
+                            tensor_specs(graph, graph.outputs), buffers, views, sources, deps, plan.predicted_us,
+                            steps=list(plan.steps), calls=list(plan.calls))
+        passed = self.graph
+        assert passed is not None, "passes() first"
+        baselines = self.progress.step("price the baselines", lambda: graph_baselines(passed, self.registry))
+        plan.baselines_us = baselines.us
+        manifest.stats = _stats(plan, programs, ops) | self.figures(result) | {
+            "strongest_baseline": baselines.strongest, "vs_strongest": round(baselines.ratio(plan.predicted_us), 4),
+            "baseline_variants": baselines.variants}
+        source = self.progress.step("generate program", lambda: generate(ops, texts, veus_per_sm=kept.veus_per_sm)
+                                    ).source if ops else None
+        weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
+        return Generated(kept, programs, manifest, weights, source)
+
+    def figures(self, result: SearchResult) -> dict:
+        """build.json's stats beyond the plan's counts: profiler, precision, passes, the search's records."""
+        kept = result.planned
+        graph = kept.sch.graph
+        return {"profiler": kept.profiler.describe(), "precision": self.opts.precision,
+                "passes": [r.to_json() for r in graph.pass_log], "veus_per_sm": kept.veus_per_sm,
+                "occupancy": kept.occupancy.describe() if kept.occupancy else None,
+                "register_budget": result.budget.to_json() if result.budget else None,
+                "resident_search": result.resident.to_json() if result.resident else None,
+                "backends": [str(b) for b in self.target.backends],
+                **weight_traffic(kept.sch.plan, graph, self.model),
+                "placement": placement_name(self.opts.placement, kept.sch.workload)}
+
+    def write(self, gen: "Generated", out: Path) -> Built:
+        """Write the folder next to OUT_DIR, compile-check it, and move it into place."""
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
+        try:
+            built = self.write_files(gen, tmp)
+            if self.opts.compile_check and built.ops:
+                self.progress.step(f"compile for {self.opts.target}", lambda: built.compile(self.opts.target))
+            manifest = gen.manifest
+            manifest.stats["build_s"] = round(self.progress.total, 2)
+            manifest.stats["step_s"] = {k: round(v, 2) for k, v in self.progress.times.items()}
+            (tmp / "report.md").write_text(render_report(manifest, gen.planned.sch.plan, gen.planned.sch.workload))
+            manifest.files = sorted([p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()]
+                                    + [MANIFEST])
+            (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1))
+            _replace_dir(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        built.folder = out
+        return built
+
+    def write_files(self, gen: "Generated", tmp: Path) -> Built:
+        """Every file but the report and the manifest: rKernels, program, plan, weights, model, timeline, dumps."""
+        kept, texts = gen.planned, gen.planned.texts
+        plan, profiler = kept.sch.plan, kept.profiler
+        (tmp / "rkernels").mkdir()
+        for sid, text in texts.items():
+            (tmp / "rkernels" / gen.manifest.sources[sid]).write_text(text)
+        copy_headers(texts, self.paths, tmp / "rkernels")
+        if gen.source is not None:
+            (tmp / "program.cu").write_text(gen.source)
+        (tmp / "programs.json").write_text(plan_to_json(gen.programs) if gen.programs else
+                                           '{"ops": [], "programs": []}')
+        plan.save(tmp / "plan.json")
+        arrays = {npz_key(k): np.ascontiguousarray(v) for k, v in gen.weights.items()}
+        np.savez(tmp / "weights.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
+        shutil.copyfile(self.model, tmp / "model.onnx")
+        step_costs = profiler.step_costs(lambda op: 0.0)  # the simulation's terms; durations are the plan's
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, gen.programs, step_costs))
+        slices = schedule_slices(plan, gen.programs, step_costs)
+        (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
+                                                          {"model": str(self.model), "policy": self.opts.policy,
+                                                           "profiler": profiler.describe()}))
+        for name, model in self.dumps.kept(kept.sized_for).items():
+            onnx.save(model, str(tmp / f"after-{name}.onnx"))
+        return Built(tmp, gen.manifest, kept.ops, gen.programs, texts, gen.weights)
 
 
-def fit_occupancy(p: Planned, plan_at: Callable[[int], Planned], prog: Any, most: int) -> Planned:
-    """Re-plan on the vEUs per SM ptxas allows the plan's interpreter until the count holds (vdevice.occupancy)."""
-    while p.ops:
-        occ = prog.step("vEUs per SM from ptxas", lambda: choose_occupancy(p.ops, p.texts, p.sch.plan, most))
-        if occ is None or occ.veus_per_sm == p.veus_per_sm:
-            p.occupancy = occ
-            return p
-        most = occ.veus_per_sm
-        p = plan_at(most)
-        p.occupancy = occ
-    return p
+@dataclass
+class Generated:
+    """A build's contents before they are written: the kept plan, its programs over the converted rKernels, the
+    manifest and weights, and the generated program's source (None: nothing runs as rTasks)."""
+
+    planned: Planned
+    programs: list[Program]
+    manifest: Manifest
+    weights: dict[str, np.ndarray]
+    source: str | None
 
 
-def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any], Planned],
-                         prog: Any) -> tuple[Any, Planned]:
-    """When register-hungry instantiations keep the vEUs per SM below MOST_VEUS_PER_SM, also plan at each higher
-    count (fewest first, while the prediction improves) without the candidates of the hungriest instantiations over
-    its budget, one more per re-plan until ptxas allows the count, and keep the plan BudgetChoice.decide prefers
-    (policy: rammer.budget; ptxas' registers per instantiation, cached). Returns (the BudgetChoice or None, the
-    plan kept)."""
-    from .budget import (BudgetChoice, BudgetTarget, BudgetTrial, budget_targets, over_budget, search_trials,
-                         without_candidates)
-    if p.occupancy is None or p.veus_per_sm >= MOST_VEUS_PER_SM:
-        return None, p
-    threads, smem = veu_footprint(p.sch.plan, p.ops, p.texts)
-    registers = prog.step("registers per rKernel instantiation", lambda: instantiation_registers(p.ops, p.texts))
-    targets = budget_targets(registers, threads, smem, p.veus_per_sm, MOST_VEUS_PER_SM)
-    if not targets:
-        return None, p
-    choice = BudgetChoice(p.veus_per_sm, p.sch.plan.predicted_us)
+class Dumps:
+    """--dump-after: the graph after each named pass as ONNX; the graph passes' once, the target passes' per target
+    tried (the kept target's are written)."""
 
-    def attempt(target: BudgetTarget) -> tuple[BudgetTrial, Planned]:
-        trial, q = BudgetTrial(target), p
-        for _ in range(BUDGET_ROUNDS):  # until ptxas allows k: leave out the next hungriest over the budget
-            reduced = without_candidates(workload, trial.target.excluded)
-            if reduced is None:
-                break
-            wl, trial.dropped = reduced
-            k = target.veus_per_sm
-            q = fit_occupancy(plan_at(k, wl), lambda k2: plan_at(k2, wl), prog, k)
-            trial.veus_per_sm, trial.predicted_us = q.veus_per_sm, q.sch.plan.predicted_us
-            more = [e for e in over_budget(instantiation_registers(q.ops, q.texts), target.registers)
-                    if e not in trial.target.excluded]
-            if q.veus_per_sm >= k or not more:
-                break
-            trial.target = dataclasses.replace(trial.target, excluded=(*trial.target.excluded, more[0]))
-        return trial, q
-    # more vEUs per SM stop paying once a count is no faster: the higher counts leave out more
-    plans = search_trials(targets, attempt, choice.trials, choice.predicted_all_us)
-    kept = choice.decide()
-    if not prog.quiet:
-        print(f"  {choice.describe()}", file=sys.stderr)
-    return choice, (plans[kept] if kept >= 0 else p)
+    def __init__(self, names: tuple[str, ...], registry: Any) -> None:
+        self.names, self.registry = set(names), registry
+        self.graphs: dict[Target | None, dict[str, Any]] = {}
+
+    def recorder(self, target: Target | None) -> Callable[[str, Graph], None] | None:
+        """The `after(name, graph)` hook of the passes run for `target` (None: the graph passes)."""
+        return functools.partial(self.record, target) if self.names else None
+
+    def record(self, target: Target | None, name: str, g: Graph) -> None:
+        """Keep the graph after pass `name` when it is to be dumped."""
+        if name in self.names:
+            self.graphs.setdefault(target, {})[name] = graph_to_onnx(g, self.registry, name=f"after {name}")
+
+    def kept(self, target: Target) -> dict[str, Any]:
+        """The dumps of a build whose plan was made for `target`."""
+        return self.graphs.get(None, {}) | self.graphs.get(target, {})
 
 
-def resident_search(p: Planned, budget: Any, load_at: Callable[[int], tuple[Graph, Any]],
-                    plan_at: Callable[[int, Any, Graph], Planned], prog: Any) -> tuple[Any, Any, Planned]:
-    """When the resident_weights pass packed some family and the plan stays below MOST_VEUS_PER_SM, also plan with
-    the slices sized for each higher count k (the workload re-loaded for k: smaller slices on more vEUs; families
-    beyond the vEUs stream), fit each to ptxas and (when it packs as many families as the first pins) the register
-    budget as the first plan was, and keep the plan ResidentChoice.decide prefers (policy: rammer.budget). Returns
-    (the ResidentChoice or None, the kept plan's BudgetChoice or None, the kept plan); `p` and `budget` are the plan
-    with slices sized as loaded."""
-    from .budget import ResidentChoice, search_trials
-    if p.occupancy is None or p.veus_per_sm >= MOST_VEUS_PER_SM or not packed_families(p.sch.graph):
-        return None, budget, p
-    choice = ResidentChoice([resident_trial(p.sch.graph.veus_per_sm, p, budget)])
-    budgets = [budget]
-
-    def attempt(k: int) -> tuple[Any, Planned]:
-        g, wl = load_at(k)
-        q = fit_occupancy(plan_at(k, wl, g), lambda k2: plan_at(k2, wl, g), prog, k)
-        b = None
-        if packed_families(g) >= choice.trials[0].pinned:  # else it cannot be kept: its budget re-plans are moot
-            b, q = register_budget_plan(q, wl, lambda k2, w: plan_at(k2, w, g), prog)
-        budgets.append(b)
-        return resident_trial(k, q, b), q
-    # every count is planned: what each gives is the evidence for the choice
-    plans = [p] + search_trials(range(p.sch.graph.veus_per_sm + 1, MOST_VEUS_PER_SM + 1), attempt, choice.trials,
-                                p.sch.plan.predicted_us, stop_when_slower=False)
-    kept = choice.decide()
-    if not prog.quiet:
-        print(f"  {choice.describe()}", file=sys.stderr)
-    return choice, budgets[kept], plans[kept]
-
-
-def packed_families(g: Graph) -> int:
-    """How many families the resident_weights pass packed in this graph."""
-    return sum(r.changes for r in g.pass_log if r.name == "resident_weights")
-
-
-def resident_trial(k: int, q: Planned, budget: Any) -> Any:
-    """The record of a plan whose slices were sized for k vEUs per SM (rammer.budget.ResidentTrial)."""
-    from .budget import ResidentTrial
-    threads, smem = veu_footprint(q.sch.plan, q.ops, q.texts)
-    pinned = [op.launch.resident for op in q.sch.plan.ops if op.pinned]
-    usage = q.occupancy.usage if q.occupancy else None
-    kept = budget.trials[budget.chosen] if budget is not None and budget.chosen >= 0 else None
-    return ResidentTrial(k, packed_families(q.sch.graph), len({r.family for r in pinned}),
-                         max((r.slice_bytes for r in pinned), default=0),
-                         smem + (usage.static_smem if usage else 0), usage.registers if usage else 0,
-                         usage.spill_bytes if usage else 0, q.veus_per_sm, q.sch.plan.predicted_us,
-                         list(kept.target.excluded) if kept else [])
-
-
-def instantiation_registers(ops: list[Op], texts: Mapping[str, str]) -> dict[str, int]:
-    """Per kernel expression of the ops, ptxas' registers in an interpreter of its own, unbounded
-    (vdevice.occupancy.instantiation_usage, cached)."""
-    from vdevice.occupancy import instantiation_usage
-    return {e: u.registers for e, u in instantiation_usage(ops, texts).items()}
-
-
-def veu_footprint(plan: Any, ops: list[Op], texts: Mapping[str, str]) -> tuple[int, int]:
-    """A vEU's threads and dynamic shared memory for the plan: as the executor will launch it (veu_shared_bytes)
-    when nvcc is there, else the plan's estimate (the launches' dynamic bytes and resident slices, plus the
-    header)."""
-    from toolchain.nvcc import find_nvcc
-    threads = max(n.threads for n in plan.veu_needs)
-    if find_nvcc() is None or not ops:
-        return threads, max(n.smem_bytes for n in plan.veu_needs) + HEADER_BYTES
-    return threads, veu_shared_bytes(rebind_programs(plan.programs, ops), ops, texts)
-
-
-def veu_shared_bytes(programs: list[Program], ops: list[Op], texts: Mapping[str, str]) -> int:
-    """The dynamic shared memory the executor launches the programs' vEUs with: each rTask's dynamic bytes and
-    converted layout (sized by the device compiler: vdevice.occupancy.device_layout_sizes; ptxas does not see it),
-    the header and the resident region (vdevice.codegen.veu_smem_bytes), the most of any program (nvcc needed)."""
-    from vdevice.codegen import generate, program_regions, veu_smem_bytes
-    from vdevice.occupancy import device_layout_sizes
-    from vdevice.program import resident_bytes
-    gen, sizes = generate(ops, texts), device_layout_sizes(ops, texts)
-    return max(veu_smem_bytes(program_regions(p, gen), sizes, resident_bytes(p))[0] for p in programs)
-
-
-def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: int) -> Any:
-    """The most vEUs per SM the plan's interpreter keeps co-resident without spills, by ptxas' figures
-    (vdevice.occupancy); None without nvcc (the build then keeps one vEU per SM)."""
-    from toolchain.nvcc import find_nvcc
-    from vdevice.codegen import generate
-    from vdevice.occupancy import choose_veus_per_sm, interpreter_usage
-    if find_nvcc() is None:
-        return None
-    threads, smem = veu_footprint(plan, ops, texts)
-
-    def usage(k: int) -> Any:
-        gen = generate(ops, texts, veus_per_sm=k)
-        return interpreter_usage(gen.source, gen.include_dirs)
-    return choose_veus_per_sm(usage, threads, smem, most=most)
+def kernels_of(ops: list[Op]) -> dict[str, set[str]]:
+    """The legacy kernels the ops launch, by source."""
+    needed: dict[str, set[str]] = {}
+    for op in ops:
+        needed.setdefault(op.kernel.source_id, set()).add(op.kernel.wrapper_name)
+    return needed
 
 
 def weight_traffic(plan: Any, graph: Any, model_path: str | Path) -> dict:
@@ -551,27 +542,22 @@ def weight_traffic(plan: Any, graph: Any, model_path: str | Path) -> dict:
 
 
 
-def enabled_backends(backends: Any, target: str, registry: Any, user_libs: Any) -> tuple[tuple[str, ...], Any]:
-    """The backends a build may use (checked; default rtask, plus user when libraries are given) and the registry
-    with the user libraries' bindings added."""
-    from scheduler.backends import check_backends
-    from scheduler.backends.user import with_user_libraries
-    if backends is None:
-        backends = ("rtask", "user") if user_libs else ("rtask",)
-    names = check_backends(tuple(backends), target)
-    if "user" in names and not user_libs:
-        raise BuildError("--backends user needs a kernel library: --user-lib FOLDER (a bindings.yaml beside .cu "
-                         "files)")
-    if user_libs and "user" not in names:
-        raise BuildError("--user-lib given but the user backend is not enabled (add it to --backends)")
-    return names, with_user_libraries(registry, list(user_libs))
+def enabled_backends(backends: tuple[str, ...] | list[str] | None, registry: Any,
+                     user_libs: tuple[str, ...] | list[str]) -> tuple[tuple[BackendName, ...], Any]:
+    """The backends a build may use (checked; default: scheduler.backends.default_backends) and the registry with
+    the libraries they take (user kernel libraries) added."""
+    from scheduler.backends import add_libraries, check_backends, default_backends
+    names = check_backends(tuple(backends) if backends is not None else default_backends(bool(user_libs)),
+                           bool(user_libs))
+    return names, add_libraries(registry, names, list(user_libs))
 
 
-def backend_costs(profiler: Any, target: str, backends: tuple[str, ...]) -> Any:
-    """Library call prices: measured ones from the profile cache of this device when the profiler measures, the
-    cost model otherwise."""
+def backend_costs(profiler: Profiler, target: Target) -> Any:
+    """Call-step prices: measured ones from the profile cache of this device when the profiler measures and some
+    enabled backend makes calls, the cost model otherwise."""
+    from scheduler.backends import BACKENDS
     from scheduler.backends.costs import BackendCache, BackendCosts
-    if "library" not in backends or profiler.mode != "measured":
+    if profiler.mode != "measured" or not any(BACKENDS[n].is_call for n in target.backends):
         return BackendCosts(profiler.device)
     return BackendCosts(profiler.device, BackendCache(profiler.device.name))
 
@@ -599,7 +585,7 @@ def _stats(plan: Any, programs: list[Program], ops: list[Op]) -> dict:
     from vdevice.program import Wait
     barriers = sum(isinstance(i, Wait) for p in programs for v in p.veus for i in v)
     busy = sum(op.rtasks * op.rtask_us for op in plan.ops)
-    capacity = plan.num_veus * plan.predicted_us
+    capacity = plan.veus * plan.predicted_us
     return {"operators": len({op.node for op in plan.ops} | {c.node for c in plan.calls}), "launches": len(ops),
             "library_calls": len(plan.calls),
             "rtasks": sum(op.kernel.rtasks for op in ops), "programs": len(programs), "barrier_rtasks": barriers,

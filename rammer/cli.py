@@ -16,18 +16,18 @@ import numpy as np
 from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS
 from scheduler.graph import SchedulerError
 from scheduler.onnx_import import first_line
-from scheduler.passes import PASSES
+from scheduler.passes import pass_names
 from scheduler.policies import POLICIES
 from cuda_emu.options import emulator_limits, sanitize_option
 from toolchain import package_version
 from toolchain.files import clash, write_atomic
 from toolchain.messages import whole_message
 
-from .build import PROFILES, build_model
+from .build import PROFILES, BuildOptions, build_model
 from .check import RTOL, nonfinite_mismatch, reference_outputs, relative_error
 from .runtime import BuildError, load
 
-PASS_NAMES = [p.name for p in PASSES]
+PASS_NAMES = pass_names()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -219,10 +219,9 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
     try:
         names = default_backends(target, user_libs) if backends is None else \
             tuple(b.strip() for b in backends.split(",") if b.strip())
-        built = build_model(model, out_dir, corpus, policy, target, veus, profile=profile, quiet=as_json,
-                            disable_passes=disable_passes, dump_after=dump_after, backends=names,
-                            placement=placement, user_libs=user_libs, merge=merge, precision=precision,
-                            veus_per_sm=veus_per_sm)
+        options = BuildOptions(target, veus, veus_per_sm, policy, profile, precision, names, user_libs, placement,
+                               merge, corpus, disable_passes, dump_after)
+        built = build_model(model, out_dir, options, quiet=as_json)
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
         return 1
@@ -232,11 +231,11 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
     s = built.manifest.stats
     if as_json:
         print(json.dumps({"folder": str(built.folder), "target": built.manifest.target, "policy": policy,
-                          "num_veus": built.manifest.num_veus, **s}))
+                          "num_veus": built.manifest.veus, **s}))
         return 0
     print(f"{built.folder}: {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, "
           f"{s['programs']} rProgram(s), {s['library_calls']} library call(s), {s['barrier_rtasks']} barrier-rTasks "
-          f"on {built.manifest.num_veus} vEUs, "
+          f"on {built.manifest.veus} vEUs, "
           + (f"predicted {s['predicted_us']:.1f} us, " if built.manifest.target == "gpu" else "")
           + f"built in {s['build_s']:.1f} s")
     return 0
@@ -255,9 +254,9 @@ def check_writable(path: str, inputs: list[Path]) -> None:
 
 
 def default_backends(target: str, user_libs: tuple[str, ...]) -> tuple[str, ...]:
-    """Every backend available on the target; user only when a library is given."""
+    """Every backend available on the target (those that take libraries only when some are given)."""
     from scheduler.backends import available_backends
-    return tuple(b for b in available_backends(target) if b != "user" or user_libs)
+    return tuple(available_backends(target, with_libraries=bool(user_libs)))
 
 
 def _one_line(exc: Exception) -> str:
@@ -302,7 +301,7 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
     except Exception as exc:  # emulator watchdog, device errors: one line
         hint = ""
         if "out of memory" in str(exc) and backend == "cpu":
-            hint = (f" (the emulator runs every thread of {built.manifest.num_veus} vEUs as a fiber: "
+            hint = (f" (the emulator runs every thread of {built.manifest.veus} vEUs as a fiber: "
                     f"rebuild with --target cpu or fewer --veus)")
         print(f"error: {type(exc).__name__}: {whole_message(exc)}{hint}", file=sys.stderr)
         return 1

@@ -8,7 +8,7 @@ import sys
 from kernel_corpus.bindings import registry as default_registry
 from scheduler.baselines import Baselines, model_baselines
 from scheduler.graph import SchedulerError
-from scheduler.pipeline import load_workload, plan_workload
+from scheduler.pipeline import default_target, load_workload, plan_workload
 from scheduler.profiler import H100
 
 from .build import make_profiler, profile_workload, source_paths
@@ -22,11 +22,11 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
     try:
         profiler = make_profiler(profile, "gpu", veus or H100.sms)
         say(profiler.describe())
-        graph, workload = load_workload(model)
+        graph, workload = load_workload(model, target=default_target(veus))
         if profiler.mode == "measured":
             done, cached = profile_workload(workload, profiler, "gpu", source_paths(default_registry))
             say(f"profiler: {done} launch shape(s) measured, {cached} from the cache")
-        sch = plan_workload(graph, workload, policy, profiler, num_veus=veus)
+        sch = plan_workload(graph, workload, policy, profiler, veus=veus)
         baselines = model_baselines(model)
         sch.plan.baselines_us = baselines.us
     except SchedulerError as exc:

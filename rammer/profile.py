@@ -10,6 +10,7 @@ import time
 
 from scheduler.graph import SchedulerError
 from scheduler.pipeline import load_workload
+from vdevice.target import Target, TargetKind
 
 from .build import CPU_DEFAULT_VEUS, corpus_registry, enabled_backends, make_profiler, profile_workload, source_paths
 
@@ -18,18 +19,20 @@ def profile_command(model: str, target: str = "gpu", backends: str | None = None
                     runs: int = 50, rtasks: bool = False, user_libs: tuple[str, ...] = (),
                     as_json: bool = False) -> int:
     """Measure what the caches lack; one line on error, a summary (or JSON) on success."""
-    from scheduler.backends import available_backends
+    from scheduler.backends import BACKENDS, available_backends
     from scheduler.backends.costs import BackendCache, call_key, measure_call
     from scheduler.profiler import H100
     say = (lambda *a: None) if as_json else print
     t0 = time.perf_counter()
     try:
         names = tuple(b.strip() for b in backends.split(",")) if backends else \
-            tuple(b for b in available_backends(target) if b != "user" or user_libs)
-        names, registry = enabled_backends(names, target, corpus_registry(None), user_libs)
-        num_veus = veus or (CPU_DEFAULT_VEUS if target == "cpu" else H100.sms)
-        profiler = make_profiler("measured", target, num_veus)
-        _, workload = load_workload(model, registry, backends=names, target=target)
+            tuple(available_backends(target, with_libraries=bool(user_libs)))
+        enabled, registry = enabled_backends(names, corpus_registry(None), user_libs)
+        kind = TargetKind(target)
+        build_target = Target(kind, veus or (CPU_DEFAULT_VEUS if kind == TargetKind.CPU else H100.sms),
+                              backends=enabled)
+        profiler = make_profiler("measured", target, build_target.veus)
+        _, workload = load_workload(model, registry, build_target)
         cache = BackendCache(profiler.device.name)
         calls = {call_key(c): c for spec in workload.ops for c in spec.calls}
         hits = sum(1 for k in calls if k in cache.entries)
@@ -39,7 +42,7 @@ def profile_command(model: str, target: str = "gpu", backends: str | None = None
         if todo:
             cache.save()
         measured, cached = 0, 0
-        if (target == "gpu" or rtasks) and any(b != "library" for b in names):
+        if (target == "gpu" or rtasks) and any(not BACKENDS[b].is_call for b in enabled):
             measured, cached = profile_workload(workload, profiler, target, source_paths(registry), quiet=as_json)
     except SchedulerError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -47,7 +50,7 @@ def profile_command(model: str, target: str = "gpu", backends: str | None = None
     except Exception as exc:  # the device's own errors: one line
         print(f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
         return 1
-    summary = {"device": profiler.device.name, "backends": list(names),
+    summary = {"device": profiler.device.name, "backends": [str(b) for b in enabled],
                "library": {"cache": str(cache.path), "entries": len(cache.entries), "measured": len(todo),
                            "hits": hits},
                "rkernels": {"cache": str(profiler.cache.path) if profiler.cache else None, "measured": measured,

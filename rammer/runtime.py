@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from scheduler.graph import SchedulerError
-from scheduler.plan import LibraryCall, Step, program_steps
+from scheduler.plan import LibraryCall, Step, program_steps, rebind_programs
 from vdevice.program import Op, Program, plan_from_json
 
 BUILD_FORMAT = 2   # 2: the manifest names itself (MARKER) and lists the files the build wrote
@@ -61,7 +61,7 @@ class Manifest:
     model_sha256: str
     target: str
     policy: str
-    num_veus: int
+    veus: int
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     buffers: list[BufferSpec]
@@ -80,7 +80,7 @@ class Manifest:
         return {
             "marker": MARKER, "format": self.format, "files": self.files, "model": self.model,
             "model_sha256": self.model_sha256, "target": self.target,
-            "policy": self.policy, "num_veus": self.num_veus,
+            "policy": self.policy, "num_veus": self.veus,
             "inputs": [vars(t) | {"shape": list(t.shape)} for t in self.inputs],
             "outputs": [vars(t) | {"shape": list(t.shape)} for t in self.outputs],
             "buffers": [vars(b) | {"shape": list(b.shape)} for b in self.buffers],
@@ -126,11 +126,6 @@ def read_manifest(folder: Path) -> Manifest | None:
     except (OSError, ValueError):
         return None
     return Manifest.from_json(obj, str(path)) if is_manifest(obj) else None
-
-
-def rebind_programs(programs: list[Program], ops: list[Op]) -> list[Program]:
-    """The same instruction lists over the resolved op list."""
-    return [Program(ops, p.num_veus, [list(v) for v in p.veus]) for p in programs]
 
 
 
@@ -289,7 +284,7 @@ class Built:
 def library_step(call: LibraryCall) -> Any:
     """The body of a call step: the call's tensors as shaped arrays of the vDevice's buffers (views included), run
     by its backend on numpy (the CPU emulator's buffers) or CuPy (on the backend stream)."""
-    from scheduler.backends.library import run_call
+    from scheduler.backends import run_call
 
     def run(vd: Any) -> None:
         gpu = vd.backend.name == "gpu"

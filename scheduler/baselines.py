@@ -26,6 +26,7 @@ import onnx
 
 from kernel_corpus.bindings import as_unpinned
 
+from .graph import Graph
 from .profiler import H100, DeviceSpec, Profiler
 from .workload import Candidate, OpSpec, Workload
 
@@ -72,11 +73,11 @@ class Baselines:
 
 def launch_share(profiler: Profiler, launch: Any) -> float:
     """The share of the device a legacy launch's blocks occupy while it runs (1: it fills every SM)."""
-    from vdevice.occupancy import SM90, blocks_per_sm
+    from vdevice.occupancy import blocks_per_sm
     d = profiler.device
     regs = profiler.legacy_registers(launch) if profiler.legacy_registers is not None else None
     smem = int(launch.dynamic_smem) + int(getattr(launch, "static_smem", 0) or 0)
-    fit = max(1, blocks_per_sm(launch.threads, regs or d.legacy_registers, smem, SM90).blocks)
+    fit = max(1, blocks_per_sm(launch.threads, regs or d.legacy_registers, smem, d.hw).blocks)
     return min(1.0, max(1, launch.rtasks) / (d.sms * fit))
 
 
@@ -150,16 +151,27 @@ def price(workload: Workload, profiler: Profiler) -> Baselines:
     return Baselines(us, variants)
 
 
-def model_baselines(model: str | Path | onnx.ModelProto, device: DeviceSpec = H100, registry: Any = None,
-                    target: str = "gpu", legacy_registers: Any = "ptxas") -> Baselines:
-    """The baselines of an ONNX model on `device`: its graph through the passes a launched model keeps, every
-    corpus variant and library call a candidate, legacy kernels at ptxas' registers ("ptxas": LegacyRegisters,
-    None: DeviceSpec.legacy_registers assumed). No vEU count, no plan: the same for every build of the model."""
+def graph_baselines(graph: Graph, registry: Any = None, device: DeviceSpec = H100,
+                    legacy_registers: Any = "ptxas") -> Baselines:
+    """The baselines of a passed graph (import and graph passes done, scheduler.pipeline.import_graph) on
+    `device`: without the weight-stationary target pass, every corpus variant and library call a candidate, legacy
+    kernels at ptxas' registers ("ptxas": LegacyRegisters, None: DeviceSpec.legacy_registers assumed). No vEU
+    count, no plan: the same for every build of the model."""
+    from vdevice.target import BackendName, Target, TargetKind
+
     from .legacy_usage import LegacyRegisters
-    from .pipeline import load_workload
-    graph, workload = load_workload(model, registry, disabled=BASELINE_DISABLED, backends=("rtask", "library"),
-                                    target=target, merge="off")
+    from .pipeline import default_registry, specialise
+    target = Target(TargetKind.GPU, device.sms, backends=(BackendName.RTASK, BackendName.LIBRARY))
+    g, workload = specialise(graph, target, default_registry(registry), disabled=BASELINE_DISABLED)
     regs = LegacyRegisters() if legacy_registers == "ptxas" else legacy_registers
     profiler = Profiler(device, device.sms, legacy_registers=regs)
-    profiler.resident_bytes = sum(int(w.nbytes) for w in graph.weights.values())  # the L2 term, as plans have it
+    profiler.resident_bytes = sum(int(w.nbytes) for w in g.weights.values())  # the L2 term, as plans have it
     return price(workload, profiler)
+
+
+def model_baselines(model: str | Path | onnx.ModelProto, registry: Any = None, device: DeviceSpec = H100,
+                    legacy_registers: Any = "ptxas") -> Baselines:
+    """graph_baselines of an ONNX model (imported and passed here)."""
+    from .pipeline import default_registry, import_graph
+    registry = default_registry(registry)
+    return graph_baselines(import_graph(model, registry), registry, device, legacy_registers)

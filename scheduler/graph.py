@@ -63,8 +63,13 @@ class Graph:
     notes: list[str] = field(default_factory=list)
     opset: int = 17
     pass_log: list[Any] = field(default_factory=list)  # scheduler.passes.PassRecord per pass, in order
-    veus: int | None = None  # the vEUs the plan will have, for passes that size resources by them (None: unknown)
-    veus_per_sm: int = 1  # how many of them share an SM (resident slices are sized for one vEU's share)
+
+    def copy(self) -> "Graph":
+        """A graph a pass may change without touching this one: nodes, tables and logs copied, arrays shared (passes
+        replace arrays, they never write into them)."""
+        nodes = [Node(n.name, n.op_type, list(n.inputs), list(n.outputs), dict(n.attrs)) for n in self.nodes]
+        return Graph(nodes, dict(self.tensors), list(self.inputs), list(self.outputs), dict(self.weights),
+                     dict(self.aliases), list(self.notes), self.opset, list(self.pass_log))
 
     def buffer_of(self, name: str) -> View:
         """Follow the alias chain to the buffer that really holds `name` (offsets add up)."""

@@ -36,7 +36,7 @@ def device_spec(target: str) -> DeviceSpec:
     """The device a build for `target` runs on: the visible GPU (name, SM count) or the CPU emulator; the cost
     model's peak numbers stay the H100's (they only serve launches that could not be measured)."""
     if target != "gpu":
-        return dataclasses.replace(H100, name=CPU_DEVICE)
+        return H100.named(CPU_DEVICE)
     import cupy
 
     from vdevice.gpu import gpu_available
@@ -44,7 +44,7 @@ def device_spec(target: str) -> DeviceSpec:
     if not ok:
         raise RuntimeError(name)
     sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
-    return dataclasses.replace(H100, name=name, sms=sms)
+    return H100.named(name, sms)
 
 
 def pending(workload: Workload, profiler: Profiler) -> tuple[list[Sample], int]:
@@ -85,11 +85,11 @@ def sample_data(graph: Graph, ops: list[Op], samples: list[Sample], rng: np.rand
     return data
 
 
-def spread(ops: list[Op], index: int, num_veus: int) -> Program:
+def spread(ops: list[Op], index: int, veus: int) -> Program:
     """A program running only op `index`, its rTasks round-robin over the vEUs, no barriers."""
-    prog = Program(ops, num_veus)
+    prog = Program(ops, veus)
     for r in range(ops[index].kernel.rtasks):
-        prog.append(TaskRef(index, r), r % num_veus)
+        prog.append(TaskRef(index, r), r % veus)
     return prog
 
 
@@ -137,15 +137,15 @@ def measure_workload(workload: Workload, profiler: Profiler, target: str, *,
     data = sample_data(workload.graph, ops[:first + 1], samples + [probe], np.random.default_rng(0))
     vd = VDevice(ops, texts, data, backend=target, veus_per_sm=profiler.veus_per_sm)  # the build's launch bounds
     timed = lambda prog: PersistentExecutor(ops, [prog], texts, {}, vdevice=vd).time(runs)  # noqa: E731
-    base_ms = timed(Program(ops, profiler.num_veus))
+    base_ms = timed(Program(ops, profiler.veus))
     for i, s in enumerate(tqdm(samples, file=sys.stderr, disable=quiet, unit="shape", leave=False)):
         try:
-            ms = timed(spread(ops, i, profiler.num_veus))
+            ms = timed(spread(ops, i, profiler.veus))
         except VDeviceError as exc:  # e.g. more vEUs than fit with this rKernel's shared memory: model it instead
             if not quiet:
                 tqdm.write(f"  profiler: {s.key} not measured ({exc})", file=sys.stderr)
             continue
-        rounds = -(-ops[i].kernel.rtasks // profiler.num_veus)
+        rounds = -(-ops[i].kernel.rtasks // profiler.veus)
         profiler.cache.entries[s.key] = Measurement(max((ms - base_ms) * 1e3 / rounds, MIN_RTASK_US),
                                                     registers(vd, i))
     if calibrate:

@@ -46,10 +46,10 @@ class DepSet:
         return Awaited(self.op[veus], self.rtask[veus])
 
     @staticmethod
-    def empty(num_veus: int) -> "DepSet":
+    def empty(veus: int) -> "DepSet":
         """Nothing awaited."""
-        return DepSet(np.full(num_veus, NONE, np.int64), np.full(num_veus, NONE, np.int64),
-                      np.full(num_veus, NONE, np.int64), np.zeros(num_veus))
+        return DepSet(np.full(veus, NONE, np.int64), np.full(veus, NONE, np.int64),
+                      np.full(veus, NONE, np.int64), np.zeros(veus))
 
     def copy(self) -> "DepSet":
         """An independent copy."""
@@ -79,7 +79,7 @@ class ProgramBuilder:
 
     def __init__(self, mech: "Mechanism", index: int, parent: "ProgramBuilder | None" = None) -> None:
         self.mech, self.index, self.parent = mech, index, parent
-        v = mech.num_veus
+        v = mech.veus
         self.clocks = parent.clocks.copy() if parent else np.zeros(v)
         self.counts = parent.counts.copy() if parent else np.zeros(v, np.int64)
         self.awaited = parent.awaited.copy() if parent else np.full((v, v), NONE, np.int64)
@@ -189,13 +189,13 @@ class ProgramBuilder:
         self.records.append((task, veu, refs))
         self.where[task] = (veu, order, end)
         if task.op not in self.placed:
-            self.placed[task.op] = DepSet.empty(self.mech.num_veus)
+            self.placed[task.op] = DepSet.empty(self.mech.veus)
         self.placed[task.op].note(veu, order, task.op, task.rtask, end)
         return end
 
     def depset(self, tasks: Sequence[TaskRef]) -> DepSet:
         """The latest of `tasks` per vEU; every task must already be appended to this program."""
-        dep = DepSet.empty(self.mech.num_veus)
+        dep = DepSet.empty(self.mech.veus)
         for t in tasks:
             pos = self.position(t)
             if pos is None:
@@ -221,7 +221,7 @@ class ProgramBuilder:
             return
         if getattr(self.op(op_id).launch, "resident", None) is not None:  # unpinned: priced as it will run
             self.op(op_id).rtask_us = self.mech.profiler.rtask_us(as_unpinned(self.op(op_id).launch))
-        veus = list(range(self.mech.num_veus)) if veus is None else list(veus)
+        veus = list(range(self.mech.veus)) if veus is None else list(veus)
         starts = np.maximum(self.clocks[veus], self.ready_times(deps, veus))
         heap = list(zip(starts.tolist(), veus))
         heapq.heapify(heap)
@@ -320,11 +320,11 @@ class ProgramBuilder:
 class Mechanism:
     """The rPrograms of one plan: committed ops, closed programs, the current program and trials on it."""
 
-    def __init__(self, profiler: Profiler, num_veus: int | None = None) -> None:
+    def __init__(self, profiler: Profiler, veus: int | None = None) -> None:
         self.profiler = profiler
-        self.num_veus = num_veus or profiler.num_veus
-        if self.num_veus < 1:
-            raise SchedulerError(f"a vDevice needs at least one vEU, got {self.num_veus}")
+        self.veus = veus or profiler.veus
+        if self.veus < 1:
+            raise SchedulerError(f"a vDevice needs at least one vEU, got {self.veus}")
         self.terms = profiler.step_costs(lambda op: 0.0)  # the interpreter's terms the online clocks charge
         self.ops: list[ProgramOp] = []
         self.closed: list[ProgramBuilder] = []
@@ -370,7 +370,7 @@ class Mechanism:
         vops = [make_op(op) for op in self.ops]
         programs = []
         for b in builders:
-            prog = Program(vops, self.num_veus)
+            prog = Program(vops, self.veus)
             for task, veu, refs in b.records:
                 if refs is not None:
                     prog.wait(task, refs.task_refs())
@@ -378,7 +378,7 @@ class Mechanism:
             programs.append(prog)
         duration = lambda op: self.ops[op].rtask_us  # noqa: E731  (pinned or not, as placed)
         times = [self.profiler.program_us_by(prog, duration) for prog in programs]
-        return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.num_veus, list(self.ops),
+        return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.veus, list(self.ops),
                     programs, times, choices, aliases or {}, notes, needs)
 
     def veu_needs(self, b: ProgramBuilder) -> Resources:

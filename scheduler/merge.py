@@ -10,11 +10,11 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-from .graph import Graph, Node, SchedulerError, present
+from .graph import Graph, Node, SchedulerError
 from .passes import PassRecord, alias_views
 
 MERGE_MODES = ("auto", "off", "always")
@@ -139,18 +139,3 @@ def run_merge(g: Graph, mode: str, price: Price, supports: Callable[[str], bool]
     n = merge_siblings(g, mode, price, supports)
     g.pass_log.append(PassRecord("ios_merge", n, time.perf_counter() - t0))
     return g
-
-
-def subgraph_price(registry: Any, profiler: Any, policy: str, num_veus: int | None) -> Price:
-    """Price nodes as one rProgram of their own, planned by the policy on the profiler (rKernels only)."""
-    from .pipeline import schedule
-    from .workload import build_workload
-
-    def price(g: Graph, nodes: list[Node]) -> float:
-        sub = copy.copy(g)
-        sub.nodes = nodes
-        used = {n for node in nodes for n in present(node.inputs + node.outputs)}
-        sub.outputs = [o for o in present(nodes[-1].outputs + [o for n in nodes for o in n.outputs]) if o in used]
-        workload = build_workload(sub, registry)
-        return schedule(workload, policy, profiler, validate=False, num_veus=num_veus).predicted_us
-    return price

@@ -6,11 +6,14 @@ leaves one out and `--dump-after NAME` writes the graph after it as ONNX (schedu
 many changes it made; `run_passes` records each pass's time and changes in `graph.pass_log`."""
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from vdevice.target import Target
 
 from .graph import Graph, Node, SchedulerError, View, present
 from .reference import can_evaluate, evaluate
@@ -32,6 +35,16 @@ class Pass:
     run: Callable[[Graph, Supports], int]
     about: str
     introduces: str | None = None
+
+
+@dataclass(frozen=True)
+class TargetPass:
+    """A pass whose result depends on the Target (the vEUs, how many share an SM): run after the graph passes, on a
+    copy of the passed graph, once per target a build tries (run_target_passes)."""
+
+    name: str
+    run: Callable[[Graph, Target], int]
+    about: str
 
 
 @dataclass
@@ -64,17 +77,40 @@ def run_passes(g: Graph, supports: Supports | None = None, disabled: tuple[str, 
         if p.introduces and not supports(p.introduces):
             g.pass_log.append(PassRecord(p.name, skipped=f"the corpus has no {p.introduces}"))
             continue
-        t0 = time.perf_counter()
-        changes = p.run(g, supports)
-        g.pass_log.append(PassRecord(p.name, int(changes or 0), time.perf_counter() - t0))
-        if after is not None:
-            after(p.name, g)
+        run_one(g, p.name, functools.partial(p.run, g, supports), after)
     return g
+
+
+def run_one(g: Graph, name: str, run: Callable[[], int], after: Callable[[str, Graph], None] | None) -> None:
+    """Run one pass, log what it changed and how long it took, then call `after(name, graph)`."""
+    t0 = time.perf_counter()
+    changes = run()
+    g.pass_log.append(PassRecord(name, int(changes or 0), time.perf_counter() - t0))
+    if after is not None:
+        after(name, g)
+
+
+def run_target_passes(g: Graph, target: Target, disabled: tuple[str, ...] | list[str] = (),
+                      after: Callable[[str, Graph], None] | None = None) -> Graph:
+    """The target passes (TARGET_PASSES, after the graph passes) on a copy of a passed graph: a build that tries
+    several targets imports and runs the graph passes once, and only these per target."""
+    g = g.copy()
+    for p in TARGET_PASSES:
+        if p.name in disabled:
+            g.pass_log.append(PassRecord(p.name, skipped="disabled"))
+            continue
+        run_one(g, p.name, functools.partial(p.run, g, target), after)
+    return g
+
+
+def pass_names() -> list[str]:
+    """Every pass, in the order a build runs them: the graph passes, then the target passes."""
+    return [p.name for p in PASSES] + [p.name for p in TARGET_PASSES]
 
 
 def check_pass_names(names: tuple[str, ...] | list[str]) -> None:
     """One-line error for a pass name that does not exist."""
-    known = [p.name for p in PASSES]
+    known = pass_names()
     unknown = [n for n in names if n not in known]
     if unknown:
         raise SchedulerError(f"unknown pass '{unknown[0]}' (passes: {', '.join(known)})")
@@ -642,42 +678,19 @@ class LstmUnroller:
 
 
 # ---- weight-stationary recurrent layers (docs/ARCHITECTURE.md §7) ----------------------------------------------
-# Headroom left beside a resident slice for the per-rTask area (dynamic bytes and layout) of whatever else runs on
-# a pinned vEU: policy. One vEU per SM keeps 64 KB, above what static layouts may take (CUDA's 48 KB; gemm_tc<128,64>'s
-# double-buffered tiles are about 34 KB); k vEUs sharing an SM split that SM's 64 KB, but keep at least 16 KB, above
-# the area of gemm_tc<32,32> (14.9 KB), the largest the batch-1 LSTM plans use. (A flat 16 KB for every k > 1 was
-# tried on full-size LSTM-TC: larger slices on fewer rTasks per step, predicted slower at 2/SM, and its 3/SM slices
-# hold 3/SM only without gemm_tc<32,32>; BENCHMARKS.md.) A plan whose largest area passes the headroom gets fewer vEUs
-# per SM: the build's occupancy figures count the converted layouts (rammer.build.veu_footprint).
-RESIDENT_HEADROOM = 64 * 1024
-MIN_RESIDENT_HEADROOM = 16 * 1024
-VEU_HEADER_BYTES = 336  # a vEU's TaskSlot (with the wide tiles' words) and barrier flags (vd::kHeaderBytes, rounded up)
-
-
-def resident_headroom(veus_per_sm: int = 1) -> int:
-    """Bytes a vEU keeps beside its resident slice for per-rTask areas when `veus_per_sm` vEUs share an SM."""
-    return max(MIN_RESIDENT_HEADROOM, RESIDENT_HEADROOM // max(1, veus_per_sm))
-
-
-def resident_budget(veus_per_sm: int = 1) -> int:
-    """Bytes of resident slice one vEU can keep when `veus_per_sm` vEUs share an SM: its share of the SM's shared
-    memory (vdevice.occupancy.smem_share from the SM90 figures: 227 KB for one vEU, 113 KB each for two), less the
-    vEU's control block and the per-rTask headroom (resident_headroom)."""
-    from vdevice.occupancy import smem_share
-    return smem_share(veus_per_sm) - VEU_HEADER_BYTES - resident_headroom(veus_per_sm)
-
-
-def resident_weights(g: Graph) -> int:
+# A target pass: the slices are sized for the Target's vEUs per SM (Target.resident_budget, vdevice/target.py, where
+# the shared-memory figures and the headroom policy live) and packed while its vEUs last.
+def resident_weights(g: Graph, target: Target) -> int:
     """Give each family of batch-1 LSTMCell steps that share their weight initializers (the unrolled steps of one
     layer) one packed weight tensor P (input 6; kernel_corpus.ops.rnn.pack_lstm_weights) sized so a slice fits a
     vEU's shared memory, and mark the steps `family` (P's name) and `family_head` (the first step, which loads
     the slices); the scheduler pins each family's rTasks to the same vEUs. Families whose layout differs between
     steps, or whose slices cannot fit, keep the streaming cells, and so do the families (the later layers) for
-    which the plan's vEUs (resident_veus) run out: each pinned rTask needs a vEU of its own. Slices are sized for
-    `g.veus_per_sm` vEUs sharing an SM (resident_budget). Returns how many families were packed."""
-    count, left = 0, resident_veus(g)
+    which the target's vEUs (resident_veus) run out: each pinned rTask needs a vEU of its own. Slices are sized for
+    the target's vEUs per SM (Target.resident_budget). Returns how many families were packed."""
+    count, left = 0, resident_veus(target)
     for members in lstm_families(g):
-        packed = family_packing(g, members) if len(members) > 1 else None
+        packed = family_packing(g, members, target.resident_budget) if len(members) > 1 else None
         if packed is None:
             continue
         if left is not None and packed.shape[0] > left:
@@ -696,9 +709,9 @@ def resident_weights(g: Graph) -> int:
 PACKED_INPUT = 6  # LSTMCell input: the packed weights (kernel_corpus.ops.rnn.PACKED)
 
 
-def resident_veus(g: Graph) -> int | None:
-    """The vEUs resident families may take: all the plan's (None when the graph does not know them)."""
-    return g.veus
+def resident_veus(target: Target) -> int | None:
+    """The vEUs resident families may take: all the target's (None: no limit)."""
+    return target.veus
 
 
 def lstm_families(g: Graph) -> list[list[Node]]:
@@ -724,9 +737,9 @@ def lstm_families(g: Graph) -> list[list[Node]]:
     return list(groups.values())
 
 
-def family_packing(g: Graph, members: list[Node]) -> np.ndarray | None:
+def family_packing(g: Graph, members: list[Node], budget: int) -> np.ndarray | None:
     """P for one family, or None when its steps disagree (two Wt, x on some steps only, a bias on some steps only)
-    or its slices do not fit a vEU of the graph's vEUs per SM (resident_budget)."""
+    or its slices do not fit `budget` bytes of a vEU's shared memory."""
     from kernel_corpus.ops.rnn import pack_lstm_weights, resident_units
     ins = [n.inputs for n in members]  # x, Wt, h_prev, Rt, pre, c_prev (lstm_families)
     wts, rts = {i[1] for i in ins}, {i[3] for i in ins if i[3]}
@@ -737,7 +750,7 @@ def family_packing(g: Graph, members: list[Node]) -> np.ndarray | None:
     hidden = g.tensors[ins[0][5]].shape[1]
     w, r, b = (g.constant(t) if t else None for t in (wt, rt, bias))
     rows = sum(a.shape[0] for a in (w, r) if a is not None)
-    units = resident_units(rows, hidden, resident_budget(g.veus_per_sm))
+    units = resident_units(rows, hidden, budget)
     return None if units is None else pack_lstm_weights(w, r, b, hidden, units)
 
 
@@ -1313,12 +1326,14 @@ PASSES: list[Pass] = [
          "reverse/bidirectional/batch-major LSTMs and GRUs become forward layout-0 nodes per direction"),
     Pass("alias_views", lambda g, s: alias_views(g), "Reshape-likes and contiguous Slice/Split become views"),
     Pass("unroll_lstm", lambda g, s: unroll_lstm(g), "forward LSTMs become one fused LSTMCell per step"),
-    Pass("resident_weights", lambda g, s: resident_weights(g),
-         "the batch-1 steps of one LSTM layer share packed weights that stay resident on pinned vEUs"),
     Pass("unroll_gru", lambda g, s: unroll_gru(g), "forward GRUs become per-step MatMul and pointwise operators"),
     Pass("fold_batchnorm", lambda g, s: fold_batchnorm(g), "BatchNormalization folded into its Conv/Gemm"),
     Pass("fuse_matmul_epilogues", lambda g, s: fuse_matmul_epilogues(g),
          "a MatMul's scalar Mul/Div and constant Add become one FusedMatMul", introduces="FusedMatMul"),
     Pass("fuse_activations", fuse_activations, "Relu/Gelu folded into the MatMul/Gemm/Conv that feeds it alone"),
     Pass("remove_dead", lambda g, s: remove_dead(g), "nodes no graph output depends on are dropped"),
+]
+TARGET_PASSES: list[TargetPass] = [
+    TargetPass("resident_weights", resident_weights,
+               "the batch-1 steps of one LSTM layer share packed weights that stay resident on pinned vEUs"),
 ]

@@ -1,6 +1,8 @@
 """ONNX model -> plan in one call (import, passes, support check, policy, validation) for `rammer build`."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -8,13 +10,16 @@ from typing import Any, Callable
 import onnx
 from kernel_corpus.bindings import reads_constants_only
 from vdevice.program import validate_plan
+from vdevice.target import Target, TargetKind
 
-from .graph import Graph, SchedulerError
+from .backends import BACKENDS, default_backends
+from .graph import Graph, Node, SchedulerError, present
+from .merge import Price, run_merge
 from .onnx_import import import_model
-from .passes import run_passes
+from .passes import run_passes, run_target_passes
 from .plan import MakeOp, Plan, default_vdevice_op
 from .policies import POLICIES
-from .profiler import Profiler
+from .profiler import H100, Profiler
 from .workload import Workload, build_workload
 
 
@@ -90,27 +95,72 @@ def name_backends(plan: Plan, workload: Workload) -> None:
             choice.backend = next((c.backend for c in spec.candidates if c.variant == choice.variant), choice.backend)
 
 
-def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, disabled: tuple[str, ...] = (),
-                  after: Callable[[str, Graph], None] | None = None, backends: tuple[str, ...] = ("rtask", "user"),
-                  target: str = "gpu", merge: str = "off", profiler: Profiler | None = None,
-                  policy: str = "wavefront", num_veus: int | None = None,
-                  veus_per_sm: int = 1) -> tuple[Graph, Workload]:
-    """Import and run the passes (less the `disabled` ones; `after(name, graph)` after each), the IOS sibling merge
-    (`merge`: off, auto: priced with `policy` on `profiler`, always; scheduler.merge), then check support with the
-    enabled backends: the graph and what the policies schedule. Passes that size resources per vEU know the plan's
-    `num_veus` and how many share an SM (`veus_per_sm`)."""
-    from .merge import run_merge, subgraph_price
-    if registry is None:  # the built-in corpus at the default precision
-        from kernel_corpus.bindings import DEFAULT_PRECISION
-        from kernel_corpus.bindings import registry as full
-        registry = full.restricted(DEFAULT_PRECISION)
-    supports = lambda op_type: bool(registry.for_op(op_type))  # noqa: E731
-    graph = import_model(model)
-    graph.veus, graph.veus_per_sm = num_veus, veus_per_sm
-    graph = run_passes(graph, supports=supports, disabled=disabled, after=after)
-    price = subgraph_price(registry, profiler or Profiler(num_veus=num_veus), policy, num_veus)
-    graph = run_merge(graph, merge, price, lambda op_type: supports(op_type) and supports("Split"))
-    return graph, build_workload(graph, registry, backends, target)
+def import_graph(model: str | Path | onnx.ModelProto, registry: Any, disabled: tuple[str, ...] | list[str] = (),
+                 after: Callable[[str, Graph], None] | None = None) -> Graph:
+    """ONNX import and the graph passes (less the `disabled` ones; `after(name, graph)` after each): the part of
+    loading that no target changes, run once per build whatever targets the build then tries."""
+    return run_passes(import_model(model), supports=corpus_supports(registry), disabled=disabled, after=after)
+
+
+def corpus_supports(registry: Any) -> Callable[[str], bool]:
+    """Whether the corpus implements an op type (a pass that would introduce one it lacks is skipped)."""
+    def supports(op_type: str) -> bool:
+        return bool(registry.for_op(op_type))
+    return supports
+
+
+def specialise(graph: Graph, target: Target, registry: Any, disabled: tuple[str, ...] | list[str] = (),
+               after: Callable[[str, Graph], None] | None = None, merge: str = "off",
+               profiler: Profiler | None = None, policy: str = "wavefront") -> tuple[Graph, Workload]:
+    """A passed graph made for one target: the target passes on a copy (scheduler.passes.TARGET_PASSES: slices
+    sized for its vEUs per SM, packed while its vEUs last), the IOS sibling merge (`merge`: off, auto: priced with
+    `policy` on `profiler`, always; scheduler.merge), then the support check with the target's backends."""
+    supports = corpus_supports(registry)
+    g = run_target_passes(graph, target, disabled, after)
+    price = subgraph_price(registry, profiler or Profiler(veus=target.veus), policy, target)
+    g = run_merge(g, merge, price, lambda op_type: supports(op_type) and supports("Split"))
+    return g, build_workload(g, registry, target)
+
+
+def subgraph_price(registry: Any, profiler: Profiler, policy: str, target: Target) -> Price:
+    """Price nodes as one rProgram of their own, planned by the policy on the profiler (rKernels only): what the
+    IOS merge compares (scheduler.merge.merge_siblings)."""
+    rkernels = dataclasses.replace(target, backends=tuple(n for n in target.backends if not BACKENDS[n].is_call))
+
+    def price(g: Graph, nodes: list[Node]) -> float:
+        sub = copy.copy(g)
+        sub.nodes = nodes
+        used = {n for node in nodes for n in present(node.inputs + node.outputs)}
+        sub.outputs = [o for o in present(nodes[-1].outputs + [o for n in nodes for o in n.outputs]) if o in used]
+        workload = build_workload(sub, registry, rkernels)
+        return schedule(workload, policy, profiler, validate=False, veus=target.veus).predicted_us
+    return price
+
+
+def default_target(veus: int | None = None) -> Target:
+    """The target of a plan made without one: the H100's SMs (or `veus`) vEUs, one per SM, the default backends
+    (corpus and user rKernels)."""
+    return Target(TargetKind.GPU, veus or H100.sms, backends=default_backends(with_libraries=True))
+
+
+def default_registry(registry: Any = None) -> Any:
+    """The given registry, else the built-in corpus at the default precision."""
+    if registry is not None:
+        return registry
+    from kernel_corpus.bindings import DEFAULT_PRECISION
+    from kernel_corpus.bindings import registry as full
+    return full.restricted(DEFAULT_PRECISION)
+
+
+def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, target: Target | None = None,
+                  disabled: tuple[str, ...] = (), after: Callable[[str, Graph], None] | None = None,
+                  merge: str = "off", profiler: Profiler | None = None,
+                  policy: str = "wavefront") -> tuple[Graph, Workload]:
+    """import_graph then specialise for one target (default_target): the graph and what the policies schedule."""
+    registry = default_registry(registry)
+    target = target or default_target(profiler.veus if profiler else None)
+    return specialise(import_graph(model, registry, disabled, after), target, registry, disabled, after, merge,
+                      profiler, policy)
 
 
 def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", profiler: Profiler | None = None,
@@ -134,6 +184,16 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     return Scheduled(plan, graph, workload)
 
 
+def validate_scheduled(sch: Scheduled) -> None:
+    """vdevice's validator (by simulation) on a finished plan: a build plans with validate=False and checks only
+    the plan it keeps, once."""
+    from .segments import check_steps
+    if sch.plan.steps:
+        check_steps(sch.plan, sch.workload, op_dependencies(sch.plan, sch.workload))
+    else:
+        check_plan(sch.plan, sch.workload)
+
+
 def needs_placement(workload: Workload) -> bool:
     """Whether some node can run on more than one backend, or only as a library call."""
     return any(len(spec.backends()) > 1 or not spec.candidates for spec in workload.ops)
@@ -150,8 +210,8 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
     if placement not in PLACEMENTS:
         raise SchedulerError(f"unknown placement '{placement}' (choose from {', '.join(PLACEMENTS)})")
     costs = costs or BackendCosts(profiler.device)
-    num_veus = params.get("num_veus") or profiler.num_veus
-    options = [node_options(spec, profiler, num_veus, costs.call_us) for spec in workload.ops]
+    veus = params.get("veus") or profiler.veus
+    options = [node_options(spec, profiler, veus, costs.call_us) for spec in workload.ops]
     if placement == "rtask-only":
         only_calls = [spec.name for spec, opts in zip(workload.ops, options) if all(o.is_call for o in opts)]
         if only_calls:
@@ -180,7 +240,7 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
         # the all-rKernel plan (when every node has an rKernel) tells the DP what overlap each cut would lose
         base = evaluate(kernels_only) if all(spec.candidates for spec in workload.ops) else None
         first = dp(workload, options, profiler.device.launch_us,
-                   lost_overlap(workload, base, profiler.device.barrier_us))
+                   lost_overlap(workload, base, profiler.barrier_cost_us(profiler.veus)))
         if placement == "dp":
             plan = evaluate(first)
         else:
@@ -195,6 +255,8 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
 def plan_model(model: str | Path | onnx.ModelProto, policy: str = "wavefront", profiler: Profiler | None = None,
                registry: Any = None, make_op: MakeOp = default_vdevice_op, validate: bool = True,
                **params: Any) -> Scheduled:
-    """Import, run the passes, check support, schedule, validate."""
-    graph, workload = load_workload(model, registry)
+    """Import, run the passes, check support, schedule, validate (for the plan's vEUs: `veus`, else the
+    profiler's)."""
+    veus = params.get("veus") or (profiler.veus if profiler else None)
+    graph, workload = load_workload(model, registry, default_target(veus))
     return plan_workload(graph, workload, policy, profiler, make_op, validate, **params)

@@ -36,14 +36,14 @@ class Option:
         return self.backend in CALL_BACKENDS
 
 
-def node_options(spec: OpSpec, profiler: Profiler, num_veus: int, call_us: Callable) -> list[Option]:
+def node_options(spec: OpSpec, profiler: Profiler, veus: int, call_us: Callable) -> list[Option]:
     """Per backend that can run the node: rKernel backends at their fastest candidate on the whole vDevice (plus the
     barrier before it), the library at its call's price."""
     out = []
     barrier = profiler.device.barrier_us
     assert barrier is not None  # the profiler fixes it at its vEU count
     for backend in dict.fromkeys(c.backend for c in spec.candidates):
-        best = min(candidate_us(profiler, c, num_veus) for c in spec.candidates if c.backend == backend)
+        best = min(candidate_us(profiler, c, veus) for c in spec.candidates if c.backend == backend)
         out.append(Option(backend, best + barrier))
     out += [Option(c.backend, call_us(c)) for c in spec.calls]
     return out

@@ -137,7 +137,7 @@ class Plan:
     policy: str
     device: str
     profiler: str
-    num_veus: int
+    veus: int
     ops: list[ProgramOp]
     programs: list[Program]
     program_us: list[float]
@@ -165,7 +165,7 @@ class Plan:
     def to_json(self) -> dict:
         """A JSON-ready dict: scheduler fields, each op (corpus launch and vdevice op) and each program."""
         return {
-            "policy": self.policy, "device": self.device, "profiler": self.profiler, "num_veus": self.num_veus,
+            "policy": self.policy, "device": self.device, "profiler": self.profiler, "num_veus": self.veus,
             "predicted_us": round(self.predicted_us, 3),
             "program_us": [round(t, 3) for t in self.program_us],
             "baselines_us": {k: round(v, 3) for k, v in self.baselines_us.items()},
@@ -202,3 +202,8 @@ def jsonable(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item):
         return value.item()
     return value
+
+
+def rebind_programs(programs: list[Program], ops: list[Op]) -> list[Program]:
+    """The same instruction lists over another op list (the plan's ops bound to their converted rKernels)."""
+    return [Program(ops, p.num_veus, [list(v) for v in p.veus]) for p in programs]

@@ -14,6 +14,8 @@ import numpy as np
 from kernel_corpus.bindings import Scalar
 from toolchain.cache import cache_dir
 from vdevice.program import Program
+from vdevice.target import H100 as H100_DEVICE
+from vdevice.target import Device
 
 from .graph import SchedulerError
 from .dispatch_costs import EAGER_LAUNCH_US, INTERPRETER, L2_ROUND_TRIP_US, LAUNCHES, InterpreterCosts, LaunchCosts
@@ -26,17 +28,9 @@ class DeviceSpec:
     runtime's fixed costs. Every figure says where it comes from; "estimate" marks the ones no measurement backs
     yet (tests/vdevice_gpu_bench.py measures them; a measured profile replaces the model on a GPU)."""
 
-    name: str
-    sms: int  # 132: results/h100-2026-11-23/device.txt (H100 80GB HBM3, SXM5)
-    # FP32 without tensor cores: 132 SMs x 128 FMA lanes x 2 FLOP x 1.98 GHz boost = 67 TFLOP/s (NVIDIA H100
-    # datasheet, SXM5: 67 TFLOPS FP32)
-    peak_flops: float = 67e12
-    # HBM3: the datasheet's 3.35 TB/s, of which streaming kernels reach about 90% (the figure the model used before)
-    mem_bw: float = 3.0e12
-    # L2: 50 MB (datasheet); read bandwidth 5.5 TB/s: DESIGN.md's floor for LSTM-TC (1.99 GB per inference from L2
-    # in 0.28-0.36 ms gives 5.5-7.1 TB/s; the low end)
-    l2_bytes: int = 50 * 1024 * 1024
-    l2_bw: float = 5.5e12
+    # The hardware: SMs, per-SM limits, peak FLOP/s and bandwidths, each figure sourced in vdevice/target.py (the
+    # one device table, which the occupancy arithmetic reads too)
+    hw: Device = H100_DEVICE
     # An SM issues one warp-instruction per clock from each of its 4 schedulers (H100 whitepaper: 4 SM
     # sub-partitions); a kernel's loop reaches that issue bound only with every warp slot of the SM filled (64
     # warps, the SM's limit), below it the issue rate scales with the resident warps. Calibrated: the estimate
@@ -59,11 +53,53 @@ class DeviceSpec:
     # registers a legacy kernel is assumed to use when its ptxas figures are unknown (the corpus kernels use 32-64;
     # the issue's SASS reading: op-by-op launches get 40-64 warps per SM)
     legacy_registers: int = 64
-    max_threads_per_block: int = 1024
-    max_smem_per_block: int = 227 * 1024
+
+    @property
+    def name(self) -> str:
+        """The device's name (a measured GPU's own; the profile cache is kept per name)."""
+        return self.hw.name
+
+    @property
+    def sms(self) -> int:
+        """Streaming multiprocessors."""
+        return self.hw.sms
+
+    @property
+    def peak_flops(self) -> float:
+        """FP32 FLOP/s without tensor cores."""
+        return self.hw.peak_flops
+
+    @property
+    def mem_bw(self) -> float:
+        """DRAM bytes/s streaming kernels reach."""
+        return self.hw.mem_bw
+
+    @property
+    def l2_bytes(self) -> int:
+        """L2 capacity."""
+        return self.hw.l2_bytes
+
+    @property
+    def l2_bw(self) -> float:
+        """L2 read bytes/s."""
+        return self.hw.l2_bw
+
+    @property
+    def max_threads_per_block(self) -> int:
+        """The most threads one vEU (a block) may have."""
+        return self.hw.max_threads_per_block
+
+    @property
+    def max_smem_per_block(self) -> int:
+        """The most shared memory one vEU may opt in to."""
+        return self.hw.smem_per_block
+
+    def named(self, name: str, sms: int | None = None) -> "DeviceSpec":
+        """The same figures for a device of another name (and SM count): a measured GPU, or the CPU emulator."""
+        return dataclasses.replace(self, hw=dataclasses.replace(self.hw, name=name, sms=sms or self.hw.sms))
 
 
-H100 = DeviceSpec(name="NVIDIA H100", sms=132)
+H100 = DeviceSpec()
 
 # What fraction of issue slots the inner loop spends on FFMA, read from the sm_90 SASS of the corpus kernels
 # (DESIGN.md, "What the first H100 session and the sm_90 SASS showed"): FP32 throughput is at most this share of
@@ -168,27 +204,27 @@ class ProfileCache:
 
 
 class Profiler:
-    """Answers rTask time, resources and rProgram time for one vDevice of `num_veus` vEUs. `interpreter` and
+    """Answers rTask time, resources and rProgram time for one vDevice of `veus` vEUs. `interpreter` and
     `launches` are the runtime's fixed costs (scheduler/dispatch_costs.py); `legacy_registers` gives ptxas'
     registers of a legacy kernel launch (None: unknown, DeviceSpec.legacy_registers is assumed)."""
 
-    def __init__(self, device: DeviceSpec = H100, num_veus: int | None = None, mode: str = "model",
+    def __init__(self, device: DeviceSpec = H100, veus: int | None = None, mode: str = "model",
                  measure: MeasureFn | None = None, cache_dir: Path | None = None,
                  interpreter: InterpreterCosts = INTERPRETER, launches: LaunchCosts = LAUNCHES,
                  legacy_registers: Callable[[Any], int | None] | None = None) -> None:
         if mode not in ("model", "measured"):
             raise SchedulerError(f"profiler mode must be 'model' or 'measured', not '{mode}'")
         self.device = device
-        self.num_veus = num_veus or device.sms
+        self.veus = veus or device.sms
         self.mode = mode
         self.measure = measure
         self.interpreter, self.launches = interpreter, launches
         self.legacy_registers = legacy_registers
         # a measured rTask time depends on how many vEUs share the device: one cache file per (device, vEUs)
-        self.cache = ProfileCache(f"{device.name} {self.num_veus} vEUs", cache_dir) if mode == "measured" else None
+        self.cache = ProfileCache(f"{device.name} {self.veus} vEUs", cache_dir) if mode == "measured" else None
         self.fixed_barrier = device.barrier_us is not None  # a figure given with the device, whatever the fan-in
         if device.barrier_us is None:
-            self.device = dataclasses.replace(device, barrier_us=self.barrier_cost_us(self.num_veus))
+            self.device = dataclasses.replace(device, barrier_us=self.barrier_cost_us(self.veus))
         self.resident_bytes: int | None = None  # the model's weights and activations, when the caller knows them
         self.use_runtime_costs()
         self.misses = 0  # measured mode without a measuring function: launches that fell back to the model
@@ -203,12 +239,12 @@ class Profiler:
             self.interpreter = dataclasses.replace(self.interpreter, handoff_by_fan_in=((1, rt.barrier_us),))
             self.device = dataclasses.replace(self.device, launch_us=rt.launch_us)
             if not self.fixed_barrier:
-                self.device = dataclasses.replace(self.device, barrier_us=self.barrier_cost_us(self.num_veus))
+                self.device = dataclasses.replace(self.device, barrier_us=self.barrier_cost_us(self.veus))
 
     def describe(self) -> str:
         """One line for the user: active mode, device and cache path."""
         cache = str(self.cache.path) if self.cache else "none (model mode)"
-        return (f"profiler: mode={self.mode} device={self.device.name} vEUs={self.num_veus} cache={cache} "
+        return (f"profiler: mode={self.mode} device={self.device.name} vEUs={self.veus} cache={cache} "
                 f"barrier={self.device.barrier_us:.3g}us launch={self.device.launch_us:.3g}us")
 
     def rtask_us(self, launch: Any) -> float:
@@ -261,7 +297,7 @@ class Profiler:
     @property
     def veus_per_sm(self) -> int:
         """vEUs sharing one SM."""
-        return -(-self.num_veus // self.device.sms)
+        return -(-self.veus // self.device.sms)
 
     def modelled(self, launch: Any) -> float:
         """One rTask on one vEU: the interpreter's dispatch plus its work at the vEU's share of its SM (task_us);
@@ -269,7 +305,7 @@ class Profiler:
         for attr in ("flops", "bytes"):
             if not hasattr(launch, attr):
                 raise SchedulerError(f"launch of {launch.kernel} has no '{attr}': the cost model needs it")
-        return self.interpreter.dispatch_us + self.task_us(launch, self.veus_per_sm, self.num_veus)
+        return self.interpreter.dispatch_us + self.task_us(launch, self.veus_per_sm, self.veus)
 
     def task_us(self, launch: Any, per_sm: int, concurrent: int) -> float:
         """One block's work when `per_sm` blocks share its SM and `concurrent` run on the device: compute at the
@@ -300,11 +336,11 @@ class Profiler:
         """The legacy kernel launched alone as written: as many of its blocks per SM as its threads, registers
         (ptxas' figure when known, else DeviceSpec.legacy_registers) and shared memory allow, in waves over the
         device; no interpreter."""
-        from vdevice.occupancy import SM90, blocks_per_sm
+        from vdevice.occupancy import blocks_per_sm
         d = self.device
         smem = int(launch.dynamic_smem) + int(getattr(launch, "static_smem", 0) or 0)
         regs = self.legacy_registers(launch) if self.legacy_registers is not None else None
-        fit = max(1, blocks_per_sm(launch.threads, regs or d.legacy_registers, smem, SM90).blocks)
+        fit = max(1, blocks_per_sm(launch.threads, regs or d.legacy_registers, smem, d.hw).blocks)
         blocks = max(1, launch.rtasks)
         per_sm = min(fit, -(-blocks // d.sms))
         waves = -(-blocks // (d.sms * fit))
@@ -319,9 +355,9 @@ class Profiler:
         static = int(getattr(launch, "static_smem", 0) or 0)
         return Resources(launch.threads, int(launch.dynamic_smem) + static, regs)
 
-    def launch_us(self, launch: Any, num_veus: int | None = None) -> float:
+    def launch_us(self, launch: Any, veus: int | None = None) -> float:
         """A launch alone on the vDevice: rounds of rTasks over the vEUs."""
-        veus = num_veus or self.num_veus
+        veus = veus or self.veus
         rounds = -(-launch.rtasks // veus)
         return rounds * self.rtask_us(launch)
 

@@ -79,7 +79,8 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier | St
     return out
 
 
-def schedule_boxes(plan: Any, programs: list[Program], barrier_us: Barrier) -> list[tuple[int, int, float, float, str]]:
+def schedule_boxes(plan: Any, programs: list[Program], barrier_us: Barrier | StepCosts
+                   ) -> list[tuple[int, int, float, float, str]]:
     """(program, vEU, start µs, end µs, op type) of every rTask, programs back to back in predicted time."""
     return [(s.program, s.veu, s.start, s.end, s.args["op"])
             for s in schedule_slices(plan, programs, barrier_us) if s.kind == "rtask"]
@@ -127,7 +128,7 @@ def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, i
     return [tuple(b) for b in out]
 
 
-def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier) -> str:
+def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier | StepCosts) -> str:
     """vEUs (rows) x predicted time (columns), one colour per op type with a legend; hover a box for its times.
     The full detail (every rTask with its node, variant and rtask id) is in timeline.json."""
     slices = schedule_slices(plan, programs, barrier_us)
@@ -229,7 +230,7 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
     """report.md: what was built, how it is scheduled, what each node runs, and the build's notes."""
     s = manifest.stats
     lines = [f"# rammer build of `{manifest.model}`", "",
-             f"- target {manifest.target}, policy {manifest.policy}, {manifest.num_veus} vEUs",
+             f"- target {manifest.target}, policy {manifest.policy}, {manifest.veus} vEUs",
              f"- {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, {s['programs']} "
              f"rProgram(s), {s['barrier_rtasks']} barrier-rTasks, {len(plan.calls)} library call(s)",
              f"- backends {', '.join(s.get('backends', ['rtask']))}, placement {s.get('placement', 'rtask-only')}; "

@@ -15,7 +15,7 @@ from .graph import SchedulerError
 from .plan import Choice, LibraryCall, Plan, Step
 from .workload import OpSpec, Workload
 
-CALL_BACKENDS = tuple(b.name for b in BACKENDS.values() if b.kind == "call")  # their nodes are steps of their own
+CALL_BACKENDS = tuple(b.name for b in BACKENDS.values() if b.is_call)  # their nodes are steps of their own
 
 
 @dataclass
@@ -138,8 +138,8 @@ def join(parts: list[Plan | LibraryCall], policy: str, profiler: Any) -> Plan:
         choices.update(part.choices)
         notes += part.notes
     programs = [shifted(prog, vops, offset) for offset, prog in placed]
-    num_veus = placed[0][1].num_veus if placed else profiler.num_veus
-    return Plan(policy, profiler.device.name, profiler.describe(), num_veus, ops, programs, program_us, choices,
+    veus = placed[0][1].num_veus if placed else profiler.veus
+    return Plan(policy, profiler.device.name, profiler.describe(), veus, ops, programs, program_us, choices,
                 {}, notes, needs, calls=calls, steps=steps)
 
 

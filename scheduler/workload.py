@@ -7,22 +7,16 @@ from typing import Any
 
 from kernel_corpus.bindings import NodeInfo, TensorInfo
 from kernel_corpus.bindings import registry as default_registry
+from vdevice.target import Target, TargetKind
 
+from .backends import BACKENDS, Candidate, default_backends
 from .graph import Graph, Node, SchedulerError, present
+
+__all__ = ["Candidate", "OpSpec", "UnsupportedOpError", "Workload", "build_workload", "node_choices", "node_info"]
+
 
 class UnsupportedOpError(SchedulerError):
     """Some operators have no applicable rKernel in the corpus."""
-
-
-@dataclass
-class Candidate:
-    """One rKernel choice for a node: a binding variant and its concrete launches, run in order."""
-
-    variant: str
-    kind: str  # fast | efficient | only: the corpus's hint
-    launches: list[Any]  # kernel_corpus.bindings.Launch
-    source: str = ""
-    backend: str = "rtask"  # the binding's backend: rtask (the corpus) or user (a user library)
 
 
 @dataclass
@@ -75,35 +69,26 @@ def node_info(g: Graph, node: Node, registry: Any = None) -> NodeInfo:
                     attrs, g.opset)
 
 
-def candidates(registry: Any, g: Graph, node: Node,
-               backends: tuple[str, ...] = ("rtask", "user")) -> tuple[list[Candidate], list[str]]:
-    """Applicable bindings of the enabled backends as candidates, and the reasons the others gave."""
-    info = node_info(g, node, registry)
-    found, reasons = [], []
-    for binding in registry.for_op(node.op_type):
-        if binding.backend not in backends:
-            continue
-        refused = binding.refusal(info)
-        if refused is None:
-            found.append(Candidate(binding.variant, binding.kind, binding.launch(info), binding.source,
-                                   binding.backend))
-        else:
-            reasons.append(f"{binding.variant}: {refused.reason}")
-    return found, reasons
-
-
-def library_calls(registry: Any, g: Graph, node: Node, target: str) -> tuple[list[Any], str | None]:
-    """The library step that can run a node (a list of at most one), or why none can."""
-    from .backends import library_call
-    call = library_call(node_info(g, node, registry), list(node.inputs), list(node.outputs), target)
-    return ([], f"library: {call}") if isinstance(call, str) else ([call], None)
-
-
-def fallback_calls(registry: Any, g: Graph, node: Node, target: str) -> tuple[list[Any], str | None]:
-    """The onnxruntime step for a node nothing else implements (a list of at most one), or why there is none."""
-    from .backends import fallback_call
-    call = fallback_call(node_info(g, node, registry), list(node.inputs), list(node.outputs), target)
-    return ([], call) if isinstance(call, str) else ([call], None)
+def node_choices(registry: Any, g: Graph, node: Node, target: Target) -> tuple[list[Candidate], list[Any], list[str]]:
+    """What the target's enabled backends offer for a node: rKernel candidates, call steps (a fallback's only when
+    nothing else runs it), and one line per refusal."""
+    info, ins, outs = node_info(g, node, registry), list(node.inputs), list(node.outputs)
+    enabled = [b for name, b in BACKENDS.items() if target.uses(name)]
+    found: list[Candidate] = []
+    calls: list[Any] = []
+    reasons: list[str] = []
+    for b in enabled:
+        if b.candidates is not None:
+            got, why = b.candidates(registry, info, target)
+            found, reasons = found + got, reasons + why
+        if b.calls is not None:
+            steps, why = b.calls(info, ins, outs, target)
+            calls, reasons = calls + steps, reasons + why
+    for b in enabled if not found and not calls else []:  # nothing else runs it: e.g. onnxruntime on the CPU
+        if b.fallback is not None:
+            steps, why = b.fallback(info, ins, outs, target)
+            calls, reasons = calls + steps, reasons + why
+    return found, calls, reasons
 
 
 def describe_node(g: Graph, node: Node) -> str:
@@ -113,23 +98,16 @@ def describe_node(g: Graph, node: Node) -> str:
     return f"{node.op_type} in {ins} -> out {outs} at node '{node.name}'"
 
 
-def build_workload(g: Graph, registry: Any = None, backends: tuple[str, ...] = ("rtask", "user"),
-                   target: str = "gpu") -> Workload:
-    """Candidates of the enabled backends for every node (rKernels; library calls when "library" is enabled);
-    ONE UnsupportedOpError listing every node that has none."""
+def build_workload(g: Graph, registry: Any = None, target: Target | None = None) -> Workload:
+    """Candidates and call steps of the target's enabled backends for every node (default: rKernels of the corpus
+    and user libraries on the GPU); ONE UnsupportedOpError listing every node that has none."""
     registry = registry or default_registry
+    target = target or Target(TargetKind.GPU, 1, backends=default_backends(with_libraries=True))
     index = {id(n): i for i, n in enumerate(g.nodes)}
     producers = g.producers()
     ops, missing = [], []
     for i, node in enumerate(g.nodes):
-        found, reasons = candidates(registry, g, node, backends)
-        calls: list[Any] = []
-        if "library" in backends:
-            calls, why = library_calls(registry, g, node, target)
-            reasons += [why] if why else []
-            if not found and not calls:  # no rKernel and no vendor call: onnxruntime stands in (CPU target)
-                calls, why = fallback_calls(registry, g, node, target)
-                reasons += [why] if why else []
+        found, calls, reasons = node_choices(registry, g, node, target)
         if not found and not calls:
             why = "; ".join(reasons) if reasons else "no rKernel for this op type"
             missing.append(f"{describe_node(g, node)} ({why})")

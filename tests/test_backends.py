@@ -17,6 +17,12 @@ from test_scheduler import MODELS, cnn_model, feeds_for
 import rammer
 from rammer.build import build_model
 from scheduler.graph import SchedulerError
+from vdevice.target import BackendName, Target, TargetKind
+
+
+def cpu_target(veus: int, *backends: str) -> Target:
+    """A CPU target of `veus` vEUs with these backends enabled."""
+    return Target(TargetKind.CPU, veus, backends=tuple(BackendName(b) for b in backends))
 
 REPO = Path(__file__).resolve().parent.parent
 USERLIB = REPO / "examples" / "userlib"
@@ -254,7 +260,7 @@ def test_lost_overlap_is_measured_on_the_all_rkernel_plan() -> None:
                            helper.make_tensor_value_info("e", TensorProto.FLOAT, (4, 8))])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     graph, workload = load_workload(model)
-    plan = plan_workload(graph, workload, "wavefront", Profiler(num_veus=4), num_veus=4).plan
+    plan = plan_workload(graph, workload, "wavefront", Profiler(veus=4), veus=4).plan
     lost = dict(zip([spec.name for spec in workload.ops], lost_overlap(workload, plan, 0.7)))
     # a cut inside the chain (where exactly depends on the plan's order) separates it from the still-running Softmax
     assert max(lost[n] for n in ("cut", "d", "e")) > 0, lost
@@ -265,9 +271,9 @@ def test_search_never_loses_to_the_dp_and_both_check(tmp_path: Path) -> None:
     from scheduler.pipeline import load_workload, plan_workload
     from scheduler.profiler import Profiler
     for name in ("cnn", "mlp"):
-        graph, workload = load_workload(MODELS[name](), backends=("rtask", "library"), target="cpu")
-        times = {p: plan_workload(graph, workload, "wavefront", Profiler(num_veus=6), placement=p,
-                                  num_veus=6).plan.predicted_us for p in ("dp", "search", "rtask-only")}
+        graph, workload = load_workload(MODELS[name](), target=cpu_target(6, "rtask", "library"))
+        times = {p: plan_workload(graph, workload, "wavefront", Profiler(veus=6), placement=p,
+                                  veus=6).plan.predicted_us for p in ("dp", "search", "rtask-only")}
         assert times["search"] <= times["dp"] + 1e-6 and times["search"] <= times["rtask-only"] + 1e-6
 
 
@@ -291,13 +297,13 @@ def test_a_node_without_rkernel_falls_back_to_a_library_step() -> None:
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     with pytest.raises(SchedulerError, match="MatMul"):
-        load_workload(model, reg, backends=("rtask",))
-    graph, workload = load_workload(model, reg, backends=("rtask", "library"), target="cpu")
-    plan = plan_workload(graph, workload, "wavefront", Profiler(num_veus=2), placement="search", num_veus=2).plan
+        load_workload(model, reg, cpu_target(2, "rtask"))
+    graph, workload = load_workload(model, reg, cpu_target(2, "rtask", "library"))
+    plan = plan_workload(graph, workload, "wavefront", Profiler(veus=2), placement="search", veus=2).plan
     assert [s.kind for s in plan.steps] == ["library", "program", "library", "program"]
     assert all(c.op_type == "MatMul" for c in plan.calls)
     with pytest.raises(SchedulerError, match="rtask-only"):
-        plan_workload(graph, workload, "wavefront", Profiler(num_veus=2), placement="rtask-only", num_veus=2)
+        plan_workload(graph, workload, "wavefront", Profiler(veus=2), placement="rtask-only", veus=2)
 
 
 # ---- command line and errors ---------------------------------------------------------------------------------------
@@ -429,7 +435,7 @@ def test_ios_merge_auto_applies_where_the_model_says_it_wins(tmp_path: Path) -> 
     from rammer.zoo import generate, random_inputs
     from scheduler.pipeline import load_workload
     model = generate("inception-v3", small=True)
-    graph, _ = load_workload(model, merge="auto", num_veus=8)
+    graph, _ = load_workload(model, target=cpu_target(8, "rtask"), merge="auto")
     notes = [n for n in graph.notes if n.startswith("IOS merge")]
     assert any("merged" in n and "forced" not in n for n in notes)
     for n in notes:
@@ -454,7 +460,7 @@ def test_profile_command_fills_the_cache_and_measured_prices_drive_placement(tmp
     first = rammer_cli("profile", str(path), "--target", "cpu", "--runs", "3", "--json")
     assert first.returncode == 0, first.stderr
     lib = json.loads(first.stdout)["library"]
-    graph, workload = load_workload(model, backends=("rtask", "library"), target="cpu")
+    graph, workload = load_workload(model, target=cpu_target(4, "rtask", "library"))
     keys = {call_key(c) for spec in workload.ops for c in spec.calls}
     assert lib["measured"] == len(keys) > 0 and lib["hits"] == 0
     stored = json.loads(Path(lib["cache"]).read_text())["entries"]
@@ -466,8 +472,8 @@ def test_profile_command_fills_the_cache_and_measured_prices_drive_placement(tmp
         cache = BackendCache("test device", tmp_path / "p")
         for k in keys:
             cache.put(k, price, 1)
-        plan = plan_workload(graph, workload, "wavefront", Profiler(num_veus=4), placement="search",
-                             costs=BackendCosts(H100, cache), num_veus=4).plan
+        plan = plan_workload(graph, workload, "wavefront", Profiler(veus=4), placement="search",
+                             costs=BackendCosts(H100, cache), veus=4).plan
         assert bool(plan.calls) == expect and cache.hits > 0
         assert all(c.us == price for c in plan.calls)
 

@@ -62,7 +62,7 @@ def test_built_model_matches_onnxruntime(tmp_path: Path, name: str, policy: str,
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, path)
     built = build_model(path, tmp_path / "out", policy=policy, target="cpu", veus=veus, quiet=True)
-    assert built.manifest.num_veus == veus and all(p.num_veus == veus for p in built.programs)
+    assert built.manifest.veus == veus and all(p.num_veus == veus for p in built.programs)
     dependency_edges_honoured(built)
     feeds = feeds_for(model, seed=veus)
     assert_close(built.run(feeds), ort_outputs(model, feeds))
@@ -538,7 +538,7 @@ def test_gpu_build_picks_veus_per_sm_from_ptxas(tmp_path: Path) -> None:
     onnx.save(lstm_model(4, 2, 3, 32, 2), path)
     built = build_model(path, tmp_path / "b", target="gpu", quiet=True, profile="model")
     k = built.manifest.stats["veus_per_sm"]
-    assert k >= 2 and built.manifest.num_veus == 132 * k and "per SM" in built.manifest.stats["occupancy"]
+    assert k >= 2 and built.manifest.veus == 132 * k and "per SM" in built.manifest.stats["occupancy"]
     source = (tmp_path / "b" / "program.cu").read_text()
     assert f", {k})\nvd_interpreter(" in source
     usage = interpreter_usage(source, [str(INCLUDE_DIR)])

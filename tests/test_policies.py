@@ -3,6 +3,7 @@ against dependencies derived here from the graph, predictions against an indepen
 wavefront/IOS decisions against profiles built to force each case."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -85,7 +86,7 @@ def simulated_us(plan: Plan, profiler: Profiler) -> list[float]:
                                         ("transformer", 132), ("transformer", 33)])
 def test_policy_produces_valid_plan(policy: str, model: str, veus: int) -> None:
     profiler = Profiler(H100, veus)
-    sch = plan_model(MODELS[model](), policy, profiler, num_veus=veus, **PARAMS[policy])
+    sch = plan_model(MODELS[model](), policy, profiler, veus=veus, **PARAMS[policy])
     plan = sch.plan
     validate_plan(plan.programs, graph_edges(sch))
     assert {op.node for op in plan.ops} == {n.name for n in sch.graph.nodes} == set(plan.choices)
@@ -188,7 +189,7 @@ def test_wavefront_splits_programs_when_merging_is_slower(barrier_us: float, lau
                                                           programs: int) -> None:
     # a chain of 3 single-op waves, 8 rTasks of 1 us on 8 vEUs: merged, each later wave costs a barrier;
     # split, a launch. Merging wins iff barrier <= launch.
-    device = DeviceSpec("test GPU", 8, 1e12, 1e12, barrier_us=barrier_us, launch_us=launch_us)
+    device = dataclasses.replace(H100.named("test GPU", 8), barrier_us=barrier_us, launch_us=launch_us)
     wl = wave_workload(3, chain=True)
     prof = table_profiler({"fast": 1.0, "eff": 9.0}, 8, device)
     plan = schedule(wl, "wavefront", prof)
@@ -202,8 +203,8 @@ def test_wavefront_splits_programs_when_merging_is_slower(barrier_us: float, lau
 
 def test_wavefront_coarse_barriers_are_valid_and_not_faster() -> None:
     model = lstm_model(6, 2, 4, 5, 2)
-    fine = plan_model(model, "wavefront", Profiler(H100, 16), num_veus=16)
-    coarse = plan_model(model, "wavefront", Profiler(H100, 16), num_veus=16, fine_grained=False)
+    fine = plan_model(model, "wavefront", Profiler(H100, 16), veus=16)
+    coarse = plan_model(model, "wavefront", Profiler(H100, 16), veus=16, fine_grained=False)
     validate_plan(coarse.plan.programs, graph_edges(coarse))
     assert fine.plan.predicted_us <= coarse.plan.predicted_us
 

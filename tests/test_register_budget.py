@@ -1,4 +1,4 @@
-"""The register budget of a GPU build (rammer.budget): which vEU count a few register-hungry instantiations cost,
+"""The register budget of a GPU build (scheduler.search): which vEU count a few register-hungry instantiations cost,
 which candidates a plan at a higher count leaves out, and the build keeping the plan the cost model prefers, with
 the choice in build.json."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import onnx
 import pytest
 from test_scheduler import cnn_model
 
-from rammer.budget import (BudgetChoice, BudgetTarget, BudgetTrial, budget_targets, over_budget,
+from scheduler.search import (BudgetChoice, BudgetTarget, BudgetTrial, budget_targets, over_budget,
                            without_candidates)
 from vdevice.occupancy import register_budget
 
@@ -100,6 +100,7 @@ def test_gpu_build_with_a_fat_kernel_plans_within_the_budget(tmp_path: Path, mon
     as well on more vEUs, so a budget plan wins; without any tensor-core convolution the fp32 ones lose (cost model,
     8x64x32x32 CNN)."""
     import rammer.build as rb
+    import scheduler.search as search
     import vdevice.occupancy as occ
     from toolchain.cxx import kernel_expr
     from toolchain.nvcc import find_nvcc
@@ -116,14 +117,14 @@ def test_gpu_build_with_a_fat_kernel_plans_within_the_budget(tmp_path: Path, mon
 
     def fake_occupancy(ops, texts, plan, most):
         regs = max(fake_registers(ops, texts).values())
-        threads, smem = rb.veu_footprint(plan, ops, texts)
+        threads, smem = search.veu_footprint(plan, ops, texts)
         usage = occ.Usage(regs, 0, 0)
         fits = occ.blocks_per_sm(threads, regs, smem)
         k = max(1, min(most, fits.blocks))
         return occ.Choice(k, usage, fits, ((k, usage, fits),))
 
-    monkeypatch.setattr(rb, "instantiation_registers", fake_registers)
-    monkeypatch.setattr(rb, "choose_occupancy", fake_occupancy)
+    monkeypatch.setattr(search, "instantiation_registers", fake_registers)
+    monkeypatch.setattr(search, "choose_occupancy", fake_occupancy)
     path = tmp_path / "m.onnx"
     onnx.save(cnn_model(batch=8, channels=64, size=32, groups=4), path)
     built = rb.build_model(path, tmp_path / "out", target="gpu", quiet=True, profile="model")
@@ -175,7 +176,8 @@ def test_build_sizes_vEU_shared_memory_as_the_executor_lays_it_out(tmp_path: Pat
     """The occupancy arithmetic of a GPU build sees each vEU's shared memory as the executor will request it: the
     converted layouts (in dynamic shared memory, which ptxas does not report) sized by nvcc from the PTX agree with
     the sizes the CPU emulator's compiler measures at run time, and so does the whole vEU footprint."""
-    from rammer.build import build_model, veu_shared_bytes
+    from rammer.build import build_model
+    from scheduler.search import veu_shared_bytes
     from toolchain.nvcc import find_nvcc
     from vdevice.occupancy import device_layout_sizes
     if find_nvcc() is None:

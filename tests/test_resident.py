@@ -13,6 +13,7 @@ import pytest
 from onnx import numpy_helper
 
 from kernel_corpus.ops.rnn import THREADS, pack_lstm_weights, resident_units
+from vdevice.target import Target
 from vdevice.program import (ArgRef, KernelRef, Op, Program, ProgramError, Resident, TaskRef, check_resident,
                              validate)
 
@@ -269,7 +270,6 @@ def test_families_beyond_the_veus_or_the_room_stream(tmp_path: Path, monkeypatch
     """Two vEUs hold two of the three layers' slices: the pass leaves the third layer's streaming cells (a note
     says so); with no room for any slice it leaves every cell as it was."""
     from rammer.build import build_model
-    from scheduler import passes
     model = _lstm_small(tmp_path)
     built = build_model(model, tmp_path / "two", target="cpu", veus=2, quiet=True)
     _check(built, model, seed=1)
@@ -279,7 +279,7 @@ def test_families_beyond_the_veus_or_the_room_stream(tmp_path: Path, monkeypatch
     last = [op.kernel.rkernel for op in built.ops if op.name.startswith("n_lstm_2/t3/")]  # the top layer's step
     assert last and all("lstm_cell_vec4" in k or "lstm_cell_fused" in k for k in last)
     assert stats["weight_bytes_read"] > 1.2 * stats["model_weight_bytes"]
-    monkeypatch.setattr(passes, "resident_budget", lambda k=1: 100)
+    monkeypatch.setattr(Target, "resident_budget", property(lambda self: 100))
     built = build_model(model, tmp_path / "none", target="cpu", veus=8, quiet=True)
     _check(built, model, seed=2)
     assert built.manifest.stats["resident_families"] == 0
@@ -293,7 +293,7 @@ def test_a_family_the_scheduler_cannot_pin_runs_unpinned(tmp_path: Path, monkeyp
     nothing), still right against onnxruntime, and counted and priced as streaming."""
     from rammer.build import build_model
     from scheduler import passes
-    monkeypatch.setattr(passes, "resident_veus", lambda g: None)
+    monkeypatch.setattr(passes, "resident_veus", lambda target: None)
     model = _lstm_small(tmp_path)
     built = build_model(model, tmp_path / "b", target="cpu", veus=2, quiet=True)
     _check(built, model, seed=3)

@@ -13,8 +13,8 @@ import pytest
 from test_scheduler import lstm_model
 
 from kernel_corpus.ops.rnn import resident_units
-from scheduler.passes import VEU_HEADER_BYTES, resident_budget
-from vdevice.occupancy import blocks_per_sm, smem_share
+from vdevice.occupancy import blocks_per_sm
+from vdevice.target import H100, VEU_HEADER_BYTES, Target, TargetKind
 
 KB = 1024
 SM_SMEM = 228 * KB  # H100 shared memory per SM (CUDA C++ Programming Guide, compute capability 9.0)
@@ -28,11 +28,16 @@ SHARE = {1: 227 * KB, 2: 116736 - KB, 3: 77824 - KB, 4: 58368 - KB}
 HEADROOM = {1: 64 * KB, 2: 32 * KB, 3: 65536 // 3, 4: 16 * KB}
 
 
+def resident_budget(k: int) -> int:
+    """The slice budget of a GPU target with k vEUs per SM (vdevice.target.Target.resident_budget)."""
+    return Target(TargetKind.GPU, 132 * k, k).resident_budget
+
+
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_a_veus_share_of_shared_memory(k: int) -> None:
     """The share is what k blocks may each take and still co-reside (the occupancy arithmetic), and 128 B more is
     not."""
-    assert smem_share(k) == SHARE[k]
+    assert H100.smem_share(k) == SHARE[k]
     assert blocks_per_sm(256, 32, SHARE[k]).blocks >= k
     assert blocks_per_sm(256, 32, SHARE[k] + 128).blocks < k
 
@@ -148,7 +153,7 @@ def test_gpu_build_searches_veus_per_sm_for_resident_slices(tmp_path: Path) -> N
 def test_resident_choice_keeps_weight_stationary_plans(trials, chosen: int) -> None:
     """Against slices for 1/SM (1/SM, 10 families pinned, 100 us): the fastest sizing that reaches more vEUs per SM,
     pins every family and beats it by more than 2%."""
-    from rammer.budget import ResidentChoice, ResidentTrial
+    from scheduler.search import ResidentChoice, ResidentTrial
     c = ResidentChoice([ResidentTrial(1, 10, 10, veus_per_sm=1, predicted_us=100.0)]
                        + [ResidentTrial(k + 1, 10, pinned, veus_per_sm=k, predicted_us=us) for k, pinned, us in trials])
     assert c.decide() == chosen

@@ -18,7 +18,7 @@ from scheduler.graph import SchedulerError
 from scheduler.onnx_import import ModelError, import_model
 from scheduler.passes import run_passes
 from scheduler.pipeline import check_plan, plan_model
-from scheduler.profiler import H100, DeviceSpec, Measurement, Profiler, Resources
+from scheduler.profiler import H100, Measurement, Profiler, Resources
 from scheduler.reference import run_graph
 from scheduler.simulate import makespan
 from scheduler.workload import UnsupportedOpError, build_workload
@@ -488,7 +488,7 @@ def test_measured_mode_caches_on_disk_per_device(tmp_path: Path) -> None:
     assert prof.rtask_us(launch("a", 8)) == 3.5 and calls == ["a", "b", "a"]
     again = Profiler(H100, mode="measured", cache_dir=tmp_path)  # no measuring function: the file answers
     assert again.rtask_us(launch("b", 4)) == 7.25 and again.misses == 0
-    other = Profiler(DeviceSpec("Other GPU", 10, 1e12, 1e11), mode="measured", cache_dir=tmp_path)
+    other = Profiler(H100.named("Other GPU", 10), mode="measured", cache_dir=tmp_path)
     other.rtask_us(launch("b", 4, flops=1e6, nbytes=1e6))
     assert other.misses == 1 and other.cache.path != again.cache.path
     again.cache.path.write_text("{not json")
@@ -522,7 +522,7 @@ def test_deadlocked_program_is_an_error_not_a_hang() -> None:
 
 # ---- plan.json ------------------------------------------------------------------------------------------------------------
 def test_plan_json_round_trips_into_vdevice_programs(tmp_path: Path) -> None:
-    sch = plan_model(cnn_model(1), "wavefront", Profiler(H100, 24), num_veus=24)
+    sch = plan_model(cnn_model(1), "wavefront", Profiler(H100, 24), veus=24)
     path = tmp_path / "plan.json"
     sch.plan.save(path)
     data = json.loads(path.read_text())

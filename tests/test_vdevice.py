@@ -729,10 +729,12 @@ def test_blocks_per_sm_matches_the_documented_occupancy():
     """The CUDA C++ Best Practices Guide's worked example (compute capability 7.0: 37 registers per thread give
     twelve 128-thread blocks but only four 320-thread blocks per SM) and H100 figures from DESIGN.md (the interpreter
     at 79-80 registers, 256 threads: 3 per SM)."""
-    from vdevice.occupancy import SM90, SmLimits, blocks_per_sm
-    sm70 = SmLimits(name="sm_70", sms=80, regs_per_sm=65536, regs_per_block=65536, reg_alloc_unit=256,
-                    sub_partitions=4, max_threads_per_sm=2048, max_threads_per_block=1024, max_blocks_per_sm=32,
-                    smem_per_sm=96 * 1024, smem_per_block=96 * 1024, smem_reserved_per_block=0, smem_alloc_unit=256)
+    import dataclasses
+
+    from vdevice.occupancy import blocks_per_sm
+    from vdevice.target import H100 as SM90
+    sm70 = dataclasses.replace(SM90, name="sm_70", arch="sm_70", sms=80, smem_per_sm=96 * 1024,
+                               smem_per_block=96 * 1024, smem_reserved_per_block=0, smem_alloc_unit=256)
     assert blocks_per_sm(128, 37, 0, sm70).blocks == 12
     assert blocks_per_sm(320, 37, 0, sm70).blocks == 4
     assert blocks_per_sm(256, 80, 4096, SM90).blocks == 3 and blocks_per_sm(256, 80, 0).limit == "registers"

@@ -4,40 +4,17 @@ of `__launch_bounds__(threads, vEUs per SM)` that gives the most co-resident vEU
 from __future__ import annotations
 
 import json
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from toolchain.cache import cache_dir, content_key
 
-@dataclass(frozen=True)
-class SmLimits:
-    """Per-SM resources of one GPU architecture (the figures the CUDA occupancy calculator uses)."""
-
-    name: str
-    sms: int
-    regs_per_sm: int
-    regs_per_block: int
-    reg_alloc_unit: int  # registers are given to a warp in units of this many
-    sub_partitions: int  # each has its own register file; warps are spread over them round-robin
-    max_threads_per_sm: int
-    max_threads_per_block: int
-    max_blocks_per_sm: int
-    smem_per_sm: int  # bytes, the largest shared-memory carve-out
-    smem_per_block: int  # bytes a block may opt in to
-    smem_reserved_per_block: int  # bytes the driver keeps per resident block
-    smem_alloc_unit: int
-    warp: int = 32
-
-
-# Compute capability 9.0 (H100 SXM): CUDA C++ Programming Guide, "Compute Capabilities", Table 21 (technical
-# specifications per compute capability: 64 K registers/SM and /block, 2048 threads and 32 blocks per SM, 228 KB
-# shared memory per SM of which 227 KB per block) and the occupancy calculator's allocation units (registers per
-# warp in units of 256, 4 sub-partitions, shared memory in units of 128 bytes, 1 KB reserved per block since sm_80).
-# 132 SMs: results/h100-2026-11-23/device.txt.
-SM90 = SmLimits(name="sm_90 (H100)", sms=132, regs_per_sm=65536, regs_per_block=65536, reg_alloc_unit=256,
-                sub_partitions=4, max_threads_per_sm=2048, max_threads_per_block=1024, max_blocks_per_sm=32,
-                smem_per_sm=228 * 1024, smem_per_block=227 * 1024, smem_reserved_per_block=1024, smem_alloc_unit=128)
+from .target import H100, Device
 
 
 @dataclass(frozen=True)
@@ -56,7 +33,7 @@ def _ceil_to(n: int, unit: int) -> int:
     return -(-n // unit) * unit
 
 
-def blocks_per_sm(threads: int, registers: int, smem_bytes: int, sm: SmLimits = SM90) -> Occupancy:
+def blocks_per_sm(threads: int, registers: int, smem_bytes: int, sm: Device = H100) -> Occupancy:
     """Blocks of `threads` threads, `registers` per thread and `smem_bytes` (static + dynamic) shared memory that
     one SM holds at once: the minimum of the thread, block, register and shared-memory limits."""
     warps = -(-threads // sm.warp)
@@ -99,7 +76,7 @@ class Choice:
         return f"{self.veus_per_sm} vEU(s) per SM ({tried})"
 
 
-def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_bytes: int, sm: SmLimits = SM90,
+def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_bytes: int, sm: Device = H100,
                        most: int = 4) -> Choice:
     """The most vEUs per SM (at most `most`) for which ptxas, told to fit that many by __launch_bounds__, spills
     nothing and the occupancy arithmetic confirms they are co-resident; 1 when none does (a vEU always fits one
@@ -115,8 +92,30 @@ def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_
     return Choice(1, usage, occ, tuple(tried))
 
 
-def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90") -> Usage:
-    """ptxas' registers, spills and static shared memory of the interpreter in a generated module (nvcc needed)."""
+def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90",
+                      cache: Path | None = None) -> Usage:
+    """ptxas' registers, spills and static shared memory of the interpreter in a generated module (nvcc needed for
+    what the cache lacks; cached by the source's digest: FigureCache)."""
+    return interpreter_usages([source], include_dirs, arch, cache)[0]
+
+
+def interpreter_usages(sources: Sequence[str], include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90",
+                       cache: Path | None = None) -> list[Usage]:
+    """interpreter_usage of each source; what the cache lacks is compiled PTXAS_JOBS at a time."""
+    figures = FigureCache("usage", arch, cache)
+    keys = [compile_key(src, include_dirs, arch) for src in sources]
+    missing = list(dict.fromkeys(k for k in keys if figures.get(k, 3) is None))
+    if missing:
+        by_key = dict(zip(keys, sources))
+        with ThreadPoolExecutor(max_workers=min(PTXAS_JOBS, len(missing))) as pool:
+            for key, u in zip(missing, pool.map(lambda k: _ptxas_usage(by_key[k], include_dirs, arch), missing)):
+                figures.put(key, [u.registers, u.spill_bytes, u.static_smem])
+        figures.save()
+    return [Usage(*figures.get(k, 3) or ()) for k in keys]
+
+
+def _ptxas_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str) -> Usage:
+    """ptxas' figures for the interpreter of one source, compiled now."""
     from toolchain.nvcc import find_nvcc
     from toolchain.ptxas import parse_ptxas, run_ptxas
 
@@ -135,15 +134,73 @@ def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], ar
     raise RuntimeError(f"ptxas reported no figures for {INTERPRETER}")
 
 
-def smem_share(veus_per_sm: int, sm: SmLimits = SM90) -> int:
-    """The most shared memory (static + dynamic) each of `veus_per_sm` co-resident vEUs may use: the SM's carve-out
-    split k ways in the allocation unit, less the driver's per-block reservation, and at most what one block may opt
-    in to (blocks_per_sm's arithmetic inverted; 227 KB, 113 KB, 75 KB, 56 KB for 1-4 on sm_90)."""
-    split = sm.smem_per_sm // max(1, veus_per_sm) // sm.smem_alloc_unit * sm.smem_alloc_unit
-    return max(0, min(sm.smem_per_block, split - sm.smem_reserved_per_block))
+# Compiles run at once when a figure needs several (nvcc is a subprocess: threads only wait for it).
+PTXAS_JOBS = max(1, min(4, os.cpu_count() or 1))
 
 
-def register_budget(threads: int, smem_bytes: int, veus_per_sm: int, sm: SmLimits = SM90) -> int:
+def compile_key(source: str, include_dirs: Sequence[str], arch: str) -> str:
+    """What a compile's figures depend on: the source, the headers it can include, the architecture and the nvcc."""
+    from toolchain.nvcc import find_nvcc
+    return content_key(source, arch, find_nvcc() or "", *(headers_digest(d) for d in include_dirs))
+
+
+def headers_digest(folder: str) -> str:
+    """A digest of the headers in one include folder (re-read only when one changes)."""
+    root = Path(folder)
+    files = sorted(p for p in root.iterdir() if p.suffix in (".h", ".cuh", ".hpp") and p.is_file()) \
+        if root.is_dir() else []
+    stamp = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in files)
+    hit = _HEADERS.get(folder)
+    if hit is None or hit[0] != stamp:
+        hit = (stamp, content_key(*(part for p in files for part in (p.name, p.read_bytes()))))
+        _HEADERS[folder] = hit
+    return hit[1]
+
+
+_HEADERS: dict[str, tuple[tuple, str]] = {}
+
+
+class FigureCache:
+    """Compiler figures (lists of ints) by compile_key: in memory for the process, so a search that generates one
+    source twice compiles it once, and on disk between builds ($RAMMER_CACHE/registers/<arch>-<kind>.json; writes
+    are atomic renames, concurrent builds at worst compile one source twice)."""
+
+    _memory: dict[Path, dict[str, list[int]]] = {}
+
+    def __init__(self, kind: str, arch: str, folder: Path | None = None) -> None:
+        self.path = (folder or cache_dir("registers")) / f"{arch}-{kind}.json"
+        if self.path not in self._memory:
+            try:
+                known = json.loads(self.path.read_text()) if self.path.is_file() else {}
+            except (OSError, ValueError):
+                known = {}  # a damaged file is a cold cache: the figures are compiled again
+            self._memory[self.path] = known if isinstance(known, dict) else {}
+        self.known = self._memory[self.path]
+
+    def get(self, key: str, size: int | None = None) -> list[int] | None:
+        """The figures of a compile, or None when absent (or written by another version: not `size` ints)."""
+        hit = self.known.get(key)
+        ok = isinstance(hit, list) and all(isinstance(v, int) for v in hit) and size in (None, len(hit))
+        return hit if ok else None
+
+    def put(self, key: str, values: list[int]) -> None:
+        """Remember one compile's figures (save writes them)."""
+        self.known[key] = [int(v) for v in values]
+
+    def save(self) -> None:
+        """Write the figures, merged with what other builds wrote meanwhile."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            on_disk = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        except (OSError, ValueError):
+            on_disk = {}
+        merged = (on_disk if isinstance(on_disk, dict) else {}) | self.known
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(merged, indent=1, sort_keys=True))
+        tmp.replace(self.path)
+
+
+def register_budget(threads: int, smem_bytes: int, veus_per_sm: int, sm: Device = H100) -> int:
     """The most registers per thread with which `veus_per_sm` vEUs of `threads` threads and `smem_bytes` shared
     memory each stay co-resident on one SM (0 when no register count allows it)."""
     for regs in range(255, 0, -1):  # ptxas gives a thread at most 255
@@ -156,48 +213,65 @@ def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
                         cache: Path | None = None) -> dict[str, Usage]:
     """ptxas' figures for an interpreter holding only one rKernel instantiation, unbounded, per kernel expression
     the ops launch (the interpreter's registers are the max over its instantiations, so this is what each one
-    costs). Cached by the generated source's digest, as profiles are (nvcc needed for what the cache lacks)."""
-    from toolchain.cache import cache_dir, content_key
+    costs). Cached by the generated source's digest (FigureCache); what the cache lacks is compiled PTXAS_JOBS at
+    a time (nvcc needed)."""
     from toolchain.cxx import kernel_expr
 
     from .codegen import generate
 
-    path = (cache or cache_dir("registers")) / f"{arch}-usage.json"  # {digest: [registers, spill bytes, smem]}
-    known: dict[str, list[int]] = json.loads(path.read_text()) if path.is_file() else {}
-    out: dict[str, Usage] = {}
+    gens: dict[str, Any] = {}
     for op in ops:
         expr = kernel_expr(op.kernel.wrapper_name, op.kernel.template_args)
-        if expr in out:
-            continue
-        gen = generate([op], texts)
-        key = content_key(gen.source, arch)
-        if not (isinstance(known.get(key), list) and len(known[key]) == 3):  # absent, or written by another version
-            u = interpreter_usage(gen.source, gen.include_dirs, arch)
-            known[key] = [u.registers, u.spill_bytes, u.static_smem]
-        out[expr] = Usage(*known[key])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(known, indent=1, sort_keys=True))
-    tmp.replace(path)
-    return out
+        if expr not in gens:
+            gens[expr] = generate([op], texts)
+    figures = FigureCache("usage", arch, cache)
+    out: dict[str, Usage] = {}
+    todo: dict[str, Any] = {}
+    for expr, gen in gens.items():
+        hit = figures.get(compile_key(gen.source, gen.include_dirs, arch), 3)
+        if hit is None:
+            todo[expr] = gen
+        else:
+            out[expr] = Usage(*hit)
+    if todo:
+        include_dirs = next(iter(todo.values())).include_dirs
+        found = interpreter_usages([g.source for g in todo.values()], include_dirs, arch, cache)
+        out.update(zip(todo, found))
+    return {expr: out[expr] for expr in gens}
 
 
-def device_layout_sizes(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90") -> list[int]:
+def device_layout_sizes(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90",
+                        cache: Path | None = None) -> list[int]:
     """The vEU header and each instantiation's aligned layout bytes as the device compiler lays them out (the
     figures LAYOUT_QUERY reports at run time, in generate(ops, texts)'s instantiation order), read from the PTX of
     codegen.layout_table_source: the converted layouts live in dynamic shared memory, which ptxas' figures leave
-    out (nvcc needed)."""
+    out (nvcc needed for what the cache lacks; cached by the source's digest: FigureCache)."""
+    from .codegen import generate, layout_table_source
+
+    source, include_dirs = layout_table_source(ops, texts), generate(ops, texts).include_dirs
+    figures = FigureCache("layouts", arch, cache)
+    key = compile_key(source, include_dirs, arch)
+    hit = figures.get(key)
+    if hit is None:
+        hit = _layout_sizes_now(source, include_dirs, arch)
+        figures.put(key, hit)
+        figures.save()
+    return list(hit)
+
+
+def _layout_sizes_now(source: str, include_dirs: Sequence[str], arch: str) -> list[int]:
+    """device_layout_sizes of one layout-table source, compiled now."""
     import re
     import tempfile
 
     from toolchain.nvcc import nvcc_compile
 
-    from .codegen import LAYOUT_TABLE, generate, layout_table_source
+    from .codegen import LAYOUT_TABLE
 
     with tempfile.TemporaryDirectory(prefix="rt-layouts-") as tmp:
         src, ptx = Path(tmp) / "layouts.cu", Path(tmp) / "layouts.ptx"
-        src.write_text(layout_table_source(ops, texts))
-        proc = nvcc_compile(src, ptx, arch, include_dirs=list(generate(ops, texts).include_dirs), phase="--ptx")
+        src.write_text(source)
+        proc = nvcc_compile(src, ptx, arch, include_dirs=list(include_dirs), phase="--ptx")
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc cannot compile the program's layouts: {(proc.stderr or proc.stdout).strip()}")
         text = ptx.read_text()

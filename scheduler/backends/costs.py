@@ -15,7 +15,7 @@ from toolchain.cache import cache_dir
 
 from ..graph import SchedulerError
 from ..plan import LibraryCall
-from . import library
+from . import call_cost, run_call
 
 
 def call_key(call: LibraryCall) -> str:
@@ -78,7 +78,7 @@ class BackendCosts:
             us = self.cache.get(call_key(call))
             if us is not None:
                 return us
-        return library.modelled_us(call, self.device)
+        return call_cost(call, self.device)
 
     def describe(self) -> str:
         """One line: where call prices come from."""
@@ -97,10 +97,10 @@ def measure_call(call: LibraryCall, target: str, runs: int = 50) -> float:
             if n and s is not None}
     host |= {n: np.zeros(s, np.float32) for n, s in zip(call.outputs, call.output_shapes) if n}
     if target != "gpu":
-        return _median_us(lambda: library.run_call(call, host, np), runs)
+        return _median_us(lambda: run_call(call, host, np), runs)
     import cupy
     dev = {k: cupy.asarray(v) for k, v in host.items()}
-    body: Callable[[], None] = lambda: library.run_call(call, dev, cupy)
+    body: Callable[[], None] = lambda: run_call(call, dev, cupy)
     body()
     samples = []
     for _ in range(runs):

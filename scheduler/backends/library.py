@@ -17,10 +17,12 @@ import numpy as np
 
 from kernel_corpus.bindings import NodeInfo, TensorInfo
 
-from ..plan import LibraryCall
+from vdevice.target import BackendName, Target, TargetKind
 
-NAME = "library"
-KIND = "call"  # its nodes are their own plan steps (not rTasks)
+from ..plan import LibraryCall
+from .base import Backend
+
+NAME = BackendName.LIBRARY
 
 ACTIVATIONS = ("Relu", "Gelu")
 # The cost model's floor of one vendor kernel inside a CUDA Graph beyond the graph node itself (prologue, epilogue,
@@ -415,3 +417,32 @@ def call_kernel_us(call: LibraryCall, device: Any) -> float:
     compute_s = call.flops / (device.peak_flops * impl.efficiency * fill)
     memory_s = call.bytes / (device.mem_bw * 0.8)
     return max(CALL_FLOOR_US, max(compute_s, memory_s) * 1e6)
+
+
+# ---- the registration -----------------------------------------------------------------------------------------
+def available(kind: TargetKind) -> str | None:
+    """numpy on the CPU target; on the GPU CuPy (cuBLAS, cuDNN) must import."""
+    if kind != TargetKind.GPU:
+        return None
+    try:
+        import cupy  # noqa: F401
+    except ImportError as exc:
+        return f"CuPy is not installed ({exc}); pip install -e '.[gpu]'"
+    return None
+
+
+def calls(node: NodeInfo, inputs: list[str], outputs: list[str], target: Target) -> tuple[list[LibraryCall], list[str]]:
+    """The library step that can run a node (a list of at most one), or why none can."""
+    call = library_call(node, inputs, outputs, target.kind)
+    return ([], [f"library: {call}"]) if isinstance(call, str) else ([call], [])
+
+
+def fallback(node: NodeInfo, inputs: list[str], outputs: list[str], target: Target) -> tuple[list[LibraryCall],
+                                                                                           list[str]]:
+    """The onnxruntime step for a node nothing else implements (a list of at most one), or why there is none."""
+    call = fallback_call(node, inputs, outputs, target.kind)
+    return ([], [call]) if isinstance(call, str) else ([call], [])
+
+
+BACKEND = Backend(NAME, "vendor calls as plan steps: cuBLAS/cuDNN through CuPy on the GPU, numpy on the CPU",
+                  available=available, calls=calls, fallback=fallback, cost=modelled_us, run=run_call)

@@ -23,10 +23,12 @@ from simpleeval import EvalWithCompoundTypes, InvalidExpression
 from kernel_corpus.bindings import (KINDS, Arg, Binding, In, Launch, NodeInfo, OpDef, Out, Registry, Scalar, Temp,
                                     check_bindings)
 
-from ..graph import SchedulerError
+from vdevice.target import BackendName
 
-NAME = "user"
-KIND = "rkernel"
+from ..graph import SchedulerError
+from .base import Backend, binding_candidates
+
+NAME = BackendName.USER
 BINDING_FILE = "bindings.yaml"
 REQUIRED = ("op", "variant", "source", "kernel", "grid", "block", "args")
 OPTIONAL = ("kind", "inputs", "outputs", "let", "when", "template_args", "dynamic_smem", "flops", "bytes", "note",
@@ -36,11 +38,6 @@ ARG = re.compile(r"^\s*(in|out|temp|int32|int64|float32|uint32)\s+(.+?)\s*$")
 
 class UserLibraryError(SchedulerError):
     """A binding file that cannot be used: `file:line: error: ...` in one line."""
-
-
-def available(target: str) -> str | None:
-    """User kernels are rKernels: they run wherever the corpus's do."""
-    return None
 
 
 def cdiv(a: int, b: int) -> int:
@@ -288,3 +285,9 @@ def converted_source(binding: Binding, kernels: list[str]) -> str:
     path = binding.source_path
     text = slice_source(path.read_text(), str(path), kernels, [str(path.parent)]).text
     return convert_source(text, str(path), kernels=kernels, include_dirs=[str(path.parent)]).output
+
+
+# User kernels are rKernels: they run wherever the corpus's do, once a library folder is given.
+BACKEND = Backend(NAME, "a user's legacy kernel library (.cu + bindings.yaml), converted to rKernels",
+                  candidates=binding_candidates(NAME), in_default=True, libraries=with_user_libraries,
+                  takes="a kernel library: --user-lib FOLDER (a bindings.yaml beside .cu files)")

@@ -53,18 +53,18 @@ class StageModel:
     workload: Workload
     profiler: Profiler
     picks: dict[int, Candidate]
-    num_veus: int
+    veus: int
     memo: dict[tuple, float] = field(default_factory=dict)
 
     def split(self, groups: list[list[int]]) -> list[range]:
         """Contiguous vEU ranges, one per group, proportional to the groups' work (at least one vEU each)."""
         work = [sum(candidate_work(self.profiler, self.picks[i]) for i in g) for g in groups]
         total = sum(work) or 1.0
-        sizes = [max(1, int(self.num_veus * w / total)) for w in work]
-        while sum(sizes) > self.num_veus:
+        sizes = [max(1, int(self.veus * w / total)) for w in work]
+        while sum(sizes) > self.veus:
             sizes[sizes.index(max(sizes))] -= 1
         k = 0
-        while sum(sizes) < self.num_veus:  # hand the rounding leftovers to the heaviest groups first
+        while sum(sizes) < self.veus:  # hand the rounding leftovers to the heaviest groups first
             sizes[sorted(range(len(groups)), key=lambda j: -work[j])[k % len(groups)]] += 1
             k += 1
         ranges, start = [], 0
@@ -340,18 +340,18 @@ def solve(workload: Workload, r: int, s: int, model: StageModel, max_endings: in
     return stages
 
 
-def plan(workload: Workload, profiler: Profiler, num_veus: int | None = None, r: int = 3, s: int = 8,
+def plan(workload: Workload, profiler: Profiler, veus: int | None = None, r: int = 3, s: int = 8,
          max_endings: int = 20_000, max_states: int = DEFAULT_MAX_STATES,
          make_op: MakeOp = default_vdevice_op) -> Plan:
     """Stages from the DP (bounded by max_endings per attempt and max_states in all, see solve); each stage's
     groups on disjoint vEU ranges, a barrier before each stage."""
     if max_states < 1:
         raise SchedulerError(f"IOS: max_states must be >= 1, got {max_states}")
-    mech = Mechanism(profiler, num_veus)
-    s = min(s, mech.num_veus)  # a group needs at least one vEU
-    picks = {op.index: fastest(profiler, op, mech.num_veus) for op in workload.ops}
+    mech = Mechanism(profiler, veus)
+    s = min(s, mech.veus)  # a group needs at least one vEU
+    picks = {op.index: fastest(profiler, op, mech.veus) for op in workload.ops}
     succ = workload.successors()
-    model = StageModel(workload, profiler, picks, mech.num_veus)
+    model = StageModel(workload, profiler, picks, mech.veus)
     notes: list[str] = []
     stages = solve(workload, r, s, model, max_endings, notes, max_states)
     b = mech.fork()
@@ -360,12 +360,12 @@ def plan(workload: Workload, profiler: Profiler, num_veus: int | None = None, r:
     for k, stage in enumerate(stages):
         barrier = b.barrier_after(previous)
         groups = components(stage, succ)
-        for group, veus in zip(groups, model.split(groups)):
+        for group, lanes in zip(groups, model.split(groups)):
             for i in group:
                 spec = workload.ops[i]
-                b.schedule_node(spec, picks[i], extra=barrier, veus=veus)
+                b.schedule_node(spec, picks[i], extra=barrier, veus=lanes)
                 choices[spec.name] = Choice(picks[i].variant, f"fastest of {len(spec.candidates)}; stage {k}, "
-                                            f"group of {len(group)} on vEUs {veus.start}-{veus.stop - 1}")
+                                            f"group of {len(group)} on vEUs {lanes.start}-{lanes.stop - 1}")
         previous = stage
     mech.commit(b)
     notes.append(f"IOS: {len(stages)} stage(s), r={r}, s={s}")

@@ -24,7 +24,7 @@ def schedule_wave(b: ProgramBuilder, workload: Workload, wave: list[int], picks:
 def select_rkernels(mech: Mechanism, workload: Workload, wave: list[int],
                     barrier_after: list[int] | None) -> tuple[dict[int, Candidate], str]:
     """Fastest rKernels when the wave cannot fill the vDevice; else the most efficient ones if that is faster."""
-    prof, veus = mech.profiler, mech.num_veus
+    prof, veus = mech.profiler, mech.veus
     fast = {i: fastest(prof, workload.ops[i], veus) for i in wave}
     tasks = sum(candidate_rtasks(c) for c in fast.values())
     if tasks < veus:
@@ -41,10 +41,10 @@ def select_rkernels(mech: Mechanism, workload: Workload, wave: list[int],
                   f"at {t_eff:.1f} us vs {t_fast:.1f} us")
 
 
-def plan(workload: Workload, profiler: Profiler, num_veus: int | None = None, fine_grained: bool = True,
+def plan(workload: Workload, profiler: Profiler, veus: int | None = None, fine_grained: bool = True,
          make_op: MakeOp = default_vdevice_op) -> Plan:
     """Algorithm 1: per wave SelectRKernels, Schedule into the current rProgram (P1) or a new one (P2)."""
-    mech = Mechanism(profiler, num_veus)
+    mech = Mechanism(profiler, veus)
     choices: dict[str, Choice] = {}
     notes: list[str] = []
     previous: list[int] | None = None

@@ -42,7 +42,8 @@ def op_dependencies(plan: Plan, workload: Workload) -> list[tuple[int, int]]:
         by_node.setdefault(op.node, []).append(i)
     for ids in by_node.values():
         ids.sort(key=lambda i: plan.ops[i].launch_index)
-    calls = {c.node for c in plan.calls}  # library steps: ordered by the plan's steps, not by op edges
+    # library steps and launch segments: ordered by the plan's steps, not by op edges
+    calls = {c.node for c in plan.calls} | {plan.ops[i].node for i in plan.outside}
 
     def ends(node: str) -> list[int]:
         ids = by_node[node]
@@ -165,17 +166,20 @@ def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, tar
 
 def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", profiler: Profiler | None = None,
                   make_op: MakeOp = default_vdevice_op, validate: bool = True, placement: str | None = None,
-                  costs: Any = None, **params: Any) -> Scheduled:
-    """Place (when some node has more than one backend, see scheduler.placement), schedule and validate; the plan
-    carries the graph's notes and aliases."""
+                  costs: Any = None, launches: bool = False, force: dict[str, str] | None = None,
+                  **params: Any) -> Scheduled:
+    """Place (when some node has more than one backend, or `launches` lets nodes run as launch segments, or `force`
+    pins node kinds; see scheduler.placement), schedule and validate; the plan carries the graph's notes and
+    aliases."""
     profiler = profiler or Profiler()
     if profiler.resident_bytes is None:  # the L2 term: whether the weights can stay in L2 between inferences
         profiler.resident_bytes = sum(int(w.nbytes) for w in graph.weights.values())
-    if placement is None and not needs_placement(workload):
+    if placement is None and not needs_placement(workload) and not launches and not force:
         plan = schedule(workload, policy, profiler, make_op, validate, **params)
     else:
         plan = place_and_schedule(workload, policy, profiler, placement or "search", make_op, validate, costs,
-                                  **params)
+                                  launches or placement in ("launch-only", "library-launch") or any(
+                                      k == "launch" for k in (force or {}).values()), force or {}, **params)
     plan.notes = graph.notes + plan.notes
     if profiler.misses:
         plan.notes.append(f"profiler: {profiler.misses} launch shape(s) not in the measured cache: cost model used")
@@ -201,17 +205,24 @@ def needs_placement(workload: Workload) -> bool:
 
 def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, placement: str,
                        make_op: MakeOp = default_vdevice_op, validate: bool = True, costs: Any = None,
-                       **params: Any) -> Plan:
-    """Choose each node's backend (dp, search or rtask-only), then plan the runs of rKernel nodes with the policy
-    and the library nodes as call steps (scheduler.segments)."""
+                       launches: bool = False, force: dict[str, str] | None = None, **params: Any) -> Plan:
+    """Choose each node's backend (dp, search, rtask-only, launch-only; `launches`: LAUNCH is an option, `force`:
+    node-name patterns -> the kind they must run as), then plan the runs of rKernel nodes with the policy, the runs
+    of launched nodes as launch segments and the library nodes as call steps (scheduler.segments)."""
     from .backends.costs import BackendCosts
-    from .placement import PLACEMENTS, dp, fixed, lost_overlap, node_options, search
+    from .placement import PLACEMENTS, dp, fixed, forced, lost_overlap, node_options, search
     from .segments import check_steps, plan_steps
     if placement not in PLACEMENTS:
         raise SchedulerError(f"unknown placement '{placement}' (choose from {', '.join(PLACEMENTS)})")
     costs = costs or BackendCosts(profiler.device)
     veus = params.get("veus") or profiler.veus
-    options = [node_options(spec, profiler, veus, costs.call_us) for spec in workload.ops]
+    prefetch = getattr(profiler.legacy_registers, "prefetch", None)
+    if launches and prefetch is not None:  # ptxas once per legacy source for every candidate launch
+        from kernel_corpus.bindings import as_unpinned
+        prefetch(as_unpinned(launch) for spec in workload.ops for c in spec.candidates
+                           for launch in c.launches)
+    options = [node_options(spec, profiler, veus, costs.call_us, launches) for spec in workload.ops]
+    options = forced(options, workload, force or {})
     if placement == "rtask-only":
         only_calls = [spec.name for spec, opts in zip(workload.ops, options) if all(o.is_call for o in opts)]
         if only_calls:
@@ -228,24 +239,28 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
         return runs[key]
 
     def evaluate(p: Any) -> Plan:
-        plan = plan_steps(workload, p, plan_run, costs.call_us, policy, profiler)
+        plan = plan_steps(workload, p, plan_run, costs.call_us, policy, profiler, make_op)
         if validate:
             check_steps(plan, workload, op_dependencies(plan, workload))
         return plan
 
-    kernels_only = fixed(workload, options, False, "rtask-only")
-    if placement == "rtask-only":
-        plan = evaluate(kernels_only)
+    kernels_only = fixed(workload, options, "rkernel", "rtask-only")
+    if placement in ("rtask-only", "launch-only", "library-launch"):
+        plan = evaluate({"rtask-only": kernels_only,
+                         "launch-only": fixed(workload, options, "launch", "launch-only"),
+                         "library-launch": fixed(workload, options, "call", "library-launch", "launch")}[placement])
     else:
         # the all-rKernel plan (when every node has an rKernel) tells the DP what overlap each cut would lose
-        base = evaluate(kernels_only) if all(spec.candidates for spec in workload.ops) else None
+        has_kernels = all(any(o.kind == "rkernel" for o in opts) for opts in options)
+        base = evaluate(kernels_only) if has_kernels else None
         first = dp(workload, options, profiler.device.launch_us,
-                   lost_overlap(workload, base, profiler.barrier_cost_us(profiler.veus)))
+                   lost_overlap(workload, base, profiler.barrier_cost_us(profiler.veus)), profiler.launches.eager_us)
         if placement == "dp":
             plan = evaluate(first)
         else:
-            starts = [first, fixed(workload, options, False, "start rtask-only"),
-                      fixed(workload, options, True, "start library wherever possible")]
+            starts = [first, kernels_only, fixed(workload, options, "call", "start library wherever possible")]
+            if launches:
+                starts.append(fixed(workload, options, "launch", "start launch wherever possible"))
             plan = search(workload, options, starts, evaluate)[1]
     if any(spec.calls for spec in workload.ops):
         plan.notes.append(costs.describe())

@@ -42,9 +42,10 @@ class Slice:
 
 
 def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier | StepCosts) -> list[Slice]:
-    """Every rTask, every barrier wait and every library call of the plan in predicted time, steps back to back
-    (library calls as slices of their own process, after the rPrograms' ones). `barrier_us`: the simulation's
-    costs (the plan's rTask times replace their durations) or a barrier cost alone."""
+    """Every rTask, every barrier wait, every library call and launch segment of the plan in predicted time, steps
+    back to back (library calls and launch segments as slices of their own process, after the rPrograms' ones).
+    `barrier_us`: the simulation's costs (the plan's rTask times replace their durations) or a barrier cost
+    alone."""
     out, t0 = [], 0.0
     for step in plan.steps:
         if step.kind == "library":
@@ -52,6 +53,14 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier | St
             out.append(Slice(len(programs), 0, t0, t0 + call.us, call.node, "library",
                              {"op": call.op_type, "function": call.function, "backend": call.backend}))
             t0 += call.us
+            continue
+        if step.kind == "launches":
+            group = plan.launches[step.index]
+            nodes = list(dict.fromkeys(plan.ops[i].node for i in group.ops))
+            out.append(Slice(len(programs), 0, t0, t0 + group.us, f"launch segment {step.index}", "library",
+                             {"op": "launch segment", "function": f"{len(group.ops)} legacy launches",
+                              "backend": "launch", "nodes": nodes}))
+            t0 += group.us
             continue
         pi = step.index
         prog = programs[pi]
@@ -128,6 +137,11 @@ def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, i
     return [tuple(b) for b in out]
 
 
+def call_label(c: Slice) -> str:
+    """A step outside the rPrograms as the legend names it: 'library Conv', 'launch segment'."""
+    return c.args["op"] if c.args.get("backend") == "launch" else f"library {c.args['op']}"
+
+
 def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier | StepCosts) -> str:
     """vEUs (rows) x predicted time (columns), one colour per op type with a legend; hover a box for its times.
     The full detail (every rTask with its node, variant and rtask id) is in timeline.json."""
@@ -139,7 +153,7 @@ def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier | StepC
     num_veus = max((p.num_veus for p in programs), default=1)
     span = max([b[3] for b in boxes] + [c.end for c in calls], default=1.0) or 1.0
     scale = (WIDTH - LEFT - 10) / span
-    kinds = sorted({b[4] for b in boxes} | {f"library {c.args['op']}" for c in calls})
+    kinds = sorted({b[4] for b in boxes} | {call_label(c) for c in calls})
     legend_rows = -(-len(kinds) // LEGEND_COLUMNS)
     height = TOP + num_veus * ROW_H + 30 + legend_rows * 16
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" '
@@ -163,7 +177,7 @@ def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier | StepC
         parts.append(f'<rect x="{x:.2f}" y="{TOP + v * ROW_H}" width="{w:.2f}" height="{ROW_H - 1}" '
                      f'fill="{colour(kind)}"><title>{escape(kind)} {a:.2f}-{b:.2f} us</title></rect>')
     for c in calls:  # a library call has the whole device: one box over every vEU row
-        x, w, kind = LEFT + c.start * scale, max((c.end - c.start) * scale, 0.5), f"library {c.args['op']}"
+        x, w, kind = LEFT + c.start * scale, max((c.end - c.start) * scale, 0.5), call_label(c)
         for fill in (colour(kind), "url(#lib)"):
             parts.append(f'<rect x="{x:.2f}" y="{TOP}" width="{w:.2f}" height="{num_veus * ROW_H - 1}" '
                          f'fill="{fill}"><title>{escape(c.name)}: {escape(kind)} ({escape(c.args["function"])}) '
@@ -279,6 +293,9 @@ def steps_text(plan: Any) -> str:
     for step in plan.steps:
         if step.kind == "program":
             out.append(f"rProgram {step.index} ({plan.program_us[step.index]:.1f} us)")
+        elif step.kind == "launches":
+            g = plan.launches[step.index]
+            out.append(f"launch segment {step.index} of {len(g.ops)} launches ({g.us:.1f} us)")
         else:
             c = plan.calls[step.index]
             out.append(f"library {c.function} of {c.node} ({c.us:.1f} us)")

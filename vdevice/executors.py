@@ -132,11 +132,11 @@ class _GpuBackend:
         return fn
 
     def launch(self, expr: str, grid: tuple, block: tuple, smem: int, args: list, cooperative: bool = False,
-               yield_budget: int | None = None) -> None:
-        """Enqueue a kernel on the backend stream (cuLaunchCooperativeKernel when cooperative); the hardware has
-        no yield budget (the interpreter's own watchdog bounds its waits)."""
+               yield_budget: int | None = None, stream: Any = None) -> None:
+        """Enqueue a kernel on the backend stream (or `stream`; cuLaunchCooperativeKernel when cooperative); the
+        hardware has no yield budget (the interpreter's own watchdog bounds its waits)."""
         fn = self._allow_smem(expr, smem)
-        fn.kernel(tuple(grid), tuple(block), tuple(args), shared_mem=smem, stream=self.stream,
+        fn.kernel(tuple(grid), tuple(block), tuple(args), shared_mem=smem, stream=stream or self.stream,
                   enable_cooperative_groups=cooperative)
 
     def max_coresident(self, expr: str, threads: int, smem: int) -> int | None:
@@ -305,7 +305,18 @@ class CallStep:
     run: Callable[["VDevice"], None]
 
 
-Step = Union[int, CallStep]  # persistent executor: an int is an rProgram index
+@dataclass(frozen=True)
+class LaunchStep:
+    """A launch segment: ops run as their plain legacy kernels (one block per rTask, no interpreter), in `ops` order
+    on the CPU emulator; on the GPU captured once as a CUDA Graph whose ops wait only for their `deps` (edges among
+    the segment's ops: independent branches go on parallel streams) and replayed."""
+
+    ops: tuple[int, ...]
+    deps: tuple[tuple[int, int], ...] = ()
+
+
+Step = Union[int, CallStep, LaunchStep]  # persistent executor: an int is an rProgram index
+MAX_SEGMENT_STREAMS = 8  # parallel streams one captured launch segment may fork into
 
 
 def run_call(vd: "VDevice", step: CallStep) -> None:
@@ -315,6 +326,87 @@ def run_call(vd: "VDevice", step: CallStep) -> None:
             step.run(vd)
     else:
         step.run(vd)
+
+
+def launch_op(vd: "VDevice", index: int, stream: Any = None) -> None:
+    """Launch op `index` as its plain legacy kernel (on `stream`, else the backend's)."""
+    k = vd.ops[index].kernel
+    if stream is None:
+        vd.backend.launch(vd.wrapper(index), k.grid, k.block, k.dynamic_smem, vd.op_launch_args(index))
+    else:
+        vd.backend.launch(vd.wrapper(index), k.grid, k.block, k.dynamic_smem, vd.op_launch_args(index),
+                          stream=stream)
+
+
+def stream_of_each(step: LaunchStep, streams: int = MAX_SEGMENT_STREAMS) -> list[int]:
+    """Which stream each op of a segment goes on: its first predecessor's when that one was the last op put there
+    (a chain stays on one stream), else the least recently used stream; stream 0 is the capturing one."""
+    preds: dict[int, list[int]] = {}
+    for a, b in step.deps:
+        preds.setdefault(b, []).append(a)
+    where: dict[int, int] = {}
+    last_on: dict[int, int] = {}
+    used: list[int] = []  # streams, least recently used first
+    out = []
+    for op in step.ops:
+        mine = [p for p in preds.get(op, []) if p in where]
+        s = next((where[p] for p in mine if last_on.get(where[p]) == p), None)
+        if s is None:
+            s = len(last_on) if len(last_on) < streams else used[0]
+        where[op], last_on[s] = s, op
+        used = [u for u in used if u != s] + [s]
+        out.append(s)
+    return out
+
+
+class SegmentGraphs:
+    """Each launch segment of a plan captured once on the GPU as a CUDA Graph (forked over parallel streams where
+    its ops are independent), replayed per run; on the CPU the ops are launched in order."""
+
+    def __init__(self, vd: "VDevice") -> None:
+        self.vd = vd
+        self.graphs: dict[LaunchStep, Any] = {}
+
+    def run(self, step: LaunchStep) -> None:
+        """Run one segment."""
+        if self.vd.backend.name != "gpu":
+            for op in step.ops:
+                launch_op(self.vd, op)
+            return
+        if step not in self.graphs:
+            self.graphs[step] = self.capture(step)
+        self.graphs[step].launch(self.vd.backend.stream)
+
+    def capture(self, step: LaunchStep) -> Any:
+        """Stream-capture the segment: each op on its stream (stream_of_each), after events of its predecessors
+        on other streams; every forked stream joins the capturing one at the end."""
+        be = self.vd.backend
+        for op in step.ops:  # load the functions and set their attributes outside the capture
+            be.function(self.vd.wrapper(op))
+        be.synchronize()
+        lanes = stream_of_each(step)
+        streams = [be.stream] + [be.cp.cuda.Stream(non_blocking=True) for _ in range(max(lanes) if lanes else 0)]
+        preds: dict[int, list[int]] = {}
+        for a, b in step.deps:
+            preds.setdefault(b, []).append(a)
+        lane_of = dict(zip(step.ops, lanes))
+        done: dict[int, Any] = {}
+        be.stream.begin_capture()
+        try:
+            fork = be.stream.record()
+            for s in streams[1:]:
+                s.wait_event(fork)
+            for op, lane in zip(step.ops, lanes):
+                for p in preds.get(op, []):
+                    if lane_of[p] != lane:
+                        streams[lane].wait_event(done[p])
+                launch_op(self.vd, op, streams[lane])
+                done[op] = streams[lane].record()
+            for s in streams[1:]:
+                be.stream.wait_event(s.record())
+        finally:
+            graph = be.stream.end_capture()
+        return graph
 
 
 # ---- (1) persistent: one cooperative launch of the interpreter per rProgram -------------------------------
@@ -344,6 +436,7 @@ class PersistentExecutor:
         self.watchdog = watchdog if watchdog is not None else (
             CPU_WATCHDOG_POLLS if be.name == "cpu" else GPU_WATCHDOG_CYCLES)
         self.loaded = [self._load(p) for p in programs]
+        self.segments = SegmentGraphs(self.vd)
         self.steps: list[Step] = list(range(len(programs))) if steps is None else list(steps)
         bad = [s for s in self.steps if isinstance(s, int) and not 0 <= s < len(self.loaded)]
         if bad:
@@ -393,6 +486,9 @@ class PersistentExecutor:
             if isinstance(step, CallStep):
                 run_call(self.vd, step)
                 continue
+            if isinstance(step, LaunchStep):
+                self.segments.run(step)
+                continue
             ld = self.loaded[step]
             try:
                 self._launch(ld)
@@ -407,6 +503,8 @@ class PersistentExecutor:
         for step in self.steps:
             if isinstance(step, CallStep):
                 run_call(self.vd, step)
+            elif isinstance(step, LaunchStep):
+                self.segments.run(step)
             else:
                 self._launch(self.loaded[step])
 

@@ -1,0 +1,130 @@
+"""Plans of more than one kind of step on the CPU target: rPrograms, launch segments (nodes run as their fastest
+legacy kernels outside the rPrograms; the emulator launches them) and library calls, each kind forced for three zoo
+--small models and mixed, every output checked against onnxruntime; the segment price against a hand computation;
+the launch option's DP and the stream assignment of a captured segment."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from rammer.build import build_model
+from rammer.check import reference_outputs, relative_error
+from rammer.zoo import generate, random_inputs
+from vdevice.executors import LaunchStep, stream_of_each
+
+TOL = 1e-4
+# per model: the forced mix (first matching pattern wins): some nodes launched, one library call, the rest in
+# rPrograms; patterns over the node names after the graph passes
+MIXED = {
+    "lstm-tc": ("n_lstm_0/xw=library", "n_lstm_1/*=launch", "*=rtask"),
+    "resnext": ("n_conv_1*=launch", "n_add_0=launch", "n_conv_3=library", "*=rtask"),
+    "transformer": ("n_layernormalization_0=launch", "n_matmul_1=library", "n_softmax_0=launch", "*=rtask"),
+}
+# the nodes each model may run as library calls (Conv/MatMul/Gemm the library implements)
+LIBRARY = {"lstm-tc": "n_lstm_0/xw", "resnext": "n_conv_*", "transformer": "n_matmul_*"}
+
+
+def build_and_check(tmp_path: Path, name: str, **options) -> dict:
+    """Build the --small zoo model on the CPU target with `options`, run it, compare with onnxruntime; returns
+    build.json's steps by kind."""
+    model = generate(name, small=True)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    built = build_model(path, tmp_path / "out", target="cpu", veus=8, quiet=True, backends=("rtask", "library"),
+                        **options)
+    feeds = random_inputs(model, seed=3)
+    got = built.run(feeds)
+    err = relative_error([got[n] for n in built.output_names], reference_outputs(model, feeds))
+    assert err <= TOL, f"{name} {options}: relative error {err:.3g}"
+    kinds: dict[str, int] = {}
+    for step in built.manifest.steps:
+        kinds[step.kind] = kinds.get(step.kind, 0) + 1
+    return kinds
+
+
+@pytest.mark.parametrize("name", list(MIXED))
+def test_mixed_plan_runs_and_matches_onnxruntime(tmp_path: Path, name: str) -> None:
+    kinds = build_and_check(tmp_path, name, force=MIXED[name])
+    assert kinds.get("program", 0) >= 1 and kinds.get("launches", 0) >= 1 and kinds.get("library", 0) >= 1, kinds
+
+
+@pytest.mark.parametrize("name", list(MIXED))
+@pytest.mark.parametrize("kind", ["rtask", "launch", "library"])
+def test_each_segment_kind_forced(tmp_path: Path, name: str, kind: str) -> None:
+    """Every node in rPrograms; every node launched; every node the library can run as a library call (the rest in
+    rPrograms)."""
+    force = {"rtask": ("*=rtask",), "launch": ("*=launch",), "library": (f"{LIBRARY[name]}=library", "*=rtask")}[kind]
+    kinds = build_and_check(tmp_path, name, force=force)
+    if kind == "rtask":
+        assert set(kinds) == {"program"}, kinds
+    elif kind == "launch":
+        assert set(kinds) == {"launches"} and kinds["launches"] == 1, kinds
+    else:
+        assert kinds.get("library", 0) >= 1 and "launches" not in kinds, kinds
+
+
+def test_force_refuses_a_kind_a_node_cannot_run_as(tmp_path: Path) -> None:
+    from scheduler.graph import SchedulerError
+    model = generate("transformer", small=True)
+    path = tmp_path / "t.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(SchedulerError, match="cannot run as call"):
+        build_model(path, tmp_path / "out", target="cpu", veus=8, quiet=True, backends=("rtask", "library"),
+                    force=("n_softmax_0=library",))
+
+
+def test_launch_segment_price_against_hand_numbers() -> None:
+    """A diamond a -> (b, c) -> d launched as one segment: the longer of its critical path (each kernel and its
+    graph node's gap) and the device time its kernels fill, plus one graph launch; the launch option of a node is
+    its fastest variant's kernels, each a graph node."""
+    from test_baselines import diamond
+
+    from scheduler.dispatch_costs import LAUNCHES
+    from scheduler.placement import launch_option_us
+    from scheduler.profiler import H100, Profiler
+    from scheduler.segments import launch_part
+    prof = Profiler(H100, 132)
+    wl, alone = diamond(prof)
+    part = launch_part(wl, [0, 1, 2, 3], prof)
+    node = lambda k: max(LAUNCHES.floor_us("graph"), k + LAUNCHES.gap_us("graph"))  # noqa: E731
+    b = min(alone["b1"], alone["b2"])
+    path = node(alone["a"]) + max(node(b), node(alone["c"])) + node(alone["d"])
+    shares = [300 / (132 * 8), 1200 / (132 * 4), 64 / (132 * 4), 10 / (132 * 8)]
+    area = sum(k * s for k, s in zip([alone["a"], b, alone["c"], alone["d"]], shares))
+    assert part.us == pytest.approx(max(path, area) + 6.279)
+    assert [op.variant for op in part.ops] == ["only", "quick", "tiled", "only"]
+    assert sorted(part.deps) == [(0, 1), (0, 2), (1, 3), (2, 3)]
+    assert launch_option_us(wl.ops[1], prof) == pytest.approx(node(b))
+
+
+@pytest.mark.parametrize("deps,want", [
+    (((0, 1), (1, 2)), [0, 0, 0]),                       # a chain stays on one stream
+    (((0, 1), (0, 2), (1, 3), (2, 3)), [0, 0, 1, 0]),    # a diamond forks one branch
+    ((), [0, 1, 2]),                                     # independent ops on their own streams
+])
+def test_stream_assignment_of_a_captured_segment(deps: tuple, want: list[int]) -> None:
+    ops = tuple(range(len(want)))
+    assert stream_of_each(LaunchStep(ops, deps)) == want
+
+
+def test_streams_are_reused_beyond_the_limit() -> None:
+    lanes = stream_of_each(LaunchStep(tuple(range(10)), ()), streams=3)
+    assert lanes == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+    assert np.max(lanes) < 3
+
+
+@pytest.mark.parametrize("name", list(MIXED))
+def test_gpu_build_is_never_predicted_slower_than_the_launch_baselines(tmp_path: Path, name: str) -> None:
+    """A GPU build with launch segments (the default) falls back to launching every node where that is predicted
+    faster: its prediction is at most the op-by-op, CUDA Graph and multi-stream graph baselines' (the ones the
+    runtime can run as a launch segment), priced independently of the plan."""
+    model = generate(name, small=True)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    built = build_model(path, tmp_path / "out", target="gpu", quiet=True, compile_check=False, profile="model")
+    stats = built.manifest.stats
+    base = stats["predicted_baselines_us"]
+    assert stats["predicted_us"] <= min(base["op-by-op"], base["cuda-graph"], base["multi-stream-graph"]) + 1e-3

@@ -382,7 +382,7 @@ class SegmentGraphs:
         on other streams; every forked stream joins the capturing one at the end."""
         be = self.vd.backend
         for op in step.ops:  # load the functions and set their attributes outside the capture
-            be.function(self.vd.wrapper(op))
+            be._allow_smem(self.vd.wrapper(op), self.vd.ops[op].kernel.dynamic_smem)
         be.synchronize()
         lanes = stream_of_each(step)
         streams = [be.stream] + [be.cp.cuda.Stream(non_blocking=True) for _ in range(max(lanes) if lanes else 0)]

@@ -185,7 +185,9 @@ def plan_steps(workload: Workload, placement: Placement, plan_run: PlanFn, call_
 def join(parts: list[Plan | LaunchPart | LibraryCall], policy: str, profiler: Any,
          make_op: MakeOp = default_vdevice_op) -> Plan:
     """One plan from its parts in run order: the rPrograms of each part over one op list (op ids shifted), launch
-    segments' ops on that list too (in no rProgram), library calls as steps between them."""
+    segments' ops on that list too (in no rProgram), library calls as steps between them. Segments and calls
+    between two rPrograms run as one CUDA Graph (vdevice.executors.SegmentGraphs): only the first segment of such a
+    run pays the graph's launch."""
     ops: list = []
     vops: list = []
     placed: list[tuple[int, Program]] = []
@@ -196,6 +198,7 @@ def join(parts: list[Plan | LaunchPart | LibraryCall], policy: str, profiler: An
     steps: list[Step] = []
     choices: dict[str, Choice] = {}
     notes: list[str] = []
+    graph_open = False  # a launch segment of the current run between rPrograms already paid the graph's launch
     for part in parts:
         if isinstance(part, LibraryCall):
             steps.append(Step("library", len(calls)))
@@ -207,9 +210,13 @@ def join(parts: list[Plan | LaunchPart | LibraryCall], policy: str, profiler: An
         if isinstance(part, LaunchPart):
             vops += [make_op(op) for op in part.ops]
             steps.append(Step("launches", len(groups)))
+            # the executor captures a run of segments and calls as one graph: one launch for the run
+            us = part.us - (profiler.launches.eager_us if graph_open else 0.0)
             groups.append(LaunchGroup([offset + i for i in range(len(part.ops))],
-                                      [(offset + a, offset + b) for a, b in part.deps], part.us))
+                                      [(offset + a, offset + b) for a, b in part.deps], us))
+            graph_open = True
             continue
+        graph_open = False
         vops += part.programs[0].ops if part.programs else []
         for prog, us, need in zip(part.programs, part.program_us, part.veu_needs):
             steps.append(Step("program", len(placed)))

@@ -128,3 +128,24 @@ def test_gpu_build_is_never_predicted_slower_than_the_launch_baselines(tmp_path:
     stats = built.manifest.stats
     base = stats["predicted_baselines_us"]
     assert stats["predicted_us"] <= min(base["op-by-op"], base["cuda-graph"], base["multi-stream-graph"]) + 1e-3
+
+
+def test_a_run_of_segments_and_calls_pays_one_graph_launch() -> None:
+    """Between two rPrograms the executor captures the segments and calls as one graph: the second segment of the
+    run does not pay a graph launch again; after an rProgram the next one does."""
+    from scheduler.plan import LibraryCall, Plan
+    from scheduler.profiler import H100, Profiler
+    from scheduler.segments import LaunchPart, join
+    prof = Profiler(H100, 8)
+    part = lambda us: LaunchPart([], [], us, {})  # noqa: E731
+    call = LibraryCall("m", "MatMul", "library", "matmul", [], [], [], [], us=3.0)
+    program = Plan("wavefront", "d", "p", 8, [], [], [], {})
+    plan = join([part(20.0), call, part(30.0), program, part(40.0)], "wavefront", prof)
+    assert [s.kind for s in plan.steps] == ["launches", "library", "launches", "launches"]
+    assert [g.us for g in plan.launches] == pytest.approx([20.0, 30.0 - 6.279, 40.0])
+
+
+def test_steps_between_programs_run_as_one_graph() -> None:
+    from vdevice.executors import CallStep, step_runs
+    a, b, c = LaunchStep((0,)), CallStep("m", lambda vd: None), LaunchStep((1, 2), ((1, 2),))
+    assert step_runs([a, b, 0, c, 1, 2]) == [(a, b), 0, (c,), 1, 2]

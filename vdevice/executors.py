@@ -359,31 +359,68 @@ def stream_of_each(step: LaunchStep, streams: int = MAX_SEGMENT_STREAMS) -> list
     return out
 
 
+StepRun = tuple[Union[LaunchStep, CallStep], ...]  # consecutive steps between rPrograms: one CUDA Graph on the GPU
+
+
+def step_runs(steps: Sequence[Step]) -> list[Union[int, StepRun]]:
+    """The steps with every maximal run of launch segments and call steps as one tuple (rPrograms stay ints)."""
+    out: list[Union[int, StepRun]] = []
+    for step in steps:
+        if isinstance(step, int):
+            out.append(step)
+        elif out and isinstance(out[-1], tuple):
+            out[-1] = out[-1] + (step,)
+        else:
+            out.append((step,))
+    return out
+
+
 class SegmentGraphs:
-    """Each launch segment of a plan captured once on the GPU as a CUDA Graph (forked over parallel streams where
-    its ops are independent), replayed per run; on the CPU the ops are launched in order."""
+    """Each run of launch segments and call steps between rPrograms captured once on the GPU as ONE CUDA Graph (a
+    segment forked over parallel streams where its ops are independent, a call on the capturing stream), replayed
+    per run; on the CPU the ops are launched and the calls made in order."""
 
     def __init__(self, vd: "VDevice") -> None:
         self.vd = vd
-        self.graphs: dict[LaunchStep, Any] = {}
+        self.graphs: dict[StepRun, Any] = {}
 
-    def run(self, step: LaunchStep) -> None:
-        """Run one segment."""
+    def run(self, steps: StepRun) -> None:
+        """Run one run of steps."""
         if self.vd.backend.name != "gpu":
-            for op in step.ops:
-                launch_op(self.vd, op)
+            for step in steps:
+                if isinstance(step, CallStep):
+                    run_call(self.vd, step)
+                else:
+                    for op in step.ops:
+                        launch_op(self.vd, op)
             return
-        if step not in self.graphs:
-            self.graphs[step] = self.capture(step)
-        self.graphs[step].launch(self.vd.backend.stream)
+        if steps not in self.graphs:
+            self.graphs[steps] = self.capture(steps)
+        self.graphs[steps].launch(self.vd.backend.stream)
 
-    def capture(self, step: LaunchStep) -> Any:
-        """Stream-capture the segment: each op on its stream (stream_of_each), after events of its predecessors
-        on other streams; every forked stream joins the capturing one at the end."""
+    def capture(self, steps: StepRun) -> Any:
+        """Stream-capture the run: each segment's ops on their streams (capture_segment), each call on the
+        capturing stream after the segment before it has joined."""
         be = self.vd.backend
-        for op in step.ops:  # load the functions and set their attributes outside the capture
-            be._allow_smem(self.vd.wrapper(op), self.vd.ops[op].kernel.dynamic_smem)
+        for step in steps:  # load the functions and set their attributes outside the capture
+            for op in step.ops if isinstance(step, LaunchStep) else ():
+                be._allow_smem(self.vd.wrapper(op), self.vd.ops[op].kernel.dynamic_smem)
         be.synchronize()
+        be.stream.begin_capture()
+        try:
+            for step in steps:
+                if isinstance(step, CallStep):
+                    run_call(self.vd, step)
+                else:
+                    self.capture_segment(step)
+        finally:
+            graph = be.stream.end_capture()
+        return graph
+
+    def capture_segment(self, step: LaunchStep) -> None:
+        """Inside a capture: each op on its stream (stream_of_each), after events of its predecessors on other
+        streams; every forked stream joins the capturing one at the end."""
+        be = self.vd.backend
         lanes = stream_of_each(step)
         streams = [be.stream] + [be.cp.cuda.Stream(non_blocking=True) for _ in range(max(lanes) if lanes else 0)]
         preds: dict[int, list[int]] = {}
@@ -391,22 +428,17 @@ class SegmentGraphs:
             preds.setdefault(b, []).append(a)
         lane_of = dict(zip(step.ops, lanes))
         done: dict[int, Any] = {}
-        be.stream.begin_capture()
-        try:
-            fork = be.stream.record()
-            for s in streams[1:]:
-                s.wait_event(fork)
-            for op, lane in zip(step.ops, lanes):
-                for p in preds.get(op, []):
-                    if lane_of[p] != lane:
-                        streams[lane].wait_event(done[p])
-                launch_op(self.vd, op, streams[lane])
-                done[op] = streams[lane].record()
-            for s in streams[1:]:
-                be.stream.wait_event(s.record())
-        finally:
-            graph = be.stream.end_capture()
-        return graph
+        fork = be.stream.record()
+        for s in streams[1:]:
+            s.wait_event(fork)
+        for op, lane in zip(step.ops, lanes):
+            for p in preds.get(op, []):
+                if lane_of[p] != lane:
+                    streams[lane].wait_event(done[p])
+            launch_op(self.vd, op, streams[lane])
+            done[op] = streams[lane].record()
+        for s in streams[1:]:
+            be.stream.wait_event(s.record())
 
 
 # ---- (1) persistent: one cooperative launch of the interpreter per rProgram -------------------------------
@@ -441,6 +473,7 @@ class PersistentExecutor:
         bad = [s for s in self.steps if isinstance(s, int) and not 0 <= s < len(self.loaded)]
         if bad:
             raise VDeviceError(f"step names rProgram {bad[0]}, but the plan has {len(self.loaded)}")
+        self.runs = step_runs(self.steps)
 
     def _load(self, program: Program) -> _Loaded:
         """Encode, check co-residency and upload one program."""
@@ -482,11 +515,8 @@ class PersistentExecutor:
     def run(self, buffers: Mapping[str, np.ndarray] | None = None) -> None:
         """Run every step once on `buffers` (in place); raise VDeviceError naming a stuck wait."""
         self.vd.bind(buffers)
-        for step in self.steps:
-            if isinstance(step, CallStep):
-                run_call(self.vd, step)
-                continue
-            if isinstance(step, LaunchStep):
+        for step in self.runs:
+            if isinstance(step, tuple):
                 self.segments.run(step)
                 continue
             ld = self.loaded[step]
@@ -500,10 +530,8 @@ class PersistentExecutor:
 
     def _issue_all(self) -> None:
         """Enqueue every step once."""
-        for step in self.steps:
-            if isinstance(step, CallStep):
-                run_call(self.vd, step)
-            elif isinstance(step, LaunchStep):
+        for step in self.runs:
+            if isinstance(step, tuple):
                 self.segments.run(step)
             else:
                 self._launch(self.loaded[step])

@@ -149,3 +149,25 @@ def test_steps_between_programs_run_as_one_graph() -> None:
     from vdevice.executors import CallStep, step_runs
     a, b, c = LaunchStep((0,)), CallStep("m", lambda vd: None), LaunchStep((1, 2), ((1, 2),))
     assert step_runs([a, b, 0, c, 1, 2]) == [(a, b), 0, (c,), 1, 2]
+
+
+def test_cli_force_and_launch_only(tmp_path: Path) -> None:
+    """`rammer build --force` with a malformed item is one line and exit 1; `--placement launch-only` on the CPU
+    target builds one launch segment that `rammer run --check` passes."""
+    import subprocess
+    import sys
+    path = tmp_path / "m.onnx"
+    onnx.save(generate("squeezenet", small=True), str(path))
+    cli = [sys.executable, "-c", "from rammer.cli import main; main()"]
+    repo = Path(__file__).resolve().parent.parent
+    bad = subprocess.run(cli + ["build", str(path), "-o", str(tmp_path / "bad"), "--target", "cpu", "--force",
+                                "n_conv_*=gpu"], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 1 and "--force n_conv_*=gpu: expected PATTERN=KIND" in bad.stderr
+    assert not (tmp_path / "bad").exists()
+    ok = subprocess.run(cli + ["build", str(path), "-o", str(tmp_path / "b"), "--target", "cpu", "--veus", "4",
+                               "--placement", "launch-only"], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert ok.returncode == 0, ok.stderr
+    assert "0 rProgram(s), 1 launch segment(s)" in ok.stdout
+    run = subprocess.run(cli + ["run", str(tmp_path / "b"), "--check"], cwd=repo, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0 and "check: PASS" in run.stdout, run.stdout + run.stderr

@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from scheduler.baselines import graph_baselines
 from scheduler.report import render_report, schedule_slices, timeline_svg, timeline_trace
 from scheduler.search import Planned, SearchResult, TargetSearch
 from scheduler.workload import Workload
-from vdevice.program import Op, Program
+from vdevice.program import Op, Program, plan_to_json
 from vdevice.target import H100 as H100_DEVICE
 from vdevice.target import BackendName, Target, TargetKind
 
@@ -304,6 +305,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, options: BuildOptio
     return build.write(build.generate(build.search()), out)
 
 
+RECENT_PLANS = 4  # plans a build remembers: ptxas sends a fit back to a count it just planned, not further
 CPU_DEFAULT_VEUS = 8  # the emulator runs every vEU thread as a fiber on one core: keep the vDevice small
 
 
@@ -331,7 +333,7 @@ class Build:
     paths: dict[str, Path]
     dumps: "Dumps"
     plans: dict[tuple, tuple[Any, Any, Planned]] = field(default_factory=dict)
-    converted: dict[tuple, tuple[dict, dict]] = field(default_factory=dict)
+    converted: dict[tuple[str, frozenset], tuple[str, dict]] = field(default_factory=dict)  # (source, kernels)
     graph: Graph | None = None  # imported and passed once (passes)
 
     @staticmethod
@@ -357,13 +359,18 @@ class Build:
         return make_profiler(self.opts.profile, self.opts.target, target.veus)
 
     # ---- the Planner the target search asks -----------------------------------------------------------------
-    def specialise(self, target: Target, prof: Profiler | None = None) -> tuple[Graph, Workload]:
-        """The passed graph made for `target`: target passes, the IOS merge (priced on `prof`, else a profiler of
-        the target's vEUs), the support check."""
+    def specialise(self, target: Target, prof: Profiler | None = None) -> Graph:
+        """The passed graph made for `target`: target passes and the IOS merge (priced on `prof`, else a profiler
+        of the target's vEUs)."""
         from scheduler.pipeline import specialise
         assert self.graph is not None, "passes() first"
         return specialise(self.graph, target, self.registry, self.opts.disable_passes, self.dumps.recorder(target),
                           self.opts.merge, prof or self.profiler(target), self.opts.policy)
+
+    def workload(self, graph: Graph, target: Target) -> Workload:
+        """What the policies schedule: the candidates of the target's backends per node (the support check)."""
+        from scheduler.workload import build_workload
+        return build_workload(graph, self.registry, target)
 
     def plan(self, graph: Graph, workload: Workload, target: Target, sized_for: Target,
              prof: Profiler | None = None) -> Planned:
@@ -372,7 +379,9 @@ class Build:
         key = (id(graph), id(workload), target)
         if key not in self.plans:
             planned = self.plan_now(graph, workload, target, sized_for, prof or self.profiler(target))
-            self.plans[key] = (graph, workload, planned)
+            self.plans[key] = (graph, workload, planned)  # the graph and workload kept alive: their ids stay theirs
+            while len(self.plans) > RECENT_PLANS:
+                del self.plans[next(iter(self.plans))]
         return dataclasses.replace(self.plans[key][2])  # a record of its own: the search sets its occupancy
 
     def plan_now(self, graph: Graph, workload: Workload, target: Target, sized_for: Target,
@@ -402,8 +411,8 @@ class Build:
         if not self.opts.launch_segments or self.opts.force or self.opts.placement in ("rtask-only",):
             return kept
         assert self.graph is not None, "passes() first"
-        graph, workload = specialise(self.graph, self.target, self.registry,
-                                     tuple(self.opts.disable_passes) + BASELINE_DISABLED)
+        graph = specialise(self.graph, self.target, self.registry, tuple(self.opts.disable_passes) + BASELINE_DISABLED)
+        workload = self.workload(graph, self.target)
         placements = ["launch-only"] + (["library-launch"] if BackendName.LIBRARY in self.target.backends else [])
         best = kept
         for placement in placements:
@@ -428,33 +437,34 @@ class Build:
                   f"{dev.barrier_us:.3g} us, rProgram launch {dev.launch_us:.3g} us", file=sys.stderr)
 
     def convert(self, ops: list[Op]) -> tuple[list[Op], dict[str, str]]:
-        """Bind the ops to converted rKernels (each set of sources and kernels converted once per build)."""
+        """Bind the ops to converted rKernels (each source converted once per build for each set of its kernels)."""
         needed = kernels_of(ops)
-        key = tuple(sorted((sid, tuple(sorted(kernels))) for sid, kernels in needed.items()))
-        if key not in self.converted:
-            self.converted[key] = self.progress.step(f"convert {len(needed)} legacy source(s)",
-                                                     lambda: convert_sources(self.paths, needed))
-        texts, meta = self.converted[key]
-        return resolve_ops(ops, meta), texts
+        todo = {sid: kernels for sid, kernels in needed.items() if (sid, frozenset(kernels)) not in self.converted}
+        if todo:
+            texts, meta = self.progress.step(f"convert {len(todo)} legacy source(s)",
+                                             lambda: convert_sources(self.paths, todo))
+            self.converted |= {(sid, frozenset(todo[sid])): (texts[sid], meta[sid]) for sid in todo}
+        done = {sid: self.converted[(sid, frozenset(kernels))] for sid, kernels in sorted(needed.items())}
+        return resolve_ops(ops, {sid: m for sid, (_, m) in done.items()}), {sid: t for sid, (t, _) in done.items()}
 
     # ---- the search, generation and the folder ----------------------------------------------------------------
     def search(self) -> SearchResult:
         """The first plan on the build's target, then (a GPU build without --veus) the target search."""
         prof = self.profiler(self.target)  # the merge prices with the first plan's profiler (and its memo)
-        first = self.plan(*self.specialise(self.target, prof), self.target, self.target, prof)
+        graph = self.specialise(self.target, prof)
+        first = self.plan(graph, self.workload(graph, self.target), self.target, self.target, prof)
         if not self.opts.searches or not first.ops:
             return SearchResult(self.fallback(first))
         result = TargetSearch(self, self.progress).run(first, slices=self.opts.veus_per_sm is None)
         return dataclasses.replace(result, planned=self.fallback(result.planned))
     def generate(self, result: SearchResult) -> "Generated":
-        """The kept plan, validated, as the folder's contents: programs over the converted rKernels, buffers, the
-        manifest with the build's figures, and the generated program."""
-        from scheduler.pipeline import op_dependencies, validate_scheduled
+        """The kept plan as the folder's contents: programs over the converted rKernels, buffers, the manifest with the
+        build's figures, and the generated program."""
+        from scheduler.pipeline import op_dependencies
         from vdevice.codegen import generate
         kept = result.planned
         sch, ops, texts = kept.sch, kept.ops, kept.texts
         graph, plan = sch.graph, sch.plan
-        self.progress.step("validate the plan", lambda: validate_scheduled(sch))
         programs = rebind_programs(plan.programs, ops)
         buffers, views = plan_buffers(graph, plan, ops)
         deps = op_dependencies(plan, sch.workload) if plan.ops else []
@@ -489,12 +499,17 @@ class Build:
                 "placement": placement_name(self.opts.placement, kept.sch.workload)}
 
     def write(self, gen: "Generated", out: Path) -> Built:
-        """Write the folder next to OUT_DIR, compile-check it, and move it into place."""
+        """Write the folder next to OUT_DIR, compile-check it while the plan is validated and the other files are
+        written, and move it into place."""
+        from scheduler.pipeline import validate_scheduled
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
         try:
-            built = self.write_files(gen, tmp)
-            if self.opts.compile_check and built.ops:
-                self.progress.step(f"compile for {self.opts.target}", lambda: built.compile(self.opts.target))
+            built = self.write_sources(gen, tmp)
+            check = self.compile_check(built)
+            self.progress.step("validate the plan", lambda: validate_scheduled(gen.planned.sch, gen.programs))
+            self.write_files(gen, tmp)
+            if check is not None:
+                self.progress.step(f"compile for {self.opts.target} (started beside the writing)", check.join)
             manifest = gen.manifest
             manifest.stats["build_s"] = round(self.progress.total, 2)
             manifest.stats["step_s"] = {k: round(v, 2) for k, v in self.progress.times.items()}
@@ -509,31 +524,69 @@ class Build:
         built.folder = out
         return built
 
-    def write_files(self, gen: "Generated", tmp: Path) -> Built:
-        """Every file but the report and the manifest: rKernels, program, plan, weights, model, timeline, dumps."""
-        kept, texts = gen.planned, gen.planned.texts
-        plan, profiler = kept.sch.plan, kept.profiler
+    def write_sources(self, gen: "Generated", tmp: Path) -> Built:
+        """The converted rKernels (with the headers they include) and the generated program: what compiles."""
+        texts = gen.planned.texts
         (tmp / "rkernels").mkdir()
         for sid, text in texts.items():
             (tmp / "rkernels" / gen.manifest.sources[sid]).write_text(text)
         copy_headers(texts, self.paths, tmp / "rkernels")
         if gen.source is not None:
             (tmp / "program.cu").write_text(gen.source)
-        (tmp / "programs.json").write_text(json.dumps({"ops": [op.to_json() for op in kept.ops],
-                                                       "programs": [p.to_json(with_ops=False) for p in gen.programs]}))
+        return Built(tmp, gen.manifest, gen.planned.ops, gen.programs, texts, gen.weights)
+
+    def compile_check(self, built: Built) -> "Background | None":
+        """Compile the build for its target: without a GPU nvcc checks the program, in a thread beside the Python
+        work that follows (a compiler subprocess needs no GIL); with one the module is built here (CUDA state stays
+        on the main thread), as the CPU emulator's is. None when there is nothing to wait for."""
+        from vdevice.gpu import gpu_available
+        if not self.opts.compile_check or not built.ops:
+            return None
+        if self.opts.target == TargetKind.GPU and not gpu_available()[0]:
+            return Background(functools.partial(built.compile, self.opts.target))
+        self.progress.step(f"compile for {self.opts.target}", lambda: built.compile(self.opts.target))
+        return None
+
+    def write_files(self, gen: "Generated", tmp: Path) -> None:
+        """Every file but the sources, the report and the manifest: programs, plan, weights, model, timeline,
+        dumps."""
+        kept = gen.planned
+        plan, profiler = kept.sch.plan, kept.profiler
+        (tmp / "programs.json").write_text(plan_to_json(gen.programs, kept.ops))
         plan.save(tmp / "plan.json")
         arrays = {npz_key(k): np.ascontiguousarray(v) for k, v in gen.weights.items()}
         np.savez(tmp / "weights.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
         shutil.copyfile(self.model, tmp / "model.onnx")
         step_costs = profiler.step_costs(lambda op: 0.0)  # the simulation's terms; durations are the plan's
-        (tmp / "timeline.svg").write_text(timeline_svg(plan, gen.programs, step_costs))
         slices = schedule_slices(plan, gen.programs, step_costs)
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, gen.programs, step_costs, slices))
         (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
                                                           {"model": str(self.model), "policy": self.opts.policy,
                                                            "profiler": profiler.describe()}))
         for name, model in self.dumps.kept(kept.sized_for).items():
             onnx.save(model, str(tmp / f"after-{name}.onnx"))
-        return Built(tmp, gen.manifest, kept.ops, gen.programs, texts, gen.weights)
+
+
+class Background:
+    """A step run in a thread beside the build's Python work; its error is raised where it is joined."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self.run, args=(fn,), daemon=True)
+        self.thread.start()
+
+    def run(self, fn: Callable[[], Any]) -> None:
+        """The thread's body: the step, its error kept for join."""
+        try:
+            fn()
+        except BaseException as exc:  # raised again in the joining thread
+            self.error = exc
+
+    def join(self) -> None:
+        """Wait for the step; raise its error."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 @dataclass
@@ -582,10 +635,11 @@ def weight_traffic(plan: Any, graph: Any, model_path: str | Path) -> dict:
     """The weight bytes the plan reads per inference (scheduler.report.weight_bytes_read), the model's own weight
     bytes (its ONNX initializers, counted from the file, not from our graph) and how many resident families run
     pinned: the figures issue 15 compares (weight-stationary layers read their weights once)."""
-    from onnx import numpy_helper
+    from onnx import helper
     from scheduler.report import weight_bytes_read
     model = onnx.load(str(model_path), load_external_data=False)
-    own = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    own = sum(int(np.prod(t.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+              for t in model.graph.initializer)
     families = {op.launch.resident.family for op in plan.ops if op.pinned}
     return {"weight_bytes_read": weight_bytes_read(plan, graph), "model_weight_bytes": int(own),
             "resident_families": len(families)}

@@ -161,8 +161,11 @@ def graph_baselines(graph: Graph, registry: Any = None, device: DeviceSpec = H10
 
     from .legacy_usage import LegacyRegisters
     from .pipeline import default_registry, specialise
+    from .workload import build_workload
     target = Target(TargetKind.GPU, device.sms, backends=(BackendName.RTASK, BackendName.LIBRARY))
-    g, workload = specialise(graph, target, default_registry(registry), disabled=BASELINE_DISABLED)
+    registry = default_registry(registry)
+    g = specialise(graph, target, registry, disabled=BASELINE_DISABLED)
+    workload = build_workload(g, registry, target)
     regs = LegacyRegisters() if legacy_registers == "ptxas" else legacy_registers
     profiler = Profiler(device, device.sms, legacy_registers=regs)
     profiler.resident_bytes = sum(int(w.nbytes) for w in g.weights.values())  # the L2 term, as plans have it

@@ -2,18 +2,19 @@
 construction, with predicted vEU clocks from the profiler; trial copies let a policy compare alternatives."""
 from __future__ import annotations
 
+import functools
 import heapq
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 from kernel_corpus.bindings import Launch, as_unpinned, reads_constants_only
-from vdevice.program import NOT_AWAITED, Program, TaskRef, uncovered
+from vdevice.program import NOT_AWAITED, Instr, Op, Program, Run, TaskRef, Wait, uncovered
 
 from .graph import SchedulerError
-from .plan import Choice, MakeOp, Plan, ProgramOp, default_vdevice_op
+from .plan import Choice, MakeOp, Plan, ProgramOp, Programs, default_vdevice_op
 from .profiler import Profiler, Resources
-from .simulate import start_time
+from .simulate import Step, start_time
 from .workload import Candidate, OpSpec
 
 NONE = NOT_AWAITED  # no task awaited on a vEU (the same mark vdevice.program uses)
@@ -21,56 +22,49 @@ NONE = NOT_AWAITED  # no task awaited on a vEU (the same mark vdevice.program us
 
 @dataclass(frozen=True)
 class Awaited:
-    """The tasks one barrier-rTask waits for (op and rtask per awaited vEU): TaskRefs are made only for the
-    records a finished plan keeps, not for every trial placement."""
+    """What one barrier-rTask waits for: the latest awaited rTask (its order among that vEU's rTasks of the
+    program) on each awaited vEU, kept as arrays until a finished plan writes its Wait instructions."""
 
-    op: np.ndarray
-    rtask: np.ndarray
+    veus: np.ndarray
+    order: np.ndarray
 
-    def task_refs(self) -> list[TaskRef]:
-        """The awaited tasks as TaskRefs."""
-        return [TaskRef(o, r) for o, r in zip(self.op.tolist(), self.rtask.tolist())]
+    def wait(self) -> Wait:
+        """The barrier-rTask as the program's instruction."""
+        return Wait(tuple(zip(self.veus.tolist(), self.order.tolist())))
 
 
 @dataclass
 class DepSet:
-    """The latest awaited task on each vEU (order among that vEU's rTasks, op, rtask, predicted end)."""
+    """The latest awaited task on each vEU (its order among that vEU's rTasks, its predicted end)."""
 
     order: np.ndarray
-    op: np.ndarray
-    rtask: np.ndarray
     end: np.ndarray
 
     def awaited(self, veus: np.ndarray) -> "Awaited":
-        """The latest awaited task on each of these vEUs, kept as arrays until a program needs TaskRefs."""
-        return Awaited(self.op[veus], self.rtask[veus])
+        """The latest awaited task on each of these vEUs, kept as arrays until a program needs its Wait."""
+        return Awaited(veus, self.order[veus])
 
     @staticmethod
     def empty(veus: int) -> "DepSet":
         """Nothing awaited."""
-        return DepSet(np.full(veus, NONE, np.int64), np.full(veus, NONE, np.int64),
-                      np.full(veus, NONE, np.int64), np.zeros(veus))
+        return DepSet(np.full(veus, NONE, np.int64), np.zeros(veus))
 
     def copy(self) -> "DepSet":
         """An independent copy."""
-        return DepSet(self.order.copy(), self.op.copy(), self.rtask.copy(), self.end.copy())
+        return DepSet(self.order.copy(), self.end.copy())
 
     def merge(self, other: "DepSet") -> "DepSet":
         """Union: per vEU the later of the two tasks."""
-        out = self.copy()
-        later = other.order > out.order
-        for mine, theirs in ((out.order, other.order), (out.op, other.op), (out.rtask, other.rtask),
-                             (out.end, other.end)):
-            mine[later] = theirs[later]
-        return out
+        later = other.order > self.order
+        return DepSet(np.where(later, other.order, self.order), np.where(later, other.end, self.end))
 
     def any(self) -> bool:
         """True when some task is awaited."""
         return bool((self.order > NONE).any())
 
-    def note(self, veu: int, order: int, op: int, rtask: int, end: float) -> None:
+    def note(self, veu: int, order: int, end: float) -> None:
         """Record a task as the latest of its vEU."""
-        self.order[veu], self.op[veu], self.rtask[veu], self.end[veu] = order, op, rtask, end
+        self.order[veu], self.end[veu] = order, end
 
 
 class ProgramBuilder:
@@ -180,7 +174,8 @@ class ProgramBuilder:
         terms = self.mech.terms
         start = float(self.clocks[veu])
         if refs is not None:  # a barrier-rTask: the satisfied wait's cost, or until the awaited rTasks are seen
-            start = start_time(start + terms.satisfied_us, wait_ends, self.mech.profiler.barrier_cost_us(len(refs.op)))
+            start = start_time(start + terms.satisfied_us, wait_ends,
+                               self.mech.profiler.barrier_cost_us(len(refs.veus)))
         fetch = terms.arg_fetch_us if refs is not None or self.last_op[veu] != task.op else 0.0
         end = start + fetch + self.op(task.op).rtask_us
         self.last_op[veu] = task.op
@@ -190,7 +185,7 @@ class ProgramBuilder:
         self.where[task] = (veu, order, end)
         if task.op not in self.placed:
             self.placed[task.op] = DepSet.empty(self.mech.veus)
-        self.placed[task.op].note(veu, order, task.op, task.rtask, end)
+        self.placed[task.op].note(veu, order, end)
         return end
 
     def depset(self, tasks: Sequence[TaskRef]) -> DepSet:
@@ -202,7 +197,7 @@ class ProgramBuilder:
                 raise SchedulerError(f"wait on {t}, which is not appended to this rProgram")
             veu, order, end = pos
             if order > dep.order[veu]:
-                dep.note(veu, order, t.op, t.rtask, end)
+                dep.note(veu, order, end)
         return dep
 
     # ---- SelectvEU over the rTasks of one op -------------------------------------------------------------
@@ -317,6 +312,39 @@ class ProgramBuilder:
         return self.time_us() + self.mech.profiler.device.launch_us if self.counts.any() else 0.0
 
 
+def record_steps(records: list[tuple[TaskRef, int, "Awaited | None"]]) -> Iterator[Step]:
+    """A builder's records as the simulation's steps (scheduler.simulate.simulate_steps): the mechanism appended
+    them in an order the vEUs can run them, so the plan is timed without writing its programs."""
+    for task, veu, refs in records:
+        if refs is not None:
+            yield veu, None, (refs.veus, refs.order)
+        yield veu, task.op, None
+
+
+def write_programs(vops: list[Op], veus: int, builders: list["ProgramBuilder"]) -> list[Program]:
+    """The vdevice Programs of finished builders, with the order their runs were appended in and their waits'
+    targets as the arrays the mechanism kept."""
+    out = []
+    for b in builders:
+        lists, arrays = instructions(b.records, veus)
+        out.append(Program(vops, veus, lists, [veu for _, veu, _ in b.records], arrays))
+    return out
+
+
+def instructions(records: list[tuple[TaskRef, int, "Awaited | None"]],
+                 veus: int) -> tuple[list[list[Instr]], dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]]:
+    """Per vEU, the program's instructions from a builder's records (a barrier-rTask before each task that awaits
+    some, then the task), and each barrier-rTask's targets as arrays by (vEU, instruction index)."""
+    lists: list[list[Instr]] = [[] for _ in range(veus)]
+    arrays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for task, veu, refs in records:
+        if refs is not None:
+            arrays[(veu, len(lists[veu]))] = (refs.veus, refs.order)
+            lists[veu].append(refs.wait())
+        lists[veu].append(Run(task))
+    return lists, arrays
+
+
 class Mechanism:
     """The rPrograms of one plan: committed ops, closed programs, the current program and trials on it."""
 
@@ -364,20 +392,18 @@ class Mechanism:
 
     def finish(self, policy: str, choices: dict[str, Choice], notes: list[str],
                make_op: MakeOp = default_vdevice_op, aliases: dict[str, tuple[str, int]] | None = None) -> Plan:
-        """Close the current program and build vdevice Programs by replaying Wait/Append in order."""
+        """Close the current program and build vdevice Programs from the records: the waits the mechanism placed
+        are the programs' own (both apply vdevice.program.uncovered), so the instruction lists are written as they
+        are, not replayed through Program.wait/append."""
         builders = self.closed + ([self.current] if self.current.records else [])
         needs = [self.veu_needs(b) for b in builders]
         vops = [make_op(op) for op in self.ops]
-        programs = []
-        for b in builders:
-            prog = Program(vops, self.veus)
-            for task, veu, refs in b.records:
-                if refs is not None:
-                    prog.wait(task, refs.task_refs())
-                prog.append(task, veu)
-            programs.append(prog)
+        used = [sorted({task.op for task, _, _ in b.records}) for b in builders]
+        programs = Programs(vops, used, functools.partial(write_programs, vops, self.veus, builders))
         duration = lambda op: self.ops[op].rtask_us  # noqa: E731  (pinned or not, as placed)
-        times = [self.profiler.program_us_by(prog, duration) for prog in programs]
+        times = [self.profiler.records_us(b.counts.tolist(), record_steps(b.records),
+                                          [(r.veus, r.order) for _, _, r in b.records if r is not None], duration)
+                 for b in builders]
         return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.veus, list(self.ops),
                     programs, times, choices, aliases or {}, notes, needs)
 

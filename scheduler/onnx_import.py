@@ -29,14 +29,66 @@ def load_model(source: str | Path | onnx.ModelProto) -> onnx.ModelProto:
         except Exception as exc:  # protobuf raises several unrelated types for a corrupt file
             raise ModelError(f"cannot read ONNX model {where}: {first_line(exc)}") from None
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(shape_skeleton(model))
+        check_weight_sizes(model)
     except Exception as exc:
         raise ModelError(f"malformed ONNX model {where}: {first_line(exc)}") from None
     try:
         model = fold_onnx_constants(model)
-        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        inferred = shape_inference.infer_shapes(shape_skeleton(model), check_type=True, strict_mode=True,
+                                                data_prop=True)
     except Exception as exc:
         raise ModelError(f"shape inference failed for {where}: {first_line(exc)}") from None
+    del model.graph.value_info[:], model.graph.output[:]
+    model.graph.value_info.extend(inferred.graph.value_info)
+    model.graph.output.extend(inferred.graph.output)
+    return model
+
+
+# Initializers above this many bytes of floating-point data reach the checker and shape inference as typed graph
+# inputs instead (their values never decide a shape; serialising them into each inference round was most of a
+# large model's import: 85 M parameters, 13 of 21 s).
+SKELETON_BYTES = 4096
+FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE)
+
+
+def large_weights(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+    """The floating-point initializers whose data SKELETON_BYTES leaves out of the skeleton."""
+    def nbytes(init: onnx.TensorProto) -> int:
+        return int(np.prod(init.dims, dtype=np.int64)) * helper.tensor_dtype_to_np_dtype(init.data_type).itemsize
+    return [init for init in model.graph.initializer
+            if init.data_type in FLOAT_TYPES and nbytes(init) > SKELETON_BYTES]
+
+
+def shape_skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model for the checker and shape inference: its nodes, inputs, outputs and small initializers, with
+    each large floating-point initializer as a graph input of its type and shape."""
+    big = {init.name: init for init in large_weights(model)}
+    g = model.graph
+    skeleton = onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import,
+                               functions=model.functions)
+    sg = skeleton.graph
+    sg.name = g.name
+    for name in ("node", "input", "output", "value_info", "sparse_initializer"):
+        getattr(sg, name).extend(getattr(g, name))
+    sg.initializer.extend(init for init in g.initializer if init.name not in big)
+    listed = {vi.name for vi in g.input}
+    sg.input.extend(helper.make_tensor_value_info(name, init.data_type, list(init.dims))
+                    for name, init in big.items() if name not in listed)
+    return skeleton
+
+
+def check_weight_sizes(model: onnx.ModelProto) -> None:
+    """What the checker would have said of the data the skeleton leaves out: each holds as many values as its
+    dims."""
+    for init in large_weights(model):
+        want = int(np.prod(init.dims, dtype=np.int64))
+        item = helper.tensor_dtype_to_np_dtype(init.data_type).itemsize
+        have = len(init.raw_data) // item if init.HasField("raw_data") else \
+            len(init.float_data) + len(init.double_data) + len(init.int32_data)
+        if init.data_location != onnx.TensorProto.EXTERNAL and have != want:
+            raise ModelError(f"initializer '{init.name}' holds {have} values; its dims {list(init.dims)} need "
+                             f"{want}")
 
 
 MAX_FOLD_ROUNDS = 16  # each round infers shapes once; shape chains of exported models settle in two or three
@@ -53,8 +105,8 @@ def fold_onnx_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     g = model_copy.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
     for _ in range(MAX_FOLD_ROUNDS):
-        shapes = static_shapes(shape_inference.infer_shapes(model_copy, data_prop=True))
-        known = {init.name: numpy_helper.to_array(init) for init in g.initializer}
+        shapes = static_shapes(shape_inference.infer_shapes(shape_skeleton(model_copy), data_prop=True))
+        known = InitializerValues(g)
         kept, folded = [], 0
         for proto, name in zip(g.node, unique_node_names(g.node)):
             node = node_from_proto(proto, name)
@@ -87,6 +139,23 @@ def fold_onnx_constants(model: onnx.ModelProto) -> onnx.ModelProto:
         del g.value_info[:]
         g.value_info.extend(kept_info)
     return model_copy
+
+
+class InitializerValues(dict):
+    """Initializer values by name, each read from its proto when first asked for (most never are), plus the
+    values folded since."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        super().__init__()
+        self.protos = {init.name: init for init in graph.initializer}
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self.protos
+
+    def __missing__(self, name: str) -> np.ndarray:
+        value = numpy_helper.to_array(self.protos[name])
+        self[name] = value
+        return value
 
 
 def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import onnx
 from kernel_corpus.bindings import reads_constants_only
-from vdevice.program import validate_plan
+from vdevice.program import Program, validate_plan
 from vdevice.target import Target, TargetKind
 
 from .backends import BACKENDS, default_backends
@@ -112,15 +112,14 @@ def corpus_supports(registry: Any) -> Callable[[str], bool]:
 
 def specialise(graph: Graph, target: Target, registry: Any, disabled: tuple[str, ...] | list[str] = (),
                after: Callable[[str, Graph], None] | None = None, merge: str = "off",
-               profiler: Profiler | None = None, policy: str = "wavefront") -> tuple[Graph, Workload]:
+               profiler: Profiler | None = None, policy: str = "wavefront") -> Graph:
     """A passed graph made for one target: the target passes on a copy (scheduler.passes.TARGET_PASSES: slices
-    sized for its vEUs per SM, packed while its vEUs last), the IOS sibling merge (`merge`: off, auto: priced with
-    `policy` on `profiler`, always; scheduler.merge), then the support check with the target's backends."""
+    sized for its vEUs per SM, packed while its vEUs last) and the IOS sibling merge (`merge`: off, auto: priced with
+    `policy` on `profiler`, always; scheduler.merge). build_workload then checks support with its backends."""
     supports = corpus_supports(registry)
     g = run_target_passes(graph, target, disabled, after)
     price = subgraph_price(registry, profiler or Profiler(veus=target.veus), policy, target)
-    g = run_merge(g, merge, price, lambda op_type: supports(op_type) and supports("Split"))
-    return g, build_workload(g, registry, target)
+    return run_merge(g, merge, price, lambda op_type: supports(op_type) and supports("Split"))
 
 
 def subgraph_price(registry: Any, profiler: Profiler, policy: str, target: Target) -> Price:
@@ -157,11 +156,13 @@ def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, tar
                   disabled: tuple[str, ...] = (), after: Callable[[str, Graph], None] | None = None,
                   merge: str = "off", profiler: Profiler | None = None,
                   policy: str = "wavefront") -> tuple[Graph, Workload]:
-    """import_graph then specialise for one target (default_target): the graph and what the policies schedule."""
+    """import_graph, specialise for one target (default_target) and build_workload: the graph and what the
+    policies schedule."""
     registry = default_registry(registry)
     target = target or default_target(profiler.veus if profiler else None)
-    return specialise(import_graph(model, registry, disabled, after), target, registry, disabled, after, merge,
-                      profiler, policy)
+    g = specialise(import_graph(model, registry, disabled, after), target, registry, disabled, after, merge, profiler,
+                   policy)
+    return g, build_workload(g, registry, target)
 
 
 def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", profiler: Profiler | None = None,
@@ -188,14 +189,15 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     return Scheduled(plan, graph, workload)
 
 
-def validate_scheduled(sch: Scheduled) -> None:
-    """vdevice's validator (by simulation) on a finished plan: a build plans with validate=False and checks only
-    the plan it keeps, once."""
+def validate_scheduled(sch: Scheduled, programs: list[Program] | None = None) -> None:
+    """vdevice's validator (by simulation) on a finished plan, or on `programs`, the same instructions over its ops
+    bound to rKernels: a build plans with validate=False and checks only the plan it keeps, once."""
     from .segments import check_steps
-    if sch.plan.steps:
-        check_steps(sch.plan, sch.workload, op_dependencies(sch.plan, sch.workload))
+    plan = sch.plan if programs is None else dataclasses.replace(sch.plan, programs=programs)
+    if plan.steps:
+        check_steps(plan, sch.workload, op_dependencies(plan, sch.workload))
     else:
-        check_plan(sch.plan, sch.workload)
+        check_plan(plan, sch.workload)
 
 
 def needs_placement(workload: Workload) -> bool:

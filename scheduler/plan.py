@@ -4,13 +4,13 @@ rProgram or a library call (`LibraryCall`, a node a vendor library or another ho
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Sequence, overload
 
 from kernel_corpus.bindings import Arg, In, Out, Scalar, Temp, arg_to_json
-from vdevice.program import ArgRef, KernelRef, Op, Program, Resident
+from toolchain.jsonio import dumps
+from vdevice.program import ArgRef, KernelRef, Op, Program, Resident, used_ops
 
 
 @dataclass
@@ -161,7 +161,7 @@ class Plan:
     profiler: str
     veus: int
     ops: list[ProgramOp]
-    programs: list[Program]
+    programs: Sequence[Program]  # a list, or plan.Programs (written when first read)
     program_us: list[float]
     choices: dict[str, Choice]
     aliases: dict[str, tuple[str, int]] = field(default_factory=dict)
@@ -180,7 +180,7 @@ class Plan:
     @property
     def vdevice_ops(self) -> list[Op]:
         """The vdevice op of every plan op (the programs' shared op list, or the plan's own)."""
-        return self.programs[0].ops if self.programs else self.vops
+        return vdevice_ops(self.programs) if self.programs else self.vops
 
     @property
     def outside(self) -> list[int]:
@@ -218,7 +218,7 @@ class Plan:
 
     def save(self, path: str | Path) -> None:
         """Write plan.json."""
-        Path(path).write_text(json.dumps(self.to_json()))
+        Path(path).write_text(dumps(self.to_json()))
 
 
 def op_json(op: ProgramOp, vop: Op) -> dict:
@@ -241,6 +241,50 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def rebind_programs(programs: list[Program], ops: list[Op]) -> list[Program]:
+def rebind_programs(programs: Sequence[Program], ops: list[Op]) -> list[Program]:
     """The same instruction lists over another op list (the plan's ops bound to their converted rKernels)."""
-    return [Program(ops, p.num_veus, [list(v) for v in p.veus]) for p in programs]
+    return [Program(ops, p.num_veus, [list(v) for v in p.veus], p.run_order, p.wait_arrays) for p in programs]
+
+
+class Programs(Sequence[Program]):
+    """A plan's rPrograms, written when first read: a search prices and fits its trial plans without their
+    instruction lists. The op list they share and the ops each runs are known before."""
+
+    def __init__(self, ops: list[Op], used: list[list[int]], write: Callable[[], list[Program]]) -> None:
+        self.ops, self.used = ops, used
+        self._write: Callable[[], list[Program]] | None = write
+        self._programs: list[Program] | None = None
+
+    def written(self) -> list[Program]:
+        """The programs (written now if they were not yet)."""
+        if self._programs is None:
+            assert self._write is not None
+            self._programs, self._write = self._write(), None
+        return self._programs
+
+    def __len__(self) -> int:
+        return len(self.used)
+
+    @overload
+    def __getitem__(self, i: int) -> Program: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Program]: ...
+
+    def __getitem__(self, i: int | slice) -> Program | list[Program]:
+        return self.written()[i]
+
+    def __iter__(self) -> Iterator[Program]:
+        return iter(self.written())
+
+
+def vdevice_ops(programs: Sequence[Program]) -> list[Op]:
+    """The op list a plan's programs share (without writing lazy programs)."""
+    if isinstance(programs, Programs):
+        return programs.ops
+    return list(programs[0].ops) if programs else []
+
+
+def program_ops(programs: Sequence[Program]) -> list[list[int]]:
+    """The ops each program runs (without writing lazy programs)."""
+    return programs.used if isinstance(programs, Programs) else [used_ops(p) for p in programs]

@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from vdevice.target import Device
 
 from .graph import SchedulerError
 from .dispatch_costs import EAGER_LAUNCH_US, INTERPRETER, L2_ROUND_TRIP_US, LAUNCHES, InterpreterCosts, LaunchCosts
-from .simulate import StepCosts, simulate
+from .simulate import StepCosts, simulate, simulate_steps
 
 
 @dataclass(frozen=True)
@@ -385,3 +385,11 @@ class Profiler:
         if not any(program.veus):
             return 0.0
         return simulate(program, self.step_costs(duration)).span + self.device.launch_us
+
+    def records_us(self, counts: Sequence[int], steps: Iterable[Any], awaited: Iterable[Any],
+                   duration: Callable[[int], float]) -> float:
+        """The same for a program not written yet: its runs per vEU, its execution steps and its waits' targets
+        (scheduler.simulate.simulate_steps), plus one launch."""
+        if not any(counts):
+            return 0.0
+        return simulate_steps(counts, steps, awaited, self.step_costs(duration)).span + self.device.launch_us

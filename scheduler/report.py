@@ -5,13 +5,13 @@ from __future__ import annotations
 import colorsys
 import dataclasses
 import hashlib
-import json
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 from kernel_corpus.bindings import In
+from toolchain.jsonio import dumps
 from vdevice.program import Program, Wait
 
 from .simulate import Barrier, StepCosts, simulate
@@ -41,7 +41,7 @@ class Slice:
     args: dict = field(default_factory=dict)  # op type, variant, rtask id, launch (rTasks); awaited tasks (waits)
 
 
-def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier | StepCosts) -> list[Slice]:
+def schedule_slices(plan: Any, programs: Sequence[Program], barrier_us: Barrier | StepCosts) -> list[Slice]:
     """Every rTask, every barrier wait, every library call and launch segment of the plan in predicted time, steps
     back to back (library calls and launch segments as slices of their own process, after the rPrograms' ones).
     `barrier_us`: the simulation's costs (the plan's rTask times replace their durations) or a barrier cost
@@ -73,11 +73,12 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier | St
             runs, free, waiting = iter(zip(timeline.starts[v], ends[v])), 0.0, None
             for instr in instrs:
                 if isinstance(instr, Wait):
-                    waiting = waiting or (free, [f"vEU {u} task {k}" for u, k in instr.targets])
+                    waiting = waiting or (free, instr.targets)
                     continue
                 start, end = next(runs)
                 if waiting is not None and start > waiting[0] + 1e-9:
-                    out.append(Slice(pi, v, t0 + waiting[0], t0 + start, "wait", "wait", {"awaits": waiting[1]}))
+                    awaits = [f"vEU {u} task {k}" for u, k in waiting[1]]
+                    out.append(Slice(pi, v, t0 + waiting[0], t0 + start, "wait", "wait", {"awaits": awaits}))
                 waiting = None
                 op = plan.ops[instr.task.op]
                 out.append(Slice(pi, v, t0 + start, t0 + end, op.node, "rtask",
@@ -88,7 +89,7 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier | St
     return out
 
 
-def schedule_boxes(plan: Any, programs: list[Program], barrier_us: Barrier | StepCosts
+def schedule_boxes(plan: Any, programs: Sequence[Program], barrier_us: Barrier | StepCosts
                    ) -> list[tuple[int, int, float, float, str]]:
     """(program, vEU, start µs, end µs, op type) of every rTask, programs back to back in predicted time."""
     return [(s.program, s.veu, s.start, s.end, s.args["op"])
@@ -123,7 +124,7 @@ def timeline_trace(runs: dict[str, list[Slice]], meta: dict | None = None) -> st
     events: list[dict] = []
     for k, (source, slices) in enumerate(runs.items()):
         events += trace_events(slices, source, pid_base=1000 * k)
-    return json.dumps({"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta or {}})
+    return dumps({"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta or {}})
 
 
 def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, int, float, float, str]]:
@@ -142,10 +143,12 @@ def call_label(c: Slice) -> str:
     return c.args["op"] if c.args.get("backend") == "launch" else f"library {c.args['op']}"
 
 
-def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier | StepCosts) -> str:
+def timeline_svg(plan: Any, programs: Sequence[Program], barrier_us: Barrier | StepCosts,
+                 slices: list[Slice] | None = None) -> str:
     """vEUs (rows) x predicted time (columns), one colour per op type with a legend; hover a box for its times.
-    The full detail (every rTask with its node, variant and rtask id) is in timeline.json."""
-    slices = schedule_slices(plan, programs, barrier_us)
+    The full detail (every rTask with its node, variant and rtask id) is in timeline.json. `slices`: the
+    schedule_slices already worked out, if they were."""
+    slices = schedule_slices(plan, programs, barrier_us) if slices is None else slices
     boxes = [(sl.program, sl.veu, sl.start, sl.end, sl.args["op"]) for sl in slices if sl.kind == "rtask"]
     calls = [sl for sl in slices if sl.kind == "library"]
     if len(boxes) > MAX_RECTS:

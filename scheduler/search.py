@@ -29,7 +29,7 @@ from vdevice.target import MOST_VEUS_PER_SM, VEU_HEADER_BYTES, Target
 
 from .graph import Graph
 from .pipeline import Scheduled
-from .plan import rebind_programs
+from .plan import program_ops
 from .profiler import Profiler
 from .workload import Workload
 
@@ -69,8 +69,12 @@ class Planned:
 class Planner(Protocol):
     """What the search asks of the build: a target's graph and workload, and a plan with its rKernels."""
 
-    def specialise(self, target: Target) -> tuple[Graph, Workload]:
-        """The passed graph made for `target` (scheduler.pipeline.specialise) and what the policies schedule."""
+    def specialise(self, target: Target) -> Graph:
+        """The passed graph made for `target` (scheduler.pipeline.specialise)."""
+        ...
+
+    def workload(self, graph: Graph, target: Target) -> Workload:
+        """What the policies schedule of that graph (scheduler.workload.build_workload)."""
         ...
 
     def plan(self, graph: Graph, workload: Workload, target: Target, sized_for: Target) -> Planned:
@@ -107,11 +111,24 @@ class TargetSearch:
 
     def run(self, first: Planned, slices: bool = True) -> SearchResult:
         """The whole search from the first plan (the build's target)."""
-        planned = self.fit(first, self.most)
-        budget, planned = self.register_budget(planned)
-        if not slices:
-            return SearchResult(planned, budget)
-        return self.resident(planned, budget)
+        from vdevice.occupancy import cancel_prefetch
+        try:
+            planned = self.fit(first, self.most)
+            budget, planned = self.register_budget(planned)
+            if not slices:
+                return SearchResult(planned, budget)
+            return self.resident(planned, budget)
+        finally:
+            cancel_prefetch()
+
+    def prefetch(self, p: Planned, needed: bool = False) -> None:
+        """Start compiling the plan's instantiations alone (what a register budget asks for) beside the fit and the
+        planning: when `needed`, else unless shared memory already rules out one more vEU per SM (no budget then)."""
+        from vdevice.occupancy import prefetch_instantiation_usage
+        if p.ops:
+            threads, smem = veu_footprint(p.sch.plan, p.ops, p.texts)
+            if needed or register_budget(threads, smem, p.veus_per_sm + 1):
+                prefetch_instantiation_usage(p.ops, p.texts)
 
     def replan(self, p: Planned, veus_per_sm: int, workload: Workload | None = None) -> Planned:
         """The plan's graph (and `workload`, else its own) planned on `veus_per_sm` vEUs per SM."""
@@ -121,7 +138,8 @@ class TargetSearch:
         """Re-plan on the vEUs per SM ptxas allows the plan's interpreter until the count holds. A count at or below
         `floor` (the one a trial must beat) is recorded, not planned: such a trial cannot be kept."""
         while p.ops:
-            occ = self.steps.step("vEUs per SM from ptxas", lambda: choose_occupancy(p.ops, p.texts, p.sch.plan, most))
+            occ = self.steps.step("vEUs per SM from ptxas",
+                                  lambda: choose_occupancy(p.ops, p.texts, p.sch.plan, most, floor))
             if occ is None or occ.veus_per_sm == p.veus_per_sm or occ.veus_per_sm <= floor:
                 p.occupancy = occ
                 return p
@@ -139,6 +157,8 @@ class TargetSearch:
         if p.occupancy is None or p.veus_per_sm >= self.most:
             return None, p
         threads, smem = veu_footprint(p.sch.plan, p.ops, p.texts)
+        if not register_budget(threads, smem, p.veus_per_sm + 1):
+            return None, p  # shared memory rules out the next count whatever the registers: no budget target
         registers = self.steps.step("registers per rKernel instantiation",
                                     lambda: instantiation_registers(p.ops, p.texts))
         targets = budget_targets(registers, threads, smem, p.veus_per_sm, self.most)
@@ -159,7 +179,9 @@ class TargetSearch:
             if reduced is None:
                 break
             wl, trial.dropped = reduced
-            q = self.fit(self.replan(p, target.veus_per_sm, wl), target.veus_per_sm, floor=p.veus_per_sm)
+            q = self.replan(p, target.veus_per_sm, wl)
+            self.prefetch(q, needed=True)
+            q = self.fit(q, target.veus_per_sm, floor=p.veus_per_sm)
             trial.record(q)
             more = [e for e in over_budget(instantiation_registers(q.ops, q.texts), target.registers)
                     if e not in trial.target.excluded]
@@ -180,9 +202,9 @@ class TargetSearch:
         budgets = [budget]
 
         def attempt(k: int) -> tuple[ResidentTrial, Planned]:
-            q, b = self.resident_plan(p, k, choice.trials[0])
+            trial, q, b = self.resident_plan(p, k, choice.trials[0])
             budgets.append(b)
-            return resident_trial(q, b), q
+            return trial, q or p  # a trial not planned is never kept: the first plan stands in
         # every count is planned: what each gives is the evidence for the choice
         counts = range(p.sized_for.veus_per_sm + 1, self.most + 1)
         plans = [p] + search_trials(counts, attempt, choice.trials, p.predicted_us, stop_when_slower=False)
@@ -190,18 +212,22 @@ class TargetSearch:
         self.say(choice.describe())
         return SearchResult(plans[kept], budgets[kept], choice)
 
-    def resident_plan(self, p: Planned, k: int, base: "ResidentTrial") -> tuple[Planned, "BudgetChoice | None"]:
-        """The plan with slices sized for k vEUs per SM, fitted to ptxas, and its register budget when it packs as
-        many families as the first plan pins. One that packs fewer cannot be kept whatever ptxas allows, so it is not
-        re-planned at a count no higher than the first plan's, and its budget is not searched."""
+    def resident_plan(self, p: Planned, k: int, base: "ResidentTrial") -> tuple["ResidentTrial", Planned | None,
+                                                                               "BudgetChoice | None"]:
+        """The plan with slices sized for k vEUs per SM, fitted to ptxas, its register budget, and its record. A
+        target whose pass packs fewer families than the first plan pins cannot be kept (ResidentChoice.decide)
+        whatever its plan: it is recorded, not planned (None)."""
         sized = p.sized_for.at(k)
-        graph, workload = self.steps.step(f"target passes for slices of {k}/SM", lambda: self.planner.specialise(sized))
-        keepable = packed_families(graph) >= base.pinned
-        q = self.fit(self.planner.plan(graph, workload, sized, sized), k, floor=0 if keepable else p.veus_per_sm)
-        if not keepable:
-            return q, None
+        graph = self.steps.step(f"target passes for slices of {k}/SM", lambda: self.planner.specialise(sized))
+        packed = packed_families(graph)
+        if packed < base.pinned:
+            return ResidentTrial(k, packed, note=f"packs {packed} of the {base.pinned} families the first plan pins: "
+                                                 f"not planned"), None, None
+        q = self.planner.plan(graph, self.planner.workload(graph, sized), sized, sized)
+        self.prefetch(q)
+        q = self.fit(q, k)
         b, q = self.register_budget(q)
-        return q, b
+        return resident_trial(q, b), q, b
 
     def say(self, line: str) -> None:
         """One line of the build log."""
@@ -232,34 +258,44 @@ def veu_footprint(plan: Any, ops: list[Op], texts: Mapping[str, str]) -> tuple[i
     threads = max(n.threads for n in plan.veu_needs)
     if find_nvcc() is None or not ops:
         return threads, max(n.smem_bytes for n in plan.veu_needs) + VEU_HEADER_BYTES
-    return threads, veu_shared_bytes(rebind_programs(plan.programs, ops), ops, texts)
+    return threads, veu_shared_bytes(ops, texts, program_ops(plan.programs))
 
 
-def veu_shared_bytes(programs: list[Program], ops: list[Op], texts: Mapping[str, str]) -> int:
-    """The dynamic shared memory the executor launches the programs' vEUs with: each rTask's dynamic bytes and
-    converted layout (sized by the device compiler: vdevice.occupancy.device_layout_sizes; ptxas does not see it),
-    the header and the resident region (vdevice.codegen.veu_smem_bytes), the most of any program (nvcc needed)."""
+def veu_shared_bytes(ops: list[Op], texts: Mapping[str, str], runs: Sequence[Sequence[int]]) -> int:
+    """The dynamic shared memory the executor launches the vEUs of programs running `runs` (per program, the ops
+    it runs) with: each rTask's dynamic bytes and converted layout (sized by the device compiler:
+    vdevice.occupancy.device_layout_sizes; ptxas does not see it), the header and the resident region
+    (vdevice.codegen.veu_smem_bytes), the most of any program (nvcc needed)."""
     from vdevice.codegen import generate, program_regions, veu_smem_bytes
     from vdevice.occupancy import device_layout_sizes
     from vdevice.program import resident_bytes
     gen, sizes = generate(ops, texts), device_layout_sizes(ops, texts)
-    return max(veu_smem_bytes(program_regions(p, gen), sizes, resident_bytes(p))[0] for p in programs)
+    shell = Program(ops, 1)  # the op list program_regions and resident_bytes read
+    return max(veu_smem_bytes(program_regions(shell, gen, run), sizes, resident_bytes(shell, run))[0]
+               for run in runs)
 
 
-def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: int) -> Choice | None:
+def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: int, floor: int = 0) -> Choice | None:
     """The most vEUs per SM the plan's interpreter keeps co-resident without spills, by ptxas' figures
-    (vdevice.occupancy); None without nvcc (the build then keeps one vEU per SM)."""
+    (vdevice.occupancy; counts at or below `floor` not compiled); None without nvcc (the build then keeps one vEU
+    per SM). Each count is compiled with the next one down at once (PTXAS_JOBS; cached by source digest), so a
+    count that fails costs no wait for the next."""
     from toolchain.nvcc import find_nvcc
     from vdevice.codegen import generate
-    from vdevice.occupancy import choose_veus_per_sm, interpreter_usage
+    from vdevice.occupancy import PTXAS_JOBS, choose_veus_per_sm, feasible_counts, interpreter_usages
     if find_nvcc() is None or not plan.programs:  # no rProgram: no interpreter to fit
         return None
     threads, smem = veu_footprint(plan, ops, texts)
+    counts = [k for k in feasible_counts(threads, smem, most) if k > floor]
+    sources: dict[int, Any] = {}
 
     def usage(k: int) -> Any:
-        gen = generate(ops, texts, veus_per_sm=k)
-        return interpreter_usage(gen.source, gen.include_dirs)
-    return choose_veus_per_sm(usage, threads, smem, most=most)
+        batch = [j for j in counts if j <= k][:PTXAS_JOBS]
+        for j in batch:
+            sources.setdefault(j, generate(ops, texts, veus_per_sm=j))
+        found = interpreter_usages([sources[j].source for j in batch], sources[k].include_dirs)
+        return found[0]
+    return choose_veus_per_sm(usage, threads, smem, most=most, floor=floor)
 
 
 # ---- the choices (policy) -------------------------------------------------------------------------------------
@@ -357,8 +393,9 @@ def without_candidates(workload: Any, excluded: tuple[str, ...]) -> tuple[Any, d
 
 
 def held_count(q: Planned) -> tuple[int, float]:
-    """The vEUs per SM ptxas allows a plan and its prediction there (0.0 when it was not planned at that count)."""
-    if q.occupancy is None or q.occupancy.veus_per_sm == q.veus_per_sm:
+    """The vEUs per SM ptxas allows a plan (or, capped, at most allows) and its prediction there (0.0 when it was not
+    planned at that count)."""
+    if q.occupancy is None or (q.occupancy.veus_per_sm == q.veus_per_sm and not q.occupancy.capped):
         return q.veus_per_sm, q.predicted_us
     return q.occupancy.veus_per_sm, 0.0
 
@@ -388,8 +425,10 @@ class BudgetTrial:
         if not self.veus_per_sm:
             return f"{self.target.veus_per_sm}/SM: no plan without {', '.join(self.target.excluded)}"
         head = (f"{self.target.veus_per_sm}/SM (<= {self.target.registers} registers, without "
-                f"{', '.join(self.target.excluded)}): {self.veus_per_sm}/SM by ptxas")
-        return head + (f", predicted {self.predicted_us:.1f} us" if self.planned else ", not planned there")
+                f"{', '.join(self.target.excluded)}): ")
+        if self.planned:
+            return head + f"{self.veus_per_sm}/SM by ptxas, predicted {self.predicted_us:.1f} us"
+        return head + f"at most {self.veus_per_sm}/SM by ptxas, not planned there"
 
 
 @dataclass
@@ -445,6 +484,7 @@ class ResidentTrial:
     veus_per_sm: int = 0
     predicted_us: float = 0.0
     excluded: list[str] = field(default_factory=list)  # instantiations the register budget left out of the plan
+    note: str = ""  # why it was not planned, when it was not
 
     @property
     def planned(self) -> bool:
@@ -453,6 +493,8 @@ class ResidentTrial:
 
     def describe(self) -> str:
         """One clause of the report line."""
+        if self.note:
+            return f"slices for {self.target}/SM: {self.note}"
         without = f" (register budget: without {', '.join(self.excluded)})" if self.excluded else ""
         predicted = f"predicted {self.predicted_us:.1f} us" if self.planned else "not planned there"
         return (f"slices for {self.target}/SM: {self.pinned} of {self.families} families pinned, region "

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from vdevice.program import Program, Run, TaskRef, validate_plan
 
 from .backends import BACKENDS
 from .graph import SchedulerError
-from .plan import Choice, LaunchGroup, LibraryCall, MakeOp, Plan, ProgramOp, Step, default_vdevice_op
+from .plan import (Choice, LaunchGroup, LibraryCall, MakeOp, Plan, ProgramOp, Programs, Step, default_vdevice_op,
+                   program_ops, vdevice_ops)
 from .workload import Candidate, OpSpec, Workload
 
 CALL_BACKENDS = tuple(b.name for b in BACKENDS.values() if b.is_call)  # their nodes are steps of their own
@@ -190,7 +191,9 @@ def join(parts: list[Plan | LaunchPart | LibraryCall], policy: str, profiler: An
     run pays the graph's launch."""
     ops: list = []
     vops: list = []
-    placed: list[tuple[int, Program]] = []
+    placed: list[tuple[int, Sequence[Program], int]] = []  # (op offset, the part's programs, which one)
+    used: list[list[int]] = []
+    veus: int | None = None
     program_us: list[float] = []
     needs: list = []
     calls: list[LibraryCall] = []
@@ -217,17 +220,19 @@ def join(parts: list[Plan | LaunchPart | LibraryCall], policy: str, profiler: An
             graph_open = True
             continue
         graph_open = False
-        vops += part.programs[0].ops if part.programs else []
-        for prog, us, need in zip(part.programs, part.program_us, part.veu_needs):
+        vops += vdevice_ops(part.programs)
+        for k, (us, need, runs) in enumerate(zip(part.program_us, part.veu_needs, program_ops(part.programs))):
             steps.append(Step("program", len(placed)))
-            placed.append((offset, prog))
+            placed.append((offset, part.programs, k))
+            used.append([i + offset for i in runs])
             program_us.append(us)
             needs.append(need)
+            veus = veus or part.veus
         notes += part.notes
-    programs = [shifted(prog, vops, offset) for offset, prog in placed]
-    veus = placed[0][1].num_veus if placed else profiler.veus
-    return Plan(policy, profiler.device.name, profiler.describe(), veus, ops, programs, program_us, choices,
-                {}, notes, needs, calls=calls, steps=steps, launches=groups, vops=vops)
+    # written when first read (plan.Programs): a placement search prices its plans without instruction lists
+    programs = Programs(vops, used, lambda: [shifted(progs[k], vops, offset) for offset, progs, k in placed])
+    return Plan(policy, profiler.device.name, profiler.describe(), veus or profiler.veus, ops, programs, program_us,
+                choices, {}, notes, needs, calls=calls, steps=steps, launches=groups, vops=vops)
 
 
 def shifted(prog: Program, ops: list, offset: int) -> Program:

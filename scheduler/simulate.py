@@ -9,9 +9,10 @@ when the last awaited rTask's publish is seen (the hand-off by fan-in)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Union
+from typing import Callable, Iterable, Sequence, Union
 
-from vdevice.program import Program, Run, Wait
+import numpy as np
+from vdevice.program import Program, ProgramError, Run, execution_order
 
 from .graph import SchedulerError
 
@@ -65,53 +66,51 @@ def veu_ends(program: Program, duration: Callable[[int], float], barrier_us: Bar
     return simulate(program, StepCosts(duration, barrier_us)).ends
 
 
-def awaited_steps(program: Program) -> set[tuple[int, int]]:
-    """(vEU, order among its rTasks) of every rTask some barrier-rTask awaits: the ones that publish."""
-    return {t for instrs in program.veus for i in instrs if isinstance(i, Wait) for t in i.targets}
+Step = tuple[int, "int | None", "tuple[np.ndarray, np.ndarray] | None"]  # (vEU, a Run's op, a Wait's targets)
 
 
 def simulate(program: Program, costs: StepCosts) -> Timeline:
-    """Every Run's start and end, per vEU; advances each vEU until it blocks, wakes it when it may go on."""
-    nv = program.num_veus
-    publishes = awaited_steps(program) if costs.publish_us else set()
-    pc = [0] * nv
+    """Every Run's start and end, per vEU, running the vEUs in an order they can run them
+    (vdevice.program.execution_order); the rTasks some wait awaits (they publish) marked from the wait table."""
+    table = program.wait_table()
+    steps = ((v, instr.task.op if isinstance(instr, Run) else None,
+              targets if targets is not None and targets[0].size else None)
+             for v, instr, targets in execution_order(program))
+    try:
+        return simulate_steps([program.steps(v) for v in range(program.num_veus)], steps,
+                              [(table.target, table.order)], costs)
+    except ProgramError as exc:
+        raise SchedulerError(f"rProgram deadlocks: {exc}") from None
+
+
+def simulate_steps(counts: Sequence[int], steps: Iterable[Step], awaited: Iterable[tuple[np.ndarray, np.ndarray]],
+                   costs: StepCosts) -> Timeline:
+    """The timing rule over an execution order: `counts` Runs per vEU; each step a Run of an op on a vEU, or a
+    barrier-rTask's awaited (vEUs, orders among their Runs), every awaited Run already run; `awaited` lists every
+    wait's targets (the Runs that publish). A mechanism's records give the same steps before any Program exists."""
+    nv = len(counts)
+    offsets = np.cumsum([0, *counts])
+    flat = np.zeros(int(offsets[-1]))  # every Run's end, vEU after vEU
+    publishes = np.zeros(int(offsets[-1]), bool)
+    if costs.publish_us:
+        for us, ks in awaited:
+            publishes[offsets[us] + ks] = True
     ready = [0.0] * nv  # when the vEU may start its next Run (after its last Run, its publish and any Wait since)
     last_op = [-1] * nv  # the op of the vEU's previous Run, -1 after a wait (L1 invalidated) or at the start
     starts: list[list[float]] = [[] for _ in range(nv)]
     ends: list[list[float]] = [[] for _ in range(nv)]
-    blocked: list[list[tuple[int, int]]] = [[] for _ in range(nv)]  # per awaited vEU: (order, waiting vEU)
-    queue = list(range(nv))
-    while queue:
-        v = queue.pop()
-        instrs = program.veus[v]
-        while pc[v] < len(instrs):
-            instr = instrs[pc[v]]
-            if isinstance(instr, Run):
-                op = instr.task.op
-                start = ready[v]
-                end = start + costs.duration(op) + (costs.arg_fetch_us if op != last_op[v] else 0.0)
-                starts[v].append(start)
-                ends[v].append(end)
-                ready[v] = end + (costs.publish_us if (v, len(ends[v]) - 1) in publishes else 0.0)
-                last_op[v] = op
-            else:
-                missing = next(((u, k) for u, k in instr.targets if len(ends[u]) <= k), None)
-                if missing is not None:
-                    blocked[missing[0]].append((missing[1], v))
-                    break
-                seen = max(ends[u][k] for u, k in instr.targets) + barrier_cost(costs.visible, len(instr.targets))
-                ready[v] = max(ready[v] + costs.satisfied_us, seen)
-                last_op[v] = -1
-            pc[v] += 1
-        still = []
-        for k, w in blocked[v]:  # each vEU sits in the queue or in one blocked list, never in both
-            if len(ends[v]) > k:
-                queue.append(w)
-            else:
-                still.append((k, w))
-        blocked[v] = still
-    stuck = [v for v in range(nv) if pc[v] < len(program.veus[v])]
-    if stuck:
-        raise SchedulerError(f"rProgram deadlocks: vEU {stuck[0]} is stuck at instruction {pc[stuck[0]]} "
-                             f"({len(stuck)} vEU(s) stuck)")
+    for v, op, targets in steps:
+        if op is not None:
+            k = offsets[v] + len(ends[v])
+            end = ready[v] + costs.duration(op) + (costs.arg_fetch_us if op != last_op[v] else 0.0)
+            starts[v].append(ready[v])
+            ends[v].append(end)
+            flat[k] = end
+            ready[v] = end + (costs.publish_us if publishes[k] else 0.0)
+            last_op[v] = op
+        elif targets is not None:
+            us, ks = targets
+            seen = float(flat[offsets[us] + ks].max()) + barrier_cost(costs.visible, len(us))
+            ready[v] = max(ready[v] + costs.satisfied_us, seen)
+            last_op[v] = -1
     return Timeline(starts, ends)

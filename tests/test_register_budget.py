@@ -115,7 +115,7 @@ def test_gpu_build_with_a_fat_kernel_plans_within_the_budget(tmp_path: Path, mon
         return {kernel_expr(op.kernel.wrapper_name, op.kernel.template_args): 240 if is_fat(op.kernel) else 72
                 for op in ops}
 
-    def fake_occupancy(ops, texts, plan, most):
+    def fake_occupancy(ops, texts, plan, most, floor=0):
         regs = max(fake_registers(ops, texts).values())
         threads, smem = search.veu_footprint(plan, ops, texts)
         usage = occ.Usage(regs, 0, 0)
@@ -180,6 +180,7 @@ def test_build_sizes_vEU_shared_memory_as_the_executor_lays_it_out(tmp_path: Pat
     the sizes the CPU emulator's compiler measures at run time, and so does the whole vEU footprint."""
     from rammer.build import build_model
     from scheduler.search import veu_shared_bytes
+    from vdevice.program import used_ops
     from toolchain.nvcc import find_nvcc
     from vdevice.occupancy import device_layout_sizes
     if find_nvcc() is None:
@@ -191,4 +192,5 @@ def test_build_sizes_vEU_shared_memory_as_the_executor_lays_it_out(tmp_path: Pat
     measured = [int(v) for v in ex.vd.layout_sizes]
     assert sum(measured[1:]) > 0  # some rKernel of the model keeps a layout in shared memory
     assert device_layout_sizes(built.ops, built.sources) == measured
-    assert veu_shared_bytes(built.programs, built.ops, built.sources) == max(ld.smem for ld in ex.loaded)
+    runs = [used_ops(p) for p in built.programs]
+    assert veu_shared_bytes(built.ops, built.sources, runs) == max(ld.smem for ld in ex.loaded)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,33 +63,48 @@ class Usage:
 
 @dataclass(frozen=True)
 class Choice:
-    """The vEUs per SM a build uses, and the figures it was chosen from."""
+    """The vEUs per SM a build uses, and the figures it was chosen from (`capped`: ptxas allows no more than
+    `veus_per_sm`, and counts that low were not compiled)."""
 
     veus_per_sm: int
     usage: Usage
     occupancy: Occupancy
     tried: tuple[tuple[int, Usage, Occupancy], ...]
+    capped: bool = False
 
     def describe(self) -> str:
         """One line for the build log and report."""
         tried = "; ".join(f"bounds {k}: {u.registers} regs, {u.spill_bytes} B spilled, {o}" for k, u, o in self.tried)
-        return f"{self.veus_per_sm} vEU(s) per SM ({tried})"
+        return f"{'at most ' if self.capped else ''}{self.veus_per_sm} vEU(s) per SM ({tried or 'none compiled'})"
 
 
 def choose_veus_per_sm(compile_with: Callable[[int], Usage], threads: int, smem_bytes: int, sm: Device = H100,
-                       most: int = 4) -> Choice:
+                       most: int = 4, floor: int = 0) -> Choice:
     """The most vEUs per SM (at most `most`) for which ptxas, told to fit that many by __launch_bounds__, spills
     nothing and the occupancy arithmetic confirms they are co-resident; 1 when none does (a vEU always fits one
-    per SM or the program is refused at launch)."""
+    per SM or the program is refused at launch). A count the threads or shared memory alone rule out (with the
+    fewest registers) is not compiled, nor one at or below `floor` (a count the caller cannot use: the choice is
+    then `floor`, capped)."""
     tried = []
-    for k in range(most, 0, -1):
+    counts = feasible_counts(threads, smem_bytes, most, sm)
+    for k in range(most, floor, -1):
+        if k not in counts:
+            continue
         usage = compile_with(k)
         occ = blocks_per_sm(threads, usage.registers, smem_bytes + usage.static_smem, sm)
         tried.append((k, usage, occ))
         if usage.spill_bytes == 0 and occ.blocks >= k:
             return Choice(k, usage, occ, tuple(tried))
+    if floor:
+        k, usage, occ = tried[-1] if tried else (floor, Usage(0, 0, 0), Occupancy(0, "shared memory"))
+        return Choice(floor, usage, occ, tuple(tried), capped=True)
     k, usage, occ = tried[-1]
     return Choice(1, usage, occ, tuple(tried))
+
+
+def feasible_counts(threads: int, smem_bytes: int, most: int, sm: Device = H100) -> list[int]:
+    """The vEUs per SM choose_veus_per_sm may compile, most first: those the threads and shared memory allow."""
+    return [k for k in range(most, 0, -1) if k == 1 or blocks_per_sm(threads, 1, smem_bytes, sm).blocks >= k]
 
 
 def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90",
@@ -101,17 +116,51 @@ def interpreter_usage(source: str, include_dirs: list[str] | tuple[str, ...], ar
 
 def interpreter_usages(sources: Sequence[str], include_dirs: list[str] | tuple[str, ...], arch: str = "sm_90",
                        cache: Path | None = None) -> list[Usage]:
-    """interpreter_usage of each source; what the cache lacks is compiled PTXAS_JOBS at a time."""
+    """interpreter_usage of each source; what the cache lacks is compiled PTXAS_JOBS at a time (a compile already
+    under way, say a prefetch, is waited for rather than started again)."""
     figures = FigureCache("usage", arch, cache)
     keys = [compile_key(src, include_dirs, arch) for src in sources]
-    missing = list(dict.fromkeys(k for k in keys if figures.get(k, 3) is None))
-    if missing:
-        by_key = dict(zip(keys, sources))
-        with ThreadPoolExecutor(max_workers=min(PTXAS_JOBS, len(missing))) as pool:
-            for key, u in zip(missing, pool.map(lambda k: _ptxas_usage(by_key[k], include_dirs, arch), missing)):
-                figures.put(key, [u.registers, u.spill_bytes, u.static_smem])
+    futures = start_compiles(figures, dict(zip(keys, sources)), include_dirs, arch, COMPILES)
+    for future in futures.values():
+        future.result()
+    if futures:
         figures.save()
     return [Usage(*figures.get(k, 3) or ()) for k in keys]
+
+
+def start_compiles(figures: "FigureCache", sources: Mapping[str, str], include_dirs: Sequence[str], arch: str,
+                   pool: ThreadPoolExecutor) -> dict[str, Future]:
+    """Futures of the compiles the cache lacks (by key), started on `pool` unless one is already under way; each
+    puts its figures into the cache when done."""
+    out: dict[str, Future] = {}
+    with _LOCK:
+        for key, source in sources.items():
+            if figures.get(key, 3) is not None:
+                continue
+            if key not in _UNDER_WAY or _UNDER_WAY[key].cancelled():
+                _UNDER_WAY[key] = pool.submit(_compile_into, figures, key, source, tuple(include_dirs), arch)
+            out[key] = _UNDER_WAY[key]
+    return out
+
+
+def _compile_into(figures: "FigureCache", key: str, source: str, include_dirs: tuple[str, ...], arch: str) -> None:
+    """One compile, its figures kept in the cache (a thread of a compile pool)."""
+    try:
+        u = _ptxas_usage(source, include_dirs, arch)
+        figures.put(key, [u.registers, u.spill_bytes, u.static_smem])
+    finally:
+        with _LOCK:
+            _UNDER_WAY.pop(key, None)
+
+
+# Compiles run at once when a figure needs several (nvcc is a subprocess: threads only wait for it); one more thread
+# compiles figures a search will likely ask for next while the build plans (prefetch_instantiation_usage).
+PTXAS_JOBS = max(1, min(4, os.cpu_count() or 1))
+COMPILES = ThreadPoolExecutor(max_workers=PTXAS_JOBS, thread_name_prefix="ptxas")
+PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ptxas-prefetch")
+_UNDER_WAY: dict[str, Future] = {}
+_PREFETCHED: set[Future] = set()
+_LOCK = threading.Lock()
 
 
 def _ptxas_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: str) -> Usage:
@@ -132,10 +181,6 @@ def _ptxas_usage(source: str, include_dirs: list[str] | tuple[str, ...], arch: s
             return Usage(int(entry["registers"]), int(entry["spill_stores"]) + int(entry["spill_loads"]),
                          int(entry["static_smem_bytes"]))
     raise RuntimeError(f"ptxas reported no figures for {INTERPRETER}")
-
-
-# Compiles run at once when a figure needs several (nvcc is a subprocess: threads only wait for it).
-PTXAS_JOBS = max(1, min(4, os.cpu_count() or 1))
 
 
 def compile_key(source: str, include_dirs: Sequence[str], arch: str) -> str:
@@ -215,15 +260,7 @@ def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
     the ops launch (the interpreter's registers are the max over its instantiations, so this is what each one
     costs). Cached by the generated source's digest (FigureCache); what the cache lacks is compiled PTXAS_JOBS at
     a time (nvcc needed)."""
-    from toolchain.cxx import kernel_expr
-
-    from .codegen import generate
-
-    gens: dict[str, Any] = {}
-    for op in ops:
-        expr = kernel_expr(op.kernel.wrapper_name, op.kernel.template_args)
-        if expr not in gens:
-            gens[expr] = generate([op], texts)
+    gens = instantiation_modules(ops, texts)
     figures = FigureCache("usage", arch, cache)
     out: dict[str, Usage] = {}
     todo: dict[str, Any] = {}
@@ -240,23 +277,75 @@ def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
     return {expr: out[expr] for expr in gens}
 
 
+def instantiation_modules(ops: Sequence[Any], texts: Mapping[str, str]) -> dict[str, Any]:
+    """Per kernel expression the ops launch, the generated module holding only it."""
+    from toolchain.cxx import kernel_expr
+
+    from .codegen import generate
+
+    gens: dict[str, Any] = {}
+    for op in ops:
+        expr = kernel_expr(op.kernel.wrapper_name, op.kernel.template_args)
+        if expr not in gens:
+            gens[expr] = generate([op], texts)
+    return gens
+
+
+def prefetch_instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90") -> None:
+    """Start compiling, on one background thread, what instantiation_usage of these ops will ask the cache for: a
+    search starts it when it will likely need the figures, and plans meanwhile."""
+    gens = instantiation_modules(ops, texts)
+    if not gens:
+        return
+    figures = FigureCache("usage", arch)
+    include_dirs = next(iter(gens.values())).include_dirs
+    started = start_compiles(figures, {compile_key(g.source, include_dirs, arch): g.source for g in gens.values()},
+                             include_dirs, arch, PREFETCH)
+    _PREFETCHED.update(started.values())
+
+
+def cancel_prefetch() -> None:
+    """Drop the prefetches not started yet (a finished search will not ask for them; a process does not exit
+    before its pools' queued work is done)."""
+    with _LOCK:
+        for future in _PREFETCHED:
+            future.cancel()
+        for key in [k for k, f in _UNDER_WAY.items() if f.cancelled()]:
+            del _UNDER_WAY[key]
+        _PREFETCHED.clear()
+
+
 def device_layout_sizes(ops: Sequence[Any], texts: Mapping[str, str], arch: str = "sm_90",
                         cache: Path | None = None) -> list[int]:
     """The vEU header and each instantiation's aligned layout bytes as the device compiler lays them out (the
     figures LAYOUT_QUERY reports at run time, in generate(ops, texts)'s instantiation order), read from the PTX of
     codegen.layout_table_source: the converted layouts live in dynamic shared memory, which ptxas' figures leave
-    out (nvcc needed for what the cache lacks; cached by the source's digest: FigureCache)."""
+    out. Each instantiation's size depends on its own source only, so it is cached on its own (FigureCache) and
+    only instantiations the cache lacks are compiled (nvcc needed for them)."""
     from .codegen import generate, layout_table_source
 
-    source, include_dirs = layout_table_source(ops, texts), generate(ops, texts).include_dirs
-    figures = FigureCache("layouts", arch, cache)
-    key = compile_key(source, include_dirs, arch)
-    hit = figures.get(key)
-    if hit is None:
-        hit = _layout_sizes_now(source, include_dirs, arch)
-        figures.put(key, hit)
+    gen = generate(ops, texts)
+    figures = FigureCache("layout-sizes", arch, cache)
+    header = content_key("vEU header", arch, *(headers_digest(d) for d in gen.include_dirs))
+    keys = layout_keys(ops, texts, gen, header)
+    missing = [i for i, key in enumerate(keys) if figures.get(key, 1) is None]
+    if missing or figures.get(header, 1) is None:
+        first = dict(reversed([(i, j) for j, i in enumerate(gen.op_kernel)]))
+        sub = [ops[first[i]] for i in missing] or list(ops[:1])
+        sub_gen = generate(sub, texts)
+        sizes = _layout_sizes_now(layout_table_source(sub, texts), gen.include_dirs, arch)
+        figures.put(header, sizes[:1])
+        for key, size in zip(layout_keys(sub, texts, sub_gen, header), sizes[1:]):
+            figures.put(key, [size])
         figures.save()
-    return list(hit)
+    return [(figures.get(key, 1) or [0])[0] for key in [header, *keys]]
+
+
+def layout_keys(ops: Sequence[Any], texts: Mapping[str, str], gen: Any, header: str) -> list[str]:
+    """The cache key of each instantiation's layout size: its source, rKernel, layout and template arguments."""
+    first = dict(reversed([(i, j) for j, i in enumerate(gen.op_kernel)]))
+    return [content_key(header, texts[ops[first[i]].kernel.source_id], inst.rkernel, str(inst.layout),
+                        repr(inst.template_args)) for i, inst in enumerate(gen.instantiations)]
 
 
 def _layout_sizes_now(source: str, include_dirs: Sequence[str], arch: str) -> list[int]:

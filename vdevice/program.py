@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 from dataclasses import dataclass, field
-from typing import AbstractSet, Iterable, NamedTuple, Sequence
+from collections import deque
+from typing import AbstractSet, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
+
+from toolchain.jsonio import dumps
 
 
 class ProgramError(ValueError):
@@ -176,7 +180,7 @@ def uncovered(latest: np.ndarray, awaited: np.ndarray, veu: int) -> np.ndarray:
     records them in `awaited`."""
     need = latest > awaited
     need[veu] = False
-    us = np.flatnonzero(need)
+    us = need.nonzero()[0]
     awaited[us] = latest[us]
     return us
 
@@ -188,13 +192,23 @@ class Program:
     ops: list[Op]
     num_veus: int
     veus: list[list[Instr]] = field(default_factory=list)
+    # The vEU of each Run in an order the program can run them (each after the tasks its waits await): a certificate
+    # the deadlock check and simulations verify in one vectorised pass instead of searching for an order (None:
+    # unknown; a program built by append keeps its own).
+    run_order: list[int] | None = field(default=None, repr=False, compare=False)
+    # The targets of some waits as arrays (awaited vEUs, orders) by (vEU, instruction index), when whoever wrote the
+    # instructions had them: WaitTable takes them as they are instead of reading the tuples back.
+    wait_arrays: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] | None = field(default=None, repr=False,
+                                                                                   compare=False)
     _pending: dict[TaskRef, list[TaskRef]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _pending_ops: dict[TaskRef, list[int]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _op_last: dict[int, dict[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
     _op_count: dict[int, int] = field(default_factory=dict, init=False, repr=False, compare=False)
     _where: dict[TaskRef, tuple[int, int]] = field(default_factory=dict, init=False, repr=False, compare=False)
-    _awaited: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64), init=False, repr=False,
-                                 compare=False)  # [vEU, other vEU]: latest order an earlier barrier awaited
+    _awaited: np.ndarray | None = field(default=None, init=False, repr=False,
+                                        compare=False)  # [vEU, other vEU]: latest order an earlier barrier awaited
+    _waits: "WaitTable | None" = field(default=None, init=False, repr=False, compare=False)
+    _order: "list[Step] | None" = field(default=None, init=False, repr=False, compare=False)
     _counts: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
     _rtasks: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -203,10 +217,10 @@ class Program:
             raise ProgramError(f"a program needs at least one vEU, got {self.num_veus}")
         if not self.veus:
             self.veus = [[] for _ in range(self.num_veus)]
+            self.run_order = []
         if len(self.veus) != self.num_veus:
             raise ProgramError(f"{len(self.veus)} instruction lists for {self.num_veus} vEUs")
         self._rtasks = [op.kernel.rtasks for op in self.ops]
-        self._awaited = np.full((self.num_veus, self.num_veus), NOT_AWAITED, np.int64)
         self._where = {}
         self._counts = [0] * self.num_veus
         for v, instrs in enumerate(self.veus):
@@ -214,9 +228,18 @@ class Program:
                 if isinstance(instr, Run):
                     self._where.setdefault(instr.task, (v, self._counts[v]))
                     self._note_run(instr.task, v)
-                    continue
-                for u, k in instr.targets:
-                    self._awaited[v, u] = max(k, int(self._awaited[v, u]))
+
+    def awaited(self) -> np.ndarray:
+        """[vEU, other vEU]: the latest order an earlier barrier-rTask of the vEU awaited (built from the given
+        instructions when first needed: a program read back or written by the scheduler whole never needs it)."""
+        if self._awaited is None:
+            self._awaited = np.full((self.num_veus, self.num_veus), NOT_AWAITED, np.int64)
+            for v, instrs in enumerate(self.veus):
+                for instr in instrs:
+                    if isinstance(instr, Wait):
+                        for u, k in instr.targets:
+                            self._awaited[v, u] = max(k, int(self._awaited[v, u]))
+        return self._awaited
 
     def wait(self, task: TaskRef, tasks: Iterable[TaskRef]) -> None:
         """Record that `task` must not start before every task in `tasks` has finished (call before append)."""
@@ -242,9 +265,19 @@ class Program:
         targets = self._resolve_waits(task, veu)
         if targets:
             self.veus[veu].append(Wait(targets))
+        self._waits = self._order = None
         self._where[task] = (veu, self._counts[veu])
         self._note_run(task, veu)
         self.veus[veu].append(Run(task))
+        if self.run_order is not None:
+            self.run_order.append(veu)
+
+    def wait_table(self) -> "WaitTable":
+        """Every barrier-rTask's targets in flat arrays (WaitTable): what the checks and simulations vectorise over
+        (built once, again after an append)."""
+        if self._waits is None:
+            self._waits = WaitTable.of(self)
+        return self._waits
 
     def _note_run(self, task: TaskRef, veu: int) -> None:
         """Count a run on `veu` and remember it as its op's latest rTask there."""
@@ -269,7 +302,7 @@ class Program:
                 raise ProgramError(f"{task} waits for op '{self.ops[op].name}', whose rTasks are not all appended")
             for u, k in self._op_last[op].items():
                 latest[u] = max(int(latest[u]), k)
-        return tuple((int(u), int(latest[u])) for u in uncovered(latest, self._awaited[veu], veu))
+        return tuple((int(u), int(latest[u])) for u in uncovered(latest, self.awaited()[veu], veu))
 
     def _check_task(self, task: TaskRef) -> None:
         """Reject tasks outside the op list or the op's rTask range."""
@@ -293,7 +326,7 @@ class Program:
 
     def to_json(self, with_ops: bool = True) -> dict:
         """JSON-ready dict: ["r", op, rtask] and ["w", [[veu, order], ...]] per vEU."""
-        veus = [[["r", i.task.op, i.task.rtask] if isinstance(i, Run) else ["w", [list(t) for t in i.targets]]
+        veus = [[["r", i.task.op, i.task.rtask] if isinstance(i, Run) else ["w", i.targets]  # tuples: JSON arrays
                  for i in instrs] for instrs in self.veus]
         out: dict = {"num_veus": self.num_veus, "veus": veus}
         if with_ops:
@@ -309,6 +342,54 @@ class Program:
         return Program(ops, int(data["num_veus"]), veus)
 
 
+def _target_arrays(wait: Wait) -> tuple[np.ndarray, np.ndarray]:
+    """A wait's targets as arrays (awaited vEUs, their orders)."""
+    flat = np.fromiter(itertools.chain.from_iterable(wait.targets), np.int64, 2 * len(wait.targets))
+    return flat[0::2], flat[1::2]
+
+
+@dataclass(frozen=True)
+class WaitTable:
+    """A program's barrier-rTasks as flat arrays: wait i sits on vEU `veu[i]` at instruction `pc[i]` after
+    `ordinal[i]` runs of that vEU, and awaits `order[j]` on vEU `target[j]` for j in starts[i]:starts[i + 1]."""
+
+    veu: np.ndarray
+    pc: np.ndarray
+    ordinal: np.ndarray
+    starts: np.ndarray  # one more than there are waits
+    target: np.ndarray
+    order: np.ndarray
+    index: dict[tuple[int, int], int]  # (vEU, instruction) -> wait
+
+    @staticmethod
+    def of(program: Program) -> "WaitTable":
+        """The table of one program (its targets read in one pass, or taken from program.wait_arrays)."""
+        rows: list[tuple[int, int, int]] = []
+        waits: list[Wait] = []
+        for v, instrs in enumerate(program.veus):
+            runs = 0
+            for pc, instr in enumerate(instrs):
+                if isinstance(instr, Wait):
+                    rows.append((v, pc, runs))
+                    waits.append(instr)
+                else:
+                    runs += 1
+        given = program.wait_arrays or {}
+        parts = [given[(v, pc)] if (v, pc) in given else _target_arrays(w) for (v, pc, _), w in zip(rows, waits)]
+        sizes = np.fromiter((len(us) for us, _ in parts), np.int64, len(parts))
+        cols = np.array(rows, np.int64).reshape(-1, 3)
+        empty = np.zeros(0, np.int64)
+        return WaitTable(cols[:, 0], cols[:, 1], cols[:, 2], np.concatenate([[0], np.cumsum(sizes)]),
+                         np.concatenate([us for us, _ in parts]) if parts else empty,
+                         np.concatenate([ks for _, ks in parts]) if parts else empty,
+                         {(v, pc): i for i, (v, pc, _) in enumerate(rows)})
+
+    def targets(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Wait i's awaited vEUs and orders (views)."""
+        lo, hi = self.starts[i], self.starts[i + 1]
+        return self.target[lo:hi], self.order[lo:hi]
+
+
 def _instr_from_json(item: list) -> Instr:
     """Decode one instruction of Program.to_json."""
     if item[0] == "r":
@@ -318,12 +399,13 @@ def _instr_from_json(item: list) -> Instr:
     raise ProgramError(f"unknown instruction {item!r}")
 
 
-def plan_to_json(programs: Sequence[Program]) -> str:
-    """A plan (programs run one after another over the same ops) as JSON, ops stored once."""
-    if not programs:
+def plan_to_json(programs: Sequence[Program], ops: Sequence[Op] | None = None) -> str:
+    """A plan (programs run one after another over the same ops) as JSON, ops stored once; `ops` when no program
+    carries the op list (every op launched outside the programs)."""
+    ops = list(programs[0].ops) if ops is None and programs else ops
+    if ops is None:
         raise ProgramError("empty plan")
-    return json.dumps({"ops": [op.to_json() for op in programs[0].ops],
-                       "programs": [p.to_json(with_ops=False) for p in programs]})
+    return dumps({"ops": [op.to_json() for op in ops], "programs": [p.to_json(with_ops=False) for p in programs]})
 
 
 def plan_from_json(text: str) -> list[Program]:
@@ -499,13 +581,150 @@ def validate_plan(programs: Sequence[Program], deps: Iterable[tuple[int, int]], 
     for program in programs:
         if program.ops is not ops and program.ops != ops:
             raise ProgramError("programs of one plan must share the op list")
-        _check_instructions(program)
+        _check_runs(program)
+        _check_targets(program)
     where = _check_exactly_once(programs, ops, set(outside))
     preds = _predecessors(deps, len(ops))
     for index, program in enumerate(programs):
         check_resident(program)
-        clocks = simulate(program)
-        _check_deps(program, index, clocks, preds, where)
+        deque(execution_order(program), maxlen=0)  # run to the end, or a ProgramError names the deadlock
+        needs = _requirements(program, index, preds, where)
+        if not _directly_covered(program, needs):  # the exact check, by vector clocks
+            _check_deps(program, index, simulate(program), preds, where)
+
+
+def _check_runs(program: Program) -> None:
+    """Reject run instructions outside the op list or an op's rTask range."""
+    for instrs in program.veus:
+        for instr in instrs:
+            if isinstance(instr, Run):
+                program._check_task(instr.task)
+
+
+def _check_targets(program: Program) -> None:
+    """Reject wait targets outside the program (vEUs, negative orders): _check_instructions over arrays."""
+    table = program.wait_table()
+    bad = np.flatnonzero((table.target < 0) | (table.target >= program.num_veus) | (table.order < 0))
+    if bad.size:
+        i = int(np.searchsorted(table.starts, bad[0], side="right")) - 1
+        u, k = int(table.target[bad[0]]), int(table.order[bad[0]])
+        raise ProgramError(f"vEU {table.veu[i]} instruction {table.pc[i]}: bad wait target (vEU {u}, order {k})")
+
+
+Step = tuple[int, Instr, "tuple[np.ndarray, np.ndarray] | None"]  # vEU, instruction, a wait's target arrays
+
+
+def execution_order(program: Program) -> Iterator[Step]:
+    """(vEU, instruction, a barrier-rTask's targets as arrays or None) in an order the vEUs can run them: each vEU in
+    its own order, a barrier-rTask once every task it awaits has run. The program's run_order when it proves to be
+    one (certified_order); else found greedily (waits are monotone, so it finishes iff the program cannot deadlock;
+    a ProgramError names the deadlock): a blocked vEU waits on the awaited vEU furthest from the task it needs and
+    is woken when that one passes it."""
+    if program._order is None:
+        order = certified_order(program)
+        if order is None:  # found step by step: it may end in a deadlock, named when reached
+            yield from greedy_order(program)
+            return
+        program._order = order
+    yield from program._order
+
+
+def certified_order(program: Program) -> list[Step] | None:
+    """The program's run_order as execution steps, if it is one: every vEU's runs in its own order, each wait's
+    targets run before the run the wait precedes (checked over all waits at once); None otherwise."""
+    nv, order = program.num_veus, program.run_order
+    counts = np.asarray([program.steps(v) for v in range(nv)], np.int64)
+    if order is None or len(order) != int(counts.sum()) or np.bincount(order, minlength=nv).tolist() != counts.tolist():
+        return None
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    rank = np.empty(len(order), np.int64)  # global position of each run, by vEU then ordinal
+    seen = [0] * nv
+    for g, v in enumerate(order):
+        rank[offsets[v] + seen[v]] = g
+        seen[v] += 1
+    table = program.wait_table()
+    if len(table.veu):
+        if np.any(table.ordinal >= counts[table.veu]):
+            return None  # a wait after a vEU's last run: the greedy order decides
+        us, ks = table.target, table.order
+        if np.any((us < 0) | (us >= nv) | (ks < 0) | (ks >= counts[np.clip(us, 0, nv - 1)])):
+            return None
+        waiting = rank[offsets[table.veu] + table.ordinal]  # the run each wait precedes
+        filled = np.diff(table.starts) > 0
+        latest = np.full(len(table.veu), -1, np.int64)
+        latest[filled] = np.maximum.reduceat(rank[offsets[us] + ks], table.starts[:-1][filled])
+        if np.any(latest >= waiting):
+            return None
+    steps: list[Step] = []
+    cursor = [0] * nv
+    for v in order:
+        instrs = program.veus[v]
+        while isinstance(instrs[cursor[v]], Wait):
+            steps.append((v, instrs[cursor[v]], table.targets(table.index[(v, cursor[v])])))
+            cursor[v] += 1
+        steps.append((v, instrs[cursor[v]], None))
+        cursor[v] += 1
+    return steps
+
+
+def greedy_order(program: Program) -> Iterator[Step]:
+    """execution_order found by running the vEUs greedily."""
+    nv = program.num_veus
+    table = program.wait_table()
+    pc, done = [0] * nv, np.zeros(nv, np.int64)
+    blocked: list[list[tuple[int, int]]] = [[] for _ in range(nv)]  # per awaited vEU: (order, waiting vEU)
+    queue = list(range(nv))
+    while queue:
+        v = queue.pop()
+        instrs = program.veus[v]
+        while pc[v] < len(instrs):
+            instr = instrs[pc[v]]
+            targets = None
+            if isinstance(instr, Run):
+                done[v] += 1
+            else:
+                targets = table.targets(table.index[(v, pc[v])])
+                us, ks = targets
+                short = ks - done[us]  # >= 0: that many more rTasks of the vEU to go
+                j = int(np.argmax(short)) if us.size else 0
+                if us.size and short[j] >= 0:
+                    blocked[int(us[j])].append((int(ks[j]), v))
+                    break
+            yield v, instr, targets
+            pc[v] += 1
+        still = []
+        for k, w in blocked[v]:  # each vEU sits in the queue or in one blocked list, never in both
+            if done[v] > k:
+                queue.append(w)
+            else:
+                still.append((k, w))
+        blocked[v] = still
+    if any(pc[v] < len(program.veus[v]) for v in range(nv)):
+        totals = [program.steps(v) for v in range(nv)]
+        raise ProgramError(_deadlock_message(program, pc, [int(d) for d in done], totals))
+
+
+def _directly_covered(program: Program, needs: dict[int, np.ndarray]) -> bool:
+    """Whether every rTask of each consumer op starts after its producers' rTasks by the vEU's own order and the
+    targets of its own earlier barrier-rTasks alone (no chain through other vEUs): enough for the dependency check
+    (what a vEU awaited directly it knows finished), and what the scheduler's programs satisfy by construction
+    (ProgramBuilder awaits every producer rTask no earlier barrier of the vEU covered). False: not shown this way."""
+    table = program.wait_table()
+    for v, instrs in enumerate(program.veus):
+        known = np.zeros(program.num_veus, np.int64)
+        order = 0
+        for pc, instr in enumerate(instrs):
+            if isinstance(instr, Wait):
+                us, ks = table.targets(table.index[(v, pc)])
+                np.maximum.at(known, us, ks + 1)
+                continue
+            need = needs.get(instr.task.op)
+            if need is not None:
+                known[v] = order
+                if (known < need).any():
+                    return False
+            order += 1
+    return True
 
 
 def _predecessors(deps: Iterable[tuple[int, int]], num_ops: int) -> dict[int, list[int]]:
@@ -571,9 +790,11 @@ def used_ops(program: Program) -> list[int]:
     return sorted({i.task.op for instrs in program.veus for i in instrs if isinstance(i, Run)})
 
 
-def resident_bytes(program: Program) -> int:
-    """Bytes of the resident region every vEU of the program keeps: its largest resident slice (0: none)."""
-    slices = [res.slice_bytes for res in (program.ops[o].resident for o in used_ops(program)) if res is not None]
+def resident_bytes(program: Program, ops_run: Sequence[int] | None = None) -> int:
+    """Bytes of the resident region every vEU of the program keeps: its largest resident slice (0: none). The ops it
+    runs: `ops_run`, else read from its vEUs."""
+    used = ops_run if ops_run is not None else used_ops(program)
+    slices = [res.slice_bytes for res in (program.ops[o].resident for o in used) if res is not None]
     return max(slices, default=0)
 
 

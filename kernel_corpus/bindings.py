@@ -172,6 +172,9 @@ class Launch:
     flop_rate: float = 1.0      # its arithmetic's peak as a multiple of the fp32 CUDA-core peak (tensor cores: more)
     source_digest: str = ""     # content digest of the legacy source (set by Binding.launch): keys measured times
     resident: ResidentUse | None = None  # reads (or loads) resident operand slices when pinned; bytes exclude them
+    # reads none of its node's earlier launches' outputs and writes a region of its own (Concat's copies): it may
+    # run beside them, after the node's inputs only; the node's consumers wait for every such launch
+    independent: bool = False
 
     @property
     def expr(self) -> str:
@@ -187,6 +190,11 @@ class Launch:
     def threads(self) -> int:
         """Threads of one rTask (legacy block size)."""
         return prod(self.block)
+
+
+def reads_constants_only(launch: Launch) -> bool:
+    """Whether a launch reads only constant operands (a resident family's load): it waits for nothing."""
+    return launch.resident is not None and launch.resident.load
 
 
 def as_unpinned(launch: Launch) -> Launch:

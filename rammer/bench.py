@@ -1,5 +1,8 @@
-"""`rammer bench`: one model, six ways, on one GPU — rammer (wavefront, IOS), the same rKernels launched one
-per operator and in a CUDA Graph, PyTorch eager and torch.compile — checked against onnxruntime, then timed.
+"""`rammer bench`: one model on one GPU, rammer's builds (wavefront, IOS) against every baseline a user has —
+the fastest legacy variant of each operator at its own occupancy launched op by op, as a CUDA Graph, as a
+multi-stream graph and (with vendor calls for Conv/MatMul/Gemm) as the library graph; PyTorch eager, a PyTorch CUDA
+Graph and torch.compile (reduce-overhead, max-autotune-no-cudagraphs) — each checked against onnxruntime, then
+timed; the strongest baseline named and rammer's ratio against it, the cost model's prediction beside each.
 
 torch and cupy exist only on the GPU machine, so both are imported inside the functions that need them.
 """
@@ -23,10 +26,16 @@ import onnx
 from .check import reference_outputs, relative_error
 from .torch_baseline import TorchGraph
 
-RAMMER_VARIANTS = ("rammer", "rammer-ios", "rammer-base", "cuda-graph")
-TORCH_VARIANTS = ("pytorch", "torch-compile")
-VARIANTS = RAMMER_VARIANTS + TORCH_VARIANTS
-BASELINES = ("rammer-base", "cuda-graph", "pytorch", "torch-compile")
+RAMMER_VARIANTS = ("rammer", "rammer-ios")
+# the plan-independent baselines (scheduler/baselines.py's names), run from builds that launch every node
+LAUNCH_VARIANTS = ("op-by-op", "cuda-graph", "cuda-graph-pdl", "multi-stream-graph", "library-graph")
+TORCH_VARIANTS = ("pytorch", "pytorch-cuda-graph", "torch-compile", "torch-compile-max-autotune")
+VARIANTS = RAMMER_VARIANTS + LAUNCH_VARIANTS + TORCH_VARIANTS
+BASELINES = LAUNCH_VARIANTS + TORCH_VARIANTS
+# why the PDL graph is priced but not run: the legacy kernels would need cudaGridDependencySynchronize in their
+# prologue (the dependent kernel may start before its producer ends), which the generated module does not add yet
+PDL_UNAVAILABLE = ("programmatic dependent launch needs cudaGridDependencySynchronize() in each legacy kernel's "
+                   "prologue, which the generated module does not add yet (the cost model prices it)")
 RTOL = 2e-3  # max |out - ref| allowed, relative to max |ref| (fp32 kernels with other summation orders)
 
 
@@ -146,6 +155,12 @@ class BenchResult:
         a, b = self.ms(baseline), self.ms(of)
         return a / b if a and b else None
 
+    @property
+    def strongest(self) -> str | None:
+        """The fastest baseline that ran and matched (None: none did)."""
+        ran = [(self.ms(b), b) for b in BASELINES if self.ms(b) is not None]
+        return min(ran)[1] if ran else None
+
 
 def evaluate(variant: Variant | Unavailable, refs: list[np.ndarray], repeats: int,
              warmup: int) -> Measurement:
@@ -173,38 +188,73 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
-# ---- variants 1-4: the project's executors ---------------------------------------------------------------
+# ---- rammer's builds and the launch baselines: the project's executors ---------------------------------------
 def rammer_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdir: Path,
-                    stats: dict[str, dict] | None = None) -> list[Variant | Unavailable]:
-    """rammer (wavefront), rammer (IOS), the same rKernels one launch per op, and those launches in a CUDA Graph.
+                    stats: dict[str, dict] | None = None, target: str = "gpu") -> list[Variant | Unavailable]:
+    """rammer (wavefront) and rammer (IOS): `rammer build --target gpu` run by the persistent executor (its rPrograms,
+    launch segments and library calls); each build's statistics and folder (timeline.svg, report.md) go into
+    `stats[policy]`."""
+    path = model_file(model, workdir)
+    out: list[Variant | Unavailable] = []
+    for name, policy in (("rammer", "wavefront"), ("rammer-ios", "ios")):
+        built = checked_build(path, workdir / policy, target, policy=policy)
+        if isinstance(built, Unavailable):
+            out.append(Unavailable(name, built.reason))
+            continue
+        if stats is not None:
+            stats[policy] = dict(built.manifest.stats, folder=str(workdir / policy))
+        out.append(executor_variant(name, built, "persistent", feeds, target))
+    return out
 
-    Each is a build by rammer.build (`rammer build --target gpu`) run by one of vdevice's executors; each
-    build's statistics and folder (timeline.svg, report.md) go into `stats[policy]`."""
-    from rammer.build import build_model
+
+def launch_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdir: Path, target: str = "gpu"
+                    ) -> list[Variant | Unavailable]:
+    """The baselines that launch legacy kernels: a build of every node as its fastest legacy variant at its own
+    occupancy on the graph without the weight-stationary pass (placement launch-only, the baselines' choice) run op
+    by op, as a one-stream CUDA Graph and as its launch segment (a graph forked over streams where nodes are
+    independent); a build with vendor calls wherever the library runs them (placement library-launch) captured as
+    one CUDA Graph. CUDA Graph + PDL is priced only (PDL_UNAVAILABLE). `target` cpu runs them on the emulator (the
+    graphs are GPU-only rows there)."""
+    path = model_file(model, workdir)
+    common: dict[str, Any] = dict(disable_passes=("resident_weights",), launches=True)
+    launched = checked_build(path, workdir / "launches", target, placement="launch-only", backends=("rtask",),
+                             **common)
+    library = checked_build(path, workdir / "library", target, placement="library-launch",
+                            backends=("rtask", "library"), **common)
+    out: list[Variant | Unavailable] = []
+    for name, built, kind in (("op-by-op", launched, "op-by-op"), ("cuda-graph", launched, "graph"),
+                              ("multi-stream-graph", launched, "persistent"), ("library-graph", library, "graph")):
+        out.append(Unavailable(name, built.reason) if isinstance(built, Unavailable) else
+                   executor_variant(name, built, kind, feeds, target))
+    out.insert(2, Unavailable("cuda-graph-pdl", PDL_UNAVAILABLE))
+    return out
+
+
+def model_file(model: onnx.ModelProto, workdir: Path) -> Path:
+    """The model saved once in the bench's folder."""
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "model.onnx"
-    onnx.save(model, str(path))
-    out: list[Variant | Unavailable] = []
-    builds: dict[str, Any] = {}
-    for policy in ("wavefront", "ios"):
-        try:
-            builds[policy] = build_model(path, workdir / policy, policy=policy, target="gpu", quiet=True)
-            if stats is not None:
-                stats[policy] = dict(builds[policy].manifest.stats, folder=str(workdir / policy))
-        except Exception as exc:  # a model the toolchain cannot build is a row with its reason, not a crash
-            builds[policy] = Unavailable(policy, f"build failed: {_first_line(exc)}")
-    plan = [("rammer", "wavefront", "persistent"), ("rammer-ios", "ios", "persistent"),
-            ("rammer-base", "wavefront", "op-by-op"), ("cuda-graph", "wavefront", "graph")]
-    for name, policy, kind in plan:
-        b = builds[policy]
-        if isinstance(b, Unavailable):
-            out.append(Unavailable(name, b.reason))
-            continue
-        try:
-            out.append(build_variant(name, b, kind, feeds))
-        except Exception as exc:
-            out.append(Unavailable(name, f"{kind} executor: {_first_line(exc)}"))
-    return out
+    if not path.is_file():
+        onnx.save(model, str(path))
+    return path
+
+
+def checked_build(path: Path, out: Path, target: str = "gpu", **options: Any) -> Any:
+    """`rammer build --target TARGET` with `options`, or the reason it failed (a row, not a crash)."""
+    from rammer.build import build_model
+    try:
+        return build_model(path, out, target=target, quiet=True, **options)
+    except Exception as exc:  # a model the toolchain cannot build is a row with its reason
+        return Unavailable(out.name, f"build failed: {_first_line(exc)}")
+
+
+def executor_variant(name: str, built: Any, kind: str, feeds: dict[str, np.ndarray], backend: str = "gpu"
+                     ) -> Variant | Unavailable:
+    """build_variant, or the executor's error as an unavailable row."""
+    try:
+        return build_variant(name, built, kind, feeds, backend)
+    except Exception as exc:
+        return Unavailable(name, f"{kind} executor: {_first_line(exc)}")
 
 
 def build_variant(name: str, built: Any, kind: str, feeds: dict[str, np.ndarray], backend: str = "gpu") -> Variant:
@@ -223,9 +273,10 @@ def build_variant(name: str, built: Any, kind: str, feeds: dict[str, np.ndarray]
     return Variant(name, run=run, outputs=lambda: [result[k] for k in built.output_names], timed=ex.time)
 
 
-# ---- variants 5-6: PyTorch on the same graph ---------------------------------------------------------------
+# ---- PyTorch on the same graph ---------------------------------------------------------------------------------
 def torch_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[Variant | Unavailable]:
-    """PyTorch eager running the ONNX graph node by node, and torch.compile(mode='reduce-overhead') of it."""
+    """PyTorch eager running the ONNX graph node by node, the same captured in a torch CUDA Graph, and
+    torch.compile of it with mode 'reduce-overhead' (CUDA Graphs) and 'max-autotune-no-cudagraphs'."""
     try:
         import torch
     except ImportError as exc:
@@ -239,9 +290,35 @@ def torch_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list
     except ValueError as exc:
         return [Unavailable(n, str(exc)) for n in TORCH_VARIANTS]
     args = [torch.from_numpy(feeds[n]).cuda() for n in module.input_names]
-    eager = _torch_variant("pytorch", module, args)
-    compiled = _torch_variant("torch-compile", torch.compile(module, mode="reduce-overhead"), args)
-    return [eager, compiled]
+    out: list[Variant | Unavailable] = [_torch_variant("pytorch", module, args)]
+    try:
+        out.append(_torch_variant("pytorch-cuda-graph", torch_graph(module, args), []))
+    except Exception as exc:  # capture refused (a host sync inside the module): a row with its reason
+        out.append(Unavailable("pytorch-cuda-graph", f"capture failed: {_first_line(exc)}"))
+    out.append(_torch_variant("torch-compile", torch.compile(module, mode="reduce-overhead"), args))
+    out.append(_torch_variant("torch-compile-max-autotune",
+                              torch.compile(module, mode="max-autotune-no-cudagraphs"), args))
+    return out
+
+
+def torch_graph(module: Callable, args: list) -> Callable[[], list]:
+    """The module captured once in a torch CUDA Graph on its (static) inputs; calling it replays the graph and
+    returns the static outputs."""
+    import torch
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.inference_mode():
+        for _ in range(3):  # warm-up outside the capture (allocator, cuDNN/cuBLAS handles and plans)
+            module(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.inference_mode():
+        outputs = list(module(*args))
+
+    def replay() -> list:
+        graph.replay()
+        return outputs
+    return replay
 
 
 def _torch_variant(name: str, fn: Callable, args: list) -> Variant:
@@ -307,7 +384,8 @@ def run_bench(model: onnx.ModelProto, label: str, batch: int, repeats: int = 100
     result = BenchResult(label, batch, device_name(), _dt.datetime.now().isoformat(timespec="seconds"), repeats)
     with tempfile.TemporaryDirectory(prefix="rammer-bench-") as tmp:
         work = Path(out_dir) if out_dir is not None else Path(tmp)
-        variants = rammer_variants(model, feeds, work, result.builds) + torch_variants(model, feeds)
+        variants = (rammer_variants(model, feeds, work, result.builds) + launch_variants(model, feeds, work)
+                    + torch_variants(model, feeds))
         for v in variants:
             result.variants.append(evaluate(v, refs, repeats, warmup))
         for info in result.builds.values():
@@ -385,14 +463,19 @@ def _fmt(v: float | None, spec: str, suffix: str = "") -> str:
 
 
 def render_text(r: BenchResult) -> str:
-    """Console table: per variant its latency, error, and rammer's speed-up over it."""
+    """Console table: per variant its latency, error, and rammer's speed-up over it; the strongest baseline named
+    with rammer's ratio against it; each build's prediction beside the measurements."""
     lines = [f"model {r.model}  batch {r.batch}  device {r.device}  date {r.date}  "
              f"median of {r.repeats} runs (CUDA events)",
-             f"{'variant':14s} {'status':11s} {'median ms':>10s} {'min ms':>9s} {'max err':>9s} "
+             f"{'variant':26s} {'status':11s} {'median ms':>10s} {'min ms':>9s} {'max err':>9s} "
              f"{'rammer x':>9s}  note"]
     for m in r.variants:
-        lines.append(f"{m.name:14s} {m.status:11s} {_fmt(m.median_ms, '.4f'):>10s} {_fmt(m.min_ms, '.4f'):>9s} "
+        lines.append(f"{m.name:26s} {m.status:11s} {_fmt(m.median_ms, '.4f'):>10s} {_fmt(m.min_ms, '.4f'):>9s} "
                      f"{_fmt(m.max_err, '.2g'):>9s} {_fmt(r.speedup(m.name), '.2f', 'x'):>9s}  {m.note}")
+    strongest = r.strongest
+    if strongest is not None:
+        lines.append(f"strongest baseline: {strongest} ({r.ms(strongest):.4f} ms); rammer "
+                     f"{_fmt(r.speedup(strongest), '.2f', 'x')} against it")
     for policy, b in r.builds.items():
         lines.append(f"build {policy}: {_build_summary(b)}")
         compared = predicted_vs_measured(r, policy, b)
@@ -404,20 +487,18 @@ def render_text(r: BenchResult) -> str:
     return "\n".join(lines)
 
 
-# the variant each prediction of a build is for: the policy's own program, and (on the wavefront build, whose
-# launches the baselines run) the op-by-op and CUDA Graph baselines priced by the cost model
-_PREDICTED = {"wavefront": (("rammer", "predicted_us"), ("rammer-base", "op-by-op"), ("cuda-graph", "cuda-graph")),
-              "ios": (("rammer-ios", "predicted_us"),)}
-
-
 def predicted_vs_measured(r: BenchResult, policy: str, b: dict) -> list[tuple[str, float, float]]:
-    """(variant, predicted µs, measured median µs) for each variant of this build that ran and was predicted."""
+    """(variant, predicted µs, measured median µs) for each variant this build predicted that ran: the policy's
+    own plan, and (on the wavefront build, which prices them) every baseline the cost model prices."""
+    predicted = {"wavefront": "rammer", "ios": "rammer-ios"}
     out = []
-    for variant, key in _PREDICTED.get(policy, ()):
-        predicted = b.get(key) if key == "predicted_us" else (b.get("predicted_baselines_us") or {}).get(key)
-        measured = r.ms(variant)
-        if predicted and measured is not None:
-            out.append((variant, float(predicted), measured * 1e3))
+    if policy in predicted and b.get("predicted_us") and r.ms(predicted[policy]) is not None:
+        out.append((predicted[policy], float(b["predicted_us"]), r.ms(predicted[policy]) * 1e3))
+    if policy == "wavefront":
+        for name, us in (b.get("predicted_baselines_us") or {}).items():
+            measured = r.ms(name)
+            if us and measured is not None:
+                out.append((name, float(us), measured * 1e3))
     return out
 
 
@@ -454,10 +535,13 @@ def _markdown(head: list[str], rows: list[list[str]]) -> str:
 
 
 def markdown_table(results: list[BenchResult]) -> str:
-    """BENCHMARKS.md table: one row per model, latency of every variant, rammer's speed-up per baseline."""
-    head = ["model", "batch", "device"] + [f"{v} (ms)" for v in VARIANTS] + [f"rammer vs {b}" for b in BASELINES]
+    """BENCHMARKS.md table: one row per model, latency of every variant, the strongest baseline and rammer's
+    speed-up over it."""
+    head = (["model", "batch", "device"] + [f"{v} (ms)" for v in VARIANTS]
+            + ["strongest baseline", "rammer vs strongest"])
     rows = [[r.model, str(r.batch), r.device] + [_fmt(r.ms(v), ".3f") for v in VARIANTS]
-            + [_fmt(r.speedup(b), ".2f", "x") for b in BASELINES] for r in results]
+            + [r.strongest or "n/a", _fmt(r.speedup(r.strongest) if r.strongest else None, ".2f", "x")]
+            for r in results]
     return _markdown(head, rows)
 
 

@@ -28,7 +28,7 @@ from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS, Temp
 from scheduler.export import graph_to_onnx
 from scheduler.graph import Graph
 from scheduler.passes import check_pass_names
-from scheduler.plan import temp_buffer, vdevice_ops
+from scheduler.plan import temp_buffer
 from scheduler.profiler import H100, Profiler
 from scheduler.onnx_files import save_standalone
 from scheduler.report import render_report, schedule_slices, schedule_source, timeline_svg, timeline_trace
@@ -207,17 +207,18 @@ def make_profiler(profile: str, kind: TargetKind | str, veus: int) -> Profiler:
     `measured` on a CPU build times the emulator (slow; it exercises the mechanism, not GPU timings)."""
     from vdevice.gpu import gpu_available
 
+    from scheduler.legacy_usage import LegacyRegisters
     from scheduler.measure import device_spec
     if profile not in PROFILES:
         raise BuildError(f"--profile must be one of {', '.join(PROFILES)}, not '{profile}'")
     gpu, why = gpu_available() if kind == TargetKind.GPU and profile != "model" else (False, "")
     if profile == "auto":
         profile = "measured" if gpu else "model"
-    if profile == "model":
-        return Profiler(H100, veus, "model")
+    if profile == "model":  # legacy kernels (launch segments) at ptxas' registers, as the baselines price them
+        return Profiler(H100, veus, "model", legacy_registers=LegacyRegisters())
     if kind == TargetKind.GPU and not gpu:
         raise BuildError(f"--profile measured with --target gpu needs a GPU ({why})")
-    return Profiler(device_spec(str(kind)), veus, "measured")
+    return Profiler(device_spec(str(kind)), veus, "measured", legacy_registers=LegacyRegisters())
 
 
 def profile_workload(workload: Any, profiler: Any, target: str, paths: Mapping[str, Path],
@@ -253,6 +254,10 @@ class BuildOptions:
     disable_passes: tuple[str, ...] = ()
     dump_after: tuple[str, ...] = ()
     compile_check: bool = True  # compile the generated program (nvcc without a GPU)
+    # nodes may run outside the rPrograms as launch segments where that is predicted faster (None: on for the
+    # GPU target, off for the CPU emulator's builds unless --force asks for a launch)
+    launches: bool | None = None
+    force: tuple[str, ...] = ()  # "PATTERN=KIND": node names (fnmatch) that must run as rtask, launch or library
 
     def check(self) -> None:
         """One-line errors for options that contradict each other, before any work."""
@@ -264,6 +269,22 @@ class BuildOptions:
             raise BuildError(f"--precision {self.precision}: choose from {', '.join(PRECISIONS)}")
         if self.target not in set(TargetKind):
             raise BuildError(f"--target {self.target}: choose from {', '.join(TargetKind)}")
+        self.forced()
+
+    def forced(self) -> dict[str, str]:
+        """--force as {pattern: kind}; a one-line error for a malformed one."""
+        out = {}
+        for item in self.force:
+            pattern, sep, kind = item.rpartition("=")
+            if not sep or not pattern or kind not in ("rtask", "launch", "library"):
+                raise BuildError(f"--force {item}: expected PATTERN=KIND with KIND rtask, launch or library")
+            out[pattern] = kind
+        return out
+
+    @property
+    def launch_segments(self) -> bool:
+        """Whether nodes may be placed on launch segments (LaunchGroup) by the placement's prices."""
+        return self.launches if self.launches is not None else self.target == TargetKind.GPU
 
     @property
     def searches(self) -> bool:
@@ -366,17 +387,46 @@ class Build:
         return dataclasses.replace(self.plans[key][2])  # a record of its own: the search sets its occupancy
 
     def plan_now(self, graph: Graph, workload: Workload, target: Target, sized_for: Target,
-                 prof: Profiler) -> Planned:
-        """plan() without the memo."""
+                 prof: Profiler, placement: str | None = None) -> Planned:
+        """plan() without the memo (`placement`: instead of the options')."""
         from scheduler.pipeline import plan_workload
         if prof.mode == "measured":
             self.measure(workload, prof)
-        what = f"{self.opts.policy} plan" + (f" on {target.veus} vEUs" if self.plans else "")
+        what = f"{self.opts.policy} plan" + (f" on {target.veus} vEUs" if self.plans else "") + (
+            f" ({placement})" if placement else "")
         sch = self.progress.step(what, lambda: plan_workload(graph, workload, self.opts.policy, prof,
-                                                             validate=False, placement=self.opts.placement,
-                                                             costs=backend_costs(prof, target), veus=target.veus))
-        ops, texts = self.convert(vdevice_ops(sch.plan.programs))
+                                                             validate=False,
+                                                             placement=placement or self.opts.placement,
+                                                             costs=backend_costs(prof, target),
+                                                             launches=self.opts.launch_segments,
+                                                             force=self.opts.forced(), veus=target.veus))
+        ops, texts = self.convert(list(sch.plan.vdevice_ops))
         return Planned(target, sized_for, sch, ops, texts, prof)
+
+    def fallback(self, kept: Planned) -> Planned:
+        """The plan kept, or a plan of launches where that is predicted faster: every node as its fastest legacy
+        kernel in one launch segment (and, with the library enabled, vendor calls where it can), on the graph
+        without the weight-stationary pass (the baselines' graph: scheduler.baselines). Never slower than the
+        strongest runnable baseline's price for that reason."""
+        from scheduler.baselines import BASELINE_DISABLED
+        from scheduler.pipeline import specialise
+        if not self.opts.launch_segments or self.opts.force or self.opts.placement in ("rtask-only",):
+            return kept
+        assert self.graph is not None, "passes() first"
+        graph = specialise(self.graph, self.target, self.registry, tuple(self.opts.disable_passes) + BASELINE_DISABLED)
+        workload = self.workload(graph, self.target)
+        placements = ["launch-only"] + (["library-launch"] if BackendName.LIBRARY in self.target.backends else [])
+        best = kept
+        for placement in placements:
+            trial = self.plan_now(graph, workload, self.target, self.target, self.profiler(self.target), placement)
+            if trial.predicted_us < best.predicted_us - 1e-6:
+                best = trial
+        if best is not kept:
+            best.sch.plan.notes.append(f"fallback: every node launched (vendor calls where the library runs "
+                                       f"faster) on the graph without the weight-stationary pass, predicted "
+                                       f"{best.predicted_us:.1f} us, beats the search's plan at "
+                                       f"{kept.predicted_us:.1f} us")
+        return best
 
     def measure(self, workload: Workload, prof: Profiler) -> None:
         """Measured mode: time the launch shapes the profile cache lacks on this vEU count."""
@@ -406,8 +456,9 @@ class Build:
         graph = self.specialise(self.target, prof)
         first = self.plan(graph, self.workload(graph, self.target), self.target, self.target, prof)
         if not self.opts.searches or not first.ops:
-            return SearchResult(first)
-        return TargetSearch(self, self.progress).run(first, slices=self.opts.veus_per_sm is None)
+            return SearchResult(self.fallback(first))
+        result = TargetSearch(self, self.progress).run(first, slices=self.opts.veus_per_sm is None)
+        return dataclasses.replace(result, planned=self.fallback(result.planned))
     def generate(self, result: SearchResult) -> "Generated":
         """The kept plan as the folder's contents: programs over the converted rKernels, buffers, the manifest with the
         build's figures, and the generated program."""
@@ -423,8 +474,14 @@ class Build:
         manifest = Manifest(str(self.model), hashlib.sha256(self.model.read_bytes()).hexdigest(), self.opts.target,
                             self.opts.policy, kept.target.veus, tensor_specs(graph, graph.inputs),
                             tensor_specs(graph, graph.outputs), buffers, views, sources, deps, plan.predicted_us,
-                            steps=list(plan.steps), calls=list(plan.calls))
-        manifest.stats = _stats(plan, programs, ops) | self.figures(result)
+                            steps=list(plan.steps), calls=list(plan.calls), launches=list(plan.launches))
+        from scheduler.pipeline import graph_baselines
+        passed = self.graph
+        assert passed is not None, "passes() first"
+        baselines = self.progress.step("price the baselines", lambda: graph_baselines(passed, self.registry))
+        plan.baselines_us = baselines.us
+        manifest.stats = _stats(plan, programs, ops) | self.figures(result) | baselines.summary(plan.predicted_us) \
+            | {"baseline_variants": baselines.variants}
         source = self.progress.step("generate program", lambda: generate(ops, texts, veus_per_sm=kept.veus_per_sm)
                                     ).source if ops else None
         weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
@@ -497,15 +554,14 @@ class Build:
         dumps."""
         kept = gen.planned
         plan, profiler = kept.sch.plan, kept.profiler
-        (tmp / "programs.json").write_text(plan_to_json(gen.programs) if gen.programs else
-                                           '{"ops": [], "programs": []}')
+        (tmp / "programs.json").write_text(plan_to_json(gen.programs, kept.ops))
         plan.save(tmp / "plan.json")
         arrays = {npz_key(k): np.ascontiguousarray(v) for k, v in gen.weights.items()}
         np.savez(tmp / "weights.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
         save_standalone(self.model, tmp / "model.onnx")  # with its external data, for `rammer run --check`
-        slices = schedule_slices(plan, gen.programs, profiler.barrier_cost_us)
-        (tmp / "timeline.svg").write_text(timeline_svg(plan, gen.programs, profiler.barrier_cost_us, self.opts.target,
-                                                       slices))
+        step_costs = profiler.step_costs(lambda op: 0.0)  # the simulation's terms; durations are the plan's
+        slices = schedule_slices(plan, gen.programs, step_costs)
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, gen.programs, step_costs, self.opts.target, slices))
         (tmp / "timeline.json").write_text(timeline_trace({schedule_source(self.opts.target): slices},
                                                           {"model": str(self.model), "policy": self.opts.policy,
                                                            "profiler": profiler.describe(self.opts.target)}))
@@ -633,10 +689,12 @@ def _stats(plan: Any, programs: list[Program], ops: list[Op]) -> dict:
     """Counts for the report and the bench: operators, launches, rTasks, programs, barriers."""
     from vdevice.program import Wait
     barriers = sum(isinstance(i, Wait) for p in programs for v in p.veus for i in v)
-    busy = sum(op.rtasks * op.rtask_us for op in plan.ops)
-    capacity = plan.veus * plan.predicted_us
+    outside = set(plan.outside)
+    busy = sum(op.rtasks * op.rtask_us for i, op in enumerate(plan.ops) if i not in outside)
+    capacity = plan.veus * sum(plan.program_us)
     return {"operators": len({op.node for op in plan.ops} | {c.node for c in plan.calls}), "launches": len(ops),
-            "library_calls": len(plan.calls),
+            "library_calls": len(plan.calls), "launch_segments": len(plan.launches),
+            "launched_ops": len(outside),
             "rtasks": sum(op.kernel.rtasks for op in ops), "programs": len(programs), "barrier_rtasks": barriers,
             "predicted_us": round(plan.predicted_us, 3),
             "predicted_busy_pct": round(100 * busy / capacity, 1) if capacity else 0.0,

@@ -76,8 +76,15 @@ def main() -> None:
 @click.option("--backends", default=None, metavar="LIST",
               help="comma-separated backends nodes may run on: rtask, library, user (default: every one available "
                    "on the target; user only with --user-lib)")
-@click.option("--placement", type=click.Choice(["dp", "search", "rtask-only"]), default=None,
-              help="how each node's backend is chosen (default: search when some node has a choice)")
+@click.option("--placement", type=click.Choice(["dp", "search", "rtask-only", "launch-only"]), default=None,
+              help="how each node's backend is chosen (default: search when some node has a choice); launch-only: "
+                   "every node as its fastest legacy kernel in launch segments (a CUDA Graph of them)")
+@click.option("--launch-segments/--no-launch-segments", "launches", default=None,
+              help="let nodes run outside the rPrograms as launch segments (their legacy kernels in a CUDA Graph) "
+                   "where that is predicted faster [default: on for --target gpu, off for cpu]")
+@click.option("--force", "force", multiple=True, metavar="PATTERN=KIND",
+              help="node names matching PATTERN (fnmatch) run as KIND: rtask (in rPrograms), launch or library "
+                   "(repeatable; the first matching pattern wins)")
 @click.option("--merge", type=click.Choice(["auto", "off", "always"]), default="auto", show_default=True,
               help="IOS merge of sibling Convs/MatMuls sharing an input: where it wins by the profiler, never, always")
 @click.option("--user-lib", "user_libs", multiple=True, type=click.Path(file_okay=False), metavar="FOLDER",
@@ -92,8 +99,8 @@ def main() -> None:
 def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str | None, veus: int | None,
           veus_per_sm: int | None, profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...],
           backends: str | None,
-          placement: str | None, merge: str, user_libs: tuple[str, ...], precision: str, strict: bool,
-          as_json: bool) -> None:
+          placement: str | None, launches: bool | None, force: tuple[str, ...], merge: str,
+          user_libs: tuple[str, ...], precision: str, strict: bool, as_json: bool) -> None:
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report).
 
     A node no rKernel implements runs as a library step (a vendor call; on the CPU target any standard ONNX op
@@ -107,7 +114,7 @@ def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
                            disable_passes=disable_passes, dump_after=dump_after, as_json=as_json,
                            backends=backends, placement=placement, user_libs=user_libs, merge=merge,
-                           precision=precision, veus_per_sm=veus_per_sm))
+                           precision=precision, veus_per_sm=veus_per_sm, launches=launches, force=force))
 
 
 @main.command("run")
@@ -273,7 +280,8 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
                   target: str | None = None, veus: int | None = None, profile: str = "auto",
                   disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False,
                   backends: str | None = None, placement: str | None = None, user_libs: tuple[str, ...] = (),
-                  merge: str = "auto", precision: str = DEFAULT_PRECISION, veus_per_sm: int | None = None) -> int:
+                  merge: str = "auto", precision: str = DEFAULT_PRECISION, veus_per_sm: int | None = None,
+                  launches: bool | None = None, force: tuple[str, ...] = ()) -> int:
     """CLI body of `rammer build`: one error line on failure (exit 2 for a model that cannot be read, else 1), a
     summary (or, with --json, the build's stats as one JSON object on stdout) on success. Without --target: the
     GPU when one is visible, else the CPU."""
@@ -302,7 +310,7 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
         names = default_backends(target, user_libs) if backends is None else \
             tuple(b.strip() for b in backends.split(",") if b.strip())
         options = BuildOptions(target, veus, veus_per_sm, policy, profile, precision, names, user_libs, placement,
-                               merge, corpus, disable_passes, dump_after)
+                               merge, corpus, disable_passes, dump_after, launches=launches, force=tuple(force))
         built = build_model(model, out_dir, options, quiet=as_json)
     except ModelError as exc:
         print(_one_line(exc), file=sys.stderr)
@@ -319,8 +327,9 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
                           "num_veus": built.manifest.veus, **s}))
         return Exit.OK
     print(f"{built.folder}: {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, "
-          f"{s['programs']} rProgram(s), {s['library_calls']} library call(s), {s['barrier_rtasks']} barrier-rTasks "
-          f"on {built.manifest.veus} vEUs, "
+          f"{s['programs']} rProgram(s), {s.get('launch_segments', 0)} launch segment(s) of "
+          f"{s.get('launched_ops', 0)} launch(es), {s['library_calls']} library call(s), "
+          f"{s['barrier_rtasks']} barrier-rTasks on {built.manifest.veus} vEUs, "
           + (f"predicted {s['predicted_us']:.1f} us, " if built.manifest.target == "gpu" else "")
           + f"built in {s['build_s']:.1f} s")
     return Exit.OK

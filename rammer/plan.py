@@ -6,6 +6,8 @@ import json
 import sys
 
 from kernel_corpus.bindings import registry as default_registry
+from scheduler.baselines import Baselines
+from scheduler.pipeline import model_baselines
 from scheduler.graph import SchedulerError
 from scheduler.onnx_import import ModelError
 from scheduler.pipeline import default_target, load_workload, plan_workload
@@ -35,6 +37,8 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
             done, cached = profile_workload(workload, profiler, "gpu", source_paths(default_registry))
             say(f"profiler: {done} launch shape(s) measured, {cached} from the cache")
         sch = plan_workload(graph, workload, policy, profiler, veus=veus)
+        baselines = model_baselines(model)
+        sch.plan.baselines_us = baselines.us
     except SchedulerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return Exit.USAGE if isinstance(exc, ModelError) else Exit.FAILED
@@ -42,8 +46,8 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
     tasks = sum(p.steps(v) for p in plan.programs for v in range(p.num_veus))
     say(f"{policy}: {len(sch.workload.ops)} operators, {len(plan.ops)} launches, {tasks} rTasks, "
         f"{len(plan.programs)} rProgram(s), predicted {plan.predicted_us:.1f} us")
-    for name, us in plan.baselines_us.items():
-        say(f"  the same launches {name}: predicted {us:.1f} us ({us / max(plan.predicted_us, 1e-9):.2f}x)")
+    for line in baseline_lines(baselines, plan.predicted_us):
+        say(line)
     for note in plan.notes:
         say(f"note: {note}")
     if out:
@@ -54,5 +58,18 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
                           "operators": len(sch.workload.ops), "launches": len(plan.ops), "rtasks": tasks,
                           "programs": len(plan.programs), "predicted_us": round(plan.predicted_us, 3),
                           "predicted_baselines_us": {k: round(v, 3) for k, v in plan.baselines_us.items()},
+                          **baselines.summary(plan.predicted_us),
                           "notes": plan.notes, "plan_json": out}))
     return 0
+
+
+def baseline_lines(baselines: Baselines, predicted_us: float) -> list[str]:
+    """One line per baseline (predicted µs, and the plan's speed-up over it), the strongest named."""
+    out = []
+    for name, us in baselines.us.items():
+        mark = "  <- strongest" if name == baselines.strongest else ""
+        out.append(f"  baseline {name}: predicted {us:.1f} us (plan {us / max(predicted_us, 1e-9):.2f}x){mark}")
+    ratio = baselines.ratio(predicted_us)
+    out.append(f"  no baseline: {baselines.unavailable}" if ratio is None else
+               f"  vs the strongest baseline ({baselines.strongest}): {ratio:.2f}x")
+    return out

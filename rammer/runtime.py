@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from scheduler.graph import SchedulerError
-from scheduler.plan import LibraryCall, Step, StepKind, program_steps, rebind_programs
+from scheduler.plan import LaunchGroup, LibraryCall, Step, StepKind, program_steps, rebind_programs
 from vdevice.program import Op, Program, plan_from_json
 
 BUILD_FORMAT = 2   # 2: the manifest names itself (MARKER) and lists the files the build wrote
@@ -72,8 +72,9 @@ class Manifest:
     stats: dict[str, Any] = field(default_factory=dict)
     format: int = BUILD_FORMAT
     files: list[str] = field(default_factory=list)  # every file the build wrote, relative, build.json included
-    steps: list[Step] = field(default_factory=list)  # run order: rPrograms and library calls (empty: programs)
+    steps: list[Step] = field(default_factory=list)  # run order: rPrograms, launch segments and library calls
     calls: list[LibraryCall] = field(default_factory=list)  # the library steps
+    launches: list[LaunchGroup] = field(default_factory=list)  # the launch segments
 
     def to_json(self) -> dict:
         """JSON-ready form."""
@@ -87,6 +88,7 @@ class Manifest:
             "views": {k: list(v) for k, v in self.views.items()}, "sources": self.sources,
             "deps": [list(d) for d in self.deps], "predicted_us": round(self.predicted_us, 3), "stats": self.stats,
             "steps": [s.to_json() for s in self.steps], "library_calls": [c.to_json() for c in self.calls],
+            "launch_groups": [g.to_json() for g in self.launches],
         }
 
     @staticmethod
@@ -106,7 +108,8 @@ class Manifest:
                             [tuple(d) for d in obj["deps"]], obj["predicted_us"], obj.get("stats", {}),
                             files=list(obj["files"]),
                             steps=[Step.from_json(s) for s in obj.get("steps", [])],
-                            calls=[LibraryCall.from_json(c) for c in obj.get("library_calls", [])])
+                            calls=[LibraryCall.from_json(c) for c in obj.get("library_calls", [])],
+                            launches=[LaunchGroup.from_json(g) for g in obj.get("launch_groups", [])])
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise BuildError(f"{where}: error: corrupt or incomplete build: manifest field {exc} is missing or "
                              f"malformed; rebuild the model") from None
@@ -220,7 +223,7 @@ class Built:
                 by_program = self.program_ops()
                 cls = OpByOpExecutor if kind == "op-by-op" else GraphExecutor
                 ex = cls(self.ops, self.sources, {}, deps=self.manifest.deps, vdevice=vd,
-                         steps=self.executor_steps(lambda k: by_program[k]))
+                         steps=self.executor_steps(lambda k: by_program[k], lambda g: list(g.ops)))
             else:
                 raise BuildError(f"unknown executor '{kind}' (persistent, op-by-op, graph)")
             self._executors[key] = ex
@@ -231,12 +234,20 @@ class Built:
         from vdevice.program import Run
         return [sorted({i.task.op for v in p.veus for i in v if isinstance(i, Run)}) for p in self.programs]
 
-    def executor_steps(self, program_step: Any) -> list[Any]:
-        """The build's steps for an executor: `program_step(k)` for rProgram k, a CallStep per library call."""
-        from vdevice.executors import CallStep
-        return [program_step(s.index) if s.kind == StepKind.PROGRAM else
-                CallStep(self.manifest.calls[s.index].node, library_step(self.manifest.calls[s.index]))
-                for s in self.steps]
+    def executor_steps(self, program_step: Any, segment: Any = None) -> list[Any]:
+        """The build's steps for an executor: `program_step(k)` for rProgram k, `segment(group)` for a launch
+        segment (default: a LaunchStep), a CallStep per library call."""
+        from vdevice.executors import CallStep, LaunchStep
+        segment = segment or (lambda g: LaunchStep(tuple(g.ops), tuple(g.deps)))
+        out = []
+        for s in self.steps:
+            if s.kind == StepKind.PROGRAM:
+                out.append(program_step(s.index))
+            elif s.kind == StepKind.LAUNCHES:
+                out.append(segment(self.manifest.launches[s.index]))
+            else:
+                out.append(CallStep(self.manifest.calls[s.index].node, library_step(self.manifest.calls[s.index])))
+        return out
 
     def check_inputs(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Inputs as contiguous arrays of the built dtype; one-line error on a missing, extra or misshapen one."""

@@ -5,16 +5,16 @@ from __future__ import annotations
 import functools
 import heapq
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
-from kernel_corpus.bindings import Launch, as_unpinned
+from kernel_corpus.bindings import Launch, as_unpinned, reads_constants_only
 from vdevice.program import NOT_AWAITED, Instr, Op, Program, Run, TaskRef, Wait, uncovered
 
 from .graph import SchedulerError
 from .plan import Choice, MakeOp, Plan, ProgramOp, Programs, default_vdevice_op
 from .profiler import Profiler, Resources
-from .simulate import start_time
+from .simulate import OrderedInstr, start_time
 from .workload import Candidate, OpSpec
 
 NONE = NOT_AWAITED  # no task awaited on a vEU (the same mark vdevice.program uses)
@@ -77,6 +77,8 @@ class ProgramBuilder:
         self.clocks = parent.clocks.copy() if parent else np.zeros(v)
         self.counts = parent.counts.copy() if parent else np.zeros(v, np.int64)
         self.awaited = parent.awaited.copy() if parent else np.full((v, v), NONE, np.int64)
+        # the op of each vEU's last rTask, NONE after a wait: a different op (or L1 invalidated) fetches its arguments
+        self.last_op = parent.last_op.copy() if parent else np.full(v, NONE, np.int64)
         self.records: list[tuple[TaskRef, int, Awaited | None]] = []
         self.placed: dict[int, DepSet] = {}
         self.where: dict[TaskRef, tuple[int, int, float]] = {}
@@ -169,9 +171,14 @@ class ProgramBuilder:
             if us.size:
                 refs = dep.awaited(us)
                 wait_ends = [float(dep.end[us].max())]
-        barrier = self.mech.profiler.barrier_cost_us(len(refs.veus)) if refs is not None else 0.0
-        start = start_time(float(self.clocks[veu]), wait_ends, barrier)
-        end = start + self.op(task.op).rtask_us
+        terms = self.mech.terms
+        start = float(self.clocks[veu])
+        if refs is not None:  # a barrier-rTask: the satisfied wait's cost, or until the awaited rTasks are seen
+            start = start_time(start + terms.satisfied_us, wait_ends,
+                               self.mech.profiler.barrier_cost_us(len(refs.veus)))
+        fetch = terms.arg_fetch_us if refs is not None or self.last_op[veu] != task.op else 0.0
+        end = start + fetch + self.op(task.op).rtask_us
+        self.last_op[veu] = task.op
         order = int(self.counts[veu])
         self.clocks[veu], self.counts[veu] = end, order + 1
         self.records.append((task, veu, refs))
@@ -235,7 +242,7 @@ class ProgramBuilder:
 
     # ---- nodes ------------------------------------------------------------------------------------------------
     def node_deps(self, spec: OpSpec) -> DepSet | None:
-        """What the first launch of a node waits for: the last launch of each predecessor in this program."""
+        """What a node's launches wait for: each predecessor's end (node_end) in this program."""
         dep = None
         for p in spec.preds:
             ops = self.ops_of_node(p)
@@ -244,24 +251,43 @@ class ProgramBuilder:
                     raise SchedulerError(f"node '{spec.name}' scheduled before its predecessor "
                                          f"(node {p}): a policy bug")
                 continue  # an earlier rProgram: finished before this one starts
-            last = self.placement(ops[-1])
-            dep = last if dep is None else dep.merge(last)
+            end = self.node_end(ops)
+            dep = end if dep is None else dep.merge(end)
+        return dep
+
+    def node_end(self, ops: list[int]) -> DepSet | None:
+        """What waiting for a node means: its last launch, and every independent launch (which no later launch of
+        the node waits for)."""
+        dep = self.placement(ops[-1])
+        for op_id in ops[:-1]:
+            if self.op(op_id).launch.independent:
+                placed = self.placement(op_id)
+                dep = placed if dep is None else (dep.merge(placed) if placed is not None else dep)
         return dep
 
     def schedule_node(self, spec: OpSpec, cand: Candidate, extra: DepSet | None = None,
                       veus: Sequence[int] | None = None) -> list[int]:
-        """Append every launch of the chosen rKernel; a launch waits for all rTasks of the one before."""
+        """Append every launch of the chosen rKernel: a launch waits for all rTasks of the one before; an
+        independent launch (Launch.independent) for the node's inputs only; a resident family's load for nothing
+        (it reads constants: it runs when its vEUs are free, not after the node's inputs), so the launch after it
+        waits for the node's inputs as well."""
         if spec.index in self.mech.node_program or self.ops_of_node(spec.index) is not None:
             raise SchedulerError(f"node '{spec.name}' scheduled twice: a policy bug")
-        deps = self.node_deps(spec)
+        inputs = self.node_deps(spec)
         if extra is not None and extra.any():
-            deps = extra if deps is None else deps.merge(extra)
-        ids = []
+            inputs = extra if inputs is None else inputs.merge(extra)
+        ids: list[int] = []
+        chain = inputs  # what the node's next ordinary launch waits for
         for k, launch in enumerate(cand.launches):
             op_id = self.add_op(ProgramOp(spec.name, spec.op_type, cand.variant, cand.source, k, launch,
                                           list(spec.inputs), list(spec.outputs)))
-            self.place(op_id, deps, veus)
-            deps = self.placement(op_id)
+            load = reads_constants_only(launch)
+            self.place(op_id, None if load else inputs if launch.independent else chain, veus)
+            placed = self.placement(op_id)
+            if load:
+                chain = placed if inputs is None else (inputs.merge(placed) if placed is not None else inputs)
+            elif not launch.independent:
+                chain = placed
             ids.append(op_id)
         self.node_ops[spec.index] = ids
         return ids
@@ -284,6 +310,15 @@ class ProgramBuilder:
     def program_us(self) -> float:
         """Predicted time of this rProgram: makespan plus one persistent launch (0 when empty)."""
         return self.time_us() + self.mech.profiler.device.launch_us if self.counts.any() else 0.0
+
+
+def record_steps(records: list[tuple[TaskRef, int, "Awaited | None"]]) -> Iterator[OrderedInstr]:
+    """A builder's records as the simulation's steps (scheduler.simulate.simulate_steps): the mechanism appended
+    them in an order the vEUs can run them, so the plan is timed without writing its programs."""
+    for task, veu, refs in records:
+        if refs is not None:
+            yield veu, None, (refs.veus, refs.order)
+        yield veu, task.op, None
 
 
 def write_programs(vops: list[Op], veus: int, builders: list["ProgramBuilder"]) -> list[Program]:
@@ -318,6 +353,7 @@ class Mechanism:
         self.veus = veus or profiler.veus
         if self.veus < 1:
             raise SchedulerError(f"a vDevice needs at least one vEU, got {self.veus}")
+        self.terms = profiler.step_costs(lambda op: 0.0)  # the interpreter's terms the online clocks charge
         self.ops: list[ProgramOp] = []
         self.closed: list[ProgramBuilder] = []
         self.node_program: dict[int, int] = {}
@@ -335,7 +371,7 @@ class Mechanism:
         """Make a trial real: merge a fork into the current program, or close the current one for a fresh one."""
         if trial.parent is self.current:
             cur = self.current
-            cur.clocks, cur.counts, cur.awaited = trial.clocks, trial.counts, trial.awaited
+            cur.clocks, cur.counts, cur.awaited, cur.last_op = trial.clocks, trial.counts, trial.awaited, trial.last_op
             cur.records.extend(trial.records)
             cur.placed.update(trial.placed)
             cur.where.update(trial.where)
@@ -364,8 +400,12 @@ class Mechanism:
         vops = [make_op(op) for op in self.ops]
         used = [sorted({task.op for task, _, _ in b.records}) for b in builders]
         programs = Programs(vops, used, functools.partial(write_programs, vops, self.veus, builders))
+        duration = lambda op: self.ops[op].rtask_us  # noqa: E731  (pinned or not, as placed)
+        times = [self.profiler.records_us(b.counts.tolist(), record_steps(b.records),
+                                          [(r.veus, r.order) for _, _, r in b.records if r is not None], duration)
+                 for b in builders]
         return Plan(policy, self.profiler.device.name, self.profiler.describe(), self.veus, list(self.ops),
-                    programs, [b.program_us() for b in builders], choices, aliases or {}, notes, needs)
+                    programs, times, choices, aliases or {}, notes, needs)
 
     def veu_needs(self, b: ProgramBuilder) -> Resources:
         """What a vEU of this program must provide: the most threads and shared memory of its rKernels."""

@@ -8,19 +8,20 @@ from pathlib import Path
 from typing import Any, Callable
 
 import onnx
-from kernel_corpus.bindings import as_unpinned
+from kernel_corpus.bindings import reads_constants_only
 from vdevice.program import Program, validate_plan
 from vdevice.target import Target, TargetKind
 
 from .backends import BACKENDS, default_backends
+from .baselines import BASELINE_DISABLED, Baselines, price
 from .graph import Graph, Node, SchedulerError, present
 from .merge import Price, run_merge
 from .onnx_import import import_model
 from .passes import run_passes, run_target_passes
 from .plan import MakeOp, Plan, default_vdevice_op
 from .policies import POLICIES
-from .profiler import H100, Profiler
-from .workload import Workload, build_workload
+from .profiler import H100, DeviceSpec, Profiler
+from .workload import UnsupportedOpError, Workload, build_workload
 
 
 @dataclass
@@ -33,24 +34,39 @@ class Scheduled:
 
 
 def op_dependencies(plan: Plan, workload: Workload) -> list[tuple[int, int]]:
-    """Op-level edges derived from the DFG, not from the schedule: each launch after the one before it of the
-    same node, the first launch of a node after the last launch of each predecessor node."""
+    """Op-level edges derived from the DFG, not from the schedule: each launch after the one before it of the same
+    node, the first launch of a node after each predecessor node's end (its last launch and its independent ones);
+    an independent launch after the predecessors only, a resident load after nothing (the launch after it then
+    after the predecessors too): the mechanism's rule (Mechanism.schedule_node)."""
     by_node: dict[str, list[int]] = {}
     for i, op in enumerate(plan.ops):
         by_node.setdefault(op.node, []).append(i)
-    calls = {c.node for c in plan.calls}  # library steps: ordered by the plan's steps, not by op edges
+    for ids in by_node.values():
+        ids.sort(key=lambda i: plan.ops[i].launch_index)
+    # library steps and launch segments: ordered by the plan's steps, not by op edges
+    calls = {c.node for c in plan.calls} | {plan.ops[i].node for i in plan.outside}
+
+    def ends(node: str) -> list[int]:
+        ids = by_node[node]
+        return [i for i in ids[:-1] if plan.ops[i].launch.independent] + [ids[-1]]
+
     edges = []
     for spec in workload.ops:
         if spec.name in calls:
             continue
-        ids = sorted(by_node.get(spec.name, []), key=lambda i: plan.ops[i].launch_index)
+        ids = by_node.get(spec.name, [])
         if not ids:
             raise SchedulerError(f"node '{spec.name}' is missing from the plan")
-        edges += list(zip(ids, ids[1:]))
-        for p in spec.preds:
-            if workload.ops[p].name in calls:
+        inputs = [e for p in spec.preds if workload.ops[p].name not in calls for e in ends(workload.ops[p].name)]
+        chain = list(inputs)
+        for i in ids:
+            launch = plan.ops[i].launch
+            if reads_constants_only(launch):
+                chain = [i] + inputs
                 continue
-            edges.append((max(by_node[workload.ops[p].name], key=lambda i: plan.ops[i].launch_index), ids[0]))
+            edges += [(j, i) for j in (inputs if launch.independent else chain)]
+            if not launch.independent:
+                chain = [i]
     return edges
 
 
@@ -152,18 +168,20 @@ def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, tar
 
 def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", profiler: Profiler | None = None,
                   make_op: MakeOp = default_vdevice_op, validate: bool = True, placement: str | None = None,
-                  costs: Any = None, **params: Any) -> Scheduled:
-    """Place (when some node has more than one backend, see scheduler.placement), schedule and validate; the plan
-    carries the graph's notes and aliases."""
+                  costs: Any = None, launches: bool = False, force: dict[str, str] | None = None,
+                  **params: Any) -> Scheduled:
+    """Place (when some node has more than one backend, or `launches` lets nodes run as launch segments, or `force`
+    pins node kinds; see scheduler.placement), schedule and validate; the plan carries the graph's notes and
+    aliases."""
     profiler = profiler or Profiler()
     if profiler.resident_bytes is None:  # the L2 term: whether the weights can stay in L2 between inferences
         profiler.resident_bytes = sum(int(w.nbytes) for w in graph.weights.values())
-    if placement is None and not needs_placement(workload):
+    if placement is None and not needs_placement(workload) and not launches and not force:
         plan = schedule(workload, policy, profiler, make_op, validate, **params)
     else:
         plan = place_and_schedule(workload, policy, profiler, placement or "search", make_op, validate, costs,
-                                  **params)
-    plan.baselines_us = profiler.baselines_us([as_unpinned(op.launch) for op in plan.ops])  # no regions there
+                                  launches or placement in ("launch-only", "library-launch") or any(
+                                      k == "launch" for k in (force or {}).values()), force or {}, **params)
     plan.notes = graph.notes + plan.notes
     if profiler.misses:
         plan.notes.append(f"profiler: {profiler.misses} launch shape(s) not in the measured cache: cost model used")
@@ -190,17 +208,24 @@ def needs_placement(workload: Workload) -> bool:
 
 def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, placement: str,
                        make_op: MakeOp = default_vdevice_op, validate: bool = True, costs: Any = None,
-                       **params: Any) -> Plan:
-    """Choose each node's backend (dp, search or rtask-only), then plan the runs of rKernel nodes with the policy
-    and the library nodes as call steps (scheduler.segments)."""
+                       launches: bool = False, force: dict[str, str] | None = None, **params: Any) -> Plan:
+    """Choose each node's backend (dp, search, rtask-only, launch-only; `launches`: LAUNCH is an option, `force`:
+    node-name patterns -> the kind they must run as), then plan the runs of rKernel nodes with the policy, the runs
+    of launched nodes as launch segments and the library nodes as call steps (scheduler.segments)."""
     from .backends.costs import BackendCosts
-    from .placement import PLACEMENTS, dp, fixed, lost_overlap, node_options, search
+    from .placement import PLACEMENTS, dp, fixed, forced, lost_overlap, node_options, search
     from .segments import check_steps, plan_steps
     if placement not in PLACEMENTS:
         raise SchedulerError(f"unknown placement '{placement}' (choose from {', '.join(PLACEMENTS)})")
     costs = costs or BackendCosts(profiler.device)
     veus = params.get("veus") or profiler.veus
-    options = [node_options(spec, profiler, veus, costs.call_us) for spec in workload.ops]
+    prefetch = getattr(profiler.legacy_registers, "prefetch", None)
+    if launches and prefetch is not None:  # ptxas once per legacy source for every candidate launch
+        from kernel_corpus.bindings import as_unpinned
+        prefetch(as_unpinned(launch) for spec in workload.ops for c in spec.candidates
+                           for launch in c.launches)
+    options = [node_options(spec, profiler, veus, costs.call_us, launches) for spec in workload.ops]
+    options = forced(options, workload, force or {})
     if placement == "rtask-only":
         only_calls = [spec.name for spec, opts in zip(workload.ops, options) if all(o.is_call for o in opts)]
         if only_calls:
@@ -217,24 +242,28 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
         return runs[key]
 
     def evaluate(p: Any) -> Plan:
-        plan = plan_steps(workload, p, plan_run, costs.call_us, policy, profiler)
+        plan = plan_steps(workload, p, plan_run, costs.call_us, policy, profiler, make_op)
         if validate:
             check_steps(plan, workload, op_dependencies(plan, workload))
         return plan
 
-    kernels_only = fixed(workload, options, False, "rtask-only")
-    if placement == "rtask-only":
-        plan = evaluate(kernels_only)
+    kernels_only = fixed(workload, options, "rkernel", "rtask-only")
+    if placement in ("rtask-only", "launch-only", "library-launch"):
+        plan = evaluate({"rtask-only": kernels_only,
+                         "launch-only": fixed(workload, options, "launch", "launch-only"),
+                         "library-launch": fixed(workload, options, "call", "library-launch", "launch")}[placement])
     else:
         # the all-rKernel plan (when every node has an rKernel) tells the DP what overlap each cut would lose
-        base = evaluate(kernels_only) if all(spec.candidates for spec in workload.ops) else None
+        has_kernels = all(any(o.kind == "rkernel" for o in opts) for opts in options)
+        base = evaluate(kernels_only) if has_kernels else None
         first = dp(workload, options, profiler.device.launch_us,
-                   lost_overlap(workload, base, profiler.barrier_cost_us(profiler.veus)))
+                   lost_overlap(workload, base, profiler.barrier_cost_us(profiler.veus)), profiler.launches.eager_us)
         if placement == "dp":
             plan = evaluate(first)
         else:
-            starts = [first, fixed(workload, options, False, "start rtask-only"),
-                      fixed(workload, options, True, "start library wherever possible")]
+            starts = [first, kernels_only, fixed(workload, options, "call", "start library wherever possible")]
+            if launches:
+                starts.append(fixed(workload, options, "launch", "start launch wherever possible"))
             plan = search(workload, options, starts, evaluate)[1]
     if any(spec.calls for spec in workload.ops):
         plan.notes.append(costs.describe())
@@ -249,3 +278,35 @@ def plan_model(model: str | Path | onnx.ModelProto, policy: str = "wavefront", p
     veus = params.get("veus") or (profiler.veus if profiler else None)
     graph, workload = load_workload(model, registry, default_target(veus))
     return plan_workload(graph, workload, policy, profiler, make_op, validate, **params)
+
+
+# ---- the baselines of a model (scheduler/baselines.py prices them; here they are planned from a graph) ----
+
+
+def graph_baselines(graph: Graph, registry: Any = None, device: DeviceSpec = H100,
+                    legacy_registers: Any = "ptxas") -> Baselines:
+    """The baselines of a passed graph (import and graph passes done, scheduler.pipeline.import_graph) on
+    `device`: without the weight-stationary target pass, every corpus variant and library call a candidate, legacy
+    kernels at ptxas' registers ("ptxas": LegacyRegisters, None: DeviceSpec.legacy_registers assumed). No vEU
+    count, no plan: the same for every build of the model."""
+    from vdevice.target import BackendName
+
+    from .legacy_usage import LegacyRegisters
+    target = Target(TargetKind.GPU, device.sms, backends=(BackendName.RTASK, BackendName.LIBRARY))
+    registry = default_registry(registry)
+    g = specialise(graph, target, registry, disabled=BASELINE_DISABLED)
+    try:
+        workload = build_workload(g, registry, target)
+    except UnsupportedOpError as exc:
+        return Baselines({}, unavailable=f"no baseline on the GPU: {str(exc).splitlines()[0]}")
+    regs = LegacyRegisters() if legacy_registers == "ptxas" else legacy_registers
+    profiler = Profiler(device, device.sms, legacy_registers=regs)
+    profiler.resident_bytes = sum(int(w.nbytes) for w in g.weights.values())  # the L2 term, as plans have it
+    return price(workload, profiler)
+
+
+def model_baselines(model: str | Path | onnx.ModelProto, registry: Any = None, device: DeviceSpec = H100,
+                    legacy_registers: Any = "ptxas") -> Baselines:
+    """graph_baselines of an ONNX model (imported and passed here)."""
+    registry = default_registry(registry)
+    return graph_baselines(import_graph(model, registry), registry, device, legacy_registers)

@@ -1,12 +1,15 @@
 """Placement (after Collage, MLSys'23): which backend runs each node. Every enabled backend offers its options per
-node (an rKernel backend: its fastest candidate alone on the vDevice; the library: its call), priced by the
-profiler and the backend costs. The first level is a dynamic program over the operator order with two states (an
-rProgram is open, or the last step was a library call): a library call closes the open rProgram, paying the
-overlap that cut loses (measured on the all-rKernel plan: how long nodes before it still run after nodes beyond it
-have started), and the next rKernel node pays for opening a new one (a persistent launch). It is optimal for chains
-under those prices (a test checks it against brute force). The second level is a bounded local search that prices
-whole plans with the policy itself: it starts from the best of the DP's, the rKernel-only and the
-library-wherever-possible placements and moves classes of alike nodes, then single nodes, while that helps, within
+node (an rKernel backend: its fastest candidate alone on the vDevice; the library: its call), and, when launch
+segments are enabled, LAUNCH: the node's fastest legacy kernel launched at its own occupancy outside the rPrograms
+(a CUDA Graph node), priced by the profiler and the backend costs. The first level is a dynamic program over the
+operator order with three states (an rProgram is open, a launch segment is open, or the last step was a library
+call): leaving an open rProgram (for a call or a launch) pays the overlap that cut loses (measured on the
+all-rKernel plan: how long nodes before it still run after nodes beyond it have started), the next rKernel node pays
+for opening a new one (a persistent launch), the first node of a launch segment for launching its graph. It is
+optimal for chains under those prices (a test checks it against brute force). The second level is a bounded local
+search that prices whole plans with the policy itself: it starts from the best of the DP's, the rKernel-only, the
+library-wherever-possible and the launch-wherever-possible placements and moves classes of alike nodes, then single
+nodes, while that helps, within
 `max_evals` plans and `max_seconds`."""
 from __future__ import annotations
 
@@ -17,11 +20,13 @@ from typing import Callable
 from .plan import Plan
 from .policies.common import candidate_us
 from .profiler import Profiler
-from .segments import CALL_BACKENDS, Placement
+from .segments import CALL_BACKENDS, LAUNCH, Placement, fastest_alone
 from .workload import OpSpec, Workload
 
-PLACEMENTS = ("dp", "search", "rtask-only")
-OPEN, CLOSED = 0, 1  # DP states: an rProgram is open / the last step was a library call (or nothing ran yet)
+PLACEMENTS = ("dp", "search", "rtask-only", "launch-only", "library-launch")
+# DP states: an rProgram is open / the last step was a library call (or nothing ran yet) / a launch segment is open
+OPEN, CLOSED, LAUNCHING = 0, 1, 2
+STATE_OF = {"rkernel": OPEN, "call": CLOSED, "launch": LAUNCHING}
 
 
 @dataclass(frozen=True)
@@ -35,10 +40,17 @@ class Option:
     def is_call(self) -> bool:
         return self.backend in CALL_BACKENDS
 
+    @property
+    def kind(self) -> str:
+        """The segment it runs in: "rkernel", "launch" or "call"."""
+        return "call" if self.is_call else "launch" if self.backend == LAUNCH else "rkernel"
 
-def node_options(spec: OpSpec, profiler: Profiler, veus: int, call_us: Callable) -> list[Option]:
+
+def node_options(spec: OpSpec, profiler: Profiler, veus: int, call_us: Callable, launches: bool = False
+                 ) -> list[Option]:
     """Per backend that can run the node: rKernel backends at their fastest candidate on the whole vDevice (plus the
-    barrier before it), the library at its call's price."""
+    barrier before it), the library at its call's price, and (`launches`) LAUNCH at its fastest legacy kernel's
+    graph node (launch_option_us)."""
     out = []
     barrier = profiler.device.barrier_us
     assert barrier is not None  # the profiler fixes it at its vEU count
@@ -46,7 +58,18 @@ def node_options(spec: OpSpec, profiler: Profiler, veus: int, call_us: Callable)
         best = min(candidate_us(profiler, c, veus) for c in spec.candidates if c.backend == backend)
         out.append(Option(backend, best + barrier))
     out += [Option(c.backend, call_us(c)) for c in spec.calls]
+    if launches and spec.candidates:
+        out.append(Option(LAUNCH, launch_option_us(spec, profiler)))
     return out
+
+
+def launch_option_us(spec: OpSpec, profiler: Profiler) -> float:
+    """A node launched outside the rPrograms: its fastest legacy variant's launches at their own occupancy, each a
+    CUDA Graph node (the kernel and the node's gap, never less than a tiny op's node)."""
+    from kernel_corpus.bindings import as_unpinned
+    cand = fastest_alone(profiler, spec)
+    gap, floor = profiler.launches.gap_us("graph"), profiler.launches.floor_us("graph")
+    return sum(max(floor, profiler.legacy_kernel_us(as_unpinned(launch)) + gap) for launch in cand.launches)
 
 
 def lost_overlap(workload: Workload, plan: Plan | None, barrier_us: float) -> list[float]:
@@ -77,30 +100,32 @@ def lost_overlap(workload: Workload, plan: Plan | None, barrier_us: float) -> li
             for i in range(n)]
 
 
-def dp(workload: Workload, options: list[list[Option]], open_us: float, lost: list[float] | None = None
-       ) -> Placement:
-    """Collage's first level: least total price over the operator order. A library call closes the open rProgram:
-    the next rKernel node pays `open_us` to open a new one (so does the first), and a call at node i placed while an
-    rProgram is open pays `lost[i]`, the overlap the cut takes from the nodes around it. Ties keep nodes inside
-    rPrograms."""
+def dp(workload: Workload, options: list[list[Option]], open_us: float, lost: list[float] | None = None,
+       graph_us: float = 0.0) -> Placement:
+    """Collage's first level: least total price over the operator order. Leaving an open rProgram for a library
+    call or a launch at node i pays `lost[i]`, the overlap the cut takes from the nodes around it; the next rKernel
+    node pays `open_us` to open a new rProgram (so does the first), the first node of a launch segment `graph_us`
+    (its graph's launch). Ties keep nodes inside rPrograms."""
     lost = lost or [0.0] * len(options)
     INF = float("inf")
-    cost = [INF, 0.0]  # before the first node nothing is open: the first rKernel node opens an rProgram
+    cost = [INF, 0.0, INF]  # before the first node nothing is open
     back: list[list[tuple[int, Option]]] = []
-    for opts in options:
-        new, how = [INF, INF], [(-1, opts[0]), (-1, opts[0])]
-        for state in (OPEN, CLOSED):
+    for i, opts in enumerate(options):
+        new, how = [INF, INF, INF], [(-1, opts[0])] * 3
+        for state in (OPEN, CLOSED, LAUNCHING):
             if cost[state] == INF:
                 continue
             for opt in opts:
-                nxt = CLOSED if opt.is_call else OPEN
-                price = cost[state] + opt.us + (open_us if nxt == OPEN and state == CLOSED else 0.0)
-                price += lost[len(back)] if opt.is_call and state == OPEN else 0.0
+                nxt = STATE_OF[opt.kind]
+                price = cost[state] + opt.us
+                price += open_us if nxt == OPEN and state != OPEN else 0.0
+                price += graph_us if nxt == LAUNCHING and state != LAUNCHING else 0.0
+                price += lost[i] if nxt != OPEN and state == OPEN else 0.0
                 if price < new[nxt] - 1e-9:
                     new[nxt], how[nxt] = price, (state, opt)
         back.append(how)
         cost = new
-    state = OPEN if cost[OPEN] <= cost[CLOSED] else CLOSED
+    state = min((OPEN, CLOSED, LAUNCHING), key=lambda s: (cost[s], s))
     chosen: dict[int, Option] = {}
     for i in range(len(options) - 1, -1, -1):
         prev, opt = back[i][state]
@@ -119,21 +144,45 @@ def why(opt: Option, opts: list[Option], open_us: float, lost: float = 0.0) -> s
     if len(opts) == 1:
         return f"{opt.backend}: the only backend ({opt.us:.1f} us)"
     others = ", ".join(f"{o.backend} {o.us:.1f} us" for o in opts if o is not opt)
-    split = (f"; a library call closes the rProgram: reopening costs {open_us:.1f} us"
+    split = (f"; a library call or a launch closes the rProgram: reopening costs {open_us:.1f} us"
              + (f", the cut loses {lost:.1f} us of overlap" if lost > 0 else ""))
-    return f"dp: {opt.backend} {opt.us:.1f} us vs {others}{split if any(o.is_call for o in opts) else ''}"
+    return f"dp: {opt.backend} {opt.us:.1f} us vs {others}{split if any(o.kind != 'rkernel' for o in opts) else ''}"
 
 
-def fixed(workload: Workload, options: list[list[Option]], prefer_call: bool, label: str) -> Placement:
-    """Every node on an rKernel backend (its fastest), or on the library wherever the library can run it."""
+def fixed(workload: Workload, options: list[list[Option]], prefer: str, label: str, otherwise: str = "rkernel"
+          ) -> Placement:
+    """Every node on the option kind `prefer` ("rkernel": its fastest rKernel backend, "call": the library, "launch")
+    wherever it has one, else on the kind `otherwise`, else on what it has (the cheapest of the kind)."""
     placement = Placement({}, {}, [])
     for i, opts in enumerate(options):
-        kernels = [o for o in opts if not o.is_call]
-        calls = [o for o in opts if o.is_call]
-        pick = calls[0] if calls and (prefer_call or not kernels) else min(kernels, key=lambda o: o.us)
+        kernels = [o for o in opts if o.kind == otherwise]
+        wanted = [o for o in opts if o.kind == prefer]
+        pick = min(wanted or kernels or opts, key=lambda o: o.us)
         placement.backend[i] = pick.backend
-        placement.why[i] = f"{label}: {pick.backend}" + ("" if kernels or not calls else " (no rKernel)")
+        placement.why[i] = f"{label}: {pick.backend}" + ("" if wanted or prefer == "rkernel" else
+                                                         f" (no {prefer} option)")
     return placement
+
+
+def forced(options: list[list[Option]], workload: Workload, force: dict[str, str]) -> list[list[Option]]:
+    """Each node's options limited to the kind a --force pattern gives it ("rtask"/"rkernel", "launch", "library"/
+    "call"; fnmatch patterns over node names, the first that matches); a one-line error where it has none."""
+    from fnmatch import fnmatchcase
+
+    from .graph import SchedulerError
+    alias = {"rtask": "rkernel", "library": "call"}
+    out = []
+    for spec, opts in zip(workload.ops, options):
+        kind = next((alias.get(k, k) for pat, k in force.items() if fnmatchcase(spec.name, pat)), None)
+        if kind is None:
+            out.append(opts)
+            continue
+        keep = [o for o in opts if o.kind == kind]
+        if not keep:
+            raise SchedulerError(f"--force: node '{spec.name}' cannot run as {kind} (it can: "
+                                 f"{', '.join(sorted({o.kind for o in opts}))})")
+        out.append(keep)
+    return out
 
 
 def search(workload: Workload, options: list[list[Option]], start: list[Placement],

@@ -106,15 +106,18 @@ class LibraryCall:
 
 
 class StepKind(str, Enum):
-    """What a plan step runs: an rProgram (one persistent launch) or a library call between them."""
+    """What a plan step runs: an rProgram (one persistent launch), a library call, or a launch segment (ops as their
+    legacy kernels, captured as one graph) between them."""
 
     PROGRAM = "program"
     LIBRARY = "library"
+    LAUNCHES = "launches"
 
 
 @dataclass(frozen=True)
 class Step:
-    """One step of a plan, in run order: rProgram `index` (StepKind.PROGRAM) or library call `index` (LIBRARY)."""
+    """One step of a plan, in run order: rProgram `index` (StepKind.PROGRAM), library call `index` (LIBRARY) or
+    launch group `index` (LAUNCHES)."""
 
     kind: StepKind
     index: int
@@ -144,15 +147,37 @@ class Choice:
 
 
 @dataclass
+class LaunchGroup:
+    """A launch segment of a plan: ops (indices into the plan's op list) launched as their legacy kernels, after the
+    step before it and before the step after it: one CUDA Graph on the GPU (ops that do not depend on each other
+    on parallel streams), in order on the CPU emulator. `deps` are the edges among its ops."""
+
+    ops: list[int]
+    deps: list[tuple[int, int]] = field(default_factory=list)
+    us: float = 0.0  # predicted time of the segment
+
+    def to_json(self) -> dict:
+        """{"ops", "deps", "us"}."""
+        return {"ops": list(self.ops), "deps": [list(d) for d in self.deps], "us": round(self.us, 3)}
+
+    @staticmethod
+    def from_json(obj: dict) -> "LaunchGroup":
+        """Inverse of to_json."""
+        return LaunchGroup([int(i) for i in obj["ops"]], [(int(a), int(b)) for a, b in obj.get("deps", [])],
+                           float(obj.get("us", 0.0)))
+
+
+@dataclass
 class Plan:
-    """A scheduled model: rPrograms run one after another over `ops`, per-node choices, aliases and notes."""
+    """A scheduled model: steps (rPrograms, launch segments, library calls) run one after another over `ops`,
+    per-node choices, aliases and notes."""
 
     policy: str
     device: str
     profiler: str
     veus: int
     ops: list[ProgramOp]
-    programs: list[Program]
+    programs: Sequence[Program]  # a list, or plan.Programs (written when first read)
     program_us: list[float]
     choices: dict[str, Choice]
     aliases: dict[str, tuple[str, int]] = field(default_factory=dict)
@@ -161,18 +186,32 @@ class Plan:
     baselines_us: dict[str, float] = field(default_factory=dict)  # predicted op-by-op and CUDA Graph times
     calls: list[LibraryCall] = field(default_factory=list)  # library steps
     steps: list[Step] = field(default_factory=list)  # run order; empty: the programs in order
+    launches: list[LaunchGroup] = field(default_factory=list)  # launch segments
+    vops: list[Op] = field(default_factory=list)  # the vdevice op list when no program carries it
 
     def __post_init__(self) -> None:
         if not self.steps:
             self.steps = program_steps(len(self.programs))
 
     @property
+    def vdevice_ops(self) -> list[Op]:
+        """The vdevice op of every plan op (the programs' shared op list, or the plan's own)."""
+        return vdevice_ops(self.programs) if self.programs else self.vops
+
+    @property
+    def outside(self) -> list[int]:
+        """The ops run by launch segments (in no rProgram)."""
+        return [i for group in self.launches for i in group.ops]
+
+    @property
     def predicted_us(self) -> float:
-        """Predicted end-to-end time: the steps (programs and library calls) run back to back."""
-        return sum(self.program_us) + sum(c.us for c in self.calls)
+        """Predicted end-to-end time: the steps (programs, launch segments, library calls) run back to back."""
+        return sum(self.program_us) + sum(c.us for c in self.calls) + sum(g.us for g in self.launches)
 
     def step_us(self, step: Step) -> float:
         """Predicted time of one step."""
+        if step.kind == StepKind.LAUNCHES:
+            return self.launches[step.index].us
         return self.program_us[step.index] if step.kind == StepKind.PROGRAM else self.calls[step.index].us
 
     def to_json(self) -> dict:
@@ -185,10 +224,11 @@ class Plan:
             "choices": {k: dataclasses.asdict(c) for k, c in self.choices.items()},
             "aliases": {k: {"base": b, "offset": o} for k, (b, o) in self.aliases.items()},
             "notes": self.notes,
-            "ops": [op_json(op, vop) for op, vop in zip(self.ops, self.programs[0].ops if self.programs else [])],
+            "ops": [op_json(op, vop) for op, vop in zip(self.ops, self.vdevice_ops)],
             "programs": [dict(p.to_json(with_ops=False), veu_threads=n.threads, veu_smem_bytes=n.smem_bytes)
                          for p, n in zip(self.programs, self.veu_needs)],
             "library_calls": [c.to_json() for c in self.calls],
+            "launch_groups": [g.to_json() for g in self.launches],
             "steps": [s.to_json() for s in self.steps],
         }
 
@@ -217,7 +257,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def rebind_programs(programs: list[Program], ops: list[Op]) -> list[Program]:
+def rebind_programs(programs: Sequence[Program], ops: list[Op]) -> list[Program]:
     """The same instruction lists over another op list (the plan's ops bound to their converted rKernels)."""
     return [Program(ops, p.num_veus, [list(v) for v in p.veus], p.run_order, p.wait_arrays, p.side_by_side, p.home_of)
             for p in programs]

@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -18,7 +18,8 @@ from vdevice.target import H100 as H100_DEVICE
 from vdevice.target import Device
 
 from .graph import SchedulerError
-from .simulate import makespan
+from .dispatch_costs import EAGER_LAUNCH_US, INTERPRETER, L2_ROUND_TRIP_US, LAUNCHES, InterpreterCosts, LaunchCosts
+from .simulate import StepCosts, simulate, simulate_steps
 
 
 @dataclass(frozen=True)
@@ -31,35 +32,24 @@ class DeviceSpec:
     # one device table, which the occupancy arithmetic reads too)
     hw: Device = H100_DEVICE
     # An SM issues one warp-instruction per clock from each of its 4 schedulers (H100 whitepaper: 4 SM
-    # sub-partitions); a dependent FP32 chain has about 4 cycles of latency, so 4 warps per scheduler (16 per SM)
-    # keep issue busy without instruction-level parallelism (estimate from those two figures)
-    saturating_warps: int = 16
+    # sub-partitions); a kernel's loop reaches that issue bound only with every warp slot of the SM filled (64
+    # warps, the SM's limit), below it the issue rate scales with the resident warps. Calibrated: the estimate
+    # was 16 (4 warps per scheduler hide a dependent FFMA's 4 cycles), which left the H100 measurements of
+    # 2026-11-27 2.2-3.2x slower than predicted; 64 brings all six figures (three persistent builds, three CUDA
+    # Graphs) within 1.32x (tests/calibration.py, BENCHMARKS.md "Measured against predicted"): the loops'
+    # shared-memory, L2 and barrier latencies need the whole SM's warps, not four per scheduler
+    saturating_warps: int = 64
     # A thread keeps about 16 bytes of loads in flight (one float4 or four independent floats: estimate) against
     # about 0.6 us of DRAM latency (estimate; public H100 microbenchmarks report 0.48-0.7 us): the bandwidth one
     # vEU or one block can pull is bounded by threads x 16 B / 0.6 us whatever the device's share
     bytes_in_flight_per_thread: int = 16
     dram_latency_us: float = 0.6
-    l2_latency_us: float = 0.3  # an L2 hit: about half the DRAM latency (estimate; 0.2-0.3 us reported publicly)
-    # Per-rTask dispatch of the interpreter: 1.25 us measured for the old dispatch (three dependent global loads,
-    # an mbarrier re-init, three __syncthreads and a release fence per rTask: results/h100-2026-11-23/
-    # vdevice_bench.txt); the current one (one record fetched ahead, one __syncthreads, a fence only when awaited)
-    # is estimated at 0.45 us: one dependent argument load (~0.15 us L2 hit) plus the vEU barrier and dispatch
-    rtask_overhead_us: float = 0.45
-    # A barrier-rTask: a counter hand-off (0.65 us flag hand-off between resident blocks, DESIGN.md) plus each
-    # arrival's release reduction on the one counter, serialised at its L2 slice: 0.0055 us per arrival from the
-    # probe's step barrier (2.1 us over 264 blocks, DESIGN.md: (2.1 - 0.65) / 264). barrier_us is the cost at the
-    # profiler's typical fan-in (every vEU), set by Profiler; measured runtime costs replace it
-    handoff_us: float = 0.65
-    arrival_us: float = 0.0055
-    barrier_us: float | None = None  # None: barrier_cost_us at the profiler's vEU count
-    launch_us: float = 6.2  # one persistent launch per rProgram: H100 eager launch, DESIGN.md
-    # The baselines as they ran on the H100 (results/h100-2026-11-23/vdevice_bench.txt): a tiny op took 9.41 us
-    # launched eagerly through CuPy (RammerBase) and 1.44 us as a CUDA Graph node; a longer kernel adds its own
-    # time to the launch gap (6.2 us eager, 0.94 us per graph node, DESIGN.md)
-    kernel_launch_us: float = 6.2
-    graph_node_us: float = 0.94
-    tiny_op_eager_us: float = 9.41
-    tiny_op_graph_us: float = 1.44
+    l2_latency_us: float = L2_ROUND_TRIP_US  # an L2 hit: measured by the runtime micro-benchmark (dispatch_costs)
+    # The persistent runtime's fixed costs live in scheduler/dispatch_costs.py (InterpreterCosts, LaunchCosts, each
+    # figure with its source). barrier_us: a fixed cost for every barrier-rTask whatever its fan-in, when given
+    # (simple devices in tests, or a measured hand-off); None: the profiler's hand-off at its vEU count.
+    barrier_us: float | None = None
+    launch_us: float = EAGER_LAUNCH_US  # one persistent launch per rProgram: a measured eager launch (dispatch_costs)
     # registers a legacy kernel is assumed to use when its ptxas figures are unknown (the corpus kernels use 32-64;
     # the issue's SASS reading: op-by-op launches get 40-64 warps per SM)
     legacy_registers: int = 64
@@ -214,16 +204,22 @@ class ProfileCache:
 
 
 class Profiler:
-    """Answers rTask time, resources and rProgram time for one vDevice of `veus` vEUs."""
+    """Answers rTask time, resources and rProgram time for one vDevice of `veus` vEUs. `interpreter` and
+    `launches` are the runtime's fixed costs (scheduler/dispatch_costs.py); `legacy_registers` gives ptxas'
+    registers of a legacy kernel launch (None: unknown, DeviceSpec.legacy_registers is assumed)."""
 
     def __init__(self, device: DeviceSpec = H100, veus: int | None = None, mode: str = "model",
-                 measure: MeasureFn | None = None, cache_dir: Path | None = None) -> None:
+                 measure: MeasureFn | None = None, cache_dir: Path | None = None,
+                 interpreter: InterpreterCosts = INTERPRETER, launches: LaunchCosts = LAUNCHES,
+                 legacy_registers: Callable[[Any], int | None] | None = None) -> None:
         if mode not in ("model", "measured"):
             raise SchedulerError(f"profiler mode must be 'model' or 'measured', not '{mode}'")
         self.device = device
         self.veus = veus or device.sms
         self.mode = mode
         self.measure = measure
+        self.interpreter, self.launches = interpreter, launches
+        self.legacy_registers = legacy_registers
         # a measured rTask time depends on how many vEUs share the device: one cache file per (device, vEUs)
         self.cache = ProfileCache(f"{device.name} {self.veus} vEUs", cache_dir) if mode == "measured" else None
         self.fixed_barrier = device.barrier_us is not None  # a figure given with the device, whatever the fan-in
@@ -236,10 +232,12 @@ class Profiler:
         self.by_id: dict[int, tuple[Any, float]] = {}
 
     def use_runtime_costs(self) -> None:
-        """Price barriers and launches with the cache's measured runtime costs, when it has them."""
+        """Price barriers and launches with the cache's measured runtime costs, when it has them: the measured
+        hand-off (fan-in 1) stands for every fan-in, publish included."""
         rt = self.cache.runtime if self.cache else None
-        if rt is not None:  # the measured hand-off (fan-in 1) replaces the model's; arrivals still add per fan-in
-            self.device = dataclasses.replace(self.device, handoff_us=rt.barrier_us, launch_us=rt.launch_us)
+        if rt is not None:
+            self.interpreter = dataclasses.replace(self.interpreter, handoff_by_fan_in=((1, rt.barrier_us),))
+            self.device = dataclasses.replace(self.device, launch_us=rt.launch_us)
             if not self.fixed_barrier:
                 self.device = dataclasses.replace(self.device, barrier_us=self.barrier_cost_us(self.veus))
 
@@ -280,18 +278,28 @@ class Profiler:
         return hit.rtask_us
 
     def barrier_cost_us(self, fan_in: int) -> float:
-        """A barrier-rTask on a counter that `fan_in` rTasks increment (vdevice/counters.py): one hand-off plus the
-        arrivals serialised on the counter; the waiter polls one counter whatever the fan-in. A barrier figure given
-        with the device or measured on it is used as it is."""
+        """A barrier-rTask awaiting `fan_in` vEUs, from the last awaited rTask's end until the waiter goes on (the
+        awaited rTask's publish and the hand-off, dispatch_costs.InterpreterCosts). A barrier figure given with the
+        device is used as it is."""
         if self.fixed_barrier and self.device.barrier_us is not None:
             return self.device.barrier_us
-        return self.device.handoff_us + self.device.arrival_us * max(1, fan_in)
+        return self.interpreter.wait_visible_us(fan_in)
 
     def barrier_costs_us(self, fan_ins: np.ndarray) -> np.ndarray:
         """barrier_cost_us of each fan-in (vectorised for the mechanism's candidate vEUs)."""
         if self.fixed_barrier and self.device.barrier_us is not None:
             return np.full(len(fan_ins), self.device.barrier_us)
-        return self.device.handoff_us + self.device.arrival_us * np.maximum(1, fan_ins)
+        known = {int(f): self.barrier_cost_us(int(f)) for f in np.unique(fan_ins)}
+        return np.array([known[int(f)] for f in fan_ins], dtype=float)
+
+    def step_costs(self, duration: Callable[[int], float]) -> StepCosts:
+        """How the simulation prices an rProgram whose op i's rTask takes duration(i): the interpreter's argument
+        fetch, publish and satisfied wait, and this profiler's barrier cost by fan-in. With a fixed barrier (a
+        simple device) only the durations and that barrier."""
+        if self.fixed_barrier:
+            return StepCosts(duration, self.barrier_cost_us)
+        it = self.interpreter
+        return StepCosts(duration, self.barrier_cost_us, it.arg_fetch_us, it.publish_us, it.satisfied_wait_us)
 
     @property
     def veus_per_sm(self) -> int:
@@ -299,11 +307,12 @@ class Profiler:
         return -(-self.veus // self.device.sms)
 
     def modelled(self, launch: Any) -> float:
-        """One rTask on one vEU: the dispatch overhead plus its work at the vEU's share of its SM (see task_us)."""
+        """One rTask on one vEU: the interpreter's dispatch plus its work at the vEU's share of its SM (task_us);
+        the argument fetch, publish and waits are the simulation's (step_costs)."""
         for attr in ("flops", "bytes"):
             if not hasattr(launch, attr):
                 raise SchedulerError(f"launch of {launch.kernel} has no '{attr}': the cost model needs it")
-        return self.device.rtask_overhead_us + self.task_us(launch, self.veus_per_sm, self.veus)
+        return self.interpreter.dispatch_us + self.task_us(launch, self.veus_per_sm, self.veus)
 
     def task_us(self, launch: Any, per_sm: int, concurrent: int) -> float:
         """One block's work when `per_sm` blocks share its SM and `concurrent` run on the device: compute at the
@@ -332,11 +341,13 @@ class Profiler:
 
     def legacy_kernel_us(self, launch: Any) -> float:
         """The legacy kernel launched alone as written: as many of its blocks per SM as its threads, registers
-        (assumed, DeviceSpec.legacy_registers) and shared memory allow, in waves over the device; no interpreter."""
+        (ptxas' figure when known, else DeviceSpec.legacy_registers) and shared memory allow, in waves over the
+        device; no interpreter."""
         from vdevice.occupancy import blocks_per_sm
         d = self.device
         smem = int(launch.dynamic_smem) + int(getattr(launch, "static_smem", 0) or 0)
-        fit = max(1, blocks_per_sm(launch.threads, d.legacy_registers, smem, d.hw).blocks)
+        regs = self.legacy_registers(launch) if self.legacy_registers is not None else None
+        fit = max(1, blocks_per_sm(launch.threads, regs or d.legacy_registers, smem, d.hw).blocks)
         blocks = max(1, launch.rtasks)
         per_sm = min(fit, -(-blocks // d.sms))
         waves = -(-blocks // (d.sms * fit))
@@ -357,20 +368,35 @@ class Profiler:
         rounds = -(-launch.rtasks // veus)
         return rounds * self.rtask_us(launch)
 
+    def launched_us(self, kernels_us: Sequence[float], how: str) -> float:
+        """Kernels of these times launched one after another: each adds the launch's gap ("eager", "graph" or
+        "pdl", dispatch_costs.LaunchCosts) and never takes less than a launched tiny op; a graph is itself
+        launched once."""
+        gap, floor = self.launches.gap_us(how), self.launches.floor_us(how)
+        total = sum(max(floor, k + gap) for k in kernels_us)
+        return total + (self.launches.eager_us if how in ("graph", "pdl") else 0.0)
+
     def baselines_us(self, launches: Sequence[Any]) -> dict[str, float]:
-        """The same legacy kernels launched one at a time as written (their own occupancy, no interpreter, so
-        independent of the vDevice's vEUs): after an eager launch each, or as CUDA Graph nodes (the graph itself
-        launched once); an op never takes less than a tiny op took on the H100."""
-        d = self.device
+        """These legacy kernel launches one at a time as written (their own occupancy, no interpreter, so
+        independent of the vDevice's vEUs): after an eager launch each, or as CUDA Graph nodes."""
         kernels = [self.legacy_kernel_us(launch) for launch in launches]
-        return {"op-by-op": sum(max(d.tiny_op_eager_us, k + d.kernel_launch_us) for k in kernels),
-                "cuda-graph": d.kernel_launch_us + sum(max(d.tiny_op_graph_us, k + d.graph_node_us)
-                                                       for k in kernels)}
+        return {"op-by-op": self.launched_us(kernels, "eager"), "cuda-graph": self.launched_us(kernels, "graph")}
 
     def program_us(self, program: Program, launches: Sequence[Any]) -> float:
-        """Whole rProgram: simulate every vEU's timeline (rTasks, barrier waits), plus one launch;
-        `launches[i]` is the corpus launch of program op i."""
+        """Whole rProgram: simulate every vEU's timeline (rTasks, argument fetches, publishes, waits), plus one
+        launch; `launches[i]` is the corpus launch of program op i."""
+        return self.program_us_by(program, lambda op: self.rtask_us(launches[op]))
+
+    def program_us_by(self, program: Program, duration: Callable[[int], float]) -> float:
+        """Whole rProgram whose op i's rTask takes duration(i) (dispatch and body), plus one launch."""
         if not any(program.veus):
             return 0.0
-        span = makespan(program, lambda op: self.rtask_us(launches[op]), self.barrier_cost_us)
-        return span + self.device.launch_us
+        return simulate(program, self.step_costs(duration)).span + self.device.launch_us
+
+    def records_us(self, counts: Sequence[int], steps: Iterable[Any], awaited: Iterable[Any],
+                   duration: Callable[[int], float]) -> float:
+        """The same for a program not written yet: its runs per vEU, its execution steps and its waits' targets
+        (scheduler.simulate.simulate_steps), plus one launch."""
+        if not any(counts):
+            return 0.0
+        return simulate_steps(counts, steps, awaited, self.step_costs(duration)).span + self.device.launch_us

@@ -2,10 +2,11 @@
 SVG preview with a colour legend (timeline.svg), and a short Markdown report (report.md)."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
 from kernel_corpus.bindings import In
@@ -13,7 +14,7 @@ from toolchain.jsonio import dumps
 from vdevice.program import Program, Wait
 
 from .plan import StepKind
-from .simulate import Barrier, veu_ends
+from .simulate import Barrier, StepCosts, simulate
 
 LEFT, RIGHT, WIDTH, TOP = 110, 40, 1400, 40  # px: room for the row labels and the last tick's text
 MAX_RECTS = 40000  # above this, consecutive rTasks of one op type on a vEU are drawn as one box
@@ -59,9 +60,11 @@ class Slice:
     args: dict = field(default_factory=dict)  # op type, variant, rtask id, launch (rTasks); awaited tasks (waits)
 
 
-def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier) -> list[Slice]:
-    """Every rTask, every barrier wait and every library call of the plan in predicted time, steps back to back
-    (library calls as slices of their own process, after the rPrograms' ones)."""
+def schedule_slices(plan: Any, programs: Sequence[Program], barrier_us: Barrier | StepCosts) -> list[Slice]:
+    """Every rTask, every barrier wait, every library call and launch segment of the plan in predicted time, steps
+    back to back (library calls and launch segments as slices of their own process, after the rPrograms' ones).
+    `barrier_us`: the simulation's costs (the plan's rTask times replace their durations) or a barrier cost
+    alone."""
     out, t0 = [], 0.0
     for step in plan.steps:
         if step.kind == StepKind.LIBRARY:
@@ -70,18 +73,28 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier) -> 
                              {"op": call.op_type, "function": call.function, "backend": call.backend}))
             t0 += call.us
             continue
+        if step.kind == StepKind.LAUNCHES:
+            group = plan.launches[step.index]
+            nodes = list(dict.fromkeys(plan.ops[i].node for i in group.ops))
+            out.append(Slice(len(programs), 0, t0, t0 + group.us, f"launch segment {step.index}", "library",
+                             {"op": "launch segment", "function": f"{len(group.ops)} legacy launches",
+                              "backend": "launch", "nodes": nodes}))
+            t0 += group.us
+            continue
         pi = step.index
         prog = programs[pi]
         dur = lambda op: plan.ops[op].rtask_us  # noqa: E731
-        ends = veu_ends(prog, dur, barrier_us)
+        costs = (dataclasses.replace(barrier_us, duration=dur) if isinstance(barrier_us, StepCosts)
+                 else StepCosts(dur, barrier_us))
+        timeline = simulate(prog, costs)
+        ends = timeline.ends
         for v, instrs in enumerate(prog.veus):
-            runs, free, waiting = iter(ends[v]), 0.0, None
+            runs, free, waiting = iter(zip(timeline.starts[v], ends[v])), 0.0, None
             for instr in instrs:
                 if isinstance(instr, Wait):
                     waiting = waiting or (free, instr.targets)
                     continue
-                end = next(runs)
-                start = end - dur(instr.task.op)
+                start, end = next(runs)
                 if waiting is not None and start > waiting[0] + 1e-9:
                     awaits = ", ".join(f"vEU {u} task {k}" for u, k in waiting[1])  # one string: compact
                     out.append(Slice(pi, v, t0 + waiting[0], t0 + start, "wait", "wait", {"awaits": awaits}))
@@ -95,7 +108,8 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier) -> 
     return out
 
 
-def schedule_boxes(plan: Any, programs: list[Program], barrier_us: Barrier) -> list[tuple[int, int, float, float, str]]:
+def schedule_boxes(plan: Any, programs: Sequence[Program], barrier_us: Barrier | StepCosts
+                   ) -> list[tuple[int, int, float, float, str]]:
     """(program, vEU, start µs, end µs, op type) of every rTask, programs back to back in predicted time."""
     return [(s.program, s.veu, s.start, s.end, s.args["op"])
             for s in schedule_slices(plan, programs, barrier_us) if s.kind == "rtask"]
@@ -161,7 +175,12 @@ def axis_ticks(span: float, count: int = 6) -> list[float]:
     return [span * k / (count - 1) for k in range(count)]
 
 
-def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier, target: str = "gpu",
+def call_label(c: Slice) -> str:
+    """A step outside the rPrograms as the legend names it: 'library Conv', 'launch segment'."""
+    return c.args["op"] if c.args.get("backend") == "launch" else f"library {c.args['op']}"
+
+
+def timeline_svg(plan: Any, programs: Sequence[Program], barrier_us: Barrier | StepCosts, target: str = "gpu",
                  slices: list[Slice] | None = None) -> str:
     """vEUs (rows) x predicted time (columns), one colour per op type with a legend; hover a box for its times.
     The full detail (every rTask with its node, variant and rtask id) is in timeline.json. A CPU build's columns are
@@ -178,7 +197,7 @@ def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier, target
     row_h = LABEL_ROW_H if num_veus <= MAX_ROWS_LABELLED else MIN_ROW_H
     span = max([b[3] for b in boxes] + [c.end for c in calls], default=1.0) or 1.0
     scale = (WIDTH - LEFT - RIGHT) / span
-    kinds = sorted({b[4] for b in boxes} | {f"library {c.args['op']}" for c in calls})
+    kinds = sorted({b[4] for b in boxes} | {call_label(c) for c in calls})
     colours = palette(kinds)
     legend_rows = -(-len(kinds) // LEGEND_COLUMNS)
     rows_bottom = TOP + num_veus * row_h
@@ -208,7 +227,7 @@ def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier, target
         parts.append(f'<rect class="rtask" x="{x:.2f}" y="{TOP + v * row_h}" width="{w:.2f}" height="{row_h - 1}" '
                      f'fill="{colours[kind]}"><title>{escape(kind)} {a:.2f}-{b:.2f} {unit}</title></rect>')
     for c in calls:  # a library call has the whole device: one box over every vEU row
-        x, w, kind = LEFT + c.start * scale, max((c.end - c.start) * scale, 0.5), f"library {c.args['op']}"
+        x, w, kind = LEFT + c.start * scale, max((c.end - c.start) * scale, 0.5), call_label(c)
         for fill in (colours[kind], "url(#lib)"):
             parts.append(f'<rect class="library" x="{x:.2f}" y="{TOP}" width="{w:.2f}" '
                          f'height="{num_veus * row_h - 1}" fill="{fill}"><title>{escape(c.name)}: {escape(kind)} '
@@ -238,13 +257,16 @@ def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier, target
 
 
 def _prediction_lines(manifest: Any, plan: Any) -> list[str]:
-    """The report's predicted times: the plan's, and the same launches' under each baseline."""
+    """The report's predicted times: the plan's, and each baseline's (scheduler/baselines.py), the strongest
+    named."""
     s = manifest.stats
+    strongest = s.get("strongest_baseline")
     return [f"- predicted time {s['predicted_us']:.1f} us (per program: "
             f"{', '.join(f'{u:.1f}' for u in plan.program_us)}); vEUs busy {s.get('predicted_busy_pct', 0):.1f}% "
             "of the predicted time",
-            *[f"- the same launches {name}: predicted {us:.1f} us (rammer {us / max(s['predicted_us'], 1e-9):.2f}x "
-              "faster)" for name, us in plan.baselines_us.items()]]
+            *[f"- baseline {name}: predicted {us:.1f} us (rammer {us / max(s['predicted_us'], 1e-9):.2f}x)"
+              + (" — the strongest" if name == strongest else "") for name, us in plan.baselines_us.items()],
+            *([f"- no baseline: {s['baselines_unavailable']}"] if s.get("baselines_unavailable") else [])]
 
 
 def weight_bytes_read(plan: Any, graph: Any) -> int:
@@ -334,6 +356,9 @@ def steps_text(plan: Any, times: bool = True) -> str:
     for step in plan.steps:
         if step.kind == StepKind.PROGRAM:
             out.append(f"rProgram {step.index}" + (f" ({plan.program_us[step.index]:.1f} us)" if times else ""))
+        elif step.kind == StepKind.LAUNCHES:
+            g = plan.launches[step.index]
+            out.append(f"launch segment {step.index} of {len(g.ops)} launches" + (f" ({g.us:.1f} us)" if times else ""))
         else:
             c = plan.calls[step.index]
             out.append(f"library {c.function} of {c.node}" + (f" ({c.us:.1f} us)" if times else ""))

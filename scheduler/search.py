@@ -253,6 +253,8 @@ def veu_footprint(plan: Any, ops: list[Op], texts: Mapping[str, str]) -> tuple[i
     when nvcc is there, else the plan's estimate (the launches' dynamic bytes and resident slices, plus the
     header)."""
     from toolchain.nvcc import find_nvcc
+    if not plan.veu_needs:  # no rProgram (every node in launch segments or library calls): no vEU to size
+        return 0, 0
     threads = max(n.threads for n in plan.veu_needs)
     if find_nvcc() is None or not ops:
         return threads, max(n.smem_bytes for n in plan.veu_needs) + VEU_HEADER_BYTES
@@ -281,7 +283,7 @@ def choose_occupancy(ops: list[Op], texts: Mapping[str, str], plan: Any, most: i
     from toolchain.nvcc import find_nvcc
     from vdevice.codegen import generate
     from vdevice.occupancy import PTXAS_JOBS, choose_veus_per_sm, feasible_counts, interpreter_usages
-    if find_nvcc() is None:
+    if find_nvcc() is None or not plan.programs:  # no rProgram: no interpreter to fit
         return None
     threads, smem = veu_footprint(plan, ops, texts)
     counts = [k for k in feasible_counts(threads, smem, most) if k > floor]

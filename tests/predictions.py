@@ -1,6 +1,7 @@
-"""Regenerate BENCHMARKS.md's prediction table: every zoo model at full size, batch 1, planned with each policy at
+"""Regenerate BENCHMARKS.md's prediction tables: every zoo model at full size, batch 1, planned with each policy at
 132 vEUs and built for the GPU without --veus (no GPU needed: nvcc's ptxas gives the vEUs per SM, the cost model
-the times). Every number it prints is a prediction of the cost model, not a measurement.
+the times), against every plan-independent baseline (scheduler/baselines.py), the strongest named. Every number it
+prints is a prediction of the cost model, not a measurement.
 
     python3 tests/predictions.py [--models a,b] [--work DIR] [--force]
 
@@ -22,9 +23,11 @@ POLICIES = ("wavefront", "ios", "sequential")
 PLAN_VEUS = 132  # the H100's SM count: one vEU per SM
 CLI = [sys.executable, "-c", "from rammer.cli import main; main()"]
 HEADER = ("| model | operators | rTasks (wavefront, 132 vEUs) | wavefront, 132 vEUs (µs) | IOS, 132 (µs) | "
-          "sequential, 132 (µs) | vEUs per SM by ptxas | wavefront at those vEUs (µs) | op-by-op (µs) | "
-          "CUDA Graph (µs) | CUDA Graph / wavefront at the build's vEUs |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|")
+          "sequential, 132 (µs) | vEUs per SM by ptxas | build (µs) | strongest baseline | its time (µs) | "
+          "build vs strongest |\n|---|---|---|---|---|---|---|---|---|---|---|")
+BASELINES = ("op-by-op", "cuda-graph", "cuda-graph-pdl", "multi-stream-graph", "library-graph", "pytorch")
+BASELINE_HEADER = ("| model | " + " | ".join(f"{b} (µs)" for b in BASELINES) + " | build's steps |\n|---|"
+                   + "---|" * (len(BASELINES) + 1))
 
 
 def rammer(*args: str) -> str:
@@ -44,14 +47,26 @@ def predict(name: str, work: Path) -> dict:
                                   "--profile", "model", "--json"))
              for p in POLICIES}
     out = work.resolve() / f"build-{name}"
-    rammer("build", str(onnx_path), "-o", str(out), "--target", "gpu", "--profile", "model")
+    # the backends of a GPU machine (CuPy: the library's cuBLAS/cuDNN calls), whether or not this one has them
+    rammer("build", str(onnx_path), "-o", str(out), "--target", "gpu", "--profile", "model", "--backends",
+           "rtask,library")
     manifest = json.loads((out / "build.json").read_text())
     stats = manifest["stats"]
     return {"model": name, "plans": plans,
             "build": {"num_veus": manifest["num_veus"], "veus_per_sm": stats["veus_per_sm"],
                       "predicted_us": stats["predicted_us"], "baselines_us": stats["predicted_baselines_us"],
+                      "strongest": stats["strongest_baseline"], "vs_strongest": stats["vs_strongest"],
                       "rtasks": stats["rtasks"], "precision": stats["precision"],
-                      "occupancy": stats["occupancy"]}}
+                      "occupancy": stats["occupancy"], "steps": steps_summary(manifest)}}
+
+
+def steps_summary(manifest: dict) -> str:
+    """What the build runs, by step kind: '1 rProgram', '3 rPrograms + 12 launch groups + 2 library calls'."""
+    kinds: dict[str, int] = {}
+    for step in manifest.get("steps") or [{"kind": "program"}]:
+        kinds[step["kind"]] = kinds.get(step["kind"], 0) + 1
+    names = {"program": "rProgram", "launches": "launch segment", "library": "library call"}
+    return " + ".join(f"{n} {names.get(k, k)}{'s' if n > 1 else ''}" for k, n in kinds.items())
 
 
 def fmt(us: float | None) -> str:
@@ -60,15 +75,19 @@ def fmt(us: float | None) -> str:
 
 
 def row(r: dict) -> str:
-    """One markdown table row from a model's results."""
+    """One row of the main table from a model's results."""
     wf, b = r["plans"]["wavefront"], r["build"]
-    base = b["baselines_us"]
-    graph, opbyop = base.get("cuda-graph"), base.get("op-by-op")
-    ratio = f"{graph / b['predicted_us']:.2f}x" if graph else "-"
+    strongest = b["strongest"]
     return (f"| {r['model']} | {wf['operators']} | {wf['rtasks']} | "
             + " | ".join(fmt(r["plans"][p]["predicted_us"]) for p in POLICIES)
-            + f" | {b['veus_per_sm']} ({b['num_veus']}) | {fmt(b['predicted_us'])} | {fmt(opbyop)} | "
-            f"{fmt(graph)} | {ratio} |")
+            + f" | {b['veus_per_sm']} ({b['num_veus']}) | {fmt(b['predicted_us'])} | {strongest} | "
+            f"{fmt(b['baselines_us'][strongest])} | {b['vs_strongest']:.2f}x |")
+
+
+def baseline_row(r: dict) -> str:
+    """One row of the baselines table: every baseline's predicted time, and what the build runs."""
+    base = r["build"]["baselines_us"]
+    return (f"| {r['model']} | " + " | ".join(fmt(base.get(b)) for b in BASELINES) + f" | {r['build']['steps']} |")
 
 
 def main() -> None:
@@ -94,17 +113,15 @@ def main() -> None:
     print(HEADER)
     for r in results:
         print(row(r))
+    print()
+    print(BASELINE_HEADER)
     for r in results:
-        print(f"{r['model']}: baselines (µs) " + "; ".join(
-            f"{where} {' / '.join(f'{v:.0f}' for v in base.values())}" for where, base in baselines(r).items()),
-            file=sys.stderr)
-
-
-def baselines(r: dict) -> dict[str, dict[str, float]]:
-    """Op-by-op / CUDA Graph as each command predicted them: they should not depend on the vEUs."""
-    found = {f"plan {p} at {PLAN_VEUS}": r["plans"][p]["predicted_baselines_us"] for p in POLICIES}
-    found[f"build at {r['build']['num_veus']}"] = r["build"]["baselines_us"]
-    return found
+        print(baseline_row(r))
+    for r in results:
+        plans = {p: r["plans"][p]["predicted_baselines_us"] for p in POLICIES}
+        same = all(v == r["build"]["baselines_us"] for v in plans.values())
+        print(f"{r['model']}: baselines identical for the three plans at {PLAN_VEUS} vEUs and the build at "
+              f"{r['build']['num_veus']}: {same}", file=sys.stderr)
 
 
 if __name__ == "__main__":

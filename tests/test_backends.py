@@ -206,8 +206,10 @@ def test_zoo_small_with_rtask_and_library(tmp_path: Path, name: str, placement: 
 # ---- placement ----------------------------------------------------------------------------------------------------
 def test_placement_dp_is_optimal_on_chains_against_brute_force() -> None:
     """The DP's price equals the least price over every assignment of backends (brute force, same prices: option
-    prices, the launch that reopens an rProgram, the overlap a cut loses)."""
-    from scheduler.placement import CLOSED, OPEN, Option, dp
+    prices, the launch that reopens an rProgram, the graph launch that opens a launch segment, the overlap a cut
+    loses)."""
+    from scheduler.placement import CLOSED, LAUNCHING, OPEN, Option, dp
+    from scheduler.segments import LAUNCH
     from scheduler.workload import OpSpec, Workload
     rng = np.random.default_rng(11)
     for trial in range(40):
@@ -219,24 +221,29 @@ def test_placement_dp_is_optimal_on_chains_against_brute_force() -> None:
                 opts.append(Option("library", float(rng.uniform(1, 10))))
             if rng.random() < 0.3:
                 opts.append(Option("user", float(rng.uniform(1, 10))))
+            if rng.random() < 0.5:
+                opts.append(Option(LAUNCH, float(rng.uniform(1, 10))))
             options.append(opts)
-        open_us = float(rng.uniform(0, 8))
+        open_us, graph_us = float(rng.uniform(0, 8)), float(rng.uniform(0, 8))
         lost = [float(x) for x in rng.uniform(0, 4, n)]  # overlap a cut at each node would lose
         w = Workload([OpSpec(i, f"n{i}", "X", [], [i - 1] if i else []) for i in range(n)])
 
         def price(assign: tuple) -> float:
             total, state = 0.0, CLOSED
             for i, opt in enumerate(assign):
-                if not opt.is_call and state == CLOSED:
+                nxt = CLOSED if opt.is_call else LAUNCHING if opt.backend == LAUNCH else OPEN
+                if nxt == OPEN and state != OPEN:
                     total += open_us
-                if opt.is_call and state == OPEN:
+                if nxt == LAUNCHING and state != LAUNCHING:
+                    total += graph_us
+                if nxt != OPEN and state == OPEN:
                     total += lost[i]
                 total += opt.us
-                state = CLOSED if opt.is_call else OPEN
+                state = nxt
             return total
 
         best = min(price(a) for a in itertools.product(*options))
-        got = dp(w, options, open_us, lost)
+        got = dp(w, options, open_us, lost, graph_us)
         chosen = tuple(next(o for o in options[i] if o.backend == got.backend[i]) for i in range(n))
         assert price(chosen) == pytest.approx(best), (trial, options, open_us)
 

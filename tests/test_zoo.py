@@ -3,6 +3,7 @@ onnxruntime, published model sizes and numpy."""
 from __future__ import annotations
 
 import functools
+import json
 import math
 import time
 
@@ -313,17 +314,24 @@ def _result(ms: dict[str, float | None]) -> bench.BenchResult:
 
 
 def test_speedups_and_markdown_table():
-    r = _result({"rammer": 0.5, "rammer-ios": 0.4, "rammer-base": 2.0, "cuda-graph": 1.0, "pytorch": 3.0,
-                 "torch-compile": None})
-    assert r.speedup("rammer-base") == pytest.approx(4.0) and r.speedup("torch-compile") is None
+    r = _result({"rammer": 0.5, "rammer-ios": 0.4, "op-by-op": 2.0, "cuda-graph": 1.0, "multi-stream-graph": 0.8,
+                 "pytorch": 3.0, "torch-compile": None})
+    assert r.speedup("op-by-op") == pytest.approx(4.0) and r.speedup("torch-compile") is None
+    assert r.strongest == "multi-stream-graph"  # the fastest baseline that ran (rammer's own builds are not)
     table = bench.markdown_table([r, _result({"pytorch": 1.5})]).splitlines()
     assert len(table) == 4 and table[0].count("|") == table[2].count("|")
-    cells = [c.strip() for c in table[2].strip("|").split("|")]
-    assert cells[:3] == ["m", "1", "dev"]
-    assert cells[3:9] == ["0.500", "0.400", "2.000", "1.000", "3.000", "n/a"]
-    assert cells[9:] == ["4.00x", "2.00x", "6.00x", "n/a"]
+    cells = dict(zip([c.strip() for c in table[0].strip("|").split("|")],
+                     [c.strip() for c in table[2].strip("|").split("|")]))
+    assert [cells[k] for k in ("model", "batch", "device")] == ["m", "1", "dev"]
+    assert [cells[f"{v} (ms)"] for v in ("rammer", "rammer-ios", "op-by-op", "cuda-graph", "cuda-graph-pdl",
+                                         "multi-stream-graph", "pytorch", "torch-compile")] == [
+        "0.500", "0.400", "2.000", "1.000", "n/a", "0.800", "3.000", "n/a"]
+    assert cells["strongest baseline"] == "multi-stream-graph" and cells["rammer vs strongest"] == "1.60x"
+    other = [c.strip() for c in table[3].strip("|").split("|")]
+    assert other[-2:] == ["pytorch", "n/a"]  # no rammer time: no ratio
     text = bench.render_text(r)
-    assert "rammer-base" in text and "4.00x" in text and "dev" in text
+    assert "op-by-op" in text and "4.00x" in text and "dev" in text
+    assert "strongest baseline: multi-stream-graph (0.8000 ms); rammer 1.60x against it" in text
 
 
 NCU_CSV = """==PROF== Connected to process 4242 (/usr/bin/python3.12)
@@ -357,6 +365,11 @@ def test_bench_reports_builds_and_utilisation(monkeypatch):
     assert "/x/wavefront/timeline.svg" in text
     # the cost model's prediction beside the measurement (0.5 ms measured against 321 us predicted)
     assert "cost model vs measured: rammer predicted 321.0 us, measured 500.0 us (1.56x)" in text
+    r.variants.append(bench.Measurement("cuda-graph", "ok", 2.0, 2.0, 0.0))
+    r.builds["wavefront"]["predicted_baselines_us"] = {"cuda-graph": 1600.0, "pytorch": 900.0}  # pytorch not run
+    text = bench.render_text(r)
+    assert ("rammer predicted 321.0 us, measured 500.0 us (1.56x); cuda-graph predicted 1600.0 us, measured "
+            "2000.0 us (1.25x)") in text and "pytorch predicted" not in text
     table = bench.markdown_builds([r]).splitlines()
     assert len(table) == 4
     assert [c.strip() for c in table[2].strip("|").split("|")] == [
@@ -509,3 +522,22 @@ def test_bench_on_gpu_small_models(name, tmp_path):
     for policy in ("wavefront", "ios"):
         assert r.builds[policy]["rtasks"] > 0 and (tmp_path / policy / "timeline.svg").is_file()
 
+
+
+def test_launch_baselines_run_on_the_cpu_emulator(tmp_path):
+    """The baseline builds `rammer bench` runs (every node launched as its fastest legacy variant; vendor calls
+    where the library runs them), on the CPU target: op by op and the multi-stream launch segment match onnxruntime;
+    the graphs and the PDL graph are rows with their reasons."""
+    m = generate("resnext", small=True)
+    feeds = random_inputs(m, seed=0)
+    refs = bench.reference_outputs(m, feeds)
+    rows = {v.name: bench.evaluate(v, refs, repeats=1, warmup=0)
+            for v in bench.launch_variants(m, feeds, tmp_path, target="cpu")}
+    assert list(rows) == list(bench.LAUNCH_VARIANTS)
+    for name in ("op-by-op", "multi-stream-graph"):
+        assert rows[name].status == "ok" and rows[name].max_err <= bench.RTOL, rows[name]
+    assert rows["cuda-graph"].status == "unavailable" and "gpu" in rows["cuda-graph"].note
+    assert rows["cuda-graph-pdl"].status == "unavailable" and "cudaGridDependencySynchronize" in rows[
+        "cuda-graph-pdl"].note
+    plan = json.loads((tmp_path / "launches" / "build.json").read_text())
+    assert [s["kind"] for s in plan["steps"]] == ["launches"]

@@ -133,11 +133,11 @@ class _GpuBackend:
         return fn
 
     def launch(self, expr: str, grid: tuple, block: tuple, smem: int, args: list, cooperative: bool = False,
-               yield_budget: int | None = None) -> None:
-        """Enqueue a kernel on the backend stream (cuLaunchCooperativeKernel when cooperative); the hardware has
-        no yield budget (the interpreter's own watchdog bounds its waits)."""
+               yield_budget: int | None = None, stream: Any = None) -> None:
+        """Enqueue a kernel on the backend stream (or `stream`; cuLaunchCooperativeKernel when cooperative); the
+        hardware has no yield budget (the interpreter's own watchdog bounds its waits)."""
         fn = self._allow_smem(expr, smem)
-        fn.kernel(tuple(grid), tuple(block), tuple(args), shared_mem=smem, stream=self.stream,
+        fn.kernel(tuple(grid), tuple(block), tuple(args), shared_mem=smem, stream=stream or self.stream,
                   enable_cooperative_groups=cooperative)
 
     def max_coresident(self, expr: str, threads: int, smem: int) -> int | None:
@@ -306,7 +306,19 @@ class CallStep:
     run: Callable[["VDevice"], None]
 
 
-RunStep = Union[int, CallStep]  # what the persistent executor runs, in order: an rProgram index or a call
+@dataclass(frozen=True)
+class LaunchStep:
+    """A launch segment: ops run as their plain legacy kernels (one block per rTask, no interpreter), in `ops` order
+    on the CPU emulator; on the GPU captured once as a CUDA Graph whose ops wait only for their `deps` (edges among
+    the segment's ops: independent branches go on parallel streams) and replayed."""
+
+    ops: tuple[int, ...]
+    deps: tuple[tuple[int, int], ...] = ()
+
+
+RunStep = Union[int, CallStep, LaunchStep]  # what the persistent executor runs, in order: an rProgram index, a call
+# or a launch segment
+MAX_SEGMENT_STREAMS = 8  # parallel streams one captured launch segment may fork into
 
 
 def run_call(vd: "VDevice", step: CallStep) -> None:
@@ -316,6 +328,119 @@ def run_call(vd: "VDevice", step: CallStep) -> None:
             step.run(vd)
     else:
         step.run(vd)
+
+
+def launch_op(vd: "VDevice", index: int, stream: Any = None) -> None:
+    """Launch op `index` as its plain legacy kernel (on `stream`, else the backend's)."""
+    k = vd.ops[index].kernel
+    if stream is None:
+        vd.backend.launch(vd.wrapper(index), k.grid, k.block, k.dynamic_smem, vd.op_launch_args(index))
+    else:
+        vd.backend.launch(vd.wrapper(index), k.grid, k.block, k.dynamic_smem, vd.op_launch_args(index),
+                          stream=stream)
+
+
+def stream_of_each(step: LaunchStep, streams: int = MAX_SEGMENT_STREAMS) -> list[int]:
+    """Which stream each op of a segment goes on: its first predecessor's when that one was the last op put there
+    (a chain stays on one stream), else the least recently used stream; stream 0 is the capturing one."""
+    preds: dict[int, list[int]] = {}
+    for a, b in step.deps:
+        preds.setdefault(b, []).append(a)
+    where: dict[int, int] = {}
+    last_on: dict[int, int] = {}
+    used: list[int] = []  # streams, least recently used first
+    out = []
+    for op in step.ops:
+        mine = [p for p in preds.get(op, []) if p in where]
+        s = next((where[p] for p in mine if last_on.get(where[p]) == p), None)
+        if s is None:
+            s = len(last_on) if len(last_on) < streams else used[0]
+        where[op], last_on[s] = s, op
+        used = [u for u in used if u != s] + [s]
+        out.append(s)
+    return out
+
+
+StepRun = tuple[Union[LaunchStep, CallStep], ...]  # consecutive steps between rPrograms: one CUDA Graph on the GPU
+
+
+def step_runs(steps: Sequence[RunStep]) -> list[Union[int, StepRun]]:
+    """The steps with every maximal run of launch segments and call steps as one tuple (rPrograms stay ints)."""
+    out: list[Union[int, StepRun]] = []
+    for step in steps:
+        if isinstance(step, int):
+            out.append(step)
+        elif out and isinstance(out[-1], tuple):
+            out[-1] = out[-1] + (step,)
+        else:
+            out.append((step,))
+    return out
+
+
+class SegmentGraphs:
+    """Each run of launch segments and call steps between rPrograms captured once on the GPU as ONE CUDA Graph (a
+    segment forked over parallel streams where its ops are independent, a call on the capturing stream), replayed
+    per run; on the CPU the ops are launched and the calls made in order."""
+
+    def __init__(self, vd: "VDevice") -> None:
+        self.vd = vd
+        self.graphs: dict[StepRun, Any] = {}
+
+    def run(self, steps: StepRun) -> None:
+        """Run one run of steps."""
+        if self.vd.backend.name != "gpu":
+            for step in steps:
+                if isinstance(step, CallStep):
+                    run_call(self.vd, step)
+                else:
+                    for op in step.ops:
+                        launch_op(self.vd, op)
+            return
+        if steps not in self.graphs:
+            self.graphs[steps] = self.capture(steps)
+        self.graphs[steps].launch(self.vd.backend.stream)
+
+    def capture(self, steps: StepRun) -> Any:
+        """Stream-capture the run: each segment's ops on their streams (capture_segment), each call on the
+        capturing stream after the segment before it has joined."""
+        be = self.vd.backend
+        for step in steps:  # load the functions and set their attributes outside the capture
+            for op in step.ops if isinstance(step, LaunchStep) else ():
+                be._allow_smem(self.vd.wrapper(op), self.vd.ops[op].kernel.dynamic_smem)
+        be.synchronize()
+        be.stream.begin_capture()
+        try:
+            for step in steps:
+                if isinstance(step, CallStep):
+                    run_call(self.vd, step)
+                else:
+                    self.capture_segment(step)
+        finally:
+            graph = be.stream.end_capture()
+        return graph
+
+    def capture_segment(self, step: LaunchStep) -> None:
+        """Inside a capture: each op on its stream (stream_of_each), after events of its predecessors on other
+        streams; every forked stream joins the capturing one at the end."""
+        be = self.vd.backend
+        lanes = stream_of_each(step)
+        streams = [be.stream] + [be.cp.cuda.Stream(non_blocking=True) for _ in range(max(lanes) if lanes else 0)]
+        preds: dict[int, list[int]] = {}
+        for a, b in step.deps:
+            preds.setdefault(b, []).append(a)
+        lane_of = dict(zip(step.ops, lanes))
+        done: dict[int, Any] = {}
+        fork = be.stream.record()
+        for s in streams[1:]:
+            s.wait_event(fork)
+        for op, lane in zip(step.ops, lanes):
+            for p in preds.get(op, []):
+                if lane_of[p] != lane:
+                    streams[lane].wait_event(done[p])
+            launch_op(self.vd, op, streams[lane])
+            done[op] = streams[lane].record()
+        for s in streams[1:]:
+            be.stream.wait_event(s.record())
 
 
 # ---- (1) persistent: one cooperative launch of the interpreter per rProgram -------------------------------
@@ -347,10 +472,12 @@ class PersistentExecutor:
             CPU_WATCHDOG_POLLS if be.name == "cpu" else GPU_WATCHDOG_CYCLES)
         self.notes: list[str] = []  # what the GPU made the executor change (a program folded onto fewer vEUs)
         self.loaded = [self._load(p) for p in programs]
+        self.segments = SegmentGraphs(self.vd)
         self.steps: list[RunStep] = list(range(len(programs))) if steps is None else list(steps)
         bad = [s for s in self.steps if isinstance(s, int) and not 0 <= s < len(self.loaded)]
         if bad:
             raise VDeviceError(f"step names rProgram {bad[0]}, but the plan has {len(self.loaded)}")
+        self.runs = step_runs(self.steps)
 
     def _load(self, program: Program) -> _Loaded:
         """Encode, check co-residency and upload one program."""
@@ -407,9 +534,9 @@ class PersistentExecutor:
     def run(self, buffers: Mapping[str, np.ndarray] | None = None) -> None:
         """Run every step once on `buffers` (in place); raise VDeviceError naming a stuck wait."""
         self.vd.bind(buffers)
-        for step in self.steps:
-            if isinstance(step, CallStep):
-                run_call(self.vd, step)
+        for step in self.runs:
+            if isinstance(step, tuple):
+                self.segments.run(step)
                 continue
             ld = self.loaded[step]
             try:
@@ -422,9 +549,9 @@ class PersistentExecutor:
 
     def _issue_all(self) -> None:
         """Enqueue every step once."""
-        for step in self.steps:
-            if isinstance(step, CallStep):
-                run_call(self.vd, step)
+        for step in self.runs:
+            if isinstance(step, tuple):
+                self.segments.run(step)
             else:
                 self._launch(self.loaded[step])
 

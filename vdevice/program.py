@@ -6,7 +6,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from collections import deque
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import AbstractSet, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -406,12 +406,13 @@ def _instr_from_json(item: list) -> Instr:
     raise ProgramError(f"unknown instruction {item!r}")
 
 
-def plan_to_json(programs: Sequence[Program]) -> str:
-    """A plan (programs run one after another over the same ops) as JSON, ops stored once."""
-    if not programs:
+def plan_to_json(programs: Sequence[Program], ops: Sequence[Op] | None = None) -> str:
+    """A plan (programs run one after another over the same ops) as JSON, ops stored once; `ops` when no program
+    carries the op list (every op launched outside the programs)."""
+    ops = list(programs[0].ops) if ops is None and programs else ops
+    if ops is None:
         raise ProgramError("empty plan")
-    return dumps({"ops": [op.to_json() for op in programs[0].ops],
-                  "programs": [p.to_json(with_ops=False) for p in programs]})
+    return dumps({"ops": [op.to_json() for op in ops], "programs": [p.to_json(with_ops=False) for p in programs]})
 
 
 def plan_from_json(text: str) -> list[Program]:
@@ -473,20 +474,27 @@ def _check_instructions(program: Program) -> None:
                     raise ProgramError(f"vEU {v} instruction {pc}: bad wait target (vEU {u}, order {k})")
 
 
-def _check_exactly_once(programs: Sequence[Program], ops: Sequence[Op]) -> dict[TaskRef, int]:
-    """Every rTask of every op appears in exactly one run instruction of the plan; returns task -> program."""
+def _check_exactly_once(programs: Sequence[Program], ops: Sequence[Op], outside: AbstractSet[int] = frozenset()
+                        ) -> dict[TaskRef, int]:
+    """Every rTask of every op but those run `outside` the programs appears in exactly one run instruction of the
+    plan, those in none; returns task -> program."""
     seen: dict[TaskRef, int] = {}
     for p_index, program in enumerate(programs):
         for v, instrs in enumerate(program.veus):
             for instr in instrs:
                 if not isinstance(instr, Run):
                     continue
+                if instr.task.op in outside:
+                    raise ProgramError(f"op '{ops[instr.task.op].name}' runs outside the programs and in program "
+                                       f"{p_index}")
                 if instr.task in seen:
                     t = instr.task
                     raise ProgramError(f"rTask {t.rtask} of op '{ops[t.op].name}' runs twice "
                                        f"(program {seen[t]} and program {p_index}, vEU {v})")
                 seen[instr.task] = p_index
     for index, op in enumerate(ops):
+        if index in outside:
+            continue
         homes = {seen[TaskRef(index, r)] for r in range(op.kernel.rtasks) if TaskRef(index, r) in seen}
         if len(homes) > 1:
             raise ProgramError(f"op '{op.name}' is split over programs {sorted(homes)}: keep an op in one program")
@@ -570,8 +578,10 @@ def validate(program: Program, deps: Iterable[tuple[int, int]]) -> None:
     validate_plan([program], deps)
 
 
-def validate_plan(programs: Sequence[Program], deps: Iterable[tuple[int, int]]) -> None:
-    """Check programs run one after another: each rTask once, deps ordered by launches, waits or vEU order."""
+def validate_plan(programs: Sequence[Program], deps: Iterable[tuple[int, int]], outside: Iterable[int] = ()
+                  ) -> None:
+    """Check programs run one after another: each rTask once, deps ordered by launches, waits or vEU order. Ops in
+    `outside` run in steps between the programs (launched as legacy kernels): in no program, and in no dep."""
     if not programs:
         raise ProgramError("empty plan")
     ops = programs[0].ops
@@ -580,7 +590,7 @@ def validate_plan(programs: Sequence[Program], deps: Iterable[tuple[int, int]]) 
             raise ProgramError("programs of one plan must share the op list")
         _check_runs(program)
         _check_targets(program)
-    where = _check_exactly_once(programs, ops)
+    where = _check_exactly_once(programs, ops, set(outside))
     preds = _predecessors(deps, len(ops))
     for index, program in enumerate(programs):
         check_resident(program)

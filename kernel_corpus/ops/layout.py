@@ -2,6 +2,7 @@
 CumSum."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from math import prod
@@ -52,9 +53,10 @@ def _concat_plan(node: NodeInfo) -> list[Launch]:
     launches, offset = [], 0
     for i, t in enumerate(node.inputs):
         src_inner = t.shape[axis] * inner
-        launches.append(linear_launch("concat_copy", [BLOCK], t.numel, BLOCK,
-                                      [In(i), Out(0), i32(outer), i32(src_inner), i32(out[axis] * inner),
-                                       i32(offset)], 0, _copy_bytes(t.numel)))
+        copy = linear_launch("concat_copy", [BLOCK], t.numel, BLOCK,
+                             [In(i), Out(0), i32(outer), i32(src_inner), i32(out[axis] * inner), i32(offset)], 0,
+                             _copy_bytes(t.numel))
+        launches.append(dataclasses.replace(copy, independent=True))
         offset += src_inner
     return launches
 

@@ -400,10 +400,17 @@ def run_fallback(call: LibraryCall, ins: list, outs: list) -> None:
 
 
 def modelled_us(call: LibraryCall, device: Any) -> float:
-    """The cost model of a vendor call inside the plan's captured CUDA Graph: one graph node, then the roofline at
-    the call's efficiency scaled by how many 128x128 output tiles fill the SMs (small problems leave SMs idle)."""
+    """The cost model of a vendor call inside the plan's captured CUDA Graph: one graph node's gap, then the call's
+    kernel (call_kernel_us)."""
+    from ..dispatch_costs import LAUNCHES
+    return LAUNCHES.gap_us("graph") + call_kernel_us(call, device)
+
+
+def call_kernel_us(call: LibraryCall, device: Any) -> float:
+    """A vendor call's kernel time: the roofline at the call's efficiency scaled by how many 128x128 output tiles
+    fill the SMs (small problems leave SMs idle), never below a floor."""
     if call.function == FALLBACK:
-        return device.graph_node_us + FALLBACK_FLOOR_US + call.bytes / (device.mem_bw * 0.1) * 1e6
+        return FALLBACK_FLOOR_US + call.bytes / (device.mem_bw * 0.1) * 1e6
     impl = BY_FUNCTION[call.function]
     out = call.output_shapes[0]
     rows = prod(out[:-1]) if call.function != "conv2d" else out[0] * prod(out[2:])
@@ -412,7 +419,7 @@ def modelled_us(call: LibraryCall, device: Any) -> float:
     fill = min(1.0, tiles / device.sms)
     compute_s = call.flops / (device.peak_flops * impl.efficiency * fill)
     memory_s = call.bytes / (device.mem_bw * 0.8)
-    return device.graph_node_us + max(CALL_FLOOR_US, max(compute_s, memory_s) * 1e6)
+    return max(CALL_FLOOR_US, max(compute_s, memory_s) * 1e6)
 
 
 # ---- the registration -----------------------------------------------------------------------------------------

@@ -1,0 +1,173 @@
+"""Plans of more than one kind of step on the CPU target: rPrograms, launch segments (nodes run as their fastest
+legacy kernels outside the rPrograms; the emulator launches them) and library calls, each kind forced for three zoo
+--small models and mixed, every output checked against onnxruntime; the segment price against a hand computation;
+the launch option's DP and the stream assignment of a captured segment."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from rammer.build import build_model
+from rammer.check import reference_outputs, relative_error
+from rammer.zoo import generate, random_inputs
+from vdevice.executors import LaunchStep, stream_of_each
+
+TOL = 1e-4
+# per model: the forced mix (first matching pattern wins): some nodes launched, one library call, the rest in
+# rPrograms; patterns over the node names after the graph passes
+MIXED = {
+    "lstm-tc": ("n_lstm_0/xw=library", "n_lstm_1/*=launch", "*=rtask"),
+    "resnext": ("n_conv_1*=launch", "n_add_0=launch", "n_conv_3=library", "*=rtask"),
+    "transformer": ("n_layernormalization_0=launch", "n_matmul_1=library", "n_softmax_0=launch", "*=rtask"),
+}
+# the nodes each model may run as library calls (Conv/MatMul/Gemm the library implements)
+LIBRARY = {"lstm-tc": "n_lstm_0/xw", "resnext": "n_conv_*", "transformer": "n_matmul_*"}
+
+
+def build_and_check(tmp_path: Path, name: str, **options) -> dict:
+    """Build the --small zoo model on the CPU target with `options`, run it, compare with onnxruntime; returns
+    build.json's steps by kind."""
+    model = generate(name, small=True)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    built = build_model(path, tmp_path / "out", target="cpu", veus=8, quiet=True, backends=("rtask", "library"),
+                        **options)
+    feeds = random_inputs(model, seed=3)
+    got = built.run(feeds)
+    err = relative_error([got[n] for n in built.output_names], reference_outputs(model, feeds))
+    assert err <= TOL, f"{name} {options}: relative error {err:.3g}"
+    kinds: dict[str, int] = {}
+    for step in built.manifest.steps:
+        kinds[step.kind] = kinds.get(step.kind, 0) + 1
+    return kinds
+
+
+@pytest.mark.parametrize("name", list(MIXED))
+def test_mixed_plan_runs_and_matches_onnxruntime(tmp_path: Path, name: str) -> None:
+    kinds = build_and_check(tmp_path, name, force=MIXED[name])
+    assert kinds.get("program", 0) >= 1 and kinds.get("launches", 0) >= 1 and kinds.get("library", 0) >= 1, kinds
+
+
+@pytest.mark.parametrize("name", list(MIXED))
+@pytest.mark.parametrize("kind", ["rtask", "launch", "library"])
+def test_each_segment_kind_forced(tmp_path: Path, name: str, kind: str) -> None:
+    """Every node in rPrograms; every node launched; every node the library can run as a library call (the rest in
+    rPrograms)."""
+    force = {"rtask": ("*=rtask",), "launch": ("*=launch",), "library": (f"{LIBRARY[name]}=library", "*=rtask")}[kind]
+    kinds = build_and_check(tmp_path, name, force=force)
+    if kind == "rtask":
+        assert set(kinds) == {"program"}, kinds
+    elif kind == "launch":
+        assert set(kinds) == {"launches"} and kinds["launches"] == 1, kinds
+    else:
+        assert kinds.get("library", 0) >= 1 and "launches" not in kinds, kinds
+
+
+def test_force_refuses_a_kind_a_node_cannot_run_as(tmp_path: Path) -> None:
+    from scheduler.graph import SchedulerError
+    model = generate("transformer", small=True)
+    path = tmp_path / "t.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(SchedulerError, match="cannot run as call"):
+        build_model(path, tmp_path / "out", target="cpu", veus=8, quiet=True, backends=("rtask", "library"),
+                    force=("n_softmax_0=library",))
+
+
+def test_launch_segment_price_against_hand_numbers() -> None:
+    """A diamond a -> (b, c) -> d launched as one segment: the longer of its critical path (each kernel and its
+    graph node's gap) and the device time its kernels fill, plus one graph launch; the launch option of a node is
+    its fastest variant's kernels, each a graph node."""
+    from test_baselines import diamond
+
+    from scheduler.dispatch_costs import LAUNCHES
+    from scheduler.placement import launch_option_us
+    from scheduler.profiler import H100, Profiler
+    from scheduler.segments import launch_part
+    prof = Profiler(H100, 132)
+    wl, alone = diamond(prof)
+    part = launch_part(wl, [0, 1, 2, 3], prof)
+    node = lambda k: max(LAUNCHES.floor_us("graph"), k + LAUNCHES.gap_us("graph"))  # noqa: E731
+    b = min(alone["b1"], alone["b2"])
+    path = node(alone["a"]) + max(node(b), node(alone["c"])) + node(alone["d"])
+    shares = [300 / (132 * 8), 1200 / (132 * 4), 64 / (132 * 4), 10 / (132 * 8)]
+    area = sum(k * s for k, s in zip([alone["a"], b, alone["c"], alone["d"]], shares))
+    assert part.us == pytest.approx(max(path, area) + 6.279)
+    assert [op.variant for op in part.ops] == ["only", "quick", "tiled", "only"]
+    assert sorted(part.deps) == [(0, 1), (0, 2), (1, 3), (2, 3)]
+    assert launch_option_us(wl.ops[1], prof) == pytest.approx(node(b))
+
+
+@pytest.mark.parametrize("deps,want", [
+    (((0, 1), (1, 2)), [0, 0, 0]),                       # a chain stays on one stream
+    (((0, 1), (0, 2), (1, 3), (2, 3)), [0, 0, 1, 0]),    # a diamond forks one branch
+    ((), [0, 1, 2]),                                     # independent ops on their own streams
+])
+def test_stream_assignment_of_a_captured_segment(deps: tuple, want: list[int]) -> None:
+    ops = tuple(range(len(want)))
+    assert stream_of_each(LaunchStep(ops, deps)) == want
+
+
+def test_streams_are_reused_beyond_the_limit() -> None:
+    lanes = stream_of_each(LaunchStep(tuple(range(10)), ()), streams=3)
+    assert lanes == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+    assert np.max(lanes) < 3
+
+
+@pytest.mark.parametrize("name", list(MIXED))
+def test_gpu_build_is_never_predicted_slower_than_the_launch_baselines(tmp_path: Path, name: str) -> None:
+    """A GPU build with launch segments (the default) falls back to launching every node where that is predicted
+    faster: its prediction is at most the op-by-op, CUDA Graph and multi-stream graph baselines' (the ones the
+    runtime can run as a launch segment), priced independently of the plan."""
+    model = generate(name, small=True)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    built = build_model(path, tmp_path / "out", target="gpu", quiet=True, compile_check=False, profile="model")
+    stats = built.manifest.stats
+    base = stats["predicted_baselines_us"]
+    assert stats["predicted_us"] <= min(base["op-by-op"], base["cuda-graph"], base["multi-stream-graph"]) + 1e-3
+
+
+def test_a_run_of_segments_and_calls_pays_one_graph_launch() -> None:
+    """Between two rPrograms the executor captures the segments and calls as one graph: the second segment of the
+    run does not pay a graph launch again; after an rProgram the next one does."""
+    from scheduler.plan import LibraryCall, Plan
+    from scheduler.profiler import H100, Profiler
+    from scheduler.segments import LaunchPart, join
+    prof = Profiler(H100, 8)
+    part = lambda us: LaunchPart([], [], us, {})  # noqa: E731
+    call = LibraryCall("m", "MatMul", "library", "matmul", [], [], [], [], us=3.0)
+    program = Plan("wavefront", "d", "p", 8, [], [], [], {})
+    plan = join([part(20.0), call, part(30.0), program, part(40.0)], "wavefront", prof)
+    assert [s.kind for s in plan.steps] == ["launches", "library", "launches", "launches"]
+    assert [g.us for g in plan.launches] == pytest.approx([20.0, 30.0 - 6.279, 40.0])
+
+
+def test_steps_between_programs_run_as_one_graph() -> None:
+    from vdevice.executors import CallStep, step_runs
+    a, b, c = LaunchStep((0,)), CallStep("m", lambda vd: None), LaunchStep((1, 2), ((1, 2),))
+    assert step_runs([a, b, 0, c, 1, 2]) == [(a, b), 0, (c,), 1, 2]
+
+
+def test_cli_force_and_launch_only(tmp_path: Path) -> None:
+    """`rammer build --force` with a malformed item is one line and exit 1; `--placement launch-only` on the CPU
+    target builds one launch segment that `rammer run --check` passes."""
+    import subprocess
+    import sys
+    path = tmp_path / "m.onnx"
+    onnx.save(generate("squeezenet", small=True), str(path))
+    cli = [sys.executable, "-c", "from rammer.cli import main; main()"]
+    repo = Path(__file__).resolve().parent.parent
+    bad = subprocess.run(cli + ["build", str(path), "-o", str(tmp_path / "bad"), "--target", "cpu", "--force",
+                                "n_conv_*=gpu"], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 1 and "--force n_conv_*=gpu: expected PATTERN=KIND" in bad.stderr
+    assert not (tmp_path / "bad").exists()
+    ok = subprocess.run(cli + ["build", str(path), "-o", str(tmp_path / "b"), "--target", "cpu", "--veus", "4",
+                               "--placement", "launch-only"], cwd=repo, capture_output=True, text=True, timeout=600)
+    assert ok.returncode == 0, ok.stderr
+    assert "0 rProgram(s), 1 launch segment(s)" in ok.stdout
+    run = subprocess.run(cli + ["run", str(tmp_path / "b"), "--check"], cwd=repo, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0 and "check: PASS" in run.stdout, run.stdout + run.stderr

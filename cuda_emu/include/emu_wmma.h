@@ -140,3 +140,4 @@ inline float __float_to_tf32(float in) {
 
 }  // namespace wmma
 }  // namespace nvcuda
+#include "emu_mma.h"

@@ -552,8 +552,10 @@ def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: in
     vec = int(R % 4 == 0) | 2 * int(direct)
     exprs = ["conv_tc_offsets<256>", f"conv_tc<{tile[0]}, {tile[1]}, {prec}, {vec}>", "tc_conv_splitk_reduce<256>"]
     mod = _tc_module(exprs)
-    tab = np.full(4 * R, -99, np.int32)
-    mod.launch(exprs[0], grid=-(-R // 256), block=256, args=[tab] + [np.int32(v) for v in (R, H, W, KH, KW, *dil)])
+    r_pad = -(-R // 16) * 16
+    tab = np.full(4 * r_pad, -99, np.int32)
+    mod.launch(exprs[0], grid=-(-r_pad // 256), block=256,
+               args=[tab] + [np.int32(v) for v in (R, r_pad, H, W, KH, KW, *dil)])
     y = np.full(exact.shape, np.nan, np.float32)
     part = np.full(splits * M * P, np.nan, np.float32)
     grid = (-(-P // tile[1]), -(-mg // tile[0]), group * splits)

@@ -487,18 +487,21 @@ __global__ void tc_gemm_splitk_reduce(const float* __restrict__ P, const float* 
 
 // ---- implicit-GEMM convolution ---------------------------------------------------------------------------------
 // One im2col row r = (c*KH + kh)*KW + kw: where its input element lies relative to the pixel's top-left input
-// element X[n, c0, ih0, iw0] (offset = (c*H + kh*dh)*W + kw*dw) and its row and column shifts (for the padding).
+// element X[n, c0, ih0, iw0] (offset = (c*H + kh*dh)*W + kw*dw >= 0) and its row and column shifts (for the padding).
+// Rows past R (to a whole stage) shift by TC_TAP_NONE: no pixel's element is inside the input there.
 struct __align__(16) TcTap {
   int offset, dh, dw, unused;
 };
+#define TC_TAP_NONE (-(1 << 30))
 
-// tab[r] for r < R. block (BLOCK), grid ceil(R / BLOCK).
+// tab[r] for r < R_pad (R rounded up to a whole stage). block (BLOCK), grid ceil(R_pad / BLOCK).
 template <int BLOCK>
-__global__ void conv_tc_offsets(TcTap* __restrict__ tab, int R, int H, int W, int KH, int KW, int dh, int dw) {
+__global__ void conv_tc_offsets(TcTap* __restrict__ tab, int R, int R_pad, int H, int W, int KH, int KW, int dh,
+                                int dw) {
   const int r = blockIdx.x * BLOCK + threadIdx.x;
-  if (r >= R) return;
+  if (r >= R_pad) return;
   const int kw = r % KW, kh = (r / KW) % KH, c = r / (KW * KH);
-  tab[r] = TcTap{(c * H + kh * dh) * W + kw * dw, kh * dh, kw * dw, 0};
+  tab[r] = r < R ? TcTap{(c * H + kh * dh) * W + kw * dw, kh * dh, kw * dw, 0} : TcTap{0, TC_TAP_NONE, 0, 0};
 }
 
 // acc (+ Bias[m] when bias), then Relu when relu, as conv.cu (run-time flags, as the GEMM's).
@@ -510,7 +513,8 @@ __device__ __forceinline__ float tc_conv_epilogue(float acc, const float* Bias, 
 // Copies of the convolution stages, in order (r from the split's first). A = this group's filters W_g [mg, R]
 // (row-major), copied as the GEMM's A. B = im2col(X) [R, P]: 4-byte copies (WIDE_B 0): thread tid always copies pixel
 // column tid % BN (its image, top-left input row and column computed once) at rows tid / BN + i * (THREADS / BN), the
-// row's (channel, kh, kw) offsets from the table; 16-byte copies (WIDE_B 1: a 1x1, stride-1, unpadded convolution,
+// row's (channel, kh, kw) offsets from the table (its padded rows, and a pixel past the end, fail the bounds test:
+// no other test per element); 16-byte copies (WIDE_B 1: a 1x1, stride-1, unpadded convolution,
 // OH*OW a multiple of 4): im2col row r is channel r of the group, pixels 4*(tid % (BN/4)) .. +3 lie in one image, at
 // rows tid/(BN/4) + i * (THREADS/(BN/4)).
 template <int BM, int BN, int WIDE_A, int WIDE_B>
@@ -521,7 +525,7 @@ struct TcConvLoader {
   static constexpr int A_PER = BM * A_COLS / S::THREADS, B_PER = TC_BK * B_COLS / S::THREADS;
   static constexpr int A_ROWS = S::THREADS / A_COLS, B_ROWS = S::THREADS / B_COLS;
   const float* w;      // W_g(m0 + first row, r of the next stage + first column)
-  const float* x;      // X[n, g*cg, 0, 0] of this thread's pixel (WIDE_B: X[n, g*cg + r of the next stage, pixel])
+  const float* x;      // X[n, g*cg, ih0, iw0] of this thread's pixel (WIDE_B: X[n, g*cg + r of the next stage, pixel])
   const TcTap* tab;    // the table at r of the next stage + first row
   int R, H, W, hw, ih0, iw0, a_rows, r_left_a, r_left_b, a_dst, b_dst;
   bool p_ok;
@@ -538,9 +542,10 @@ struct TcConvLoader {
     r_left_b = split.k_end - split.k_begin - b_row;
     w = Wt + ((size_t)g * mg + m0 + a_row) * R + split.k_begin + a_col;
     const int n = p / OHW, pix = p % OHW;
-    ih0 = (pix / OW) * sh - ph;
+    ih0 = p_ok ? (pix / OW) * sh - ph : TC_TAP_NONE;  // a pixel past the end is never inside the input
     iw0 = (pix % OW) * sw - pw;
-    x = X + ((size_t)n * C + (size_t)g * cg) * hw + (WIDE_B ? pix + (size_t)(split.k_begin + b_row) * hw : 0);
+    x = X + ((size_t)n * C + (size_t)g * cg) * hw +
+        (WIDE_B ? pix + (size_t)(split.k_begin + b_row) * hw : (ptrdiff_t)ih0 * W + iw0);
     tab = tab_ + split.k_begin + b_row;
     a_dst = (a_row * S::LDA + a_col) * 4;
     b_dst = (b_row * S::LDB + b_col) * 4;
@@ -556,11 +561,9 @@ struct TcConvLoader {
       if (WIDE_B) {
         tc_copy<16>(bs + b_dst + r * S::LDB * 4, x + (size_t)r * hw, p_ok && r < r_left_b);
       } else {
-        const bool in = p_ok && r < r_left_b;
-        const TcTap o = in ? tab[r] : TcTap{0, 0, -1, 0};
-        const int ih = ih0 + o.dh, iw = iw0 + o.dw;
-        tc_copy<4>(bs + b_dst + r * S::LDB * 4, x + (ih0 * W + iw0 + o.offset),
-                   in && ih >= 0 && ih < H && iw >= 0 && iw < W);
+        const TcTap o = tab[r];
+        const bool in = (unsigned)(ih0 + o.dh) < (unsigned)H && (unsigned)(iw0 + o.dw) < (unsigned)W;
+        tc_copy<4>(bs + b_dst + r * S::LDB * 4, x + (unsigned)o.offset, in);
       }
     }
     w += TC_BK;

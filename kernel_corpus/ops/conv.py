@@ -185,17 +185,18 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
         w = g.win
         R, P, mg = g.C // g.group * w.kh * w.kw, g.N * g.OH * g.OW, g.M // g.group
         vec = _tc_vec(g)
-        taps = temp("taps", 16 * R)
+        r_pad = cdiv(R, tc.BK) * tc.BK  # the table covers whole stages
+        taps = temp("taps", 16 * r_pad)
         table = [] if vec & tc.VEC_B else [
-            linear_launch("conv_tc_offsets", [TAP_BLOCK], R, TAP_BLOCK,
-                          [taps] + [i32(v) for v in (R, g.H, g.W, w.kh, w.kw, w.dh, w.dw)], 8 * R, 16 * R)]
+            linear_launch("conv_tc_offsets", [TAP_BLOCK], r_pad, TAP_BLOCK,
+                          [taps] + [i32(v) for v in (R, r_pad, g.H, g.W, w.kh, w.kw, w.dh, w.dw)], 8 * R, 16 * r_pad)]
         work = tc.tensor_core_flops(g.group, mg, P, R, bm, bn, precision) + g.flops - 2 * g.M * P * R
         args = _conv_args(g)[:4] + [_partial(g, splits), taps] + [
             i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.sh, w.sw, w.ph, w.pw, R, g.group, int(g.bias),
                              int(g.relu), splits)]
         main = Launch("conv_tc", [bm, bn, tc.PREC_CODE[precision], vec], (cdiv(P, bn), cdiv(mg, bm), g.group * splits),
                       (tc.threads(bm, bn), 1, 1), 0, args, work,
-                      _traffic(node) + (0 if vec & tc.VEC_B else 16 * R), flop_rate=tc.TF32_RATE)
+                      _traffic(node) + (0 if vec & tc.VEC_B else 16 * r_pad), flop_rate=tc.TF32_RATE)
         return table + _with_fixup(node, g, main, splits, "tc_conv_splitk_reduce", [],
                                    [i32(int(g.bias)), i32(int(g.relu))])
 

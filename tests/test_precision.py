@@ -69,27 +69,23 @@ def test_cli_refuses_an_unknown_precision(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def _tc_hot_loop(tmp_path: Path, expr: str):
-    """The SASS (sm_90) of one tc.cu instantiation: its figures (toolchain.sass) and the instructions of its hottest
-    loop (the smallest loop holding the most HMMA)."""
-    import subprocess
-
+def _tc_hot_loop(expr: str):
+    """The sm_90 SASS of one tc.cu instantiation: ptxas's registers and spills, and the instructions of its hottest
+    loop (the one that itself issues the most HMMA)."""
     from toolchain.nvcc import find_nvcc
-    from toolchain.sass import compile_figures, demangle, find_cuobjdump, loop_figures, loops, parse_sass
-    nvcc, cuobjdump = find_nvcc(), find_cuobjdump()
-    if nvcc is None or cuobjdump is None:
+    from toolchain.ptxas import parse_ptxas
+    from toolchain.sass import compile_sass, demangle, find_cuobjdump, loop_spans
+    if find_nvcc() is None or find_cuobjdump() is None:
         pytest.skip("needs nvcc and cuobjdump (pip install nvidia-cuda-nvcc nvidia-cuda-cuobjdump: extra `sass`)")
-    unit = tmp_path / "unit.cu"
-    unit.write_text(f'#include "{LEGACY_DIR / "tc.cu"}"\nvoid instantiate() {{ (void)&{expr}; }}\n')
+    functions, log = compile_sass(f'#include "tc.cu"\nvoid instantiate() {{ (void)&{expr}; }}\n', [str(LEGACY_DIR)])
     want = expr.replace(" ", "")
-    (fig,) = [f for f in compile_figures(unit, [str(LEGACY_DIR)]) if demangle(f.name).replace(" ", "") == want]
-    cubin = tmp_path / "unit.cubin"
-    subprocess.run([nvcc, "-arch=sm_90", "-std=c++17", "-cubin", "-o", str(cubin), f"-I{LEGACY_DIR}", str(unit)],
-                   check=True, capture_output=True, timeout=900)
-    sass = subprocess.run([cuobjdump, "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
-    (code,) = [c for name, c in parse_sass(sass).items() if demangle(name).replace(" ", "") == want]
-    hot = max(loops(code), key=lambda b: (loop_figures(b).hmma, -len(b)))
-    return fig, hot
+    (name,) = [n for n in functions if demangle(n).replace(" ", "") == want]
+    code = functions[name]
+    spans = loop_spans(code)
+    hmma = {s: sum(i.base == "HMMA" for i in code if s[0] <= i.addr <= s[1]) for s in spans}
+    lo, hi = max(spans, key=lambda s: (hmma[s], -(s[1] - s[0])))
+    used = parse_ptxas(log)[name]
+    return used, [i for i in code if lo <= i.addr <= hi]
 
 
 # (BM, BN, PREC, VEC) -> useful multiply-adds per warp instruction of the wmma-based tc.cu before issue 25 (sm_90
@@ -104,15 +100,14 @@ BEFORE = {("gemm_tc", 32, 32, 0): 20.1, ("gemm_tc", 64, 64, 0): 40.1, ("gemm_tc"
 @pytest.mark.parametrize("kernel,bm,bn,prec,vec", [
     ("gemm_tc", 64, 64, 0, 3), ("gemm_tc", 128, 64, 0, 3), ("gemm_tc", 32, 32, 0, 3), ("gemm_tc", 64, 64, 1, 3),
     ("gemm_tc", 64, 64, 2, 3), ("conv_tc", 64, 64, 0, 3), ("conv_tc", 128, 64, 0, 3)])
-def test_tensor_core_loops_issue_like_a_tuned_library(tmp_path: Path, kernel: str, bm: int, bn: int, prec: int,
-                                                      vec: int) -> None:
+def test_tensor_core_loops_issue_like_a_tuned_library(kernel: str, bm: int, bn: int, prec: int, vec: int) -> None:
     """Compiled for sm_90, the main loop of a 16-byte-copy instantiation issues mma.m16n8k8 (HMMA.1688; bf16
     HMMA.16816), loads A fragments with LDSM and B fragments with LDS.64 (no generic loads, no register moves for
     operands), copies with 16-byte LDGSTS only, waits for a stage with at least one newer group in flight (>= 3 stages),
     reaches at least twice the useful multiply-adds per instruction of the wmma kernels it replaced, and spills
     nothing within 128 registers."""
-    fig, hot = _tc_hot_loop(tmp_path, f"{kernel}<{bm}, {bn}, {prec}, {vec}>")
-    ops = [i.op for i in hot]
+    used, hot = _tc_hot_loop(f"{kernel}<{bm}, {bn}, {prec}, {vec}>")
+    ops = [i.opcode for i in hot]
     hmma = [o for o in ops if o.startswith("HMMA")]
     # per warp and 16-deep stage: (WN / 16) x (WM / 8) fragments, 2 k8 steps x 3 products (3xTF32), 2 x 1 (TF32),
     # one k16 product (BF16)
@@ -122,14 +117,14 @@ def test_tensor_core_loops_issue_like_a_tuned_library(tmp_path: Path, kernel: st
     assert set(hmma) == {"HMMA.16816.F32.BF16" if prec == 2 else "HMMA.1688.F32.TF32"}
     assert ops.count("LDSM.16.M88.4") == (warp_m // 16) * 2 and ops.count("LDS.64") == (warp_n // 16) * 4
     # no generic or 32-bit fragment loads (ptxas puts a few `LDS RZ, [RZ]`, which load nothing, before LDGSTS)
-    assert not [i for i in hot if i.op.startswith("LD.") or (i.op == "LDS" and not i.operands.strip().startswith("RZ"))]
+    assert not [i for i in hot if i.base == "LD" or (i.opcode == "LDS" and not i.operands.startswith("RZ"))]
     copies = [o for o in ops if o.startswith("LDGSTS")]
     assert copies and all(o.endswith(".128") for o in copies)
-    waits = [i.operands for i in hot if i.op.startswith("DEPBAR")]
+    waits = [i.operands for i in hot if i.base == "DEPBAR"]
     assert waits and all(int(w.split(",")[-1], 16) >= 1 for w in waits)  # wait_group N >= 1: STAGES >= 3
     useful = fragments * 16 * 8 * 16  # a warp's multiply-adds per stage (its 16-deep product)
     assert useful / len(ops) >= 2 * BEFORE[(kernel, bm, bn, prec)]
-    assert fig.spill_bytes == 0 and fig.registers is not None and fig.registers <= 128
+    assert used["spill_stores"] + used["spill_loads"] == 0 and used["registers"] <= 128
 
 
 @pytest.mark.nvcc

@@ -399,8 +399,8 @@ def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any]
     its budget, one more per re-plan until ptxas allows the count, and keep the plan BudgetChoice.decide prefers
     (policy: rammer.budget; ptxas' registers per instantiation, cached). Returns (the BudgetChoice or None, the
     plan kept)."""
-    from .budget import (BudgetChoice, BudgetTarget, BudgetTrial, budget_targets, over_budget, search_trials,
-                         without_candidates)
+    from .budget import (BudgetChoice, BudgetTarget, BudgetTrial, budget_targets, hungriest, over_budget,
+                         search_trials, without_candidates)
     if p.occupancy is None or p.veus_per_sm >= MOST_VEUS_PER_SM:
         return None, p
     threads, smem = veu_footprint(p.sch.plan, p.ops, p.texts)
@@ -420,11 +420,12 @@ def register_budget_plan(p: Planned, workload: Any, plan_at: Callable[[int, Any]
             k = target.veus_per_sm
             q = fit_occupancy(plan_at(k, wl), lambda k2: plan_at(k2, wl), prog, k)
             trial.veus_per_sm, trial.predicted_us = q.veus_per_sm, q.sch.plan.predicted_us
-            more = [e for e in over_budget(instantiation_registers(q.ops, q.texts), target.registers)
-                    if e not in trial.target.excluded]
+            used = instantiation_registers(q.ops, q.texts)
+            more = [e for e in over_budget(used, target.registers) if e not in trial.target.excluded]
             if q.veus_per_sm >= k or not more:
                 break
-            trial.target = dataclasses.replace(trial.target, excluded=(*trial.target.excluded, more[0]))
+            trial.target = dataclasses.replace(trial.target,
+                                               excluded=(*trial.target.excluded, *hungriest(used, more)))
         return trial, q
     # more vEUs per SM stop paying once a count is no faster: the higher counts leave out more
     plans = search_trials(targets, attempt, choice.trials, choice.predicted_all_us)

@@ -644,7 +644,7 @@ class LstmUnroller:
 # ---- weight-stationary recurrent layers (docs/ARCHITECTURE.md §7) ----------------------------------------------
 # Headroom left beside a resident slice for the per-rTask area (dynamic bytes and layout) of whatever else runs on
 # a pinned vEU: policy. One vEU per SM keeps 64 KB, above what static layouts may take (CUDA's 48 KB; gemm_tc<128,64>'s
-# double-buffered tiles are about 34 KB); k vEUs sharing an SM split that SM's 64 KB, but keep at least 16 KB, above
+# 3-stage tiles are 43.5 KB); k vEUs sharing an SM split that SM's 64 KB, but keep at least 16 KB, above
 # the area of gemm_tc<32,32> (15 KiB), the largest the batch-1 LSTM plans use. (A flat 16 KB for every k > 1 was
 # tried on full-size LSTM-TC: larger slices on fewer rTasks per step, predicted slower at 2/SM, and its 3/SM slices
 # hold 3/SM only without gemm_tc<32,32>; BENCHMARKS.md.) A plan whose largest area passes the headroom gets fewer vEUs

@@ -183,11 +183,12 @@ class TargetSearch:
             self.prefetch(q, needed=True)
             q = self.fit(q, target.veus_per_sm, floor=p.veus_per_sm)
             trial.record(q)
-            more = [e for e in over_budget(instantiation_registers(q.ops, q.texts), target.registers)
-                    if e not in trial.target.excluded]
+            used = instantiation_registers(q.ops, q.texts)
+            more = [e for e in over_budget(used, target.registers) if e not in trial.target.excluded]
             if (trial.planned and trial.veus_per_sm >= target.veus_per_sm) or not more:
                 break
-            trial.target = dataclasses.replace(trial.target, excluded=(*trial.target.excluded, more[0]))
+            trial.target = dataclasses.replace(trial.target,
+                                               excluded=(*trial.target.excluded, *hungriest(used, more)))
         return trial, q
 
     # -- resident slices --
@@ -357,12 +358,18 @@ def over_budget(registers: Mapping[str, int], budget: int) -> tuple[str, ...]:
     return tuple(sorted((e for e, r in registers.items() if r > budget), key=lambda e: (-registers[e], e)))
 
 
+def hungriest(registers: Mapping[str, int], fat: Sequence[str]) -> tuple[str, ...]:
+    """The first of `fat` (hungriest first) and those that take as many registers: left out together (one kernel's
+    instantiations that differ only in a run-time-equivalent choice, such as tc.cu's copy width, often tie)."""
+    return tuple(e for e in fat if registers[e] == registers[fat[0]]) if fat else ()
+
+
 def budget_targets(registers: Mapping[str, int], threads: int, smem_bytes: int, veus_per_sm: int,
                    most: int) -> list[BudgetTarget]:
     """The vEU counts above `veus_per_sm` (at most `most`, fewest first) that some, but not all, of the
     instantiations do not fit, each to be tried first without the hungriest of those (unbounded registers overstate
-    what a kernel needs: ptxas takes what it is given, so the trial leaves out one more at a time until ptxas
-    agrees); empty when registers are not what keeps the count low."""
+    what a kernel needs: ptxas takes what it is given, so the trial leaves out the next hungriest at a time until
+    ptxas agrees); empty when registers are not what keeps the count low."""
     out = []
     for k in range(veus_per_sm + 1, most + 1):
         budget = register_budget(threads, smem_bytes, k)
@@ -370,7 +377,7 @@ def budget_targets(registers: Mapping[str, int], threads: int, smem_bytes: int, 
         if len(fat) == len(registers):
             break
         if fat:
-            out.append(BudgetTarget(k, budget, fat[:1]))
+            out.append(BudgetTarget(k, budget, hungriest(registers, fat)))
     return out
 
 

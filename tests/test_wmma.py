@@ -1,7 +1,9 @@
-"""The emulator's warp matrix API (cuda_emu/include/emu_wmma.h): TF32 rounding, fragment layouts and products,
-bit for bit against numpy doing the same arithmetic (each product exact in float32, one rounding per step, k in
-order); and the tensor-core GEMM / convolution kernels of kernel_corpus/legacy/tc.cu against a numpy model of
-3xTF32 and TF32 and against float64."""
+"""The emulator's warp matrix API (cuda_emu/include/emu_wmma.h) and its models of the PTX instructions tc.cu issues
+(emu_mma.h: mma.sync m16n8k8 tf32 / m16n8k16 bf16 by the PTX ISA's per-lane fragment layouts, ldmatrix, cp.async
+groups, cvt to tf32 / bf16x2): rounding, layouts and products bit for bit against numpy doing the same arithmetic
+(each product exact in float32, one rounding per step, k in order); and the tensor-core GEMM / convolution kernels of
+kernel_corpus/legacy/tc.cu, every tile, precision, copy width and split-K factor, against a numpy model of their
+arithmetic (bit for bit) and against float64."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,6 +32,12 @@ def tf32_trunc(x: np.ndarray) -> np.ndarray:
     return (np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
 
 
+def bf16_round(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 (round to nearest even) -> float32, as __float2bfloat16."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)).view(np.float32)
+
+
 def mma_model(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """D = C + A @ B with k in order and one float32 rounding per step (a product of the operands is exact)."""
     acc = c.astype(np.float32).copy()
@@ -45,24 +53,6 @@ def split(x: np.ndarray, prec: int) -> tuple[np.ndarray, np.ndarray]:
         return tf32_rna(x), np.zeros_like(x)
     hi = tf32_trunc(x)
     return hi, tf32_trunc((x - hi).astype(np.float32))
-
-
-def tc_gemm_model(a: np.ndarray, b: np.ndarray, prec: int) -> np.ndarray:
-    """tc.cu's product: k in steps of 8 (zero-padded), per step lo*hi, hi*lo, hi*hi (3xTF32) or hi*hi (TF32)."""
-    M, K = a.shape
-    N = b.shape[1]
-    Kp = -(-K // 16) * 16
-    ap = np.zeros((M, Kp), np.float32)
-    bp = np.zeros((Kp, N), np.float32)
-    ap[:, :K], bp[:K] = a, b
-    acc = np.zeros((M, N), np.float32)
-    for k0 in range(0, Kp, 8):
-        ah, al = split(ap[:, k0:k0 + 8], prec)
-        bh, bl = split(bp[k0:k0 + 8], prec)
-        terms = [(al, bh), (ah, bl), (ah, bh)] if prec == 0 else [(ah, bh)]
-        for x, y in terms:
-            acc = mma_model(x, y, acc)
-    return acc
 
 
 # ---- __float_to_tf32 ---------------------------------------------------------------------------------------------
@@ -185,37 +175,319 @@ def test_mma_sync_matches_numpy_bit_for_bit(kind: str, M: int, N: int, K: int, r
     assert np.isnan(pad).all()
 
 
+# ---- the PTX instruction models (cuda_emu/include/emu_mma.h), through tc.cu's wrappers -----------------------------
+PTX_SRC = r"""
+#include "tc.cu"
+// Lane l of one warp loads its m16n8k8 tf32 fragments from a [16][8], b [8][8] (k, n) and c [16][8] by the PTX ISA's
+// layout (g = l / 4, t = l % 4), issues mma.sync, and stores its d elements at their (row, column).
+__global__ void one_mma_tf32(const float* a, const float* b, const float* c, float* d) {
+  const int l = threadIdx.x, g = l / 4, t = l % 4;
+  const unsigned af[4] = {__float_as_uint(a[g * 8 + t]), __float_as_uint(a[(g + 8) * 8 + t]),
+                          __float_as_uint(a[g * 8 + t + 4]), __float_as_uint(a[(g + 8) * 8 + t + 4])};
+  const unsigned bf[2] = {__float_as_uint(b[t * 8 + g]), __float_as_uint(b[(t + 4) * 8 + g])};
+  float acc[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+  tc_mma_tf32(acc, af, bf);
+  d[g * 8 + 2 * t] = acc[0];
+  d[g * 8 + 2 * t + 1] = acc[1];
+  d[(g + 8) * 8 + 2 * t] = acc[2];
+  d[(g + 8) * 8 + 2 * t + 1] = acc[3];
+}
+// The same for m16n8k16 bf16: a [16][16], b [16][8] hold bf16 bit patterns (uint16), pairs low half first.
+__global__ void one_mma_bf16(const unsigned short* a, const unsigned short* b, const float* c, float* d) {
+  const int l = threadIdx.x, g = l / 4, t = l % 4;
+  unsigned af[4], bf[2];
+  for (int i = 0; i < 4; ++i) {
+    const int row = g + 8 * (i % 2), col = 2 * t + 8 * (i / 2);
+    af[i] = a[row * 16 + col] | (unsigned)a[row * 16 + col + 1] << 16;
+  }
+  for (int i = 0; i < 2; ++i) {
+    const int k = 2 * t + 8 * i;
+    bf[i] = b[k * 8 + g] | (unsigned)b[(k + 1) * 8 + g] << 16;
+  }
+  float acc[4] = {c[g * 8 + 2 * t], c[g * 8 + 2 * t + 1], c[(g + 8) * 8 + 2 * t], c[(g + 8) * 8 + 2 * t + 1]};
+  tc_mma_bf16(acc, af, bf);
+  for (int e = 0; e < 4; ++e) d[(g + 8 * (e / 2)) * 8 + 2 * t + e % 2] = acc[e];
+}
+// ldmatrix.x4 over a [32][8] word matrix in shared memory: lane l addresses row rows[l] (16 bytes at column 4 *
+// half[l]); every lane writes the four words it receives to out[l][0..3].
+__global__ void ldsm_x4(const unsigned* src, const int* rows, const int* half, unsigned* out) {
+  __shared__ __align__(16) unsigned m[32 * 8];
+  for (int i = threadIdx.x; i < 32 * 8; i += 32) m[i] = src[i];
+  __syncthreads();
+  unsigned r[4];
+  tc_ldsm4(r, tc_smem_addr(&m[rows[threadIdx.x] * 8 + 4 * half[threadIdx.x]]));
+  for (int i = 0; i < 4; ++i) out[threadIdx.x * 4 + i] = r[i];
+}
+// cp.async groups: thread 0 copies src[0..3] (16 bytes, group 0), src[4] (4 bytes, group 1), nothing valid for
+// dst[8..11] (zero-fill, group 1), src[12..15] (group 2), reading dst after wait_group 2, 1 and 0 into seen[0..47].
+__global__ void cp_async_groups(const float* src, float* seen) {
+  __shared__ __align__(16) float dst[16];
+  for (int i = 0; i < 16; ++i) dst[i] = -1.0f;
+  const tc_sptr s = tc_smem_addr(dst);
+  tc_copy<16>(s, src, true);
+  tc_copy_commit();
+  tc_copy<4>(s + 16, src + 4, true);
+  tc_copy<16>(s + 32, src + 8, false);
+  tc_copy_commit();
+  tc_copy<16>(s + 48, src + 12, true);
+  tc_copy_commit();
+  tc_copy_wait<2>();
+  for (int i = 0; i < 16; ++i) seen[i] = dst[i];
+  tc_copy_wait<1>();
+  for (int i = 0; i < 16; ++i) seen[16 + i] = dst[i];
+  tc_copy_wait<0>();
+  for (int i = 0; i < 16; ++i) seen[32 + i] = dst[i];
+}
+// A 16-byte cp.async from a source that is not 16-byte aligned.
+__global__ void cp_async_misaligned(const float* src) {
+  __shared__ __align__(16) float dst[4];
+  tc_copy<16>(tc_smem_addr(dst), src + 1, true);
+  tc_copy_commit();
+  tc_copy_wait<0>();
+}
+// cvt.rna.tf32.f32 and cvt.rn.bf16x2.f32 of x[i] (the bf16 pair: x[i] high, -x[i] low).
+__global__ void cvt(const float* x, unsigned* tf32, unsigned* bf16x2, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  tf32[i] = tc_to_tf32(__float_as_uint(x[i]));
+  bf16x2[i] = tc_to_bf16x2(__float_as_uint(x[i]), __float_as_uint(-x[i]));
+}
+"""
+
+
+def _ptx_module(exprs: list[str], sanitize: str | None = "all") -> CpuModule:
+    """The instruction tests built against tc.cu's wrappers (the kernels' own instruction calls)."""
+    return CpuModule(PTX_SRC, exprs, include_dirs=[str(LEGACY_DIR)], sanitize=sanitize)
+
+
+def test_mma_m16n8k8_tf32_follows_the_ptx_fragment_layout() -> None:
+    """Fragments loaded by the PTX ISA's per-lane layout give D = C + A B with tf32-truncated operands, k in order,
+    bit for bit; the operands' low 13 bits are ignored (NaN-free random bits in them change nothing)."""
+    mod = _ptx_module(["one_mma_tf32"])
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        a = rng.uniform(-2, 2, (16, 8)).astype(np.float32)
+        b = rng.uniform(-2, 2, (8, 8)).astype(np.float32)
+        c = rng.uniform(-4, 4, (16, 8)).astype(np.float32)
+        d = np.full((16, 8), np.nan, np.float32)
+        mod.launch("one_mma_tf32", grid=1, block=32, args=[a, b, c, d])
+        want = mma_model(tf32_trunc(a), tf32_trunc(b), c)
+        assert np.array_equal(d.view(np.uint32), want.view(np.uint32))
+        assert not np.array_equal(want, mma_model(a.astype(np.float64), b, c).astype(np.float32))  # truncation shows
+
+
+def test_mma_m16n8k16_bf16_follows_the_ptx_fragment_layout() -> None:
+    mod = _ptx_module(["one_mma_bf16"])
+    rng = np.random.default_rng(7)
+    a = bf16_round(rng.uniform(-2, 2, (16, 16)).astype(np.float32))
+    b = bf16_round(rng.uniform(-2, 2, (16, 8)).astype(np.float32))
+    c = rng.uniform(-4, 4, (16, 8)).astype(np.float32)
+    d = np.full((16, 8), np.nan, np.float32)
+    bits = lambda x: (x.view(np.uint32) >> 16).astype(np.uint16)  # noqa: E731
+    mod.launch("one_mma_bf16", grid=1, block=32, args=[bits(a), bits(b), c, d])
+    assert np.array_equal(d.view(np.uint32), mma_model(a, b, c).view(np.uint32))
+
+
+def test_ldmatrix_x4_gives_each_lane_its_words() -> None:
+    """Lanes 8i..8i+7 address the rows of matrix i (any rows, in any order); lane l receives word l % 4 of the row
+    lane 8i + l / 4 addressed."""
+    mod = _ptx_module(["ldsm_x4"])
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 2**32, 32 * 8, dtype=np.uint64).astype(np.uint32)
+    rows = rng.permutation(32).astype(np.int32)
+    half = rng.integers(0, 2, 32).astype(np.int32)
+    out = np.zeros(32 * 4, np.uint32)
+    mod.launch("ldsm_x4", grid=1, block=32, args=[src, rows, half, out])
+    m = src.reshape(32, 8)
+    want = [[m[rows[8 * i + l // 4], 4 * half[8 * i + l // 4] + l % 4] for i in range(4)] for l in range(32)]
+    assert np.array_equal(out.reshape(32, 4), np.array(want, np.uint32))
+
+
+def test_cp_async_completes_groups_in_order_with_zero_fill() -> None:
+    """wait_group N completes every committed group but the N most recent; an invalid copy zero-fills. Until its
+    group is waited for, the destination keeps its old contents on the emulator (the GPU may show either)."""
+    mod = _ptx_module(["cp_async_groups"])
+    src = np.arange(1, 17, dtype=np.float32)
+    seen = np.zeros(48, np.float32)
+    mod.launch("cp_async_groups", grid=1, block=1, args=[src, seen])
+    old = np.full(16, -1.0, np.float32)
+    g0 = old.copy()
+    g0[0:4] = src[0:4]
+    g1 = g0.copy()
+    g1[4] = src[4]
+    g1[8:12] = 0.0
+    g2 = g1.copy()
+    g2[12:16] = src[12:16]
+    assert np.array_equal(seen.reshape(3, 16), np.stack([g0, g1, g2]))
+
+
+def test_cp_async_needs_aligned_addresses() -> None:
+    from cuda_emu import EmuError
+    mod = _ptx_module(["cp_async_misaligned"], sanitize=None)
+    with pytest.raises(EmuError, match="must be 16-byte aligned"):
+        mod.launch("cp_async_misaligned", grid=1, block=1, args=[np.zeros(8, np.float32)])
+
+
+def test_mma_needs_the_whole_warp() -> None:
+    from cuda_emu import EmuError
+    mod = _ptx_module(["one_mma_tf32"], sanitize=None)
+    z = np.zeros(128, np.float32)
+    with pytest.raises(EmuError, match="needs all 32 lanes"):
+        mod.launch("one_mma_tf32", grid=1, block=16, args=[z, z, z, z.copy()])
+
+
+def test_cvt_tf32_and_bf16x2_round_as_ptx() -> None:
+    x = np.concatenate([_special_floats(), np.random.default_rng(5).standard_normal(500).astype(np.float32)])
+    tf32, pair = np.zeros(x.size, np.uint32), np.zeros(x.size, np.uint32)
+    mod = _ptx_module(["cvt"])
+    mod.launch("cvt", grid=-(-x.size // 128), block=128, args=[x, tf32, pair, np.int32(x.size)])
+    ok = ~np.isnan(x)
+    assert np.array_equal(tf32[ok], tf32_rna(x).view(np.uint32)[ok])
+    hi, lo = (pair >> 16).astype(np.uint32) << 16, (pair & 0xFFFF).astype(np.uint32) << 16
+    assert np.array_equal(hi[ok], bf16_round(x).view(np.uint32)[ok])
+    assert np.array_equal(lo[ok], bf16_round(-x).view(np.uint32)[ok])
+
+
 # ---- the tensor-core kernels of tc.cu ------------------------------------------------------------------------------
+BF16_K_ORDER = [0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15]  # tc.cu's bf16 products, per 16-deep stage
+
+
+def tc_gemm_model(a: np.ndarray, b: np.ndarray, prec: int) -> np.ndarray:
+    """tc.cu's product over one K range (stages of 16 from its start, zero-padded at the end): per k8 step lo*hi,
+    hi*lo, hi*hi (3xTF32) or hi*hi (TF32); BF16: operands rounded to bfloat16, k in BF16_K_ORDER per stage."""
+    M, K = a.shape
+    N = b.shape[1]
+    Kp = -(-K // 16) * 16
+    ap = np.zeros((M, Kp), np.float32)
+    bp = np.zeros((Kp, N), np.float32)
+    ap[:, :K], bp[:K] = a, b
+    acc = np.zeros((M, N), np.float32)
+    if prec == 2:
+        order = np.concatenate([np.array(BF16_K_ORDER) + k0 for k0 in range(0, Kp, 16)])
+        return mma_model(bf16_round(ap[:, order]), bf16_round(bp[order]), acc)
+    for k0 in range(0, Kp, 8):
+        ah, al = split(ap[:, k0:k0 + 8], prec)
+        bh, bl = split(bp[k0:k0 + 8], prec)
+        terms = [(al, bh), (ah, bl), (ah, bh)] if prec == 0 else [(ah, bh)]
+        for x, y in terms:
+            acc = mma_model(x, y, acc)
+    return acc
+
+
+def split_ranges(K: int, splits: int) -> list[tuple[int, int]]:
+    """The K range of each split, as tc.cu's TcSplit documents it: the ceil(K/16) stages shared out, split s from
+    stage floor(s * stages / splits)."""
+    stages = -(-K // 16)
+    return [(s * stages // splits * 16, min(K, (s + 1) * stages // splits * 16)) for s in range(splits)]
+
+
+def tc_split_model(a: np.ndarray, b: np.ndarray, prec: int, splits: int) -> np.ndarray:
+    """Split-K: each split's product over its K range, then the partial sums added in split order (float32)."""
+    parts = [tc_gemm_model(a[:, k0:k1], b[k0:k1], prec) for k0, k1 in split_ranges(a.shape[1], splits)]
+    acc = parts[0]
+    for p in parts[1:]:
+        acc = (acc + p).astype(np.float32)
+    return acc
+
+
 def _tc_module(exprs: list[str]) -> CpuModule:
     """tc.cu built for the emulator with the sanitizers on (as the corpus tests build it)."""
     path = LEGACY_DIR / "tc.cu"
     return CpuModule(path.read_text(), exprs, include_dirs=[str(LEGACY_DIR)], name=str(path), sanitize="all")
 
 
-@pytest.mark.parametrize("bm,bn,prec,M,N,K,trans_a,batch", [
-    (64, 64, 0, 37, 45, 50, False, 1), (64, 64, 1, 70, 33, 17, True, 1), (128, 64, 0, 130, 70, 40, False, 2),
-    (64, 64, 0, 1, 65, 100, False, 1), (64, 64, 1, 8, 16, 16, False, 3), (32, 32, 0, 45, 33, 29, True, 2),
-    (64, 64, 1, 33, 48, 30, False, 1), (128, 64, 0, 40, 64, 64, False, 2), (128, 64, 1, 131, 67, 35, True, 1)])
+def _gemm_vec(M: int, N: int, K: int, trans_a: bool, batch: int) -> int:
+    """tc.cu's VEC bits as the GEMM binding sets them for these operands."""
+    a = not trans_a and K % 4 == 0 and (batch == 1 or (M * K) % 4 == 0)
+    b = N % 4 == 0 and (batch == 1 or (K * N) % 4 == 0)
+    return int(a) | 2 * int(b)
+
+
+@pytest.mark.parametrize("bm,bn,prec,M,N,K,trans_a,batch,splits", [
+    (64, 64, 0, 37, 45, 50, False, 1, 1), (64, 64, 1, 70, 33, 17, True, 1, 1), (128, 64, 0, 130, 70, 40, False, 2, 1),
+    (64, 64, 0, 1, 65, 100, False, 1, 1), (64, 64, 1, 8, 16, 16, False, 3, 1), (32, 32, 0, 45, 33, 29, True, 2, 1),
+    (64, 64, 1, 33, 48, 30, False, 1, 1), (128, 64, 0, 40, 64, 64, False, 2, 1), (128, 64, 1, 131, 67, 35, True, 1, 1),
+    (64, 64, 0, 36, 44, 52, False, 1, 1), (32, 32, 2, 20, 70, 33, False, 1, 1), (64, 64, 2, 37, 48, 52, False, 2, 1),
+    (32, 32, 0, 33, 40, 300, False, 1, 2), (32, 32, 0, 17, 36, 260, True, 2, 3), (64, 64, 0, 40, 68, 530, False, 1, 8),
+    (32, 32, 1, 9, 20, 1030, False, 1, 16), (64, 64, 2, 24, 40, 200, False, 2, 3), (128, 64, 0, 70, 36, 96, False, 1, 6)])
 def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M: int, N: int, K: int,
-                                                 trans_a: bool, batch: int) -> None:
-    expr = f"gemm_tc<{bm}, {bn}, {prec}>"
-    mod = _tc_module([expr])
+                                                 trans_a: bool, batch: int, splits: int) -> None:
+    """Every tile, precision, copy width (16-byte where the operands allow, else 4-byte) and split factor against
+    tc.cu's documented arithmetic in numpy, bit for bit; split-K through tc_gemm_splitk_reduce."""
+    vec = _gemm_vec(M, N, K, trans_a, batch)
+    exprs = [f"gemm_tc<{bm}, {bn}, {prec}, {vec}>", "tc_gemm_splitk_reduce<256>"]
+    mod = _tc_module(exprs)
     rng = np.random.default_rng(M + N + K)
     a = rng.uniform(-2, 2, (batch, M, K)).astype(np.float32)
     b = rng.uniform(-2, 2, (batch, K, N)).astype(np.float32)
     stored_a = np.ascontiguousarray(a.transpose(0, 2, 1)) if trans_a else a
     sam, sak = (1, M) if trans_a else (K, 1)
     y = np.full((batch, M, N), np.nan, np.float32)
-    grid = (-(-N // bn), -(-M // bm), batch)
-    args = [stored_a, b, b, y, M, N, K, sam, sak, N, 1, 0, 0, M * K if batch > 1 else 0, K * N if batch > 1 else 0]
-    mod.launch(expr, grid=grid, block=tc_threads(bm, bn), args=[np.int32(v) if isinstance(v, int) else v for v in args]
-               + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0)])
+    part = np.full(splits * batch * M * N, np.nan, np.float32)
+    grid = (-(-N // bn), -(-M // bm), batch * splits)
+    ints = [M, N, K, sam, sak, N, 1, 0, 0, M * K if batch > 1 else 0, K * N if batch > 1 else 0]
+    mod.launch(exprs[0], grid=grid, block=tc_threads(bm, bn),
+               args=[stored_a, b, b, y if splits == 1 else part, part] + [np.int32(v) for v in ints]
+               + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0), np.int32(splits)])
+    if splits > 1:
+        assert np.isnan(y).all()  # the partial sums went to the partial buffer only
+        total = batch * M * N
+        mod.launch(exprs[1], grid=-(-total // 256), block=256,
+                   args=[part, b, y] + [np.int32(v) for v in (total, M, N, splits, 0, 0)]
+                   + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0)])
     for z in range(batch):
-        want = tc_gemm_model(a[z], b[z], prec)
+        want = tc_split_model(a[z], b[z], prec, splits)
         assert np.array_equal(y[z].view(np.uint32), want.view(np.uint32))
         exact = a[z].astype(np.float64) @ b[z].astype(np.float64)
         err = np.abs(y[z] - exact).max() / np.abs(exact).max()
-        assert err < (2e-6 if prec == 0 else 2e-3)
+        assert err < {0: 2e-6, 1: 2e-3, 2: 2e-2}[prec]
+
+
+@pytest.mark.parametrize("splits,bias,act", [(2, 1, 0), (5, 1, 1), (3, 0, 1)])
+def test_gemm_splitk_fixup_applies_the_epilogue(splits: int, bias: int, act: int) -> None:
+    """tc_gemm_splitk_reduce: partial sums added in split order, then alpha, beta * C (broadcast rows) and Relu,
+    in float32 as numpy computes them."""
+    mod = _tc_module(["tc_gemm_splitk_reduce<256>"])
+    rng = np.random.default_rng(splits)
+    batch, M, N = 2, 7, 33
+    part = rng.uniform(-3, 3, (splits, batch, M, N)).astype(np.float32)
+    c = rng.uniform(-1, 1, N).astype(np.float32)
+    y = np.full((batch, M, N), np.nan, np.float32)
+    alpha, beta = np.float32(0.5), np.float32(-2.0)
+    total = batch * M * N
+    mod.launch("tc_gemm_splitk_reduce<256>", grid=-(-total // 256), block=256,
+               args=[part.ravel(), c, y] + [np.int32(v) for v in (total, M, N, splits, 0, 1)]
+               + [alpha, beta, np.int32(bias), np.int32(act)])
+    acc = part[0]
+    for p in part[1:]:
+        acc = (acc + p).astype(np.float32)
+    want = (alpha * acc).astype(np.float32)
+    if bias:
+        want = (want + (beta * c).astype(np.float32)).astype(np.float32)
+    if act:
+        want = np.maximum(want, np.float32(0))
+    assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
+
+
+def test_gemm_tc_splits_are_bit_reproducible_in_any_block_order(tmp_path) -> None:
+    """The same split GEMM run as rTasks of a persistent vDevice with shuffled block orders (rtransform verify of
+    both launches) gives the legacy result bit for bit: the fixup adds the splits in a fixed order."""
+    import shutil
+
+    import yaml
+
+    from kernel_corpus.bindings import registry
+    from kernel_corpus.index import launch_spec
+    from kernel_corpus.reference import shape_node
+    from kernel_corpus.bindings import Shape
+    from rtransform.verify import verify_file
+    node = shape_node(registry.op("MatMul"), Shape(((20, 600), (600, 36))), "n")
+    source = Path(shutil.copy(LEGACY_DIR / "tc.cu", tmp_path / "tc.cu"))
+    for k, launch in enumerate(registry.get("MatMul", "tc32x32k8_3xtf32").launch(node)):
+        spec = tmp_path / f"launch{k}.spec.yaml"
+        spec.write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))
+        res = verify_file(str(source), str(spec))
+        assert res.ok and all(c.max_error == 0 for c in res.outputs), res.summary()
 
 
 def _conv_ref(x: np.ndarray, w: np.ndarray, stride: tuple[int, int], pad: tuple[int, int],
@@ -238,39 +510,77 @@ def _conv_ref(x: np.ndarray, w: np.ndarray, stride: tuple[int, int], pad: tuple[
     return y
 
 
-@pytest.mark.parametrize("tile,prec,xs,ws,stride,pad,dil,group", [
-    ((64, 64), 0, (1, 3, 9, 11), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),
-    ((32, 32), 0, (2, 4, 10, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 2),
-    ((64, 64), 1, (1, 16, 8, 8), (32, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1),
-    ((128, 64), 0, (8, 8, 6, 5), (12, 4, 3, 3), (1, 2), (1, 1), (1, 1), 2),
-    ((32, 32), 0, (1, 40, 7, 7), (36, 40, 3, 3), (1, 1), (1, 1), (1, 1), 1)])
-def test_conv_tc_matches_float64(tile: tuple[int, int], prec: int, xs, ws, stride, pad, dil, group) -> None:
-    rng = np.random.default_rng(sum(xs) + sum(ws))
+def _im2col(x: np.ndarray, KH: int, KW: int, stride, pad, dil, OH: int, OW: int, cg: int, g: int) -> np.ndarray:
+    """Group g's im2col matrix [cg*KH*KW, N*OH*OW] (r = (c*KH + kh)*KW + kw, p = (n*OH + oh)*OW + ow), zero padding."""
+    N = x.shape[0]
+    xp = np.pad(x[:, g * cg:(g + 1) * cg], ((0, 0), (0, 0), (pad[0], pad[0] + 8), (pad[1], pad[1] + 8)))
+    rows = []
+    for c in range(cg):
+        for kh in range(KH):
+            for kw in range(KW):
+                patch = xp[:, c, kh * dil[0]: kh * dil[0] + stride[0] * OH: stride[0],
+                           kw * dil[1]: kw * dil[1] + stride[1] * OW: stride[1]]
+                rows.append(patch.reshape(N * OH * OW))
+    return np.stack(rows).astype(np.float32)
+
+
+@pytest.mark.parametrize("tile,prec,xs,ws,stride,pad,dil,group,splits", [
+    ((64, 64), 0, (1, 3, 9, 11), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1),
+    ((32, 32), 0, (2, 4, 10, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 2, 1),
+    ((64, 64), 1, (1, 16, 8, 8), (32, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1, 1),
+    ((128, 64), 0, (8, 8, 6, 5), (12, 4, 3, 3), (1, 2), (1, 1), (1, 1), 2, 1),
+    ((32, 32), 0, (1, 40, 7, 7), (36, 40, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1),
+    ((32, 32), 2, (2, 8, 6, 6), (16, 8, 1, 1), (1, 1), (0, 0), (1, 1), 1, 1),
+    ((32, 32), 0, (1, 64, 6, 6), (40, 32, 3, 3), (1, 1), (1, 1), (1, 1), 2, 4),
+    ((64, 64), 0, (2, 160, 4, 4), (24, 160, 1, 1), (1, 1), (0, 0), (1, 1), 1, 2),
+    ((32, 32), 1, (1, 96, 5, 5), (20, 48, 3, 3), (2, 2), (1, 1), (1, 1), 2, 6),
+    ((64, 64), 2, (1, 48, 7, 7), (8, 48, 3, 3), (1, 1), (2, 2), (2, 2), 1, 3)])
+def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: int, xs, ws, stride, pad, dil, group,
+                                                 splits: int) -> None:
+    """conv_tc (with tc_conv_splitk_reduce when split) against the GEMM model on numpy's im2col per group, bias and
+    Relu in float32: bit for bit; and within the precision's error of float64."""
+    rng = np.random.default_rng(sum(xs) + sum(ws) + splits)
     x = rng.uniform(-2, 2, xs).astype(np.float32)
     w = rng.uniform(-2, 2, ws).astype(np.float32)
     bias = rng.uniform(-1, 1, ws[0]).astype(np.float32)
-    want = _conv_ref(x, w, stride, pad, dil, group) + bias[None, :, None, None]
+    exact = _conv_ref(x, w, stride, pad, dil, group) + bias[None, :, None, None]
     N, C, H, W = xs
     M, cg, KH, KW = ws
-    OH, OW = want.shape[2:]
-    R = cg * KH * KW
-    exprs = ["conv_tc_offsets<256>", f"conv_tc<{tile[0]}, {tile[1]}, {prec}>"]
+    OH, OW = exact.shape[2:]
+    R, P, mg = cg * KH * KW, N * OH * OW, M // group
+    direct = (KH, KW, *stride, *pad) == (1, 1, 1, 1, 0, 0) and (OH * OW) % 4 == 0
+    vec = int(R % 4 == 0) | 2 * int(direct)
+    exprs = ["conv_tc_offsets<256>", f"conv_tc<{tile[0]}, {tile[1]}, {prec}, {vec}>", "tc_conv_splitk_reduce<256>"]
     mod = _tc_module(exprs)
-    tab = np.full(4 * R, -99, np.int32)
-    mod.launch(exprs[0], grid=-(-R // 256), block=256, args=[tab] + [np.int32(v) for v in (R, H, W, KH, KW, *dil)])
-    y = np.full(want.shape, np.nan, np.float32)
-    grid = (-(-(N * OH * OW) // tile[1]), -(-(M // group) // tile[0]), group)
-    ints = [N, C, H, W, M, OH, OW, *stride, *pad, R, group, 1, 0]
-    mod.launch(exprs[1], grid=grid, block=tc_threads(*tile), args=[x, w, bias, y, tab] + [np.int32(v) for v in ints])
-    err = np.abs(y - want).max() / (1 + np.abs(want).max())
-    assert err < (1e-6 if prec == 0 else 2e-3)
+    r_pad = -(-R // 16) * 16
+    tab = np.full(4 * r_pad, -99, np.int32)
+    mod.launch(exprs[0], grid=-(-r_pad // 256), block=256,
+               args=[tab] + [np.int32(v) for v in (R, r_pad, H, W, KH, KW, *dil)])
+    y = np.full(exact.shape, np.nan, np.float32)
+    part = np.full(splits * M * P, np.nan, np.float32)
+    grid = (-(-P // tile[1]), -(-mg // tile[0]), group * splits)
+    ints = [N, C, H, W, M, OH, OW, *stride, *pad, R, group, 1, 1, splits]
+    mod.launch(exprs[1], grid=grid, block=tc_threads(*tile),
+               args=[x, w, bias, y if splits == 1 else part, part, tab] + [np.int32(v) for v in ints])
+    if splits > 1:
+        mod.launch(exprs[2], grid=-(-(M * P) // 256), block=256,
+                   args=[part, bias, y] + [np.int32(v) for v in (N, M, OH * OW, splits, 1, 1)])
+    want = np.zeros_like(y)
+    for g in range(group):
+        acc = tc_split_model(w[g * mg:(g + 1) * mg].reshape(mg, R), _im2col(x, KH, KW, stride, pad, dil, OH, OW, cg, g),
+                             prec, splits)
+        acc = np.maximum((acc + bias[g * mg:(g + 1) * mg, None]).astype(np.float32), np.float32(0))
+        want[:, g * mg:(g + 1) * mg] = acc.reshape(mg, N, OH, OW).transpose(1, 0, 2, 3)
+    assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
+    err = np.abs(y - np.maximum(exact, 0)).max() / (1 + np.abs(exact).max())
+    assert err < {0: 1e-6, 1: 2e-3, 2: 2e-2}[prec]
 
 
 # ---- converted like every corpus kernel -------------------------------------------------------------------------
 @pytest.mark.parametrize("op,variant,shape_index", [
     ("Gemm", "tc64x64_3xtf32", 2), ("MatMul", "tc32x32_3xtf32", 1), ("FusedConv", "tc128x64_tf32", 1),
-    ("Conv", "tc64x64_3xtf32", 1), ("MatMul", "tc32x32_bf16", 1),
-    ("MatMul", "tc128x64_3xtf32", 1)])
+    ("Conv", "tc64x64_3xtf32", 1), ("MatMul", "tc32x32_bf16", 1), ("Conv", "tc32x32_3xtf32", 6),
+    ("MatMul", "tc128x64_3xtf32", 1), ("FusedMatMul", "tc32x32k2_3xtf32", 11)])
 def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, shape_index: int) -> None:
     """rtransform verify (the converted rKernel on the persistent executor: fewer vEUs than rTasks, surplus
     threads, shuffled rTasks) reproduces the legacy kernel bit for bit at a corpus launch."""
@@ -290,27 +600,3 @@ def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, s
         spec.write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))
         res = verify_file(str(source), str(spec))
         assert res.ok and all(c.max_error == 0 for c in res.outputs), res.summary()
-
-
-def bf16_round(x: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 (round to nearest even) -> float32, as __float2bfloat16."""
-    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    return (((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)).view(np.float32)
-
-
-@pytest.mark.parametrize("bm,bn,M,N,K", [(64, 64, 37, 45, 50), (32, 32, 20, 70, 33), (128, 64, 150, 40, 20)])
-def test_gemm_tc_bf16_matches_numpy_model_bit_for_bit(bm: int, bn: int, M: int, N: int, K: int) -> None:
-    """PREC 2: operands rounded to bfloat16, one k16 product per 16-deep stage, k in order."""
-    expr = f"gemm_tc<{bm}, {bn}, 2>"
-    mod = _tc_module([expr])
-    rng = np.random.default_rng(M * N)
-    a = rng.uniform(-2, 2, (M, K)).astype(np.float32)
-    b = rng.uniform(-2, 2, (K, N)).astype(np.float32)
-    y = np.full((M, N), np.nan, np.float32)
-    ints = [M, N, K, K, 1, N, 1, 0, 0, 0, 0]
-    mod.launch(expr, grid=(-(-N // bn), -(-M // bm), 1), block=tc_threads(bm, bn),
-               args=[a, b, b, y] + [np.int32(v) for v in ints] + [np.float32(1), np.float32(0), np.int32(0), np.int32(0)])
-    kp = -(-K // 16) * 16
-    ap, bp = np.zeros((M, kp), np.float32), np.zeros((kp, N), np.float32)
-    ap[:, :K], bp[:K] = bf16_round(a), bf16_round(b)
-    assert np.array_equal(y.view(np.uint32), mma_model(ap, bp, np.zeros((M, N), np.float32)).view(np.uint32))

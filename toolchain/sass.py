@@ -126,7 +126,7 @@ def loops(code: list[Instr]) -> list[list[Instr]]:
 @dataclass(frozen=True)
 class LoopFigures:
     """What one loop body issues: all instructions (alignment NOPs too: they take issue slots), HMMA, FFMA, wide
-    loads (LDG/LDS.128, LDSM, LDGSTS), 128-bit and other shared loads, global (LDG) and generic (LD) loads."""
+    loads (LDG/LDS.128, LDSM, 16-byte LDGSTS), 128-bit and other shared loads, global (LDG) and generic (LD) loads."""
 
     instructions: int
     hmma: int
@@ -149,8 +149,8 @@ class LoopFigures:
 
 
 def _is_wide_load(ins: Instr) -> bool:
-    """128-bit loads, ldmatrix and cp.async copies."""
-    return (ins.base in ("LDG", "LDS", "LD") and ".128" in ins.opcode) or ins.base in ("LDSM", "LDGSTS")
+    """128-bit loads, ldmatrix and 16-byte cp.async copies (LDGSTS.E.BYPASS.128; a 4-byte LDGSTS.E is not wide)."""
+    return (ins.base in ("LDG", "LDS", "LD", "LDGSTS") and ".128" in ins.opcode) or ins.base == "LDSM"
 
 
 def loop_figures(body: list[Instr]) -> LoopFigures:

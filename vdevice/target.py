@@ -87,8 +87,8 @@ H100 = Device(name="NVIDIA H100", arch="sm_90", sms=132, regs_per_sm=65536, regs
 VEU_HEADER_BYTES = 336
 # Headroom left beside a resident slice for the per-rTask area (dynamic bytes and layout) of whatever else runs on
 # a pinned vEU: policy. One vEU per SM keeps 64 KB, above what static layouts may take (CUDA's 48 KB;
-# gemm_tc<128,64>'s double-buffered tiles are about 34 KB); k vEUs sharing an SM split that SM's 64 KB, but keep at
-# least 16 KB, above the area of gemm_tc<32,32> (14.9 KB), the largest the batch-1 LSTM plans use. (A flat 16 KB
+# gemm_tc<128,64>'s 3-stage tiles are 43.5 KB); k vEUs sharing an SM split that SM's 64 KB, but keep at least
+# 16 KB, above the area of gemm_tc<32,32> (15 KiB), the largest the batch-1 LSTM plans use. (A flat 16 KB
 # for every k > 1 was tried on full-size LSTM-TC: larger slices on fewer rTasks per step, predicted slower at 2/SM,
 # and its 3/SM slices hold 3/SM only without gemm_tc<32,32>; BENCHMARKS.md.) A plan whose largest area passes the
 # headroom gets fewer vEUs per SM: the build's occupancy figures count the converted layouts.

@@ -20,7 +20,8 @@
 // running stall_ms without a yield point, a fault (segfault, stack overflow, dynamic shared memory out of
 // bounds, integer division by zero), assert(), __trap() or an escaping exception ends it with a message.
 //
-// Known limits: __activemask() is "the lanes not exited" (no convergence model); inline PTX does not compile;
+// Known limits: __activemask() is "the lanes not exited" (no convergence model); inline PTX does not compile
+// (emu_mma.h models mma.sync, ldmatrix and cp.async for kernels that call it beside their asm);
 // grid groups (this_grid) are not provided; math comes from glibc (the fast __expf & co. are exact here);
 // a __shared__ declaration right after a `case` label that another label follows needs braces (the rewrite
 // introduces an initialised reference); declarations with initialisers are kept as plain statics; with a

@@ -140,3 +140,6 @@ inline float __float_to_tf32(float in) {
 
 }  // namespace wmma
 }  // namespace nvcuda
+// The PTX instructions (mma.sync, ldmatrix, cp.async, cvt) that kernels issue through inline asm, modelled for the
+// emulator with the same arithmetic:
+#include "emu_mma.h"

@@ -4,6 +4,9 @@
 // Input row of output row oh and kernel row kh: ih = oh*sh - ph + kh*dh (ph = leading pad); likewise for columns.
 // Positions outside the input read as zero (the padding). With RELU, Y = max(0, conv + bias): a following Relu
 // fused into the kernel.
+// Split-K (conv_implicit_gemm with splits > 1): blockIdx.z = g * splits + s; the block sums the (c, kh, kw) of its
+// split (SplitRange) and writes the raw sum to P[s][m][p] (m the output channel, p = (n, oh, ow));
+// conv_splitk_reduce then adds the splits in order s = 0, 1, ... and applies bias and Relu.
 
 // X[n, c, ih, iw], or 0 in the padding.
 __device__ __forceinline__ float conv_input_at(const float* X, int n, int c, int ih, int iw, int C, int H, int W) {
@@ -44,31 +47,45 @@ __global__ void conv_direct(const float* __restrict__ X, const float* __restrict
   Y[idx] = conv_epilogue<BIAS, RELU>(acc, Bias, m);
 }
 
+// The r range [begin, end) of split s of `splits`: the ceil(R / step) steps of a kernel's r loop shared out as evenly
+// as whole steps allow (split s starts at step floor(s * steps / splits)); splits 1 is the whole of R.
+struct ConvSplitRange {
+  int begin, end;
+  __device__ ConvSplitRange(int s, int splits, int R, int step) {
+    const int steps = (R + step - 1) / step;
+    begin = s * steps / splits * step;
+    const int last = (s + 1) * steps / splits * step;
+    end = last < R ? last : R;
+  }
+};
+
 // Implicit-GEMM convolution: per group g, Y_g[m][p] = sum_r W_g[m][r] * im2col(X)[r][p] with r = (c, kh, kw)
 // and p = (n, oh, ow); the im2col tile is gathered on the fly into shared memory.
-// block (TILE, TILE), grid (ceil(N*OH*OW / TILE), ceil((M/group) / TILE), group).
+// block (TILE, TILE), grid (ceil(N*OH*OW / TILE), ceil((M/group) / TILE), group * splits); P [splits][M][N*OH*OW]
+// (written when splits > 1).
 template <int TILE, bool BIAS, bool RELU>
 __global__ void conv_implicit_gemm(const float* __restrict__ X, const float* __restrict__ Wt,
                                    const float* __restrict__ Bias, float* __restrict__ Y, int N, int C, int H,
                                    int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw,
-                                   int dh, int dw, int group) {
+                                   int dh, int dw, int group, float* __restrict__ Part, int splits) {
   __shared__ float Ws[TILE][TILE];
   __shared__ float Xs[TILE][TILE + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int g = blockIdx.z;
+  const int g = blockIdx.z / splits, s = blockIdx.z % splits;
   const int cg = C / group, mg = M / group;
   const int R = cg * KH * KW;
   const int P = N * OH * OW;
   const int m = blockIdx.y * TILE + ty;  // output channel within the group
   const int p = blockIdx.x * TILE + tx;  // output pixel (n, oh, ow)
   const int n = p / (OH * OW), oh = (p / OW) % OH, ow = p % OW;
+  const ConvSplitRange rs(s, splits, R, TILE);
   float acc = 0.0f;
-  for (int k0 = 0; k0 < R; k0 += TILE) {
+  for (int k0 = rs.begin; k0 < rs.end; k0 += TILE) {
     const int rw = k0 + tx;
-    Ws[ty][tx] = (m < mg && rw < R) ? Wt[(size_t)(g * mg + m) * R + rw] : 0.0f;
+    Ws[ty][tx] = (m < mg && rw < rs.end) ? Wt[(size_t)(g * mg + m) * R + rw] : 0.0f;
     const int rx = k0 + ty;
     float v = 0.0f;
-    if (p < P && rx < R) {
+    if (p < P && rx < rs.end) {
       const int c = rx / (KH * KW), kh = (rx / KW) % KH, kw = rx % KW;
       v = conv_input_at(X, n, g * cg + c, oh * sh - ph + kh * dh, ow * sw - pw + kw * dw, C, H, W);
     }
@@ -80,8 +97,25 @@ __global__ void conv_implicit_gemm(const float* __restrict__ X, const float* __r
   }
   if (m < mg && p < P) {
     const int mo = g * mg + m;
-    Y[(((size_t)n * M + mo) * OH + oh) * OW + ow] = conv_epilogue<BIAS, RELU>(acc, Bias, mo);
+    if (splits > 1)
+      Part[((size_t)s * M + mo) * P + p] = acc;
+    else
+      Y[(((size_t)n * M + mo) * OH + oh) * OW + ow] = conv_epilogue<BIAS, RELU>(acc, Bias, mo);
   }
+}
+
+// Split-K fixup of conv_implicit_gemm: Y[n][m][pix] = epilogue(P[0][m][p] + P[1][m][p] + ...), p = n*OHW + pix,
+// added in split order. block (BLOCK), grid ceil(N*M*OHW / BLOCK).
+template <int BLOCK, bool BIAS, bool RELU>
+__global__ void conv_splitk_reduce(const float* __restrict__ Part, const float* __restrict__ Bias,
+                                   float* __restrict__ Y, int N, int M, int OHW, int splits) {
+  const int e = blockIdx.x * BLOCK + threadIdx.x, total = N * M * OHW;
+  if (e >= total) return;
+  const int pix = e % OHW, m = (e / OHW) % M, n = e / (OHW * M);
+  const size_t q = (size_t)m * N * OHW + (size_t)n * OHW + pix;
+  float v = Part[q];
+  for (int s = 1; s < splits; ++s) v += Part[(size_t)s * total + q];
+  Y[e] = conv_epilogue<BIAS, RELU>(v, Bias, m);
 }
 
 // Depthwise convolution (group == C, M = C * multiplier): a TILE x TILE output tile of one (n, m) plane per block;

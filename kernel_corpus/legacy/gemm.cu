@@ -7,6 +7,9 @@
 //   Y[z][m][n] = alpha * sum_k A(m,k) * B(k,n) + beta * C(m,n)      (Y row-major [batch, M, N], z = blockIdx.z)
 // With BIAS == false, C is never read (any valid pointer may be passed) and beta is ignored. ACT applies a
 // following activation inside the kernel: 0 none, 1 Relu, 2 Gelu (erf form), 3 Gelu (tanh approximation).
+// Split-K (gemm_tiled, gemm_regblock with splits > 1): blockIdx.z = z * splits + s; the block sums the k of its split
+// (SplitRange) and writes the raw sum to P[s][z][m][n]; gemm_splitk_reduce then adds the splits in order s = 0, 1,
+// ... and applies the epilogue, so the result does not depend on the order blocks run in.
 
 // alpha * acc (+ beta * C(m,n)), then the activation: the epilogue shared by every kernel of this file.
 template <bool BIAS, int ACT>
@@ -19,43 +22,66 @@ __device__ __forceinline__ float gemm_epilogue(float acc, const float* C, size_t
   return v;
 }
 
+// The k range [begin, end) of split s of `splits`: the ceil(K / step) steps of a kernel's k loop shared out as evenly
+// as whole steps allow (split s starts at step floor(s * steps / splits)); splits 1 is the whole of K.
+struct SplitRange {
+  int begin, end;
+  __device__ SplitRange(int s, int splits, int K, int step) {
+    const int steps = (K + step - 1) / step;
+    begin = s * steps / splits * step;
+    const int last = (s + 1) * steps / splits * step;
+    end = last < K ? last : K;
+  }
+};
+
+// Y[z][m][n] (splits == 1, with the epilogue) or P[s][z][m][n] (split-K: the raw sum) of one output.
+template <bool BIAS, int ACT>
+__device__ __forceinline__ void gemm_store(float acc, float* Y, float* P, const float* C, int M, int N, int m, int n,
+                                           int scm, int scn, float alpha, float beta, int splits) {
+  const int z = blockIdx.z / splits, s = blockIdx.z % splits, batch = gridDim.z / splits;
+  if (splits > 1)
+    P[(((size_t)s * batch + z) * M + m) * N + n] = acc;
+  else
+    Y[((size_t)z * M + m) * N + n] = gemm_epilogue<BIAS, ACT>(acc, C, (size_t)m * scm + (size_t)n * scn, alpha, beta);
+}
+
 // Shared-memory tiled GEMM: TILE x TILE outputs per block, one per thread; block (TILE, TILE).
-// grid (ceil(N/TILE), ceil(M/TILE), batch).
+// grid (ceil(N/TILE), ceil(M/TILE), batch * splits); P [splits][batch][M][N] (written when splits > 1).
 template <int TILE, bool BIAS, int ACT>
 __global__ void gemm_tiled(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,
                            float* __restrict__ Y, int M, int N, int K, int sam, int sak, int sbk, int sbn,
-                           int scm, int scn, int batch_a, int batch_b, float alpha, float beta) {
+                           int scm, int scn, int batch_a, int batch_b, float alpha, float beta,
+                           float* __restrict__ P, int splits) {
   __shared__ float As[TILE][TILE];
   __shared__ float Bs[TILE][TILE + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int row = blockIdx.y * TILE + ty;
   const int col = blockIdx.x * TILE + tx;
-  const float* a = A + (size_t)blockIdx.z * batch_a;
-  const float* b = B + (size_t)blockIdx.z * batch_b;
+  const int z = blockIdx.z / splits;
+  const SplitRange ks(blockIdx.z % splits, splits, K, TILE);
+  const float* a = A + (size_t)z * batch_a;
+  const float* b = B + (size_t)z * batch_b;
   float acc = 0.0f;
-  for (int k0 = 0; k0 < K; k0 += TILE) {
+  for (int k0 = ks.begin; k0 < ks.end; k0 += TILE) {
     const int ka = k0 + tx, kb = k0 + ty;
-    As[ty][tx] = (row < M && ka < K) ? a[(size_t)row * sam + (size_t)ka * sak] : 0.0f;
-    Bs[ty][tx] = (kb < K && col < N) ? b[(size_t)kb * sbk + (size_t)col * sbn] : 0.0f;
+    As[ty][tx] = (row < M && ka < ks.end) ? a[(size_t)row * sam + (size_t)ka * sak] : 0.0f;
+    Bs[ty][tx] = (kb < ks.end && col < N) ? b[(size_t)kb * sbk + (size_t)col * sbn] : 0.0f;
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < TILE; ++k) acc += As[ty][k] * Bs[k][tx];
     __syncthreads();
   }
-  if (row < M && col < N) {
-    float* y = Y + (size_t)blockIdx.z * M * N;
-    y[(size_t)row * N + col] = gemm_epilogue<BIAS, ACT>(acc, C, (size_t)row * scm + (size_t)col * scn, alpha, beta);
-  }
+  if (row < M && col < N) gemm_store<BIAS, ACT>(acc, Y, P, C, M, N, row, col, scm, scn, alpha, beta, splits);
 }
 
 // Register-blocked GEMM: a BM x BN output tile per block, each thread owning a TM x TN sub-block kept in
 // registers; K advances BK at a time through shared memory. 1-D block of (BM/TM)*(BN/TN) threads.
-// grid (ceil(N/BN), ceil(M/BM), batch).
+// grid (ceil(N/BN), ceil(M/BM), batch * splits); P [splits][batch][M][N] (written when splits > 1).
 template <int BM, int BN, int BK, int TM, int TN, bool BIAS, int ACT>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN))
 gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,
               float* __restrict__ Y, int M, int N, int K, int sam, int sak, int sbk, int sbn, int scm, int scn,
-              int batch_a, int batch_b, float alpha, float beta) {
+              int batch_a, int batch_b, float alpha, float beta, float* __restrict__ P, int splits) {
   constexpr int TX = BN / TN;
   constexpr int NT = (BM / TM) * TX;
   __shared__ float As[BK][BM];  // k-major: a thread reads TM consecutive rows of one k
@@ -63,8 +89,10 @@ gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const fl
   const int tid = threadIdx.x;
   const int trow = tid / TX, tcol = tid % TX;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-  const float* a = A + (size_t)blockIdx.z * batch_a;
-  const float* b = B + (size_t)blockIdx.z * batch_b;
+  const int z = blockIdx.z / splits;
+  const SplitRange ks(blockIdx.z % splits, splits, K, BK);
+  const float* a = A + (size_t)z * batch_a;
+  const float* b = B + (size_t)z * batch_b;
 
   float acc[TM][TN];
 #pragma unroll
@@ -72,16 +100,16 @@ gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const fl
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-  for (int k0 = 0; k0 < K; k0 += BK) {
+  for (int k0 = ks.begin; k0 < ks.end; k0 += BK) {
     for (int e = tid; e < BM * BK; e += NT) {
       const int mm = e / BK, kk = e % BK;
       const int m = m0 + mm, k = k0 + kk;
-      As[kk][mm] = (m < M && k < K) ? a[(size_t)m * sam + (size_t)k * sak] : 0.0f;
+      As[kk][mm] = (m < M && k < ks.end) ? a[(size_t)m * sam + (size_t)k * sak] : 0.0f;
     }
     for (int e = tid; e < BK * BN; e += NT) {
       const int kk = e / BN, nn = e % BN;
       const int k = k0 + kk, n = n0 + nn;
-      Bs[kk][nn] = (k < K && n < N) ? b[(size_t)k * sbk + (size_t)n * sbn] : 0.0f;
+      Bs[kk][nn] = (k < ks.end && n < N) ? b[(size_t)k * sbk + (size_t)n * sbn] : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -99,7 +127,6 @@ gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const fl
     __syncthreads();
   }
 
-  float* y = Y + (size_t)blockIdx.z * M * N;
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int m = m0 + trow * TM + i;
@@ -107,9 +134,22 @@ gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const fl
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int n = n0 + tcol * TN + j;
-      if (n < N) y[(size_t)m * N + n] = gemm_epilogue<BIAS, ACT>(acc[i][j], C, (size_t)m * scm + (size_t)n * scn, alpha, beta);
+      if (n < N) gemm_store<BIAS, ACT>(acc[i][j], Y, P, C, M, N, m, n, scm, scn, alpha, beta, splits);
     }
   }
+}
+
+// Split-K fixup of gemm_tiled / gemm_regblock: Y[z][m][n] = epilogue(P[0][z][m][n] + P[1][z][m][n] + ...), added in
+// split order. block (BLOCK), grid ceil(batch*M*N / BLOCK).
+template <int BLOCK, bool BIAS, int ACT>
+__global__ void gemm_splitk_reduce(const float* __restrict__ P, const float* __restrict__ C, float* __restrict__ Y,
+                                   int total, int M, int N, int splits, int scm, int scn, float alpha, float beta) {
+  const int e = blockIdx.x * BLOCK + threadIdx.x;
+  if (e >= total) return;
+  float v = P[e];
+  for (int s = 1; s < splits; ++s) v += P[(size_t)s * total + e];
+  const int n = e % N, m = (e / N) % M;
+  Y[e] = gemm_epilogue<BIAS, ACT>(v, C, (size_t)m * scm + (size_t)n * scn, alpha, beta);
 }
 
 // GEMV (M == 1) for a weight whose rows are contiguous in k (Gemm transB=1, i.e. W stored [N, K]):

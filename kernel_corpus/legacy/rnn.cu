@@ -3,13 +3,34 @@
 
 __device__ __forceinline__ float rnn_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// The pointwise cell on gate pre-activations (ONNX order i, o, f, c) of element idx: c and h.
-__device__ __forceinline__ void lstm_cell_update(const float (&gate)[4], const float* __restrict__ c_prev,
-                                                 float* __restrict__ h_out, float* __restrict__ c_out, size_t idx) {
-  const float c = rnn_sigmoid(gate[2]) * c_prev[idx] + rnn_sigmoid(gate[0]) * tanhf(gate[3]);
+// The pointwise cell on gate pre-activations (ONNX order i, o, f, c) of element idx with previous state c_old: c and h.
+__device__ __forceinline__ void lstm_cell_update(const float (&gate)[4], float c_old, float* __restrict__ h_out,
+                                                 float* __restrict__ c_out, size_t idx) {
+  const float c = rnn_sigmoid(gate[2]) * c_old + rnn_sigmoid(gate[0]) * tanhf(gate[3]);
   c_out[idx] = c;
   h_out[idx] = rnn_sigmoid(gate[1]) * tanhf(c);
 }
+
+// Stages one batch-1 step's vector v = [x (I floats) | h (KH floats)] in shared memory, each read once by consecutive
+// threads (coalesced), so the unrolled dot products read v at shared-memory latency instead of waiting on a fresh L2
+// line of x or h every few multiply-adds. The caller synchronises before reading vs.
+__device__ __forceinline__ void lstm_stage_vector(float* vs, const float* __restrict__ x, const float* __restrict__ h,
+                                                  int I, int KH) {
+  for (int i = threadIdx.x; i < I; i += blockDim.x) vs[i] = x[i];
+  for (int i = threadIdx.x; i < KH; i += blockDim.x) vs[I + i] = h[i];
+}
+
+// The cell's own operands of unit j at batch 1, loaded (by the threads that apply a cell) before the products so
+// their latency hides behind them: pre[g*H + j] (when has_pre) and c_prev[j].
+struct LstmCellInputs {
+  float pre[4], c_old;
+  __device__ LstmCellInputs(bool cell, const float* __restrict__ pre_row, bool has_pre, int H, int j,
+                            const float* __restrict__ c_prev) {
+#pragma unroll
+    for (int g = 0; g < 4; ++g) pre[g] = cell && has_pre ? pre_row[g * H + j] : 0.0f;
+    c_old = cell ? c_prev[j] : 0.0f;
+  }
+};
 
 // acc[bb] += sum over k = k0, k0 + SLICES, ... < K of v[(b0 + bb)*K + k] * W[k*ldw + n] for the first nb rows:
 // a thread walks one weight column over its K-slice, reading each weight once for all BB batch rows.
@@ -74,7 +95,7 @@ lstm_cell_fused(const float* __restrict__ x, const float* __restrict__ Wt, const
       for (int sl = 0; sl < SLICES; ++sl) s += part[sl][bb][g * J + jj];
       gate[g] = s;
     }
-    lstm_cell_update(gate, c_prev, h_out, c_out, (size_t)b * H + j);
+    lstm_cell_update(gate, c_prev[(size_t)b * H + j], h_out, c_out, (size_t)b * H + j);
   }
 }
 
@@ -110,8 +131,9 @@ __device__ __forceinline__ void lstm_accumulate4(float4& acc, const float* __res
 
 // One LSTM step at batch 1 (the same operands and cell as lstm_cell_fused) with 16-byte weight loads: thread t owns
 // the 4 weight columns g*H + j0 + 4*(q % (J/4)) .. +3, q = t % J, g = q / (J/4), over the K-slice t / J; the slices'
-// float4 partial sums meet in shared memory. Needs H % 4 == 0 and 16-byte-aligned Wt and Rt.
-// block (THREADS), grid ceil(H/J).
+// float4 partial sums meet in shared memory. x and h are staged in dynamic shared memory first (lstm_stage_vector:
+// 4 * (I + KH) bytes) and the cell's pre and c_prev loads issued before the products. Needs H % 4 == 0 and
+// 16-byte-aligned Wt and Rt. block (THREADS), grid ceil(H/J), J <= THREADS.
 template <int J, int THREADS>
 __global__ void __launch_bounds__(THREADS)
 lstm_cell_vec4(const float* __restrict__ x, const float* __restrict__ Wt, const float* __restrict__ h,
@@ -120,24 +142,28 @@ lstm_cell_vec4(const float* __restrict__ x, const float* __restrict__ Wt, const 
   constexpr int SLICES = THREADS / J;
   static_assert(J % 4 == 0 && THREADS % J == 0 && THREADS >= J, "whole quads per gate, whole slices");
   __shared__ float4 part[THREADS / J][J];  // [SLICES][quad]: quad q holds columns (q / (J/4), 4*(q % (J/4)) .. +3)
+  extern __shared__ float lstm_v[];        // [I + KH]: x, then h
   const int tid = threadIdx.x, q = tid % J, slice = tid / J;
-  const int j0 = blockIdx.x * J;
+  const int j0 = blockIdx.x * J, j = j0 + tid;  // thread tid < J applies the cell of unit j
+  const bool cell = tid < J && j < H;
+  const LstmCellInputs in(cell, pre, pre_stride >= 0, H, j, c_prev);
+  lstm_stage_vector(lstm_v, x, h, I, KH);
+  __syncthreads();
   const int unit = j0 + 4 * (q % (J / 4));
   const int n = (q / (J / 4)) * H + unit;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   if (unit < H) {  // H % 4 == 0: a quad is whole or absent
-    lstm_accumulate4<SLICES>(acc, x, Wt, I, 4 * H, n, slice);
-    lstm_accumulate4<SLICES>(acc, h, Rt, KH, 4 * H, n, slice);
+    lstm_accumulate4<SLICES>(acc, lstm_v, Wt, I, 4 * H, n, slice);
+    lstm_accumulate4<SLICES>(acc, lstm_v + I, Rt, KH, 4 * H, n, slice);
   }
   part[slice][q] = acc;
   __syncthreads();
-  for (int jj = tid; jj < J; jj += THREADS) {
-    const int j = j0 + jj;
-    if (j >= H) continue;
+  if (cell) {
+    const int jj = tid;
     float gate[4];
 #pragma unroll
     for (int g = 0; g < 4; ++g) {
-      float s = pre_stride >= 0 ? pre[g * H + j] : 0.0f;
+      float s = in.pre[g];
       const int qq = g * (J / 4) + jj / 4;
       for (int sl = 0; sl < SLICES; ++sl) {
         const float4 p = part[sl][qq];
@@ -145,7 +171,7 @@ lstm_cell_vec4(const float* __restrict__ x, const float* __restrict__ Wt, const 
       }
       gate[g] = s;
     }
-    lstm_cell_update(gate, c_prev, h_out, c_out, j);
+    lstm_cell_update(gate, in.c_old, h_out, c_out, j);
   }
 }
 
@@ -208,7 +234,8 @@ __device__ __forceinline__ void lstm_dot_packed(float4& acc, const float* __rest
 // RT_RESIDENT, so a pinned rTask reads it from its vEU's shared memory and a step reads only x, h and pre from
 // global memory. KH is 0 (no h term at this step) or rows - I; pre_rows != 0 adds pre [4H] (a precomputed x·W +
 // bias row). Thread t owns the column quad t % J (16-byte loads) over the K-slice t / J; threads past whole slices
-// only apply the cell.
+// only apply the cell. x and h are staged in dynamic shared memory first (lstm_stage_vector: 4 * (I + KH) bytes), and
+// the cell's pre and c_prev loads are issued before the products.
 // x [I], h [KH], c_prev / h_out / c_out [H]; P 16-byte aligned. block (THREADS), grid ceil(H/J).
 template <int J, int THREADS>
 __global__ void __launch_bounds__(THREADS)
@@ -218,24 +245,29 @@ lstm_cell_resident(const float* __restrict__ x, const float* __restrict__ h, con
   constexpr int SLICES = THREADS / J;  // thread t owns the column quad t % J (columns 4q .. 4q+3) of K-slice t / J
   static_assert(SLICES >= 1, "a block covers every column quad and every cell");
   __shared__ float4 part[THREADS / J][J];  // [SLICES][quad]: as floats, [SLICES][4J] by column
+  extern __shared__ float lstm_v[];        // [I + KH]: x, then h
   const float4* w4 = reinterpret_cast<const float4*>(RT_RESIDENT(P + (size_t)blockIdx.x * (rows + 1) * 4 * J));
   const int tid = threadIdx.x, q = tid % J, slice = tid / J;
+  const int j = blockIdx.x * J + tid;  // one thread per unit applies the cell
+  const bool cell = tid < J && j < H;
+  const LstmCellInputs in(cell, pre, pre_rows != 0, H, j, c_prev);
+  lstm_stage_vector(lstm_v, x, h, I, KH);
+  __syncthreads();
   if (slice < SLICES) {
     float4 acc = slice == 0 ? w4[(size_t)rows * J + q] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // the bias row
-    lstm_dot_packed<SLICES, J>(acc, x, w4, I, q, slice);
-    lstm_dot_packed<SLICES, J>(acc, h, w4 + (size_t)I * J, KH, q, slice);
+    lstm_dot_packed<SLICES, J>(acc, lstm_v, w4, I, q, slice);
+    lstm_dot_packed<SLICES, J>(acc, lstm_v + I, w4 + (size_t)I * J, KH, q, slice);
     part[slice][q] = acc;
   }
   __syncthreads();
   const float* sums = reinterpret_cast<const float*>(&part[0][0]);
-  const int j = blockIdx.x * J + tid;  // one thread per unit applies the cell
-  if (tid < J && j < H) {
+  if (cell) {
     float gate[4];
 #pragma unroll
     for (int g = 0; g < 4; ++g) {
-      gate[g] = pre_rows ? pre[g * H + j] : 0.0f;
+      gate[g] = in.pre[g];
       for (int sl = 0; sl < SLICES; ++sl) gate[g] += sums[sl * 4 * J + g * J + tid];
     }
-    lstm_cell_update(gate, c_prev, h_out, c_out, j);
+    lstm_cell_update(gate, in.c_old, h_out, c_out, j);
   }
 }

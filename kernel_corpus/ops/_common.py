@@ -37,6 +37,17 @@ def temp(name: str, nbytes: int) -> Temp:
     return Temp(name, int(nbytes))
 
 
+SPLIT_MIN_K = 64  # split-K: k per split at least, so a split's fixed costs (prologue, epilogue) stay a small part
+SPLIT_REDUCE_BLOCK = 256  # threads per rTask of the split-K fixups
+
+
+def require_split(K: int, splits: int, step: int) -> None:
+    """Refused when K, in the kernel's k steps of `step`, is too short for `splits` splits of at least SPLIT_MIN_K
+    each (the kernels share the ceil(K / step) steps out as evenly as whole steps allow)."""
+    if splits > 1 and cdiv(K, step) // splits * step < SPLIT_MIN_K:
+        raise Refused(f"K = {K} is too short for {splits} splits of at least {SPLIT_MIN_K}")
+
+
 def condition_of(view: Callable[[NodeInfo], object]) -> Condition:
     """The condition of a binding whose plan needs `view(node)`: the node applies when the view can be built (the
     view raises Refused, which Binding.refusal reports, when it cannot)."""

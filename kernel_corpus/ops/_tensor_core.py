@@ -1,8 +1,9 @@
 """What the GEMM and Conv bindings share about the tensor-core kernels of legacy/tc.cu: their precisions, tile
-shapes, thread count and the work they really do (padded tiles, three products per step for 3xTF32)."""
+shapes, thread count, the work they really do (padded tiles, three products per step for 3xTF32), and split-K (the
+k range of one output tile spread over several rTasks whose partial sums a second launch adds in a fixed order)."""
 from __future__ import annotations
 
-from kernel_corpus.ops._common import cdiv
+from kernel_corpus.ops._common import cdiv, require_split
 
 SOURCE = "tc.cu"
 BK = 16  # k per pipeline stage
@@ -14,6 +15,11 @@ PRODUCTS = {"3xtf32": 3, "tf32": 1, "bf16": 0.5}
 TF32_RATE = 378.0 / 51.0
 TILES = ((32, 32, "fast"), (64, 64, "fast"), (128, 64, "efficient"))  # (BM, BN, kind)
 WARP_TILE = 32  # tc.cu's TcShape: a warp owns half the tile in each dimension, at most 32 x 32 outputs
+VEC_A, VEC_B = 1, 2  # tc.cu's VEC bits: the A (filter) / B (input) tiles may be copied 16 bytes at a time
+# Split-K variants per tile: the split factors offered (the cost model weighs their extra rTasks against the second
+# launch and the partial sums' traffic); a split keeps at least SPLIT_MIN_K of K (4 stages: the pipeline's prologue
+# stays a small part of it).
+SPLITS = {(32, 32): (2, 4, 8, 16), (64, 64): (2, 4, 8)}
 
 
 def threads(bm: int, bn: int) -> int:
@@ -23,5 +29,25 @@ def threads(bm: int, bn: int) -> int:
 
 def tensor_core_flops(batch: int, M: int, N: int, K: int, bm: int, bn: int, precision: str) -> int:
     """Tensor-core FLOPs of a batch of M x N x K products as the kernel runs them: whole BM x BN tiles, K padded to
-    BK, and PRODUCTS[precision] products per multiply-add."""
+    BK (split-K splits are whole stages, so the same), and PRODUCTS[precision] products per multiply-add."""
     return int(2 * batch * cdiv(M, bm) * bm * cdiv(N, bn) * bn * cdiv(K, BK) * BK * PRODUCTS[precision])
+
+
+def split_k(K: int, splits: int) -> None:
+    """Refused when K is too short for `splits` splits of at least SPLIT_MIN_K (whole stages of BK each)."""
+    require_split(K, splits, BK)
+
+
+def variant(bm: int, bn: int, precision: str, splits: int) -> str:
+    """A tensor-core binding's variant name: tile, split factor when split, precision last."""
+    return f"tc{bm}x{bn}{f'k{splits}' if splits > 1 else ''}_{precision}"
+
+
+def tile_variants() -> list[tuple[int, int, str, int]]:
+    """(BM, BN, kind, splits) of every tensor-core binding of one op type and precision: each tile unsplit, then its
+    split-K variants (the most efficient kind: more rTasks, a second launch)."""
+    out = []
+    for bm, bn, kind in TILES:
+        out.append((bm, bn, kind, 1))
+        out += [(bm, bn, "efficient", s) for s in SPLITS.get((bm, bn), ())]
+    return out

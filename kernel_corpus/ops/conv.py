@@ -9,8 +9,9 @@ from typing import Callable
 from onnx import helper
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import (MAX_GRID_YZ, Window, activated, cdiv, fused_activation, i32, linear_launch,
-                                       require_present, spatial_hw, temp, tensor_bytes, window_2d)
+from kernel_corpus.ops._common import (MAX_GRID_YZ, SPLIT_REDUCE_BLOCK, Window, activated, cdiv, fused_activation, i32,
+                                       linear_launch, require_present, require_split, spatial_hw, temp, tensor_bytes,
+                                       window_2d)
 from kernel_corpus.ops import _tensor_core as tc
 from kernel_corpus.torch_builders import spatial_pads
 from toolchain.refusal import Refused
@@ -106,52 +107,106 @@ def _direct_binding(op_type: str, block: int, kind: str) -> Binding:
     return Binding(op_type, f"direct{block}", SOURCE, kind, _geometry_condition(), plan, ("conv_direct",))
 
 
-def _grid_limits(tile_m: int):
-    """Limits of a grid (pixel tiles, channel tiles of tile_m, groups): grid.y and grid.z are bounded."""
+FP32_SPLITS = (4, 16)  # split-K factors of conv_implicit_gemm<16>
+SPLIT_NOTE = ("launches in order: the GEMM's partial sums of the K splits into a temp, then their sum in split order "
+              "with bias and Relu; the second waits for every rTask of the first")
+
+
+def _split_condition(tile_m: int, splits: int, step: int):
+    """The grid limits of a convolution split `splits` ways over R = C/group*KH*KW in steps of `step`."""
 
     def limits(g: ConvGeom) -> str | None:
-        if g.group > MAX_GRID_YZ or cdiv(g.M // g.group, tile_m) > MAX_GRID_YZ:
-            return f"group {g.group} or M/group {g.M // g.group} exceeds the grid limits"
+        require_split(g.C // g.group * g.win.kh * g.win.kw, splits, step)
+        if g.group * splits > MAX_GRID_YZ or cdiv(g.M // g.group, tile_m) > MAX_GRID_YZ:
+            return f"group x splits {g.group * splits} or M/group {g.M // g.group} exceeds the grid limits"
         return None
 
     return limits
 
 
-def _implicit_gemm_binding(op_type: str, tile: int, kind: str) -> Binding:
-    """conv_implicit_gemm: per group a GEMM of TILE x TILE output tiles over (channel, pixel)."""
+def _partial(g: ConvGeom, splits: int):
+    """The partial sums' buffer of a split convolution ([splits][M][N*OH*OW]); unsplit, X stands in (never written)."""
+    return temp("partial", 4 * splits * g.M * g.N * g.OH * g.OW) if splits > 1 else In(0)
+
+
+def _with_fixup(node: NodeInfo, g: ConvGeom, main: Launch, splits: int, reduce: str, targs: list,
+                tail: list) -> list[Launch]:
+    """A convolution's GEMM launch and, when split, its fixup `reduce` (template arguments SPLIT_REDUCE_BLOCK + targs,
+    trailing arguments `tail`): the GEMM then writes partial sums (no bias or Relu), the fixup adds them in split
+    order and applies bias and Relu."""
+    if splits == 1:
+        return [main]
+    total = g.M * g.N * g.OH * g.OW
+    epilogue = total * ((1 if g.bias else 0) + (1 if g.relu else 0))
+    main.flops -= epilogue
+    main.bytes += 4 * splits * total - node.outputs[0].nbytes
+    return [main, linear_launch(reduce, [SPLIT_REDUCE_BLOCK, *targs], total, SPLIT_REDUCE_BLOCK,
+                                [_partial(g, splits), In(2) if g.bias else In(0), Out(0)]
+                                + [i32(v) for v in (g.N, g.M, g.OH * g.OW, splits)] + tail,
+                                total * (splits - 1) + epilogue,
+                                4 * splits * total + tensor_bytes(node.input(2), node.outputs[0]))]
+
+
+def _implicit_gemm_binding(op_type: str, tile: int, kind: str, splits: int = 1) -> Binding:
+    """conv_implicit_gemm: per group a GEMM of TILE x TILE output tiles over (channel, pixel); split-K when
+    splits > 1 (conv_splitk_reduce adds the splits)."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         g = conv_geometry(node)
-        grid = (cdiv(g.N * g.OH * g.OW, tile), cdiv(g.M // g.group, tile), g.group)
-        return [Launch("conv_implicit_gemm", [tile, *_flags(g)], grid, (tile, tile, 1), 0,
-                       _conv_args(g) + [i32(g.group)], g.flops, _traffic(node))]
+        grid = (cdiv(g.N * g.OH * g.OW, tile), cdiv(g.M // g.group, tile), g.group * splits)
+        main = Launch("conv_implicit_gemm", [tile, *_flags(g)], grid, (tile, tile, 1), 0,
+                      _conv_args(g) + [i32(g.group), _partial(g, splits), i32(splits)], g.flops, _traffic(node))
+        return _with_fixup(node, g, main, splits, "conv_splitk_reduce", _flags(g), [])
 
-    return Binding(op_type, f"implicit_gemm{tile}", SOURCE, kind, _geometry_condition(_grid_limits(tile)), plan,
-                   ("conv_implicit_gemm",))
+    name = f"implicit_gemm{tile}" + (f"k{splits}" if splits > 1 else "")
+    kernels = ("conv_implicit_gemm", "conv_splitk_reduce") if splits > 1 else ("conv_implicit_gemm",)
+    return Binding(op_type, name, SOURCE, kind, _geometry_condition(_split_condition(tile, splits, tile)), plan,
+                   kernels, note=SPLIT_NOTE if splits > 1 else "")
 
 
-def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str) -> Binding:
+def _tc_vec(g: ConvGeom) -> int:
+    """tc.cu's VEC bits for a convolution: filter rows copied 16 bytes at a time when R = C/group*KH*KW is a multiple
+    of 4; input rows when the convolution is 1x1, stride 1, unpadded (im2col is X itself) and OH*OW a multiple of 4."""
+    w = g.win
+    R = g.C // g.group * w.kh * w.kw
+    direct = (w.kh, w.kw, w.sh, w.sw, w.ph, w.pw) == (1, 1, 1, 1, 0, 0) and (g.OH * g.OW) % 4 == 0
+    return (tc.VEC_A if R % 4 == 0 else 0) | (tc.VEC_B if direct else 0)
+
+
+def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str, splits: int = 1) -> Binding:
     """conv_tc (tc.cu): per group the GEMM W_g [M/group, R] x im2col(X) [R, N*OH*OW] on the tensor cores, BM x BN
-    outputs per rTask; a first launch tabulates the im2col offsets of the R = C/group*KH*KW rows."""
+    outputs per rTask; a first launch tabulates the im2col offsets of the R = C/group*KH*KW rows (none for a 1x1
+    stride-1 unpadded convolution, which reads X directly). With splits > 1 (split-K) each tile's R is spread over
+    `splits` rTasks writing partial sums, and a last launch (tc_conv_splitk_reduce) adds them in split order and
+    applies bias and Relu."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         g = conv_geometry(node)
         w = g.win
         R, P, mg = g.C // g.group * w.kh * w.kw, g.N * g.OH * g.OW, g.M // g.group
-        taps = temp("taps", 16 * R)
-        offsets = linear_launch("conv_tc_offsets", [TAP_BLOCK], R, TAP_BLOCK,
-                                [taps] + [i32(v) for v in (R, g.H, g.W, w.kh, w.kw, w.dh, w.dw)], 8 * R, 16 * R)
+        vec = _tc_vec(g)
+        r_pad = cdiv(R, tc.BK) * tc.BK  # the table covers whole stages
+        taps = temp("taps", 16 * r_pad)
+        table = [] if vec & tc.VEC_B else [
+            linear_launch("conv_tc_offsets", [TAP_BLOCK], r_pad, TAP_BLOCK,
+                          [taps] + [i32(v) for v in (R, r_pad, g.H, g.W, w.kh, w.kw, w.dh, w.dw)], 8 * R, 16 * r_pad)]
         work = tc.tensor_core_flops(g.group, mg, P, R, bm, bn, precision) + g.flops - 2 * g.M * P * R
-        args = _conv_args(g)[:4] + [taps] + [i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.sh, w.sw, w.ph,
-                                                              w.pw, R, g.group, int(g.bias), int(g.relu))]
-        conv = Launch("conv_tc", [bm, bn, tc.PREC_CODE[precision]], (cdiv(P, bn), cdiv(mg, bm), g.group),
-                      (tc.threads(bm, bn), 1, 1), 0, args, work, _traffic(node) + 16 * R, flop_rate=tc.TF32_RATE)
-        return [offsets, conv]
+        args = _conv_args(g)[:4] + [_partial(g, splits), taps] + [
+            i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.sh, w.sw, w.ph, w.pw, R, g.group, int(g.bias),
+                             int(g.relu), splits)]
+        main = Launch("conv_tc", [bm, bn, tc.PREC_CODE[precision], vec], (cdiv(P, bn), cdiv(mg, bm), g.group * splits),
+                      (tc.threads(bm, bn), 1, 1), 0, args, work,
+                      _traffic(node) + (0 if vec & tc.VEC_B else 16 * r_pad), flop_rate=tc.TF32_RATE)
+        return table + _with_fixup(node, g, main, splits, "tc_conv_splitk_reduce", [],
+                                   [i32(int(g.bias)), i32(int(g.relu))])
 
-    return Binding(op_type, f"tc{bm}x{bn}_{precision}", tc.SOURCE, kind, _geometry_condition(_grid_limits(bm)), plan,
-                   ("conv_tc_offsets", "conv_tc"), precision=precision,
-                   note="two launches (the im2col offset table into a temp, then the GEMM); the second waits for "
-                        "the first")
+    kernels = ("conv_tc_offsets", "conv_tc") + (("tc_conv_splitk_reduce",) if splits > 1 else ())
+    note = ("launches in order: the im2col offset table into a temp (none for a 1x1, stride-1, unpadded "
+            "convolution), the GEMM" + (" (partial sums of the K splits into a temp), their sum in split order with "
+                                        "bias and Relu" if splits > 1 else "") + "; each waits for the one before")
+    return Binding(op_type, tc.variant(bm, bn, precision, splits), tc.SOURCE, kind,
+                   _geometry_condition(_split_condition(bm, splits, tc.BK)), plan, kernels, precision=precision,
+                   note=note)
 
 
 def depthwise_smem(g: ConvGeom, tile: int) -> int:
@@ -223,6 +278,10 @@ CONV_SHAPES = (
     Shape(((1, 16, 32, 32), (32, 16, 3, 3)), {"pads": [1, 1, 1, 1]}, test=False),
     Shape(((1, 32, 16, 16), (32, 1, 3, 3), (32,)), {"group": 32, "pads": [1, 1, 1, 1]}, test=False),
     Shape(((1, 3, 64, 64), (16, 3, 7, 7)), {"strides": [2, 2], "pads": [3, 3, 3, 3]}, test=False),
+    Shape(((2, 8, 4, 6), (12, 8, 1, 1), (12,))),  # 1x1, stride 1, unpadded: tc.cu reads X 16 bytes at a time
+    # long reductions (R >= 1024): every split-K factor applies
+    Shape(((1, 128, 4, 4), (8, 128, 3, 3), (8,)), {"pads": [1, 1, 1, 1]}, positive=(0, 1), tol=1e-4),
+    Shape(((2, 1040, 2, 2), (12, 1040, 1, 1)), positive=(0, 1), tol=1e-4),
 )
 FUSED_CONV_SHAPES = (
     Shape(((1, 3, 9, 11), (5, 3, 3, 3), (5,)), {"pads": [1, 1, 1, 1], "activation": "Relu"}),
@@ -233,6 +292,9 @@ FUSED_CONV_SHAPES = (
                                                  "activation": "Relu"}),
     Shape(((1, 8, 5, 5), (16, 8, 1, 1), (16,)), {"activation": "Relu"}),
     Shape(((1, 64, 32, 32), (64, 64, 3, 3), (64,)), {"pads": [1, 1, 1, 1], "activation": "Relu"}, test=False),
+    Shape(((1, 256, 3, 3), (8, 128, 3, 3), (8,)), {"group": 2, "pads": [1, 1, 1, 1], "activation": "Relu"},
+          positive=(0, 1), tol=1e-4),
+    Shape(((1, 1024, 4, 4), (16, 1024, 1, 1), (16,)), {"activation": "Relu"}, positive=(0, 1), tol=1e-4),
 )
 
 
@@ -240,8 +302,9 @@ def _conv_bindings(op_type: str) -> tuple[Binding, ...]:
     """The Conv kernels of conv.cu for Conv or FusedConv."""
     return (_implicit_gemm_binding(op_type, 16, "fast"), _implicit_gemm_binding(op_type, 8, "efficient"),
             _direct_binding(op_type, 128, "efficient"), _depthwise_binding(op_type, 16, "fast")) + tuple(
-        _tensor_core_binding(op_type, bm, bn, precision, kind) for precision in tc.PREC_CODE
-        for bm, bn, kind in tc.TILES)
+        _implicit_gemm_binding(op_type, 16, "efficient", s) for s in FP32_SPLITS) + tuple(
+        _tensor_core_binding(op_type, bm, bn, precision, kind, splits) for precision in tc.PREC_CODE
+        for bm, bn, kind, splits in tc.tile_variants())
 
 
 OPS = [

@@ -11,7 +11,8 @@ from onnx import helper
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
 from kernel_corpus.ops._common import (MAX_GRID_YZ, activated, cdiv, condition_of, f32, fused_activation, i32,
-                                       linear_launch, require_present, scalar_initializer, temp, tensor_bytes)
+                                       linear_launch, require_present, require_split, scalar_initializer,
+                                       SPLIT_REDUCE_BLOCK, temp, tensor_bytes)
 from kernel_corpus.ops import _tensor_core as tc
 from kernel_corpus.torch_builders import torch_function
 from toolchain.refusal import Refused
@@ -20,6 +21,7 @@ SOURCE = "gemm.cu"
 ACTIVATIONS = {"Relu": 1, "Gelu": 2, "GeluTanh": 3}  # the ACT codes of gemm.cu's epilogue
 SPLITK_MIN_CHUNK = 64   # k per split-K block at least
 SPLITK_MAX_SPLITS = 32
+FP32_SPLITS = (4, 16)   # split-K factors of the CUDA-core GEMMs (gemm_tiled<16>, gemm_regblock<32,32>)
 
 
 @dataclass(frozen=True)
@@ -171,53 +173,113 @@ def _gemm_args(p: GemmProblem) -> list:
             i32(p.sbn), i32(p.scm), i32(p.scn), i32(p.batch_a), i32(p.batch_b), f32(p.alpha), f32(p.beta)]
 
 
-def _gemm_condition(tile_m: int):
-    """Condition of a GEMM variant whose rTasks cover tile_m rows each (grid.y is limited)."""
+def _gemm_condition(tile_m: int, splits: int = 1, step: int = 1):
+    """Condition of a GEMM variant whose rTasks cover tile_m rows each (grid.y is limited), split `splits` ways over
+    K in steps of `step`."""
 
     def condition(node: NodeInfo) -> str | None:
         p = gemm_problem(node)
-        return None if cdiv(p.M, tile_m) <= MAX_GRID_YZ else f"M = {p.M} needs too many tile rows"
+        require_split(p.K, splits, step)
+        if cdiv(p.M, tile_m) > MAX_GRID_YZ or p.batch * splits > MAX_GRID_YZ:
+            return f"M = {p.M} or batch x splits = {p.batch * splits} exceeds the grid limits"
+        return None
 
     return condition
 
 
-def _tiled_binding(op_type: str, tile: int, kind: str) -> Binding:
-    """gemm_tiled<TILE>: one TILE x TILE output tile per rTask, a thread per output."""
+def _split_variant(name: str, splits: int) -> str:
+    """A variant's name with its split-K factor."""
+    return f"{name}k{splits}" if splits > 1 else name
+
+
+def _partial(p: GemmProblem, splits: int):
+    """The partial sums' buffer of a split GEMM ([splits][batch][M][N]); unsplit, A stands in (never written)."""
+    return temp("partial", 4 * splits * p.batch * p.M * p.N) if splits > 1 else In(0)
+
+
+def _split_launches(node: NodeInfo, p: GemmProblem, main: Launch, splits: int, reduce: str, targs: list,
+                    tail: list) -> list[Launch]:
+    """A GEMM launch, and when split its fixup `reduce` (template arguments REDUCE_BLOCK + targs, trailing arguments
+    `tail`): the main launch then writes the partial sums (no epilogue), the fixup adds them in split order and
+    applies the epilogue."""
+    if splits == 1:
+        return [main]
+    total = p.batch * p.M * p.N
+    epilogue = p.flops - 2 * total * p.K
+    main.flops -= epilogue
+    main.bytes += 4 * splits * total - node.outputs[0].nbytes
+    partial = _partial(p, splits)
+    fixup = linear_launch(reduce, [SPLIT_REDUCE_BLOCK, *targs], total, SPLIT_REDUCE_BLOCK,
+                          [partial, _bias_arg(p), Out(0), i32(total), i32(p.M), i32(p.N), i32(splits), i32(p.scm),
+                           i32(p.scn), f32(p.alpha), f32(p.beta)] + tail,
+                          total * (splits - 1) + epilogue,
+                          4 * splits * total + tensor_bytes(node.input(2) if p.bias else None, node.outputs[0]))
+    return [main, fixup]
+
+
+SPLIT_NOTE = ("two launches (partial sums of the K splits into a temp, then their sum in split order with the "
+              "epilogue); the second waits for every rTask of the first")
+
+
+def _tiled_binding(op_type: str, tile: int, kind: str, splits: int = 1) -> Binding:
+    """gemm_tiled<TILE>: one TILE x TILE output tile per rTask, a thread per output; split-K when splits > 1."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         p = gemm_problem(node)
-        grid = (cdiv(p.N, tile), cdiv(p.M, tile), p.batch)
-        return [Launch("gemm_tiled", [tile, *_flags(p)], grid, (tile, tile, 1), 0, _gemm_args(p), p.flops,
-                       _traffic(node))]
+        grid = (cdiv(p.N, tile), cdiv(p.M, tile), p.batch * splits)
+        main = Launch("gemm_tiled", [tile, *_flags(p)], grid, (tile, tile, 1), 0,
+                      _gemm_args(p) + [_partial(p, splits), i32(splits)], p.flops, _traffic(node))
+        return _split_launches(node, p, main, splits, "gemm_splitk_reduce", _flags(p), [])
 
-    return Binding(op_type, f"tiled{tile}", SOURCE, kind, _gemm_condition(tile), plan, ("gemm_tiled",))
+    kernels = ("gemm_tiled", "gemm_splitk_reduce") if splits > 1 else ("gemm_tiled",)
+    return Binding(op_type, _split_variant(f"tiled{tile}", splits), SOURCE, kind, _gemm_condition(tile, splits, tile),
+                   plan, kernels, note=SPLIT_NOTE if splits > 1 else "")
 
 
-def _regblock_binding(op_type: str, bm: int, bn: int, bk: int, tm: int, tn: int, kind: str) -> Binding:
-    """gemm_regblock: a BM x BN tile per rTask, TM x TN outputs per thread in registers."""
+def _regblock_binding(op_type: str, bm: int, bn: int, bk: int, tm: int, tn: int, kind: str,
+                      splits: int = 1) -> Binding:
+    """gemm_regblock: a BM x BN tile per rTask, TM x TN outputs per thread in registers; split-K when splits > 1."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         p = gemm_problem(node)
-        grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch)
+        grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch * splits)
         threads = (bm // tm) * (bn // tn)
-        return [Launch("gemm_regblock", [bm, bn, bk, tm, tn, *_flags(p)], grid, (threads, 1, 1), 0,
-                       _gemm_args(p), p.flops, _traffic(node))]
+        main = Launch("gemm_regblock", [bm, bn, bk, tm, tn, *_flags(p)], grid, (threads, 1, 1), 0,
+                      _gemm_args(p) + [_partial(p, splits), i32(splits)], p.flops, _traffic(node))
+        return _split_launches(node, p, main, splits, "gemm_splitk_reduce", _flags(p), [])
 
-    return Binding(op_type, f"regblock{bm}x{bn}", SOURCE, kind, _gemm_condition(bm), plan, ("gemm_regblock",))
+    kernels = ("gemm_regblock", "gemm_splitk_reduce") if splits > 1 else ("gemm_regblock",)
+    return Binding(op_type, _split_variant(f"regblock{bm}x{bn}", splits), SOURCE, kind,
+                   _gemm_condition(bm, splits, bk), plan, kernels, note=SPLIT_NOTE if splits > 1 else "")
 
 
-def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str) -> Binding:
-    """gemm_tc (tc.cu): a BM x BN tile per rTask on the tensor cores, 3xTF32 (float32 accuracy) or TF32."""
+def _tc_vec(p: GemmProblem) -> int:
+    """tc.cu's VEC bits for a GEMM: A(m, k..k+3) and B(k, n..n+3) rows can be copied 16 bytes at a time when they are
+    contiguous and every row (and batch) starts on a multiple of 4 elements (the kernel checks the pointers)."""
+    a = p.sak == 1 and p.sam % 4 == 0 and p.K % 4 == 0 and p.batch_a % 4 == 0
+    b = p.sbn == 1 and p.sbk % 4 == 0 and p.N % 4 == 0 and p.batch_b % 4 == 0
+    return (tc.VEC_A if a else 0) | (tc.VEC_B if b else 0)
+
+
+def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str, splits: int = 1) -> Binding:
+    """gemm_tc (tc.cu): a BM x BN tile per rTask on the tensor cores, 3xTF32 (float32 accuracy), TF32 or BF16; with
+    splits > 1 (split-K) each tile's K is spread over `splits` rTasks writing partial sums, and a second launch
+    (tc_gemm_splitk_reduce) adds them in split order and applies the epilogue."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         p = gemm_problem(node)
-        grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch)
+        grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch * splits)
         work = tc.tensor_core_flops(p.batch, p.M, p.N, p.K, bm, bn, precision) + p.flops - 2 * p.batch * p.M * p.N * p.K
-        return [Launch("gemm_tc", [bm, bn, tc.PREC_CODE[precision]], grid, (tc.threads(bm, bn), 1, 1), 0,
-                       _gemm_args(p) + [i32(int(p.bias)), i32(p.act)], work, _traffic(node), flop_rate=tc.TF32_RATE)]
+        args = _gemm_args(p)
+        args = args[:4] + [_partial(p, splits)] + args[4:] + [i32(int(p.bias)), i32(p.act), i32(splits)]
+        main = Launch("gemm_tc", [bm, bn, tc.PREC_CODE[precision], _tc_vec(p)], grid, (tc.threads(bm, bn), 1, 1), 0,
+                      args, work, _traffic(node), flop_rate=tc.TF32_RATE)
+        return _split_launches(node, p, main, splits, "tc_gemm_splitk_reduce", [], [i32(int(p.bias)), i32(p.act)])
 
-    return Binding(op_type, f"tc{bm}x{bn}_{precision}", tc.SOURCE, kind, _gemm_condition(bm), plan, ("gemm_tc",),
-                   precision=precision)
+    kernels = ("gemm_tc", "tc_gemm_splitk_reduce") if splits > 1 else ("gemm_tc",)
+    return Binding(op_type, tc.variant(bm, bn, precision, splits), tc.SOURCE, kind,
+                   _gemm_condition(bm, splits, tc.BK), plan, kernels, precision=precision,
+                   note=SPLIT_NOTE if splits > 1 else "")
 
 
 def gemv_problem(node: NodeInfo, layout: str) -> GemmProblem:
@@ -327,11 +389,13 @@ def _bindings_for(op_type: str) -> list[Binding]:
         _tiled_binding(op_type, 16, "efficient"),
         _regblock_binding(op_type, 32, 32, 8, 2, 2, "efficient"),
         _regblock_binding(op_type, 64, 64, 8, 4, 4, "fast"),
+    ] + [_tiled_binding(op_type, 16, "efficient", s) for s in FP32_SPLITS] + [
+        _regblock_binding(op_type, 32, 32, 8, 2, 2, "efficient", s) for s in FP32_SPLITS] + [
         _gemv_col_binding(op_type, 32, 8, "efficient"),
         _gemv_col_binding(op_type, 128, 2, "fast"),
         _gemv_splitk_binding(op_type, 32, 8, 256),
-    ] + [_tensor_core_binding(op_type, bm, bn, precision, kind)
-         for precision in tc.PREC_CODE for bm, bn, kind in tc.TILES]
+    ] + [_tensor_core_binding(op_type, bm, bn, precision, kind, splits)
+         for precision in tc.PREC_CODE for bm, bn, kind, splits in tc.tile_variants()]
 
 
 # ---- op definitions ------------------------------------------------------------------------------------------
@@ -394,7 +458,8 @@ MATMUL_SHAPES = _shapes(
     Shape(((5, 8), (3, 8, 6))), Shape(((1, 70), (70, 50))), Shape(((300,), (300, 40)), tol=L),
     Shape(((1, 200), (200, 33)), tol=L), Shape(((6, 5), (5,))), Shape(((1, 300), (300, 44)), tol=L),
     Shape(((1, 256), (256, 512)), test=False), Shape(((64, 128), (128, 96)), test=False),
-    Shape(((2, 32, 64), (64, 48)), test=False), Shape(((1, 2048), (2048, 64)), test=False))
+    Shape(((2, 32, 64), (64, 48)), test=False), Shape(((1, 2048), (2048, 64)), test=False),
+    Shape(((3, 1040), (1040, 20)), positive=(0, 1), tol=L), Shape(((2, 1, 1100), (1100, 36)), positive=(0, 1), tol=L))
 GEMM_SHAPES = _shapes(
     Shape(((19, 23), (23, 30), (30,)), {"alpha": 0.5, "beta": 2.0}),
     Shape(((23, 19), (30, 23), (19, 1)), {"transA": 1, "transB": 1}),
@@ -405,7 +470,9 @@ GEMM_SHAPES = _shapes(
     Shape(((1, 130), (130, 52), (52,)), {"alpha": 0.5, "beta": 2.0}, tol=L),
     Shape(((200, 1), (200, 20), ()), {"transA": 1, "beta": 0.5}, tol=L),
     Shape(((1, 512), (1024, 512), (1024,)), {"transB": 1}, test=False),
-    Shape(((64, 128), (128, 256), (256,)), test=False), Shape(((1, 1024), (1024, 256), (256,)), test=False))
+    Shape(((64, 128), (128, 256), (256,)), test=False), Shape(((1, 1024), (1024, 256), (256,)), test=False),
+    Shape(((5, 1030), (24, 1030), (24,)), {"transB": 1}, positive=(0, 1), tol=L),
+    Shape(((1100, 3), (1100, 20)), {"transA": 1, "alpha": 0.5}, positive=(0, 1), tol=L))
 FUSED_MATMUL_SHAPES = _shapes(
     Shape(((19, 23), (23, 30), (30,)), {"alpha": 0.5}),
     Shape(((33, 17), (17, 45), (33, 45)), {"activation": "Relu"}),
@@ -421,7 +488,9 @@ FUSED_MATMUL_SHAPES = _shapes(
     Shape(((1, 1, 260), (260, 36), (36,)), {"activation": "Relu"}, tol=L),
     Shape(((1, 64, 768), (768, 2304), (2304,)), test=False),
     Shape(((1, 12, 64, 64), (1, 12, 64, 64), (1, 1, 64, 64)), {"alpha": 0.125}, test=False),
-    Shape(((1, 256), (256, 1024), (1024,)), test=False))
+    Shape(((1, 256), (256, 1024), (1024,)), test=False),
+    Shape(((4, 1060), (1060, 12), (12,)), {"activation": "Relu"}, positive=(0, 1), tol=L),
+    Shape(((2, 3, 1040), (1040, 8)), {"alpha": 0.5}, positive=(0, 1), tol=L))
 FUSED_GEMM_SHAPES = _shapes(
     Shape(((7, 12), (12, 30), (30,)), {"activation": "Gelu", "approximate": "tanh"}),
     Shape(((19, 23), (30, 23), (30,)), {"transB": 1, "alpha": 0.5, "activation": "Relu"}),
@@ -430,7 +499,9 @@ FUSED_GEMM_SHAPES = _shapes(
     Shape(((1, 150), (150, 37), (37,)), {"activation": "Relu"}, tol=L),
     Shape(((1, 100), (100, 48), (48,)), {"activation": "Relu"}, tol=L),
     Shape(((90, 1), (90, 20), (1, 20)), {"transA": 1, "beta": 0.5, "activation": "Relu"}, tol=L),
-    Shape(((1, 9216), (4096, 9216), (4096,)), {"transB": 1, "activation": "Relu"}, test=False))
+    Shape(((1, 9216), (4096, 9216), (4096,)), {"transB": 1, "activation": "Relu"}, test=False),
+    Shape(((3, 1050), (1050, 16), (16,)), {"activation": "Relu"}, positive=(0, 1), tol=L),
+    Shape(((1030, 2), (20, 1030), (20,)), {"transA": 1, "transB": 1, "activation": "Relu"}, positive=(0, 1), tol=L))
 
 
 def _gemm_bindings(op_type: str) -> tuple[Binding, ...]:

@@ -67,6 +67,12 @@ def lstm_cell_shape(node: NodeInfo) -> LstmCellShape:
     return LstmCellShape(B, H, I, 0 if h_prev is None else H, pre_stride)
 
 
+def staged_vector_bytes(isize: int, recurrent: int) -> int:
+    """Dynamic shared memory of the batch-1 cells (lstm_cell_vec4, lstm_cell_resident): the step's x and h staged
+    there by one coalesced load each (rnn.cu, lstm_stage_vector)."""
+    return 4 * (isize + recurrent)
+
+
 def _batch_condition(rows: int):
     """The shape condition, and which batch a BB = rows instantiation serves: BB = 1 exactly batch 1 (a BB = 4 block
     would spend three quarters of its multiply-adds on absent rows), BB > 1 the batches above 1."""
@@ -118,8 +124,8 @@ def _vec4_binding(units: int, kind: str) -> Binding:
         s = lstm_cell_shape(node)
         arg = [In(i) if node.input(i) is not None else In(C_PREV) for i in range(C_PREV)]
         args = [*arg, In(C_PREV), Out(0), Out(1), i32(s.H), i32(s.I), i32(s.KH), i32(s.pre_stride)]
-        return [Launch("lstm_cell_vec4", [units, THREADS], (cdiv(s.H, units), 1, 1), (THREADS, 1, 1), 0, args,
-                       s.flops, tensor_bytes(*node.inputs, *node.outputs))]
+        return [Launch("lstm_cell_vec4", [units, THREADS], (cdiv(s.H, units), 1, 1), (THREADS, 1, 1),
+                       staged_vector_bytes(s.I, s.KH), args, s.flops, tensor_bytes(*node.inputs, *node.outputs))]
 
     return Binding("LSTMCell", f"vec4_j{units}", SOURCE, kind, _vec4_condition, plan, ("lstm_cell_vec4",))
 
@@ -238,8 +244,8 @@ def _resident_plan(node: NodeInfo) -> list[Launch]:
             i32(int(pre_rows))]
     moved = tensor_bytes(node.input(X), node.input(H_PREV), node.input(PRE) if pre_rows else None,
                          node.input(C_PREV), *node.outputs)
-    cell = Launch("lstm_cell_resident", [cols // 4, THREADS], (blocks, 1, 1), (THREADS, 1, 1), 0, args, s.flops,
-                  moved, resident=use)
+    cell = Launch("lstm_cell_resident", [cols // 4, THREADS], (blocks, 1, 1), (THREADS, 1, 1),
+                  staged_vector_bytes(s.I, s.KH), args, s.flops, moved, resident=use)
     if not node.attr("family_head", 1):
         return [cell]
     load = Launch("resident_load", [], (blocks, 1, 1), (THREADS, 1, 1), 0, [In(PACKED), i32(rows1 * cols // 4)], 0,

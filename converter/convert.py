@@ -117,6 +117,7 @@ class ConversionResult:
     rkernels: list[RKernelMeta]
     refused: list[dict]
     warnings: list[str]
+    inputs: list[str] = field(default_factory=list)  # every file the parse opened (headers, -include files)
 
 
 class _Tokens:
@@ -1038,7 +1039,8 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
                 at = _after_semicolon(conv, d)
                 edits.append(Edit(at, at, _clone_declaration(conv, d, g, usr in smem_callees, at)))
     out = _apply_range(conv.raw, first + edits, 0, len(conv.raw))
-    return ConversionResult(out, rkernels, refused, warnings)
+    opened = [inc.include.name for inc in src.tu.get_includes() if inc.include is not None]
+    return ConversionResult(out, rkernels, refused, warnings, opened)
 
 
 def _problem(conv: Converter, path: str, offset: int, msg: str) -> str:

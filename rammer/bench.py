@@ -179,6 +179,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 # ---- variants 1-4: the project's executors ---------------------------------------------------------------
+BENCH_MARK = ".rammer-bench"  # marks a --out folder as bench's own
+
+
 def rammer_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdir: Path,
                     stats: dict[str, dict] | None = None) -> list[Variant | Unavailable]:
     """rammer (wavefront), rammer (IOS), the same rKernels one launch per op, and those launches in a CUDA Graph.
@@ -187,6 +190,7 @@ def rammer_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdi
     build's statistics and folder (timeline.svg, report.md) go into `stats[policy]`."""
     from rammer.build import build_model
     workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / BENCH_MARK).write_text("rammer bench folder\n")  # the folder's marker: a later --out may reuse it
     path = workdir / "model.onnx"
     onnx.save(model, str(path))
     out: list[Variant | Unavailable] = []
@@ -471,6 +475,15 @@ def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 10
     if repeats < 1 or batch < 1:
         print(f"rammer bench: --repeats and --batch must be >= 1 (got {repeats}, {batch})", file=sys.stderr)
         return 2
+    if out_dir is not None:
+        from toolchain.files import Inputs, OutputError
+        try:  # before anything runs: never at or above the model, never into a folder of the user's
+            Inputs().file(model_path if Path(model_path).exists() else None, "the model").check_folder(
+                out_dir, "--out", ours=lambda p: (p / BENCH_MARK).is_file(),
+                tool=f"a rammer bench folder (no {BENCH_MARK})")
+        except OutputError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
     reason = gpu_unavailable()
     if reason:
         print(f"rammer bench: no GPU: {reason}", file=sys.stderr)

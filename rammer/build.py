@@ -9,10 +9,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +26,11 @@ from scheduler.passes import VEU_HEADER_BYTES as HEADER_BYTES
 from scheduler.plan import temp_buffer
 from vdevice.program import Op, Program, plan_to_json
 
-from .runtime import (MANIFEST, BufferSpec, BuildError, Built, Manifest, TensorSpec, npz_key, read_manifest,
-                      rebind_programs)
+from toolchain.files import Inputs
+from toolchain.outdir import STAGING_MARK, Replacement
+
+from .build_output import check_output_folder, commit_build, foreign_files  # noqa: F401  (re-exported)
+from .runtime import MANIFEST, BufferSpec, BuildError, Built, Manifest, TensorSpec, npz_key, rebind_programs
 
 CPU_DEFAULT_VEUS = 8  # the emulator runs every vEU thread as a fiber on one core: keep the vDevice small
 
@@ -242,7 +243,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     from scheduler.report import render_report, schedule_slices, timeline_svg, timeline_trace
 
     out = Path(out_dir)
-    check_output_folder(out, model_path)
+    real_out = check_output_folder(out, model_path, build_inputs(model_path, corpus, user_libs))
     check_pass_names(list(disable_passes) + list(dump_after))
     off = [n for n in dump_after if n in disable_passes]
     if off:
@@ -316,8 +317,8 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     manifest = Manifest(str(model_path), hashlib.sha256(Path(model_path).read_bytes()).hexdigest(), target, policy,
                         num_veus, tensor_specs(graph, graph.inputs), tensor_specs(graph, graph.outputs), buffers,
                         views, sources, deps, plan.predicted_us, steps=list(plan.steps), calls=list(plan.calls))
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
-    try:
+    with Replacement(real_out) as rep:  # staged beside the user's files, swapped in with a journal
+        tmp = rep.staging
         (tmp / "rkernels").mkdir()
         for sid, text in texts.items():
             (tmp / "rkernels" / sources[sid]).write_text(text)
@@ -353,12 +354,10 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         manifest.stats["build_s"] = round(prog.total, 2)
         manifest.stats["step_s"] = {k: round(v, 2) for k, v in prog.times.items()}
         (tmp / "report.md").write_text(render_report(manifest, plan, sch.workload))
-        manifest.files = sorted([p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()] + [MANIFEST])
+        manifest.files = sorted([p.relative_to(tmp).as_posix() for p in tmp.rglob("*")
+                                 if p.is_file() and p.name != STAGING_MARK] + [MANIFEST])
         (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1))
-        _replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        commit_build(rep, manifest.files)
     built.folder = out
     return built
 
@@ -625,56 +624,29 @@ def check_veus(num_veus: int, target: str) -> None:
                          f"holds at most {limit}")
 
 
-def check_output_folder(out: Path, model_path: str | Path) -> None:
-    """Refuse, before any work, a destination that is not ours to replace: an existing non-empty folder without a
-    manifest that proves it is an earlier build, a file, or a folder holding the model itself."""
-    if out.exists() and not out.is_dir():
-        raise BuildError(f"{out}: error: exists and is not a folder; refusing to replace it")
-    model = Path(model_path).resolve()
-    if out.exists() and (out.resolve() == model or out.resolve() in model.parents):
-        raise BuildError(f"{out}: error: holds the model being built; choose another output folder")
-    if out.exists() and any(out.iterdir()) and read_manifest(out) is None:
-        raise BuildError(f"{out}: error: exists and is not a rammer build folder (no build.json written by "
-                         f"`rammer build`); refusing to write into it")
+def build_inputs(model_path: str | Path, corpus: str | Path | None, user_libs: Any) -> Inputs:
+    """Everything a build reads, which its output folder must not be at or above: the model (and its external
+    data, beside it), the corpus and the user libraries."""
+    guard = Inputs().file(model_path, "the model being built")
+    for f in external_data_files(model_path):
+        guard.file(f, "external data of the model")
+    guard.folder(corpus, "the kernel corpus")
+    for lib in user_libs or ():
+        guard.folder(lib, "a user kernel library")
+    return guard
 
 
-def foreign_files(out: Path) -> list[Path]:
-    """Files in an earlier build folder that the build did not write (the user's): they are kept."""
-    manifest = read_manifest(out)
-    ours = set(manifest.files) if manifest else set()
-    return sorted(p for p in out.rglob("*") if p.is_file() and p.relative_to(out).as_posix() not in ours)
-
-
-def _replace_dir(tmp: Path, out: Path) -> None:
-    """Move the finished build into place. An earlier build there is replaced file for file: the files it wrote
-    go, anything else in the folder (notes, saved outputs) moves into the new build untouched; the old folder
-    is removed only after the new one is ready. A file of the user's whose name the new build uses is refused."""
-    os.chmod(tmp, 0o755)
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, out)
-        return
-    check_output_folder(out, tmp)  # re-checked: the folder may have changed during the build
-    keep = foreign_files(out)
-    clash = [p.relative_to(out).as_posix() for p in keep if (tmp / p.relative_to(out)).exists()]
-    if clash:
-        raise BuildError(f"{out}: error: {', '.join(clash[:3])} {'is' if len(clash) == 1 else 'are'} not the "
-                         f"earlier build's but the new build writes {'it' if len(clash) == 1 else 'them'}; "
-                         f"move {'it' if len(clash) == 1 else 'them'} away first")
-    moved: list[tuple[Path, Path]] = []
+def external_data_files(model_path: str | Path) -> list[Path]:
+    """The files an ONNX model's external-data tensors name (beside the model), read without loading the data."""
     try:
-        for p in keep:
-            dest = tmp / p.relative_to(out)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(p, dest)
-            moved.append((dest, p))
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
-    except BaseException:
-        for dest, p in reversed(moved):  # the user's files go back where they were
-            if dest.exists():
-                p.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(dest, p)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - an unreadable model is reported by the import, with its own message
+        return []
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+    out = []
+    for t in _get_all_tensors(model):
+        if uses_external_data(t):
+            loc = next((e.value for e in t.external_data if e.key == "location"), None)
+            if loc:
+                out.append(Path(model_path).parent / loc)
+    return sorted(set(out))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -20,12 +20,12 @@ from scheduler.passes import PASSES
 from scheduler.policies import POLICIES
 from cuda_emu.options import emulator_limits, sanitize_option
 from toolchain import package_version
-from toolchain.files import clash, write_atomic
+from toolchain.files import InputError, Inputs, OutputError, load_npz, write_atomic
 from toolchain.messages import whole_message
 
 from .build import PROFILES, build_model
 from .check import RTOL, nonfinite_mismatch, reference_outputs, relative_error
-from .runtime import BuildError, load
+from .runtime import MANIFEST, BuildError, load
 
 PASS_NAMES = [p.name for p in PASSES]
 
@@ -242,16 +242,21 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
     return 0
 
 
-def check_writable(path: str, inputs: list[Path]) -> None:
-    """Before the run: --save must not name an input of the run, and its folder must exist and be writable."""
-    where = clash(path, *inputs)
-    if where:
-        raise BuildError(f"{path}: error: is {where}, an input of this run; choose another --save path")
-    folder = Path(path).parent
-    if not folder.is_dir():
-        raise BuildError(f"{path}: error: folder {str(folder)!r} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise BuildError(f"{path}: error: folder {str(folder)!r} is not writable")
+def run_inputs(built: Any, inputs: str | None) -> Inputs:
+    """What `rammer run` reads: the build folder (never written at or above), every file of it, the inputs file."""
+    guard = Inputs().folder(built.folder, "the build folder")
+    for f in [*built.manifest.files, MANIFEST]:
+        guard.file(built.folder / f, "a file of the build")
+    return guard.file(inputs, "the inputs")
+
+
+def check_writable(path: str, guard: Inputs, option: str = "--save") -> Path:
+    """Before the run: the output must not be over, into or above an input of the run, and its folder must exist
+    and be writable; returns the real path to write."""
+    try:
+        return guard.check_file(path, option)
+    except OutputError as exc:
+        raise BuildError(str(exc)) from None
 
 
 def default_backends(target: str, user_libs: tuple[str, ...]) -> tuple[str, ...]:
@@ -273,15 +278,14 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
     backend = device or "cpu"
     try:
         built = load(out_dir)
-        if save:
-            check_writable(save, [built.folder / "model.onnx", built.folder / "weights.npz", *(
-                [Path(inputs)] if inputs else [])])
+        target = check_writable(save, run_inputs(built, inputs)) if save else None
         if inputs:
+            want = {t.name: t.shape for t in built.manifest.inputs}
             try:
-                with np.load(inputs) as z:
-                    feeds = {k: z[k] for k in z.files}
-            except (OSError, ValueError) as exc:
-                raise BuildError(f"{inputs}: error: cannot read inputs (.npz): {exc}") from None
+                feeds = load_npz(inputs, "inputs", want, sum(b.nbytes for b in built.manifest.buffers
+                                                            if b.kind == "input") + 2**20)
+            except InputError as exc:
+                raise BuildError(str(exc)) from None
         else:
             rng = np.random.default_rng(seed)
             feeds = {t.name: rng.standard_normal(t.shape).astype(t.dtype) for t in built.manifest.inputs}
@@ -326,11 +330,11 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
                 entry["nonfinite_mismatch"] = why
         say(line)
         report["outputs"].append(entry)
-    if save:
+    if target is not None:
         try:
             buf = io.BytesIO()
             np.savez(buf, **outs)
-            write_atomic(save, buf.getvalue())
+            write_atomic(target, buf.getvalue())
         except OSError as exc:
             print(f"{save}: error: cannot save the outputs: {exc.strerror or exc}", file=sys.stderr)
             return 1

@@ -10,7 +10,9 @@ from scheduler.graph import SchedulerError
 from scheduler.pipeline import load_workload, plan_workload
 from scheduler.profiler import H100
 
-from .build import make_profiler, profile_workload, source_paths
+from toolchain.files import OutputError, write_atomic
+
+from .build import build_inputs, make_profiler, profile_workload, source_paths
 
 
 def plan_command(model: str, policy: str = "wavefront", veus: int | None = None, profile: str = "model",
@@ -18,6 +20,13 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
     """Plan, report, save; a scheduler error is one line on stderr and exit status 1. With `as_json` the summary
     is one JSON object on stdout."""
     say = (lambda *a: None) if as_json else print
+    target = None
+    if out:
+        try:  # refused before the work: over, into or above the model (or its external data)
+            target = build_inputs(model, None, ()).check_file(out, "-o")
+        except OutputError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
     try:
         profiler = make_profiler(profile, "gpu", veus or H100.sms)
         say(profiler.describe())
@@ -37,8 +46,12 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
         say(f"  the same launches {name}: predicted {us:.1f} us ({us / max(plan.predicted_us, 1e-9):.2f}x)")
     for note in plan.notes:
         say(f"note: {note}")
-    if out:
-        plan.save(out)
+    if target is not None:
+        try:
+            write_atomic(target, json.dumps(plan.to_json()))
+        except OSError as exc:
+            print(f"{out}: error: cannot write the plan: {exc.strerror or exc}", file=sys.stderr)
+            return 1
         say(f"plan written to {out}")
     if as_json:
         print(json.dumps({"model": model, "policy": policy, "profiler": profiler.describe(),

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from scheduler.graph import SchedulerError
+from toolchain.files import InputError, load_npz
 from scheduler.plan import LibraryCall, Step, program_steps
 from vdevice.program import Op, Program, plan_from_json
 
@@ -317,7 +318,9 @@ def _view(host: Mapping[str, np.ndarray], t: TensorSpec) -> np.ndarray:
 def load(out_dir: str | Path) -> Built:
     """Read a build folder written by build_model; anything missing or damaged is one line: corrupt or incomplete
     build, and what."""
+    from .build_output import finish_interrupted
     folder = Path(out_dir)
+    finish_interrupted(folder)  # a rebuild killed while swapping its files in is finished first
     mpath = folder / MANIFEST
     if not mpath.is_file():
         raise BuildError(f"{folder}: error: not a rammer build folder (no {MANIFEST}); run `rammer build` first")
@@ -336,8 +339,13 @@ def load(out_dir: str | Path) -> Built:
         table = json.loads((folder / "programs.json").read_text())
         ops = [Op.from_json(o) for o in table["ops"]]
         programs = rebind_programs(plan_from_json(json.dumps(table)), ops) if ops else []
-        with np.load(folder / "weights.npz") as z:
-            weights = {b.name: z[npz_key(b.name)] for b in manifest.buffers if b.kind == "weight"}
+        wanted = {npz_key(b.name): b.shape for b in manifest.buffers if b.kind == "weight"}
+        arrays = load_npz(folder / "weights.npz", "the build's weights", wanted,
+                          sum(b.nbytes for b in manifest.buffers if b.kind == "weight"))
+        weights = {b.name: arrays[npz_key(b.name)] for b in manifest.buffers if b.kind == "weight"}
+    except InputError as exc:
+        raise BuildError(f"{folder}: error: corrupt or incomplete build: {str(exc).split(': error: ', 1)[-1]}; "
+                         f"rebuild the model") from None
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
         raise BuildError(f"{folder}: error: corrupt or incomplete build: {type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''}; rebuild the model") from None

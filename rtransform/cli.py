@@ -42,6 +42,29 @@ def _flags(include_dirs, defines, forced_includes, std):
     return CompileFlags(tuple(include_dirs), tuple(defines), tuple(forced_includes), std)
 
 
+def _guard(file: str, flags: Any, build_dir: str | None, *more: str | None) -> Any:
+    """The run's inputs (the source, every header it includes, the -include files, the compile database and the
+    files in `more`), or exit with the one-line reason (an #include naming a FIFO or device, say)."""
+    from toolchain.files import InputError, Inputs
+    try:
+        guard = Inputs().source(file, flags.include_dirs, flags.includes, build_dir)
+    except InputError as e:
+        _fail([str(e)])
+    for m in more:
+        guard.file(m)
+    return guard
+
+
+def _checked_output(guard: Any, path: str | Path, option: str) -> Path:
+    """Where to write `path` (its real path), or exit with the guard's one-line refusal."""
+    from toolchain.files import OutputError
+    try:
+        return guard.check_file(path, option)
+    except OutputError as e:
+        _fail([str(e)], 2)
+    raise AssertionError("unreachable")
+
+
 def _file_flags(file: str, include_dirs, defines, forced_includes, std, build_dir):
     """The flags for one file (its compile database entry first), or exit with the one-line reason."""
     from converter.flags import FlagsError, resolve
@@ -71,14 +94,14 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
             forced_includes, std, build_dir) -> None:
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
     from converter import ConversionError, convert_file, metadata_json, write_atomic
-    from toolchain.files import clash
     if output == "-" and as_json:
         _fail(["error: -o - and --json both write to stdout; write the source to a file or leave out --json"], 2)
     out = None if output == "-" else Path(output) if output else Path(file).with_suffix(".rtask.cu")
-    for target in ([out, metadata_path(out)] if out else []):
-        if clash(target, file):
-            _fail([f"{target}: error: is the input file {file}; choose another -o"], 2)
+    _input_file(file)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
+    guard = _guard(file, flags, build_dir)
+    for t in ([out, metadata_path(out)] if out else []):
+        _checked_output(guard, t, "-o")  # refused before the work, checked again before the write
     try:
         res = convert_file(file, list(kernels) or None, strict=True, flags=flags)
     except ConversionError as e:
@@ -89,9 +112,12 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
     if out is None:
         click.echo(res.output, nl=False)
     else:
+        for opened in res.inputs:  # every file the parse opened, macro-named includes too
+            guard.file(opened)
+        targets = [_checked_output(guard, t, "-o") for t in (out, metadata_path(out))]
         try:
-            write_atomic(metadata_path(out), meta)
-            write_atomic(out, res.output)
+            write_atomic(targets[1], meta)
+            write_atomic(targets[0], res.output)
         except OSError as e:
             _fail([f"{out}: error: cannot write the converted source: {e.strerror or e}"])
         if not as_json:
@@ -99,6 +125,14 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
             click.echo(f"{file}: {len(res.rkernels)} rKernel(s) ({names}) -> {out}", err=True)
     if as_json:
         click.echo(meta, nl=False)
+
+
+def _input_file(file: str) -> None:
+    """Exit with one line unless FILE is a regular file (a FIFO or device would block the read, or never end)."""
+    from toolchain.files import regular_file_error
+    why = regular_file_error(file, "source")
+    if why:
+        _fail([why])
 
 
 def _partial_hint(file: str, kernels: list[str], err: Exception, flags: Any = None) -> list[str]:
@@ -129,14 +163,19 @@ def spec(file: str, kernel: str, output: str | None, include_dirs, defines, forc
     from rtransform.run import RunError, read_source
     from rtransform.skeleton import spec_skeleton
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
+    _input_file(file)
+    target = _checked_output(_guard(file, flags, build_dir), output, "-o") if output else None
     try:
         text = spec_skeleton(read_source(file), file, kernel, flags)
     except SliceError as e:
         _fail(e.diagnostics[:1])
     except RunError as e:
         _fail([str(e)])
-    if output:
-        write_atomic(Path(output), text)
+    if target is not None:
+        try:
+            write_atomic(target, text)
+        except OSError as e:
+            _fail([f"{output}: error: cannot write the spec: {e.strerror or e}"])
         click.echo(f"{file}: spec skeleton for {kernel} -> {output}", err=True)
     else:
         click.echo(text, nl=False)
@@ -164,7 +203,10 @@ def run(file: str, spec: str, converted: bool, device: str, save: str | None, sa
     FILE is compiled and executed natively (g++ for the CPU emulator, NVRTC on a GPU): run only code you trust."""
     from rtransform.run import run_command
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
-    sys.exit(run_command(file, spec, converted=converted, device=device, save=save, sanitize=sanitize, flags=flags))
+    _input_file(file)
+    guard = _guard(file, flags, build_dir, spec) if save else None
+    sys.exit(run_command(file, spec, converted=converted, device=device, save=save, sanitize=sanitize, flags=flags,
+                         inputs=guard))
 
 
 @main.command()

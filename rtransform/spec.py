@@ -25,6 +25,7 @@ import yaml
 
 from converter.slice import KernelParam
 from cuda_emu.module import available_memory
+from toolchain.files import InputError, load_yaml, read_input
 from toolchain.cxx import kernel_expr, template_arg_text  # noqa: F401  (re-exported: spec users spell args with it)
 
 DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
@@ -32,6 +33,7 @@ DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
 KINDS = ("buffer", "scalar")
 INITS = ("random", "zeros", "ones", "arange")
 MAX_BLOCK_THREADS = 1024
+MAX_SPEC_BYTES = 4 * 2**20  # a launch spec is a few hundred bytes; anything this large is not one
 _TOP_FIELDS = {"kernel", "template_args", "grid", "block", "dynamic_smem", "seed", "args", "outputs", "tolerance"}
 _ARG_FIELDS = {"buffer": {"name", "kind", "dtype", "size", "init", "low", "high"},
                "scalar": {"name", "kind", "dtype", "value"}}
@@ -103,9 +105,11 @@ def load_spec(path: str | Path) -> LaunchSpec:
     """Read and validate a launch spec file."""
     p = str(path)
     try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except OSError as e:
-        raise SpecError(f"{p}: cannot read spec: {e.strerror}") from None
+        raw = load_yaml(read_input(path, "launch spec", MAX_SPEC_BYTES).decode("utf-8"), p)
+    except InputError as e:
+        raise SpecError(str(e)) from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{p}: error: the launch spec is not UTF-8 text") from None
     except yaml.YAMLError as e:
         raise SpecError(f"{p}: invalid YAML: {str(e).splitlines()[0]}") from None
     return parse_spec(raw, p)

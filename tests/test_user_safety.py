@@ -95,7 +95,7 @@ def test_rebuilding_keeps_the_users_files(tmp_path: Path, model: Path) -> None:
 def test_build_into_the_models_own_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "m").mkdir()
     onnx.save(mlp_model(2), tmp_path / "m" / "m.onnx")
-    with pytest.raises(BuildError, match="holds the model being built"):
+    with pytest.raises(BuildError, match=r"-o holds .*m\.onnx \(the model being built\)"):
         build_model(tmp_path / "m" / "m.onnx", tmp_path / "m", target="cpu", quiet=True)
     assert (tmp_path / "m" / "m.onnx").is_file()
 
@@ -111,11 +111,11 @@ def test_convert_never_overwrites_its_input(tmp_path: Path) -> None:
     src = tmp_path / "k.cu"
     src.write_text(SOURCE)
     res = cli("rtransform", "convert", str(src), "-o", str(src), "--kernel", "good")
-    assert_one_line(res, "is the input file")
+    assert_one_line(res, "(the source), an input of this run")
     assert src.read_text() == SOURCE
     link = tmp_path / "alias.cu"
     link.symlink_to(src)
-    assert_one_line(cli("rtransform", "convert", str(src), "-o", str(link), "--kernel", "good"), "is the input file")
+    assert_one_line(cli("rtransform", "convert", str(src), "-o", str(link), "--kernel", "good"), "(the source), an input of this run")
     assert src.read_text() == SOURCE
 
 
@@ -128,7 +128,7 @@ def test_partly_refused_file_names_the_kernels_that_convert(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["-o", "/proc/nope/x.cu", "--kernel", "good"], "cannot write the converted source"),
+    (["-o", "/proc/nope/x.cu", "--kernel", "good"], "does not exist"),
     (["-o", "-", "--json", "--kernel", "good"], "both write to stdout"),
 ])
 def test_convert_output_errors_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:

@@ -23,6 +23,8 @@ from simpleeval import EvalWithCompoundTypes, InvalidExpression
 from kernel_corpus.bindings import (KINDS, Arg, Binding, In, Launch, NodeInfo, OpDef, Out, Registry, Scalar, Temp,
                                     check_bindings)
 
+from toolchain.files import InputError, load_yaml, read_input
+
 from ..graph import SchedulerError
 
 NAME = "user"
@@ -162,7 +164,9 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _map
 def read_entries(path: Path) -> tuple[str, list[Entry]]:
     """The library name and the entries of a binding file, every field checked; one-line errors."""
     try:
-        doc = yaml.load(path.read_text(), Loader=_LineLoader)
+        doc = load_yaml(read_input(path, "binding file", 4 * 2**20).decode("utf-8", "replace"), str(path), _LineLoader)
+    except InputError as exc:
+        raise UserLibraryError(str(exc)) from None
     except (OSError, yaml.YAMLError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

@@ -31,6 +31,7 @@ import numpy as np
 
 from toolchain.cache import cache_dir as toolchain_cache_dir
 from toolchain.cache import content_key, evict
+from toolchain.cxx import split_top_level
 from toolchain.stubs import stub_dirs
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -229,31 +230,10 @@ def _decl_end(text: str, pos: int) -> int:
     return -1
 
 
-def _split_top(s: str) -> list[str]:
-    """Splits a declaration at commas outside (), [] and template brackets."""
-    parts, depth, angle, cur = [], 0, 0, []
-    for c in s:
-        if c in "([":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif c == "<" and depth == 0:
-            angle += 1
-        elif c == ">" and depth == 0:
-            angle -= 1
-        if c == "," and depth == 0 and angle == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-    parts.append("".join(cur))
-    return parts
-
-
 def _declarators(spec: str) -> list[tuple[str, str, str]] | None:
     """(type, name, dims) for each declarator of 'TYPE a[..], *b', or None when the form is not understood."""
-    parts = _split_top(spec)
-    first = _FIRST_DECL_RE.match(parts[0].strip())
+    parts = split_top_level(spec)
+    first = _FIRST_DECL_RE.match(parts[0]) if parts else None
     if not first or not first.group("type").strip() or "=" in spec:
         return None
     out = [(first.group("type").strip(), first.group("name"), first.group("dims").strip())]

@@ -41,6 +41,7 @@ from typing import Any, Callable, Union
 
 from toolchain.cache import content_key
 from toolchain.cxx import kernel_expr
+from toolchain.refusal import Refusal, Refused
 
 LEGACY_DIR = Path(__file__).parent / "legacy"
 KINDS = ("fast", "efficient", "only")
@@ -208,18 +209,8 @@ class NotApplicable(ValueError):
     """A binding was asked to launch a node it does not apply to."""
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """Why one binding cannot implement one node: a one-line reason, named by the binding."""
-
-    binding: str
-    reason: str
-
-    def __str__(self) -> str:
-        return self.reason
-
-
-Condition = Callable[[NodeInfo], "str | None"]  # None: the node applies; else one line saying why not
+# None: the node applies; else one line saying why not (or it raises Refused, from a shared view helper)
+Condition = Callable[[NodeInfo], "str | None"]
 
 
 def source_digest(path: Path) -> str:
@@ -268,9 +259,12 @@ class Binding:
         return self.legacy_dir / self.source
 
     def refusal(self, node: NodeInfo) -> Refusal | None:
-        """None when this binding can implement the node, else why not."""
-        reason = self._common_reason(node) or self.condition(node)
-        return None if reason is None else Refusal(self.name, str(reason) or "not applicable")
+        """None when this binding can implement the node, else why not (a condition's Refused is caught here)."""
+        try:
+            reason = self._common_reason(node) or self.condition(node)
+        except Refused as exc:
+            reason = exc.reason
+        return None if reason is None else Refusal(str(reason) or "not applicable", by=self.name)
 
     def applies(self, node: NodeInfo) -> bool:
         """Whether this binding can implement the node (refusal() says why not)."""

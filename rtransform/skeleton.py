@@ -15,6 +15,7 @@ import yaml
 from converter.flags import CompileFlags
 from converter.slice import KernelParam, slice_source
 from rtransform.spec import C_TYPE_DTYPES
+from toolchain.cxx import TemplateArg, split_top_level
 
 DEFAULT_GRID = [4, 1, 1]
 DEFAULT_BLOCK = [128, 1, 1]
@@ -73,7 +74,7 @@ def find_launch(text: str, name: str) -> Launch:
     pat = re.compile(rf"\b{re.escape(name)}\s*(?:<[^<>;]*>)?\s*<<<\s*(.+?)\s*>>>", re.S)
     block_only = None
     for m in pat.finditer(text):
-        parts = _split_top(m.group(1))
+        parts = split_top_level(m.group(1))
         if len(parts) < 2:
             continue
         grid, block = _dims(parts[0], consts), _dims(parts[1], consts)
@@ -88,7 +89,7 @@ def find_launch(text: str, name: str) -> Launch:
 def _dims(expr: str, consts: dict[str, int]) -> list[int] | None:
     expr = expr.strip()
     m = re.fullmatch(r"dim3\s*\((.*)\)", expr, re.S)
-    items = _split_top(m.group(1)) if m else [expr]
+    items = split_top_level(m.group(1)) if m else [expr]
     vals = [_value(i, consts) for i in items]
     if not vals or any(v is None or v <= 0 for v in vals) or len(vals) > 3:
         return None
@@ -112,21 +113,6 @@ def _value(expr: str, consts: dict[str, int]) -> int | None:
     return v if isinstance(v, int) else None
 
 
-def _split_top(s: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in s:
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    return out + [cur] if cur.strip() else out
-
-
 def _template_args(text: str, name: str, threads: int) -> list:
     """Template arguments of a template kernel: those a launch spells (`name<float, 64><<<...>>>`), literals kept;
     the rest guessed from the kernel's template parameters (a type: float; a bool: false; an integer: the block's
@@ -137,7 +123,7 @@ def _template_args(text: str, name: str, threads: int) -> list:
         guesses = [_guess(p, threads) for p in params or []]
         return [] if any(g is None for g in guesses) else guesses
     out: list = []
-    for k, a in enumerate(x.strip() for x in _split_top(m.group(1))):
+    for k, a in enumerate(x.strip() for x in split_top_level(m.group(1))):
         if a.isdigit():
             out.append(int(a))
         elif a in ("true", "false"):
@@ -153,10 +139,10 @@ def _template_args(text: str, name: str, threads: int) -> list:
 def _template_params(text: str, name: str) -> list[str] | None:
     """The template parameter declarations of __global__ `name` (`typename T`, `int BlockSize`), or None."""
     m = re.search(rf"template\s*<([^;{{}}]*?)>[^;{{}}<>]*?\b__global__\b[^;{{}}]*?\b{re.escape(name)}\s*\(", text)
-    return [p.strip() for p in _split_top(m.group(1))] if m else None
+    return [p.strip() for p in split_top_level(m.group(1))] if m else None
 
 
-def _guess(decl: str, threads: int) -> str | bool | int | None:
+def _guess(decl: str, threads: int) -> TemplateArg | None:
     """One template argument for parameter `decl`: its default when a literal, else a guess by kind."""
     decl, _, default = decl.partition("=")
     default = default.strip()

@@ -7,6 +7,7 @@ from typing import Any
 
 from kernel_corpus.bindings import NodeInfo, TensorInfo
 from kernel_corpus.bindings import registry as default_registry
+from toolchain.refusal import Refusal
 
 from .graph import Graph, Node, SchedulerError, present
 
@@ -96,14 +97,14 @@ def library_calls(registry: Any, g: Graph, node: Node, target: str) -> tuple[lis
     """The library step that can run a node (a list of at most one), or why none can."""
     from .backends import library_call
     call = library_call(node_info(g, node, registry), list(node.inputs), list(node.outputs), target)
-    return ([], f"library: {call}") if isinstance(call, str) else ([call], None)
+    return ([], f"library: {call.reason}") if isinstance(call, Refusal) else ([call], None)
 
 
 def fallback_calls(registry: Any, g: Graph, node: Node, target: str) -> tuple[list[Any], str | None]:
     """The onnxruntime step for a node nothing else implements (a list of at most one), or why there is none."""
     from .backends import fallback_call
     call = fallback_call(node_info(g, node, registry), list(node.inputs), list(node.outputs), target)
-    return ([], call) if isinstance(call, str) else ([call], None)
+    return ([], call.reason) if isinstance(call, Refusal) else ([call], None)
 
 
 def describe_node(g: Graph, node: Node) -> str:

@@ -310,7 +310,7 @@ def test_refusals_give_one_line_reasons(op_type: str, variant: str, node: NodeIn
     binding = registry.get(op_type, variant)
     refused = binding.refusal(node)
     assert refused is not None and not binding.applies(node)
-    assert refused.binding == binding.name and reason in refused.reason and "\n" not in refused.reason
+    assert refused.by == binding.name and reason in refused.reason and "\n" not in refused.reason
     with pytest.raises(NotApplicable, match=reason):
         binding.launch(node)
     assert binding not in registry.applicable(node)

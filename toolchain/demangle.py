@@ -5,23 +5,10 @@ import re
 
 import cxxfilt
 
+from .cxx import split_top_level
+
 _LITERAL_CAST = re.compile(r"\((?:unsigned |signed )?(?:char|short|int|long|long long)\)(-?\d+)")
 _INT_SUFFIX = re.compile(r"\b(-?\d+)(?:u|l|ul|ll|ull)\b")
-
-
-def _split_top(text: str) -> list[str]:
-    """Split a template argument list at its top-level commas."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return [p for p in parts if p]
 
 
 def _matching_open(text: str, close: int, pair: str) -> int:
@@ -54,7 +41,8 @@ def demangle_entry(sym: str) -> tuple[str, str | None]:
     args = ""
     if text.endswith(">"):
         start = _matching_open(text, len(text) - 1, "<>")
-        args = ", ".join(_INT_SUFFIX.sub(r"\1", _LITERAL_CAST.sub(r"\1", a)) for a in _split_top(text[start + 1:-1]))
+        args = ", ".join(_INT_SUFFIX.sub(r"\1", _LITERAL_CAST.sub(r"\1", a))
+                         for a in split_top_level(text[start + 1:-1]))
         text = text[:start]
     name = text.split("::")[-1].split()[-1]
     return name, args

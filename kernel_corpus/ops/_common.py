@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from onnx import helper, numpy_helper
 
-from kernel_corpus.bindings import INT32_MAX, Launch, NodeInfo, Scalar, Temp, TensorInfo
+from kernel_corpus.bindings import INT32_MAX, Condition, Launch, NodeInfo, Scalar, Temp, TensorInfo
+from toolchain.refusal import Refused
 
 MAX_GRID_YZ = 65535
 MAX_VIEW_RANK = 4  # dims the view kernels (reductions, strided copies, pads) index
@@ -35,9 +37,12 @@ def temp(name: str, nbytes: int) -> Temp:
     return Temp(name, int(nbytes))
 
 
-def reason(value: object) -> str | None:
-    """A condition's verdict from a helper that returns a value or the reason it cannot (a str)."""
-    return value if isinstance(value, str) else None
+def condition_of(view: Callable[[NodeInfo], object]) -> Condition:
+    """The condition of a binding whose plan needs `view(node)`: the node applies when the view can be built (the
+    view raises Refused, which Binding.refusal reports, when it cannot)."""
+    def condition(node: NodeInfo) -> None:
+        view(node)
+    return condition
 
 
 def linear_launch(kernel: str, template_args: list, n: int, block: int, args: list, flops: int,
@@ -46,16 +51,16 @@ def linear_launch(kernel: str, template_args: list, n: int, block: int, args: li
     return Launch(kernel, template_args, (cdiv(n, block), 1, 1), (block, 1, 1), 0, args, flops, nbytes)
 
 
-def fused_activation(node: NodeInfo, codes: dict[str, int]) -> int | str:
+def fused_activation(node: NodeInfo, codes: dict[str, int]) -> int:
     """The kernel epilogue's code for a fused node's `activation` attribute (0 without one); `codes` are what the
-    kernels implement, by name ("Gelu" with attribute approximate="tanh" is looked up as "GeluTanh"); a reason
-    string for anything else."""
+    kernels implement, by name ("Gelu" with attribute approximate="tanh" is looked up as "GeluTanh"); Refused for
+    anything else."""
     act = node.attr("activation", None)
     if not act:
         return 0
     name = "GeluTanh" if act == "Gelu" and node.attr("approximate", "none") == "tanh" else act
     if name not in codes:
-        return f"activation {act!r} is not fused by these kernels ({', '.join(codes)} only)"
+        raise Refused(f"activation {act!r} is not fused by these kernels ({', '.join(codes)} only)")
     return codes[name]
 
 
@@ -64,10 +69,10 @@ def tensor_bytes(*tensors: TensorInfo | None) -> int:
     return sum(t.nbytes for t in tensors if t is not None)
 
 
-def norm_axis(axis: int, rank: int) -> int | str:
-    """A non-negative axis, or why the axis is out of range."""
+def norm_axis(axis: int, rank: int) -> int:
+    """A non-negative axis (Refused when it is out of range)."""
     if not -rank <= axis < max(rank, 1):
-        return f"axis {axis} is out of range for rank {rank}"
+        raise Refused(f"axis {axis} is out of range for rank {rank}")
     return axis % max(rank, 1)
 
 
@@ -79,9 +84,9 @@ def contiguous_strides(shape: tuple[int, ...] | list[int]) -> list[int]:
     return strides
 
 
-def merged_view(dims: list[tuple[int, int]]) -> tuple[list[int], list[int]] | str:
+def merged_view(dims: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
     """(sizes, strides) of a list of (size, stride) dims, unit dims dropped and contiguous neighbours fused,
-    padded in front to 4 dims; why not when more remain (strides may be negative)."""
+    padded in front to 4 dims; Refused when more remain (strides may be negative)."""
     sizes: list[int] = []
     strides: list[int] = []
     for size, stride in dims:
@@ -94,25 +99,25 @@ def merged_view(dims: list[tuple[int, int]]) -> tuple[list[int], list[int]] | st
             sizes.append(size)
             strides.append(stride)
     if len(sizes) > MAX_VIEW_RANK:
-        return f"needs {len(sizes)} dims after merging, the kernel takes {MAX_VIEW_RANK}"
+        raise Refused(f"needs {len(sizes)} dims after merging, the kernel takes {MAX_VIEW_RANK}")
     pad = MAX_VIEW_RANK - len(sizes)
     return [1] * pad + sizes, [0] * pad + strides
 
 
-def require_present(node: NodeInfo, count: int) -> str | None:
-    """Why the node lacks one of its first `count` inputs or its first output, else None."""
+def require_present(node: NodeInfo, count: int) -> None:
+    """Refused when the node lacks one of its first `count` inputs or its first output."""
     for i in range(count):
         if node.input(i) is None:
-            return f"input {i} is missing"
+            raise Refused(f"input {i} is missing")
     if node.output(0) is None:
-        return "output 0 is missing"
-    return None
+        raise Refused("output 0 is missing")
 
 
-def extra_outputs(node: NodeInfo, allowed: int) -> str | None:
-    """Why the node asks for outputs past the first `allowed`, else None."""
+def refuse_extra_outputs(node: NodeInfo, allowed: int) -> None:
+    """Refused when the node asks for outputs past the first `allowed`."""
     extra = [i for i, t in enumerate(node.outputs) if t is not None and i >= allowed]
-    return f"optional output {extra[0]} is not produced by this kernel" if extra else None
+    if extra:
+        raise Refused(f"optional output {extra[0]} is not produced by this kernel")
 
 
 @dataclass(frozen=True)
@@ -131,16 +136,16 @@ class Window:
     dw: int
 
 
-def _spatial_list(node: NodeInfo, key: str, rank: int, default: int) -> list[int] | str:
+def _spatial_list(node: NodeInfo, key: str, rank: int, default: int) -> list[int]:
     """An int-list attribute of one entry per spatial dim (or two for pads)."""
     want = 2 * rank if key == "pads" else rank
     value = [int(v) for v in node.attr(key, [default] * want)]
     if len(value) != want:
-        return f"attribute {key} has {len(value)} entries, expected {want}"
+        raise Refused(f"attribute {key} has {len(value)} entries, expected {want}")
     return value
 
 
-def _pads_for(auto_pad: str, size: int, k: int, s: int, d: int, given: tuple[int, int]) -> tuple[int, int] | str:
+def _pads_for(auto_pad: str, size: int, k: int, s: int, d: int, given: tuple[int, int]) -> tuple[int, int]:
     """(begin, end) pads of one spatial dim under auto_pad."""
     if auto_pad in ("NOTSET", ""):
         return given
@@ -150,7 +155,7 @@ def _pads_for(auto_pad: str, size: int, k: int, s: int, d: int, given: tuple[int
         total = max(0, (cdiv(size, s) - 1) * s + (k - 1) * d + 1 - size)
         small = total // 2
         return (small, total - small) if auto_pad == "SAME_UPPER" else (total - small, small)
-    return f"auto_pad {auto_pad} is not supported"
+    raise Refused(f"auto_pad {auto_pad} is not supported")
 
 
 def _out_size_ok(size: int, k: int, s: int, d: int, pads: tuple[int, int], out: int, ceil_mode: bool) -> bool:
@@ -163,40 +168,34 @@ def _out_size_ok(size: int, k: int, s: int, d: int, pads: tuple[int, int], out: 
 
 
 def window_dims(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_sizes: tuple[int, ...],
-                ceil_mode: bool = False) -> list[tuple[int, int, int, int, int]] | str:
+                ceil_mode: bool = False) -> list[tuple[int, int, int, int, int]]:
     """Per spatial dim (kernel, stride, leading pad, trailing pad, dilation) of a Conv/pool node of any rank,
     checked against the output sizes."""
     rank = len(kernel)
     if len(in_sizes) != rank or len(out_sizes) != rank:
-        return f"kernel_shape has {rank} dims, the input {len(in_sizes)} spatial dims"
+        raise Refused(f"kernel_shape has {rank} dims, the input {len(in_sizes)} spatial dims")
     strides = _spatial_list(node, "strides", rank, 1)
     dilations = _spatial_list(node, "dilations", rank, 1)
     pads = _spatial_list(node, "pads", rank, 0)
-    for value in (strides, dilations, pads):
-        if isinstance(value, str):
-            return value
     if min(strides + dilations + kernel) < 1 or min(pads) < 0:
-        return "kernel, strides and dilations must be positive and pads non-negative"
+        raise Refused("kernel, strides and dilations must be positive and pads non-negative")
     auto_pad = str(node.attr("auto_pad", "NOTSET"))
     dims = []
     for i in range(rank):
         pad = _pads_for(auto_pad, in_sizes[i], kernel[i], strides[i], dilations[i], (pads[i], pads[i + rank]))
-        if isinstance(pad, str):
-            return pad
         if not _out_size_ok(in_sizes[i], kernel[i], strides[i], dilations[i], pad, out_sizes[i], ceil_mode):
-            return f"output size {out_sizes[i]} of spatial dim {i} does not follow from the window attributes"
+            raise Refused(f"output size {out_sizes[i]} of spatial dim {i} does not follow from the window "
+                          f"attributes")
         dims.append((kernel[i], strides[i], pad[0], pad[1], dilations[i]))
     return dims
 
 
 def window_2d(node: NodeInfo, in_sizes: tuple[int, ...], kernel: list[int], out_sizes: tuple[int, ...],
-              ceil_mode: bool = False) -> Window | str:
+              ceil_mode: bool = False) -> Window:
     """The window of a 1-D or 2-D Conv/pool node (1-D becomes H = 1), checked against the output sizes."""
     if len(kernel) not in (1, 2) or len(in_sizes) != len(kernel) or len(out_sizes) != len(kernel):
-        return f"only 1-D and 2-D windows are supported, got {len(in_sizes)} spatial dims"
+        raise Refused(f"only 1-D and 2-D windows are supported, got {len(in_sizes)} spatial dims")
     dims = window_dims(node, in_sizes, kernel, out_sizes, ceil_mode)
-    if isinstance(dims, str):
-        return dims
     if len(kernel) == 1:
         dims.insert(0, (1, 1, 0, 0, 1))
     (kh, sh, ph, ph_end, dh), (kw, sw, pw, pw_end, dw) = dims

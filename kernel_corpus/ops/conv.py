@@ -13,6 +13,7 @@ from kernel_corpus.ops._common import (MAX_GRID_YZ, Window, activated, cdiv, fus
                                        require_present, spatial_hw, temp, tensor_bytes, window_2d)
 from kernel_corpus.ops import _tensor_core as tc
 from kernel_corpus.torch_builders import spatial_pads
+from toolchain.refusal import Refused
 
 SOURCE = "conv.cu"
 MAX_STATIC_SMEM = 48 * 1024
@@ -42,34 +43,28 @@ class ConvGeom:
         return self.N * self.M * self.OH * self.OW * (2 * taps + (1 if self.bias else 0) + (1 if self.relu else 0))
 
 
-def conv_geometry(node: NodeInfo) -> ConvGeom | str:
-    """The convolution a Conv node computes, or why the kernels cannot do it."""
-    missing = require_present(node, 2)
-    if missing:
-        return missing
+def conv_geometry(node: NodeInfo) -> ConvGeom:
+    """The convolution a Conv node computes (Refused when the kernels cannot do it)."""
+    require_present(node, 2)
     x, w, y = node.inputs[0].shape, node.inputs[1].shape, node.outputs[0].shape
     if len(x) not in (3, 4) or len(w) != len(x) or len(y) != len(x):
-        return f"needs X, W, Y of rank 3 or 4 alike, got {list(x)}, {list(w)}, {list(y)}"
+        raise Refused(f"needs X, W, Y of rank 3 or 4 alike, got {list(x)}, {list(w)}, {list(y)}")
     group = int(node.attr("group", 1))
     N, C, M = x[0], x[1], w[0]
     if group < 1 or C % group or M % group:
-        return f"group {group} does not divide C = {C} and M = {M}"
+        raise Refused(f"group {group} does not divide C = {C} and M = {M}")
     if w[1] != C // group:
-        return f"W {list(w)} does not have C/group = {C // group} input channels"
+        raise Refused(f"W {list(w)} does not have C/group = {C // group} input channels")
     kernel = [int(k) for k in node.attr("kernel_shape", w[2:])]
     if kernel != list(w[2:]):
-        return f"kernel_shape {kernel} differs from W {list(w)}"
+        raise Refused(f"kernel_shape {kernel} differs from W {list(w)}")
     if tuple(y[:2]) != (N, M):
-        return f"output {list(y)} does not start with [N, M] = [{N}, {M}]"
+        raise Refused(f"output {list(y)} does not start with [N, M] = [{N}, {M}]")
     win = window_2d(node, x[2:], kernel, y[2:])
-    if isinstance(win, str):
-        return win
     bias = node.input(2)
     if bias is not None and bias.shape != (M,):
-        return f"bias {list(bias.shape)} is not [{M}]"
+        raise Refused(f"bias {list(bias.shape)} is not [{M}]")
     relu = fused_activation(node, {"Relu": 1})
-    if isinstance(relu, str):
-        return relu
     return ConvGeom(N, C, *spatial_hw(x), M, *spatial_hw(y), win, group, bias is not None, relu == 1)
 
 
@@ -95,8 +90,6 @@ def _geometry_condition(extra=None):
 
     def condition(node: NodeInfo) -> str | None:
         g = conv_geometry(node)
-        if isinstance(g, str):
-            return g
         return extra(g) if extra else None
 
     return condition

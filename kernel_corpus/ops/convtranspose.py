@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import i32, linear_launch, reason, require_present, tensor_bytes
+from kernel_corpus.ops._common import condition_of, i32, linear_launch, require_present, tensor_bytes
+from toolchain.refusal import Refused
 
 SOURCE = "convtranspose.cu"
 BLOCK = 256
@@ -30,7 +31,7 @@ class Transposed:
 
 
 def _leading_pads(node: NodeInfo, ins: tuple[int, ...], kernel: list[int], strides: list[int],
-                  dilations: list[int]) -> list[int] | str:
+                  dilations: list[int]) -> list[int]:
     """Leading pads: the pads attribute, or SAME_UPPER/SAME_LOWER's split of the total padding (as ONNX's
     reference computes it), else none."""
     r = len(ins)
@@ -47,30 +48,26 @@ def _leading_pads(node: NodeInfo, ins: tuple[int, ...], kernel: list[int], strid
     return [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
 
 
-def transposed(node: NodeInfo) -> Transposed | str:
-    """The problem of a ConvTranspose node, or why the kernel cannot run it."""
-    missing = require_present(node, 2)
-    if missing:
-        return missing
+def transposed(node: NodeInfo) -> Transposed:
+    """The problem of a ConvTranspose node (Refused when the kernel cannot run it)."""
+    require_present(node, 2)
     x, w, y = node.inputs[0].shape, node.inputs[1].shape, node.outputs[0].shape
     r = len(x) - 2
     if not 1 <= r <= MAX_SPATIAL or len(w) != len(x) or len(y) != len(x):
-        return f"needs X, W, Y of rank 3 to 5 alike, got {list(x)}, {list(w)}, {list(y)}"
+        raise Refused(f"needs X, W, Y of rank 3 to 5 alike, got {list(x)}, {list(w)}, {list(y)}")
     group = int(node.attr("group", 1))
     N, C, M = x[0], x[1], y[1]
     if group < 1 or C % group or w[0] != C or w[1] * group != M:
-        return f"W {list(w)} does not map {C} channels in {group} group(s) to {M}"
+        raise Refused(f"W {list(w)} does not map {C} channels in {group} group(s) to {M}")
     bias = node.input(2)
     if bias is not None and bias.shape != (M,):
-        return f"bias {list(bias.shape)} is not [{M}]"
+        raise Refused(f"bias {list(bias.shape)} is not [{M}]")
     kernel = [int(k) for k in node.attr("kernel_shape", w[2:])]
     strides = [int(s) for s in node.attr("strides", [1] * r)]
     dilations = [int(d) for d in node.attr("dilations", [1] * r)]
     if list(w[2:]) != kernel or min(strides + dilations) < 1:
-        return f"kernel_shape {kernel} differs from W {list(w)} or a stride/dilation is not positive"
+        raise Refused(f"kernel_shape {kernel} differs from W {list(w)} or a stride/dilation is not positive")
     pads = _leading_pads(node, x[2:], kernel, strides, dilations)
-    if isinstance(pads, str):
-        return pads
     fill = MAX_SPATIAL - r
     one = lambda v: tuple([1] * fill + list(v))  # noqa: E731
     return Transposed(N, C, M, group, one(x[2:]), one(y[2:]), one(kernel), one(strides),
@@ -106,7 +103,7 @@ def _torch(T, a: dict, k: list, nout: int) -> Callable:
 
 
 OPS = [OpDef("ConvTranspose",
-             (Binding("ConvTranspose", "gather", SOURCE, "only", lambda n: reason(transposed(n)), _plan,
+             (Binding("ConvTranspose", "gather", SOURCE, "only", condition_of(transposed), _plan,
                       ("convtranspose_nd",)),),
              (Shape(((1, 2, 4, 5), (2, 3, 3, 3), (3,)), {"strides": [2, 2], "pads": [1, 0, 1, 1]}),
               Shape(((3, 2, 3, 3), (2, 1, 2, 3)), {"group": 2, "dilations": [2, 1], "strides": [2, 1]}),

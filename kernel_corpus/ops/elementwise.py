@@ -14,9 +14,10 @@ import numpy as np
 from onnx import helper
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import (cdiv, contiguous_strides, extra_outputs, f32, i32, linear_launch, reason,
-                                       require_present, tensor_bytes)
+from kernel_corpus.ops._common import (cdiv, condition_of, contiguous_strides, f32, i32, linear_launch,
+                                       refuse_extra_outputs, require_present, tensor_bytes)
 from kernel_corpus.torch_builders import torch_function
+from toolchain.refusal import Refused
 
 SOURCE = "elementwise.cu"
 BLOCK = 256
@@ -83,14 +84,14 @@ CLIP_SHAPES = (Shape(((3, 70),), {"min": -0.5, "max": 0.7}), Shape(((2, 3, 4, 5)
                Shape(((4, 9),), {"min": 0.0}))
 
 
-def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...] | str:
+def _broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """numpy multidirectional broadcasting of two shapes."""
     n = max(len(a), len(b))
     pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
     out = []
     for x, y in zip(pa, pb):
         if x != y and 1 not in (x, y):
-            return f"shapes {list(a)} and {list(b)} do not broadcast"
+            raise Refused(f"shapes {list(a)} and {list(b)} do not broadcast")
         out.append(max(x, y))
     return tuple(out)
 
@@ -119,43 +120,40 @@ def merge_dims(out: tuple[int, ...], strides: list[list[int]]) -> tuple[list[int
     return dims, merged
 
 
-def operand_view(out: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[list[int], list[list[int]]] | str:
+def _broadcasts_to(shape: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """Whether `shape` broadcasts (one way) to `out`: no more dims, each one 1 or out's."""
+    return len(shape) <= len(out) and all(d in (1, o) for d, o in zip(shape[::-1], out[::-1]))
+
+
+def operand_view(out: tuple[int, ...], shapes: list[tuple[int, ...]]) -> tuple[list[int], list[list[int]]]:
     """Output dims (at most 4, left-padded with 1s) and each operand's strides along them, when every operand
-    broadcasts to `out`; else why not."""
+    broadcasts to `out` (Refused when not)."""
     for shape in shapes:
-        both = _broadcast_shape(shape, out)
-        if isinstance(both, str) or both != out:
-            return f"operand {list(shape)} does not broadcast to the output {list(out)}"
+        if not _broadcasts_to(shape, out):
+            raise Refused(f"operand {list(shape)} does not broadcast to the output {list(out)}")
     dims, strides = merge_dims(out, [_operand_strides(shape, out) for shape in shapes])
     if len(dims) > MAX_BCAST_RANK:
-        return f"the broadcast needs {len(dims)} dims after merging, the kernel takes {MAX_BCAST_RANK}"
+        raise Refused(f"the broadcast needs {len(dims)} dims after merging, the kernel takes {MAX_BCAST_RANK}")
     pad = MAX_BCAST_RANK - len(dims)
     return [1] * pad + dims, [[0] * pad + s for s in strides]
 
 
-def nary_view(node: NodeInfo, count: int | None = None) -> tuple[list[int], list[list[int]]] | str:
+def nary_view(node: NodeInfo, count: int | None = None) -> tuple[list[int], list[list[int]]]:
     """The view of the first `count` inputs (all by default) of a node whose output is their broadcast."""
     count = len(node.inputs) if count is None else count
-    missing = require_present(node, count)
-    if missing:
-        return missing
+    require_present(node, count)
     shapes = [node.inputs[i].shape for i in range(count)]
-    out: tuple[int, ...] | str = ()
+    out: tuple[int, ...] = ()
     for shape in shapes:
         out = _broadcast_shape(out, shape)
-        if isinstance(out, str):
-            return out
     if out != node.outputs[0].shape:
-        return f"output {list(node.outputs[0].shape)} is not the broadcast shape {list(out)}"
+        raise Refused(f"output {list(node.outputs[0].shape)} is not the broadcast shape {list(out)}")
     return operand_view(out, shapes)
 
 
-def broadcast_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]] | str:
-    """Output dims and A/B strides of a binary node, at most 4 dims (left-padded with 1s), or why not."""
-    view = nary_view(node, 2)
-    if isinstance(view, str):
-        return view
-    dims, (sa, sb) = view
+def broadcast_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]]:
+    """Output dims and A/B strides of a binary node, at most 4 dims (left-padded with 1s)."""
+    dims, (sa, sb) = nary_view(node, 2)
     return dims, sa, sb
 
 
@@ -177,9 +175,7 @@ def accumulate_launch(op: int, node: NodeInfo, b: int, dims: list[int], sb: list
 
 def _same_condition(node: NodeInfo) -> str | None:
     """Both operands and the output have one shape."""
-    missing = require_present(node, 2)
-    if missing:
-        return missing
+    require_present(node, 2)
     shapes = {node.inputs[0].shape, node.inputs[1].shape, node.outputs[0].shape}
     return None if len(shapes) == 1 else f"shapes differ: {[list(s) for s in shapes]}"
 
@@ -202,7 +198,7 @@ def _binary_bindings(op_type: str) -> list[Binding]:
 
     return [
         Binding(op_type, "same_shape", SOURCE, "fast", _same_condition, plan_same, ("binary_same",)),
-        Binding(op_type, "broadcast", SOURCE, "efficient", lambda node: reason(broadcast_view(node)), plan_bcast,
+        Binding(op_type, "broadcast", SOURCE, "efficient", condition_of(broadcast_view), plan_bcast,
                 ("binary_bcast",)),
     ]
 
@@ -212,24 +208,23 @@ BINARY_SHAPES = tuple(Shape((a, b), positive=(1,)) for a, b in [
     ((1, 5), (4, 1)), ((2, 1, 3, 2, 2, 3), (1, 1, 3, 1, 2, 3)), ((4, 256), (4, 256)), ((2, 64, 8, 8), (64, 1, 1))])
 
 
-def _unary_of(node: NodeInfo) -> Unary | str:
+def _unary_of(node: NodeInfo) -> Unary:
     """The activation of a unary node (Gelu's form from its approximate attribute)."""
     if node.op_type == "Gelu":
         approximate = str(node.attr("approximate", "none"))
         if approximate not in ("none", "tanh"):
-            return f"Gelu approximate='{approximate}' is not supported"
+            raise Refused(f"Gelu approximate='{approximate}' is not supported")
         return GELU_TANH if approximate == "tanh" else UNARY["Gelu"]
     return UNARY[node.op_type]
 
 
 def _unary_condition(node: NodeInfo) -> str | None:
     """One input, one output of the same shape, a known activation."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+    require_present(node, 1)
     if node.inputs[0].shape != node.outputs[0].shape:
         return f"output {list(node.outputs[0].shape)} differs from input {list(node.inputs[0].shape)}"
-    return reason(_unary_of(node))
+    _unary_of(node)
+    return None
 
 
 def _unary_plan(node: NodeInfo) -> list[Launch]:
@@ -293,7 +288,7 @@ def _nary_def(op_type: str) -> OpDef:
             return y / len(xs) if op_type == "Mean" else y
         return f
 
-    return OpDef(op_type, (Binding(op_type, "broadcast", SOURCE, "only", lambda n: reason(nary_view(n)), _nary_plan,
+    return OpDef(op_type, (Binding(op_type, "broadcast", SOURCE, "only", condition_of(nary_view), _nary_plan,
                                    ("binary_bcast", "binary_accumulate"),
                                    note="one launch per operand after the first two, in order"),),
                  (Shape(((3, 5), (3, 5), (3, 5))), Shape(((2, 3, 4), (4,))), Shape(((7, 6),)),
@@ -305,13 +300,12 @@ def _nary_def(op_type: str) -> OpDef:
 
 def _where_condition(node: NodeInfo) -> str | None:
     """A bool condition and two operands of one element type broadcast to the output."""
-    missing = require_present(node, 3)
-    if missing:
-        return missing
+    require_present(node, 3)
     types = [t.dtype for t in node.inputs]
     if types[0] != "bool" or types[1] != types[2] or types[1] not in CAST_TYPES:
         return f"needs a bool condition and operands of one type of {', '.join(CAST_TYPES)}, got {types}"
-    return reason(nary_view(node))
+    nary_view(node)
+    return None
 
 
 def _where_plan(node: NodeInfo) -> list[Launch]:
@@ -328,9 +322,7 @@ CAST_TYPES = {"float32": "float", "int64": "long long", "int32": "int", "bool": 
 
 def _cast_condition(node: NodeInfo) -> str | None:
     """Input and output of the same shape, both of a type the kernel converts."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+    require_present(node, 1)
     x, y = node.inputs[0], node.outputs[0]
     if x.shape != y.shape:
         return f"output {list(y.shape)} differs from input {list(x.shape)}"
@@ -347,10 +339,10 @@ def _cast_plan(node: NodeInfo) -> list[Launch]:
                           [In(0), Out(0), i32(n)], n, n * (item(x) + item(y)))]
 
 
-def _expand_view(node: NodeInfo) -> tuple[list[int], list[list[int]]] | str:
+def _expand_view(node: NodeInfo) -> tuple[list[int], list[list[int]]]:
     """Expand: the data input broadcast to the output (whose shape inference applied the shape input)."""
-    missing = require_present(node, 1)
-    return missing if missing else operand_view(node.outputs[0].shape, [node.inputs[0].shape])
+    require_present(node, 1)
+    return operand_view(node.outputs[0].shape, [node.inputs[0].shape])
 
 
 def _expand_plan(node: NodeInfo) -> list[Launch]:
@@ -361,9 +353,8 @@ def _expand_plan(node: NodeInfo) -> list[Launch]:
 
 def _batchnorm_condition(node: NodeInfo) -> str | None:
     """Inference form: X [N, C, ...], four [C] parameter vectors, one output."""
-    missing = require_present(node, 5) or extra_outputs(node, 1)
-    if missing:
-        return missing
+    require_present(node, 5)
+    refuse_extra_outputs(node, 1)
     if int(node.attr("training_mode", 0)):
         return "training_mode=1 is not supported (inference only)"
     x = node.inputs[0].shape
@@ -397,9 +388,7 @@ def _bn_shape(x: tuple, **attrs) -> Shape:
 
 def _lstm_condition(node: NodeInfo) -> str | None:
     """gates [B, 4H], c_prev [B, H] -> h [B, H], c [B, H]."""
-    missing = require_present(node, 2)
-    if missing:
-        return missing
+    require_present(node, 2)
     gates, c_prev = node.inputs[0].shape, node.inputs[1].shape
     if len(gates) != 2 or len(c_prev) != 2 or gates != (c_prev[0], 4 * c_prev[1]):
         return f"needs gates [B, 4H] and c_prev [B, H], got {list(gates)} and {list(c_prev)}"
@@ -456,7 +445,7 @@ OPS = (
               Shape(((4, 3),), {"to": 9}), Shape(((6,),), {"to": 1}, dtypes={0: "bool"}),
               Shape(((2, 2, 3),), {"to": 6}, dtypes={0: "int64"}, ranges={0: (-50, 50)})),
              torch=lambda T, a, k, n: (lambda x: x.to({1: T.float32, 6: T.int32, 7: T.int64, 9: T.bool}[a["to"]]))),
-       OpDef("Expand", (Binding("Expand", "broadcast", SOURCE, "only", lambda n: reason(_expand_view(n)),
+       OpDef("Expand", (Binding("Expand", "broadcast", SOURCE, "only", condition_of(_expand_view),
                                 _expand_plan, ("binary_bcast",), float_inputs=1),),
              (Shape(((3, 1),), {"shape": [2, 3, 4]}), Shape(((1, 5),), {"shape": [4, 1]}),
               Shape(((2, 1, 3),), {"shape": [2, 4, 3]})),

@@ -10,10 +10,11 @@ from typing import Callable
 from onnx import helper
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import (MAX_GRID_YZ, activated, cdiv, f32, fused_activation, i32, linear_launch,
-                                       reason, require_present, scalar_initializer, temp, tensor_bytes)
+from kernel_corpus.ops._common import (MAX_GRID_YZ, activated, cdiv, condition_of, f32, fused_activation, i32,
+                                       linear_launch, require_present, scalar_initializer, temp, tensor_bytes)
 from kernel_corpus.ops import _tensor_core as tc
 from kernel_corpus.torch_builders import torch_function
+from toolchain.refusal import Refused
 
 SOURCE = "gemm.cu"
 ACTIVATIONS = {"Relu": 1, "Gelu": 2, "GeluTanh": 3}  # the ACT codes of gemm.cu's epilogue
@@ -49,94 +50,87 @@ class GemmProblem:
         return self.batch * self.M * self.N * (2 * self.K + (2 if self.bias else 1) + (8 if self.act else 0))
 
 
-def _batch_stride(batch_dims: tuple[int, ...], out_batch: tuple[int, ...], matrix: int) -> int | str:
+def _batch_stride(batch_dims: tuple[int, ...], out_batch: tuple[int, ...], matrix: int) -> int:
     """Batch stride of one MatMul operand: its matrix size when it has every batch, 0 when it has none."""
     padded = (1,) * (len(out_batch) - len(batch_dims)) + batch_dims
     if padded == out_batch:
         return matrix if prod(out_batch) > 1 else 0
     if prod(batch_dims) == 1:
         return 0
-    return f"batch dims {list(batch_dims)} broadcast partially against {list(out_batch)}"
+    raise Refused(f"batch dims {list(batch_dims)} broadcast partially against {list(out_batch)}")
 
 
-def _matmul_problem(node: NodeInfo) -> GemmProblem | str:
+def _matmul_problem(node: NodeInfo) -> GemmProblem:
     """numpy.matmul semantics: 1-D operands are promoted, batch dims broadcast (whole-operand only)."""
     a, b = node.inputs[0].shape, node.inputs[1].shape
     if not a or not b:
-        return "MatMul operands must have rank >= 1"
+        raise Refused("MatMul operands must have rank >= 1")
     a2 = (1, a[0]) if len(a) == 1 else a
     b2 = (b[0], 1) if len(b) == 1 else b
     M, K, K2, N = a2[-2], a2[-1], b2[-2], b2[-1]
     if K != K2:
-        return f"inner dimensions differ: {list(a)} @ {list(b)}"
+        raise Refused(f"inner dimensions differ: {list(a)} @ {list(b)}")
     ba, bb = a2[:-2], b2[:-2]
-    try:
-        out_batch = tuple(max(x, y) for x, y in _aligned(ba, bb))
-    except ValueError as exc:
-        return str(exc)
+    out_batch = tuple(max(x, y) for x, y in _aligned(ba, bb))
     stride_a = _batch_stride(ba, out_batch, M * K)
     stride_b = _batch_stride(bb, out_batch, K * N)
-    for s in (stride_a, stride_b):
-        if isinstance(s, str):
-            return s
     return GemmProblem(prod(out_batch), M, N, K, K, 1, N, 1, stride_a, stride_b, False, 0, 0, 1.0, 0.0)
 
 
 def _aligned(x: tuple[int, ...], y: tuple[int, ...]) -> list[tuple[int, int]]:
-    """Right-aligned pairs of two batch shapes (numpy broadcasting); ValueError when incompatible."""
+    """Right-aligned pairs of two batch shapes (numpy broadcasting); Refused when incompatible."""
     n = max(len(x), len(y))
     px, py = (1,) * (n - len(x)) + x, (1,) * (n - len(y)) + y
     for u, v in zip(px, py):
         if u != v and 1 not in (u, v):
-            raise ValueError(f"batch dims {list(x)} and {list(y)} do not broadcast")
+            raise Refused(f"batch dims {list(x)} and {list(y)} do not broadcast")
     return list(zip(px, py))
 
 
-def _bias_strides(shape: tuple[int, ...], M: int, N: int) -> tuple[int, int] | str:
+def _bias_strides(shape: tuple[int, ...], M: int, N: int) -> tuple[int, int]:
     """(row, column) strides of a Gemm C unidirectionally broadcast to [M, N]."""
     if len(shape) > 2:
-        return f"Gemm C has rank {len(shape)} > 2"
+        raise Refused(f"Gemm C has rank {len(shape)} > 2")
     rows, cols = ((1, 1) + shape)[-2:]
     if rows not in (1, M) or cols not in (1, N):
-        return f"Gemm C {list(shape)} does not broadcast to [{M}, {N}]"
+        raise Refused(f"Gemm C {list(shape)} does not broadcast to [{M}, {N}]")
     return (cols if rows == M and M > 1 else 0), (1 if cols == N and N > 1 else 0)
 
 
-def _gemm_problem(node: NodeInfo) -> GemmProblem | str:
+def _gemm_problem(node: NodeInfo) -> GemmProblem:
     """ONNX Gemm: Y = alpha * A' @ B' + beta * C with A' = A^T if transA, B' = B^T if transB."""
     a, b = node.inputs[0].shape, node.inputs[1].shape
     if len(a) != 2 or len(b) != 2:
-        return f"Gemm needs 2-D A and B, got {list(a)} and {list(b)}"
+        raise Refused(f"Gemm needs 2-D A and B, got {list(a)} and {list(b)}")
     trans_a, trans_b = int(node.attr("transA", 0)), int(node.attr("transB", 0))
     M, K = (a[1], a[0]) if trans_a else a
     K2, N = (b[1], b[0]) if trans_b else b
     if K != K2:
-        return f"inner dimensions differ: A' is [{M}, {K}], B' is [{K2}, {N}]"
+        raise Refused(f"inner dimensions differ: A' is [{M}, {K}], B' is [{K2}, {N}]")
     sam, sak = (1, M) if trans_a else (K, 1)
     sbk, sbn = (1, K) if trans_b else (N, 1)
     c = node.input(2)
     scm, scn = 0, 0
     if c is not None:
-        strides = _bias_strides(c.shape, M, N)
-        if isinstance(strides, str):
-            return strides
-        scm, scn = strides
+        scm, scn = _bias_strides(c.shape, M, N)
     return GemmProblem(1, M, N, K, sam, sak, sbk, sbn, 0, 0, c is not None, scm, scn,
                        float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0)))
 
 
-def _fused_matmul_problem(node: NodeInfo) -> GemmProblem | str:
+def _fused_matmul_problem(node: NodeInfo) -> GemmProblem:
     """FusedMatMul (ours): Y = alpha * (A @ B) + C, MatMul semantics, C broadcast over the batch to [M, N]."""
     p = _matmul_problem(node)
     c = node.input(2)
-    if isinstance(p, str) or c is None:
-        return p if isinstance(p, str) else replace(p, alpha=float(node.attr("alpha", 1.0)))
+    if c is None:
+        return replace(p, alpha=float(node.attr("alpha", 1.0)))
     shape = tuple(c.shape)
     while len(shape) > 2 and shape[0] == 1:
         shape = shape[1:]  # leading 1s broadcast over the batch: the kernel's C has no batch stride
-    strides = _bias_strides(shape, p.M, p.N)
-    if isinstance(strides, str):
-        return f"FusedMatMul C {list(c.shape)} is not [M, N]-broadcastable without batch dims ({strides})"
+    try:
+        strides = _bias_strides(shape, p.M, p.N)
+    except Refused as exc:
+        raise Refused(f"FusedMatMul C {list(c.shape)} is not [M, N]-broadcastable without batch dims "
+                      f"({exc.reason})") from None
     return replace(p, bias=True, scm=strides[0], scn=strides[1], alpha=float(node.attr("alpha", 1.0)), beta=1.0)
 
 
@@ -144,23 +138,15 @@ GEMM_PROBLEMS = {"MatMul": _matmul_problem, "Gemm": _gemm_problem, "FusedMatMul"
                  "FusedGemm": _gemm_problem}
 
 
-def gemm_problem(node: NodeInfo) -> GemmProblem | str:
-    """The strided GEMM a MatMul, Gemm, FusedMatMul or FusedGemm (Gemm + activation) node computes, or why it
-    cannot be expressed."""
-    missing = require_present(node, 2)
-    if missing:
-        return missing
-    problem = GEMM_PROBLEMS[node.op_type](node)
-    if isinstance(problem, str):
-        return problem
-    act = fused_activation(node, ACTIVATIONS)
-    if isinstance(act, str):
-        return act
-    problem = replace(problem, act=act)
+def gemm_problem(node: NodeInfo) -> GemmProblem:
+    """The strided GEMM a MatMul, Gemm, FusedMatMul or FusedGemm (Gemm + activation) node computes (Refused when it
+    cannot be expressed)."""
+    require_present(node, 2)
+    problem = replace(GEMM_PROBLEMS[node.op_type](node), act=fused_activation(node, ACTIVATIONS))
     if node.outputs[0].numel != problem.batch * problem.M * problem.N:
-        return f"output {list(node.outputs[0].shape)} is not [{problem.batch}, {problem.M}, {problem.N}]"
+        raise Refused(f"output {list(node.outputs[0].shape)} is not [{problem.batch}, {problem.M}, {problem.N}]")
     if problem.batch > MAX_GRID_YZ:
-        return f"batch {problem.batch} exceeds the grid limit {MAX_GRID_YZ}"
+        raise Refused(f"batch {problem.batch} exceeds the grid limit {MAX_GRID_YZ}")
     return problem
 
 
@@ -190,8 +176,6 @@ def _gemm_condition(tile_m: int):
 
     def condition(node: NodeInfo) -> str | None:
         p = gemm_problem(node)
-        if isinstance(p, str):
-            return p
         return None if cdiv(p.M, tile_m) <= MAX_GRID_YZ else f"M = {p.M} needs too many tile rows"
 
     return condition
@@ -236,27 +220,21 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
                    precision=precision)
 
 
-def gemv_problem(node: NodeInfo, layout: str) -> GemmProblem | str:
+def gemv_problem(node: NodeInfo, layout: str) -> GemmProblem:
     """The GEMM of a batch-1, M == 1 node whose weight is contiguous along k ('rows') or n ('cols')."""
     p = gemm_problem(node)
-    if isinstance(p, str):
-        return p
     if p.M != 1 or p.batch != 1:
-        return f"GEMV needs M == 1 and no batch, got M = {p.M}, batch = {p.batch}"
+        raise Refused(f"GEMV needs M == 1 and no batch, got M = {p.M}, batch = {p.batch}")
     if layout == "rows" and p.sbk != 1:
-        return "the weight is not contiguous along K (needs Gemm transB=1)"
+        raise Refused("the weight is not contiguous along K (needs Gemm transB=1)")
     if layout == "cols" and p.sbn != 1:
-        return "the weight is not contiguous along N"
+        raise Refused("the weight is not contiguous along N")
     return p
 
 
 def _gemv_condition(layout: str):
     """Condition of a GEMV variant for one weight layout."""
-
-    def condition(node: NodeInfo) -> str | None:
-        return reason(gemv_problem(node, layout))
-
-    return condition
+    return condition_of(lambda node: gemv_problem(node, layout))
 
 
 def _gemv_warp_binding(op_type: str, warps: int, kind: str) -> Binding:
@@ -291,8 +269,6 @@ def _gemv_vec4_binding(op_type: str, cols4: int, ksplit: int, unroll: int, kind:
 
     def condition(node: NodeInfo) -> str | None:
         p = gemv_problem(node, "cols")
-        if isinstance(p, str):
-            return p
         if p.N % 4 or p.sbk % 4:
             return f"N = {p.N} and the weight's row stride {p.sbk} must be multiples of 4 (float4 loads)"
         return None
@@ -318,8 +294,6 @@ def _gemv_splitk_binding(op_type: str, cols: int, krows: int, reduce_block: int)
 
     def condition(node: NodeInfo) -> str | None:
         p = gemv_problem(node, "cols")
-        if isinstance(p, str):
-            return p
         return None if splitk_shape(p.K)[0] >= 2 else f"K = {p.K} is too short to split (< {2 * SPLITK_MIN_CHUNK})"
 
     def plan(node: NodeInfo) -> list[Launch]:

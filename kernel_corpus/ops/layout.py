@@ -12,8 +12,9 @@ from typing import Callable
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Scalar, Shape
 from kernel_corpus.ops._common import (MAX_GRID_YZ, MAX_VIEW_RANK, cdiv, contiguous_strides, f32, i32, linear_launch,
-                                       merged_view, norm_axis, reason, require_present)
+                                       merged_view, norm_axis, condition_of, require_present)
 from kernel_corpus.torch_builders import const_ints, need_const
+from toolchain.refusal import Refused
 
 SOURCE = "layout.cu"
 BLOCK = 256
@@ -27,25 +28,20 @@ def _copy_bytes(count: int) -> int:
 
 
 # ---- Concat ------------------------------------------------------------------------------------------------
-def concat_axis(node: NodeInfo) -> int | str:
+def concat_axis(node: NodeInfo) -> int:
     """The (non-negative) Concat axis once every input matches the output outside it."""
     if not node.inputs or any(t is None for t in node.inputs) or node.output(0) is None:
-        return "needs present inputs and an output"
+        raise Refused("needs present inputs and an output")
     out = node.outputs[0].shape
     axis = norm_axis(int(node.attr("axis", 0)), len(out))
-    if isinstance(axis, str):
-        return axis
     total = 0
     for i, t in enumerate(node.inputs):
         if len(t.shape) != len(out) or any(d != o for k, (d, o) in enumerate(zip(t.shape, out)) if k != axis):
-            return f"input {i} {list(t.shape)} does not fit output {list(out)} outside axis {axis}"
+            raise Refused(f"input {i} {list(t.shape)} does not fit output {list(out)} outside axis {axis}")
         total += t.shape[axis]
-    return axis if total == out[axis] else f"inputs add up to {total} along axis {axis}, output has {out[axis]}"
-
-
-def _concat_condition(node: NodeInfo) -> str | None:
-    """Inputs stack along the axis into the output."""
-    return reason(concat_axis(node))
+    if total != out[axis]:
+        raise Refused(f"inputs add up to {total} along axis {axis}, output has {out[axis]}")
+    return axis
 
 
 def _concat_plan(node: NodeInfo) -> list[Launch]:
@@ -83,28 +79,23 @@ def _axis_slice_launch(s: AxisSlice, out_index: int) -> Launch:
     return linear_launch("slice_axis", [BLOCK], n, BLOCK, args, 0, _copy_bytes(n))
 
 
-def split_slices(node: NodeInfo) -> list[AxisSlice] | str:
+def split_slices(node: NodeInfo) -> list[AxisSlice]:
     """One slice per Split output; the sizes are read from the output shapes."""
     if node.input(0) is None or not node.outputs or any(t is None for t in node.outputs):
-        return "needs input 0 and present outputs"
+        raise Refused("needs input 0 and present outputs")
     x = node.inputs[0].shape
     axis = norm_axis(int(node.attr("axis", 0)), len(x))
-    if isinstance(axis, str):
-        return axis
     outer, inner = prod(x[:axis]), prod(x[axis + 1:])
     slices, start = [], 0
     for i, t in enumerate(node.outputs):
         y = t.shape
         if len(y) != len(x) or any(d != o for k, (d, o) in enumerate(zip(y, x)) if k != axis):
-            return f"output {i} {list(y)} does not match input {list(x)} outside axis {axis}"
+            raise Refused(f"output {i} {list(y)} does not match input {list(x)} outside axis {axis}")
         slices.append(AxisSlice(outer, x[axis], y[axis], inner, start, 1))
         start += y[axis]
-    return slices if start == x[axis] else f"outputs add up to {start} along axis {axis}, input has {x[axis]}"
-
-
-def _split_condition(node: NodeInfo) -> str | None:
-    """The outputs tile the input along the axis."""
-    return reason(split_slices(node))
+    if start != x[axis]:
+        raise Refused(f"outputs add up to {start} along axis {axis}, input has {x[axis]}")
+    return slices
 
 
 def _split_plan(node: NodeInfo) -> list[Launch]:
@@ -125,69 +116,56 @@ def onnx_slice_range(dim: int, start: int, end: int, step: int) -> tuple[int, in
     return start, max(0, cdiv(start - end, -step))
 
 
-def slice_args(node: NodeInfo) -> tuple[tuple[int, ...], list[int], list[int], list[int], list[int]] | str:
-    """(input shape, starts, ends, axes, steps) of a Slice node with constant attributes, or why not."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+def slice_args(node: NodeInfo) -> tuple[tuple[int, ...], list[int], list[int], list[int], list[int]]:
+    """(input shape, starts, ends, axes, steps) of a Slice node with constant attributes."""
+    require_present(node, 1)
     starts, ends = node.attr("starts"), node.attr("ends")
     if starts is None or ends is None:
-        return "starts and ends must be given as constant attributes"
+        raise Refused("starts and ends must be given as constant attributes")
     starts, ends = [int(v) for v in starts], [int(v) for v in ends]
     axes = [int(v) for v in node.attr("axes", range(len(starts)))]
     steps = [int(v) for v in node.attr("steps", [1] * len(starts))]
     if not len(starts) == len(ends) == len(axes) == len(steps):
-        return "starts, ends, axes and steps differ in length"
+        raise Refused("starts, ends, axes and steps differ in length")
     return node.inputs[0].shape, starts, ends, axes, steps
 
 
-def slice_plan(node: NodeInfo) -> AxisSlice | str:
-    """The single strided axis of a Slice node (attrs starts/ends/axes/steps), or why not."""
-    args = slice_args(node)
-    if isinstance(args, str):
-        return args
-    x, starts, ends, axes, steps = args
+def slice_plan(node: NodeInfo) -> AxisSlice:
+    """The single strided axis of a Slice node (attrs starts/ends/axes/steps)."""
+    x, starts, ends, axes, steps = slice_args(node)
     moved = []
     for start, end, axis, step in zip(starts, ends, axes, steps):
         axis = norm_axis(axis, len(x))
-        if isinstance(axis, str) or step == 0:
-            return axis if isinstance(axis, str) else "step 0 is not allowed"
+        if step == 0:
+            raise Refused("step 0 is not allowed")
         first, count = onnx_slice_range(x[axis], start, end, step)
         if (first, count, step) != (0, x[axis], 1):
             moved.append((axis, first, count, step))
     if len(moved) > 1:
-        return f"slices {len(moved)} axes; the kernel slices one"
+        raise Refused(f"slices {len(moved)} axes; the kernel slices one")
     axis, first, count, step = moved[0] if moved else (0, 0, x[0] if x else 1, 1)
     expect = tuple(count if k == axis else d for k, d in enumerate(x))
     if node.outputs[0].shape != expect:
-        return f"output {list(node.outputs[0].shape)} is not the sliced shape {list(expect)}"
+        raise Refused(f"output {list(node.outputs[0].shape)} is not the sliced shape {list(expect)}")
     return AxisSlice(prod(x[:axis]), x[axis] if x else 1, count, prod(x[axis + 1:]), first, step)
 
 
-def _slice_condition(node: NodeInfo) -> str | None:
-    """At most one axis is really sliced."""
-    return reason(slice_plan(node))
-
-
-def strided_view(node: NodeInfo) -> tuple[int, list[int], list[int]] | str:
+def strided_view(node: NodeInfo) -> tuple[int, list[int], list[int]]:
     """(base offset, output dims, signed input strides) of a Slice over any axes, merged to at most 4 dims."""
-    args = slice_args(node)
-    if isinstance(args, str):
-        return args
-    x, starts, ends, axes, steps = args
+    x, starts, ends, axes, steps = slice_args(node)
     lens, stride = list(x), contiguous_strides(x)
     eff, base = list(stride), 0
     for start, end, axis, step in zip(starts, ends, axes, steps):
         axis = norm_axis(axis, len(x))
-        if isinstance(axis, str) or step == 0:
-            return axis if isinstance(axis, str) else "step 0 is not allowed"
+        if step == 0:
+            raise Refused("step 0 is not allowed")
         first, lens[axis] = onnx_slice_range(x[axis], start, end, step)
         base += first * stride[axis]
         eff[axis] = stride[axis] * step
     if node.outputs[0].shape != tuple(lens):
-        return f"output {list(node.outputs[0].shape)} is not the sliced shape {lens}"
-    view = merged_view(list(zip(lens, eff)))
-    return view if isinstance(view, str) else (base, view[0], view[1])
+        raise Refused(f"output {list(node.outputs[0].shape)} is not the sliced shape {lens}")
+    dims, strides = merged_view(list(zip(lens, eff)))
+    return base, dims, strides
 
 
 def _strided_plan(node: NodeInfo) -> list[Launch]:
@@ -203,28 +181,26 @@ def _strided_plan(node: NodeInfo) -> list[Launch]:
 PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
 
 
-def pad_view(node: NodeInfo) -> tuple[list[int], list[int], list[int], list[int]] | str:
+def pad_view(node: NodeInfo) -> tuple[list[int], list[int], list[int], list[int]]:
     """Output dims, input dims, input strides and leading pads, each padded in front to 4 dims."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+    require_present(node, 1)
     if str(node.attr("mode", "constant")) not in PAD_MODES:
-        return f"mode {node.attr('mode')} is not one of {', '.join(PAD_MODES)}"
+        raise Refused(f"mode {node.attr('mode')} is not one of {', '.join(PAD_MODES)}")
     x = node.inputs[0].shape
     pads = node.attr("pads")
     if pads is None:
-        return "pads must be a constant"
+        raise Refused("pads must be a constant")
     pads = [int(p) for p in np.asarray(pads).reshape(-1)]
     axes = [int(a) % max(len(x), 1) for a in node.attr("axes", range(len(x)))]
     if len(pads) != 2 * len(axes):
-        return f"{len(pads)} pads for {len(axes)} axes"
+        raise Refused(f"{len(pads)} pads for {len(axes)} axes")
     begin = [0] * len(x)
     for k, a in enumerate(axes):
         begin[a] = pads[k]
     if len(x) > MAX_VIEW_RANK:
-        return f"rank {len(x)} is more than the kernel's {MAX_VIEW_RANK}"
+        raise Refused(f"rank {len(x)} is more than the kernel's {MAX_VIEW_RANK}")
     if str(node.attr("mode", "constant")) != "constant" and min(x) == 0:
-        return "an empty axis cannot be padded by reflection, edge or wrap"
+        raise Refused("an empty axis cannot be padded by reflection, edge or wrap")
     fill = MAX_VIEW_RANK - len(x)
     return ([1] * fill + list(node.outputs[0].shape), [1] * fill + list(x), [0] * fill + contiguous_strides(x),
             [0] * fill + begin)
@@ -242,17 +218,15 @@ def _pad_plan(node: NodeInfo) -> list[Launch]:
 
 
 # ---- Transpose --------------------------------------------------------------------------------------------
-def transpose_view(node: NodeInfo) -> tuple[list[int], list[int]] | str:
+def transpose_view(node: NodeInfo) -> tuple[list[int], list[int]]:
     """The transpose reduced to its smallest form: merged input dims and their permutation."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+    require_present(node, 1)
     x = node.inputs[0].shape
     perm = [int(p) for p in node.attr("perm", range(len(x) - 1, -1, -1))]
     if sorted(perm) != list(range(len(x))):
-        return f"perm {perm} is not a permutation of {len(x)} axes"
+        raise Refused(f"perm {perm} is not a permutation of {len(x)} axes")
     if node.outputs[0].shape != tuple(x[p] for p in perm):
-        return f"output {list(node.outputs[0].shape)} is not the input permuted by {perm}"
+        raise Refused(f"output {list(node.outputs[0].shape)} is not the input permuted by {perm}")
     kept = [p for p in perm if x[p] != 1]
     groups: list[list[int]] = []
     for p in kept:
@@ -269,8 +243,6 @@ def transpose_view(node: NodeInfo) -> tuple[list[int], list[int]] | str:
 def _transpose_nd_condition(node: NodeInfo) -> str | None:
     """Any permutation that merges down to 4 dims or fewer."""
     view = transpose_view(node)
-    if isinstance(view, str):
-        return view
     return None if len(view[0]) <= MAX_TRANSPOSE_RANK else f"needs {len(view[0])} dims after merging (> 4)"
 
 
@@ -288,24 +260,18 @@ def _transpose_nd_plan(node: NodeInfo) -> list[Launch]:
                           _copy_bytes(n))]
 
 
-def tiled_view(node: NodeInfo) -> tuple[int, int, int] | str:
+def tiled_view(node: NodeInfo) -> tuple[int, int, int]:
     """(batch, rows, cols) when the transpose only swaps the two innermost (merged) dims."""
-    view = transpose_view(node)
-    if isinstance(view, str):
-        return view
-    dims, perm = view
+    dims, perm = transpose_view(node)
     if perm == [1, 0]:
         batch, rows, cols = 1, dims[0], dims[1]
     elif perm == [0, 2, 1]:
         batch, rows, cols = dims
     else:
-        return f"not a swap of the last two dims (merged perm {perm})"
-    return (batch, rows, cols) if batch <= MAX_GRID_YZ and cdiv(rows, TILE) <= MAX_GRID_YZ else "grid too large"
-
-
-def _tiled_condition(node: NodeInfo) -> str | None:
-    """Only swaps of the last two dims."""
-    return reason(tiled_view(node))
+        raise Refused(f"not a swap of the last two dims (merged perm {perm})")
+    if batch > MAX_GRID_YZ or cdiv(rows, TILE) > MAX_GRID_YZ:
+        raise Refused("grid too large")
+    return batch, rows, cols
 
 
 def _tiled_plan(node: NodeInfo) -> list[Launch]:
@@ -358,25 +324,20 @@ def _torch_transpose(T, a: dict, k: list, nout: int) -> Callable:
 
 
 # ---- Gather, GatherElements, Tile, CumSum ---------------------------------------------------------------------
-def _int64_indices(node: NodeInfo) -> str | None:
-    """Float data and int64 indices, both present."""
-    missing = require_present(node, 2)
-    if missing:
-        return missing
-    return None if node.inputs[1].dtype == "int64" else f"indices are {node.inputs[1].dtype}, the kernel reads int64"
+def _require_int64_indices(node: NodeInfo) -> None:
+    """Float data and int64 indices, both present (Refused otherwise)."""
+    require_present(node, 2)
+    if node.inputs[1].dtype != "int64":
+        raise Refused(f"indices are {node.inputs[1].dtype}, the kernel reads int64")
 
 
-def gather_view(node: NodeInfo) -> tuple[int, int, int, int] | str:
+def gather_view(node: NodeInfo) -> tuple[int, int, int, int]:
     """(outer, len, n_idx, inner) of a Gather node."""
-    bad = _int64_indices(node)
-    if bad:
-        return bad
+    _require_int64_indices(node)
     x, ind = node.inputs[0].shape, node.inputs[1].shape
     axis = norm_axis(int(node.attr("axis", 0)), len(x))
-    if isinstance(axis, str):
-        return axis
     if node.outputs[0].shape != x[:axis] + ind + x[axis + 1:]:
-        return f"output {list(node.outputs[0].shape)} is not data[:axis] + indices + data[axis+1:]"
+        raise Refused(f"output {list(node.outputs[0].shape)} is not data[:axis] + indices + data[axis+1:]")
     return prod(x[:axis]), x[axis], prod(ind), prod(x[axis + 1:])
 
 
@@ -389,27 +350,21 @@ def _gather_plan(node: NodeInfo) -> list[Launch]:
                           _copy_bytes(n) + 8 * n_idx)]
 
 
-def padded4(values: list[int], fill: int) -> list[int] | str:
+def padded4(values: list[int], fill: int) -> list[int]:
     """A rank <= 4 list padded in front to 4 entries."""
     if len(values) > MAX_TRANSPOSE_RANK:
-        return f"rank {len(values)} is more than the kernel's {MAX_TRANSPOSE_RANK}"
+        raise Refused(f"rank {len(values)} is more than the kernel's {MAX_TRANSPOSE_RANK}")
     return [fill] * (MAX_TRANSPOSE_RANK - len(values)) + list(values)
 
 
-def gather_elements_view(node: NodeInfo) -> tuple[list[int], list[int], int, int] | str:
+def gather_elements_view(node: NodeInfo) -> tuple[list[int], list[int], int, int]:
     """Index dims and data strides (padded to 4), the padded axis and its length."""
-    bad = _int64_indices(node)
-    if bad:
-        return bad
+    _require_int64_indices(node)
     x, ind = node.inputs[0].shape, node.inputs[1].shape
     axis = norm_axis(int(node.attr("axis", 0)), len(x))
-    if isinstance(axis, str):
-        return axis
     if len(ind) != len(x) or node.outputs[0].shape != ind:
-        return f"indices {list(ind)} and output must have the data's rank {len(x)}"
+        raise Refused(f"indices {list(ind)} and output must have the data's rank {len(x)}")
     dims, strides = padded4(list(ind), 1), padded4(contiguous_strides(x), 0)
-    if isinstance(dims, str) or isinstance(strides, str):
-        return str(dims)
     return dims, strides, axis + MAX_TRANSPOSE_RANK - len(x), x[axis]
 
 
@@ -423,19 +378,13 @@ def _gather_elements_plan(node: NodeInfo) -> list[Launch]:
                           0, _copy_bytes(n) + 8 * n)]
 
 
-def tile_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]] | str:
+def tile_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]]:
     """Output dims, input dims and input strides (each padded to 4) of a Tile node."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+    require_present(node, 1)
     x, y = node.inputs[0].shape, node.outputs[0].shape
     if len(x) != len(y) or any(b % a for a, b in zip(x, y)):
-        return f"output {list(y)} is not a tiling of {list(x)}"
-    dims, ins, strides = padded4(list(y), 1), padded4(list(x), 1), padded4(contiguous_strides(x), 0)
-    for v in (dims, ins, strides):
-        if isinstance(v, str):
-            return v
-    return dims, ins, strides
+        raise Refused(f"output {list(y)} is not a tiling of {list(x)}")
+    return padded4(list(y), 1), padded4(list(x), 1), padded4(contiguous_strides(x), 0)
 
 
 def _tile_plan(node: NodeInfo) -> list[Launch]:
@@ -446,17 +395,13 @@ def _tile_plan(node: NodeInfo) -> list[Launch]:
                           [In(0), Out(0), i32(n)] + [i32(v) for v in dims[1:] + ins + strides], 0, _copy_bytes(n))]
 
 
-def cumsum_view(node: NodeInfo) -> tuple[int, int, int] | str:
+def cumsum_view(node: NodeInfo) -> tuple[int, int, int]:
     """[outer, len, inner] around CumSum's constant axis."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+    require_present(node, 1)
     if "axis" not in node.attrs:
-        return "the axis input must be a constant"
+        raise Refused("the axis input must be a constant")
     x = node.inputs[0].shape
     axis = norm_axis(int(np.asarray(node.attrs["axis"]).reshape(-1)[0]), len(x))
-    if isinstance(axis, str):
-        return axis
     return prod(x[:axis]), x[axis], prod(x[axis + 1:])
 
 
@@ -514,18 +459,18 @@ def _const_floats(node: NodeInfo, key: str) -> list[float]:
     return [] if value is None else [float(v) for v in np.asarray(value, dtype=np.float64).reshape(-1)]
 
 
-def _resize_scales(node: NodeInfo, shape: tuple[int, ...], axes: list[int]) -> list[float] | str:
+def _resize_scales(node: NodeInfo, shape: tuple[int, ...], axes: list[int]) -> list[float]:
     """The scale of every axis: from scales, or from sizes (keep_aspect_ratio_policy applied)."""
     scales = [1.0] * len(shape)
     given, sizes = _const_floats(node, "scales"), _const_floats(node, "sizes")
     if given:
         if len(given) != len(axes):
-            return f"{len(given)} scales for {len(axes)} axes"
+            raise Refused(f"{len(given)} scales for {len(axes)} axes")
         for a, v in zip(axes, given):
             scales[a] = v
         return scales
     if len(sizes) != len(axes):
-        return "scales or sizes must be constants with one entry per axis"
+        raise Refused("scales or sizes must be constants with one entry per axis")
     ratios = [v / shape[a] for a, v in zip(axes, sizes)]
     policy = str(node.attr("keep_aspect_ratio_policy", "stretch"))
     if policy != "stretch":
@@ -535,34 +480,30 @@ def _resize_scales(node: NodeInfo, shape: tuple[int, ...], axes: list[int]) -> l
     return scales
 
 
-def resize_view(node: NodeInfo) -> ResizeView | str:
-    """The resize_2d view of a Resize node (opset >= 11), or why not."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+def resize_view(node: NodeInfo) -> ResizeView:
+    """The resize_2d view of a Resize node (opset >= 11)."""
+    require_present(node, 1)
     if node.opset < 11:
-        return "Resize before opset 11 is not supported"
+        raise Refused("Resize before opset 11 is not supported")
     mode = str(node.attr("mode", "nearest"))
     coord = str(node.attr("coordinate_transformation_mode", "half_pixel"))
     nearest = str(node.attr("nearest_mode", "round_prefer_floor"))
     for value, table in ((mode, RESIZE_MODES), (coord, RESIZE_COORDS), (nearest, NEAREST_MODES)):
         if value not in table:
-            return f"{value} is not one of {', '.join(table)}"
+            raise Refused(f"{value} is not one of {', '.join(table)}")
     x, y = node.inputs[0].shape, node.outputs[0].shape
     axes = [int(a) % len(x) for a in node.attr("axes", range(len(x)))]
     scales = _resize_scales(node, x, axes)
-    if isinstance(scales, str):
-        return scales
     antialias = int(node.attr("antialias", 0)) and mode != "nearest"
     if antialias and min(resize_taps(mode, s) for s in scales) > MAX_RESIZE_TAPS:
-        return f"antialiased downsampling by {min(scales):g} needs more than {MAX_RESIZE_TAPS} taps per axis"
+        raise Refused(f"antialiased downsampling by {min(scales):g} needs more than {MAX_RESIZE_TAPS} taps per axis")
     roi_in = _const_floats(node, "roi") if coord == "tf_crop_and_resize" else []
     roi = [(0.0, 1.0)] * len(x)
     for k, a in enumerate(axes if roi_in else []):
         roi[a] = (roi_in[k], roi_in[k + len(axes)])
     lead = max(len(x) - 2, 0)
     if any(x[a] != y[a] or scales[a] != 1.0 or roi[a] != (0.0, 1.0) for a in range(lead)):
-        return "only the last two axes may be resized"
+        raise Refused("only the last two axes may be resized")
     (ih, oh, sh, rh), (iw, ow, sw, rw) = [(1, 1, 1.0, (0.0, 1.0))] * (2 - min(len(x), 2)) + \
         [(x[a], y[a], scales[a], roi[a]) for a in range(lead, len(x))]
     return ResizeView(prod(x[:lead]), ih, iw, oh, ow, (sh, sw), (*rh, *rw),
@@ -583,7 +524,7 @@ def _resize_plan(node: NodeInfo) -> list[Launch]:
 
 
 OPS = [
-    OpDef("Resize", (Binding("Resize", "2d", SOURCE, "only", lambda n: reason(resize_view(n)), _resize_plan,
+    OpDef("Resize", (Binding("Resize", "2d", SOURCE, "only", condition_of(resize_view), _resize_plan,
                              ("resize_2d",), float_inputs=1),),
           (Shape(((1, 2, 4, 5),), {"scales": [1.0, 1.0, 2.0, 1.5]}, opset=19),
            Shape(((2, 3, 6, 8),), {"sizes": [2, 3, 4, 5], "mode": "linear"}, opset=19),
@@ -600,45 +541,46 @@ OPS = [
            Shape(((1, 1, 8, 7),), {"scales": [1.0, 1.0, 0.5, 0.8], "mode": "cubic", "antialias": 1,
                                    "exclude_outside": 1}, opset=19)),
           constant_inputs=("roi", "scales", "sizes")),
-    OpDef("Gather", (Binding("Gather", "axis", SOURCE, "only", lambda n: reason(gather_view(n)), _gather_plan,
+    OpDef("Gather", (Binding("Gather", "axis", SOURCE, "only", condition_of(gather_view), _gather_plan,
                              ("gather_axis",), float_inputs=1),),
           (Shape(((5, 4), (2, 3)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (-5, 5)}),
            Shape(((3, 6, 2), (4,)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (0, 6)}),
            Shape(((3, 7), ()), {"axis": -1}, dtypes={1: "int64"}, ranges={1: (-7, 7)})),
           torch=_torch_gather),
     OpDef("GatherElements", (Binding("GatherElements", "direct", SOURCE, "only",
-                                     lambda n: reason(gather_elements_view(n)), _gather_elements_plan,
+                                     condition_of(gather_elements_view), _gather_elements_plan,
                                      ("gather_elements",), float_inputs=1),),
           (Shape(((3, 4), (3, 2)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (-4, 4)}),
            Shape(((4, 3, 2), (2, 3, 2)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (0, 4)})),
           torch=lambda T, a, k, n: (lambda x, i: T.gather(x, a.get("axis", 0), i % x.shape[a.get("axis", 0)]))),
-    OpDef("Tile", (Binding("Tile", "nd", SOURCE, "only", lambda n: reason(tile_view(n)), _tile_plan, ("tile_nd",),
+    OpDef("Tile", (Binding("Tile", "nd", SOURCE, "only", condition_of(tile_view), _tile_plan, ("tile_nd",),
                            float_inputs=1),),
           (Shape(((2, 3),), {"repeats": [2, 3]}), Shape(((2, 1, 3),), {"repeats": [1, 4, 2]}),
            Shape(((5,),), {"repeats": [3]})),
           constant_inputs=("repeats",), torch=lambda T, a, k, n: (lambda x, *r: x.repeat(*k[1]))),
-    OpDef("CumSum", (Binding("CumSum", "axis", SOURCE, "only", lambda n: reason(cumsum_view(n)), _cumsum_plan,
+    OpDef("CumSum", (Binding("CumSum", "axis", SOURCE, "only", condition_of(cumsum_view), _cumsum_plan,
                              ("cumsum_axis",), float_inputs=1),),
           (Shape(((4, 6),), {"axis": 1}), Shape(((3, 5, 2),), {"axis": 1, "exclusive": 1, "reverse": 1}),
            Shape(((7,),), {"axis": 0, "reverse": 1})),
           constant_inputs=("axis",)),
-    OpDef("Concat", (Binding("Concat", "copy", SOURCE, "only", _concat_condition, _concat_plan, ("concat_copy",),
+    OpDef("Concat", (Binding("Concat", "copy", SOURCE, "only", condition_of(concat_axis), _concat_plan,
+                             ("concat_copy",),
                              note="one launch per input; the launches write disjoint parts of the output and may "
                                   "run concurrently"),),
           (Shape(((2, 3, 4), (2, 5, 4)), {"axis": 1}), Shape(((2, 3), (2, 1), (2, 4)), {"axis": -1}),
            Shape(((1, 6), (3, 6)), {"axis": 0}), Shape(((1, 32, 8, 8), (1, 16, 8, 8)), {"axis": 1})),
           torch=_torch_concat),
-    OpDef("Split", (Binding("Split", "copy", SOURCE, "only", _split_condition, _split_plan, ("slice_axis",),
+    OpDef("Split", (Binding("Split", "copy", SOURCE, "only", condition_of(split_slices), _split_plan, ("slice_axis",),
                             float_inputs=1, note="one launch per output, independent; split sizes come from the "
                                                  "output shapes"),),
           (Shape(((6, 10),), {"axis": 0, "split": [2, 4]}, outputs=2), Shape(((2, 9, 3),), {"axis": 1}, outputs=3,
                                                                              opset=17),
            Shape(((1, 48, 8, 8),), {"axis": 1, "split": [16, 32]}, outputs=2)),
           constant_inputs=("split",), torch=_torch_split),
-    OpDef("Slice", (Binding("Slice", "copy", SOURCE, "fast", _slice_condition,
+    OpDef("Slice", (Binding("Slice", "copy", SOURCE, "fast", condition_of(slice_plan),
                             lambda node: [_axis_slice_launch(slice_plan(node), 0)], ("slice_axis",), float_inputs=1,
                             note="starts/ends/axes/steps are read from attrs of those names"),
-                    Binding("Slice", "strided", SOURCE, "efficient", lambda node: reason(strided_view(node)),
+                    Binding("Slice", "strided", SOURCE, "efficient", condition_of(strided_view),
                             _strided_plan, ("strided_copy",), float_inputs=1)),
           (Shape(((10, 8),), {"starts": [1], "ends": [9], "axes": [0], "steps": [2]}),
            Shape(((4, 9),), {"starts": [-1], "ends": [-100], "axes": [1], "steps": [-2]}),
@@ -647,7 +589,7 @@ OPS = [
            Shape(((6, 5, 4),), {"starts": [5, 0, -1], "ends": [0, 5, -5], "axes": [0, 1, 2], "steps": [-2, 2, -1]}),
            Shape(((3, 4, 5, 2, 3),), {"starts": [1, 1], "ends": [3, 4], "axes": [1, 3]})),
           constant_inputs=("starts", "ends", "axes", "steps"), torch=_torch_slice),
-    OpDef("Pad", (Binding("Pad", "nd", SOURCE, "only", lambda node: reason(pad_view(node)), _pad_plan, ("pad_nd",),
+    OpDef("Pad", (Binding("Pad", "nd", SOURCE, "only", condition_of(pad_view), _pad_plan, ("pad_nd",),
                           float_inputs=1),),
           (Shape(((2, 3),), {"pads": [1, 0, 2, 3]}), Shape(((1, 2, 4, 5),), {"pads": [0, 0, 2, 1, 0, 0, 1, 3],
                                                                               "constant_value": 1.5}),
@@ -658,7 +600,7 @@ OPS = [
           constant_inputs=("pads", "constant_value", "axes")),
     OpDef("Transpose", (Binding("Transpose", "nd", SOURCE, "efficient", _transpose_nd_condition, _transpose_nd_plan,
                                 ("transpose_nd",)),
-                        Binding("Transpose", "tiled", SOURCE, "fast", _tiled_condition, _tiled_plan,
+                        Binding("Transpose", "tiled", SOURCE, "fast", condition_of(tiled_view), _tiled_plan,
                                 ("transpose_tiled",))),
           (Shape(((3, 5),), {"perm": [1, 0]}), Shape(((2, 33, 40),), {"perm": [0, 2, 1]}),
            Shape(((2, 3, 4, 5),), {"perm": [0, 2, 3, 1]}), Shape(((2, 3, 4, 5),), {"perm": [3, 1, 0, 2]}),

@@ -7,26 +7,26 @@ from typing import Callable
 import numpy as np
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import (Window, extra_outputs, i32, linear_launch, reason, require_present,
-                                       spatial_hw, tensor_bytes, window_2d, window_dims)
+from kernel_corpus.ops._common import (Window, condition_of, i32, linear_launch, refuse_extra_outputs,
+                                       require_present, spatial_hw, tensor_bytes, window_2d, window_dims)
 from kernel_corpus.torch_builders import spatial_pads
+from toolchain.refusal import Refused
 
 SOURCE = "pool.cu"
 BLOCK = 256
 MODE_MAX, MODE_AVG_EXCLUDE_PAD, MODE_AVG_INCLUDE_PAD = 0, 1, 2
 
 
-def pool_window(node: NodeInfo) -> Window | str:
-    """The window of a MaxPool/AveragePool node, or why the kernel cannot do it."""
-    missing = require_present(node, 1) or extra_outputs(node, 1)
-    if missing:
-        return missing
+def pool_window(node: NodeInfo) -> Window:
+    """The window of a MaxPool/AveragePool node (Refused when the kernel cannot do it)."""
+    require_present(node, 1)
+    refuse_extra_outputs(node, 1)
     x, y = node.inputs[0].shape, node.outputs[0].shape
     if len(x) not in (3, 4) or len(y) != len(x) or tuple(y[:2]) != tuple(x[:2]):
-        return f"needs X and Y of rank 3 or 4 with the same N, C, got {list(x)} and {list(y)}"
+        raise Refused(f"needs X and Y of rank 3 or 4 with the same N, C, got {list(x)} and {list(y)}")
     kernel = node.attr("kernel_shape")
     if kernel is None:
-        return "attribute kernel_shape is missing"
+        raise Refused("attribute kernel_shape is missing")
     return window_2d(node, x[2:], [int(k) for k in kernel], y[2:], bool(node.attr("ceil_mode", 0)))
 
 
@@ -35,11 +35,6 @@ def _mode(node: NodeInfo) -> int:
     if node.op_type == "MaxPool":
         return MODE_MAX
     return MODE_AVG_INCLUDE_PAD if int(node.attr("count_include_pad", 0)) else MODE_AVG_EXCLUDE_PAD
-
-
-def _condition(node: NodeInfo) -> str | None:
-    """Applies whenever the window is supported."""
-    return reason(pool_window(node))
 
 
 def _plan(node: NodeInfo) -> list[Launch]:
@@ -55,12 +50,13 @@ def _plan(node: NodeInfo) -> list[Launch]:
                           outputs * win.kh * win.kw, tensor_bytes(node.inputs[0], node.outputs[0]))]
 
 
-def indices_window(node: NodeInfo) -> Window | str:
+def indices_window(node: NodeInfo) -> Window:
     """The window of a 1-D/2-D MaxPool that asks for its int64 Indices output (no ceil-mode overhang)."""
     if node.op_type != "MaxPool" or node.output(1) is None:
-        return "only MaxPool's Indices output takes this kernel"
+        raise Refused("only MaxPool's Indices output takes this kernel")
     if node.outputs[1].dtype != "int64" or node.outputs[1].shape != node.outputs[0].shape:
-        return f"Indices must be int64 of Y's shape, got {node.outputs[1].dtype} {list(node.outputs[1].shape)}"
+        raise Refused(f"Indices must be int64 of Y's shape, got {node.outputs[1].dtype} "
+                      f"{list(node.outputs[1].shape)}")
     stripped = NodeInfo(node.op_type, node.name, node.inputs, node.outputs[:1], node.attrs, node.opset)
     return pool_window(stripped)
 
@@ -78,17 +74,16 @@ def _plan_indices(node: NodeInfo) -> list[Launch]:
                           tensor_bytes(node.inputs[0], node.outputs[0]) + 8 * outputs)]
 
 
-def pool_window_3d(node: NodeInfo) -> list[tuple[int, int, int, int, int]] | str:
+def pool_window_3d(node: NodeInfo) -> list[tuple[int, int, int, int, int]]:
     """Per dim (kernel, stride, leading pad, trailing pad, dilation) of a 3-D pool."""
-    missing = require_present(node, 1) or extra_outputs(node, 1)
-    if missing:
-        return missing
+    require_present(node, 1)
+    refuse_extra_outputs(node, 1)
     x, y = node.inputs[0].shape, node.outputs[0].shape
     if len(x) != 5 or len(y) != 5 or tuple(y[:2]) != tuple(x[:2]):
-        return f"needs X and Y of rank 5 with the same N, C, got {list(x)} and {list(y)}"
+        raise Refused(f"needs X and Y of rank 5 with the same N, C, got {list(x)} and {list(y)}")
     kernel = node.attr("kernel_shape")
     if kernel is None:
-        return "attribute kernel_shape is missing"
+        raise Refused("attribute kernel_shape is missing")
     return window_dims(node, x[2:], [int(k) for k in kernel], y[2:], bool(node.attr("ceil_mode", 0)))
 
 
@@ -199,9 +194,9 @@ SHAPES_3D = (Shape(((1, 2, 5, 6, 7),), {"kernel_shape": [2, 3, 2], "strides": [2
 INDICES_SHAPES = (Shape(((1, 2, 6, 7),), {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}, outputs=2),
                   Shape(((2, 3, 5, 5),), {"kernel_shape": [2, 2], "storage_order": 1}, outputs=2))
 
-OPS = [OpDef(op, (Binding(op, "direct", SOURCE, "only", _condition, _plan, ("pool2d",)),
-                  Binding(op, "3d", SOURCE, "only", lambda n: reason(pool_window_3d(n)), _plan_3d, ("pool3d",)))
-             + ((Binding(op, "indices", SOURCE, "only", lambda n: reason(indices_window(n)), _plan_indices,
+OPS = [OpDef(op, (Binding(op, "direct", SOURCE, "only", condition_of(pool_window), _plan, ("pool2d",)),
+                  Binding(op, "3d", SOURCE, "only", condition_of(pool_window_3d), _plan_3d, ("pool3d",)))
+             + ((Binding(op, "indices", SOURCE, "only", condition_of(indices_window), _plan_indices,
                          ("maxpool2d_indices",), dtypes=("float32", "int64")),) if op == "MaxPool" else ()),
              shapes + SHAPES_3D + (INDICES_SHAPES if op == "MaxPool" else ()), reference=reference,
              torch=_torch_pool(op))

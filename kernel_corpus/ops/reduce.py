@@ -8,8 +8,9 @@ import numpy as np
 from typing import Callable
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import (cdiv, contiguous_strides, extra_outputs, f32, i32, linear_launch, merged_view,
-                                       norm_axis, reason, require_present, temp, tensor_bytes)
+from kernel_corpus.ops._common import (cdiv, condition_of, contiguous_strides, f32, i32, linear_launch, merged_view,
+                                       norm_axis, refuse_extra_outputs, require_present, temp, tensor_bytes)
+from toolchain.refusal import Refused
 
 SOURCE = "reduce.cu"
 # (variant, threads per row, rows per rTask, kind): a block per row for long rows, a warp per row for short ones.
@@ -27,85 +28,73 @@ def _split_at(shape: tuple[int, ...], axis: int) -> tuple[int, int]:
     return prod(shape[:axis]), prod(shape[axis:])
 
 
-def softmax_axis(node: NodeInfo) -> int | str:
+def softmax_axis(node: NodeInfo) -> int:
     """The (non-negative) axis of a Softmax/LogSoftmax node (default -1 from opset 13, 1 before)."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+    require_present(node, 1)
     shape = node.inputs[0].shape
     return norm_axis(int(node.attr("axis", -1 if node.opset >= 13 else 1)), len(shape))
 
 
-def softmax_rows(node: NodeInfo) -> tuple[int, int] | str:
+def softmax_rows(node: NodeInfo) -> tuple[int, int]:
     """Softmax as [rows, cols]: opset >= 13 over the last axis; older opsets flatten at the axis."""
     axis = softmax_axis(node)
-    if isinstance(axis, str):
-        return axis
     shape = node.inputs[0].shape
     if node.opset >= 13 and axis != max(len(shape) - 1, 0):
-        return f"softmax over axis {axis} of rank {len(shape)}: the row kernels take the last axis"
+        raise Refused(f"softmax over axis {axis} of rank {len(shape)}: the row kernels take the last axis")
     return _split_at(shape, axis)
 
 
-def softmax_middle(node: NodeInfo) -> tuple[int, int, int] | str:
+def softmax_middle(node: NodeInfo) -> tuple[int, int, int]:
     """[outer, len, inner] of an opset >= 13 softmax over an axis other than the last."""
     axis = softmax_axis(node)
-    if isinstance(axis, str):
-        return axis
     shape = node.inputs[0].shape
     if node.opset < 13 or axis == max(len(shape) - 1, 0):
-        return "the row kernels take this softmax"
+        raise Refused("the row kernels take this softmax")
     return prod(shape[:axis]), shape[axis], prod(shape[axis + 1:])
 
 
-def layernorm_rows(node: NodeInfo) -> tuple[int, int] | str:
+def layernorm_rows(node: NodeInfo) -> tuple[int, int]:
     """LayerNormalization as [rows, cols] (normalised over the axes from `axis` on), scale/bias of cols values."""
-    missing = require_present(node, 2) or extra_outputs(node, 3)
-    if missing:
-        return missing
+    require_present(node, 2)
+    refuse_extra_outputs(node, 3)
     if int(node.attr("stash_type", 1)) != 1:
-        return f"stash_type {node.attr('stash_type')} is not supported (float32 statistics only)"
+        raise Refused(f"stash_type {node.attr('stash_type')} is not supported (float32 statistics only)")
     shape = node.inputs[0].shape
     axis = norm_axis(int(node.attr("axis", -1)), len(shape))
-    if isinstance(axis, str):
-        return axis
     rows, cols = _split_at(shape, axis)
     for i in (1, 2):
         t = node.input(i)
         if t is not None and t.numel != cols:
-            return f"input {i} {list(t.shape)} does not hold the {cols} normalised values"
+            raise Refused(f"input {i} {list(t.shape)} does not hold the {cols} normalised values")
     return rows, cols
 
 
-def gap_rows(node: NodeInfo) -> tuple[int, int] | str:
+def gap_rows(node: NodeInfo) -> tuple[int, int]:
     """GlobalAveragePool as [N*C, spatial] means."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+    require_present(node, 1)
     shape = node.inputs[0].shape
     if len(shape) < 3:
-        return f"needs rank >= 3, got {list(shape)}"
+        raise Refused(f"needs rank >= 3, got {list(shape)}")
     return _split_at(shape, 2)
 
 
-def groupnorm_rows(node: NodeInfo) -> tuple[int, int] | str:
+def groupnorm_rows(node: NodeInfo) -> tuple[int, int]:
     """Instance/GroupNormalization as [N*groups, channels_per_group * spatial] rows, with [C] (or [groups])
     scale and bias."""
-    missing = require_present(node, 3) or extra_outputs(node, 1)
-    if missing:
-        return missing
+    require_present(node, 3)
+    refuse_extra_outputs(node, 1)
     shape = node.inputs[0].shape
     if len(shape) < 3:
-        return f"needs X of rank >= 3, got {list(shape)}"
+        raise Refused(f"needs X of rank >= 3, got {list(shape)}")
     C = shape[1]
     groups = C if node.op_type == "InstanceNormalization" else int(node.attr("num_groups", 0))
     if groups < 1 or C % groups:
-        return f"num_groups {groups} does not divide the {C} channels"
+        raise Refused(f"num_groups {groups} does not divide the {C} channels")
     if int(node.attr("stash_type", 1)) != 1:
-        return f"stash_type {node.attr('stash_type')} is not supported (float32 statistics only)"
+        raise Refused(f"stash_type {node.attr('stash_type')} is not supported (float32 statistics only)")
     for i in (1, 2):
         if node.inputs[i].numel not in (C, groups):
-            return f"input {i} {list(node.inputs[i].shape)} holds neither {C} channels nor {groups} groups"
+            raise Refused(f"input {i} {list(node.inputs[i].shape)} holds neither {C} channels nor {groups} groups")
     return shape[0] * groups, prod(shape[1:]) // groups
 
 
@@ -114,9 +103,6 @@ def _binding(op_type: str, rows_of: Callable, kernel: str, extra_args: Callable,
     """One row-reduction binding: grid ceil(rows / ROWS), block (THREADS, ROWS); `template_of(node)` gives the
     kernel's template arguments after THREADS and ROWS."""
 
-    def condition(node: NodeInfo) -> str | None:
-        return reason(rows_of(node))
-
     def plan(node: NodeInfo) -> list[Launch]:
         rows, cols = rows_of(node)
         template = [threads, rows_per_task] + (template_of(node) if template_of else [])
@@ -124,7 +110,7 @@ def _binding(op_type: str, rows_of: Callable, kernel: str, extra_args: Callable,
                        extra_args(node, rows, cols), FLOPS_PER_ELEMENT[op_type] * rows * cols,
                        tensor_bytes(*node.inputs, node.outputs[0]))]
 
-    return Binding(op_type, variant, SOURCE, kind, condition, plan, (kernel,))
+    return Binding(op_type, variant, SOURCE, kind, condition_of(rows_of), plan, (kernel,))
 
 
 def _rows_args(node: NodeInfo, rows: int, cols: int) -> list:
@@ -164,7 +150,7 @@ def _softmax_axis_binding(op_type: str) -> Binding:
         return [linear_launch("softmax_axis", [op_type == "LogSoftmax", BLOCK], n, BLOCK,
                               [In(0), Out(0), i32(outer), i32(length), i32(inner)], 5 * n * length,
                               tensor_bytes(node.inputs[0], node.outputs[0]))]
-    return Binding(op_type, "axis", SOURCE, "only", lambda node: reason(softmax_middle(node)), plan,
+    return Binding(op_type, "axis", SOURCE, "only", condition_of(softmax_middle), plan,
                    ("softmax_axis",))
 
 
@@ -176,40 +162,28 @@ def _softmax_bindings(op_type: str) -> tuple[Binding, ...]:
 
 
 # ---- Reduce* over any axes -----------------------------------------------------------------------------------
-def reduce_axes(node: NodeInfo) -> list[int] | str:
+def reduce_axes(node: NodeInfo) -> list[int]:
     """The sorted, non-negative reduced axes of a Reduce* node (every axis when none are given, none for
     noop_with_empty_axes), from the attribute or the constant axes input."""
-    missing = require_present(node, 1)
-    if missing:
-        return missing
+    require_present(node, 1)
     rank = len(node.inputs[0].shape)
     if node.input(1) is not None and "axes" not in node.attrs:
-        return "axes must be a constant"
+        raise Refused("axes must be a constant")
     axes = node.attr("axes", None)
     if axes is None or (isinstance(axes, list) and not axes):
         return [] if int(node.attr("noop_with_empty_axes", 0)) else list(range(rank))
-    out = []
-    for a in ([axes] if isinstance(axes, int) else axes):
-        axis = norm_axis(int(a), rank)
-        if isinstance(axis, str):
-            return axis
-        out.append(axis)
-    return sorted(set(out))
+    return sorted({norm_axis(int(a), rank) for a in ([axes] if isinstance(axes, int) else axes)})
 
 
-def reduce_view(node: NodeInfo) -> tuple[list[int], list[int], list[int], list[int]] | str:
+def reduce_view(node: NodeInfo) -> tuple[list[int], list[int], list[int], list[int]]:
     """Kept and reduced views of the input (sizes and strides each), checked against the output size."""
     axes = reduce_axes(node)
-    if isinstance(axes, str):
-        return axes
     shape = node.inputs[0].shape
     strides = contiguous_strides(shape)
     kept = merged_view([(d, s) for a, (d, s) in enumerate(zip(shape, strides)) if a not in axes])
     red = merged_view([(d, s) for a, (d, s) in enumerate(zip(shape, strides)) if a in axes])
-    if isinstance(kept, str) or isinstance(red, str):
-        return kept if isinstance(kept, str) else str(red)
     if prod(kept[0]) != node.outputs[0].numel:
-        return f"output {list(node.outputs[0].shape)} does not hold the {prod(kept[0])} reduced values"
+        raise Refused(f"output {list(node.outputs[0].shape)} does not hold the {prod(kept[0])} reduced values")
     return kept[0], kept[1], red[0], red[1]
 
 
@@ -231,7 +205,7 @@ def _reduce_def(op_type: str) -> OpDef:
               Shape(((4, 70),), {}, opset=since, positive=positive),
               Shape(((2, 3, 2, 5, 3),), {"axes": [-1, 1, 3]}, opset=since, positive=positive),
               Shape(((6, 40),), {"axes": [1], "keepdims": 0}, opset=since - 1, positive=positive))  # an attribute
-    return OpDef(op_type, (Binding(op_type, "axes", SOURCE, "only", lambda node: reason(reduce_view(node)),
+    return OpDef(op_type, (Binding(op_type, "axes", SOURCE, "only", condition_of(reduce_view),
                                    _reduce_plan, ("reduce_axes",), float_inputs=1),),
                  shapes, constant_inputs=("axes",))
 

@@ -11,6 +11,7 @@ from onnx import helper, numpy_helper
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, ResidentUse, Shape
 from kernel_corpus.ops._common import MAX_GRID_YZ, cdiv, i32, tensor_bytes
 from kernel_corpus.ops.elementwise import lstm_pointwise_nodes
+from toolchain.refusal import Refused
 
 SOURCE = "rnn.cu"
 THREADS = 256
@@ -38,31 +39,31 @@ class LstmCellShape:
         return self.B * (8 * self.H * (self.I + self.KH) + (pre + CELL_FLOPS) * self.H)
 
 
-def lstm_cell_shape(node: NodeInfo) -> LstmCellShape | str:
-    """The sizes of an LSTMCell node, or one line saying which input or output does not fit."""
+def lstm_cell_shape(node: NodeInfo) -> LstmCellShape:
+    """The sizes of an LSTMCell node (Refused, one line, when an input or output does not fit)."""
     c_prev, h_out, c_out = node.input(C_PREV), node.output(0), node.output(1)
     if c_prev is None or len(c_prev.shape) != 2:
-        return f"needs c_prev [B, H] as input {C_PREV}"
+        raise Refused(f"needs c_prev [B, H] as input {C_PREV}")
     B, H = c_prev.shape
     if [t.shape if t is not None else None for t in (h_out, c_out)] != [(B, H), (B, H)]:
-        return f"outputs must be h and c of shape {[B, H]}"
+        raise Refused(f"outputs must be h and c of shape {[B, H]}")
     x, wt, h_prev, rt, pre = (node.input(i) for i in (X, WT, H_PREV, RT, PRE))
     if (x is None) != (wt is None):
-        return "x and Wt must be given together"
+        raise Refused("x and Wt must be given together")
     I = 0 if x is None else x.shape[-1]
     if x is not None and (x.shape != (B, I) or wt.shape != (I, 4 * H)):
-        return f"needs x [B, I] and Wt [I, 4H] with B = {B}, H = {H}, got {list(x.shape)} and {list(wt.shape)}"
+        raise Refused(f"needs x [B, I] and Wt [I, 4H] with B = {B}, H = {H}, got {list(x.shape)} and {list(wt.shape)}")
     if (h_prev is None) != (rt is None):
-        return "h_prev and Rt must be given together"
+        raise Refused("h_prev and Rt must be given together")
     if h_prev is not None and (h_prev.shape != (B, H) or rt.shape != (H, 4 * H)):
-        return f"needs h_prev [{B}, {H}] and Rt [{H}, {4 * H}], got {list(h_prev.shape)} and {list(rt.shape)}"
+        raise Refused(f"needs h_prev [{B}, {H}] and Rt [{H}, {4 * H}], got {list(h_prev.shape)} and {list(rt.shape)}")
     pre_stride = -1
     if pre is not None:
         if pre.shape not in ((4 * H,), (B, 4 * H)):
-            return f"pre must be [{4 * H}] or [{B}, {4 * H}], got {list(pre.shape)}"
+            raise Refused(f"pre must be [{4 * H}] or [{B}, {4 * H}], got {list(pre.shape)}")
         pre_stride = 0 if len(pre.shape) == 1 else 4 * H
     if cdiv(B, BATCH_ROWS) > MAX_GRID_YZ:
-        return f"batch {B} needs more than {MAX_GRID_YZ} rTask rows"
+        raise Refused(f"batch {B} needs more than {MAX_GRID_YZ} rTask rows")
     return LstmCellShape(B, H, I, 0 if h_prev is None else H, pre_stride)
 
 
@@ -72,8 +73,6 @@ def _batch_condition(rows: int):
 
     def condition(node: NodeInfo) -> str | None:
         s = lstm_cell_shape(node)
-        if isinstance(s, str):
-            return s
         if node.input(PACKED) is not None:
             return PACKED_ONLY
         if (rows == 1) != (s.B == 1):
@@ -105,8 +104,6 @@ def _binding(units: int, kind: str, rows: int = BATCH_ROWS) -> Binding:
 def _vec4_condition(node: NodeInfo) -> str | None:
     """Batch 1 and H % 4 == 0 (whole float4 column quads)."""
     s = lstm_cell_shape(node)
-    if isinstance(s, str):
-        return s
     if node.input(PACKED) is not None:
         return PACKED_ONLY
     if s.B != 1 or s.H % 4:
@@ -214,8 +211,6 @@ def pack_lstm_weights(wt: np.ndarray | None, rt: np.ndarray | None, bias: np.nda
 def _resident_condition(node: NodeInfo) -> str | None:
     """Batch 1 with packed weights P whose rows are x's, then h's (or none), for J <= THREADS / 4 units."""
     s = lstm_cell_shape(node)
-    if isinstance(s, str):
-        return s
     p = node.input(PACKED)
     if p is None:
         return "needs packed weights P (input 6, the resident_weights pass)"
@@ -233,7 +228,6 @@ def _resident_plan(node: NodeInfo) -> list[Launch]:
     """The family head loads its vEUs' resident slices first (resident_load); every step then runs
     lstm_cell_resident, whose global traffic is x, h, pre rows and the state: the weights stay on chip."""
     s = lstm_cell_shape(node)
-    assert not isinstance(s, str)
     p = node.input(PACKED)
     blocks, rows1, cols = p.shape
     pre_rows = node.input(PRE) is not None and node.input(PRE).shape == (1, 4 * s.H)

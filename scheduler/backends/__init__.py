@@ -4,7 +4,7 @@ calls as their own plan steps). A backend of kind "rkernel" contributes corpus-s
 rTasks); one of kind "call" contributes `LibraryCall` steps that close the current rProgram.
 
 Fallback API (for nodes without an rKernel): `library_call(node_info, inputs, outputs, target)` returns the
-`scheduler.plan.LibraryCall` step that runs the node, or the one-line reason it cannot; `build_workload(...,
+`scheduler.plan.LibraryCall` step that runs the node, or the `Refusal` saying why it cannot; `build_workload(...,
 backends=("rtask", "library"))` puts those calls on `OpSpec.calls`, so a node with no rKernel but a call is
 planned as a library step instead of being refused."""
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from kernel_corpus.bindings import NodeInfo, TensorInfo
+from toolchain.refusal import Refusal
 
 from ..plan import LibraryCall
 
@@ -298,11 +299,12 @@ def refusal(node: NodeInfo, target: str = "cpu") -> str | None:
     return impl.condition(node) or (impl.gpu_condition(node) if target == "gpu" else None)
 
 
-def library_call(node: NodeInfo, inputs: list[str], outputs: list[str], target: str = "cpu") -> LibraryCall | str:
+def library_call(node: NodeInfo, inputs: list[str], outputs: list[str],
+                 target: str = "cpu") -> LibraryCall | Refusal:
     """The plan step that runs `node` through the library, or why it cannot (one line)."""
     why = refusal(node, target)
     if why is not None:
-        return why
+        return Refusal(why, by=NAME)
     impl = implementation(node.op_type)
     assert impl is not None
     attrs = {k: v for k, v in node.attrs.items() if isinstance(v, (int, float, str, list, tuple))}
@@ -346,11 +348,12 @@ def fallback_refusal(node: NodeInfo, target: str) -> str | None:
     return None
 
 
-def fallback_call(node: NodeInfo, inputs: list[str], outputs: list[str], target: str = "cpu") -> LibraryCall | str:
+def fallback_call(node: NodeInfo, inputs: list[str], outputs: list[str],
+                  target: str = "cpu") -> LibraryCall | Refusal:
     """A node no rKernel implements, as one onnxruntime call between rPrograms (or why it cannot be)."""
     why = fallback_refusal(node, target)
     if why is not None:
-        return f"no onnxruntime fallback: {why}"
+        return Refusal(f"no onnxruntime fallback: {why}", by=FALLBACK)
     attrs = {k: v for k, v in node.attrs.items() if isinstance(v, (int, float, str, list, tuple))}
     dtypes = {name: t.dtype for name, t in zip(list(inputs) + list(outputs), list(node.inputs) + list(node.outputs))
               if name and t is not None and t.dtype != "float32"}

@@ -3,9 +3,8 @@
 // (cuda_emu/include/emu_wmma.h, through cuda_emu.h); the parser (RT_PARSE) gets the declarations below, which
 // declare and never define. NVRTC and nvcc bring their own (this folder is never on their path).
 #pragma once
-#if defined(RT_CPU_EMULATOR)
-#include "cuda_emu.h"  // everything device code needs
-#elif defined(RT_PARSE)
+// RT_CPU_EMULATOR: nothing here; cuda_emu.h, included first (it defines the macro), declares it all
+#if defined(RT_PARSE) && !defined(RT_CPU_EMULATOR)
 namespace nvcuda {
 namespace wmma {
 struct row_major {};

@@ -2,7 +2,5 @@
 // (toolchain/include/stubs/README.md): the parser (RT_PARSE), the CPU emulator (RT_CPU_EMULATOR); NVRTC and nvcc
 // bring their own (this folder is never on their path).
 #pragma once
-#if defined(RT_CPU_EMULATOR)
-#include "cuda_emu.h"  // everything device code needs
-#endif
+// RT_CPU_EMULATOR: nothing here; cuda_emu.h, included first (it defines the macro), declares it all
 // RT_PARSE: the parse prelude declares it

@@ -477,6 +477,9 @@ class CpuModule:
             lib.emu_san_alloc.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong]
             lib.emu_san_alloc.restype = ctypes.c_void_p
             lib.emu_san_free.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_ulonglong]
+            lib.emu_san_undefined.argtypes = [ctypes.c_char_p, ctypes.c_uint]
+            lib.emu_san_undefined.restype = ctypes.c_uint
+            lib.emu_san_poison.argtypes = [ctypes.c_int]
             _LIBS[key] = lib
         return _LIBS[key]
 
@@ -512,17 +515,57 @@ class CpuModule:
         stall = env_stall_timeout(self.stall_timeout if stall_timeout is None else stall_timeout)
         cfg = _Cfg((ctypes.c_uint * 3)(*_dim3(grid, "grid")), (ctypes.c_uint * 3)(*_dim3(block, "block")),
                    int(dyn_smem), int(bool(cooperative)), budget, int(self.stack_size), int(stall * 1000))
+        with _LAUNCH_LOCK:
+            before = _snapshot(args, buffers) if "synccheck" in self.sanitize else None
+            undefined = self._launch_once(kernel, fn, cfg, args, names, buffers)
+            if undefined and before is not None:
+                self._check_undefined_reads(kernel, fn, cfg, args, names, buffers, before, undefined)
+
+    def _launch_once(self, kernel: str, fn: Any, cfg: Any, args: Sequence[Any], names: Sequence[str] | None,
+                     buffers: Mapping[int, tuple[str, np.ndarray]] | None) -> str:
+        """One run of the launcher; returns synccheck's note of a shuffle that read an exited lane ('' if none)."""
         keep: list[Any] = []
         err = ctypes.create_string_buffer(_ERR_CAP)
+        note = ctypes.create_string_buffer(_ERR_CAP)
         stats = _Stats()
-        with _LAUNCH_LOCK, self._guarded_args(args, names, buffers) as launch_args:
+        with self._guarded_args(args, names, buffers) as launch_args:
             argv = (_Arg * max(1, len(launch_args)))(*[_pack(i, a, keep) for i, a in enumerate(launch_args)])
             rc = fn(ctypes.byref(cfg), argv, len(launch_args), err, _ERR_CAP)
             self._lib.emu_last_stats(ctypes.byref(stats))
+            undefined = self._lib.emu_san_undefined(note, _ERR_CAP) if self.sanitize else 0
         self.last_stats = LaunchStats(stats.switches, stats.yields, stats.turns, stats.blocks, stats.threads,
                                       stats.seconds)
         if rc:
             raise EmuError(f"{kernel}: {self.resolve_sites(err.value.decode(errors='replace'))}")
+        return note.value.decode(errors="replace") if undefined else ""
+
+    def _check_undefined_reads(self, kernel: str, fn: Any, cfg: Any, args: Sequence[Any],
+                               names: Sequence[str] | None, buffers: Mapping[int, tuple[str, np.ndarray]] | None,
+                               before: list[np.ndarray], undefined: str) -> None:
+        """A shuffle read an exited lane (undefined in the PTX ISA): reruns the launch from the same inputs with
+        that value poisoned, and again plainly; reports the read when only the poisoned run's results differ (a
+        kernel that drops the value, or that no rerun reproduces, is left alone). The first run's results stay."""
+        first = _snapshot(args, buffers)
+        poisoned: list[np.ndarray] | None = None
+        failure = ""
+        try:
+            _restore(args, buffers, before)
+            self._lib.emu_san_poison(1)
+            try:
+                self._launch_once(kernel, fn, cfg, args, names, buffers)
+                poisoned = _snapshot(args, buffers)
+            except EmuError as e:
+                failure = str(e).split("\n")[0]
+            finally:
+                self._lib.emu_san_poison(0)
+            _restore(args, buffers, before)
+            self._launch_once(kernel, fn, cfg, args, names, buffers)
+            reproduced = _same(_snapshot(args, buffers), first)
+        finally:
+            _restore(args, buffers, first)
+        if reproduced and (failure or not _same(poisoned or [], first)):
+            effect = f"the launch then fails: {failure}" if failure else "the launch's results change with that value"
+            raise EmuError(f"{kernel}: synccheck: {self.resolve_sites(undefined)}; {effect}")
 
     # -- sanitizers ------------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -651,3 +694,24 @@ def _pack(i: int, a: Any, keep: list[Any]) -> _Arg:
         return _Arg(kind, arr.dtype.itemsize, arr.ctypes.data)
     raise EmuError(f"bad argument {i}: expected a numpy array, numpy scalar, int, float, bool, bytes or None, "
                    f"got {type(a).__name__}")
+
+
+def _arrays(args: Sequence[Any], buffers: Mapping[int, tuple[str, np.ndarray]] | None) -> list[np.ndarray]:
+    """The device memory a launch may change: its array arguments and the registered buffers."""
+    return [a for a in args if isinstance(a, np.ndarray)] + [arr for _, arr in (buffers or {}).values()]
+
+
+def _snapshot(args: Sequence[Any], buffers: Mapping[int, tuple[str, np.ndarray]] | None) -> list[np.ndarray]:
+    """Copies of that memory (to rerun a launch from the same inputs)."""
+    return [a.copy() for a in _arrays(args, buffers)]
+
+
+def _restore(args: Sequence[Any], buffers: Mapping[int, tuple[str, np.ndarray]] | None,
+             saved: list[np.ndarray]) -> None:
+    for a, s in zip(_arrays(args, buffers), saved):
+        a[...] = s
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Bit for bit (a NaN equals the same NaN)."""
+    return len(a) == len(b) and all(x.tobytes() == y.tobytes() for x, y in zip(a, b))

@@ -16,7 +16,8 @@ from cuda_emu import CpuModule, EmuError
 KERNELS = Path(__file__).resolve().parent / "emu_kernels"
 BROKEN = KERNELS / "broken.cu"
 NAMES = ["write_past_end", "read_before_start", "shared_overflow", "shared_read_overflow", "dynamic_overflow",
-         "missing_barrier", "two_barriers", "half_skips_barrier", "partial_shuffle", "late_leavers"]
+         "missing_barrier", "two_barriers", "early_exit_after_shared", "exited_lanes_in_mask", "late_leavers",
+         "shuffle_from_exited"]
 
 
 def line_of(tag: str) -> int:
@@ -98,24 +99,46 @@ def test_synccheck_divergent_barrier(synccheck):
     assert at("barrier-a") in report and at("barrier-b") in report
 
 
-def test_synccheck_barrier_skipped_by_half_the_block(synccheck):
-    report = run(synccheck, "half_skips_barrier", 1, 64, 0, [np.zeros(64, np.float32)])
-    assert report is not None and "synccheck: barrier skipped by part of the block" in report, report
-    # the barrier the lower half waits at, and the upper half's first shared access while they wait
-    assert f"__syncthreads at {at('skipped-barrier')}" in report and f"{BROKEN}:{line_of('skipped-barrier') - 1}" in report
+@pytest.mark.parametrize("n", [1, 17, 40, 63])
+def test_early_exit_before_a_barrier_is_legal(broken, n):
+    """sm_70+: threads that return (after touching shared memory) no longer count at the block's later barriers
+    (PTX ISA, exit); all three sanitizers stay quiet and the live threads get the rotated values."""
+    out = np.full(64, -1, np.float32)
+    assert run(broken, "early_exit_after_shared", 1, 64, 0, [out, np.int32(n)]) is None
+    assert out[:n].tolist() == [float((i + 1) % n) for i in range(n)] and (out[n:] == -1).all()
 
 
-def test_synccheck_collective_mask_naming_lanes_that_run_on(synccheck):
-    report = run(synccheck, "late_leavers", 1, 32, 0, [np.zeros(32, np.float32)])
-    assert report is not None and "synccheck: __shfl_xor_sync mask 0xffffffff names" in report, report
-    assert at("late-mask") in report and "never joins it" in report
-
-
-def test_exited_lanes_in_a_mask_are_legal(broken):
-    """CUDA asks only the non-exited lanes of a mask to take part: lanes that returned at once are fine."""
+@pytest.mark.parametrize("kernel", ["exited_lanes_in_mask", "late_leavers"])
+def test_exited_lanes_in_a_mask_are_legal(broken, kernel):
+    """A mask may name lanes that return before the collective or while it waits (PTX ISA: shfl.sync waits for
+    the non-exited lanes of membermask), as long as no lane reads from one that has exited."""
     out = np.zeros(32, np.float32)
-    assert run(broken, "partial_shuffle", 1, 32, 0, [out]) is None
-    assert out[:15].tolist() == [2 * i + 1 for i in range(15)]
+    assert run(broken, kernel, 1, 32, 0, [out]) is None
+    want = [float(i + (i ^ 1)) for i in range(16)] + [float(i) for i in range(16, 32)]
+    assert out.tolist() == (want if kernel == "late_leavers" else want[:16] + [0.0] * 16)
+
+
+@pytest.mark.parametrize("n,block", [(16, 32), (5, 32), (40, 64), (20, 20)])
+def test_synccheck_shuffle_reading_an_exited_lane(synccheck, n, block):
+    """The one thing the PTX ISA leaves undefined for exited threads: the value a shuffle sources from one. It is
+    reported when the results depend on it (a rerun with the value poisoned changes them)."""
+    out = np.zeros(64, np.float32)
+    report = run(synccheck, "shuffle_from_exited", 1, block, 0, [out, np.int32(n), np.int32(1)])
+    last = (n - 1) % 32
+    what = "has exited" if n < block else "does not exist (the block's last warp is partial)"
+    assert report is not None and f"__shfl_down_sync at {at('exited-source')}" in report, report
+    assert f"thread ({n - 1},0,0) (lane {last}) reads lane {last + 1} of its warp, which {what}" in report
+    assert report.endswith("the launch's results change with that value")
+    assert out[:n - 1].tolist() == [2.0 * i + (i % 32 != 31) for i in range(n - 1)]  # the first run stays
+
+
+@pytest.mark.parametrize("n,block", [(16, 32), (40, 64), (20, 20), (64, 64)])
+def test_an_exited_lane_read_that_is_dropped_is_legal(synccheck, n, block):
+    """A read of an exited (or missing) lane whose value is never used is no defect: nothing is reported."""
+    out = np.zeros(64, np.float32)
+    assert run(synccheck, "shuffle_from_exited", 1, block, 0, [out, np.int32(n), np.int32(0)]) is None
+    other = [i + 1 if i % 32 != 31 else i for i in range(n)]  # lane 31's source is out of range: its own value
+    assert out[:n].tolist() == [float(i + (other[i] if i + 1 < n else 0)) for i in range(n)]
 
 
 @pytest.mark.parametrize("which", ["memcheck", "racecheck", "synccheck"])

@@ -68,7 +68,6 @@ inline void block_setup(Block& b, unsigned linear_id, Fiber** th, const unsigned
     f->tid = uint3{i % blk[0], (i / blk[0]) % blk[1], i / (blk[0] * blk[1])};
     f->yield_turn = 0;
     f->why = "";
-    f->san_touch = f->san_wtouch = 0;
     ctx_make(f->ctx, f->map + kGuard, f->map_size - kGuard, fiber_entry);
     make_ready(f);
   }

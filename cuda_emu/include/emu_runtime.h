@@ -42,9 +42,7 @@ struct Fiber {
   BarKind bar_kind = BAR_SYNC;
   int bar_pred = 0, bar_res = 0;
   WarpOp wop = W_SYNC;
-  uintptr_t san_touch = 0;  // synccheck: site of a shared access made while its block waited at a barrier
   uintptr_t san_wsite = 0;  // synccheck: call site of the warp collective it waits in
-  uintptr_t san_wtouch = 0; // synccheck: site of an access made while lanes of its warp waited for it
   const char* wname = "";
   unsigned wmask = 0;
   int warg = 0, wwidth = 32, wpred = 0;
@@ -320,8 +318,7 @@ inline void bar_release(Block& b) {
   }
 }
 inline void san_barrier_arrive(Block& b, Fiber* f, const char* file, unsigned line);
-inline void san_warp_exit(Block& b, Fiber* f);
-inline void san_thread_exit(Block& b, Fiber* f);
+inline unsigned long long san_shfl_from_exited(const Block& b, const Fiber* p, unsigned src);
 // Sanitized builds keep the barrier and collective entry points out of line: their return address is then
 // the CUDA source's call site (synccheck compares and reports it).
 #if defined(EMU_SANITIZE)
@@ -385,7 +382,8 @@ inline void warp_result(Block& b, unsigned w, unsigned group, Fiber* p) {
     case W_SYNC: p->wres = 0; break;
     case W_IDX: case W_UP: case W_DOWN: case W_XOR: {
       int j = shfl_src(p->wop, (int)lane, p->warg, p->wwidth);
-      p->wres = ((group >> j) & 1u) ? val((unsigned)j) : p->wval;
+      if (((b.warp_exited[w] >> j) & 1u) && (unsigned)j != lane) p->wres = san_shfl_from_exited(b, p, (unsigned)j);
+      else p->wres = ((group >> j) & 1u) ? val((unsigned)j) : p->wval;
       break;
     }
     case W_BALLOT: case W_MATCH_ANY: p->wres = bits; break;
@@ -437,7 +435,6 @@ EMU_SITE_FN unsigned long long warp_collective(WarpOp op, const char* name, unsi
   f->wval = val; f->warg = arg; f->wwidth = width;
   f->state = S_WARP;
   f->san_wsite = EMU_CALL_SITE;
-  f->san_wtouch = 0;
   b.warp_arrived[w] |= 1u << lane;
   if (!warp_try(b, w, f->wmask & ~b.warp_exited[w])) suspend(f);
   return f->wres;
@@ -449,8 +446,6 @@ inline unsigned active_mask() {
 
 [[noreturn]] inline void thread_exit(Fiber* f) {
   Block& b = *f->blk;
-  san_thread_exit(b, f);
-  san_warp_exit(b, f);
   f->state = S_DONE;
   b.live--;
   g.live_total--;

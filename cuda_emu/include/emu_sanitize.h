@@ -13,9 +13,9 @@
 //              since the block's last barrier; an access from another warp that conflicts (write after read,
 //              read after write, write after write) with no __syncthreads (or rTask barrier) in between is
 //              reported with both sites. Threads of one warp are not checked against each other.
-//   synccheck  a block barrier whose threads arrive from different __syncthreads call sites; a thread that
-//              skips a barrier the rest of its block waits at, touching shared memory before it exits; a warp
-//              collective whose mask names lanes that were alive when it began but never joined it.
+//   synccheck  a block barrier whose threads arrive from different __syncthreads call sites; a warp shuffle
+//              that reads its value from a lane that has exited (or that a partial last warp lacks). Exited
+//              threads are otherwise legal (sm_70+): they no longer count at barriers or in masks.
 // A report names the thread and carries "@@SITE:+0x..@@" for each code location (an offset into the built
 // library); cuda_emu/module.py turns those into file:line with addr2line. Emulator internals that touch user
 // memory on purpose (atomics) are not instrumented (EMU_NOSAN) and check bounds explicitly.
@@ -67,6 +67,9 @@ struct SanState {
   char* shadow_area = nullptr;
   unsigned long long serial = 0;
   bool busy = false;            // inside a check (its own memory accesses are not checked)
+  unsigned undef_reads = 0;     // synccheck: shuffles of this launch that read an exited lane
+  char undef_first[768] = {};   // the first of them, described
+  bool poison = false;          // such a read returns the complement of the reader's value (the host's rerun)
 };
 inline SanState san;
 
@@ -227,23 +230,18 @@ EMU_SAN_FN bool san_is_shared(char* area, uintptr_t a) {
       return true;
   return false;
 }
-EMU_SAN_FN unsigned san_waiting_for(const Block& b, const Fiber* f);
 EMU_SAN_FN void san_access_checked(uintptr_t a, size_t n, bool write, uintptr_t site) {
-  Fiber* f = g.cur;
   char* area = san_area();
   bool shared = san_is_shared(area, a);
   if (shared) {
     bool in_area = a >= reinterpret_cast<uintptr_t>(area) && a < reinterpret_cast<uintptr_t>(area) + kSmemBytes;
     if ((san.flags & SAN_MEM) && in_area) san_check_shared(area, a, n, write, site);
     if (san.flags & SAN_RACE) san_race(area, a, n, write, site);
-    if ((san.flags & SAN_SYNC) && f->blk->bar_arrived && !f->san_touch) f->san_touch = site;
   } else if (!san_buf_near(a)) {
     return;  // neither shared memory nor a device buffer (the emulator's own variables, such as threadIdx)
   } else if (san.flags & SAN_MEM) {
     san_check_global(a, n, write, site);
   }
-  if ((san.flags & SAN_SYNC) && !f->san_wtouch && f->blk->warp_arrived[f->lin >> 5] && san_waiting_for(*f->blk, f))
-    f->san_wtouch = site;
 }
 EMU_NOSAN void san_access(uintptr_t a, size_t n, bool write, uintptr_t site) {
   if (!san.flags || !g.cur || !g.in_launch || g.failed || san.busy) return;
@@ -268,7 +266,6 @@ EMU_NOSAN void san_atomic(const void* p, size_t n, uintptr_t site) {
 // A barrier episode: the first thread to arrive fixes the source line; another line in the same episode is
 // divergence (threads of one block meeting at different __syncthreads).
 EMU_SAN_FN void san_barrier_arrive(Block& b, Fiber* f, const char* file, unsigned line) {
-  f->san_touch = 0;
   if (!(san.flags & SAN_SYNC)) return;
   if (b.bar_arrived == 0) { b.san_bar_file = file; b.san_bar_line = line; b.san_bar_first = f->lin; return; }
   if (line == b.san_bar_line && strcmp(file, b.san_bar_file) == 0) return;
@@ -280,38 +277,38 @@ EMU_SAN_FN void san_barrier_arrive(Block& b, Fiber* f, const char* file, unsigne
           b.san_bar_file, b.san_bar_line);
   san_fail(msg);
 }
-// A thread exiting while its block waits at a barrier it skipped, after touching shared memory meanwhile.
-EMU_SAN_FN void san_thread_exit(Block& b, Fiber* f) {
-  if (!(san.flags & SAN_SYNC) || !b.bar_arrived || !f->san_touch || g.failed) return;
-  char msg[1024] = {};
-  appendf(msg, sizeof msg, "synccheck: barrier skipped by part of the block: %s exits without reaching the "
-          "__syncthreads at %s:%u that %u thread(s) of its block wait at, after accessing shared memory at ",
-          here(), b.san_bar_file, b.san_bar_line, b.bar_arrived);
-  append_site(msg, sizeof msg, f->san_touch);
-  san_fail(msg);
-}
-// A lane that leaves its warp's pending collective behind: it is named in the mask of a lane waiting there,
-// runs code that touches memory instead of joining, and exits. (A lane that returns at once, before doing anything
-// else, is an exited lane the mask may name: CUDA asks only the non-exited lanes of a mask to take part.)
-EMU_SAN_FN unsigned san_waiting_for(const Block& b, const Fiber* f) {
-  unsigned w = f->lin >> 5, bit = 1u << (f->lin & 31u), waiting = b.warp_arrived[w] & ~bit, who = 0;
-  for (unsigned l = 0; waiting && l < 32; ++l)
-    if (((waiting >> l) & 1u) && (b.th[w * 32 + l]->wmask & bit)) who |= 1u << l;
-  return who;
-}
-EMU_SAN_FN void san_warp_exit(Block& b, Fiber* f) {
-  if (!(san.flags & SAN_SYNC) || !f->san_wtouch || g.failed) return;
-  unsigned who = san_waiting_for(b, f);
-  if (!who) return;
-  const Fiber* w = b.th[(f->lin & ~31u) + (unsigned)__builtin_ctz(who)];
-  char msg[1024] = {};
-  appendf(msg, sizeof msg, "synccheck: %s mask 0x%08x names %s, which never joins it: lanes 0x%08x of its warp "
-          "wait at ", w->wname, w->wmask, here(), who);
-  append_site(msg, sizeof msg, w->san_wsite);
-  appendf(msg, sizeof msg, " while it runs on (accessing memory at ");
-  append_site(msg, sizeof msg, f->san_wtouch);
-  appendf(msg, sizeof msg, ") and exits");
-  san_fail(msg);
+// What the PTX ISA says of exited threads, and so what synccheck does not report:
+//   exit:        "As threads exit, barriers waiting on all threads are checked to see if the exiting threads are
+//                the only threads that have not yet made it to a barrier{.cta} for all threads in the CTA [...]
+//                If the exiting threads are holding up the barrier, the barrier is released."
+//   barrier:     "barrier{.cta} instruction causes executing thread to wait for all non-exited threads from its
+//                warp [...] and for non-exited threads of all other warps participating in the barrier".
+//   shfl.sync, vote.sync, match.sync, bar.warp.sync: the executing thread waits "until all non-exited threads
+//                corresponding to membermask have executed" the instruction.
+// So a thread may return while the rest of its block meets a later __syncthreads (llm.c's `if (i >= n) return;`),
+// and a mask may name lanes that return before or after the collective begins. What the ISA leaves undefined
+// is the value such a lane would supply: shfl.sync "results are undefined if a thread sources a register from an
+// inactive thread or a thread that is not in membermask" (PTX ISA, shfl.sync). An exited lane is inactive for
+// good, so a shuffle whose computed source lane has exited is reported (the emulator would hand back the
+// caller's own value; a GPU hands back whatever the register file holds). A discarded undefined value is no
+// defect (a warp reduction over a partial warp reads past its last lane and drops what it got), so the read is
+// only recorded here; cuda_emu/module.py reruns the launch with the value poisoned (san.poison) and reports the
+// read when the launch's results change with it.
+EMU_SAN_FN unsigned long long san_shfl_from_exited(const Block& b, const Fiber* p, unsigned src) {
+  if (!(san.flags & SAN_SYNC) || g.failed) return p->wval;
+  if (san.undef_reads++ == 0) {
+    unsigned w = p->lin >> 5;
+    char* msg = san.undef_first;
+    size_t cap = sizeof san.undef_first;
+    msg[0] = 0;
+    appendf(msg, cap, "%s at ", p->wname);
+    append_site(msg, cap, p->san_wsite);
+    appendf(msg, cap, ": block (%u,%u,%u) ", b.idx.x, b.idx.y, b.idx.z);
+    describe_thread(msg, cap, b, p->lin);
+    appendf(msg, cap, " (lane %u) reads lane %u of its warp, which %s: the value is undefined (PTX ISA, shfl.sync)",
+            p->lin & 31u, src, w * 32 + src < b.n ? "has exited" : "does not exist (the block's last warp is partial)");
+  }
+  return san.poison ? ~p->wval : p->wval;
 }
 
 }  // namespace emu
@@ -360,8 +357,16 @@ extern "C" __attribute__((visibility("default"), used)) inline int emu_san_avail
 extern "C" __attribute__((visibility("default"), used)) inline void emu_san_begin(unsigned flags) {
   emu::san.flags = flags;
   emu::san.nbufs = 0;
+  if (flags) emu::san.undef_reads = 0;
   if (!emu::san.bufs) emu::san.bufs = static_cast<emu::SanBuf*>(calloc(emu::kMaxSanBufs, sizeof(emu::SanBuf)));
 }
+// synccheck: how many shuffles of the last launch read an exited lane (the first described in buf), and whether
+// the next launches poison the values they read.
+extern "C" __attribute__((visibility("default"), used)) inline unsigned emu_san_undefined(char* buf, unsigned cap) {
+  if (cap) snprintf(buf, cap, "%s", emu::san.undef_reads ? emu::san.undef_first : "");
+  return emu::san.undef_reads;
+}
+extern "C" __attribute__((visibility("default"), used)) inline void emu_san_poison(int on) { emu::san.poison = on != 0; }
 // Registers a device buffer [p, p + n) whose redzones span `red` bytes on each side.
 extern "C" __attribute__((visibility("default"), used)) inline int emu_san_add(void* p, unsigned long long n,
                                                                                  unsigned long long red,

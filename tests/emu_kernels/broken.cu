@@ -51,25 +51,43 @@ __global__ void two_barriers(float* out) {
   out[threadIdx.x] = buf[63 - threadIdx.x];
 }
 
-__global__ void half_skips_barrier(float* out) {
+// Legal on sm_70+ (PTX ISA: exiting threads release a barrier they hold up): the upper half returns after
+// touching shared memory while the lower half waits at a later barrier.
+__global__ void early_exit_after_shared(float* out, int n) {
   __shared__ float buf[64];
   buf[threadIdx.x] = threadIdx.x;
-  if (threadIdx.x < 32) __syncthreads();  // @skipped-barrier
-  out[threadIdx.x] = buf[(threadIdx.x + 32) % 64];  // @skipper-access: the upper half never waited
+  __syncthreads();
+  if ((int)threadIdx.x >= n) return;
+  float v = buf[(threadIdx.x + 1) % n];  // read while the others may already wait below
+  __syncthreads();  // the exited threads no longer count
+  buf[threadIdx.x] = v;
+  __syncthreads();
+  out[threadIdx.x] = buf[threadIdx.x];
 }
 
-// Legal (not a defect): the returning lanes have exited, and a mask may name exited lanes.
-__global__ void partial_shuffle(float* out) {
+// A shuffle may name exited lanes in its mask, and lanes may leave while the others wait in it (PTX ISA: it
+// waits for the non-exited lanes of the mask); here every read stays among the lanes that take part.
+__global__ void exited_lanes_in_mask(float* out) {
   float v = threadIdx.x;
   if (threadIdx.x >= 16) return;  // lanes 16..31 leave
-  v += __shfl_down_sync(0xffffffffu, v, 1);  // @legal-mask: names lanes that returned at once
+  v += __shfl_xor_sync(0xffffffffu, v, 1);  // @legal-mask: names lanes that returned
   out[threadIdx.x] = v;
 }
 
 __global__ void late_leavers(float* out) {
   float v = threadIdx.x;
   if (threadIdx.x < 16) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);  // @late-mask: lanes 16..31 are alive here, then return
+    v += __shfl_xor_sync(0xffffffffu, v, 1);  // lanes 16..31 are alive here, run on and return
   }
+  out[threadIdx.x] = v;
+}
+
+// Defect when `use` is set: lane n-1 reads lane n, which has returned (PTX ISA: the value is undefined), and
+// writes what it got. Without `use` the undefined value is dropped (as warp reductions over a partial warp do).
+__global__ void shuffle_from_exited(float* out, int n, int use) {
+  float v = threadIdx.x;
+  if ((int)threadIdx.x >= n) return;
+  float other = __shfl_down_sync(0xffffffffu, v, 1);  // @exited-source
+  if (use || (int)threadIdx.x + 1 < n) v += other;
   out[threadIdx.x] = v;
 }

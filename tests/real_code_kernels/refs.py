@@ -125,3 +125,20 @@ def overload_sum(a):
     """cu_overloads/overload_sum.cu: per row of `n` columns, twice its sum then its sum."""
     s = a["in"].reshape(-1, int(a["n"])).astype(np.float64).sum(axis=1)
     return {"out": np.stack([2 * s, s], axis=1).ravel()}
+
+
+def smooth_rows(a):
+    """Two 3-point averages per block of 128 (zero outside the block's live part), as float32 in CUDA's order."""
+    n, tile = int(a["n"]), 128
+    x = a["in"][:n].astype(np.float32)
+    out = a["out"].copy()
+    third = np.float32(3.0)
+    for lo in range(0, n, tile):
+        seg = x[lo:lo + tile]
+        last_in_tile = np.zeros(tile + 2, np.float32)
+        last_in_tile[1:1 + len(seg)] = seg
+        first = (last_in_tile[:-2] + last_in_tile[1:-1] + last_in_tile[2:]) / third
+        pad = np.zeros(len(seg) + 2, np.float32)
+        pad[1:-1] = first[:len(seg)]
+        out[lo:lo + len(seg)] = (pad[:-2] + pad[1:-1] + pad[2:]) / third
+    return {"out": out}

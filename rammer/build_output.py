@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Iterable
 
 from toolchain.files import Inputs, OutputError, shown
-from toolchain.outdir import JOURNAL, STAGING, Replacement, locked, recover
+from toolchain.outdir import JOURNAL, STAGING, Replacement
 
 from .runtime import MANIFEST, BuildError, read_manifest
 
@@ -53,20 +53,6 @@ def foreign_files(out: Path) -> list[Path]:
     ours = set(old_build_files(out))
     return sorted(p for p in out.rglob("*") if (p.is_file() or p.is_symlink())
                   and p.relative_to(out).as_posix() not in ours and STAGING not in p.relative_to(out).parts)
-
-
-def finish_interrupted(out: Path) -> None:
-    """A reader's part: finish a rebuild that was killed while swapping its files in (or drop its staging)."""
-    if not ((out / JOURNAL).is_file() or (out / STAGING).exists()):
-        return
-    try:
-        with locked(out):
-            recover(out)
-    except OSError as exc:
-        raise BuildError(f"{shown(out)}: error: an interrupted rebuild cannot be finished: {exc.strerror or exc}; "
-                         f"run `rammer build` again") from None
-    except OutputError as exc:
-        raise BuildError(str(exc)) from None
 
 
 def commit_build(rep: Replacement, files: Iterable[str]) -> None:

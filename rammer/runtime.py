@@ -14,7 +14,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from scheduler.graph import SchedulerError
-from toolchain.files import InputError, load_npz
+from toolchain.files import InputError, OutputError, load_npz
+from toolchain.outdir import finish_pending
 from scheduler.plan import LibraryCall, Step, program_steps
 from vdevice.program import Op, Program, plan_from_json
 
@@ -318,9 +319,11 @@ def _view(host: Mapping[str, np.ndarray], t: TensorSpec) -> np.ndarray:
 def load(out_dir: str | Path) -> Built:
     """Read a build folder written by build_model; anything missing or damaged is one line: corrupt or incomplete
     build, and what."""
-    from .build_output import finish_interrupted
     folder = Path(out_dir)
-    finish_interrupted(folder)  # a rebuild killed while swapping its files in is finished first
+    try:
+        finish_pending(folder)  # a rebuild killed while swapping its files in is finished first
+    except OutputError as exc:
+        raise BuildError(str(exc)) from None
     mpath = folder / MANIFEST
     if not mpath.is_file():
         raise BuildError(f"{folder}: error: not a rammer build folder (no {MANIFEST}); run `rammer build` first")

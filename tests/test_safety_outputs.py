@@ -359,9 +359,9 @@ def test_a_kill_at_every_step_of_a_rebuild_loses_nothing(tmp_path: Path) -> None
     assert (root / "b").is_symlink() and {k: new[k] for k in mine} == mine
     assert len(hook.steps) > 15, [s for s, _ in hook.steps]
     outcomes = set()
-    from rammer.build_output import finish_interrupted
+    from toolchain.outdir import finish_pending
     for step, snap in hook.steps:
-        finish_interrupted(snap / "real")  # what the next run (build, or `rammer run`) does first
+        finish_pending(snap / "real")  # what the next run (build, or `rammer run`) does first
         after = snapshot(snap / "real")
         assert {k: after.get(k) for k in mine} == mine, step  # the user's files never moved
         assert after in (old, new), (step, set(after) ^ set(new))
@@ -381,10 +381,10 @@ def test_a_kill_during_a_first_build_leaves_no_build_and_the_next_run_builds(tmp
     hook = Snapshots(root, tmp_path / "snaps")
     hook.run(build_model, root / "m.onnx", root / "b", target="cpu", veus=2, quiet=True)
     final = snapshot(root / "b")
-    from rammer.build_output import finish_interrupted
+    from toolchain.outdir import finish_pending
     for step, snap in hook.steps:
         if (snap / "b").is_dir():
-            finish_interrupted(snap / "b")
+            finish_pending(snap / "b")
             after = snapshot(snap / "b")
             assert after in ({}, final), step
     last = hook.steps[len(hook.steps) // 2][1]

@@ -69,6 +69,19 @@ def recover(out: Path) -> str | None:
     return None
 
 
+def finish_pending(out: Path) -> None:
+    """A reader's part: finish a replacement that was killed while swapping its files in (or drop its staging),
+    holding the lock; OutputError when that cannot be done (a read-only folder, a damaged journal)."""
+    if not ((out / JOURNAL).is_file() or os.path.lexists(out / STAGING)):
+        return
+    try:
+        with locked(out):
+            recover(out)
+    except OSError as exc:
+        raise OutputError(f"{shown(out)}: error: an interrupted run's files cannot be swapped in: "
+                          f"{exc.strerror or exc}; run the command that wrote the folder again") from None
+
+
 def _read_journal(journal: Path) -> dict:
     try:
         plan = json.loads(journal.read_text())

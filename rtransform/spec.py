@@ -235,7 +235,36 @@ def _arg(a: Any, path: str, where: str) -> ArgSpec:
     lo, hi = random_range(arg)
     if not lo < hi:
         raise SpecError(f"{path}: {where}: empty random range [{lo}, {hi})")
+    _check_representable(arg, path, where)
     return arg
+
+
+def _check_representable(arg: ArgSpec, path: str, where: str) -> None:
+    """Every value the init would give must fit the dtype: an int32 range past 2^31, a uint8 range below 0 or an
+    arange longer than int8 holds would wrap silently, and a float16 range past 65504 would give infinities."""
+    dt = np.dtype(arg.dtype)
+    lo, hi = random_range(arg)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        for field_name, v in (("low", arg.low), ("high", arg.high)):
+            if v is not None and v != int(v):
+                raise SpecError(f"{path}: {where}.{field_name}: {v!r} is not a whole number ({arg.dtype})")
+        top = min(info.max, np.iinfo(np.int64).max)  # random integers are drawn as int64
+        if arg.init == "random" and not (info.min <= lo and hi - 1 <= top):
+            raise SpecError(f"{path}: {where}: random range [{lo:g}, {hi:g}) does not fit {arg.dtype} "
+                            f"([{info.min}, {top}]); values would wrap")
+        if arg.init == "arange" and arg.size - 1 > info.max:
+            raise SpecError(f"{path}: {where}: arange up to {arg.size - 1} does not fit {arg.dtype} (at most "
+                            f"{info.max}); values would wrap")
+    elif dt.kind == "f":
+        big = float(np.finfo(dt).max)
+        if arg.init == "random" and not (-big <= lo and hi <= big):
+            raise SpecError(f"{path}: {where}: random range [{lo:g}, {hi:g}) exceeds {arg.dtype}'s largest value "
+                            f"{big:g}; values would be infinite")
+        if arg.init == "arange" and arg.size - 1 > big:
+            raise SpecError(f"{path}: {where}: arange up to {arg.size - 1} exceeds {arg.dtype}'s largest value {big:g}")
+    elif dt.kind == "b" and arg.init == "random" and not (0 <= lo and hi <= 2):
+        raise SpecError(f"{path}: {where}: random range [{lo:g}, {hi:g}) of a bool buffer must lie in [0, 2)")
 
 
 def _scalar_value(v: Any, dtype: str, path: str, where: str) -> Any:

@@ -13,7 +13,7 @@ import clang.cindex as ci
 
 from .output import RKernelMeta
 from .flags import CompileFlags
-from .parse import ParsedSource, line_col, line_starts, parse_cuda
+from .parse import ParsedSource, SourceInputError, line_col, line_starts, parse_cuda
 
 K = ci.CursorKind
 CONVERTER_VERSION = "2"
@@ -945,7 +945,10 @@ def _layout_bytes(members: list[SharedVar]) -> int | None:
 def convert_source(text: str, filename: str, kernels: list[str] | None = None, strict: bool = False,
                    include_dirs: list[str] | None = None, flags: CompileFlags | None = None) -> ConversionResult:
     """Convert every (or every named) __global__ kernel of a CUDA source into an rKernel plus a wrapper."""
-    src = parse_cuda(text, filename, include_dirs, flags)
+    try:
+        src = parse_cuda(text, filename, include_dirs, flags)
+    except SourceInputError as exc:
+        raise ConversionError(exc.diagnostics) from None
     conv = Converter(src)
     conv.collect()
     errors = src.errors()

@@ -26,7 +26,7 @@ from scheduler.passes import VEU_HEADER_BYTES as HEADER_BYTES
 from scheduler.plan import temp_buffer
 from vdevice.program import Op, Program, plan_to_json
 
-from toolchain.files import Inputs
+from toolchain.files import Inputs, regular_file_error
 from toolchain.outdir import STAGING_MARK, Replacement
 
 from .build_output import check_output_folder, commit_build, foreign_files  # noqa: F401  (re-exported)
@@ -627,6 +627,9 @@ def check_veus(num_veus: int, target: str) -> None:
 def build_inputs(model_path: str | Path, corpus: str | Path | None, user_libs: Any) -> Inputs:
     """Everything a build reads, which its output folder must not be at or above: the model (and its external
     data, beside it), the corpus and the user libraries."""
+    why = regular_file_error(model_path, "ONNX model")
+    if why:
+        raise BuildError(why)
     guard = Inputs().file(model_path, "the model being built")
     for f in external_data_files(model_path):
         guard.file(f, "external data of the model")

@@ -24,7 +24,7 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
     if out:
         try:  # refused before the work: over, into or above the model (or its external data)
             target = build_inputs(model, None, ()).check_file(out, "-o")
-        except OutputError as exc:
+        except (OutputError, SchedulerError) as exc:
             print(str(exc), file=sys.stderr)
             return 2
     try:

@@ -245,7 +245,11 @@ def convert_kernels(text: str, filename: str, flags: CompileFlags | None = None)
     The converter folds clang errors inside a kernel into that kernel's refusal; a kernel whose only
     problems are clang errors, or a clang error outside every refused kernel, makes the file `failed`."""
     import converter
-    parsed = converter.parse_cuda(text, filename, flags=flags)
+    from converter.parse import SourceInputError
+    try:
+        parsed = converter.parse_cuda(text, filename, flags=flags)
+    except SourceInputError as exc:
+        return Outcome(error=exc.diagnostics[0])
     clang_errors = [f"{filename}:{d.location.line}:{d.location.column}: error: {d.spelling}"
                     for d in parsed.errors()]
     try:

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from converter.flags import CompileFlags
-from converter.slice import SliceError, materialize_headers, slice_source
+from converter.slice import SliceError, header_copies, materialize_headers, slice_source
 from toolchain.cache import cache_dir, content_key
 from vdevice import RUNTIME_INCLUDE
 from toolchain.files import InputError, Inputs, OutputError, read_input, write_atomic
@@ -35,11 +35,23 @@ EXIT_ERROR, EXIT_NO_GPU = 1, 2
 MAX_SOURCE_BYTES = 64 * 2**20  # a CUDA source (generated ones included) is far smaller; anything bigger is not one
 
 
+# The sliced copy of each local header this process built from -> the header itself: every message names the header
+# the user wrote (a syntax error, a sanitizer report's line), never the copy in the cache.
+_HEADER_COPIES: dict[str, str] = {}
+
+
+def original_paths(text: str) -> str:
+    """A message with the sliced copies of local headers replaced by the headers they were cut from."""
+    for copy, header in _HEADER_COPIES.items():
+        text = text.replace(copy, header)
+    return text
+
+
 class RunError(Exception):
     """A run that cannot happen; str() is the one line to print, .code the exit status."""
 
     def __init__(self, message: str, code: int = EXIT_ERROR):
-        super().__init__(message)
+        super().__init__(original_paths(message))
         self.code = code
 
 
@@ -96,6 +108,7 @@ def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = (),
     if sliced.headers:
         parts = (f"{h}\0{t}" for h, t in sorted(sliced.headers.items()))
         folder = cache_dir("sliced") / content_key(os.path.abspath(file), *parts)
+        _HEADER_COPIES.update({str(c): h for h, c in header_copies(sliced, folder).items()})
         body = materialize_headers(sliced, folder)
     return Prepared(file, spec, body, [*flags.include_dirs, *include_dirs], sliced.dropped_includes, flags)
 

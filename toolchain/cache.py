@@ -3,6 +3,7 @@ stubs, measured profiles): `$RAMMER_CACHE`, else `~/.cache/rammer`; keys are SHA
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 from pathlib import Path
@@ -55,6 +56,7 @@ def claim_root(root: Path | None = None) -> Path:
     root = cache_root() if root is None else root
     if root in _claimed:
         return root
+    max_bytes()  # a bad $RAMMER_CACHE_MAX_MB is one line at the cache's first use, not a surprise at eviction
     if not is_marked(root):
         if os.path.lexists(root) and not root.is_dir():
             raise CacheError(f"${ENV}={root}: error: not a folder; point ${ENV} at a new or empty folder")
@@ -128,12 +130,17 @@ def clear(kind: str | None = None) -> int:
 
 
 def max_bytes() -> int:
-    """The cache's size cap: $RAMMER_CACHE_MAX_MB (0 = no cap), else DEFAULT_MAX_MB."""
-    raw = os.environ.get(MAX_ENV, "")
+    """The cache's size cap: $RAMMER_CACHE_MAX_MB (0 = no cap), else DEFAULT_MAX_MB; CacheError (one line) for a
+    value that is not a finite number >= 0."""
+    raw = os.environ.get(MAX_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_MB * 2**20
     try:
-        mb = float(raw) if raw.strip() else DEFAULT_MAX_MB
+        mb = float(raw)
     except ValueError:
-        mb = DEFAULT_MAX_MB
+        mb = float("nan")
+    if not math.isfinite(mb) or mb < 0:
+        raise CacheError(f"${MAX_ENV}={raw!r}: error: not a size in MB (a finite number >= 0; 0 = no cap)")
     return int(mb * 2**20)
 
 

@@ -199,7 +199,11 @@ def include_closure(source: str | os.PathLike, include_dirs: Iterable[str | os.P
     dirs = [Path(d) for d in include_dirs]
     found: dict[Path, Include] = {}
     todo: list[tuple[Path, bytes | None]] = [(Path(source), text)]
-    todo += [(Path(f), None) for f in forced]
+    for f in forced:
+        why = regular_file_error(f, "-include file")
+        if why:
+            raise InputError(why)
+        todo.append((Path(f), None))
     while todo and len(found) < MAX_INCLUDES:
         cur, raw = todo.pop()
         if raw is None:

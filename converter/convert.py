@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import clang.cindex as ci
 
-from .output import RKernelMeta
+from .output import BarrierSite, Param, RKernelMeta, SharedVariable, SourceLocation, TemplateParam
 from .flags import CompileFlags
 from .parse import ParsedSource, SourceInputError, line_col, line_starts, parse_cuda
 
@@ -1187,8 +1187,8 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
                f"  RT_RUN_AS_KERNEL({sh_ptr}, ({f.name}__rtask{targs}(__rt{', ' if params else ''}{argnames})));\n}}"
                + _resume_line(conv, f.end))
     edits.append(Edit(f.end, f.end, wrapper))
-    tparams = [{"name": c.spelling, "kind": "type" if c.kind == K.TEMPLATE_TYPE_PARAMETER else "value",
-                "type": None if c.kind == K.TEMPLATE_TYPE_PARAMETER else c.type.spelling}
+    tparams = [TemplateParam(c.spelling, "type", None) if c.kind == K.TEMPLATE_TYPE_PARAMETER
+               else TemplateParam(c.spelling, "value", c.type.spelling)
                for c in f.cursor.get_children()
                if c.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER)]
     features = set(f.features)
@@ -1208,23 +1208,23 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     for g in [f] + ctx_callees:
         for off, kind in g.barrier_sites:
             ln, cl = src.location(off)
-            barrier_sites.append({"line": ln, "col": cl, "kind": kind, "function": g.qualname})
+            barrier_sites.append(BarrierSite(ln, cl, kind, g.qualname))
     meta = RKernelMeta(
         name=f.qualname,
         rkernel=f"{f.name}__rtask",
         wrapper=f.name,
         layout=layout,
-        params=[{"name": n, "type": p.type.spelling} for n, p in zip(names, params)],
+        params=[Param(n, p.type.spelling) for n, p in zip(names, params)],
         template_params=tparams,
         static_smem_bytes=_layout_bytes(order),
-        shared_variables=[{"member": m.member, "decl": m.decl_text, "bytes": m.size} for m in order],
+        shared_variables=[SharedVariable(m.member, m.decl_text, m.size) for m in order],
         dynamic_smem=bool(f.extern_shared or any(g.extern_shared for g in ctx_callees)),
         barrier_sites=barrier_sites,
         features=sorted(features),
         launch_bounds=launch_bounds,
         callees_cloned=[g.qualname + "__rt" for g in ctx_callees],
         warnings=[],
-        source={"file": src.filename, "line": line},
+        source=SourceLocation(src.filename, line),
     )
     return edits, meta
 

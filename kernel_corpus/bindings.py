@@ -37,14 +37,15 @@ import sys
 from dataclasses import dataclass, field
 from math import prod
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Callable, Literal, Union, get_args
 
 from toolchain.cache import content_key
 from toolchain.cxx import kernel_expr
 from toolchain.refusal import Refusal, Refused
 
 LEGACY_DIR = Path(__file__).parent / "legacy"
-KINDS = ("fast", "efficient", "only")
+BindingKind = Literal["fast", "efficient", "only"]  # a hint for the policy: the faster variant, the leaner, the one
+KINDS: tuple[str, ...] = get_args(BindingKind)
 INT32_MAX = 2**31 - 1
 FLOAT32 = "float32"
 OPSET = 20  # reference shapes are ONNX nodes of this opset (Gelu needs 20)
@@ -52,8 +53,9 @@ CUSTOM_DOMAIN = "ai.rammer"  # our fused ops (FusedMatMul, LSTMCell, ...) when w
 BACKENDS = ("rtask", "library", "user")  # how a binding executes: corpus rKernels, a vendor call, a user library
 # Arithmetic of a binding's products, most accurate first: fp32 (CUDA cores), 3xtf32 (tensor cores, float32
 # accuracy), tf32 (10-bit mantissas), bf16 (7-bit). A build allows one and every more accurate one.
-PRECISIONS = ("fp32", "3xtf32", "tf32", "bf16")
-DEFAULT_PRECISION = "3xtf32"  # builds: the least accurate that keeps float32 accuracy (models within 1e-4)
+Precision = Literal["fp32", "3xtf32", "tf32", "bf16"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+DEFAULT_PRECISION: Precision = "3xtf32"  # builds: the least accurate that keeps float32 accuracy (models within 1e-4)
 # Tolerance a binding of each precision is held to at least (max |got - want| / (1 + |want|)) at the test shapes
 # (K <= 300, operands in [-2, 2]): an absolute error near sqrt(K) * 2^-11 * |a| |b| for tf32, 2^-8 for bf16.
 PRECISION_TOL = {"fp32": 0.0, "3xtf32": 0.0, "tf32": 3e-2, "bf16": 2e-1}
@@ -142,13 +144,6 @@ def arg_to_json(arg: Arg) -> dict:
     return {"kind": type(arg).__name__.lower(), **dataclasses.asdict(arg)}
 
 
-def arg_from_json(obj: dict) -> Arg:
-    """Inverse of arg_to_json."""
-    kinds = {"in": In, "out": Out, "temp": Temp, "scalar": Scalar}
-    fields = {k: v for k, v in obj.items() if k != "kind"}
-    return kinds[obj["kind"]](**fields)
-
-
 @dataclass(frozen=True)
 class ResidentUse:
     """How a launch uses resident operands (docs/ARCHITECTURE.md §7): its rTask r reads slice r of the node inputs
@@ -235,7 +230,7 @@ class Binding:
     op_type: str
     variant: str
     source: str                                     # file name under kernel_corpus/legacy/
-    kind: str                                       # "fast" | "efficient" | "only" (a hint for the policy)
+    kind: BindingKind                               # a hint for the policy
     condition: Condition                            # op-specific shape/attribute conditions
     plan: Callable[[NodeInfo], list[Launch]]        # the launches, once the node applies
     kernels: tuple[str, ...]                        # legacy __global__ names the launches may use
@@ -245,7 +240,7 @@ class Binding:
     backend: str = "rtask"                          # BACKENDS: how the launches execute
     devices: tuple[str, ...] = ("gpu", "cpu")       # targets the binding runs on
     dtypes: tuple[str, ...] = (FLOAT32,)            # element types of its data inputs and outputs
-    precision: str = "fp32"                         # PRECISIONS: the arithmetic of its products
+    precision: Precision = "fp32"                   # the arithmetic of its products
     resident: tuple[int, ...] = ()                  # inputs whose rTask slices may stay resident on pinned vEUs
 
     @property

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from converter.output import as_json
 from kernel_corpus.bindings import Binding, In, NodeInfo, OpDef, Out, Scalar, Shape
 from kernel_corpus.bindings import registry as default_registry
 from kernel_corpus.reference import shape_node
@@ -46,10 +47,10 @@ def kernel_entries(source: str, text: str, outcome) -> dict[str, dict]:
         entries[k.name] = {
             "kernel": k.name, "source": source, "source_sha256": sha256_text(text),
             "status": k.status, "reason": k.reason,
-            "rkernel": rk and rk.rkernel, "template_params": rk.template_params if rk else [],
-            "params": rk.params if rk else [], "static_smem_bytes": rk and rk.static_smem_bytes,
+            "rkernel": rk and rk.rkernel, "template_params": as_json(rk.template_params if rk else []),
+            "params": as_json(rk.params if rk else []), "static_smem_bytes": rk and rk.static_smem_bytes,
             "dynamic_smem": rk and rk.dynamic_smem, "layout": rk and rk.layout,
-            "barrier_sites": rk.barrier_sites if rk else [], "features": k.features,
+            "barrier_sites": as_json(rk.barrier_sites if rk else []), "features": k.features,
             "launch_bounds": rk and rk.launch_bounds,
             "bindings": [], "instances": {}, "rtasks": [], "profile": {},
         }

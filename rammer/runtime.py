@@ -14,9 +14,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from scheduler.graph import SchedulerError
+from scheduler.plan import LibraryCall, Step, StepKind, program_steps
 from toolchain.files import InputError, OutputError, load_npz
 from toolchain.outdir import finish_pending
-from scheduler.plan import LibraryCall, Step, program_steps
 from vdevice.program import Op, Program, plan_from_json
 
 BUILD_FORMAT = 2   # 2: the manifest names itself (MARKER) and lists the files the build wrote
@@ -107,7 +107,7 @@ class Manifest:
                             {k: (v[0], int(v[1])) for k, v in obj["views"].items()}, obj["sources"],
                             [tuple(d) for d in obj["deps"]], obj["predicted_us"], obj.get("stats", {}),
                             files=list(obj["files"]),
-                            steps=[Step(s["kind"], int(s["index"])) for s in obj.get("steps", [])],
+                            steps=[Step.from_json(s) for s in obj.get("steps", [])],
                             calls=[LibraryCall.from_json(c) for c in obj.get("library_calls", [])])
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise BuildError(f"{where}: error: corrupt or incomplete build: manifest field {exc} is missing or "
@@ -197,14 +197,13 @@ class Built:
 
     def _nvcc_check(self) -> None:
         """Without a GPU, compile the generated program with nvcc (when installed) so errors show at build time."""
-        from toolchain.nvcc import find_nvcc
+        from toolchain.nvcc import find_nvcc, nvcc_command
         from vdevice.codegen import INCLUDE_DIR
-        nvcc = find_nvcc()
-        if nvcc is None:
+        if find_nvcc() is None:
             return
         import subprocess
-        cmd = [nvcc, "-std=c++17", "-arch=sm_90", "-c", "-o", os.devnull, f"-I{INCLUDE_DIR}",
-               f"-I{self.folder / 'rkernels'}", str(self.folder / "program.cu")]
+        cmd = nvcc_command(self.folder / "program.cu", os.devnull,
+                           include_dirs=[str(INCLUDE_DIR), str(self.folder / "rkernels")])
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if res.returncode:
             errs = [ln for ln in res.stderr.splitlines() if "error" in ln][:3]
@@ -242,7 +241,7 @@ class Built:
     def executor_steps(self, program_step: Any) -> list[Any]:
         """The build's steps for an executor: `program_step(k)` for rProgram k, a CallStep per library call."""
         from vdevice.executors import CallStep
-        return [program_step(s.index) if s.kind == "program" else
+        return [program_step(s.index) if s.kind == StepKind.PROGRAM else
                 CallStep(self.manifest.calls[s.index].node, library_step(self.manifest.calls[s.index]))
                 for s in self.steps]
 

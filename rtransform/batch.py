@@ -29,6 +29,7 @@ from pathlib import Path
 
 from converter import RKernelMeta, metadata_json, metadata_path
 from converter.flags import CompileDatabase, CompileFlags, FlagsError, load_database
+from converter.output import PtxasFigures
 from toolchain.cache import content_key
 from toolchain.files import (InputError, Inputs, OutputError, include_closure, is_temp_file, own_path, read_input,
                              regular_file_error, remove_own, sha256_file, shown, write_atomic)
@@ -152,14 +153,14 @@ def _write_output(out_dir: Path, job: FileJob, rel: str, data: str) -> None:
     job.written[rel] = sha256_file(dest)
 
 
-def convert_file(job: FileJob) -> FileRecord:
+def run_job(job: FileJob) -> FileRecord:
     """Convert one file, write its outputs, compile/verify on request; every exception becomes `failed`,
     and a failed file leaves no output behind."""
     out_dir = Path(job.out_dir)
     old = signal.signal(signal.SIGALRM, _raise_timeout) if job.timeout_s else None
     signal.alarm(job.timeout_s)
     try:
-        rec = _convert_file(job, out_dir)
+        rec = _run_job(job, out_dir)
     except _FileTimeout:
         rec = FileRecord(job.rel, "failed", f"{TRANSIENT_REASONS[0]} not done within {job.timeout_s} s")
     except _NotOurs as exc:
@@ -179,7 +180,8 @@ def _raise_timeout(signum, frame):
     raise _FileTimeout()
 
 
-def _convert_file(job: FileJob, out_dir: Path) -> FileRecord:
+def _run_job(job: FileJob, out_dir: Path) -> FileRecord:
+    """One file converted, its outputs written and checked as asked (run_job adds the timeout and the crash net)."""
     src = Path(job.src_dir) / job.rel
     if shown(job.rel) != job.rel:
         return FileRecord(job.rel, "failed", f"{shown(src)}: error: the file name is not UTF-8 text (another "
@@ -351,7 +353,7 @@ def attach_resources(job: FileJob, outcome: Outcome) -> str | None:
             continue
         spec = find_spec(src, rk.name)
         if spec is None or not spec.template_args:
-            rk.ptxas = {"arch": RESOURCE_ARCH, "instances": [], "note": "template: no spec gives its arguments"}
+            rk.ptxas = PtxasFigures(RESOURCE_ARCH, [], note="template: no spec gives its arguments")
             continue
         expr = kernel_expr(rk.name, spec.template_args)
         lines.append(f"void* __rt_instantiate_{len(instances)}() {{ return (void*)&{expr}; }}")
@@ -364,9 +366,9 @@ def attach_resources(job: FileJob, outcome: Outcome) -> str | None:
     found = {demangle_entry(sym): {"symbol": sym, **res} for sym, res in parse_ptxas(text).items()}
     for rk, targs in instances:
         res = found.get((rk.name.split("::")[-1], template_args_text(targs)))
-        rk.ptxas = {"arch": RESOURCE_ARCH, "instances": [{"template_args": targs, **res}] if res else []}
+        rk.ptxas = PtxasFigures(RESOURCE_ARCH, [{"template_args": targs, **res}] if res else [])
         kernel = next(k for k in outcome.kernels if k.name == rk.name)
-        kernel.resources = rk.ptxas["instances"]
+        kernel.resources = rk.ptxas.instances
     return None
 
 
@@ -575,7 +577,7 @@ def _pool_round(jobs: list[FileJob], workers: int, results: dict, on_done) -> li
     stall_s = max(j.timeout_s for j in jobs) + 60
     # fork: workers start at once with the converter already imported (spawn would re-import libclang)
     pool = cf.ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=mp.get_context("fork"))
-    futures = {pool.submit(convert_file, j): j for j in jobs}
+    futures = {pool.submit(run_job, j): j for j in jobs}
     lost: list[FileJob] = []
     pending = set(futures)
     try:

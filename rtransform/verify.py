@@ -162,11 +162,11 @@ def executor_source(meta: RKernelMeta, spec: LaunchSpec) -> str:
     """A persistent __global__ that runs the rKernel's rTasks from an order array (rtask_runtime.cuh protocol)."""
     qual = meta.name.rsplit("::", 1)[0] + "::" if "::" in meta.name else ""
     tparams = meta.template_params
-    header = ("template <" + ", ".join(f"typename {p['name']}" if p["kind"] == "type" else f"{p['type']} {p['name']}"
+    header = ("template <" + ", ".join(f"typename {p.name}" if p.kind == "type" else f"{p.type} {p.name}"
                                       for p in tparams) + ">\n") if tparams else ""
-    targs = "<" + ", ".join(p["name"] for p in tparams) + ">" if tparams else ""
-    params = "".join(f"{p['type']} {p['name']}, " for p in meta.params)
-    args = "".join(f", {p['name']}" for p in meta.params)
+    targs = "<" + ", ".join(p.name for p in tparams) + ">" if tparams else ""
+    params = "".join(f"{p.type} {p.name}, " for p in meta.params)
+    args = "".join(f", {p.name}" for p in meta.params)
     layout = meta.layout
     ltype = f"{qual}{layout}{targs}"
     layout_decl = (f"  __shared__ __align__(alignof({ltype})) unsigned char __rt_layout[sizeof({ltype})];\n"

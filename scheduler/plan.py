@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable
 
@@ -104,21 +105,33 @@ class LibraryCall:
         return LibraryCall(**obj)
 
 
+class StepKind(str, Enum):
+    """What a plan step runs: an rProgram (one persistent launch) or a library call between them."""
+
+    PROGRAM = "program"
+    LIBRARY = "library"
+
+
 @dataclass(frozen=True)
 class Step:
-    """One step of a plan, in run order: rProgram `index` (kind "program") or library call `index` ("library")."""
+    """One step of a plan, in run order: rProgram `index` (StepKind.PROGRAM) or library call `index` (LIBRARY)."""
 
-    kind: str
+    kind: StepKind
     index: int
 
     def to_json(self) -> dict:
         """{"kind", "index"}."""
-        return {"kind": self.kind, "index": self.index}
+        return {"kind": self.kind.value, "index": self.index}
+
+    @staticmethod
+    def from_json(obj: dict) -> "Step":
+        """Inverse of to_json."""
+        return Step(StepKind(obj["kind"]), int(obj["index"]))
 
 
 def program_steps(n: int) -> list[Step]:
     """The steps of a plan of rPrograms only: each program once, in order."""
-    return [Step("program", k) for k in range(n)]
+    return [Step(StepKind.PROGRAM, k) for k in range(n)]
 
 
 @dataclass
@@ -160,7 +173,7 @@ class Plan:
 
     def step_us(self, step: Step) -> float:
         """Predicted time of one step."""
-        return self.program_us[step.index] if step.kind == "program" else self.calls[step.index].us
+        return self.program_us[step.index] if step.kind == StepKind.PROGRAM else self.calls[step.index].us
 
     def to_json(self) -> dict:
         """A JSON-ready dict: scheduler fields, each op (corpus launch and vdevice op) and each program."""

@@ -7,17 +7,19 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
 import numpy as np
 from kernel_corpus.bindings import In
 from vdevice.program import Program, Wait
 
+from .plan import StepKind
 from .simulate import Barrier, veu_ends
 
 ROW_H, LEFT, WIDTH, TOP = 6, 60, 1400, 40
 MAX_RECTS = 40000  # above this, consecutive rTasks of one op type on a vEU are drawn as one box
 LEGEND_COLUMNS = 6
+SliceKind = Literal["rtask", "wait", "library"]
 
 
 def colour(name: str) -> str:
@@ -29,14 +31,15 @@ def colour(name: str) -> str:
 
 @dataclass(frozen=True)
 class Slice:
-    """One timed thing a vEU did: an rTask (`kind` "rtask") or a barrier-rTask's wait ("wait"), in µs."""
+    """One timed thing in predicted µs: a vEU's rTask (`kind` "rtask") or barrier-rTask wait ("wait"), or a library
+    call between the rPrograms ("library")."""
 
     program: int
     veu: int
     start: float
     end: float
     name: str                  # the node (rTask) or "wait"
-    kind: str = "rtask"
+    kind: SliceKind = "rtask"
     args: dict = field(default_factory=dict)  # op type, variant, rtask id, launch (rTasks); awaited tasks (waits)
 
 
@@ -45,7 +48,7 @@ def schedule_slices(plan: Any, programs: list[Program], barrier_us: Barrier) -> 
     (library calls as slices of their own process, after the rPrograms' ones)."""
     out, t0 = [], 0.0
     for step in plan.steps:
-        if step.kind == "library":
+        if step.kind == StepKind.LIBRARY:
             call = plan.calls[step.index]
             out.append(Slice(len(programs), 0, t0, t0 + call.us, call.node, "library",
                              {"op": call.op_type, "function": call.function, "backend": call.backend}))
@@ -270,7 +273,7 @@ def steps_text(plan: Any) -> str:
     """The plan's steps in order: 'rProgram 0 (12.3 us) -> library matmul of n3 (4.1 us) -> ...'."""
     out = []
     for step in plan.steps:
-        if step.kind == "program":
+        if step.kind == StepKind.PROGRAM:
             out.append(f"rProgram {step.index} ({plan.program_us[step.index]:.1f} us)")
         else:
             c = plan.calls[step.index]

@@ -12,7 +12,7 @@ from vdevice.program import Program, Run, TaskRef, validate_plan
 
 from .backends import BACKENDS
 from .graph import SchedulerError
-from .plan import Choice, LibraryCall, Plan, Step
+from .plan import Choice, LibraryCall, Plan, Step, StepKind
 from .workload import OpSpec, Workload
 
 CALL_BACKENDS = tuple(b.name for b in BACKENDS.values() if b.kind == "call")  # their nodes are steps of their own
@@ -124,14 +124,14 @@ def join(parts: list[Plan | LibraryCall], policy: str, profiler: Any) -> Plan:
     notes: list[str] = []
     for part in parts:
         if isinstance(part, LibraryCall):
-            steps.append(Step("library", len(calls)))
+            steps.append(Step(StepKind.LIBRARY, len(calls)))
             calls.append(part)
             continue
         offset = len(ops)
         ops += part.ops
         vops += part.programs[0].ops if part.programs else []
         for prog, us, need in zip(part.programs, part.program_us, part.veu_needs):
-            steps.append(Step("program", len(placed)))
+            steps.append(Step(StepKind.PROGRAM, len(placed)))
             placed.append((offset, prog))
             program_us.append(us)
             needs.append(need)
@@ -154,10 +154,10 @@ def check_steps(plan: Plan, workload: Workload, op_edges: list[tuple[int, int]])
     """Every node runs once, after its predecessors' steps; the rPrograms pass vdevice's validator."""
     step_of: dict[str, int] = {}
     for k, step in enumerate(plan.steps):
-        if step.kind == "library":
+        if step.kind == StepKind.LIBRARY:
             step_of[plan.calls[step.index].node] = k
     for k, step in enumerate(plan.steps):
-        if step.kind == "program":
+        if step.kind == StepKind.PROGRAM:
             for op in {i.task.op for v in plan.programs[step.index].veus for i in v if isinstance(i, Run)}:
                 step_of.setdefault(plan.ops[op].node, k)
     for spec in workload.ops:
@@ -165,7 +165,7 @@ def check_steps(plan: Plan, workload: Workload, op_edges: list[tuple[int, int]])
             raise SchedulerError(f"node '{spec.name}' is missing from the plan")
         for p in spec.preds:
             mine, theirs = step_of[spec.name], step_of[workload.ops[p].name]
-            if theirs > mine or (theirs == mine and plan.steps[mine].kind == "library"):
+            if theirs > mine or (theirs == mine and plan.steps[mine].kind == StepKind.LIBRARY):
                 raise SchedulerError(f"node '{spec.name}' runs in step {mine}, before its predecessor "
                                      f"'{workload.ops[p].name}' (step {theirs})")
     if plan.programs:

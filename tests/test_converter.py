@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from converter import ConversionError, ConversionResult, convert_file, convert_source
+from converter.output import RKernelMeta, SourceLocation
 from rtransform.spec import check_params, load_spec, make_inputs, param_from_type, template_arg_text
 from toolchain.nvcc import nvcc_compile
 from vdevice import RUNTIME_INCLUDE
@@ -599,8 +600,8 @@ def test_metadata_describes_each_rkernel(stem):
     for k in L.kernels():
         m = meta[L.qualname(k)]
         assert (m.rkernel, m.wrapper) == (f"{k.name}__rtask", k.name)
-        assert [(p["name"], norm_type(p["type"])) for p in m.params] == [(n, norm_type(t)) for t, n in L.params(k)]
-        assert [(t["name"], t["kind"], t["type"]) for t in m.template_params] == L.template_params(k)
+        assert [(p.name, norm_type(p.type)) for p in m.params] == [(n, norm_type(t)) for t, n in L.params(k)]
+        assert [(t.name, t.kind, t.type) for t in m.template_params] == L.template_params(k)
         sizes = [shared_bytes(d, L.defs) for d, _, _ in L.layout_members(k)]
         assert m.static_smem_bytes == (None if None in sizes else sum(sizes))  # 4-byte types: no padding
         assert m.layout == (f"{k.name}__rt_shared" if sizes else None)
@@ -609,8 +610,22 @@ def test_metadata_describes_each_rkernel(stem):
         lb = re.search(r"__launch_bounds__\s*\((.*?)\)", L.code[k.start:k.lparen])
         assert (m.launch_bounds and norm(m.launch_bounds)) == (lb and norm(lb.group(1)))
         missing = expected_features(L, k) - set(m.features)
-        assert not missing, f"features {m['features']} lack {sorted(missing)}"
-        assert m.source == {"file": str(L.path), "line": line_of(L.text, k.start)}
+        assert not missing, f"features {m.features} lack {sorted(missing)}"
+        assert m.source == SourceLocation(str(L.path), line_of(L.text, k.start))
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_metadata_json_keeps_its_format_and_reads_back(stem):
+    """The .rkernels.json objects keep the field names as keys (the format from before the parts were typed) and
+    RKernelMeta.from_json reads them back to the same metadata."""
+    for m in converted(stem).rkernels:
+        obj = json.loads(json.dumps(m.to_json()))
+        assert all(set(p) == {"name", "type"} for p in obj["params"])
+        assert all(set(t) == {"name", "kind", "type"} and t["kind"] in ("type", "value") for t in obj["template_params"])
+        assert all(set(v) == {"member", "decl", "bytes"} for v in obj["shared_variables"])
+        assert all(set(b) == {"line", "col", "kind", "function"} for b in obj["barrier_sites"])
+        assert set(obj["source"]) == {"file", "line"} and "ptxas" not in obj
+        assert RKernelMeta.from_json(obj) == m
 
 
 def expected_barrier_sites(L: Legacy, k: Fn) -> dict[tuple[int, int], str | None]:
@@ -638,7 +653,7 @@ def test_barrier_sites_point_at_the_barriers(stem):
     meta = {m.name: m for m in res.rkernels}
     for k in L.kernels():
         want = expected_barrier_sites(L, k)
-        got = {(s["line"], s["col"]): s["kind"] for s in meta[L.qualname(k)].barrier_sites}
+        got = {(s.line, s.col): s.kind for s in meta[L.qualname(k)].barrier_sites}
         assert set(got) == set(want), f"{k.name}: sites {sorted(got)}, barriers at {sorted(want)}"
         for where, kind in want.items():
             assert kind is None or got[where] == kind, f"{k.name} at {where}: {got[where]} != {kind}"

@@ -3,8 +3,6 @@ operators; the references against onnxruntime; registry rules, launch geometry a
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from kernel_corpus.bindings import (LEGACY_DIR, PRECISION_TOL, Binding, In, Node
                                     Shape, Temp, TensorInfo, registry)
 from kernel_corpus.cpu_run import build_module, kernel_exprs, run_launches
 from kernel_corpus.reference import node_model, run_reference, shape_node
+from toolchain.nvcc import nvcc_compile
 
 def _value_info(name: str, shape) -> onnx.ValueInfoProto:
     """A float graph input or (shape unknown) output."""
@@ -318,10 +317,7 @@ def test_refusals_give_one_line_reasons(op_type: str, variant: str, node: NodeIn
 
 # ---- the sources compile with nvcc (device code, every instantiation the tests use) ------------------------------
 @pytest.mark.nvcc
-def test_sources_compile_with_nvcc(tmp_path: Path) -> None:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc is not installed")
+def test_sources_compile_with_nvcc(tmp_path: Path, nvcc_path: str) -> None:
     exprs = kernel_exprs((b, c.node) for b, c in PAIRS)
     lines = [f'#include "{LEGACY_DIR / source}"' for source in sorted(exprs)]
     lines.append("void instantiate_all() {")
@@ -329,6 +325,5 @@ def test_sources_compile_with_nvcc(tmp_path: Path) -> None:
     lines.append("}")
     unit = tmp_path / "all_kernels.cu"
     unit.write_text("\n".join(lines) + "\n")
-    result = subprocess.run([nvcc, "-arch=sm_90", "-std=c++17", "-c", str(unit), "-o", str(tmp_path / "all.o")],
-                            capture_output=True, text=True, timeout=300)
+    result = nvcc_compile(unit, tmp_path / "all.o")
     assert result.returncode == 0, result.stderr[-3000:]

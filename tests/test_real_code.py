@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from converter import ConversionError, convert_file
+from converter.output import SharedVariable
 from rtransform.run import run_file
 from rtransform.verify import verify_file
 
@@ -286,7 +287,7 @@ def test_unnamed_kernel_parameters_are_passed_on_by_the_wrapper(tmp_path):
     cu.write_text(UNNAMED)
     res = convert_file(str(cu))
     assert "(scale__rtask<Twice>(__rt, out, in, n, __rt_arg3, __rt_arg4))" in res.output
-    assert [p["name"] for p in res.rkernels[1].params] == ["x", "n", "__rt_arg2"]
+    assert [p.name for p in res.rkernels[1].params] == ["x", "n", "__rt_arg2"]
     spec = tmp_path / "halve.spec.yaml"
     spec.write_text("kernel: halve\ngrid: [3]\nblock: [64]\nargs:\n"
                     "- {name: x, kind: buffer, dtype: float32, size: 192, init: random}\n"
@@ -387,8 +388,7 @@ def test_header_block_reduce_is_cloned_and_verifies_bit_exact(tmp_path, case, bl
     cu = KDIR / "header_reduce" / f"{case}.cu"
     meta = convert_file(str(cu)).rkernels[0]
     assert sorted(meta.callees_cloned) == ["block_reduce__rt", "warp_reduce__rt"]
-    assert meta.shared_variables == [{"member": "block_reduce__scratch", "decl": "float block_reduce__scratch[32]",
-                                      "bytes": 128}]
+    assert meta.shared_variables == [SharedVariable("block_reduce__scratch", "float block_reduce__scratch[32]", 128)]
     spec = tmp_path / f"{case}.spec.yaml"
     spec.write_text((KDIR / "header_reduce" / f"{case}.spec.yaml").read_text()
                     .replace("block: [64]", f"block: [{block}]").replace("block: [96]", f"block: [{block}]")
@@ -493,7 +493,7 @@ def test_namespaced_header_callees_reached_through_a_cu_callee_verify(tmp_path, 
     cu = _ns_case(tmp_path)
     meta = convert_file(str(cu)).rkernels[0]
     assert sorted(meta.callees_cloned) == ["helper__rt", "util::bsum__rt", "util::wsum__rt"]
-    assert [v["member"] for v in meta.shared_variables] == ["mine", "bsum__s"]
+    assert [v.member for v in meta.shared_variables] == ["mine", "bsum__s"]
     spec = tmp_path / "k.spec.yaml"
     spec.write_text(f"kernel: k\ngrid: [3]\nblock: [{block}]\nargs:\n"
                     f"- {{name: x, kind: buffer, dtype: float32, size: {3 * block}, init: random}}\n"

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import random
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from converter.slice import SliceError, device_slice, slice_source
+from toolchain.nvcc import nvcc_compile
 
 KEEP = [  # in dependency order; each piece is needed by kernel `k` below
     "#define SCALE 2.0f\n",
@@ -69,15 +67,12 @@ def test_mixed_file_keeps_device_code_in_place(tmp_path, seed):
     assert "#include <cstdio>" in out and "#include <cuda_runtime.h>" in out
 
 
-def test_sliced_file_compiles_with_nvcc(tmp_path):
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-    if nvcc is None:
-        pytest.skip("nvcc not found")
+@pytest.mark.nvcc
+def test_sliced_file_compiles_with_nvcc(tmp_path, nvcc_path):
     text, _ = build(7)
     src = tmp_path / "mix.cu"
     src.write_text(device_slice(text, str(src), ["k"]))
-    proc = subprocess.run([nvcc, "-std=c++17", "-arch=sm_90", "-c", str(src), "-o", str(tmp_path / "mix.o")],
-                          capture_output=True, text=True, timeout=300)
+    proc = nvcc_compile(src, tmp_path / "mix.o")
     assert proc.returncode == 0, proc.stderr
 
 

@@ -772,7 +772,7 @@ def test_launch_bounds_choice_from_ptxas():
 def _sass_tools() -> str | None:
     """Why the SASS comparison cannot run here, or None."""
     from toolchain.nvcc import find_nvcc
-    from vdevice.sass import find_cuobjdump
+    from toolchain.sass import find_cuobjdump
     if find_nvcc() is None:
         return "nvcc is not installed (pip install .[nvcc])"
     if find_cuobjdump() is None:
@@ -799,7 +799,7 @@ def test_converted_inner_loop_matches_legacy_sass(source, kernel, targs, grid, b
     from toolchain.cxx import template_arg_text
     from toolchain.ptxas import parse_ptxas
     from vdevice import RUNTIME_INCLUDE
-    from vdevice.sass import compile_sass, function, hottest_loop
+    from toolchain.sass import compile_sass, find_function, hottest_loop
 
     legacy = (CORPUS / source).read_text()
     take = f"\nvoid* vd_take = (void*)&{kernel}<{', '.join(template_arg_text(a) for a in targs)}>;\n"
@@ -811,13 +811,14 @@ def test_converted_inner_loop_matches_legacy_sass(source, kernel, targs, grid, b
     loops = {}
     for name, (text, dirs, fn) in variants.items():
         functions, log = compile_sass(text, dirs)
-        loops[name] = hottest_loop(function(functions, fn))
+        loops[name] = hottest_loop(find_function(functions, fn))
         spills = {k: e["spill_stores"] + e["spill_loads"] for k, e in parse_ptxas(log).items() if fn in k}
         assert spills and not any(spills.values()), f"{name}: spills {spills}"
     want = loops["legacy"]
-    assert want.ffma > 0
+    assert want is not None and want.ffma > 0
     for name in ("alone", "interpreter"):
         got = loops[name]
+        assert got is not None, f"{name}: no loop"
         ratio = got.ffma / want.ffma  # the same loop, possibly unrolled differently
         assert got.lds128 == pytest.approx(want.lds128 * ratio), f"{name}: {got} vs legacy {want}"
         assert got.global_loads == pytest.approx(want.global_loads * ratio), f"{name}: {got} vs legacy {want}"

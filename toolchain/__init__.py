@@ -1,10 +1,12 @@
-"""The bottom layer: facts about the tools on this machine (nvcc/ptxas, the C++ demangler, the cache root) that
-every other package asks for in one place. Imports nothing of the project."""
+"""The bottom layer: facts about the tools on this machine (the CUDA toolkit and its compiler command lines,
+ptxas, SASS, the C++ demangler and splitter, the cache root) and the typed refusal, which every other package asks
+for in one place. Imports nothing of the project."""
 from .cache import cache_root, content_key
-from .cxx import template_arg_text, template_args_text
+from .cxx import split_top_level, template_arg_text, template_args_text
 from .demangle import demangle_entry
-from .nvcc import find_nvcc, nvcc_compile
+from .nvcc import Toolkit, find_nvcc, find_toolkit, nvcc_command, nvcc_compile, nvrtc_options
 from .ptxas import parse_ptxas, run_ptxas
+from .refusal import Refusal, Refused
 
 
 def package_version() -> str:
@@ -16,6 +18,6 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
-__all__ = ["package_version", "cache_root", "content_key", "demangle_entry", "find_nvcc", "nvcc_compile", "parse_ptxas",
-           "run_ptxas",
-           "template_arg_text", "template_args_text"]
+__all__ = ["package_version", "cache_root", "content_key", "demangle_entry", "Toolkit", "find_toolkit", "find_nvcc",
+           "nvcc_command", "nvcc_compile", "nvrtc_options", "parse_ptxas", "run_ptxas", "Refusal", "Refused",
+           "split_top_level", "template_arg_text", "template_args_text"]

@@ -6,7 +6,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-RESOURCE_ARCH = "sm_90"
+from .nvcc import DEFAULT_ARCH as RESOURCE_ARCH
+from .nvcc import nvcc_command
+
 NVCC_TIMEOUT_S = 240
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
@@ -46,8 +48,8 @@ def run_ptxas(source: str, nvcc: str, include_dirs: list[str], arch: str = RESOU
     with tempfile.TemporaryDirectory(prefix="rt-resources-") as tmp:
         cu = Path(tmp) / "rkernels.cu"
         cu.write_text(source)
-        cmd = [nvcc, f"-arch={arch}", "--cubin", "-Xptxas", "-v"]
-        cmd += [a for d in include_dirs for a in ("-I", d)] + ["-o", str(Path(tmp) / "rkernels.cubin"), str(cu)]
+        cmd = nvcc_command(cu, Path(tmp) / "rkernels.cubin", arch, "--cubin", include_dirs, ptxas_verbose=True,
+                           nvcc=nvcc)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
         except subprocess.TimeoutExpired:

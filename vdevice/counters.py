@@ -16,15 +16,15 @@ import numpy as np
 
 from .program import Program, Run, Wait
 
-Step = tuple[int, int]  # (vEU, order among its rTasks)
+TaskPosition = tuple[int, int]  # an rTask by where it runs: (vEU, order among its rTasks)
 
 
 @dataclass(frozen=True)
 class Counters:
     """The grouping of one program's awaited rTasks."""
 
-    of_step: dict[Step, int]  # awaited rTask -> its counter
-    members: tuple[tuple[Step, ...], ...]  # counter -> the rTasks that increment it (once each per run)
+    of_step: dict[TaskPosition, int]  # awaited rTask -> its counter
+    members: tuple[tuple[TaskPosition, ...], ...]  # counter -> the rTasks that increment it (once each per run)
     waits: tuple[tuple[int, ...], ...]  # barrier-rTask, in program order (vEU by vEU) -> counters it polls
 
     @property
@@ -38,8 +38,8 @@ def group_waits(program: Program) -> Counters:
     waits = [(v, pc, instr) for v, instrs in enumerate(program.veus) for pc, instr in enumerate(instrs)
              if isinstance(instr, Wait)]
     runs = [program.runs(v) for v in range(program.num_veus)]
-    groups: list[list[Step]] = []
-    of_step: dict[Step, int] = {}
+    groups: list[list[TaskPosition]] = []
+    of_step: dict[TaskPosition, int] = {}
     by_key: dict[tuple, int] = {}
     for _, _, w in waits:
         for u, k in w.targets:
@@ -78,7 +78,7 @@ def _knowledge(program: Program, waits: list[tuple[int, int, Wait]]):
             yield instr.targets, implied
 
 
-def _split(groups: list[list[Step]], of_step: dict[Step, int], targets: tuple[Step, ...],
+def _split(groups: list[list[TaskPosition]], of_step: dict[TaskPosition, int], targets: tuple[TaskPosition, ...],
            implied: np.ndarray) -> None:
     """Move out of each group this wait touches the members it does not imply, into a new group."""
     for g in sorted({of_step[t] for t in targets}):

@@ -305,7 +305,7 @@ class CallStep:
     run: Callable[["VDevice"], None]
 
 
-Step = Union[int, CallStep]  # persistent executor: an int is an rProgram index
+RunStep = Union[int, CallStep]  # what the persistent executor runs, in order: an rProgram index or a call
 
 
 def run_call(vd: "VDevice", step: CallStep) -> None:
@@ -338,13 +338,13 @@ class PersistentExecutor:
 
     def __init__(self, ops: Sequence[Op], programs: Sequence[Program], sources: Mapping[str, str],
                  buffers: Mapping[str, np.ndarray], *, backend: str = "cpu", include_dirs: Sequence[str] = (),
-                 watchdog: int | None = None, vdevice: VDevice | None = None, steps: Sequence[Step] | None = None):
+                 watchdog: int | None = None, vdevice: VDevice | None = None, steps: Sequence[RunStep] | None = None):
         self.vd = vdevice or VDevice(ops, sources, buffers, backend, include_dirs)
         be = self.vd.backend
         self.watchdog = watchdog if watchdog is not None else (
             CPU_WATCHDOG_POLLS if be.name == "cpu" else GPU_WATCHDOG_CYCLES)
         self.loaded = [self._load(p) for p in programs]
-        self.steps: list[Step] = list(range(len(programs))) if steps is None else list(steps)
+        self.steps: list[RunStep] = list(range(len(programs))) if steps is None else list(steps)
         bad = [s for s in self.steps if isinstance(s, int) and not 0 <= s < len(self.loaded)]
         if bad:
             raise VDeviceError(f"step names rProgram {bad[0]}, but the plan has {len(self.loaded)}")

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from toolchain.stubs import stub_dirs
+from toolchain.nvcc import nvrtc_options
 
 class NoGpuError(RuntimeError):
     """No usable GPU (no CuPy, no driver, no device); str() is 'no GPU: <reason>'."""
@@ -54,9 +54,9 @@ class GpuModule:
         cp = _cupy()
         self._cp = cp
         cc = cp.cuda.Device(0).compute_capability  # e.g. "90"
-        options = ["-std=c++17", f"--gpu-architecture=sm_{cc}"]
-        # NVRTC has no host headers: the shared host stubs give the few macros and typedefs device code takes
-        options += [f"-I{os.path.abspath(d)}" for d in include_dirs] + [f"-I{d}" for d in stub_dirs(device=False)]
+        # include_dirs, the host stubs, the toolkit's headers, and only then CuPy's folder (a runtime wheel's lacks
+        # crt/: taken first, it broke every GPU build on the H100)
+        options = nvrtc_options(f"sm_{cc}", include_dirs)
         cuda_inc = os.path.join(cp.cuda.get_cuda_path() or "", "include")
         if os.path.isdir(cuda_inc):
             options.append(f"-I{cuda_inc}")

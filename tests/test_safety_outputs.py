@@ -399,7 +399,7 @@ def test_a_kill_at_every_step_of_convert_all_loses_nothing(tmp_path: Path, monke
         """The pool in this process, one file after another (a kill is one instant of one process)."""
         out = {}
         for job in jobs:
-            rec = batch.convert_file(job)
+            rec = batch.run_job(job)
             out[rec.path] = rec
             on_done(rec)
         return out

@@ -14,6 +14,7 @@ import clang.cindex as ci
 from .output import BarrierSite, Param, RKernelMeta, SharedVariable, SourceLocation, TemplateParam
 from .flags import CompileFlags
 from .parse import ParsedSource, SourceInputError, line_col, line_starts, parse_cuda
+from toolchain.cxx import split_top_level
 
 K = ci.CursorKind
 CONVERTER_VERSION = "2"
@@ -36,7 +37,8 @@ ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b
 _MEMBER_KINDS = (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION)
 _CLASS_KINDS = (K.STRUCT_DECL, K.CLASS_DECL, K.UNION_DECL, K.CLASS_TEMPLATE,
                 K.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION)
-_COLLECTED = {K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL, K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.VAR_DECL}
+_COLLECTED = {K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL, K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.VAR_DECL,
+              *_MEMBER_KINDS, *_CLASS_KINDS}
 # headers of this project (parse prelude, CUDA/vendor stubs, rTask runtime): not the user's code
 _TOOL_HEADERS = tuple(str(Path(__file__).resolve().parent.parent / d) + os.sep
                       for d in ("converter/include", "toolchain/include", "vdevice/include"))
@@ -103,6 +105,7 @@ class Func:
     lambdas: list[ci.Cursor] = field(default_factory=list)
     header_warp_calls: list[tuple[ci.Cursor, str]] = field(default_factory=list)  # (call, what it reaches)
     file: _File | None = None       # the local header that defines it; None: the main file
+    member: ci.CursorKind | None = None  # a member function of a .cu class: its kind (method, operator...)
 
     @property
     def needs_context(self) -> bool:
@@ -199,6 +202,30 @@ def _attrs(c: ci.Cursor) -> set:
     return {ch.kind for ch in c.get_children() if ch.kind.is_attribute()}
 
 
+def _is_device(c: ci.Cursor) -> bool:
+    """__device__ on the declaration or, for a member defined outside its class, on the one in the class."""
+    return K.CUDADEVICE_ATTR in _attrs(c) or (c.canonical != c and K.CUDADEVICE_ATTR in _attrs(c.canonical))
+
+
+def _qualifying_class(call: ci.Cursor) -> str:
+    """The class a dependent qualified call names (`BlockSum<BLOCK>::first_index()`: "BlockSum"), or ""."""
+    callee = next(iter(call.get_children()), None)
+    while callee is not None and callee.kind == K.UNEXPOSED_EXPR:
+        callee = next(iter(callee.get_children()), None)
+    if callee is None or callee.kind != K.DECL_REF_EXPR:
+        return ""
+    refs = [c.referenced for c in callee.get_children() if c.kind in (K.TEMPLATE_REF, K.TYPE_REF)]
+    return refs[-1].spelling if refs and refs[-1] is not None and refs[-1].kind in _CLASS_KINDS else ""
+
+
+def _member_callee(call: ci.Cursor) -> ci.Cursor | None:
+    """The `obj.name` / `ptr->name` of a member call (None for a call of a free function)."""
+    callee = next(iter(call.get_children()), None)
+    while callee is not None and callee.kind == K.UNEXPOSED_EXPR:
+        callee = next(iter(callee.get_children()), None)
+    return callee if callee is not None and callee.kind == K.MEMBER_REF_EXPR else None
+
+
 def _in_cg(ref: ci.Cursor | None) -> bool:
     p = ref.semantic_parent if ref is not None else None
     while p is not None and p.kind != K.TRANSLATION_UNIT:
@@ -240,7 +267,7 @@ def _is_texture(var: ci.Cursor) -> bool:
 def _qualname(c: ci.Cursor) -> str:
     parts = [c.spelling]
     p = c.semantic_parent
-    while p is not None and p.kind in (K.NAMESPACE, K.STRUCT_DECL, K.CLASS_DECL):
+    while p is not None and p.kind in (K.NAMESPACE, *_CLASS_KINDS):
         if p.spelling:
             parts.append(p.spelling)
         p = p.semantic_parent
@@ -262,6 +289,9 @@ class Converter:
         self.by_name: dict[str, list[Func]] = {}
         self.global_shared: dict[str, SharedVar] = {}
         self.fwd_decls: dict[str, list[ci.Cursor]] = {}   # device functions declared before their definition
+        self.member_defs: dict[str, list[ci.Cursor]] = {}  # device member functions of the .cu classes, by name
+        self._dyn_classes: dict[str, bool] = {}   # class USR -> whether a member declares an extern __shared__
+        self._tex_functors: dict[str, tuple[int, str]] | None = None  # classes whose operator() fetches textures
         self.warnings: list[str] = []
 
     @contextmanager
@@ -312,6 +342,16 @@ class Converter:
                 continue
             if kind in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
                 self._collect(c, self._c_linkage(c, extern_c))
+            elif kind in _CLASS_KINDS:
+                self._collect(c, extern_c)
+            elif kind in _MEMBER_KINDS or (kind == K.FUNCTION_TEMPLATE and c.semantic_parent is not None
+                                           and c.semantic_parent.kind in _CLASS_KINDS):
+                if not _is_device(c):
+                    continue
+                if c.is_definition():
+                    self.member_defs.setdefault(c.spelling, []).append(c)
+                else:  # declared in its class, defined outside: a clone's declaration goes beside it
+                    self.fwd_decls.setdefault(c.get_usr(), []).append(c)
             elif kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE):
                 attrs = _attrs(c)
                 body = next((ch for ch in c.get_children() if ch.kind == K.COMPOUND_STMT), None)
@@ -425,9 +465,13 @@ class Converter:
                     f.refusals.append((c.extent.start.offset, "extern and static __shared__ in one declaration"))
             elif k == K.CALL_EXPR:
                 self._call(f, c)
+                self._texture_functor_call(f, c)
             elif k in (K.TYPE_REF, K.TEMPLATE_REF):
                 ref = c.referenced
                 name = ref.spelling if ref is not None else ""
+                if ref is not None and ref.kind in _CLASS_KINDS and self._hands_out_dynamic_smem(ref):
+                    f.extern_shared = True  # SharedMemory<T>: its conversion returns the extern __shared__ array
+                    f.features.add("dynamic_shared")
                 if _in_cg(ref):
                     if name in CG_TYPES:
                         f.cg_types.append((c, name))
@@ -449,6 +493,45 @@ class Converter:
         for off, usr, msg in tex_refs:
             if not any(s <= off < e and usr in used for s, e, used in f.texture_calls):
                 f.refusals.append((off, msg))
+
+    def _texture_functor_call(self, f: Func, call: ci.Cursor) -> None:
+        """`f(i)` on an object of a template parameter type (a functor passed as a template argument): when a class
+        of this file whose operator() fetches from a texture is one such argument (named in a template argument
+        list or a launch), the call would run that fetch in the rTask: refused here, at the call."""
+        ref = call.referenced
+        if f.file is not None or ref is None or ref.kind not in (K.PARM_DECL, K.VAR_DECL) \
+                or ref.type.get_canonical().kind != ci.TypeKind.UNEXPOSED:
+            return
+        for cls, (line, fetch) in self._texture_functors().items():
+            if re.search(rf"<[^;<>]*\b{re.escape(cls)}\b[^;<>]*>|>>>\s*\([^;]*\b{re.escape(cls)}\s*[({{]",
+                         self.src.text):
+                f.refusals.append((call.extent.start.offset, f"'{ref.spelling}' ({ref.type.spelling}) is called as a "
+                                   f"functor, and '{cls}' is passed for it: its operator() (line {line}) uses "
+                                   f"texture/surface access {fetch}, which cannot run as an rTask"))
+                return
+
+    def _texture_functors(self) -> dict[str, tuple[int, str]]:
+        """Classes of this file whose operator() calls a texture/surface fetch: name -> (line, fetch)."""
+        if self._tex_functors is None:
+            self._tex_functors = {}
+            for d in self.member_defs.get("operator()", []):
+                for c in d.walk_preorder():
+                    if c.kind == K.CALL_EXPR and self.call_name(c) in TEXTURE_CALLS and d.semantic_parent is not None:
+                        self._tex_functors[d.semantic_parent.spelling] = (d.location.line, self.call_name(c))
+                        break
+        return self._tex_functors
+
+    def _hands_out_dynamic_smem(self, cls: ci.Cursor) -> bool:
+        """Whether a class of the user's code (the CUDA samples' SharedMemory<T>) declares an extern __shared__
+        array in one of its members: a kernel that names it uses the block's dynamic shared memory."""
+        key = cls.get_usr()
+        if key not in self._dyn_classes:
+            f = cls.location.file
+            self._dyn_classes[key] = f is not None and not cls.location.is_in_system_header \
+                and not os.path.abspath(f.name).startswith(_TOOL_HEADERS) \
+                and any(c.kind == K.VAR_DECL and c.storage_class == ci.StorageClass.EXTERN
+                        and K.CUDASHARED_ATTR in _attrs(c) for c in cls.walk_preorder())
+        return self._dyn_classes[key]
 
     def _analyse_params(self, f: Func) -> None:
         """Parameters of cooperative_groups types (`cg::thread_block_tile<32> tile`): the function is called with
@@ -490,8 +573,12 @@ class Converter:
         i = self.tok.first_from(callee.extent.start.offset)
         name = ""
         while i < len(self.tok.spell) and self.tok.start[i] < callee.extent.end.offset:
-            if self.tok.spell[i] == "<":
-                break
+            if self.tok.spell[i] == "<":  # `Cls<N>::name`: past the class's arguments; `name<T>`: done
+                j = self.tok.matching(i, "<", ">")
+                if j < 0 or j + 1 >= len(self.tok.spell) or self.tok.spell[j + 1] != "::":
+                    break
+                i = j + 1
+                continue
             if self.tok.kind[i] == ci.TokenKind.IDENTIFIER:
                 name = self.tok.spell[i]
             i += 1
@@ -538,7 +625,7 @@ class Converter:
                 and ref.semantic_parent.spelling in ("thread_block", "thread_group"):
             f.barrier_sites.append((off, "thread_block.sync"))
         else:
-            targets = self._resolve(c)
+            targets = self._resolve(c) or self._member_targets(c)
             if targets:
                 f.calls += [(c, t) for t in targets]
                 if any(self.funcs[t].is_kernel for t in targets):
@@ -555,7 +642,11 @@ class Converter:
                 elif found:
                     where, what, hard = found[0][1]
                     if hard or self.tok.at(off) < 0:
-                        f.refusals.append((off, f"'{name}' (defined in {where}) uses {what}: a device function "
+                        member = (found[0][0].get_definition() or found[0][0]).kind in _MEMBER_KINDS
+                        f.refusals.append((off, f"'{name}' (a member of a class in {where}) uses {what}: a local "
+                                           "header's class cannot be given a clone that takes the rTask (the header "
+                                           "is not rewritten)" if member else
+                                           f"'{name}' (defined in {where}) uses {what}: a device function "
                                            "that needs the rTask context is converted only when it is a function "
                                            "at namespace scope spelled in the .cu file or a local header"))
                     else:  # left as it is, behind a run-time check that the rTask's warps are whole
@@ -619,6 +710,38 @@ class Converter:
                                              and parent.kind in _CLASS_KINDS)
         return d if member and d.location.file is not None and self.src.is_main(d) else None
 
+    def _member_targets(self, call: ci.Cursor) -> list[str]:
+        """The device member functions of the .cu file's classes a call may reach (keys in funcs, adopted and
+        analysed here): the one it names, or for a dependent `obj.name(...)` in a template those of that name (of
+        the object's class, when its type names one). Each that needs the rTask context is cloned into its class."""
+        defs = [d for d in (self._member_definition(r) for r in _callees(call)) if d is not None]
+        if not defs and call.referenced is None:
+            named = self.member_defs.get(self.call_name(call), [])
+            member, cls = _member_callee(call), _qualifying_class(call)
+            if member is not None:  # `obj.name(...)`: the object's class when its type names one, else any
+                base = next(iter(member.get_children()), None)
+                cls = re.sub(r"^(const\s+|volatile\s+|struct\s+|class\s+)*", "",
+                             base.type.spelling if base is not None else "").split("<")[0].strip(" *&")
+            own = [d for d in named if d.semantic_parent is not None and d.semantic_parent.spelling == cls]
+            defs = own or (list(named) if member is not None else [])
+        usrs = [self._adopt_member(d) for d in defs]
+        return list(dict.fromkeys(u for u in usrs if u is not None))
+
+    def _adopt_member(self, d: ci.Cursor) -> str | None:
+        """A .cu class's member function as a callee (its key in funcs): analysed like a free function; one that
+        needs the rTask context gets a clone beside it in its class."""
+        usr = d.get_usr()
+        if usr in self.funcs:
+            return usr
+        body = next((ch for ch in d.get_children() if ch.kind == K.COMPOUND_STMT), None)
+        if body is None or not _is_device(d):
+            return None
+        g = Func(d, d.spelling, _qualname(d), d.extent.start.offset, d.extent.end.offset, body, False,
+                 d.kind == K.FUNCTION_TEMPLATE, member=d.kind)
+        self.funcs[usr] = g
+        self._analyse(g)
+        return usr
+
     def _adopt(self, ref: ci.Cursor) -> str | None:
         """Take a local header's device function in as a callee to clone (its key in funcs), or None when it
         cannot be: not at namespace scope (a member), no body, or its name not a token of the header (a macro)."""
@@ -658,8 +781,8 @@ class Converter:
         for c in d.walk_preorder():
             if c.kind == K.DECL_REF_EXPR and c.spelling in INDEX_VARS:
                 return where, c.spelling, True
-            if c.kind == K.VAR_DECL and K.CUDASHARED_ATTR in _attrs(c):
-                return where, "__shared__ memory", True
+            if c.kind == K.VAR_DECL and K.CUDASHARED_ATTR in _attrs(c) and c.storage_class != ci.StorageClass.EXTERN:
+                return where, "__shared__ memory", True  # an extern __shared__ array aliases the vEU's buffer
             if c.kind == K.CALL_EXPR:
                 callees = _callees(c)
                 # a dependent call (`__shfl_xor_sync(mask, v, o)` on a `T v`) has no spelling: its candidates do
@@ -709,6 +832,8 @@ class Converter:
         # header's are adopted by the caller), else by name
         cands = _overload_candidates(call)
         if not cands:  # a dependent call clang kept no candidates for: by name, when the name is not overloaded
+            if _member_callee(call) is not None:
+                return []  # `obj.name(...)`: a member (_member_targets), not the free function of that name
             by_name = self.by_name.get(self.call_name(call), [])
             return [by_name[0].cursor.get_usr()] if len(by_name) == 1 else []
         usrs = [d.get_usr() for d in cands
@@ -971,7 +1096,9 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
         chosen = [f for f in all_kernels if f.name in names or f.qualname in names]
     else:
         chosen = all_kernels
-    warnings = [f"{filename}:1:1: warning: header '{h}' not found; parsed as empty" for h in src.missing_includes]
+    warnings = [f"{filename}:1:1: warning: header '{h}' not found"
+                + (f" (included from {src.missing_via[h]})" if h in src.missing_via else "") + "; parsed as empty"
+                for h in src.missing_includes]
 
     edits: list[Edit] = []
     rkernels: list[RKernelMeta] = []
@@ -993,21 +1120,28 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
                 continue
             o = src.offset(d.location.line, d.location.column)
             if any(g.file is None and g.start <= o < g.end for g in [f] + reach):
-                problems.append(("", o, d.spelling))
+                problems.append(("", o, d.spelling + _missing_header_hint(src, d.spelling)))
         problems.sort()
+        fixed: dict[tuple[str, str], str] = {}  # template callees' __shared__ at the one instantiation used
         for g in reach:
             for v in g.shared:
                 if v.size is None and g.is_template:
+                    decl = _instantiated_decl(conv, [f] + reach, g, v)
+                    if decl is not None:
+                        fixed[(g.qualname, v.name)] = decl
+                        continue
                     problems.append((g.file.path if g.file else "", v.stmt.extent.start.offset,
                                      f"static __shared__ '{v.name}' of a size that depends on the template "
-                                     f"arguments of device function '{g.name}'"))
+                                     f"arguments of device function '{g.name}', called with more than one (or "
+                                     "no explicit) template argument list"))
         problems += _mixed_candidates(conv, [f] + reach)
+        problems += _uncloneable_members(conv, [f] + reach)
         if problems:
             refused.append({"name": f.qualname, "diagnostics": [_problem(conv, *p) for p in problems]})
             continue
         try:
             ctx_callees = [g for g in reach if conv.needs_ctx(g)]
-            kedits, meta = _convert_kernel(conv, f, ctx_callees)
+            kedits, meta = _convert_kernel(conv, f, ctx_callees, fixed)
         except _Refuse as r:
             refused.append({"name": f.qualname, "diagnostics": [_diag(src, r.offset, r.msg)]})
             continue
@@ -1046,12 +1180,51 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
     return ConversionResult(out, rkernels, refused, warnings, opened)
 
 
+def _missing_header_hint(src: ParsedSource, message: str) -> str:
+    """For an undeclared name while headers were missing (parsed as empty): which ones may have declared it."""
+    if not src.missing_includes or not re.search(r"undeclared identifier|unknown type name|no template named",
+                                                 message):
+        return ""
+    names = ", ".join(f"'{h}'" + (f" (included from {os.path.basename(src.missing_via[h])})"
+                                  if h in src.missing_via else "") for h in src.missing_includes)
+    return f": the device code uses a declaration of a header that was not found ({names})"
+
+
 def _problem(conv: Converter, path: str, offset: int, msg: str) -> str:
     """A refusal's `file:line:col: error:` line, in the main file ("") or the local header that spells it."""
     if not path:
         return _diag(conv.src, offset, msg)
     line, col = conv.headers[path].location(offset)  # type: ignore[union-attr]
     return f"{path}:{line}:{col}: error: {msg}"
+
+
+def _instantiated_decl(conv: Converter, funcs: list[Func], g: Func, v: SharedVar) -> str | None:
+    """A template callee's __shared__ declaration with its template parameters replaced by the arguments of the one
+    explicit instantiation the kernel's functions call (`matrixMul<8, size_t>(...)` makes `float As[block_size]
+    [block_size]` `float As[8][8]`); None when the calls spell none, or more than one."""
+    _, names, _ = conv.template_header(g)
+    key = g.cursor.get_usr()
+    lists: set[tuple[str, ...]] = set()
+    for h in funcs:
+        with conv.reading(h):
+            for c, usr in h.calls:
+                if usr != key:
+                    continue
+                i = conv._call_name_token(c, conv.call_name(c))
+                if i < 0 or i + 1 >= len(conv.tok.spell) or conv.tok.spell[i + 1] != "<":
+                    return None  # deduced: the arguments are the call's types
+                j = conv.tok.matching(i + 1, "<", ">")
+                text = conv.raw[conv.tok.end[i + 1]:conv.tok.start[j]].decode()
+                lists.add(tuple(a.strip() for a in split_top_level(text)))
+    if len(lists) != 1 or not names:
+        return None
+    args = next(iter(lists))
+    if len(args) != len(names) or any(re.search(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b", a)
+                                      for a in args):
+        return None
+    types = {ch.spelling for ch in g.cursor.get_children() if ch.kind == K.TEMPLATE_TYPE_PARAMETER}
+    sub = {n: a if n in types else f"({a})" for n, a in zip(names, args)}  # a type is never parenthesised
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: sub.get(m.group(0), m.group(0)), v.decl_text)
 
 
 def _mixed_candidates(conv: Converter, funcs: list[Func]) -> list[tuple[str, int, str]]:
@@ -1067,6 +1240,41 @@ def _mixed_candidates(conv: Converter, funcs: list[Func]) -> list[tuple[str, int
             if len({conv.needs_ctx(h) for h in cands}) > 1:
                 out.append((g.file.path if g.file else "", off, f"call to {cands[0].name}: some of its candidates "
                             "need the rTask context and some do not, so the call cannot name their clones"))
+    return out
+
+
+def _context_reason(conv: Converter, g: Func, seen: set[str] | None = None) -> str:
+    """What makes g need the rTask context (for a refusal), itself or through a callee."""
+    seen = set() if seen is None else seen
+    seen.add(g.cursor.get_usr())
+    own = ["the legacy thread/block indices" if g.uses_indices else "",
+           "static __shared__ memory" if g.shared or g.global_shared else "",
+           g.barrier_sites[0][1] if g.barrier_sites else "",
+           conv.call_name(g.warp_sites[0]) if g.warp_sites else "",
+           "cooperative groups" if g.cg_calls or g.cg_types else ""]
+    found = next((w for w in own if w), "")
+    for _, usr in g.calls:
+        h = conv.funcs.get(usr)
+        if not found and h is not None and usr not in seen and conv.needs_ctx(h):
+            found = f"{_context_reason(conv, h, seen)} (through {h.name})"
+    return found
+
+
+def _uncloneable_members(conv: Converter, funcs: list[Func]) -> list[tuple[str, int, str]]:
+    """Calls of a .cu class's operator, constructor or destructor that needs the rTask context: most are called
+    without an argument list of their own (`a + b`, a conversion, a declaration), so there is nowhere to pass the
+    rTask; they are refused at the call (named member functions are cloned)."""
+    out: list[tuple[str, int, str]] = []
+    for g in funcs:
+        for c, usr in g.calls:
+            h = conv.funcs.get(usr)
+            if h is None or h.member is None or not conv.needs_ctx(h):
+                continue
+            if h.member in (K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION) or h.name.startswith("operator"):
+                what = {K.CONSTRUCTOR: "constructor", K.DESTRUCTOR: "destructor"}.get(h.member, "operator")
+                out.append((g.file.path if g.file else "", c.extent.start.offset,
+                            f"{what} '{h.qualname}' uses {_context_reason(conv, h)}: operators, constructors and "
+                            "destructors are not given a clone that takes the rTask (named member functions are)"))
     return out
 
 
@@ -1097,8 +1305,10 @@ def _callees_first(funcs: list[Func], conv: Converter) -> list[Func]:
     return out
 
 
-def _member_names(conv: Converter, f: Func, reach: list[Func]) -> tuple[dict, list[SharedVar]]:
-    """Layout struct members: the kernel's own shared variables, then its callees', then file-scope ones."""
+def _member_names(conv: Converter, f: Func, reach: list[Func],
+                  fixed: dict[tuple[str, str], str]) -> tuple[dict, list[SharedVar]]:
+    """Layout struct members: the kernel's own shared variables, then its callees' (a template callee's at the one
+    instantiation the kernel calls: `fixed`), then file-scope ones."""
     members: dict = {}
     order: list[SharedVar] = []
     used: set[str] = set()
@@ -1109,7 +1319,7 @@ def _member_names(conv: Converter, f: Func, reach: list[Func]) -> tuple[dict, li
             name, n = f"{base}_{n}", n + 1
         used.add(name)
         members[(owner, v.name)] = name
-        decl = re.sub(r"\b" + re.escape(v.member) + r"\b", name, v.decl_text, count=1)
+        decl = re.sub(r"\b" + re.escape(v.member) + r"\b", name, fixed.get((owner, v.name), v.decl_text), count=1)
         order.append(SharedVar(v.name, name, decl, v.volatile, v.size, v.align, v.stmt, v.consts))
     for v in f.shared:
         add(f.qualname, v, v.name)
@@ -1122,11 +1332,12 @@ def _member_names(conv: Converter, f: Func, reach: list[Func]) -> tuple[dict, li
     return members, order
 
 
-def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[list[Edit], dict]:
+def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func],
+                    fixed: dict[tuple[str, str], str] | None = None) -> tuple[list[Edit], dict]:
     src, tok = conv.src, conv.tok
     clones = {g.cursor.get_usr(): g for g in ctx_callees}
     smem_callees = {u for u, g in clones.items() if conv.needs_smem(g)}
-    members, order = _member_names(conv, f, ctx_callees)
+    members, order = _member_names(conv, f, ctx_callees, fixed or {})
     theader, tnames, _ = conv.template_header(f)
     targs = f"<{', '.join(tnames)}>" if tnames else ""
     layout = f"{f.name}__rt_shared" if order else None
@@ -1153,7 +1364,7 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func]) -> tuple[
     lp = conv._paren_after_name(f)
     rp = tok.matching(lp, "(", ")")
     params = [c for c in f.cursor.get_children() if c.kind == K.PARM_DECL]
-    edits.append(Edit(tok.end[lp], tok.end[lp], "rt::Task& __rt" + (", " if params else "")))
+    edits.append(_task_parameter(tok, lp, "rt::Task& __rt", bool(params)))
     # an unnamed parameter (llm.c's `std::bool_constant<Atomic>` tag) gets a name in the wrapper, which passes it on
     names = [p.spelling or f"__rt_arg{k}" for k, p in enumerate(params)]
     raw_params = bytearray(conv.raw[tok.end[lp]:tok.start[rp]])
@@ -1258,13 +1469,9 @@ def _clone_body(conv: Converter, g: Func, clones: dict[str, Func], smem_callees:
     lp = conv._paren_after_name(g)
     params = [c for c in g.cursor.get_children() if c.kind == K.PARM_DECL]
     extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "")
-    edits.append(Edit(tok.end[lp], tok.end[lp], extra + (", " if params else "")))
+    edits.append(_task_parameter(tok, lp, extra, bool(params)))
     if needs_sh:
-        theader, _, close = conv.template_header(g)
-        if theader:
-            edits.append(Edit(tok.start[close], tok.start[close], ", class __RtL"))
-        else:
-            edits.append(Edit(g.start, g.start, "template <class __RtL> "))
+        edits.append(_layout_parameter(tok, g.start, g.is_template))
     line, col = conv.file.location(g.start)
     return _apply_range(conv.raw, edits, g.start, g.end), line, col
 
@@ -1279,19 +1486,34 @@ def _clone_declaration(conv: Converter, decl: ci.Cursor, g: Func, needs_sh: bool
     while lp < len(tok.spell) and tok.spell[lp] != "(":
         lp += 1
     has_params = any(c.kind == K.PARM_DECL for c in decl.get_children())
-    extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "") + (", " if has_params else "")
-    edits = [Edit(tok.start[name_i], tok.end[name_i], f"{g.name}__rt"), Edit(tok.end[lp], tok.end[lp], extra)]
-    head = ""
+    extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "")
+    edits = [Edit(tok.start[name_i], tok.end[name_i], f"{g.name}__rt"), _task_parameter(tok, lp, extra, has_params)]
     if needs_sh:
-        t = tok.at(start)
-        if t >= 0 and tok.spell[t] == "template":
-            close = tok.matching(t + 1, "<", ">")
-            edits.append(Edit(tok.start[close], tok.start[close], ", class __RtL"))
-        else:
-            head = "template <class __RtL> "
+        edits.append(_layout_parameter(tok, start, g.is_template))
     line, col = conv.src.location(start)
     text = _apply_range(conv.raw, edits, start, end)
-    return f"\n#line {line} \"{conv.src.filename}\"\n{' ' * (col - 1)}{head}{text};" + _resume_line(conv, at)
+    return f"\n#line {line} \"{conv.src.filename}\"\n{' ' * (col - 1)}{text};" + _resume_line(conv, at)
+
+
+def _task_parameter(tok: _Tokens, lp: int, text: str, has_params: bool) -> Edit:
+    """The task (and layout) parameters put first in a parameter list; a C-style `(void)` list is replaced."""
+    if not has_params and lp + 2 < len(tok.spell) and tok.spell[lp + 1] == "void" and tok.spell[lp + 2] == ")":
+        return Edit(tok.start[lp + 1], tok.end[lp + 1], text)
+    return Edit(tok.end[lp], tok.end[lp], text + (", " if has_params else ""))
+
+
+def _layout_parameter(tok: _Tokens, start: int, is_template: bool) -> Edit:
+    """The clone's `class __RtL` template parameter (the type of the layout it is passed): added to the function's
+    own `template <...>` head, the last of those leading its declaration (`template <class T> template <int N>
+    void S<T>::f()` has its class's first), or a new head after them."""
+    i, last = tok.at(start), -1
+    while 0 <= i < len(tok.spell) - 1 and tok.spell[i] == "template" and tok.spell[i + 1] == "<":
+        last = tok.matching(i + 1, "<", ">")
+        i = last + 1
+    if is_template and last >= 0 and tok.spell[last - 1] != "<":
+        return Edit(tok.start[last], tok.start[last], ", class __RtL")
+    at = tok.end[last] if last >= 0 else start
+    return Edit(at, at, (" " if last >= 0 else "") + "template <class __RtL> ")
 
 
 def _after_semicolon(conv: Converter, decl: ci.Cursor) -> int:

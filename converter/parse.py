@@ -32,6 +32,7 @@ class ParsedSource:
     text: str
     tu: ci.TranslationUnit
     missing_includes: list[str] = field(default_factory=list)
+    missing_via: dict[str, str] = field(default_factory=dict)   # a missing header of a local header: its includer
     _line_starts: list[int] = field(default_factory=list)
     _main_file: int | None = None     # the main file's CXFile handle, compared by value in is_main
 
@@ -181,7 +182,7 @@ def line_starts(raw: bytes) -> list[int]:
 
 
 def _resolvable(name: str, angled: bool, base_dir: Path, include_dirs: list[Path]) -> bool:
-    if has_stub(name):
+    if has_stub(name) or (angled and (CLANG_BUILTINS / name).is_file()):  # stubs; the compiler's own (<stdarg.h>)
         return True
     search = ([] if angled else [base_dir]) + include_dirs
     if any((d / name).exists() for d in search):
@@ -242,13 +243,10 @@ def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None,
     incs = [Path(p) for p in (include_dirs or [])] + [Path(p) for p in flags.include_dirs]
     check_parse_inputs(text, filename, incs, flags)
     unsaved = [(filename, text)]
-    missing: list[str] = []
     stub_dir = "/__rtransform_missing__"
-    for m in _INCLUDE_RE.finditer(text):
-        angled, name = m.group(1) == "<", m.group(2)
-        if not _resolvable(name, angled, base_dir, incs):
-            missing.append(name)
-            unsaved.append((f"{stub_dir}/{name}", "// missing header (rtransform)\n"))
+    missing = _missing_includes(text, filename, base_dir, incs)
+    for name in dict.fromkeys(name for name, _ in missing):
+        unsaved.append((f"{stub_dir}/{name}", "// missing header (rtransform)\n"))
     args = CLANG_ARGS + [f"-D{PARSE_DEFINE}=1", "-include", str(PRELUDE)]
     args += [a for a in flags.clang_args() if not a.startswith("-I")]   # -std, -D, -include (after the prelude)
     args += [f"-I{p}" for p in incs]                                    # the user's folders before the stubs
@@ -258,4 +256,34 @@ def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None,
     index = ci.Index.create()
     tu = index.parse(filename, args=args, unsaved_files=unsaved,
                      options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
-    return ParsedSource(filename, text, tu, missing, line_starts(text.encode()))
+    return ParsedSource(filename, text, tu, list(dict.fromkeys(n for n, _ in missing)),
+                        {n: via for n, via in reversed(missing) if via != filename},
+                        _line_starts=line_starts(text.encode()))
+
+
+def _missing_includes(text: str, filename: str, base_dir: Path, incs: list[Path],
+                      depth: int = 8) -> list[tuple[str, str]]:
+    """(header, includer) of each #include that resolves nowhere, in the file and, recursively, in the local headers
+    it includes: each is parsed as empty (a project's logging or serialization header that only host code needs
+    must not stop the parse; device code that needs a declaration from one is refused by its own errors)."""
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    todo = [(text, filename, base_dir)]
+    while todo and depth > 0:
+        nxt = []
+        for body, path, folder in todo:
+            for m in _INCLUDE_RE.finditer(body):
+                angled, name = m.group(1) == "<", m.group(2)
+                if not _resolvable(name, angled, folder, incs):
+                    out.append((name, path))
+                    continue
+                local = next((d / name for d in ([] if angled else [folder]) + incs if (d / name).is_file()), None)
+                if local is None or str(local) in seen:
+                    continue
+                seen.add(str(local))
+                try:
+                    nxt.append((local.read_text(encoding="utf-8", errors="replace"), str(local), local.parent))
+                except OSError:
+                    continue
+        todo, depth = nxt, depth - 1
+    return out

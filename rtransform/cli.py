@@ -1,6 +1,8 @@
 """`rtransform`: the kernel tools (convert, run, verify, convert-all, include-dir)."""
 from __future__ import annotations
 
+import re
+
 import sys
 from typing import Any
 from pathlib import Path
@@ -154,10 +156,18 @@ def _partial_hint(file: str, kernels: list[str], err: Exception, flags: Any = No
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--kernel", required=True, help="the __global__ function (qualified name or plain name)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the skeleton here (default: stdout)")
+@click.option("--from-host", is_flag=True, help="read the launch, the cudaMalloc sizes and their constants from the "
+              "host code (this file and --host files); the skeleton guess when no launch is found")
+@click.option("--host", "host_files", multiple=True, type=click.Path(dir_okay=False),
+              help="another file whose host code launches KERNEL (repeatable; with --from-host)")
+@click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
+              help="give a name of the host code its value (the problem size: --set N=4096; with --from-host)")
 @compile_options
-def spec(file: str, kernel: str, output: str | None, include_dirs, defines, forced_includes, std, build_dir) -> None:
-    """Write a launch-spec skeleton for KERNEL of FILE: its parameters as buffers and scalars, the launch sizes
-    the host code uses when it spells them with constants. Check the guesses before verifying."""
+def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files: tuple[str, ...],
+         settings: tuple[str, ...], include_dirs, defines, forced_includes, std, build_dir) -> None:
+    """Write a launch spec for KERNEL of FILE: with --from-host the host code's launch and sizes (at a small
+    problem size, each value it could not derive named in a comment); otherwise a skeleton of its parameters with
+    the launch sizes the host code spells with constants. Check the guesses before verifying."""
     from converter import write_atomic
     from converter.slice import SliceError
     from rtransform.run import RunError, read_source
@@ -166,7 +176,22 @@ def spec(file: str, kernel: str, output: str | None, include_dirs, defines, forc
     _input_file(file)
     target = _checked_output(_guard(file, flags, build_dir), output, "-o") if output else None
     try:
-        text = spec_skeleton(read_source(file), file, kernel, flags)
+        text = None
+        if from_host:
+            from rtransform.host_spec import HostSpecError, spec_from_host
+            overrides = {}
+            for s in settings:
+                name, _, value = s.partition("=")
+                if not re.fullmatch(r"[A-Za-z_]\w*(\.[xyz])?", name) or not value.strip().lstrip("-").isdigit():
+                    _fail([f"error: --set {s}: expected NAME=INTEGER"])
+                overrides[name] = int(value)
+            try:
+                text = spec_from_host(read_source(file), file, kernel, flags,
+                                      {h: read_source(h) for h in host_files}, overrides).yaml
+            except HostSpecError as e:
+                click.echo(f"{file}: note: {e}; the skeleton guess instead", err=True)
+        if text is None:
+            text = spec_skeleton(read_source(file), file, kernel, flags)
     except SliceError as e:
         _fail(e.diagnostics[:1])
     except RunError as e:

@@ -104,6 +104,9 @@ def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = (),
         raise RunError(e.diagnostics[0]) from None
     except SpecError as e:
         raise RunError(str(e)) from None
+    except (IndexError, KeyError, ValueError, AssertionError, AttributeError) as e:  # the slicer's own defect
+        raise RunError(f"{file}:1:1: error: the device-code slicer cannot read this file ({type(e).__name__}: "
+                       f"{e}); `rtransform convert` may still convert it: please report the file") from None
     body = sliced.text
     if sliced.headers:
         parts = (f"{h}\0{t}" for h, t in sorted(sliced.headers.items()))

@@ -118,6 +118,9 @@ RT_AT(unsigned, atomicInc, unsigned*, unsigned) RT_AT(unsigned, atomicDec, unsig
 #undef RT_AT_INT
 #undef RT_AT
 __device__ long long clock64();
+typedef long clock_t;     // <time.h>'s (long on Linux): device code names it without the header (sliced away)
+__device__ clock_t clock();  // an overload beside the host one of <time.h>
+#define CUDART_CB        // stream-callback calling convention: nothing on Linux
 __device__ int __popc(unsigned); __device__ int __popcll(unsigned long long); __device__ int __clz(int);
 __device__ int __ffs(int); __device__ unsigned __brev(unsigned); __device__ int __mul24(int, int);
 __device__ unsigned __umulhi(unsigned, unsigned);

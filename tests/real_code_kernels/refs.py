@@ -142,3 +142,33 @@ def smooth_rows(a):
         pad[1:-1] = first[:len(seg)]
         out[lo:lo + len(seg)] = (pad[:-2] + pad[1:-1] + pad[2:]) / third
     return {"out": out}
+
+
+def reduce_kernels(a):
+    """scan_blocks<int>, 128 threads: each block's inclusive prefix sums (zero past n) and its total."""
+    n, bs = int(a["n"]), 128
+    x = np.zeros(5 * bs, np.int64)
+    x[:n] = a["in"][:n]
+    scans = np.cumsum(x.reshape(5, bs), axis=1)
+    return {"out": scans.ravel()[:n].astype(np.int32), "block_sums": scans[:, -1].astype(np.int32)}
+
+
+def void_params(a):
+    """number_threads over grid (2, 3, 2) x block (4, 4, 4): id * 100 + (thread within the block) % 32."""
+    ids = np.arange(768)
+    return {"out": (ids * 100 + (ids % 64) % 32).astype(np.int32)}
+
+
+def saxpy_app(a):
+    """saxpy over the first n elements, float32 as CUDA computes a * x + y (one rounding each)."""
+    n, y = int(a["n"]), a["y"].copy()
+    y[:n] = np.float32(a["a"]) * a["x"][:n] + a["y"][:n]
+    return {"y": y}
+
+
+def block_transpose(a):
+    """transpose_16_long: out (cols x rows) = in (rows x cols) transposed."""
+    rows, cols = int(a["rows"]), int(a["cols"])
+    out = a["out"].copy()
+    out[:rows * cols] = a["in"][:rows * cols].reshape(rows, cols).T.ravel()
+    return {"out": out}

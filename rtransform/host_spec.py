@@ -1,0 +1,728 @@
+"""`rtransform spec FILE --kernel K --from-host`: a launch spec read from the host code that launches the kernel.
+
+The launch site (`K<<<grid, block, smem, stream>>>(args)`, `K<T, 64><<<...>>>`, `cudaLaunchKernel((void*)K, grid,
+block, args, smem, stream)`) gives the grid, block, dynamic shared memory, template arguments and the argument
+expressions; each pointer argument's `cudaMalloc(&p, bytes)` gives its buffer size, a `cudaMemcpy(p, ...,
+cudaMemcpyHostToDevice)` (or a const pointee) makes it an input; the names these expressions use are looked up in
+the launching function (`int n = 1 << 20;`, `dim3 grid(...)`, `grid.x = ...`), the file's constants (`#define`,
+`const int`), and, for a launcher function's parameters, the arguments of its calls. Names that stay unknown
+(sizes read from argv or a file) get a small default; sizes too large for the CPU emulator are scaled down. Every
+such choice is a note in the spec's header, and `--set NAME=VALUE` gives any name its value (the source's size,
+or another).
+
+Public API:
+    spec_from_host(text, filename, kernel, flags=None, host_texts=None, overrides=None) -> HostSpec
+    HostSpecError: no launch of the kernel in the host code (the caller falls back to the skeleton)
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+from converter.flags import CompileFlags
+from converter.slice import KernelParam, slice_source
+from rtransform.spec import C_TYPE_DTYPES
+
+DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
+MAX_THREADS = 1 << 14     # the CPU emulator runs every thread as a fiber: specs stay small
+MAX_ELEMENTS = 1 << 22    # per buffer
+SIZEOF = {"char": 1, "unsigned char": 1, "signed char": 1, "bool": 1, "short": 2, "unsigned short": 2, "int": 4,
+          "unsigned": 4, "unsigned int": 4, "float": 4, "long": 8, "unsigned long": 8, "long long": 8,
+          "unsigned long long": 8, "double": 8, "size_t": 8, "int8_t": 1, "uint8_t": 1, "int16_t": 2,
+          "uint16_t": 2, "int32_t": 4, "uint32_t": 4, "int64_t": 8, "uint64_t": 8, "half": 2, "__half": 2,
+          "__nv_bfloat16": 2, "float2": 8, "float4": 16, "int2": 8, "int4": 16, "double2": 16, "uint4": 16,
+          "uchar4": 4, "char4": 4, "float3": 12, "int3": 12, "uint2": 8, "half2": 4, "__half2": 4, "uint": 4,
+          "ushort": 2, "uchar": 1}
+_LANES = {"2": 2, "3": 3, "4": 4}
+
+
+class HostSpecError(Exception):
+    """No usable launch of the kernel in the host code; str() says why."""
+
+
+@dataclass
+class HostSpec:
+    yaml: str
+    notes: list[str] = field(default_factory=list)
+    site: str = ""
+
+
+# ---- the host code's text ---------------------------------------------------------------------------------------
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def _strip_comments(text: str) -> str:
+    """Comments blanked (lengths kept, so offsets stay)."""
+    return _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def _matching(text: str, i: int, open_: str = "(", close: str = ")") -> int:
+    """Index just past the bracket closing the one at i (or -1)."""
+    depth = 0
+    for j in range(i, len(text)):
+        if text[j] == open_:
+            depth += 1
+        elif text[j] == close:
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return -1
+
+
+def _split_args(s: str) -> list[str]:
+    """Top-level comma-separated parts (brackets and template angle brackets respected loosely)."""
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur.strip()] if cur.strip() else out
+
+
+@dataclass
+class Site:
+    """One launch of the kernel."""
+    file: str
+    text: str          # the file's text, comments blanked
+    at: int            # offset of the launch
+    targs: list[str]
+    grid: str
+    block: str
+    smem: str
+    args: list[str]
+
+
+def launch_sites(texts: dict[str, str], name: str) -> list[Site]:
+    """`name<...><<<g, b, s, st>>>(args)` and `cudaLaunchKernel(name, g, b, args, s, st)` in the texts."""
+    out = []
+    chevron = re.compile(rf"\b{re.escape(name)}\s*(<(?:[^<>;{{}}]|<[^<>;{{}}]*>)*>)?\s*<<<")
+    for file, raw in texts.items():
+        text = _strip_comments(raw)
+        for m in chevron.finditer(text):
+            end = text.find(">>>", m.end())
+            if end < 0:
+                continue
+            cfg = _split_args(text[m.end():end])
+            p = text.find("(", end)
+            close = _matching(text, p) if p >= 0 and not text[end + 3:p].strip() else -1
+            if len(cfg) < 2 or close < 0:
+                continue
+            targs = _split_args(m.group(1)[1:-1]) if m.group(1) else []
+            out.append(Site(file, text, m.start(), targs, cfg[0], cfg[1], cfg[2] if len(cfg) > 2 else "0",
+                            _split_args(text[p + 1:close - 1])))
+        for m in re.finditer(r"\bcudaLaunch(?:Cooperative)?Kernel\s*(?:<[^>]*>)?\s*\(", text):
+            close = _matching(text, m.end() - 1)
+            parts = _split_args(text[m.end():close - 1]) if close > 0 else []
+            if len(parts) < 4 or not re.search(rf"\b{re.escape(name)}\b", parts[0]):
+                continue
+            targs = []
+            tm = re.search(rf"\b{re.escape(name)}\s*<(.*)>", parts[0])
+            if tm:
+                targs = _split_args(tm.group(1))
+            out.append(Site(file, text, m.start(), targs, parts[1], parts[2], parts[4] if len(parts) > 4 else "0",
+                            _args_array(text, m.start(), parts[3])))
+    return out
+
+
+def _args_array(text: str, at: int, expr: str) -> list[str]:
+    """The argument expressions of `void *args[] = {&a, &b}` named by cudaLaunchKernel's args operand."""
+    name = expr.strip().lstrip("(").split(")")[-1].strip()
+    m = None
+    for m in re.finditer(rf"\b{re.escape(name)}\s*\[\s*\w*\s*\]\s*=\s*\{{([^}}]*)\}}", text[:at]):
+        pass
+    if m is None:
+        return []
+    return [re.sub(r"^\(\s*void\s*\*\s*\)\s*", "", a).lstrip("&").strip() for a in _split_args(m.group(1))]
+
+
+# ---- names and their values -------------------------------------------------------------------------------------
+_FUNC_HEAD = re.compile(r"(?:^|[;}\n])\s*(?:template\s*<[^{};]*>\s*)?(?:[\w:<>,\*&\s]+?)\b(\w+)\s*"
+                        r"\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*(?:const\s*)?\{", re.S)
+
+
+def _enclosing_function(text: str, at: int) -> tuple[str, list[str], int, int] | None:
+    """(name, parameter names, body start, body end) of the function around offset `at`."""
+    best = None
+    for m in _FUNC_HEAD.finditer(text, 0, at):
+        body = m.end() - 1
+        end = _matching(text, body, "{", "}")
+        if body < at < end and m.group(1) not in ("if", "for", "while", "switch", "catch", "return"):
+            best = (m.group(1), [_param_name(p) for p in _split_args(m.group(2))], body, end)
+    return best
+
+
+def _param_name(p: str) -> str:
+    p = p.split("=")[0].strip()
+    m = re.search(r"(\w+)\s*(\[[^\]]*\])?$", p)
+    return m.group(1) if m else ""
+
+
+_ASSIGN = re.compile(r"(?<![\.\w>\]\[])\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);")
+_DIM3_CTOR = re.compile(r"\bdim3\s+(\w+)\s*[\({]([^;]*)[\)}]\s*;")
+_DIM3_EQ = re.compile(r"\bdim3\s+(\w+)\s*=\s*(?:dim3\s*)?[\({]?([^;]*?)[\)}]?\s*;")
+_BUILTINS = ("min", "max", "ceil", "floor", "__cdiv")
+_CEIL_DIV = re.compile(r"\b(?:i?[dD]iv_?[uU]p|DIV_?UP|[cC]eil_?[dD]iv|CEIL_?DIV|cdiv|div_round_up|DivRoundUp)\s*\(")
+_RUNTIME_VALUE = re.compile(r"\b(argv|atoi|atol|atof|strtol|strtoul|stoi|stol|getenv|getCmdLine\w*|scanf|rand)\b")
+_FIELD = re.compile(r"\b(\w+)\.(x|y|z)\s*=\s*([^;]+);")
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
+_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w\s,]*)\)[ \t]+([^\n\\]+)$", re.M)
+_MALLOC = re.compile(r"\bcuda(?:Malloc|MallocManaged)\s*\(")
+
+
+def allocations(text: str) -> list[tuple[str, str]]:
+    """(pointer name, bytes expression) of each `cudaMalloc(&p, bytes)` / `cudaMalloc((void **)&p, bytes)`."""
+    out = []
+    for m in _MALLOC.finditer(text):
+        close = _matching(text, m.end() - 1)
+        parts = _split_args(text[m.end():close - 1]) if close > 0 else []
+        ptr = re.search(r"&\s*(\w+)\s*\)?\s*$", parts[0]) if len(parts) >= 2 else None
+        if ptr:
+            out.append((ptr.group(1), parts[1]))
+    return out
+_MEMSET0 = re.compile(r"\bcudaMemset(?:Async)?\s*\(\s*(\w+)\s*,\s*0\s*,")
+
+
+@dataclass
+class Env:
+    """Names -> C expressions, evaluated on demand; overrides win; unknowns are recorded."""
+    exprs: dict[str, str] = field(default_factory=dict)
+    overrides: dict[str, int] = field(default_factory=dict)
+    macros: dict[str, tuple[list[str], str]] = field(default_factory=dict)  # function-like #defines
+    types: dict[str, str] = field(default_factory=dict)      # typedef / using aliases of the files
+    scaled: dict[str, int] = field(default_factory=dict)
+    original: dict[str, int] = field(default_factory=dict)   # a scaled name's value before scaling
+    unknown: set[str] = field(default_factory=set)
+    used: set[str] = field(default_factory=set)              # names the launch's sizes were computed from
+    block_names: set[str] = field(default_factory=set)       # those the block size was (never scaled)
+    frozen: set[str] = field(default_factory=set)            # names the device code uses (never scaled)
+
+    def value(self, name: str, stack: tuple[str, ...] = ()) -> float | None:
+        self.used.add(name)
+        if name in self.overrides:
+            return self.overrides[name]
+        if name in self.scaled:
+            return self.scaled[name]
+        if name in self.exprs and name not in stack:
+            return evaluate(self.exprs[name], self, stack + (name,))
+        self.unknown.add(name)  # never defined, or only through itself (a caller's `M` passed as `M`)
+        return None
+
+
+def _c_to_python(expr: str) -> str:
+    e = expr.strip()
+    e = re.sub(r"\bsizeof\s*\(\s*([\w\s]+?)\s*\)", lambda m: str(SIZEOF.get(" ".join(m.group(1).split()), 0) or
+                                                                  f"__sizeof_{m.group(1)}"), e)
+    e = re.sub(r"\bstatic_cast\s*<[^>]*>", "", e)
+    e = re.sub(r"\(\s*(?:const\s+)?(?:unsigned\s+)?(?:int|long|long\s+long|size_t|float|double|unsigned|int64_t|"
+               r"uint32_t|uint64_t|int32_t|uint|ushort|short|char)\s*\)", "", e)
+    e = re.sub(r"\bstd::", "", e)
+    e = re.sub(r"(\d+(?:\.\d*)?)[uUlLfF]+\b", r"\1", e)
+    e = e.replace("&&", " and ").replace("||", " or ").replace("!=", " != ")
+    e = re.sub(r"!(?!=)", " not ", e)
+    if "?" in e:
+        m = re.fullmatch(r"(.+?)\?(.+):(.+)", e)
+        if m:
+            e = f"(({m.group(2)}) if ({m.group(1)}) else ({m.group(3)}))"
+    return e
+
+
+def _type_alias(name: str, env: Env) -> str:
+    """A type name through the file's typedefs and type macros (`typedef float ft;`, `#define DATA_TYPE float`)."""
+    for _ in range(4):
+        alias = env.types.get(name) or (env.exprs.get(name, "").strip() or None)
+        if alias is None or alias == name:
+            break
+        name = alias
+    return name
+
+
+_TYPEDEF = re.compile(r"\btypedef\s+((?:unsigned\s+|signed\s+|long\s+|short\s+)*\w+)\s+(\w+)\s*;|"
+                      r"\busing\s+(\w+)\s*=\s*((?:unsigned\s+|signed\s+|long\s+)*\w+)\s*;")
+
+
+def expand_macros(expr: str, macros: dict[str, tuple[list[str], str]]) -> str:
+    """Function-like macros (`CEIL_DIV(M, 32)`) expanded, a few levels deep."""
+    for _ in range(6):
+        m = next((m for m in re.finditer(r"\b(\w+)\s*\(", expr) if m.group(1) in macros), None)
+        if m is None:
+            return expr
+        close = _matching(expr, m.end() - 1)
+        if close < 0:
+            return expr
+        params, body = macros[m.group(1)]
+        args = _split_args(expr[m.end():close - 1])
+        sub = dict(zip(params, args))
+        text = re.sub(r"\b\w+\b", lambda w: f"({sub[w.group(0)]})" if w.group(0) in sub else w.group(0), body)
+        expr = expr[:m.start()] + f"({text})" + expr[close:]
+    return expr
+
+
+def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
+    """The value of a C integer/float expression over known names, or None (unknown names go to env.unknown)."""
+    expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: f"sizeof({_type_alias(m.group(1), env)})", expr)
+    expr = _CEIL_DIV.sub("__cdiv(", expr)  # the samples' iDivUp, divUp, ceil_div helper functions
+    e = _c_to_python(expand_macros(expr, env.macros))
+    if re.search(r"\b(sizeof|__sizeof_\w*|new|this)\b|->|\[", e):
+        return None  # the size of a type this table lacks, a member, an element: not a host constant
+    e = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1__dot_\2", e)  # dim3 fields: `grid.x`
+    if not re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>=,!]*(?:if|else|and|or|not|[\w\s\.\+\-\*/%\(\)<>=,!])*", e):
+        return None
+    if any(m.group(1) not in _BUILTINS for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", e)):
+        return None  # a call of a function (not a macro this file defines): no value here
+    names = set(re.findall(r"\b[A-Za-z_]\w*\b", e)) - {"if", "else", "and", "or", "not", "min", "max", "ceil", "__cdiv",
+                                                         "floor", "true", "false", "True", "False"}
+    vals: dict[str, float] = {}
+    for n in names:
+        v = env.value(re.sub(r"__dot_([xyz])$", r".\1", n), stack)
+        if v is None:
+            return None
+        vals[n] = v
+    ints = all(float(v).is_integer() for v in vals.values()) and "." not in re.sub(r"\b\w+\b", "", e)
+    code = re.sub(r"(?<![/])/(?![/])", "//", e) if ints else e
+    try:
+        v = eval(code, {"__builtins__": {}, "min": min, "max": max, "ceil": math.ceil, "floor": math.floor,  # noqa: S307
+                        "__cdiv": lambda a, b: -(-a // b),
+                        "true": 1, "false": 0, "True": 1, "False": 0}, vals)
+    except Exception:  # noqa: BLE001 - not an expression this evaluator understands
+        return None
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else (int(v) if isinstance(v, bool) else None)
+
+
+def file_env(text: str) -> dict[str, str]:
+    """File-scope constants: `#define N 1024`, `const int N = ...;` (the first definition of a name wins)."""
+    out: dict[str, str] = {}
+    for m in _DEFINE.finditer(text):
+        body = m.group(2).strip()
+        if re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>]+", body):
+            out.setdefault(m.group(1), body)
+    depth, start = 0, 0
+    for i, ch in enumerate(text):  # file scope only: outside every brace
+        if ch == "{":
+            if depth == 0:
+                _assignments(text[start:i], out, first=True)
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                start = i + 1
+    _assignments(text[start:], out, first=True)
+    return out
+
+
+def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
+    """`name = expr;` (and `const int a = 1, b = a * 2;`: each declarator) into out."""
+    for m in _ASSIGN.finditer(text):
+        parts = _split_args(m.group(2))
+        pairs = [(m.group(1), parts[0])]
+        for extra in parts[1:]:
+            d = re.fullmatch(r"\s*\**\s*([A-Za-z_]\w*)\s*=(?!=)\s*(.+)", extra, re.S)
+            if d:
+                pairs.append((d.group(1), d.group(2)))
+        for name, expr in pairs:
+            expr = expr.strip()
+            if name in out and _RUNTIME_VALUE.search(expr):
+                continue  # `n = atoi(argv[1])` under an option: the value the program has without it stays
+            if expr.startswith(("{", "new ", "\"")) or (expr.startswith("(") and
+                                                        not re.match(r"\(\s*[\w\s\+\-\*/]+\)", expr)):
+                continue
+            if first:
+                out.setdefault(name, expr)
+            else:
+                out[name] = expr
+
+
+def function_env(text: str, body: int, at: int, env: dict[str, str]) -> None:
+    """Assignments and dim3 declarations of the launching function before the launch (the last one wins)."""
+    part = text[body:at]
+    _assignments(part, env)
+    for rx in (_DIM3_CTOR, _DIM3_EQ):
+        for m in rx.finditer(part):
+            dims = _split_args(m.group(2))
+            for axis, d in zip("xyz", dims + ["1"] * (3 - len(dims))):
+                env[f"{m.group(1)}.{axis}"] = d
+            env[m.group(1)] = f"{m.group(1)}.x"
+    for m in _FIELD.finditer(part):
+        key = f"{m.group(1)}.{m.group(2)}"
+        if key not in env or not _RUNTIME_VALUE.search(m.group(3)):
+            env[key] = m.group(3)
+
+
+# ---- the spec --------------------------------------------------------------------------------------------------
+def spec_from_host(text: str, filename: str, kernel: str, flags: CompileFlags | None = None,
+                   host_texts: dict[str, str] | None = None, overrides: dict[str, int] | None = None) -> HostSpec:
+    """A launch spec for `kernel` from the first launch site whose configuration evaluates (see the module doc)."""
+    sliced = slice_source(text, filename, [kernel], flags=flags)
+    qual = sliced.kernels[0]
+    params = sliced.params[qual]
+    short = qual.rsplit("::", 1)[-1]
+    texts = {filename: text, **(host_texts or {})}
+    sites = launch_sites(texts, short)
+    if not sites:
+        raise HostSpecError(f"no launch of {short} in the host code read")
+    tparams = _template_params(text, short)
+    active = active_macros(text, filename, flags)
+    # the file's constants the device code reads itself (its own locals and parameters are free to change)
+    file_consts = set(active) | set(file_env(_strip_comments(text)))
+    device_names = set(re.findall(r"\b[A-Za-z_]\w*\b", _strip_comments(sliced.text))) & file_consts
+    errors = []
+    for site in sorted(sites, key=lambda st: not _block_matches_template(st, texts, overrides or {})):
+        try:
+            return _spec_at(site, texts, qual, params, tparams, dict(overrides or {}), device_names, active)
+        except HostSpecError as e:
+            errors.append(str(e))
+    raise HostSpecError(errors[0])
+
+
+def active_macros(text: str, filename: str, flags: CompileFlags | None) -> dict[str, str]:
+    """Object-like macros as the preprocessor defines them for this file (the active #if branch: PolyBench's
+    `#ifdef STANDARD_DATASET #define M 2048`), from clang's record of the file and its local headers."""
+    import clang.cindex as ci
+    from converter.parse import parse_cuda
+    out: dict[str, str] = {}
+    try:
+        tu = parse_cuda(text, filename, flags=flags).tu
+    except Exception:  # noqa: BLE001 - the text-level #defines are used instead
+        return out
+    for c in tu.cursor.get_children():
+        if c.kind != ci.CursorKind.MACRO_DEFINITION or c.location.file is None \
+                or c.location.is_in_system_header or ci.conf.lib.clang_Cursor_isMacroFunctionLike(c):
+            continue
+        toks = [t.spelling for t in c.get_tokens()][1:]
+        if toks and re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>]+", " ".join(toks)):
+            out[c.spelling] = " ".join(toks)
+    return out
+
+
+def _block_matches_template(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> bool:
+    """Whether each integer template argument of the launch is one of its block's sizes (`K<16><<<g, dim3(16, 16)>>>`
+    under `if (block_size == 16)`: the branch the program's own block size takes)."""
+    ints = [int(a) for a in site.targs if a.strip().isdigit()]
+    if not ints:
+        return True
+    env = _site_env(site, texts, dict(overrides))
+    block = _dims(site.block, env) or []
+    return all(i in block or i == math.prod(block) for i in ints)
+
+
+def _template_params(text: str, name: str) -> list[str]:
+    m = re.search(rf"template\s*<([^;{{}}]*?)>[^;{{}}<>]*?\b__global__\b[^;{{}}]*?\b{re.escape(name)}\s*\(", text)
+    return [p.strip() for p in _split_args(m.group(1))] if m else []
+
+
+def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> Env:
+    """The names visible at a launch: file constants of every text, the function's own, its callers' arguments."""
+    exprs: dict[str, str] = {}
+    macros: dict[str, tuple[list[str], str]] = {}
+    for t in [*texts.values(), *_local_headers(texts)]:
+        clean = _strip_comments(t)
+        for k, v in file_env(clean).items():
+            exprs.setdefault(k, v)
+        for m in _MACRO.finditer(clean):
+            macros.setdefault(m.group(1), ([p.strip() for p in m.group(2).split(",")], m.group(3).strip()))
+    fn = _enclosing_function(site.text, site.at)
+    if fn is not None:
+        name, pnames, body, _ = fn
+        caller = _caller_bindings(texts, name, pnames, site.file)
+        exprs.update(caller)
+        function_env(site.text, body, site.at, exprs)
+        for name, size in allocations(site.text[body:site.at]):
+            exprs[f"__bytes_{name}"] = size
+    for t in texts.values():  # allocations elsewhere (a setup function, globals): the first of each name
+        for name, size in allocations(_strip_comments(t)):
+            exprs.setdefault(f"__bytes_{name}", size)
+    types: dict[str, str] = {}
+    for t in [*texts.values(), *_local_headers(texts)]:
+        for m in _TYPEDEF.finditer(_strip_comments(t)):
+            alias, target = (m.group(2), m.group(1)) if m.group(2) else (m.group(3), m.group(4))
+            types.setdefault(alias, " ".join(target.split()))
+    return Env(exprs, overrides, macros, types)
+
+
+def _local_headers(texts: dict[str, str], depth: int = 2) -> list[str]:
+    """Texts of the local headers the files include (`#include "x.h"` beside them), a few levels deep: their
+    constants and macros (`CEIL_DIV`) are visible at the launch."""
+    seen: set[str] = set(texts)
+    out: list[str] = []
+    todo = list(texts.items())
+    for _ in range(depth):
+        nxt = []
+        for path, text in todo:
+            for m in re.finditer(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', text, re.M):
+                h = os.path.normpath(os.path.join(os.path.dirname(path), m.group(1)))
+                if h in seen or not os.path.isfile(h):
+                    continue
+                seen.add(h)
+                try:
+                    t = open(h, encoding="utf-8", errors="replace").read()
+                except OSError:
+                    continue
+                out.append(t)
+                nxt.append((h, t))
+        todo = nxt
+    return out
+
+
+def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: str) -> dict[str, str]:
+    """A launcher's parameters bound to the arguments of its first call (with that caller's names inlined once)."""
+    if fname == "main" or not pnames:
+        return {}
+    for file, raw in texts.items():
+        text = _strip_comments(raw)
+        for m in re.finditer(rf"(?<![\w.>:])\b{re.escape(fname)}\s*(?:<[^<>;]*>)?\s*\(", text):
+            close = _matching(text, m.end() - 1)
+            if close < 0 or text[close:close + 20].lstrip().startswith("{"):
+                continue  # the definition itself
+            args = _split_args(text[m.end():close - 1])
+            out: dict[str, str] = {}
+            fn = _enclosing_function(text, m.start())
+            if fn is not None:
+                function_env(text, fn[2], m.start(), out)
+            bound = {p: a for p, a in zip(pnames, args) if p}
+            out.update({p: _inline(a, out) for p, a in bound.items()})
+            return out
+    return {}
+
+
+def _inline(expr: str, env: dict[str, str]) -> str:
+    """expr with the caller's local names replaced by their expressions (one level), so the launcher's env can
+    hold it without the caller's scope."""
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({env[m.group(0)]})" if m.group(0) in env
+                  and env[m.group(0)].strip() != m.group(0) else m.group(0), expr)
+
+
+def _dims(expr: str, env: Env) -> list[int] | None:
+    e = expr.strip()
+    m = re.fullmatch(r"dim3\s*[\({](.*)[\)}]", e, re.S)
+    if m:
+        parts = _split_args(m.group(1))
+    elif re.fullmatch(r"\w+", e) and f"{e}.x" in env.exprs:
+        parts = [f"{e}.x", f"{e}.y", f"{e}.z"]
+    else:
+        parts = [e]
+    vals = []
+    for p in parts:
+        p = p.strip()
+        v = env.value(p) if re.fullmatch(r"\w+\.[xyz]", p) else evaluate(p, env)
+        if v is None or v <= 0:
+            return None
+        vals.append(int(math.ceil(v)))
+    return (vals + [1, 1, 1])[:3] if len(vals) <= 3 else None
+
+
+def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelParam], tparams: list[str],
+             overrides: dict[str, int], device_names: set[str] = frozenset(),  # type: ignore[assignment]
+             active: dict[str, str] | None = None) -> HostSpec:
+    env = _site_env(site, texts, overrides)
+    env.exprs.update(active or {})  # the #defines the preprocessor keeps win over those of other #if branches
+    env.frozen = set(device_names)  # a size the kernel reads itself (`#define N 4096` in its indexing) stays
+    notes: list[str] = []
+    line = site.text.count("\n", 0, site.at) + 1
+    where = f"{site.file}:{line}"
+    if len(site.args) != len(params):
+        raise HostSpecError(f"{where}: the launch passes {len(site.args)} arguments, the kernel takes {len(params)}")
+    for _ in range(64):  # unknown size names get a default, too-large sizes are scaled down, until it fits
+        env.unknown.clear()
+        env.used.clear()
+        block = _dims(site.block, env)
+        env.block_names = set(env.used)
+        grid = _dims(site.grid, env)
+        sizes = [_buffer_bytes(a, env) if p.pointer else None for a, p in zip(site.args, params)]
+        missing = sorted(n for n in env.unknown if n not in env.scaled)
+        if missing:
+            for n in missing:
+                env.scaled[n] = DEFAULT_SIZE
+                notes.append(f"{n}: not derived from the host code (read at run time?); {DEFAULT_SIZE} here "
+                             f"(--set {n}=VALUE)")
+            continue
+        if grid is None or block is None:
+            raise HostSpecError(f"{where}: cannot evaluate the launch configuration <<<{site.grid}, {site.block}>>>")
+        threads = math.prod(grid) * math.prod(block)
+        elems = max([s or 0 for s in sizes] + [0])
+        if (threads > MAX_THREADS or elems > MAX_ELEMENTS * 8) and _scale_down(env, notes, overrides, max(block)):
+            continue
+        break
+    else:
+        raise HostSpecError(f"{where}: the sizes do not settle")
+    scalars = []
+    for a, p in zip(site.args, params):  # a name only a scalar uses (alpha, a flag): 1
+        env.unknown.clear()
+        v = None if p.pointer else evaluate(a, env)
+        scalars.append(v)
+    if math.prod(block) > 1024:
+        raise HostSpecError(f"{where}: block of {math.prod(block)} threads")
+    smem = evaluate(site.smem, env) if site.smem.strip() not in ("", "0") else 0
+    if smem is None:
+        notes.append(f"dynamic shared memory '{site.smem}' not derived; 0 here")
+        smem = 0
+    spec: dict = {"kernel": qual}
+    targs = _template_args(site.targs, tparams, env, notes, math.prod(block))
+    if targs:
+        spec["template_args"] = targs
+    spec.update({"grid": grid, "block": block})
+    if smem:
+        spec["dynamic_smem"] = int(smem)
+    args, outputs = [], []
+    threads = math.prod(grid) * math.prod(block)
+    for n, (a, p, size, val) in enumerate(zip(site.args, params, sizes, scalars)):
+        name = p.name or f"arg{n}"
+        if p.pointer:
+            arg, out = _buffer(name, a, p, size, threads, site, notes)
+            args.append(arg)
+            if out:
+                outputs.append(name)
+        else:
+            args.append(_scalar(name, a, p, val, notes))
+    _size_unknown_buffers(args, params)
+    spec["args"] = args
+    spec["outputs"] = outputs or [a["name"] for a in args if a["kind"] == "buffer"][:1]
+    spec["tolerance"] = 1.0e-5
+    head = [f"# launch spec for {qual} from the launch at {where} (rtransform spec --from-host)"]
+    head += [f"# {n}" for n in dict.fromkeys(notes)]
+    return HostSpec("\n".join(head) + "\n" + yaml.safe_dump(spec, sort_keys=False, default_flow_style=None,
+                                                               width=120), list(dict.fromkeys(notes)), where)
+
+
+def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int = 1) -> bool:
+    """Quarter the largest size-like name the spec depends on (not one the user set); False when none is left."""
+    base, near = [], []  # literals first; then names computed from the block's sizes only (5 * 2 * block_size)
+    for n, e in env.exprs.items():
+        if n in overrides or n.startswith("__") or n not in env.used or n in env.block_names or n in env.scaled \
+                or _depends_on(env, n, env.frozen):
+            continue
+        v = env.value(n)
+        if v is None or not float(v).is_integer() or v <= 64:
+            continue
+        names = set(re.findall(r"\b[A-Za-z_]\w*(?:\.[xyz])?", _c_to_python(e).replace("__sizeof_", "")))
+        small = {m for m in names if m not in env.block_names and (env.value(m) or 0) <= 64}
+        if not names:
+            base.append((v, n))
+        elif names <= env.block_names | small:  # made of small constants (1024 * 1024 * chunks) or the block
+            near.append((v, n))
+    base += [(v, n) for n, v in env.scaled.items() if v > 64 and n not in overrides and n in env.used
+             and n not in env.block_names]
+    cands = base or near
+    if not cands:
+        return False
+    v, n = max(cands)
+    same = [m for _, m in near if " ".join(env.exprs[m].split()) == " ".join(env.exprs.get(n, "").split())]
+    for m in same if not base else [n]:  # equal expressions stay equal (a matrix product's inner sizes)
+        _scale_one(env, notes, m, v, unit)
+    return True
+
+
+def _depends_on(env: Env, name: str, frozen: set[str], depth: int = 0) -> bool:
+    """Whether a name is, or is computed from, one the device code uses (scaling it would break the kernel)."""
+    if name.split(".")[0] in frozen:
+        return True
+    e = env.exprs.get(name)
+    if e is None or depth > 8:
+        return False
+    return any(_depends_on(env, n, frozen, depth + 1) for n in re.findall(r"\b[A-Za-z_]\w*(?:\.[xyz])?", e)
+               if n != name)
+
+
+def _scale_one(env: Env, notes: list[str], n: str, v: float, unit: int) -> None:
+    """A quarter of the value, kept a multiple of the block's largest side (sizes made of whole tiles stay so)."""
+    source = env.original.setdefault(n, int(v))
+    step = unit if unit > 1 and int(v) % unit == 0 else 1
+    env.scaled[n] = max(64 if step == 1 else step, int(v) // 4 // step * step)
+    defaulted = any(x.startswith(f"{n}: not derived") for x in notes)
+    notes[:] = [x for x in notes if not x.startswith((f"{n} = ", f"{n}: not derived"))]
+    notes.append(f"{n}: not derived from the host code (read at run time?); {env.scaled[n]} here (--set {n}=VALUE)"
+                 if defaulted else f"{n} = {source} in the source; {env.scaled[n]} here so that the CPU emulator "
+                 f"runs it (--set {n}=VALUE)")
+
+
+def _template_args(targs: list[str], tparams: list[str], env: Env, notes: list[str], threads: int) -> list:
+    out: list = []
+    for k, a in enumerate(targs):
+        a = a.strip()
+        if a in ("true", "false"):
+            out.append(a == "true")
+        elif a in C_TYPE_DTYPES or a in SIZEOF:
+            out.append(a)
+        else:
+            v = evaluate(a, env)
+            if v is not None:
+                out.append(int(v))
+            else:
+                kind = tparams[k].split()[0] if k < len(tparams) else ""
+                guess: object = "float" if kind in ("typename", "class") else threads
+                notes.append(f"template argument '{a}' not derived; {guess} here")
+                out.append(guess)
+    if not targs and tparams:
+        raise HostSpecError("template arguments deduced from the call: not read")
+    return out
+
+
+def _elem(p: KernelParam) -> tuple[str, int]:
+    base = " ".join(re.sub(r"\b(const|volatile|__restrict__|__restrict)\b", " ", p.elem or "").split())
+    lanes = _LANES.get(base[-1:], 1) if base[:-1] in ("float", "int", "uint", "double", "char", "uchar") else 1
+    dtype = C_TYPE_DTYPES.get(base, "float32")
+    return dtype, lanes
+
+
+def _buffer_bytes(expr: str, env: Env) -> int | None:
+    base = _base_pointer(expr)
+    if base is None or f"__bytes_{base}" not in env.exprs:
+        return None
+    v = env.value(f"__bytes_{base}")
+    return int(v) if v is not None else None
+
+
+def _base_pointer(expr: str) -> str | None:
+    e = re.sub(r"\(\s*[\w\s:<>]+\*\s*\)", "", expr).strip()
+    e = re.sub(r"^thrust::raw_pointer_cast\s*\(\s*&?\s*(\w+).*$", r"\1", e)
+    m = re.match(r"&?\s*\(?\s*(\w+)", e)
+    return m.group(1) if m else None
+
+
+def _size_unknown_buffers(args: list[dict], params: list[KernelParam]) -> None:
+    """A buffer whose allocation was not read (sized one per thread) also covers the largest product of two
+    integer scalars (an M x K matrix indexed by a row and a column), up to MAX_ELEMENTS."""
+    ints = sorted(int(a["value"]) for a in args if a["kind"] == "scalar" and isinstance(a["value"], int)
+                  and not isinstance(a["value"], bool) and a["value"] > 1)
+    pair = ints[-1] * ints[-2] if len(ints) >= 2 else (ints[-1] if ints else 0)
+    for a in args:
+        if a.pop("_unknown_size", False):
+            a["size"] = int(max(a["size"], min(pair, MAX_ELEMENTS)))
+
+
+def _buffer(name: str, expr: str, p: KernelParam, size: int | None, threads: int, site: Site,
+            notes: list[str]) -> tuple[dict, bool]:
+    dtype, lanes = _elem(p)
+    item = {"float16": 2, "float64": 8, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int64": 8,
+            "uint64": 8, "bool": 1}.get(dtype, 4)
+    if size is None:
+        count = threads * lanes
+        notes.append(f"{name}: no cudaMalloc of '{expr}' read; sized from the launch and the integer arguments")
+    else:
+        count = max(1, size // item)
+    base = _base_pointer(expr) or ""
+    const = bool(re.search(r"\bconst\b", p.type.split("*")[0]))
+    zeroed = any(m.group(1) == base for m in _MEMSET0.finditer(site.text))
+    arg = {"name": name, "kind": "buffer", "dtype": dtype, "size": int(count), "init": "zeros" if zeroed else "random"}
+    if size is None:
+        arg["_unknown_size"] = True
+    return arg, not const
+
+
+def _scalar(name: str, expr: str, p: KernelParam, val: float | None, notes: list[str]) -> dict:
+    dtype = C_TYPE_DTYPES.get(" ".join(re.sub(r"\b(const|volatile)\b", " ", p.elem or p.type).split()), "float32")
+    if val is None:
+        notes.append(f"{name}: '{expr}' not derived; 1 here")
+        val = 1
+    value: float | int = int(val) if dtype.startswith(("int", "uint")) else float(val)
+    if dtype == "bool":
+        value = bool(val)
+    return {"name": name, "kind": "scalar", "dtype": dtype, "value": value}

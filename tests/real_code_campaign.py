@@ -1,0 +1,516 @@
+"""The real-code campaign: every __global__ kernel of fetched repositories, converted, compiled for sm_90, run
+legacy and converted on the CPU under the sanitizers, verified; docs/REAL_CODE.md written from the results.
+
+    python3 tests/real_code_campaign.py REPO_DIR... [--jobs 1] [--timeout 240] [--only-report] [--md PATH]
+
+Each REPO_DIR is a work tree checked out outside every git worktree of this project (never committed). Results go
+to REPO_DIR/../.campaign/<repo>.jsonl, one line per kernel, appended as each kernel finishes: a rerun skips the
+kernels already there (resumable; delete the file to redo a repository). Per kernel, in a child process with a
+timeout: a launch spec derived from the host code (`rtransform spec --from-host`), the skeleton guess otherwise;
+the legacy kernel run with memcheck, racecheck and synccheck; then the verify (the converted rKernel on the
+persistent executor, several rTasks per vEU, shuffled, against the legacy outputs). A file's conversion and its
+nvcc compile for sm_90 run once per file, in a child of their own.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+SUFFIXES = (".cu", ".cuh")
+KERNEL_RE = re.compile(r"__global__\b")
+SKIP_DIRS = {".git", "build", "third_party", "3rdparty", "external"}
+FILE_TIMEOUT_S = 300
+KERNEL_TIMEOUT_S = 180
+INCLUDE_DIR_NAMES = {"include", "inc", "common", "Common", "utils", "util"}
+# A project's own build switches the campaign sets, as its Makefile would (each is stated in docs/REAL_CODE.md):
+# PolyBench's documented dataset selector, so its #define sizes (which the kernels read) fit the CPU emulator.
+REPO_DEFINES: dict[str, tuple[str, ...]] = {"cavazos-lab+PolyBench-ACC": ("MINI_DATASET",)}
+
+# Why a kernel was refused or failed, as a class: first matching pattern of its first diagnostic (data table).
+REASON_CLASSES: list[tuple[str, str]] = [
+    (r"the original does not compile alone either", "the project's own file does not compile with nvcc here "
+     "(exercise placeholders, APIs CUDA 13 removed, library headers not installed)"),
+    (r"texture|surface", "texture/surface reference (removed in CUDA 12)"),
+    (r"grid-wide|this_grid|grid_group", "grid-wide synchronisation"),
+    (r"dynamic parallelism", "dynamic parallelism"),
+    (r"inline asm reads", "inline asm reading hardware indices"),
+    (r"through a macro", "intrinsic reached through a macro"),
+    (r"a member of a class in", "member of a header's class needs the rTask"),
+    (r"operators, constructors", "operator/constructor needs the rTask"),
+    (r"candidates need the rTask", "dependent call with mixed candidates"),
+    (r"depends on the template arguments", "__shared__ sized by a device function's template arguments"),
+    (r"passed as a template argument", "header function passed as template argument"),
+    (r"is called as a functor", "texture fetch in a functor template argument"),
+    (r"file-scope __shared__", "header's file-scope __shared__"),
+    (r"\.(?:cuh|h|hpp):\d+:\d+: error: (?:use of undeclared identifier|unknown type name)[^:]*$",
+     "kernel header not self-contained (a name its includer defines)"),
+    (r"file not found|not found", "header not found"),
+    (r"unknown type name|undeclared identifier|no template named|no member named|no matching",
+     "declaration the parse lacks (clang)"),
+    (r"timeout", "timeout"),
+    (r"memcheck", "memcheck report"),
+    (r"racecheck", "racecheck report"),
+    (r"synccheck", "synccheck report"),
+    (r"yield budget|deadlock|stall", "emulator watchdog (hang or spin)"),
+    (r"nothing to compare", "nothing to compare (no buffer argument: printf/assert kernels)"),
+    (r"spec|SpecError|no launch", "no runnable spec"),
+    (r"error:", "compile or run error"),
+]
+
+
+def reason_class(message: str | None) -> str:
+    """The class of a failure message (REASON_CLASSES), or "other"."""
+    for pat, name in REASON_CLASSES:
+        if message and re.search(pat, message):
+            return name
+    return "other"
+
+
+# ---- discovery -------------------------------------------------------------------------------------------------
+def kernel_files(repo: Path) -> list[Path]:
+    """Source files of the repository that declare a __global__ function."""
+    out = []
+    for root, dirs, files in os.walk(repo):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        for f in sorted(files):
+            p = Path(root) / f
+            if p.suffix in SUFFIXES:
+                try:
+                    if KERNEL_RE.search(p.read_text(encoding="utf-8", errors="replace")):
+                        out.append(p)
+                except OSError:
+                    continue
+    return out
+
+
+def include_dirs(repo: Path, file: Path) -> list[str]:
+    """Folders a project's build would put on the include path: the file's own and its parents' include-like
+    folders up to the repository root, and the root."""
+    dirs: list[str] = []
+    d = file.parent
+    while True:
+        dirs.append(str(d))
+        dirs += [str(d / n) for n in sorted(INCLUDE_DIR_NAMES) if (d / n).is_dir()]
+        if d == repo or repo not in d.parents:
+            break
+        d = d.parent
+    return list(dict.fromkeys(dirs))
+
+
+# ---- per file: convert and compile (child process) ---------------------------------------------------------------
+def file_job(path: str, incs: list[str], defines: list[str] = ()) -> dict:  # type: ignore[assignment]
+    """Kernels of one file: converted or refused (with reason), and whether the converted file compiles for sm_90."""
+    from converter import ConversionError, convert_source
+    from converter.flags import CompileFlags
+    flags = CompileFlags(include_dirs=tuple(incs), defines=tuple(defines))
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    out: dict = {"kernels": {}, "compiled": None, "compile_error": None, "warnings": []}
+    try:
+        res = convert_source(text, path, flags=flags)
+    except ConversionError as e:
+        for r in e.refused:
+            out["kernels"][r["name"]] = {"converted": False, "reason": r["diagnostics"][0]}
+        if not e.refused:
+            out["error"] = e.diagnostics[0] if e.diagnostics else "conversion failed"
+        _mark_unbuildable(out, path, incs, list(defines))
+        return out
+    except Exception as e:  # noqa: BLE001 - a converter crash is a result of the campaign, not its end
+        out["error"] = f"converter crash: {type(e).__name__}: {e}"
+        return out
+    out["warnings"] = res.warnings[:5]
+    for m in res.rkernels:
+        out["kernels"][m.name] = {"converted": True, "template": bool(m.template_params)}
+    for r in res.refused:
+        out["kernels"][r["name"]] = {"converted": False, "reason": r["diagnostics"][0]}
+    out["compiled"], out["compile_error"] = compile_sm90(res.output, path, incs, list(defines))
+    _mark_unbuildable(out, path, incs, list(defines))
+    return out
+
+
+_CLANG_ERROR = re.compile(r"error: (use of undeclared identifier|unknown type name|no matching|no member named|"
+                          r"expected|not a CUDA/C\+\+ source)")
+
+
+def _mark_unbuildable(out: dict, path: str, incs: list[str], defines: list[str]) -> None:
+    """Refusals that are clang's errors in a file nvcc cannot compile either (an exercise's FIXME, a removed API)
+    are the project's own state, said so in the reason."""
+    bad = [k for k in out["kernels"].values() if not k["converted"] and _CLANG_ERROR.search(k.get("reason") or "")]
+    if out.get("error") and _CLANG_ERROR.search(out["error"]):
+        bad.append(out)
+    if not bad:
+        return
+    ok, err = compile_sm90(Path(path).read_text(encoding="utf-8", errors="replace"), path, incs, defines,
+                           original=True)
+    if not ok:
+        for k in bad:
+            key = "reason" if "reason" in k else "error"
+            k[key] = f"the original does not compile alone either ({err}); {k[key]}"
+
+
+def compile_sm90(converted: str, path: str, incs: list[str], defines: list[str],
+                 original: bool = False) -> tuple[bool, str | None]:
+    """nvcc -arch=sm_90 -c of the converted text (beside the original, so its local headers resolve)."""
+    from toolchain.nvcc import find_nvcc
+    from toolchain.stubs import HOST_STUBS  # vendor headers the machine lacks (cuBLAS...), searched last
+    from vdevice import RUNTIME_INCLUDE
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return False, "no nvcc"
+    src = Path(path).with_name(Path(path).stem + ".rtcampaign.cu")
+    try:
+        src.write_text(converted)
+        def nvcc_ptx(file: Path) -> subprocess.CompletedProcess:
+            cmd = [nvcc, "-arch=sm_90", "-std=c++17", "-ptx", "-w", f"-I{RUNTIME_INCLUDE}", *[f"-I{d}" for d in incs],
+                   *[f"-D{d}" for d in defines], "-Xcompiler", f"-idirafter{HOST_STUBS}", str(file), "-o", os.devnull]
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=FILE_TIMEOUT_S)
+        r = nvcc_ptx(src)
+        if r.returncode == 0:
+            return True, None
+        err = next((ln for ln in (r.stderr + r.stdout).splitlines() if "error" in ln), (r.stderr or "")[:300])
+        if original:
+            return False, err.replace(str(src), path)[:300]
+        if nvcc_ptx(Path(path)).returncode != 0:  # the project's own file does not build this way either
+            err = "the original does not compile alone either: " + err
+        return False, err.replace(str(src), path)[:400]
+    except subprocess.TimeoutExpired:
+        return False, "nvcc timeout"
+    finally:
+        src.unlink(missing_ok=True)
+
+
+# ---- per kernel: spec, legacy run, verify (child process) ----------------------------------------------------------
+def kernel_job(path: str, kernel: str, incs: list[str], work: str, hosts: list[str],
+               defines: list[str] = ()) -> dict:  # type: ignore[assignment]
+    """Spec (from the host code, else the skeleton), legacy run under the sanitizers, then the verify."""
+    from converter.flags import CompileFlags
+    from rtransform.run import launch, make_module, prepare
+    from rtransform.spec import make_inputs
+    from rtransform.verify import SANITIZE_ALL, verify_file
+    flags = CompileFlags(include_dirs=tuple(incs), defines=tuple(defines))
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    rec: dict = {}
+    spec_path = Path(work) / (re.sub(r"\W", "_", kernel) + ".spec.yaml")
+    try:
+        rec["spec_source"], rec["spec_notes"], spec_text = derive_spec(text, path, kernel, flags, hosts)
+        spec_path.write_text(spec_text)
+    except Exception as e:  # noqa: BLE001
+        rec["legacy"] = f"no spec: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return rec
+    if "outputs: []" in spec_text or not re.search(r"kind: buffer", spec_text):
+        rec["legacy"] = "nothing to compare: the kernel takes no buffer (printf/assert only)"
+        return rec
+    try:
+        prep = prepare(path, str(spec_path), flags=flags)
+        mod = make_module("cpu", prep.build_source(prep.text), [prep.spec.kernel_expr()], prep.include_dirs,
+                          SANITIZE_ALL, prep.file, prep.flags.defines)
+        launch(mod, prep.spec.kernel_expr(), prep.spec.grid, prep.spec.block, prep.spec.dynamic_smem,
+               make_inputs(prep.spec))
+        rec["legacy"] = "ok"
+    except Exception as e:  # noqa: BLE001
+        rec["legacy"] = _one_line(e)
+        return rec
+    try:
+        result = verify_file(path, str(spec_path), flags=flags)
+        rec["verify"] = "verified" if result.ok else "differs: " + result.summary()[:300]
+        if not result.ok and _agrees_in_legacy_order(path, str(spec_path), flags):
+            rec["verify"] = ("order-dependent: agrees when the rTasks run in the legacy block order; "
+                             + result.summary()[:250])
+        elif not result.ok and re.search(r"\bclock(64)?\s*\(", prep.text):
+            rec["verify"] = "timing-dependent: the kernel reads clock(); " + result.summary()[:250]
+    except Exception as e:  # noqa: BLE001
+        rec["verify"] = "error: " + _one_line(e)
+    return rec
+
+
+def _agrees_in_legacy_order(path: str, spec_path: str, flags) -> bool:
+    """Whether the rKernel matches the legacy run when its rTasks run in the legacy block order: then the
+    difference is the kernel's own dependence on block order (atomicExch's last writer), not the conversion."""
+    import numpy as np
+    import rtransform.verify as V
+    shuffled = V.task_order
+    V.task_order = lambda spec: np.arange(spec.num_blocks(), dtype=np.uint32)  # type: ignore[assignment]
+    try:
+        return V.verify_file(path, spec_path, flags=flags).ok
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        V.task_order = shuffled
+
+
+def derive_spec(text: str, path: str, kernel: str, flags, hosts: list[str]) -> tuple[str, list[str], str]:
+    """('host' | 'skeleton', notes, YAML): the host code's launch when it yields a spec, else the skeleton."""
+    from rtransform.host_spec import HostSpecError, spec_from_host
+    from rtransform.skeleton import spec_skeleton
+    host_texts = {h: Path(h).read_text(encoding="utf-8", errors="replace") for h in hosts if h != path}
+    try:
+        hs = spec_from_host(text, path, kernel, flags=flags, host_texts=host_texts)
+        return "host", hs.notes, hs.yaml
+    except HostSpecError as e:
+        return "skeleton", [str(e)], spec_skeleton(text, path, kernel, flags)
+
+
+def launching_files(repo: Path) -> dict[str, str]:
+    """Files of the repository with host code that launches kernels (path -> text)."""
+    out = {}
+    for root, dirs, files in os.walk(repo):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
+        for f in files:
+            if f.endswith((".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp")):
+                p = Path(root) / f
+                try:
+                    t = p.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                if "<<<" in t or "cudaLaunch" in t:
+                    out[str(p)] = t
+    return out
+
+
+def host_files_for(kernel: str, path: str, launchers: dict[str, str], limit: int = 8) -> list[str]:
+    """The launching files that name the kernel and belong with its file: beside it, or including it (samples
+    reuse kernel names across folders: another folder's `testKernel` is another kernel)."""
+    short = kernel.rsplit("::", 1)[-1]
+    pat = re.compile(rf"\b{re.escape(short)}\b")
+    own = Path(path)
+    inc = re.compile(rf'#\s*include\s*["<][^">]*\b{re.escape(own.name)}[">]')
+    return [p for p, t in launchers.items() if pat.search(t)
+            and (Path(p).parent == own.parent or inc.search(t))][:limit]
+
+
+def _one_line(e: BaseException) -> str:
+    s = str(e).strip().splitlines()
+    return (f"{type(e).__name__}: " + (s[0] if s else ""))[:400]
+
+
+# ---- orchestration -----------------------------------------------------------------------------------------------
+def child(func: str, payload: dict, timeout: float) -> dict:
+    """Runs file_job / kernel_job in a fresh interpreter (crash and hang isolation), niced."""
+    cmd = ["nice", "-n", "10", sys.executable, __file__, "--child", func, json.dumps(payload)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout:.0f} s"}
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("@@RESULT ")]
+    if not lines:
+        tail = (r.stderr or r.stdout).strip().splitlines()
+        return {"error": f"child died (rc {r.returncode}): " + (tail[-1] if tail else "")[:300]}
+    return json.loads(lines[-1][len("@@RESULT "):])
+
+
+def run_repo(repo: Path, out: Path, kernel_timeout: float, shard: tuple[int, int] = (0, 1)) -> None:
+    """Every kernel of one repository (of its files k with k % n == i, for --shard i/n), appended to `out` as it
+    finishes (one whole line per write: shards of one repository share the file); kernels already there are
+    skipped."""
+    done = {(r["file"], r["kernel"]) for r in read_records(out)}
+    done_files = {r["file"] for r in read_records(out) if r.get("file_done")}
+    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    work = out.parent / (out.stem + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    launchers = launching_files(repo)
+    for k, f in enumerate(kernel_files(repo)):
+        if k % shard[1] != shard[0]:
+            continue
+        rel = str(f.relative_to(repo))
+        if rel in done_files:
+            continue
+        incs = include_dirs(repo, f)
+        t0 = time.time()
+        defines = list(REPO_DEFINES.get(repo.name, ()))
+        fres = child("file_job", {"path": str(f), "incs": incs, "defines": defines}, FILE_TIMEOUT_S)
+        kernels = fres.get("kernels") or {}
+        if not kernels:
+            names = re.findall(r"__global__[^(;{]*?\b(\w+)\s*\(", f.read_text(encoding="utf-8", errors="replace"))
+            reason = fres.get("error") or "no kernel found by the converter"
+            kernels = {n: {"converted": False, "reason": reason} for n in dict.fromkeys(names)} if names else {}
+        for name, k in kernels.items():
+            if (rel, name) in done:
+                continue
+            rec = {"repo": repo.name, "commit": commit, "file": rel, "kernel": name, "converted": k["converted"],
+                   "reason": k.get("reason"), "compiled": fres.get("compiled") if k["converted"] else None,
+                   "compile_error": fres.get("compile_error") if k["converted"] else None}
+            if k["converted"]:
+                rec.update(child("kernel_job", {"path": str(f), "kernel": name, "incs": incs, "work": str(work),
+                                                "hosts": host_files_for(name, str(f), launchers),
+                                                "defines": defines},
+                                 kernel_timeout))
+                if "error" in rec and "legacy" not in rec:
+                    rec["legacy"] = rec.pop("error")
+            append(out, rec)
+        append(out, {"repo": repo.name, "commit": commit, "file": rel, "kernel": "", "file_done": True,
+                     "seconds": round(time.time() - t0, 1)})
+
+
+def forget_failed(path: Path) -> None:
+    """Keep only the verified kernels' records (atomically): the others run again with the current code."""
+    recs = read_records(path)
+    redo = {r["file"] for r in recs if not r.get("file_done") and outcome(r) != "verified"}
+    keep = [r for r in recs if r["file"] not in redo or (not r.get("file_done") and outcome(r) == "verified")]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
+    os.replace(tmp, path)
+
+
+def read_records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def append(path: Path, rec: dict) -> None:
+    with path.open("a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+# ---- the report ----------------------------------------------------------------------------------------------
+def outcome(r: dict) -> str:
+    """One kernel's final state, for the tables."""
+    if not r["converted"]:
+        return "refused"
+    if str(r.get("legacy", "")).startswith("nothing to compare"):
+        return "nothing to compare"
+    if r.get("legacy") != "ok":
+        return "legacy fails"
+    v = r.get("verify", "")
+    if v.startswith(("order-dependent", "timing-dependent")):
+        return "order-dependent"
+    return "verified" if v == "verified" else ("differs" if v.startswith("differs") else "verify error")
+
+
+def inventory(repo: Path) -> tuple[int, int]:
+    """(files with a __global__ function, __global__ functions found by a plain text search) of a repository."""
+    files = kernel_files(repo)
+    found = sum(len(re.findall(r"__global__[^(;{]*?\b\w+\s*\(", f.read_text(encoding="utf-8", errors="replace")))
+                for f in files)
+    return len(files), found
+
+
+def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -> str:
+    """docs/REAL_CODE.md: per repository counts, the refusals and failures by class, and the commits."""
+    inv = inv or {}
+    ks = [r for r in records if not r.get("file_done")]
+    repos = sorted({r["repo"] for r in ks})
+    lines = ["# Real code: every kernel of public CUDA repositories", "",
+             "Regenerated by `python3 tests/real_code_campaign.py REPO_DIR...` (then `--only-report`) from work trees "
+             "of the repositories below, checked out outside this project and never committed. Per kernel: convert "
+             "(`rtransform convert`), compile the converted file for sm_90 (nvcc), derive a launch spec from the host "
+             "code (`rtransform spec --from-host`; the skeleton guess where that fails), run the legacy kernel on "
+             "the CPU emulator under memcheck, racecheck and synccheck, and verify (the rKernel on the persistent "
+             "executor: several rTasks per vEU, shuffled, surplus threads) against the legacy outputs.", "",
+             "Build switches set as the projects' own builds would: "
+             + ", ".join(f"{r}: " + " ".join(f"-D{d}" for d in ds) for r, ds in REPO_DEFINES.items())
+             + " (its documented dataset selector; the kernels read its sizes as constants). Include paths: the "
+             "file's folder and its parents' `include`/`inc`/`common`/`Common`/`utils` folders up to the root.", "",
+             "`compiled`: converted kernels whose file compiles for sm_90, of those whose project's own file "
+             "compiles here (CUDA 13 removed `cudaThreadSynchronize` and texture references; cuBLAS and PyTorch "
+             "headers are not installed).", "",
+             "`order-dep.`: the rKernel differs from the legacy run under the verify's shuffled rTask order and agrees "
+             "in the legacy block order (the kernel's own result depends on which block runs last: an atomicExch's "
+             "last writer), or the kernel's output is a clock() reading; both runs are outcomes CUDA allows. `no output`: kernels without a buffer argument "
+             "(printf/assert demos), nothing to compare.", "",
+             "`files`: files done of the repository's files with a `__global__` function (the campaign is resumable; "
+             "a repository not finished shows fewer).", "",
+             "| repository | commit | files | kernels | converted | compiled | legacy runs | verified | differs | "
+             "order-dep. | verify error | no output | refused |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    tot: Counter = Counter()
+    for repo in repos:
+        rs = [r for r in ks if r["repo"] == repo]
+        c = Counter(outcome(r) for r in rs)
+        row = Counter(kernels=len(rs), converted=sum(r["converted"] for r in rs),
+                      compiled=sum(bool(r.get("compiled")) for r in rs),
+                      buildable=sum(r["converted"] and not _original_fails(r) for r in rs),
+                      legacy=sum(r.get("legacy") == "ok" for r in rs), verified=c["verified"], differs=c["differs"],
+                      order=c["order-dependent"], error=c["verify error"], nothing=c["nothing to compare"],
+                      refused=c["refused"])
+        tot.update(row)
+        done = len({r["file"] for r in records if r["repo"] == repo and r.get("file_done")})
+        files = f"{done} of {inv[repo][0]}" if repo in inv else str(done)
+        lines.append(f"| {repo} | {rs[0]['commit'][:10]} | {files} | {row['kernels']} | {row['converted']} | "
+                     f"{row['compiled']} of {row['buildable']} | "
+                     f"{row['legacy']} | {row['verified']} | {row['differs']} | {row['order']} | {row['error']} | "
+                     f"{row['nothing']} | {row['refused']} |")
+    lines.append(f"| **total** | | | {tot['kernels']} | {tot['converted']} | {tot['compiled']} of {tot['buildable']} | "
+                 f"{tot['legacy']} | {tot['verified']} | {tot['differs']} | {tot['order']} | {tot['error']} | "
+                 f"{tot['nothing']} | {tot['refused']} |")
+    legacy_ok = tot["legacy"]
+    rate = f"{100 * tot['verified'] / legacy_ok:.1f}%" if legacy_ok else "n/a"
+    host = [r for r in ks if r["converted"] and r.get("spec_source")]
+    host_ok = [r for r in host if r["spec_source"] == "host" and r.get("legacy") == "ok"]
+    launched = [r for r in host if r["spec_source"] == "host" or not any(
+        str(n).startswith("no launch of") for n in r.get("spec_notes") or [])]
+    lines += ["", f"Of the kernels whose legacy run works, **{tot['verified']} of {legacy_ok} verify ({rate})**; "
+              f"{tot['differs']} differ between legacy and converted, {tot['order']} only under a shuffled block "
+              f"order. **--from-host derived a spec that runs for {len(host_ok)} of the {len(launched)} converted "
+              f"kernels whose host code launches them ({100 * len(host_ok) / max(1, len(launched)):.0f}%)**. Specs: {sum(r['spec_source'] == 'host' for r in host)} "
+              f"of {len(host)} converted kernels got theirs from the host code, {len(host_ok)} of those ran.", ""]
+    lines += _class_table("Refused (conversion)", [r.get("reason") for r in ks if not r["converted"]])
+    lines += _class_table("Legacy run fails (spec or kernel)", [r.get("legacy") for r in ks
+                                                                if r["converted"] and r.get("legacy") != "ok"])
+    lines += _class_table("Verify differs or breaks", [r.get("verify") for r in ks
+                                                       if r.get("legacy") == "ok" and r.get("verify") != "verified"])
+    lines += _class_table("Converted file does not compile for sm_90", [r.get("compile_error") for r in ks
+                                                                        if r["converted"] and not r.get("compiled")])
+    return "\n".join(lines) + "\n"
+
+
+def _original_fails(r: dict) -> bool:
+    return bool(r.get("compile_error")) and "the original does not compile alone either" in r["compile_error"]
+
+
+def _class_table(title: str, messages: list[str | None]) -> list[str]:
+    if not messages:
+        return []
+    by: dict[str, list[str]] = {}
+    for m in messages:
+        by.setdefault(reason_class(m), []).append(m or "")
+    out = [f"## {title}: {len(messages)}", "", "| class | kernels | example |", "|---|---|---|"]
+    for cls, ms in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        ex = re.sub(r"/\S*/realcode/[^/]+/", "", ms[0]).replace("|", "\\|")[:220]
+        out.append(f"| {cls} | {len(ms)} | {ex} |")
+    return out + [""]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("repos", nargs="*", type=Path)
+    ap.add_argument("--timeout", type=float, default=KERNEL_TIMEOUT_S, help="seconds per kernel")
+    ap.add_argument("--only-report", action="store_true", help="write the report from the records only")
+    ap.add_argument("--shard", default="0/1", help="i/n: only the files k with k %% n == i (parallel campaigns)")
+    ap.add_argument("--redo-failed", action="store_true",
+                    help="forget the kernels that did not verify (and their files' markers), to run them again")
+    ap.add_argument("--md", type=Path, default=REPO / "docs" / "REAL_CODE.md")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        payload = json.loads(a.child[1])
+        res = {"file_job": file_job, "kernel_job": kernel_job}[a.child[0]](**payload)
+        print("@@RESULT " + json.dumps(res))
+        return
+    records: list[dict] = []
+    for repo in a.repos:
+        repo = repo.resolve()
+        out = repo.parent / ".campaign" / f"{repo.name}.jsonl"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if a.redo_failed:
+            forget_failed(out)
+        if not a.only_report:
+            i, n = (int(x) for x in a.shard.split("/"))
+            run_repo(repo, out, a.timeout, (i, n))
+        records += read_records(out)
+    a.md.write_text(report(records, {r.resolve().name: inventory(r.resolve()) for r in a.repos}))
+    print(f"{a.md}: {len([r for r in records if not r.get('file_done')])} kernels", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -18,6 +18,7 @@ from toolchain.cxx import split_top_level
 
 K = ci.CursorKind
 CONVERTER_VERSION = "2"
+GRID_SYNC = "grid-wide synchronisation"  # the refusal of grid_group / this_grid (reported once per line)
 INDEX_VARS = {"threadIdx", "blockIdx", "blockDim", "gridDim"}
 BARRIERS = {"__syncthreads": "rt::sync", "__syncthreads_count": "rt::sync_count",
             "__syncthreads_and": "rt::sync_and", "__syncthreads_or": "rt::sync_or"}
@@ -477,7 +478,7 @@ class Converter:
                         f.cg_types.append((c, name))
                         f.features.add("cooperative_groups")
                     elif name == "grid_group":
-                        f.refusals.append((c.extent.start.offset, "grid-wide synchronisation (grid_group) "
+                        f.refusals.append((c.extent.start.offset, f"{GRID_SYNC} (grid_group) "
                                            "cannot run as an rTask"))
             elif k == K.LAMBDA_EXPR:
                 f.lambdas.append(c)
@@ -557,7 +558,7 @@ class Converter:
                 elif name in CG_NATIVE:
                     continue
                 elif name == "grid_group":
-                    f.refusals.append((c.extent.start.offset, "grid-wide synchronisation (grid_group) "
+                    f.refusals.append((c.extent.start.offset, f"{GRID_SYNC} (grid_group) "
                                        "cannot run as an rTask"))
                 else:
                     f.refusals.append((c.extent.start.offset, f"parameter of cooperative_groups type '{name}': "
@@ -610,7 +611,7 @@ class Converter:
                     and _is_texture(d.referenced)}
             f.texture_calls.append((off, c.extent.end.offset, used))
         elif name == "this_grid" and (ref is None or _in_cg(ref)):
-            f.refusals.append((off, "grid-wide synchronisation (this_grid) cannot run as an rTask"))
+            f.refusals.append((off, f"{GRID_SYNC} (this_grid) cannot run as an rTask"))
         elif name in CG_CALLS and (_in_cg(ref) or (ref is None and _dependent_cg_call(c))) \
                 and (ref is None or ref.kind != K.CXX_METHOD):
             f.cg_calls.append((c, name))
@@ -1092,7 +1093,9 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
         names = {k for k in kernels}
         missing = names - {f.name for f in all_kernels} - {f.qualname for f in all_kernels}
         if missing:
-            raise ConversionError([f"{filename}:1:1: error: no __global__ kernel named '{m}'" for m in sorted(missing)])
+            known = ", ".join(sorted({f.qualname for f in all_kernels}))
+            raise ConversionError([f"{filename}: error: no __global__ kernel named '{m}' (the kernels of this file: "
+                                   f"{known})" for m in sorted(missing)])
         chosen = [f for f in all_kernels if f.name in names or f.qualname in names]
     else:
         chosen = all_kernels
@@ -1109,7 +1112,13 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
     for f in chosen:
         reach = conv.reach(f)
         problems: list[tuple[str, int, str]] = []  # (file, offset, message); file "" is the main file
+        grid_sync_lines: set[int] = set()  # `cg::grid_group g = cg::this_grid();` is one problem, not two
         for p in ((g.file.path if g.file else "", o, m) for g in [f] + reach for o, m in g.refusals):
+            if p[2].startswith(GRID_SYNC) and not p[0]:
+                line = src.location(p[1])[0]
+                if line in grid_sync_lines:
+                    continue
+                grid_sync_lines.add(line)
             if p not in problems:
                 problems.append(p)
         refused_lines = {src.location(o)[0] for path, o, _ in problems if not path}

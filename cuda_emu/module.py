@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import math
 import os
 import re
@@ -35,10 +36,11 @@ from toolchain.cache import content_key, evict
 from toolchain.cxx import split_top_level
 from toolchain.stubs import stub_dirs
 
+from . import env
+from .env import STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV
+
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
 DEFAULT_YIELD_BUDGET = 20_000_000
-YIELD_BUDGET_ENV = "RAMMER_EMU_YIELD_BUDGET"    # overrides the defaults below (the CLIs' --yield-budget sets it)
-STALL_TIMEOUT_ENV = "RAMMER_EMU_STALL_TIMEOUT"  # seconds; 0 turns the stall watchdog off (--stall-timeout)
 DEFAULT_STACK_SIZE = 64 * 1024
 DEFAULT_STALL_TIMEOUT = 30.0      # seconds one thread may run without reaching a yield point
 # hidden + no GNU unique: each library keeps its own emulator state; stack-clash protection makes a frame
@@ -70,41 +72,20 @@ def available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-MAX_YIELD_BUDGET = 2**62          # fits the launch's signed 64-bit counter
-STALL_TICK_S = 0.25               # the stall watchdog's resolution (kStallTickMs in emu_guard.h)
-MAX_STALL_TIMEOUT = 7 * 24 * 3600.0
-
-
 def check_yield_budget(value: object, where: str) -> int:
-    """A yield budget: a whole number in [1, 2^62]; EmuError (one line naming `where`) otherwise."""
+    """env.check_yield_budget, as an EmuError (a bad launch)."""
     try:
-        num = float(value) if isinstance(value, str) else value
-        ok = isinstance(num, (int, float, np.integer, np.floating)) and math.isfinite(num) and num == int(num)
-    except (ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise EmuError(f"bad launch: {where}={value!r} is not a whole number of yields")
-    budget = int(num)  # type: ignore[arg-type]
-    if not 1 <= budget <= MAX_YIELD_BUDGET:
-        raise EmuError(f"bad launch: {where} must be in [1, 2^62], got {value}")
-    return budget
+        return env.check_yield_budget(value, where)
+    except env.LimitError as exc:
+        raise EmuError(f"bad launch: {exc}") from None
 
 
 def check_stall_timeout(value: object, where: str) -> float:
-    """A stall timeout in seconds: 0 (the watchdog off, said so) or a finite number from the watchdog's 0.25 s
-    resolution up to a week; never a value that would round to "off" silently."""
+    """env.check_stall_timeout, as an EmuError (a bad launch)."""
     try:
-        secs = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise EmuError(f"bad launch: {where}={value!r} is not a number of seconds") from None
-    if not math.isfinite(secs) or secs < 0:
-        raise EmuError(f"bad launch: {where} must be a finite number of seconds >= 0, got {value}")
-    if 0 < secs < STALL_TICK_S:
-        raise EmuError(f"bad launch: {where}={value}: below the stall watchdog's resolution of {STALL_TICK_S} s; "
-                       f"give at least {STALL_TICK_S} (or 0 to turn the watchdog off)")
-    if secs > MAX_STALL_TIMEOUT:
-        raise EmuError(f"bad launch: {where}={value}: more than a week; give 0 to turn the watchdog off")
-    return secs
+        return env.check_stall_timeout(value, where)
+    except env.LimitError as exc:
+        raise EmuError(f"bad launch: {exc}") from None
 
 
 def stall_ms(secs: float) -> int:
@@ -488,19 +469,20 @@ class CpuModule:
             # a sanitized build's line tables name the source file in its reports: that name is part of the key
             named = (self.name,) if self.sanitize else ()
             lib = out_dir / f"{content_key(code, *self._flags, cxx, _compiler_version(cxx), *named)}.so"
-            if lib.exists() and _loadable(lib):
-                with contextlib.suppress(OSError):
-                    os.utime(lib)  # recently used: the cache's size cap evicts the least recently used first
-                return lib
-            ii = Path(tmp) / "src.ii"
-            ii.write_text(text)
-            tmp_lib = Path(tmp) / "out.so"
-            try:
-                _run_compiler([cxx, *self._flags, "-x", "c++-cpp-output", str(ii), "-o", str(tmp_lib)],
-                              f"to compile {self.name}")
-            except EmuCompileError as e:
-                raise EmuCompileError(self._explain(str(e))) from None
-            os.replace(tmp_lib, lib)
+            with build_lock(lib):  # one process compiles a given module; the others wait and load its result
+                if lib.exists() and _loadable(lib):
+                    with contextlib.suppress(OSError):
+                        os.utime(lib)  # recently used: the cache's size cap evicts the least recently used first
+                    return lib
+                ii = Path(tmp) / "src.ii"
+                ii.write_text(text)
+                tmp_lib = Path(tmp) / "out.so"
+                try:
+                    _run_compiler([cxx, *self._flags, "-x", "c++-cpp-output", str(ii), "-o", str(tmp_lib)],
+                                  f"to compile {self.name}")
+                except EmuCompileError as e:
+                    raise EmuCompileError(self._explain(str(e))) from None
+                os.replace(tmp_lib, lib)
         evict("emu", keep=lib)
         return lib
 
@@ -675,6 +657,19 @@ class CpuModule:
             return message
         where = _addr2line(self.library_path, offsets)
         return _SITE_RE.sub(lambda m: where.get(m.group(1), f"+0x{m.group(1)}"), message)
+
+
+@contextlib.contextmanager
+def build_lock(lib: Path) -> Any:
+    """An exclusive lock per cache entry (`NAME.so.lock` beside it), so that processes building the same module at
+    once (pytest-xdist workers, parallel builds) compile it once: the others wait, then find it built. The OS
+    releases the lock of a process that dies, so a waiter never waits on a dead builder."""
+    with open(lib.with_name(lib.name + ".lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _loadable(lib: Path) -> bool:

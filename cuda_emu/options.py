@@ -7,8 +7,8 @@ from typing import Any, Callable
 
 import click
 
-from .module import (MAX_YIELD_BUDGET, STALL_TICK_S, STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV, EmuError,
-                     check_stall_timeout, sanitizer_set)
+from .env import (MAX_YIELD_BUDGET, STALL_TICK_S, STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV, LimitError,
+                  check_stall_timeout)
 
 SANITIZE_CHOICES = click.Choice(["memcheck", "racecheck", "synccheck", "all", "none"])
 SANITIZE_HELP = ("the CPU emulator's sanitizers (repeatable): memcheck (out-of-bounds global and shared accesses), "
@@ -31,8 +31,8 @@ def emulator_limits(fn: Callable[..., Any]) -> Callable[..., Any]:
         if stall_timeout is not None:
             try:
                 check_stall_timeout(stall_timeout, "--stall-timeout")
-            except EmuError as exc:
-                raise click.UsageError(str(exc).removeprefix("bad launch: ")) from None
+            except LimitError as exc:
+                raise click.UsageError(str(exc)) from None
             os.environ[STALL_TIMEOUT_ENV] = repr(stall_timeout)
         return fn(*args, **kwargs)
     return wrapper
@@ -45,6 +45,7 @@ def sanitize_option(default: str) -> Callable[[Callable[..., Any]], Callable[...
                       help=f"{SANITIZE_HELP} [default: {default}]")
         @functools.wraps(fn)
         def wrapper(*args: Any, sanitize: tuple[str, ...], **kwargs: Any) -> Any:
+            from .module import sanitizer_set  # the emulator loads only when a command runs
             return fn(*args, sanitize=sanitizer_set(sanitize or default), **kwargs)
         return wrapper
     return deco

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from toolchain.exits import Exit
+
 import numpy as np
 import onnx
 
@@ -465,7 +467,8 @@ def markdown_table(results: list[BenchResult]) -> str:
 
 def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 100,
                   out_dir: str | None = None) -> int:
-    """CLI body of `rammer bench MODEL [--batch B] [--json] [--repeats N] [--out DIR]`; exit 2 without a GPU."""
+    """CLI body of `rammer bench MODEL [--batch B] [--json] [--repeats N] [--out DIR]`; exit 3 without a GPU,
+    2 for a bad option or model (toolchain.exits)."""
     if repeats < 1 or batch < 1:
         print(f"rammer bench: --repeats and --batch must be >= 1 (got {repeats}, {batch})", file=sys.stderr)
         return 2
@@ -481,7 +484,7 @@ def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 10
     reason = gpu_unavailable()
     if reason:
         print(f"rammer bench: no GPU: {reason}", file=sys.stderr)
-        return 2
+        return Exit.MISSING
     try:
         model, label = load_bench_model(model_path, batch)
     except ValueError as exc:

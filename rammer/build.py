@@ -237,10 +237,11 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     accurate arithmetic the kernels may use. `veus_per_sm` sizes resident slices for that many vEUs sharing an SM
     (default: searched by a GPU build without `veus`, else ceil(vEUs / SMs) on a GPU and 1 on the CPU)."""
     from scheduler.export import graph_to_onnx
+    from scheduler.onnx_files import save_standalone
     from scheduler.passes import check_pass_names
     from scheduler.pipeline import load_workload, op_dependencies, plan_workload
     from scheduler.profiler import H100
-    from scheduler.report import render_report, schedule_slices, timeline_svg, timeline_trace
+    from scheduler.report import render_report, schedule_slices, schedule_source, timeline_svg, timeline_trace
 
     out = Path(out_dir)
     real_out = check_output_folder(out, model_path, build_inputs(model_path, corpus, user_libs))
@@ -257,7 +258,7 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
     check_veus(num_veus, target)
     profiler = make_profiler(profile, target, num_veus)
     if not quiet:
-        print(f"  {profiler.describe()}", file=sys.stderr)
+        print(f"  {profiler.describe(target)}", file=sys.stderr)
     dumps: dict[int, dict[str, Any]] = {}  # per vEUs per SM the slices were sized for: pass name -> graph
 
     def load_at(k: int, prof: Any, what: str) -> tuple[Graph, Any]:
@@ -331,15 +332,15 @@ def build_model(model_path: str | Path, out_dir: str | Path, corpus: str | Path 
         plan.save(tmp / "plan.json")
         weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
         np.savez(tmp / "weights.npz", **{npz_key(k): np.ascontiguousarray(v) for k, v in weights.items()})
-        shutil.copyfile(model_path, tmp / "model.onnx")
-        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.barrier_cost_us))
+        save_standalone(model_path, tmp / "model.onnx")  # with its external data, for `rammer run --check`
+        (tmp / "timeline.svg").write_text(timeline_svg(plan, programs, profiler.barrier_cost_us, target))
         slices = schedule_slices(plan, programs, profiler.barrier_cost_us)
-        (tmp / "timeline.json").write_text(timeline_trace({"predicted": slices},
+        (tmp / "timeline.json").write_text(timeline_trace({schedule_source(target): slices},
                                                           {"model": str(model_path), "policy": policy,
-                                                           "profiler": profiler.describe()}))
+                                                           "profiler": profiler.describe(target)}))
         for name, model in dumps.get(graph.veus_per_sm, {}).items():
             onnx.save(model, str(tmp / f"after-{name}.onnx"))
-        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(), "precision": precision,
+        manifest.stats = _stats(plan, programs, ops) | {"profiler": profiler.describe(target), "precision": precision,
                                                         "passes": [r.to_json() for r in graph.pass_log],
                                                         "veus_per_sm": per_sm,
                                                         "occupancy": occupancy.describe() if occupancy else None,
@@ -532,10 +533,9 @@ def weight_traffic(plan: Any, graph: Any, model_path: str | Path) -> dict:
     """The weight bytes the plan reads per inference (scheduler.report.weight_bytes_read), the model's own weight
     bytes (its ONNX initializers, counted from the file, not from our graph) and how many resident families run
     pinned: the figures issue 15 compares (weight-stationary layers read their weights once)."""
-    from onnx import numpy_helper
+    from scheduler.onnx_files import initializer_bytes, load_structure
     from scheduler.report import weight_bytes_read
-    model = onnx.load(str(model_path), load_external_data=False)
-    own = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    own = initializer_bytes(load_structure(model_path))  # from types and dims: external data is not read
     families = {op.launch.resident.family for op in plan.ops if op.pinned}
     return {"weight_bytes_read": weight_bytes_read(plan, graph), "model_weight_bytes": int(own),
             "resident_families": len(families)}

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import math
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -14,12 +16,37 @@ ATOL = 1e-5  # the zoo's own numpy checks hold every --small model to these two 
 # values, a NaN turned into 0) fails on its own, whatever the output's largest value
 
 
-def reference_outputs(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """onnxruntime on the CPU, in the model's output order: the truth every variant is checked against."""
-    import onnxruntime as ort  # imported here: only the checks need it
-    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-    sess = ort.InferenceSession(source, providers=["CPUExecutionProvider"])
+def reference_outputs(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
+                      base_dir: str | Path | None = None) -> list[np.ndarray]:
+    """onnxruntime on the CPU, in the model's output order: the truth every variant is checked against. A file's
+    external data is found beside it; an in-memory model that still names external files reads them from
+    `base_dir` (its file's folder)."""
+    sess = reference_session(model, base_dir)
     return [np.asarray(o, dtype=np.float64) for o in sess.run(None, feeds)]
+
+
+def reference_session(model: onnx.ModelProto | str | Path, base_dir: str | Path | None = None) -> Any:
+    """An onnxruntime CPU session of a file (by path, so onnxruntime resolves external data against the model's
+    own folder) or of an in-memory model (as bytes; through a temporary folder when it is over protobuf's 2 GiB
+    or names external files)."""
+    import onnxruntime as ort  # imported here: only the checks need it
+    from scheduler.onnx_files import PROTOBUF_LIMIT, load_weights_into, uses_external_data
+    providers = ["CPUExecutionProvider"]
+    if not isinstance(model, onnx.ModelProto):
+        return ort.InferenceSession(str(model), providers=providers)
+    external = uses_external_data(model)
+    if not external and model.ByteSize() < PROTOBUF_LIMIT:
+        return ort.InferenceSession(model.SerializeToString(), providers=providers)
+    if external and base_dir is None:
+        raise ValueError("the model keeps its weights in external data files: pass its folder (base_dir) or its path")
+    with tempfile.TemporaryDirectory(prefix="rammer-ort-") as tmp:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)  # saving with external data rewrites the tensors: keep the caller's model as it is
+        if external:
+            load_weights_into(copy, str(base_dir))
+        path = Path(tmp) / "model.onnx"
+        onnx.save_model(copy, str(path), save_as_external_data=True, location="model.onnx.data")
+        return ort.InferenceSession(str(path), providers=providers)  # the data is read now: the folder may go
 
 
 def relative_error(outs: list[np.ndarray], refs: list[np.ndarray]) -> float:

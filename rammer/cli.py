@@ -2,8 +2,6 @@
 write the zoo's models, and look after the cache."""
 from __future__ import annotations
 
-import io
-import json
 import re
 import sys
 import time
@@ -11,23 +9,37 @@ from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 
-from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS
-from scheduler.graph import SchedulerError
-from scheduler.onnx_import import first_line
-from scheduler.passes import PASSES
-from scheduler.policies import POLICIES
 from cuda_emu.options import emulator_limits, sanitize_option
+from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS
 from toolchain import package_version
-from toolchain.files import InputError, Inputs, OutputError, load_npz, write_atomic
-from toolchain.messages import whole_message
+from toolchain.clitypes import LazyChoice
+from toolchain.exits import Exit
 
-from .build import PROFILES, build_model
-from .check import ATOL, RTOL, check_output, reference_outputs
-from .runtime import MANIFEST, BuildError, load
+# Start-up stays light (`rammer --version`, `--help`): numpy, onnx and the compiler stack load inside commands.
 
-PASS_NAMES = [p.name for p in PASSES]
+
+def _policies() -> list[str]:
+    from scheduler.policies import POLICIES
+    return sorted(POLICIES)
+
+
+def _profiles() -> tuple[str, ...]:
+    from .build import PROFILES
+    return PROFILES
+
+
+class CommandError(Exception):
+    """A command that stops: str() is its one line, .code its exit status (toolchain.exits.Exit)."""
+
+    def __init__(self, message: str, code: int = Exit.FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+TARGET_HELP = "where the build runs: gpu, or cpu (the CPU emulator) [default: gpu when one is visible, else cpu]"
+PROFILE_HELP = ("rTask times: measured on the GPU (cached per device), the cost model, or auto: measured when a GPU "
+                "build has a GPU")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,26 +48,28 @@ def main() -> None:
     """rammer: compile an ONNX model into persistent rPrograms, run, check and benchmark it.
 
     Building and running compile and execute kernel code natively (g++ for the CPU emulator, NVRTC on a GPU);
-    `--corpus DIR` imports and runs DIR/ops/*.py. Build only models and corpora you trust."""
+    `--corpus DIR` imports and runs DIR/ops/*.py. Build only models and corpora you trust.
+
+    Exit status: 0 ok, 1 failed (a check mismatch, a refused node, a build or run error), 2 bad command line or
+    input, 3 this machine lacks what the command needs (a GPU, torch)."""
 
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="the build folder to write (created; a rebuild keeps your own files in it)")
 @click.option("--corpus", type=click.Path(file_okay=False), default=None,
               help="kernel corpus (default: built-in); its ops/*.py are imported and run")
-@click.option("--policy", type=click.Choice(sorted(POLICIES)), default="wavefront", show_default=True)
-@click.option("--target", type=click.Choice(["gpu", "cpu"]), default=None,
-              help="where the build runs [default: gpu when one is visible, else cpu]")
+@click.option("--policy", type=LazyChoice(_policies), default="wavefront", show_default=True,
+              help="how rTasks are placed on vEUs: wavefront, ios (IOS's stage search) or sequential")
+@click.option("--target", type=click.Choice(["gpu", "cpu"]), default=None, help=TARGET_HELP)
 @click.option("--veus", type=int, default=None, help="number of vEUs (default: what fits the target)")
 @click.option("--veus-per-sm", "veus_per_sm", type=click.IntRange(1, 4), default=None,
               help="size weight-stationary slices for this many vEUs sharing an SM (default: a GPU build without "
                    "--veus tries 1-4 and keeps the fastest predicted; else ceil(vEUs / 132) on a GPU, 1 on the CPU)")
-@click.option("--profile", type=click.Choice(PROFILES), default="auto", show_default=True,
-              help="rTask times: measured on the device (cached per device), the cost model, or measured when a "
-                   "GPU build has a GPU")
+@click.option("--profile", type=LazyChoice(_profiles), default="auto", show_default=True, help=PROFILE_HELP)
 @click.option("--disable-pass", "disable_passes", multiple=True, metavar="NAME",
-              help=f"leave a graph pass out (repeatable): {', '.join(PASS_NAMES)}")
+              help="leave a graph pass out (repeatable; an unknown NAME is refused with the list of passes)")
 @click.option("--dump-after", "dump_after", multiple=True, metavar="NAME",
               help="write the graph after this pass as OUT_DIR/after-NAME.onnx (repeatable; open it in Netron)")
 @click.option("--backends", default=None, metavar="LIST",
@@ -82,11 +96,12 @@ def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report).
 
     A node no rKernel implements runs as a library step (a vendor call; on the CPU target any standard ONNX op
-    through onnxruntime), listed in report.md as a kernel to write; --strict refuses it instead."""
+    through onnxruntime), listed in report.md as a kernel to write; --strict refuses it instead. MODEL's external
+    data files are read from MODEL's folder, and OUT_DIR gets a model.onnx that needs nothing outside it."""
     if strict:
         if placement not in (None, "rtask-only"):
             click.echo(f"error: --strict and --placement {placement} contradict each other", err=True)
-            sys.exit(2)
+            sys.exit(Exit.USAGE)
         placement = "rtask-only"
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
                            disable_passes=disable_passes, dump_after=dump_after, as_json=as_json,
@@ -97,7 +112,7 @@ def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str
 @main.command("run")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--inputs", type=click.Path(dir_okay=False), default=None, help="inputs (.npz); default random")
-@click.option("--check", is_flag=True, help="compare every output with onnxruntime")
+@click.option("--check", is_flag=True, help="compare every output with onnxruntime (exit 1 when one differs)")
 @click.option("--save", type=click.Path(dir_okay=False), default=None, help="save outputs (.npz)")
 @click.option("--device", type=click.Choice(["gpu", "cpu"]), default=None,
               help="where to run (default: the build's --target)")
@@ -116,40 +131,46 @@ def run(out_dir: str, inputs: str | None, check: bool, save: str | None, device:
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--policy", type=click.Choice(sorted(POLICIES)), default="wavefront", show_default=True)
+@click.option("--policy", type=LazyChoice(_policies), default="wavefront", show_default=True,
+              help="how rTasks are placed on vEUs: wavefront, ios (IOS's stage search) or sequential")
 @click.option("--veus", type=int, default=None, help="vEUs of the vDevice (default: the H100's SM count)")
-@click.option("--profile", type=click.Choice(PROFILES), default="model", show_default=True,
-              help="rTask times: the cost model, or measured on the GPU (cached; auto: when one is visible)")
+@click.option("--profile", type=LazyChoice(_profiles), default="auto", show_default=True, help=PROFILE_HELP)
 @click.option("-o", "--out", default=None, type=click.Path(dir_okay=False), help="write plan.json here")
 @click.option("--json", "as_json", is_flag=True, help="print the plan's summary as JSON")
 def plan(model: str, policy: str, veus: int | None, profile: str, out: str | None, as_json: bool) -> None:
-    """Plan MODEL with one policy and print the prediction (no conversion, no code generation)."""
+    """Plan MODEL for the GPU with one policy and print the prediction (no conversion, no code generation)."""
     from .plan import plan_command
     sys.exit(plan_command(model, policy, veus, profile, out, as_json=as_json))
 
 
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--target", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True)
+@click.option("--target", type=click.Choice(["gpu", "cpu"]), default=None, help=TARGET_HELP)
 @click.option("--backends", default=None, metavar="LIST", help="backends to profile (default: all available)")
 @click.option("--veus", type=int, default=None, help="vEUs the rKernel shapes are measured on")
 @click.option("--runs", type=int, default=50, show_default=True, help="runs per library call (median)")
 @click.option("--rtasks", is_flag=True, help="on --target cpu, also time rKernel shapes on the emulator")
-@click.option("--user-lib", "user_libs", multiple=True, type=click.Path(file_okay=False), metavar="FOLDER")
-@click.option("--json", "as_json", is_flag=True)
-def profile(model: str, target: str, backends: str | None, veus: int | None, runs: int, rtasks: bool,
+@click.option("--user-lib", "user_libs", multiple=True, type=click.Path(file_okay=False), metavar="FOLDER",
+              help="a user kernel library to profile as well: .cu files + bindings.yaml (repeatable)")
+@click.option("--json", "as_json", is_flag=True, help="print the cache sizes and hits as JSON")
+def profile(model: str, target: str | None, backends: str | None, veus: int | None, runs: int, rtasks: bool,
             user_libs: tuple[str, ...], as_json: bool) -> None:
     """Fill the profile cache (device, backend, op, shapes, variant) for MODEL ahead of a build."""
     from .profile import profile_command
+    try:
+        target = resolve_target(target, "profiling")
+    except CommandError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(exc.code)
     sys.exit(profile_command(model, target, backends, veus, runs, rtasks, user_libs, as_json))
 
 
 @main.command()
 @click.argument("name", required=False)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None)
-@click.option("--batch", type=int, default=1, show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="the ONNX file to write")
+@click.option("--batch", type=int, default=1, show_default=True, help="the model's batch size")
 @click.option("--small", is_flag=True, help="a reduced size that runs on the CPU emulator")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random weights")
 @click.option("--list", "list_", is_flag=True, help="list the models")
 def zoo(name: str | None, output: str | None, batch: int, small: bool, seed: int, list_: bool) -> None:
     """Write one of the benchmark models as ONNX."""
@@ -157,11 +178,39 @@ def zoo(name: str | None, output: str | None, batch: int, small: bool, seed: int
     sys.exit(zoo_command(name, output, batch, small, seed, list_))
 
 
+def _export_models() -> list[str]:
+    from .export import MODELS
+    return list(MODELS)
+
+
+@main.command("export")
+@click.argument("names", nargs=-1, type=LazyChoice(_export_models), metavar="[NAME]...")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="folder for NAME.onnx (and NAME.onnx.data, its weights, as torch writes them)")
+@click.option("--check", is_flag=True,
+              help="also build each model (into OUT/NAME-build) and compare it with onnxruntime (exit 1 if any differ)")
+@click.option("--target", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True,
+              help="the target of the --check builds")
+@click.option("--exporter", type=click.Choice(["auto", "dynamo", "torchscript"]), default="auto",
+              show_default=True,
+              help="torch.onnx.export's dynamo exporter (needs onnxscript), its TorchScript one (opset 17), or auto: "
+                   "dynamo when onnxscript is installed")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the random weights")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object per model")
+def export(names: tuple[str, ...], out_dir: str, check: bool, target: str, exporter: str, seed: int,
+           as_json: bool) -> None:
+    """Export PyTorch models (torchvision-style CNNs, a BERT-style encoder, a speech RNN; random weights) to ONNX:
+    the models as users bring them, to build with `rammer build`. Every model without NAME. Needs torch (the
+    `bench` extra: pip install -e '.[bench]')."""
+    from .export import export_command
+    sys.exit(export_command(names, out_dir, check, target, exporter, seed, as_json))
+
+
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False))
-@click.option("--batch", type=int, default=1, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--repeats", type=int, default=100, show_default=True)
+@click.option("--batch", type=int, default=1, show_default=True, help="batch size (fixes the model's symbolic dims)")
+@click.option("--json", "as_json", is_flag=True, help="print the results as JSON")
+@click.option("--repeats", type=int, default=100, show_default=True, help="timed runs per variant (median)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="keep the rammer builds here (timeline.svg, report.md per policy); default: a temporary folder")
 def bench(model: str, batch: int, as_json: bool, repeats: int, out_dir: str | None) -> None:
@@ -172,7 +221,8 @@ def bench(model: str, batch: int, as_json: bool, repeats: int, out_dir: str | No
 
 @main.group()
 def cache() -> None:
-    """The toolchain's cache ($RAMMER_CACHE, default ~/.cache/rammer): emulator builds, profiles, NVRTC stubs."""
+    """The toolchain's cache ($RAMMER_CACHE, else $XDG_CACHE_HOME/rammer or ~/.cache/rammer): emulator builds,
+    profiles, NVRTC stubs."""
 
 
 @cache.command("info")
@@ -196,8 +246,27 @@ def cache_clear(part: str | None) -> None:
         freed = clear(part)
     except CacheError as exc:
         click.echo(f"rammer cache clear: {exc}", err=True)
-        sys.exit(2)
+        sys.exit(Exit.USAGE)
     click.echo(f"freed {freed / 2**20:.1f} MiB")
+
+
+def resolve_target(target: str | None, what: str) -> str:
+    """The target a command runs for: the given one, else the GPU when one is visible and the CPU otherwise (said
+    in a note); --target gpu without a GPU is refused for work that must run there (exit 3)."""
+    from scheduler.onnx_import import first_line
+    from vdevice.gpu import gpu_available
+    gpu, why = gpu_available()
+    if target is None:
+        if not gpu:
+            print(f"note: no GPU is visible ({first_line(why)}): {what} for --target cpu", file=sys.stderr)
+        return "gpu" if gpu else "cpu"
+    if target == "gpu" and not gpu and what != "building":
+        raise CommandError(f"error: no GPU is visible ({first_line(why)}): {what} with --target gpu needs one "
+                           f"(use --target cpu)", Exit.MISSING)
+    if target == "gpu" and not gpu:
+        print(f"note: no GPU is visible here ({first_line(why)}): the build is compiled with nvcc for the GPU and "
+              f"will run only where one is (or rebuild with --target cpu)", file=sys.stderr)
+    return target
 
 
 def build_command(model: str, out_dir: str, corpus: str | None = None, policy: str = "wavefront",
@@ -205,17 +274,29 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
                   disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False,
                   backends: str | None = None, placement: str | None = None, user_libs: tuple[str, ...] = (),
                   merge: str = "auto", precision: str = DEFAULT_PRECISION, veus_per_sm: int | None = None) -> int:
-    """CLI body of `rammer build`: one error line and exit 1 on failure, a summary (or, with --json, the build's
-    stats as one JSON object on stdout) on success. Without --target: the GPU when one is visible, else the CPU."""
-    from vdevice.gpu import gpu_available
-    gpu, why = gpu_available()
-    if target is None:
-        target = "gpu" if gpu else "cpu"
-        if not gpu:
-            print(f"note: no GPU is visible ({first_line(why)}): building for --target cpu", file=sys.stderr)
-    elif target == "gpu" and not gpu:
-        print(f"note: no GPU is visible here ({first_line(why)}): the build is compiled with nvcc for the GPU and "
-              f"will run only where one is (or rebuild with --target cpu)", file=sys.stderr)
+    """CLI body of `rammer build`: one error line on failure (exit 2 for a model that cannot be read, else 1), a
+    summary (or, with --json, the build's stats as one JSON object on stdout) on success. Without --target: the
+    GPU when one is visible, else the CPU."""
+    import json
+
+    from scheduler.graph import SchedulerError
+    from scheduler.onnx_import import ModelError, first_line
+
+    from scheduler.passes import check_pass_names
+
+    from .build import build_model
+    try:
+        check_pass_names(list(disable_passes) + list(dump_after))
+    except SchedulerError as exc:
+        print(_one_line(exc), file=sys.stderr)
+        return Exit.USAGE
+    target = resolve_target(target, "building")
+    if target == "gpu" and profile == "measured":
+        try:
+            resolve_target("gpu", "measuring rTask times (--profile measured)")
+        except CommandError as exc:
+            print(str(exc), file=sys.stderr)
+            return exc.code
     print(f"rammer build {model} -> {out_dir} (policy {policy}, target {target})", file=sys.stderr)
     try:
         names = default_backends(target, user_libs) if backends is None else \
@@ -224,40 +305,47 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
                             disable_passes=disable_passes, dump_after=dump_after, backends=names,
                             placement=placement, user_libs=user_libs, merge=merge, precision=precision,
                             veus_per_sm=veus_per_sm)
+    except ModelError as exc:
+        print(_one_line(exc), file=sys.stderr)
+        return Exit.USAGE
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
-        return 1
+        return Exit.FAILED
     except Exception as exc:  # the emulator's and converter's own errors: still one line, no traceback
         print(f"error: {type(exc).__name__}: {first_line(exc)}", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     s = built.manifest.stats
     if as_json:
         print(json.dumps({"folder": str(built.folder), "target": built.manifest.target, "policy": policy,
                           "num_veus": built.manifest.num_veus, **s}))
-        return 0
+        return Exit.OK
     print(f"{built.folder}: {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, "
           f"{s['programs']} rProgram(s), {s['library_calls']} library call(s), {s['barrier_rtasks']} barrier-rTasks "
           f"on {built.manifest.num_veus} vEUs, "
           + (f"predicted {s['predicted_us']:.1f} us, " if built.manifest.target == "gpu" else "")
           + f"built in {s['build_s']:.1f} s")
-    return 0
+    return Exit.OK
 
 
-def run_inputs(built: Any, inputs: str | None) -> Inputs:
+def run_inputs(built: Any, inputs: str | None) -> Any:
     """What `rammer run` reads: the build folder (never written at or above), every file of it, the inputs file."""
+    from toolchain.files import Inputs
+
+    from .runtime import MANIFEST
     guard = Inputs().folder(built.folder, "the build folder")
     for f in [*built.manifest.files, MANIFEST]:
         guard.file(built.folder / f, "a file of the build")
     return guard.file(inputs, "the inputs")
 
 
-def check_writable(path: str, guard: Inputs, option: str = "--save") -> Path:
-    """Before the run: the output must not be over, into or above an input of the run, and its folder must exist
-    and be writable; returns the real path to write."""
+def check_writable(path: str, guard: Any, option: str = "--save") -> Path:
+    """Before the run: the output must not be over, into or above an input of the run (toolchain.files' guard), and
+    its folder must exist and be writable; returns the real path to write."""
+    from toolchain.files import OutputError
     try:
         return guard.check_file(path, option)
     except OutputError as exc:
-        raise BuildError(str(exc)) from None
+        raise CommandError(str(exc), Exit.USAGE) from None
 
 
 def default_backends(target: str, user_libs: tuple[str, ...]) -> tuple[str, ...]:
@@ -268,58 +356,96 @@ def default_backends(target: str, user_libs: tuple[str, ...]) -> tuple[str, ...]
 
 def _one_line(exc: Exception) -> str:
     """`FILE: error: ...` messages as they are, anything else prefixed with `error:`; first line only."""
+    from scheduler.onnx_import import first_line
     text = first_line(exc)
     return text if re.match(r"^\S+: error: ", text) else f"error: {text}"
+
+
+def read_feeds(built: Any, inputs: str | None, seed: int) -> dict:
+    """The run's inputs: the .npz file given (exit 2 when unreadable), else seeded random ones of the model's
+    shapes."""
+    import numpy as np
+    if inputs:
+        from toolchain.files import InputError, load_npz
+        want = {t.name: t.shape for t in built.manifest.inputs}
+        limit = sum(b.nbytes for b in built.manifest.buffers if b.kind == "input") + 2**20
+        try:  # every member checked by its declared header before any is loaded
+            return load_npz(inputs, "inputs", want, limit)
+        except InputError as exc:
+            raise CommandError(str(exc), Exit.USAGE) from None
+    rng = np.random.default_rng(seed)
+    return {t.name: rng.standard_normal(t.shape).astype(t.dtype) for t in built.manifest.inputs}
+
+
+def run_device(built: Any, device: str | None, sanitize: tuple[str, ...]) -> str:
+    """Where the run happens: --device, else the build's target; a GPU that is not there exits 3."""
+    backend = device or built.manifest.target
+    if backend == "gpu":
+        from vdevice.gpu import gpu_available
+        ok, why = gpu_available()
+        if not ok:
+            raise CommandError(f"error: {why}; run with --device cpu or build with --target cpu", Exit.MISSING)
+    if sanitize and backend != "cpu":
+        raise CommandError("error: --sanitize runs on the CPU emulator only; add --device cpu", Exit.USAGE)
+    return backend
 
 
 def run_command(out_dir: str, inputs: str | None = None, check: bool = False, save: str | None = None,
                 device: str | None = None, seed: int = 0, as_json: bool = False,
                 sanitize: tuple[str, ...] = ()) -> int:
-    """CLI body of `rammer run`: run once, print outputs (and errors vs onnxruntime with --check)."""
-    backend = device or "cpu"
+    """CLI body of `rammer run`: run once, print outputs (and errors vs onnxruntime with --check). Exit 2 for a
+    folder that is no build or unreadable inputs, 3 without the GPU it needs, 1 for a failed run or check."""
+    import io
+    import json
+
+    import numpy as np
+
+    from scheduler.graph import SchedulerError
+    from toolchain.files import write_atomic
+    from toolchain.messages import whole_message
+
+    from scheduler.onnx_import import first_line
+
+    from .check import ATOL, RTOL, check_output, reference_outputs
+    from .runtime import load
     try:
-        built = load(out_dir)
+        try:
+            built = load(out_dir)
+        except SchedulerError as exc:
+            raise CommandError(_one_line(exc), Exit.USAGE) from None
         target = check_writable(save, run_inputs(built, inputs)) if save else None
-        if inputs:
-            want = {t.name: t.shape for t in built.manifest.inputs}
-            try:
-                feeds = load_npz(inputs, "inputs", want, sum(b.nbytes for b in built.manifest.buffers
-                                                            if b.kind == "input") + 2**20)
-            except InputError as exc:
-                raise BuildError(str(exc)) from None
-        else:
-            rng = np.random.default_rng(seed)
-            feeds = {t.name: rng.standard_normal(t.shape).astype(t.dtype) for t in built.manifest.inputs}
-        backend = device or built.manifest.target
-        if backend == "gpu":
-            from vdevice.gpu import gpu_available
-            ok, why = gpu_available()
-            if not ok:
-                raise BuildError(f"{why}; run with --device cpu or build with --target cpu")
-        if sanitize and backend != "cpu":
-            raise BuildError("error: --sanitize runs on the CPU emulator only; add --device cpu")
+        feeds = read_feeds(built, inputs, seed)
+        try:
+            built.check_inputs(feeds)
+        except SchedulerError as exc:
+            raise CommandError(_one_line(exc), Exit.USAGE) from None
+        backend = run_device(built, device, sanitize)
+    except CommandError as exc:
+        print(str(exc), file=sys.stderr)
+        return exc.code
+    try:
         t = time.perf_counter()
         outs = built.run(feeds, backend=backend, sanitize=sanitize) if sanitize else built.run(feeds, backend=backend)
         secs = time.perf_counter() - t
     except SchedulerError as exc:
         print(_one_line(exc), file=sys.stderr)
-        return 1
+        return Exit.FAILED
     except Exception as exc:  # emulator watchdog, device errors: one line
         hint = ""
         if "out of memory" in str(exc) and backend == "cpu":
             hint = (f" (the emulator runs every thread of {built.manifest.num_veus} vEUs as a fiber: "
                     f"rebuild with --target cpu or fewer --veus)")
         print(f"error: {type(exc).__name__}: {whole_message(exc)}{hint}", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     say = (lambda *a: None) if as_json else print
     say(f"ran {out_dir} on {backend} in {secs:.3f} s (first run, compile included when not cached)")
     try:
         refs = dict(zip(built.output_names, reference_outputs(built.folder / "model.onnx",
                                                               built.check_inputs(feeds)))) if check else {}
-    except Exception as exc:  # onnxruntime refusing the model or the inputs: one line, the run's outputs stand
+    except Exception as exc:  # onnxruntime refusing the model or the inputs: one line
         print(f"error: --check: onnxruntime cannot run {out_dir}/model.onnx on these inputs: "
               f"{first_line(exc)}", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     report: dict = {"folder": str(out_dir), "device": backend, "seconds": round(secs, 4), "outputs": []}
     checks = []
     for name, arr in outs.items():
@@ -342,14 +468,17 @@ def run_command(out_dir: str, inputs: str | None = None, check: bool = False, sa
             write_atomic(target, buf.getvalue())
         except OSError as exc:
             print(f"{save}: error: cannot save the outputs: {exc.strerror or exc}", file=sys.stderr)
-            return 1
+            return Exit.FAILED
     ok = all(c.ok for c in checks)
     if check:
         worst = max(checks, key=lambda c: c.ratio) if checks else None
         tail = f"; worst {worst.name} at {list(worst.index or ())}, {worst.ratio:.3g}x its tolerance" if worst else ""
         say(f"check: {'PASS' if ok else 'FAIL'} (every element within {ATOL:g} + {RTOL:g}*|onnxruntime|{tail})")
-        report["check"] = {"pass": ok, "rtol": RTOL, "atol": ATOL,
-                           "worst_ratio": worst.ratio if worst else 0.0}
+        report["check"] = {"pass": ok, "rtol": RTOL, "atol": ATOL, "worst_ratio": worst.ratio if worst else 0.0}
     if as_json:
         print(json.dumps(report))
-    return 0 if ok or not check else 1
+    return Exit.OK if ok or not check else Exit.FAILED
+
+
+if __name__ == "__main__":
+    main()

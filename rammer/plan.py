@@ -7,26 +7,35 @@ import sys
 
 from kernel_corpus.bindings import registry as default_registry
 from scheduler.graph import SchedulerError
+from scheduler.onnx_import import ModelError
 from scheduler.pipeline import load_workload, plan_workload
 from scheduler.profiler import H100
+from toolchain.exits import Exit
 
 from toolchain.files import OutputError, write_atomic
 
 from .build import build_inputs, make_profiler, profile_workload, source_paths
 
 
-def plan_command(model: str, policy: str = "wavefront", veus: int | None = None, profile: str = "model",
+def plan_command(model: str, policy: str = "wavefront", veus: int | None = None, profile: str = "auto",
                  out: str | None = None, as_json: bool = False) -> int:
-    """Plan, report, save; a scheduler error is one line on stderr and exit status 1. With `as_json` the summary
-    is one JSON object on stdout."""
+    """Plan, report, save; a scheduler error is one line on stderr and exit status 1 (2 for a model that cannot be
+    read, 3 for --profile measured without a GPU). With `as_json` the summary is one JSON object on stdout."""
     say = (lambda *a: None) if as_json else print
+    if profile == "measured":
+        from vdevice.gpu import gpu_available
+        gpu, why = gpu_available()
+        if not gpu:
+            print(f"error: --profile measured times rTasks on a GPU and none is visible ({why.splitlines()[0]}); "
+                  f"use --profile model", file=sys.stderr)
+            return Exit.MISSING
     target = None
     if out:
         try:  # refused before the work: over, into or above the model (or its external data)
             target = build_inputs(model, None, ()).check_file(out, "-o")
         except (OutputError, SchedulerError) as exc:
             print(str(exc), file=sys.stderr)
-            return 2
+            return Exit.USAGE
     try:
         profiler = make_profiler(profile, "gpu", veus or H100.sms)
         say(profiler.describe())
@@ -37,7 +46,7 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
         sch = plan_workload(graph, workload, policy, profiler, num_veus=veus)
     except SchedulerError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return Exit.USAGE if isinstance(exc, ModelError) else Exit.FAILED
     plan = sch.plan
     tasks = sum(p.steps(v) for p in plan.programs for v in range(p.num_veus))
     say(f"{policy}: {len(sch.workload.ops)} operators, {len(plan.ops)} launches, {tasks} rTasks, "

@@ -9,7 +9,9 @@ import sys
 import time
 
 from scheduler.graph import SchedulerError
+from scheduler.onnx_import import ModelError
 from scheduler.pipeline import load_workload
+from toolchain.exits import Exit
 
 from .build import CPU_DEFAULT_VEUS, corpus_registry, enabled_backends, make_profiler, profile_workload, source_paths
 
@@ -43,7 +45,7 @@ def profile_command(model: str, target: str = "gpu", backends: str | None = None
             measured, cached = profile_workload(workload, profiler, target, source_paths(registry), quiet=as_json)
     except SchedulerError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return Exit.USAGE if isinstance(exc, ModelError) else Exit.FAILED
     except Exception as exc:  # the device's own errors: one line
         print(f"error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", file=sys.stderr)
         return 1

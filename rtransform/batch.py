@@ -38,6 +38,7 @@ from toolchain.cxx import kernel_expr, template_args_text
 from toolchain.demangle import demangle_entry
 from toolchain.ptxas import RESOURCE_ARCH, parse_ptxas, run_ptxas
 from vdevice import RUNTIME_INCLUDE
+from rtransform.naming import metadata_for
 from toolchain.nvcc import find_nvcc  # the one nvcc finder; re-exported here for batch users
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +121,7 @@ def output_paths(rel: str) -> tuple[str, str]:
     """Converted source and metadata paths (relative): `x.cu` -> `x.rkernels.json` as `rtransform convert`
     writes it; a header keeps its suffix (`x.cuh.rkernels.json`) so `x.cu` and `x.cuh` never collide."""
     p = Path(rel)
-    return p.as_posix(), metadata_path(p if p.suffix == ".cu" else p.with_name(p.name + ".cu")).as_posix()
+    return p.as_posix(), metadata_for(p).as_posix()
 
 
 class _NotOurs(Exception):

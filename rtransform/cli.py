@@ -1,24 +1,37 @@
-"""`rtransform`: the kernel tools (convert, run, verify, convert-all, include-dir)."""
+"""`rtransform`: the kernel tools (convert, run, verify, convert-all, spec, include-dir, index)."""
 from __future__ import annotations
 
+import os
 import re
-
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 
-from converter.output import metadata_path
 from cuda_emu.options import emulator_limits, sanitize_option
 from toolchain import package_version
-from vdevice import RUNTIME_INCLUDE
+from toolchain.exits import Exit
+
+# Start-up stays light (`rtransform --version`, `--help`): libclang, numpy and the emulator load inside commands.
+DEVICE_HELP = "where the kernel runs: cpu (the CUDA emulator, with sanitizers) or gpu (NVRTC; needs a GPU)"
 
 
-def _fail(lines: list[str], code: int = 1) -> None:
+def _fail(lines: list[str], code: int = Exit.FAILED) -> NoReturn:
     for line in lines:
         click.echo(line, err=True)
     sys.exit(code)
+
+
+def _need_file(path: str, what: str = "") -> None:
+    """A missing input is one line, `FILE: error: no such file`, and exit 2 (no position: there is no line); a FIFO
+    or device is refused before it is opened (a read would block, or never end)."""
+    from toolchain.files import regular_file_error
+    if not os.path.lexists(path):
+        _fail([f"{path}: error: no such file{what}"], Exit.USAGE)
+    why = regular_file_error(path, what.strip(" ()") or "input")
+    if why:
+        _fail([why], Exit.USAGE)
 
 
 def compile_options(f):
@@ -51,7 +64,7 @@ def _guard(file: str, flags: Any, build_dir: str | None, *more: str | None) -> A
     try:
         guard = Inputs().source(file, flags.include_dirs, flags.includes, build_dir)
     except InputError as e:
-        _fail([str(e)])
+        _fail([str(e)], Exit.USAGE)
     for m in more:
         guard.file(m)
     return guard
@@ -63,8 +76,7 @@ def _checked_output(guard: Any, path: str | Path, option: str) -> Path:
     try:
         return guard.check_file(path, option)
     except OutputError as e:
-        _fail([str(e)], 2)
-    raise AssertionError("unreachable")
+        _fail([str(e)], Exit.USAGE)
 
 
 def _file_flags(file: str, include_dirs, defines, forced_includes, std, build_dir):
@@ -73,7 +85,7 @@ def _file_flags(file: str, include_dirs, defines, forced_includes, std, build_di
     try:
         return resolve(file, _flags(include_dirs, defines, forced_includes, std), build_dir)
     except FlagsError as e:
-        _fail([str(e)])
+        _fail([str(e)], Exit.USAGE)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,13 +94,17 @@ def main() -> None:
     """rtransform: turn legacy CUDA kernels into rKernels and check them.
 
     `run` and `verify` compile the kernel file and execute it natively (g++ for the CPU emulator, NVRTC on a
-    GPU): run them only on code you trust."""
+    GPU): run them only on code you trust.
+
+    Exit status: 0 ok, 1 failed (a refused kernel, outputs that differ, a run error), 2 bad command line or input
+    (a missing file, a malformed spec, an unknown kernel), 3 this machine lacks what the command needs (a GPU)."""
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="converted source (default: FILE with suffix .rtask.cu; '-' for stdout)")
+@click.option("-o", "--output", type=click.Path(),
+              help="converted source: a file, a folder (DIR/ keeps FILE's name, as convert-all does) or '-' for "
+                   "stdout [default: FILE with the .rtask tag beside it: x.cu -> x.rtask.cu]")
 @click.option("--kernel", "kernels", multiple=True, help="convert only this kernel (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the rKernel metadata as JSON on stdout")
 @compile_options
@@ -96,18 +112,21 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
             forced_includes, std, build_dir) -> None:
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
     from converter import ConversionError, convert_file, metadata_json, write_atomic
+    from rtransform.naming import converted_path, metadata_for
     if output == "-" and as_json:
-        _fail(["error: -o - and --json both write to stdout; write the source to a file or leave out --json"], 2)
-    out = None if output == "-" else Path(output) if output else Path(file).with_suffix(".rtask.cu")
-    _input_file(file)
+        _fail(["error: -o - and --json both write to stdout; write the source to a file or leave out --json"],
+              Exit.USAGE)
+    _need_file(file)
+    out = None if output == "-" else converted_path(Path(file), output)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     guard = _guard(file, flags, build_dir)
-    for t in ([out, metadata_path(out)] if out else []):
+    for t in ([out, metadata_for(out)] if out else []):
         _checked_output(guard, t, "-o")  # refused before the work, checked again before the write
     try:
         res = convert_file(file, list(kernels) or None, strict=True, flags=flags)
     except ConversionError as e:
-        _fail(e.diagnostics + _partial_hint(file, list(kernels), e, flags))
+        unknown = all("error: no __global__ kernel named" in d for d in e.diagnostics)
+        _fail(e.diagnostics + _partial_hint(file, list(kernels), e, flags), Exit.USAGE if unknown else Exit.FAILED)
     for w in res.warnings:
         click.echo(w, err=True)
     meta = metadata_json(file, res.rkernels, res.refused)
@@ -116,7 +135,7 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
     else:
         for opened in res.inputs:  # every file the parse opened, macro-named includes too
             guard.file(opened)
-        targets = [_checked_output(guard, t, "-o") for t in (out, metadata_path(out))]
+        targets = [_checked_output(guard, t, "-o") for t in (out, metadata_for(out))]
         try:
             write_atomic(targets[1], meta)
             write_atomic(targets[0], res.output)
@@ -127,14 +146,6 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
             click.echo(f"{file}: {len(res.rkernels)} rKernel(s) ({names}) -> {out}", err=True)
     if as_json:
         click.echo(meta, nl=False)
-
-
-def _input_file(file: str) -> None:
-    """Exit with one line unless FILE is a regular file (a FIFO or device would block the read, or never end)."""
-    from toolchain.files import regular_file_error
-    why = regular_file_error(file, "source")
-    if why:
-        _fail([why])
 
 
 def _partial_hint(file: str, kernels: list[str], err: Exception, flags: Any = None) -> list[str]:
@@ -171,9 +182,9 @@ def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files
     from converter import write_atomic
     from converter.slice import SliceError
     from rtransform.run import RunError, read_source
-    from rtransform.skeleton import spec_skeleton
+    from rtransform.skeleton import build_skeleton
+    _need_file(file)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
-    _input_file(file)
     target = _checked_output(_guard(file, flags, build_dir), output, "-o") if output else None
     try:
         text = None
@@ -183,7 +194,7 @@ def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files
             for s in settings:
                 name, _, value = s.partition("=")
                 if not re.fullmatch(r"[A-Za-z_]\w*(\.[xyz])?", name) or not value.strip().lstrip("-").isdigit():
-                    _fail([f"error: --set {s}: expected NAME=INTEGER"])
+                    _fail([f"error: --set {s}: expected NAME=INTEGER"], Exit.USAGE)
                 overrides[name] = int(value)
             try:
                 text = spec_from_host(read_source(file), file, kernel, flags,
@@ -191,11 +202,14 @@ def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files
             except HostSpecError as e:
                 click.echo(f"{file}: note: {e}; the skeleton guess instead", err=True)
         if text is None:
-            text = spec_skeleton(read_source(file), file, kernel, flags)
+            skeleton = build_skeleton(read_source(file), file, kernel, flags)
+            for guess in skeleton.guesses:
+                click.echo(f"{file}: note: {kernel}: guessed {guess}", err=True)
+            text = skeleton.text
     except SliceError as e:
-        _fail(e.diagnostics[:1])
+        _fail(e.diagnostics[:1], Exit.USAGE)
     except RunError as e:
-        _fail([str(e)])
+        _fail([str(e)], e.code)
     if target is not None:
         try:
             write_atomic(target, text)
@@ -209,6 +223,7 @@ def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files
 @main.command("include-dir")
 def include_dir() -> None:
     """Print the folder holding rtask_runtime.cuh (pass it with -I when compiling converted files)."""
+    from vdevice import RUNTIME_INCLUDE
     click.echo(str(RUNTIME_INCLUDE))
 
 
@@ -216,7 +231,7 @@ def include_dir() -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--spec", required=True, type=click.Path(dir_okay=False), help="launch spec (YAML)")
 @click.option("--converted", is_flag=True, help="run the converted rKernel through its plain wrapper")
-@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
+@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True, help=DEVICE_HELP)
 @click.option("--save", type=click.Path(dir_okay=False), help="save in.NAME / out.NAME arrays (.npz)")
 @sanitize_option("memcheck")
 @emulator_limits
@@ -227,8 +242,9 @@ def run(file: str, spec: str, converted: bool, device: str, save: str | None, sa
 
     FILE is compiled and executed natively (g++ for the CPU emulator, NVRTC on a GPU): run only code you trust."""
     from rtransform.run import run_command
+    _need_file(file)
+    _need_file(spec, " (the launch spec)")
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
-    _input_file(file)
     guard = _guard(file, flags, build_dir, spec) if save else None
     sys.exit(run_command(file, spec, converted=converted, device=device, save=save, sanitize=sanitize, flags=flags,
                          inputs=guard))
@@ -237,7 +253,7 @@ def run(file: str, spec: str, converted: bool, device: str, save: str | None, sa
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--spec", required=True, type=click.Path(dir_okay=False), help="launch spec (YAML)")
-@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True)
+@click.option("--device", type=click.Choice(["cpu", "gpu"]), default="cpu", show_default=True, help=DEVICE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="machine-readable result")
 @sanitize_option("all")
 @emulator_limits
@@ -248,13 +264,17 @@ def verify(file: str, spec: str, device: str, as_json: bool, sanitize: tuple[str
 
     Both run under the emulator's sanitizers on the CPU. FILE is compiled and executed natively."""
     from rtransform.verify import verify_command
+    _need_file(file)
+    _need_file(spec, " (the launch spec)")
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     sys.exit(verify_command(file, spec, device=device, json_out=as_json, sanitize=sanitize, flags=flags))
 
 
 @main.command("convert-all")
 @click.argument("src_dir", type=click.Path(file_okay=False))
-@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="output folder: the tree of SRC_DIR with each converted file under its own name (includes keep "
+                   "resolving), its .rkernels.json beside it, report.json")
 @click.option("--jobs", type=int, default=None, help="worker processes (default: one per core)")
 @click.option("--json", "as_json", is_flag=True, help="print the report as JSON")
 @click.option("--verify", "do_verify", is_flag=True, help="verify kernels that have a NAME.spec.yaml")
@@ -271,7 +291,6 @@ def convert_all(src_dir: str, out_dir: str, jobs: int | None, as_json: bool, do_
     sys.exit(convert_all_command(src_dir, out_dir, jobs=jobs, json_out=as_json, verify=do_verify,
                                  resources=resources, strict=strict,
                                  flags=_flags(include_dirs, defines, forced_includes, std), build_dir=build_dir))
-
 
 
 @main.command("index")

@@ -2,7 +2,7 @@
 
 Public API:
     run_command(file, spec, converted=False, device="cpu", save=None) -> int
-        Prints one line per output (and per problem); exit code 0 ok, 1 error, 2 no GPU.
+        Prints one line per output (and per problem); exit code 0 ok, 1 error, 2 bad input, 3 no GPU.
     run_file(file, spec_path, converted=False, device="cpu") -> RunResult
         inputs: argument values before the launch; outputs: every argument after it (scalars unchanged).
     prepare(file, spec_path, extra_include_dirs=()) -> Prepared   # read, slice, check the spec (shared with verify)
@@ -28,10 +28,11 @@ from converter.slice import SliceError, header_copies, materialize_headers, slic
 from toolchain.cache import cache_dir, content_key
 from vdevice import RUNTIME_INCLUDE
 from toolchain.files import InputError, Inputs, OutputError, read_input, write_atomic
+from toolchain.exits import Exit
 from toolchain.messages import whole_message
 from rtransform.spec import LaunchSpec, SpecError, check_params, load_spec, make_inputs
 
-EXIT_ERROR, EXIT_NO_GPU = 1, 2
+EXIT_ERROR, EXIT_USAGE, EXIT_NO_GPU = Exit.FAILED, Exit.USAGE, Exit.MISSING  # toolchain.exits: one table
 MAX_SOURCE_BYTES = 64 * 2**20  # a CUDA source (generated ones included) is far smaller; anything bigger is not one
 
 
@@ -83,9 +84,9 @@ def read_source(file: str) -> str:
     try:
         return read_input(file, "source", MAX_SOURCE_BYTES).decode("utf-8")
     except UnicodeDecodeError:
-        raise RunError(f"{file}: error: not a text file (not UTF-8)") from None
+        raise RunError(f"{file}: error: not a text file (not UTF-8)", EXIT_USAGE) from None
     except InputError as e:
-        raise RunError(str(e)) from None
+        raise RunError(str(e), EXIT_USAGE) from None
 
 
 def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = (),
@@ -101,9 +102,9 @@ def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = (),
         sliced = slice_source(text, file, [spec.kernel], include_dirs, flags)
         check_params(spec, sliced.params[sliced.kernels[0]])
     except SliceError as e:
-        raise RunError(e.diagnostics[0]) from None
+        raise RunError(e.diagnostics[0], EXIT_USAGE) from None
     except SpecError as e:
-        raise RunError(str(e)) from None
+        raise RunError(str(e), EXIT_USAGE) from None
     except (IndexError, KeyError, ValueError, AssertionError, AttributeError) as e:  # the slicer's own defect
         raise RunError(f"{file}:1:1: error: the device-code slicer cannot read this file ({type(e).__name__}: "
                        f"{e}); `rtransform convert` may still convert it: please report the file") from None
@@ -120,7 +121,7 @@ def _load(spec_path: str) -> LaunchSpec:
     try:
         return load_spec(spec_path)
     except SpecError as e:
-        raise RunError(str(e)) from None
+        raise RunError(str(e), EXIT_USAGE) from None
 
 
 _MODULES: dict[tuple, Any] = {}
@@ -225,7 +226,7 @@ def run_command(file: str, spec: str, converted: bool = False, device: str = "cp
             save_npz(str(target), result)
     except (InputError, OutputError) as e:
         print(str(e), file=sys.stderr)
-        return 2 if isinstance(e, OutputError) else EXIT_ERROR
+        return EXIT_USAGE
     except RunError as e:
         print(str(e), file=sys.stderr)
         return e.code

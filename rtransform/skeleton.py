@@ -3,18 +3,20 @@ kernel library takes one edit per kernel instead of a spec written from nothing.
 
 Buffers get the dtype of their element type, inputs (`const T*`) random values and outputs zeros; the grid and
 block come from a launch of the kernel in the file's host code when one spells them with integer literals or
-constants the file defines; sizes cover every thread of that launch. Everything guessed is marked in a comment.
+constants the file defines, inline (`dim3(16, 16)`) or through a `dim3 block(16, 16)` variable; sizes cover every
+thread of that launch. Everything guessed is listed in the header comment, one `# guessed: ...` line each, which
+rtransform.spec.guessed_values reads back so that a failed verify can say the spec, not the kernel, may be at fault.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 
 from converter.flags import CompileFlags
 from converter.slice import KernelParam, slice_source
-from rtransform.spec import C_TYPE_DTYPES
+from rtransform.spec import C_TYPE_DTYPES, GUESS_MARK
 from toolchain.cxx import TemplateArg, split_top_level
 
 DEFAULT_GRID = [4, 1, 1]
@@ -24,18 +26,34 @@ VECTOR_LANES = {"2": 2, "3": 3, "4": 4}
 _CONST = re.compile(r"(?:#\s*define\s+(\w+)\s+\(?(\d+)[uUlL]*\)?\s*$|"
                     r"(?:constexpr|const)\s+(?:unsigned\s+)?(?:int|size_t|long|unsigned)\s+(\w+)\s*=\s*(\d+)[uUlL]*\s*;)",
                     re.M)
+# `dim3 block(16, 16);`, `dim3 block{16, 16};`, `dim3 block = dim3(16, 16);`, `const dim3 grid(4);`
+_DIM3_VAR = re.compile(r"\bdim3\s+(\w+)\s*(?:=\s*dim3\s*)?[({]([^;{}]*?)[)}]\s*;")
 
 
 @dataclass
 class Launch:
-    """A launch configuration and whether it was read from the source or is the default."""
+    """A launch configuration and whether it was read from the source or is the default; `guessed` names the
+    parts that are defaults (grid, block)."""
     grid: list[int]
     block: list[int]
     found: bool
+    guessed: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Skeleton:
+    """A launch spec skeleton: its YAML text and the values it had to guess (each a short phrase)."""
+    text: str
+    guesses: list[str]
 
 
 def spec_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | None = None) -> str:
     """YAML text of a launch spec for `kernel` (raises SliceError for an unknown kernel)."""
+    return build_skeleton(text, filename, kernel, flags).text
+
+
+def build_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | None = None) -> Skeleton:
+    """The skeleton of `kernel` with the list of what it guessed (raises SliceError for an unknown kernel)."""
     sliced = slice_source(text, filename, [kernel], flags=flags)
     qual = sliced.kernels[0]
     params = sliced.params[qual]
@@ -50,45 +68,62 @@ def spec_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | N
         if is_output:
             outputs.append(p.name)
     spec: dict = {"kernel": qual}
-    targs = _template_args(text, qual.rsplit("::", 1)[-1], _prod(launch.block))
+    name = qual.rsplit("::", 1)[-1]
+    targs = _template_args(text, name, _prod(launch.block))
+    guesses = list(launch.guessed)
     if targs:
         spec["template_args"] = targs
+        if not re.search(rf"\b{re.escape(name)}\s*<[^<>;]*>\s*<<<", text):
+            guesses.append(f"template_args {targs} (no launch spells them)")
     spec.update({"grid": launch.grid, "block": launch.block})
     if re.search(r"\bextern\s+__shared__\b", text):  # dynamic shared memory: a guess, like the sizes
         spec["dynamic_smem"] = DYNAMIC_SMEM_GUESS
+        guesses.append(f"dynamic_smem {DYNAMIC_SMEM_GUESS}")
     spec.update({"args": args,
                  "outputs": outputs or [a["name"] for a in args if a["kind"] == "buffer"][:1],
                  "tolerance": 1.0e-5})
+    if any(a["kind"] == "buffer" for a in args):
+        guesses.append(f"buffer sizes ({threads} elements: one per thread of the launch)")
+    guesses += [f"scalar {a['name']} = {a['value']}" for a in args if a["kind"] == "scalar"]
     how = "from the launch in the host code" if launch.found else "a default: no launch with constant sizes found"
     head = (f"# launch spec skeleton for {qual} (rtransform spec): grid and block {how};\n"
             "# buffer sizes cover every thread of the launch; integers named like sizes (n, size, num_x) get\n"
             "# the thread count, other integers 1; template arguments not spelled by a launch: a type float, a\n"
             "# bool false, an integer the block's thread count:\n"
-            "# check each guess against the kernel's indexing before trusting a verify.\n")
-    return head + yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=120)
+            "# check each guess against the kernel's indexing before trusting a verify (and delete its line).\n"
+            + "".join(f"{GUESS_MARK}{g}\n" for g in guesses))
+    return Skeleton(head + yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=120), guesses)
 
 
 def find_launch(text: str, name: str) -> Launch:
     """grid/block of the first `name<<<grid, block>>>` (or `name<T><<<...>>>`) whose sizes are constants."""
     consts = {m.group(1) or m.group(3): int(m.group(2) or m.group(4)) for m in _CONST.finditer(text)}
+    dim3s = {m.group(1): m.group(2) for m in _DIM3_VAR.finditer(text)}  # the first declaration of each name
     pat = re.compile(rf"\b{re.escape(name)}\s*(?:<[^<>;]*>)?\s*<<<\s*(.+?)\s*>>>", re.S)
     block_only = None
     for m in pat.finditer(text):
         parts = split_top_level(m.group(1))
         if len(parts) < 2:
             continue
-        grid, block = _dims(parts[0], consts), _dims(parts[1], consts)
+        grid, block = _dims(parts[0], consts, dim3s), _dims(parts[1], consts, dim3s)
         if grid and block:
             return Launch(grid, block, True)
         block_only = block_only or block
     if block_only:  # the grid depends on the problem size (ceil_div(N, 128)): keep the block, guess the grid
-        return Launch(list(DEFAULT_GRID), block_only, True)
-    return Launch(list(DEFAULT_GRID), list(DEFAULT_BLOCK), False)
+        return Launch(list(DEFAULT_GRID), block_only, True,
+                      [f"grid {DEFAULT_GRID} (the launch's grid is not a constant)"])
+    return Launch(list(DEFAULT_GRID), list(DEFAULT_BLOCK), False,
+                  [f"grid {DEFAULT_GRID} (no launch with constant sizes)",
+                   f"block {DEFAULT_BLOCK} (no launch with constant sizes)"])
 
 
-def _dims(expr: str, consts: dict[str, int]) -> list[int] | None:
+def _dims(expr: str, consts: dict[str, int], dim3s: dict[str, str] | None = None) -> list[int] | None:
+    """[x, y, z] of one launch size: an integer expression, `dim3(...)`, `dim3{...}` or a dim3 variable declared
+    in the file (`dim3 block(16, 16)`), each dimension of constants only; None when any is not constant."""
     expr = expr.strip()
-    m = re.fullmatch(r"dim3\s*\((.*)\)", expr, re.S)
+    if dim3s and expr in dim3s:
+        expr = f"dim3({dim3s[expr]})"
+    m = re.fullmatch(r"dim3\s*[({](.*)[)}]", expr, re.S)
     items = split_top_level(m.group(1)) if m else [expr]
     vals = [_value(i, consts) for i in items]
     if not vals or any(v is None or v <= 0 for v in vals) or len(vals) > 3:

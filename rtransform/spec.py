@@ -15,6 +15,7 @@ Format (docs/ARCHITECTURE.md §3):
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,8 @@ class LaunchSpec:
 def load_spec(path: str | Path) -> LaunchSpec:
     """Read and validate a launch spec file."""
     p = str(path)
+    if not os.path.lexists(path):
+        raise SpecError(f"{p}: error: no such file")
     try:
         raw = load_yaml(read_input(path, "launch spec", MAX_SPEC_BYTES).decode("utf-8"), p)
     except InputError as e:
@@ -111,8 +114,41 @@ def load_spec(path: str | Path) -> LaunchSpec:
     except UnicodeDecodeError:
         raise SpecError(f"{p}: error: the launch spec is not UTF-8 text") from None
     except yaml.YAMLError as e:
-        raise SpecError(f"{p}: invalid YAML: {str(e).splitlines()[0]}") from None
+        raise SpecError(yaml_error_line(p, e)) from None
     return parse_spec(raw, p)
+
+
+GUESS_MARK = "# guessed: "  # written by `rtransform spec` (rtransform.skeleton), one line per guessed value
+
+
+def guessed_values(path: str | Path) -> list[str]:
+    """The values a spec skeleton guessed and nobody has confirmed yet (its `# guessed: ...` lines; delete a line
+    once the value is checked); [] for a spec written by hand or an unreadable file."""
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line[len(GUESS_MARK):].strip() for line in lines if line.startswith(GUESS_MARK)]
+
+
+def guessed_note(path: str | Path) -> str | None:
+    """For a failed run or verify: one line saying the spec's guessed values may be at fault, or None."""
+    guesses = guessed_values(path)
+    if not guesses:
+        return None
+    return (f"{path}: note: this spec has {len(guesses)} value(s) `rtransform spec` guessed ({'; '.join(guesses)}): "
+            f"a difference or a sanitizer report may come from them, not from the kernel; check them against the "
+            f"kernel's indexing and delete each `# guessed:` line once confirmed")
+
+
+def yaml_error_line(path: str, err: yaml.YAMLError) -> str:
+    """`spec.yaml:LINE:COL: error: what` from PyYAML's marks (0-based there): the place of the problem, else of
+    its context."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else path
+    what = " ".join(str(x) for x in (getattr(err, "context", None), getattr(err, "problem", None)) if x) or \
+        str(err).splitlines()[0]
+    return f"{where}: error: invalid YAML: {what}"
 
 
 def parse_spec(raw: Any, path: str = "<spec>") -> LaunchSpec:

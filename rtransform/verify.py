@@ -26,7 +26,7 @@ import numpy as np
 from converter import ConversionError, RKernelMeta, convert_source
 from converter.flags import CompileFlags
 from rtransform.run import RUNTIME_INCLUDE, EXIT_ERROR, Prepared, RunError, launch, make_module, prepare
-from rtransform.spec import LaunchSpec, make_inputs
+from rtransform.spec import LaunchSpec, guessed_note, guessed_values, make_inputs
 from toolchain.cxx import kernel_expr
 
 EXECUTOR = "__rt_verify_exec"
@@ -278,12 +278,17 @@ def report(result: VerifyResult) -> str:
 def verify_command(file: str, spec: str, device: str = "cpu", json_out: bool = False,
                    sanitize: Sequence[str] = SANITIZE_ALL, flags: CompileFlags | None = None) -> int:
     """CLI body of `rtransform verify`; returns the exit status."""
+    note = guessed_note(spec)
     try:
         result = verify_file(file, spec, device=device, sanitize=sanitize, flags=flags)
     except RunError as e:
         if json_out:
-            print(json.dumps({"file": file, "ok": False, "error": str(e)}))
+            print(json.dumps({"file": file, "ok": False, "error": str(e), "spec_guessed": guessed_values(spec)}))
         print(str(e), file=sys.stderr)
+        if note and e.code == EXIT_ERROR:  # the kernel ran and failed: the guessed spec may be the cause
+            print(note, file=sys.stderr)
         return e.code
     print(json.dumps(result.to_json(), indent=2) if json_out else report(result))
+    if note and not result.ok:
+        print(note, file=sys.stderr)
     return 0 if result.ok else EXIT_ERROR

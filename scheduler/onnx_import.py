@@ -9,6 +9,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from .graph import Graph, Node, SchedulerError, Tensor, present
+from .onnx_files import InitializerValues, load_structure, load_weights_into, model_folder
 
 
 class ModelError(SchedulerError):
@@ -17,6 +18,7 @@ class ModelError(SchedulerError):
 
 def load_model(source: str | Path | onnx.ModelProto) -> onnx.ModelProto:
     """Read and check a model, turning any decode/validation failure into one ModelError line."""
+    base_dir = ""
     if isinstance(source, onnx.ModelProto):
         model = source
         where = "model"
@@ -24,28 +26,33 @@ def load_model(source: str | Path | onnx.ModelProto) -> onnx.ModelProto:
         where = str(source)
         if not Path(where).is_file():
             raise ModelError(f"cannot read ONNX model {where}: no such file")
-        try:
-            model = onnx.load(where)
+        try:  # external data stays on disk until the end: shape inference and the checker see a small proto
+            model, base_dir = load_structure(where), model_folder(where)
         except Exception as exc:  # protobuf raises several unrelated types for a corrupt file
             raise ModelError(f"cannot read ONNX model {where}: {first_line(exc)}") from None
-    try:
-        onnx.checker.check_model(model)
+    try:  # by path for a file: the checker then finds external data beside the model, and has no size limit
+        onnx.checker.check_model(model if isinstance(source, onnx.ModelProto) else where)
     except Exception as exc:
         raise ModelError(f"malformed ONNX model {where}: {first_line(exc)}") from None
     try:
-        model = fold_onnx_constants(model)
-        return shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        model = fold_onnx_constants(model, base_dir)
+        model = shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except Exception as exc:
         raise ModelError(f"shape inference failed for {where}: {first_line(exc)}") from None
+    try:
+        return load_weights_into(model, base_dir) if base_dir else model
+    except Exception as exc:
+        raise ModelError(f"cannot read the external data of ONNX model {where}: {first_line(exc)}") from None
 
 
 MAX_FOLD_ROUNDS = 16  # each round infers shapes once; shape chains of exported models settle in two or three
 
 
-def fold_onnx_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+def fold_onnx_constants(model: onnx.ModelProto, base_dir: str = "") -> onnx.ModelProto:
     """Shape arithmetic before import: nodes whose inputs are initializers, or Shape/Size of a tensor whose shape
     inference already knows, become initializers, round after round, so that shapes computed by such chains
-    (Range, ConstantOfShape, Reshape targets) become static; the passes' fold_constants does the rest."""
+    (Range, ConstantOfShape, Reshape targets) become static; the passes' fold_constants does the rest. External
+    data is read relative to `base_dir` (the model's folder)."""
     from .passes import RANDOM_OPS, SHAPE_ONLY_OPS
     from .reference import evaluate_standard, standard_op
     model_copy = onnx.ModelProto()
@@ -54,7 +61,7 @@ def fold_onnx_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
     for _ in range(MAX_FOLD_ROUNDS):
         shapes = static_shapes(shape_inference.infer_shapes(model_copy, data_prop=True))
-        known = {init.name: numpy_helper.to_array(init) for init in g.initializer}
+        known = InitializerValues(g.initializer, base_dir)  # read on first use
         kept, folded = [], 0
         for proto, name in zip(g.node, unique_node_names(g.node)):
             node = node_from_proto(proto, name)

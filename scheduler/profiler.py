@@ -207,11 +207,18 @@ class Profiler:
             if not self.fixed_barrier:
                 self.device = dataclasses.replace(self.device, barrier_us=self.barrier_cost_us(self.num_veus))
 
-    def describe(self) -> str:
-        """One line for the user: active mode, device and cache path."""
+    def describe(self, target: str | None = None) -> str:
+        """One line for the user: active mode, the device whose times it gives, and the cache path. For a build
+        whose target is the CPU the model's GPU figures only order the plan: the line says so and quotes none."""
         cache = str(self.cache.path) if self.cache else "none (model mode)"
-        return (f"profiler: mode={self.mode} device={self.device.name} vEUs={self.num_veus} cache={cache} "
-                f"barrier={self.device.barrier_us:.3g}us launch={self.device.launch_us:.3g}us")
+        if target == "cpu" and self.mode == "model":
+            return (f"profiler: mode=model, the {self.device.name} cost model orders the plan (target cpu: the "
+                    f"CPU emulator runs it; no time is predicted) vEUs={self.num_veus}")
+        runtime = f"barrier={self.device.barrier_us:.3g}us launch={self.device.launch_us:.3g}us"
+        if target == "cpu":  # measured on the emulator: its own times, said to be so
+            return (f"profiler: mode={self.mode} device={self.device.name} (emulator times, which order the plan "
+                    f"and say nothing about a GPU) vEUs={self.num_veus} cache={cache} {runtime}")
+        return f"profiler: mode={self.mode} device={self.device.name} vEUs={self.num_veus} cache={cache} {runtime}"
 
     def rtask_us(self, launch: Any) -> float:
         """Time of one rTask of `launch` on one vEU."""

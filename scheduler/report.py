@@ -2,9 +2,8 @@
 SVG preview with a colour legend (timeline.svg), and a short Markdown report (report.md)."""
 from __future__ import annotations
 
-import colorsys
-import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Iterable, Literal
@@ -16,17 +15,34 @@ from vdevice.program import Program, Wait
 from .plan import StepKind
 from .simulate import Barrier, veu_ends
 
-ROW_H, LEFT, WIDTH, TOP = 6, 60, 1400, 40
+LEFT, RIGHT, WIDTH, TOP = 110, 40, 1400, 40  # px: room for the row labels and the last tick's text
 MAX_RECTS = 40000  # above this, consecutive rTasks of one op type on a vEU are drawn as one box
 LEGEND_COLUMNS = 6
 SliceKind = Literal["rtask", "wait", "library"]
+LABEL_ROW_H, MIN_ROW_H = 12, 6  # a row tall enough for its own label; the smallest row (many vEUs)
+MAX_ROWS_LABELLED = 40          # above this many vEUs, rows are labelled in groups ("vEUs 8-15 (8)")
+# Kenneth Kelly's 22 colours of maximum contrast (1965), white and black left out: neighbours in a legend differ in
+# hue and lightness, unlike hashed hues (Add and FusedConv came out nearly the same)
+PALETTE = ("#f3c300", "#875692", "#f38400", "#a1caf1", "#be0032", "#c2b280", "#848482", "#008856", "#e68fac",
+           "#0067a5", "#f99379", "#604e97", "#f6a600", "#b3446c", "#dcd300", "#882d17", "#8db600", "#654522",
+           "#e25822", "#2b3d26")
 
 
-def colour(name: str) -> str:
-    """A stable, distinct-enough colour per operator type (hashed hue)."""
-    h = int(hashlib.md5(name.encode()).hexdigest()[:6], 16) / 0xFFFFFF
-    r, g, b = colorsys.hls_to_rgb(h, 0.55, 0.65)
-    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+def palette(kinds: list[str]) -> dict[str, str]:
+    """One colour per kind, in the legend's order: all distinct up to len(PALETTE) kinds; beyond that the palette
+    repeats, lighter on each round, so that every kind still has its own swatch."""
+    out = {}
+    for i, kind in enumerate(kinds):
+        r, g, b = (int(PALETTE[i % len(PALETTE)][k:k + 2], 16) for k in (1, 3, 5))
+        mix = 1 - 0.6 ** (i // len(PALETTE))  # 0 on the first round: the palette as it is
+        r, g, b = (int(c + (255 - c) * mix) for c in (r, g, b))
+        out[kind] = f"#{r:02x}{g:02x}{b:02x}"
+    return out
+
+
+def schedule_source(target: str) -> str:
+    """What the timeline's times are: predicted GPU microseconds, or for a CPU build only the cost model's order."""
+    return "predicted" if target == "gpu" else "planned order"
 
 
 @dataclass(frozen=True)
@@ -126,25 +142,53 @@ def _merge(boxes: list[tuple[int, int, float, float, str]]) -> list[tuple[int, i
     return [tuple(b) for b in out]
 
 
-def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier) -> str:
+def row_labels(num_veus: int, row_h: int) -> list[tuple[float, str]]:
+    """(y of the text, label) for the vEU rows: every row when there are few, else groups of consecutive rows
+    with their count, so that every row is covered by a label."""
+    if num_veus <= MAX_ROWS_LABELLED:
+        return [(TOP + v * row_h + row_h - 2, f"vEU {v}") for v in range(num_veus)]
+    group = max(-(-num_veus // 20), -(-12 // row_h))  # about 20 labels, each at least one text height apart
+    out = []
+    for first in range(0, num_veus, group):
+        last = min(first + group, num_veus) - 1
+        out.append((TOP + (first + last + 1) / 2 * row_h + 4, f"vEUs {first}-{last} ({last - first + 1})"))
+    return out
+
+
+def axis_ticks(span: float, count: int = 6) -> list[float]:
+    """Tick positions from 0 to the span, ending exactly at the span (the last one is drawn right-aligned)."""
+    return [span * k / (count - 1) for k in range(count)]
+
+
+def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier, target: str = "gpu") -> str:
     """vEUs (rows) x predicted time (columns), one colour per op type with a legend; hover a box for its times.
-    The full detail (every rTask with its node, variant and rtask id) is in timeline.json."""
+    The full detail (every rTask with its node, variant and rtask id) is in timeline.json. A CPU build's columns are
+    the plan's order in cost-model units, labelled so: the emulator's run has no predicted time."""
     slices = schedule_slices(plan, programs, barrier_us)
     boxes = [(sl.program, sl.veu, sl.start, sl.end, sl.args["op"]) for sl in slices if sl.kind == "rtask"]
     calls = [sl for sl in slices if sl.kind == "library"]
     if len(boxes) > MAX_RECTS:
         boxes = _merge(boxes)
+    gpu = target == "gpu"
+    unit = "us" if gpu else "u"
     num_veus = max((p.num_veus for p in programs), default=1)
+    row_h = LABEL_ROW_H if num_veus <= MAX_ROWS_LABELLED else MIN_ROW_H
     span = max([b[3] for b in boxes] + [c.end for c in calls], default=1.0) or 1.0
-    scale = (WIDTH - LEFT - 10) / span
+    scale = (WIDTH - LEFT - RIGHT) / span
     kinds = sorted({b[4] for b in boxes} | {f"library {c.args['op']}" for c in calls})
+    colours = palette(kinds)
     legend_rows = -(-len(kinds) // LEGEND_COLUMNS)
-    height = TOP + num_veus * ROW_H + 30 + legend_rows * 16
+    rows_bottom = TOP + num_veus * row_h
+    axis_y = rows_bottom + 16
+    legend_top = axis_y + 26
+    height = legend_top + legend_rows * 16 + 8
+    what = (f"predicted {plan.predicted_us:.1f} us" if gpu else
+            "target cpu: no time is predicted, columns are the plan's order in cost-model units (u)")
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" '
              f'font-size="11">',
              f'<text x="{LEFT}" y="16">{escape(plan.policy)}: {len(programs)} rProgram(s), {num_veus} vEUs, '
-             f'predicted {plan.predicted_us:.1f} us (boxes = rTasks, colour = op type; full-height hatched boxes = '
-             f'library calls; detail in timeline.json)</text>',
+             f'{what} (boxes = rTasks, colour = op type; full-height hatched boxes = library calls; detail in '
+             f'timeline.json)</text>',
              '<defs><pattern id="lib" width="6" height="6" patternUnits="userSpaceOnUse" '
              'patternTransform="rotate(45)"><rect width="3" height="6" fill="#fff" fill-opacity="0.5"/></pattern>'
              '</defs>']
@@ -154,28 +198,37 @@ def timeline_svg(plan: Any, programs: list[Program], barrier_us: Barrier) -> str
         t += plan.step_us(step)
     for s in starts[1:]:
         x = LEFT + s * scale
-        parts.append(f'<line x1="{x:.1f}" y1="{TOP - 4}" x2="{x:.1f}" y2="{TOP + num_veus * ROW_H + 4}" '
+        parts.append(f'<line x1="{x:.1f}" y1="{TOP - 4}" x2="{x:.1f}" y2="{rows_bottom + 4}" '
                      f'stroke="#000" stroke-dasharray="3,2"/>')
     for _, v, a, b, kind in boxes:
         x, w = LEFT + a * scale, max((b - a) * scale, 0.5)
-        parts.append(f'<rect x="{x:.2f}" y="{TOP + v * ROW_H}" width="{w:.2f}" height="{ROW_H - 1}" '
-                     f'fill="{colour(kind)}"><title>{escape(kind)} {a:.2f}-{b:.2f} us</title></rect>')
+        parts.append(f'<rect class="rtask" x="{x:.2f}" y="{TOP + v * row_h}" width="{w:.2f}" height="{row_h - 1}" '
+                     f'fill="{colours[kind]}"><title>{escape(kind)} {a:.2f}-{b:.2f} {unit}</title></rect>')
     for c in calls:  # a library call has the whole device: one box over every vEU row
         x, w, kind = LEFT + c.start * scale, max((c.end - c.start) * scale, 0.5), f"library {c.args['op']}"
-        for fill in (colour(kind), "url(#lib)"):
-            parts.append(f'<rect x="{x:.2f}" y="{TOP}" width="{w:.2f}" height="{num_veus * ROW_H - 1}" '
-                         f'fill="{fill}"><title>{escape(c.name)}: {escape(kind)} ({escape(c.args["function"])}) '
-                         f'{c.start:.2f}-{c.end:.2f} us</title></rect>')
-    parts.append(f'<text x="4" y="{TOP + 8}">vEU 0</text>')
-    parts.append(f'<text x="4" y="{TOP + num_veus * ROW_H}">vEU {num_veus - 1}</text>')
-    axis_y = TOP + num_veus * ROW_H + 16
-    for k in range(6):
-        us = span * k / 5
-        parts.append(f'<text x="{LEFT + us * scale:.1f}" y="{axis_y}">{us:.1f} us</text>')
+        for fill in (colours[kind], "url(#lib)"):
+            parts.append(f'<rect class="library" x="{x:.2f}" y="{TOP}" width="{w:.2f}" '
+                         f'height="{num_veus * row_h - 1}" fill="{fill}"><title>{escape(c.name)}: {escape(kind)} '
+                         f'({escape(c.args["function"])}) {c.start:.2f}-{c.end:.2f} {unit}</title></rect>')
+    for y, label in row_labels(num_veus, row_h):
+        parts.append(f'<text class="row-label" x="{LEFT - 6}" y="{y:.1f}" text-anchor="end">{label}</text>')
+    parts.append(f'<line x1="{LEFT}" y1="{rows_bottom + 2}" x2="{WIDTH - RIGHT}" y2="{rows_bottom + 2}" '
+                 f'stroke="#000"/>')
+    ticks = axis_ticks(span)
+    for k, us in enumerate(ticks):
+        anchor = "start" if k == 0 else "end" if k == len(ticks) - 1 else "middle"
+        parts.append(f'<text class="tick" x="{LEFT + us * scale:.1f}" y="{axis_y}" text-anchor="{anchor}">'
+                     f'{us:.1f} {unit}</text>')
+    x_title = "predicted time on the GPU (us, cost model or measured rTask times)" if gpu else \
+        "plan order (cost-model units, u: not a time; a CPU build predicts none)"
+    parts.append(f'<text class="axis-title" x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{axis_y + 15}" '
+                 f'text-anchor="middle">{x_title}</text>')
+    parts.append(f'<text class="axis-title" x="14" y="{(TOP + rows_bottom) / 2:.0f}" text-anchor="middle" '
+                 f'transform="rotate(-90 14 {(TOP + rows_bottom) / 2:.0f})">vEU</text>')
     for i, kind in enumerate(kinds):
-        x = LEFT + (i % LEGEND_COLUMNS) * (WIDTH - LEFT) / LEGEND_COLUMNS
-        y = axis_y + 12 + (i // LEGEND_COLUMNS) * 16
-        parts.append(f'<rect x="{x:.1f}" y="{y}" width="10" height="10" fill="{colour(kind)}"/>'
+        x = LEFT + (i % LEGEND_COLUMNS) * (WIDTH - LEFT - RIGHT) / LEGEND_COLUMNS
+        y = legend_top + (i // LEGEND_COLUMNS) * 16
+        parts.append(f'<rect class="legend" x="{x:.1f}" y="{y}" width="10" height="10" fill="{colours[kind]}"/>'
                      f'<text x="{x + 14:.1f}" y="{y + 9}">{escape(kind)}</text>')
     parts.append("</svg>\n")
     return "\n".join(parts)
@@ -230,10 +283,11 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
              f"- {s['operators']} operators, {s['launches']} launches, {s['rtasks']} rTasks, {s['programs']} "
              f"rProgram(s), {s['barrier_rtasks']} barrier-rTasks, {len(plan.calls)} library call(s)",
              f"- backends {', '.join(s.get('backends', ['rtask']))}, placement {s.get('placement', 'rtask-only')}; "
-             f"steps: {steps_text(plan)}",
+             f"steps: {steps_text(plan, manifest.target == 'gpu')}",
              *(_prediction_lines(manifest, plan) if manifest.target == "gpu" else [
                  "- no time prediction: a CPU build runs on the emulator, whose times say nothing about a GPU "
-                 "(build with --target gpu for the cost model's prediction)"]),
+                 "(build with --target gpu for the cost model's prediction); the placement reasons below weigh "
+                 "cost-model units (u), which only order the plan"]),
              *(_weight_lines(s) if "weight_bytes_read" in s else []),
              f"- {s.get('profiler', plan.profiler)}",
              *([f"- vEUs per SM: {s['occupancy']}"] if s.get("occupancy") else []),
@@ -250,9 +304,10 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
         ops = per_node.get(spec.name, [])
         choice = plan.choices.get(spec.name)
         backend = choice.backend if choice else "-"
+        why = choice.why if choice else ""
         lines.append(f"| {spec.name} | {spec.op_type} | {backend} | {choice.variant if choice else '-'} | "
                      f"{len(ops) if backend != 'library' else 'call'} | {sum(o.rtasks for o in ops)} | "
-                     f"{choice.why if choice else ''} |")
+                     f"{why if manifest.target == 'gpu' else model_units(why)} |")
     if s.get("passes"):
         lines += ["", "## Graph passes", "", "| pass | changes | seconds |", "|---|---|---|"]
         lines += [f"| {r['name']} | {r.get('skipped') or r['changes']} | {r['seconds']:.3f} |" for r in s["passes"]]
@@ -262,24 +317,34 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
                   "| node | op | inputs -> outputs |", "|---|---|---|"]
         lines += [f"| {c.node} | {c.op_type} | {c.input_shapes} -> {c.output_shapes} |" for c in fallback]
     if plan.notes:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in plan.notes]
+        lines += ["", "## Notes", ""] + [f"- {n if manifest.target == 'gpu' else model_units(n)}" for n in plan.notes]
     lines += ["", "Files: `program.cu` (generated interpreter + rKernels), `rkernels/` (converted sources), "
               "`plan.json`, `programs.json`, `weights.npz`, `timeline.json` (open in https://ui.perfetto.dev), "
               "`timeline.svg` (preview), `build.json`, `model.onnx`.", ""]
     return "\n".join(lines)
 
 
-def steps_text(plan: Any) -> str:
-    """The plan's steps in order: 'rProgram 0 (12.3 us) -> library matmul of n3 (4.1 us) -> ...'."""
+def steps_text(plan: Any, times: bool = True) -> str:
+    """The plan's steps in order: 'rProgram 0 (12.3 us) -> library matmul of n3 (4.1 us) -> ...' (without the
+    times for a CPU build, which predicts none)."""
     out = []
     for step in plan.steps:
         if step.kind == StepKind.PROGRAM:
-            out.append(f"rProgram {step.index} ({plan.program_us[step.index]:.1f} us)")
+            out.append(f"rProgram {step.index}" + (f" ({plan.program_us[step.index]:.1f} us)" if times else ""))
         else:
             c = plan.calls[step.index]
-            out.append(f"library {c.function} of {c.node} ({c.us:.1f} us)")
+            out.append(f"library {c.function} of {c.node}" + (f" ({c.us:.1f} us)" if times else ""))
     return " -> ".join(out) or "none"
 
 
-__all__ = ["Slice", "render_report", "schedule_boxes", "schedule_slices", "timeline_svg", "timeline_trace",
-           "trace_events"]
+_MICROSECONDS = re.compile(r"(\d+(?:\.\d+)?(?:e[+-]?\d+)?) ?(?:us|µs)\b")
+
+
+def model_units(text: str) -> str:
+    """A planner's reason with its microseconds relabelled as cost-model units (u): in a CPU build they order the
+    plan and are no time of anything that runs."""
+    return _MICROSECONDS.sub(r"\1 u", text)
+
+
+__all__ = ["Slice", "model_units", "render_report", "schedule_boxes", "schedule_slices", "schedule_source",
+           "timeline_svg", "timeline_trace", "trace_events"]

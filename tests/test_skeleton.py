@@ -61,7 +61,7 @@ def test_unknown_kernel_is_one_line(tmp_path):
     src.write_text("__global__ void only(float *o) { o[0] = 1; }\n")
     r = subprocess.run([sys.executable, "-m", "rtransform.cli", "spec", str(src), "--kernel", "other"],
                        capture_output=True, text=True, timeout=120, cwd=REPO)
-    assert r.returncode == 1 and r.stderr.strip() == (f"{src}:1:1: error: kernel 'other' not found "
+    assert r.returncode == 2 and r.stderr.strip() == (f"{src}:1:1: error: kernel 'other' not found "
                                                       "(__global__ functions: only)")
 
 
@@ -117,3 +117,44 @@ def test_template_arguments_spelled_deduced_or_guessed(tmp_path, kernel, targs):
         res = run_file(str(src), str(out))
         want = 2 * res.inputs["in"].astype(np.float64).reshape(-1, 64).sum(axis=1)
         np.testing.assert_allclose(res.outputs["out"][:3], want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("host,grid,block,guessed", [
+    ("dim3 block(16, 16);\n  dim3 grid(8, 4);\n  k<<<grid, block>>>(o, a, n);", [8, 4, 1], [16, 16, 1], []),
+    ("dim3 threads{8, 4, 2};\n  k<<<dim3(3, 2), threads, 0, s>>>(o, a, n);", [3, 2, 1], [8, 4, 2], []),
+    ("const dim3 block(BS, BS);\n  dim3 grid = dim3(N / BS);\n  k<<<grid, block>>>(o, a, n);",
+     [16, 1, 1], [64, 64, 1], []),
+    # the grid depends on the problem size: the block is read, the grid is a marked guess
+    ("dim3 block(32, 8);\n  dim3 grid((n + 31) / 32, (n + 7) / 8);\n  k<<<grid, block>>>(o, a, n);",
+     [4, 1, 1], [32, 8, 1], ["grid"]),
+    ("k<<<n, m>>>(o, a, n);", [4, 1, 1], [128, 1, 1], ["grid", "block"]),
+])
+def test_dim3_launches_are_read_and_guesses_named(host, grid, block, guessed):
+    text = f"#define BS 64\nconst int N = 1024;\nvoid host(float* o, const float* a, int n, int m) {{\n  {host}\n}}\n"
+    got = find_launch(text, "k")
+    assert (got.grid, got.block) == (grid, block)
+    assert [g.split()[0] for g in got.guessed] == guessed
+
+
+def test_skeleton_lists_its_guesses_and_verify_blames_them(tmp_path):
+    """A kernel with no constant launch: the skeleton guesses grid, block and sizes, says so (stderr and `# guessed:`
+    lines), and the verify that then fails under memcheck adds a note that the spec may be at fault; once the
+    guesses are confirmed (lines deleted) the note goes."""
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float* o, const float* a) {\n  int i = blockIdx.x * 256 + threadIdx.x;\n"
+                   "  o[i] = a[i];\n}\n")
+    out = tmp_path / "k.spec.yaml"
+    r = subprocess.run([sys.executable, "-m", "rtransform.cli", "spec", str(src), "--kernel", "k", "-o", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert "guessed block [128, 1, 1]" in r.stderr and "guessed grid [4, 1, 1]" in r.stderr
+    from rtransform.spec import guessed_values
+    assert [g.split()[0] for g in guessed_values(out)] == ["grid", "block", "buffer"]
+    verify = lambda: subprocess.run([sys.executable, "-m", "rtransform.cli", "verify", str(src), "--spec", str(out)],
+                                    capture_output=True, text=True, timeout=300, cwd=REPO)
+    v = verify()
+    assert v.returncode == 1 and "memcheck" in v.stderr
+    assert f"{out}: note: this spec has 3 value(s) `rtransform spec` guessed" in v.stderr
+    out.write_text("\n".join(line for line in out.read_text().splitlines() if not line.startswith("# guessed:")))
+    v = verify()
+    assert v.returncode == 1 and "memcheck" in v.stderr and "guessed" not in v.stderr

@@ -173,10 +173,14 @@ def test_spec_against_kernel_parameters(tmp_path, path, message):
 def test_invalid_yaml_and_missing_file(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("kernel: [unclosed\n")
-    with pytest.raises(SpecError, match=r"bad.yaml: invalid YAML"):
+    with pytest.raises(SpecError, match=r"bad.yaml:2:1: error: invalid YAML"):
         load_spec(p)
-    with pytest.raises(SpecError, match=r"nope.yaml: cannot read spec"):
+    p.write_text("kernel: k\ngrid: [1]\n  block: [32]\n")  # an indented key under a plain value: line 3, col 3
+    with pytest.raises(SpecError, match=r"bad.yaml:3:3: error: invalid YAML: .*block mapping"):
+        load_spec(p)
+    with pytest.raises(SpecError) as missing:
         load_spec(tmp_path / "nope.yaml")
+    assert str(missing.value) == f"{tmp_path / 'nope.yaml'}: error: no such file"
 
 
 def test_cli_reports_bad_spec_in_one_line(tmp_path):
@@ -185,6 +189,6 @@ def test_cli_reports_bad_spec_in_one_line(tmp_path):
     spec = write(tmp_path, with_change(["args", 0, "dtype"], "complex64"))
     proc = subprocess.run([sys.executable, "-m", "rtransform.cli", "run", str(src), "--spec", str(spec)],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # bad input (toolchain.exits)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "unknown dtype 'complex64'" in lines[0] and str(spec) in lines[0]

@@ -188,11 +188,11 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 def test_cli_errors_are_one_line(tmp_path):
     cu, spec = paths("grid_stride_axpy")
     p = cli("verify", str(tmp_path / "missing.cu"), "--spec", spec)
-    assert p.returncode == 1 and p.stderr.strip().count("\n") == 0 and "no such file" in p.stderr
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "no such file" in p.stderr
     bad = tmp_path / "bad.spec.yaml"
     bad.write_text(Path(spec).read_text().replace("kind: scalar, dtype: float32", "kind: scalar, dtype: float64"))
     p = cli("run", cu, "--spec", str(bad))
-    assert p.returncode == 1 and p.stderr.strip().count("\n") == 0
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0
     assert "args[1] (a).dtype: parameter 'a' has type float, which needs float32, not float64" in p.stderr
 
 
@@ -246,13 +246,13 @@ def test_verify_reports_a_refused_kernel_in_one_line(tmp_path, capsys):
     assert err.count("\n") == 0 and err.startswith(f"{tmp_path / 'gs.cu'}:4:") and "grid" in err
 
 
-def test_gpu_device_without_gpu_exits_2():
+def test_gpu_device_without_gpu_exits_3():
     ok, reason = gpu_available()
     if ok:
         pytest.skip(f"a GPU is present ({reason})")
     cu, spec = paths("grid_stride_axpy")
     p = cli("run", cu, "--spec", spec, "--device", "gpu")
-    assert p.returncode == 2 and p.stderr.startswith("no GPU: ") and p.stderr.strip().count("\n") == 0
+    assert p.returncode == 3 and p.stderr.startswith("no GPU: ") and p.stderr.strip().count("\n") == 0
 
 
 @pytest.mark.gpu

@@ -1,5 +1,6 @@
 """One cache root and one key scheme for everything the toolchain keeps between runs (emulator builds, NVRTC
-stubs, measured profiles): `$RAMMER_CACHE`, else `~/.cache/rammer`; keys are SHA-256 digests of the inputs."""
+stubs, measured profiles): `$RAMMER_CACHE`, else `$XDG_CACHE_HOME/rammer`, else `~/.cache/rammer`; keys are
+SHA-256 digests of the inputs."""
 from __future__ import annotations
 
 import hashlib
@@ -16,9 +17,13 @@ DEFAULT_MAX_MB = 4096  # emulator builds are 1-10 MB each: a few hundred kernels
 
 
 def cache_root() -> Path:
-    """The cache folder: $RAMMER_CACHE, or ~/.cache/rammer (created on first use by whoever writes there)."""
+    """The cache folder: $RAMMER_CACHE, else $XDG_CACHE_HOME/rammer (the XDG base-directory spec: honoured only
+    when absolute), else ~/.cache/rammer; created on first use by whoever writes there."""
     root = os.environ.get(ENV)
-    return Path(root) if root else Path.home() / ".cache" / "rammer"
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "rammer"
 
 
 PARTS = ("emu", "profiles", "registers", "sliced")  # every kind of entry the toolchain keeps (cache_dir's kinds)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -627,9 +628,9 @@ def check_veus(num_veus: int, target: str) -> None:
 def build_inputs(model_path: str | Path, corpus: str | Path | None, user_libs: Any) -> Inputs:
     """Everything a build reads, which its output folder must not be at or above: the model (and its external
     data, beside it), the corpus and the user libraries."""
-    why = regular_file_error(model_path, "ONNX model")
-    if why:
-        raise BuildError(why)
+    if os.path.lexists(model_path) and regular_file_error(model_path, "ONNX model"):
+        from scheduler.onnx_import import ModelError
+        raise ModelError(str(regular_file_error(model_path, "ONNX model")))  # a FIFO would block the read
     guard = Inputs().file(model_path, "the model being built")
     for f in external_data_files(model_path):
         guard.file(f, "external data of the model")

@@ -29,6 +29,10 @@ def is_build_folder(folder: Path) -> bool:
         ((folder / STAGING).is_dir() and set(p.name for p in folder.iterdir()) == {STAGING})
 
 
+class OutputRefused(BuildError):
+    """An output folder the guard refuses (a usage error: choose another -o)."""
+
+
 def check_output_folder(out: Path, model_path: str | Path, inputs: Inputs | None = None) -> Path:
     """Refuse, before any work, a destination that is not ours to write: at or above an input (the model, its
     external data, a corpus or user library), a file, or an existing non-empty folder without a manifest that
@@ -39,7 +43,7 @@ def check_output_folder(out: Path, model_path: str | Path, inputs: Inputs | None
         return guard.check_folder(out, "-o", ours=is_build_folder,
                                   tool="a rammer build folder (no build.json written by `rammer build`)")
     except OutputError as exc:
-        raise BuildError(str(exc)) from None
+        raise OutputRefused(str(exc)) from None
 
 
 def old_build_files(out: Path) -> list[str]:

@@ -285,6 +285,7 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
     from scheduler.passes import check_pass_names
 
     from .build import build_model
+    from .build_output import OutputRefused
     try:
         check_pass_names(list(disable_passes) + list(dump_after))
     except SchedulerError as exc:
@@ -305,7 +306,7 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
                             disable_passes=disable_passes, dump_after=dump_after, backends=names,
                             placement=placement, user_libs=user_libs, merge=merge, precision=precision,
                             veus_per_sm=veus_per_sm)
-    except ModelError as exc:
+    except (ModelError, OutputRefused) as exc:  # an unreadable model, an output the guard refuses: usage
         print(_one_line(exc), file=sys.stderr)
         return Exit.USAGE
     except SchedulerError as exc:

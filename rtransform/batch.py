@@ -31,8 +31,8 @@ from converter import RKernelMeta, metadata_json, metadata_path
 from converter.flags import CompileDatabase, CompileFlags, FlagsError, load_database
 from converter.output import PtxasFigures
 from toolchain.cache import content_key
-from toolchain.files import (InputError, Inputs, OutputError, include_closure, is_temp_file, own_path, read_input,
-                             regular_file_error, remove_own, sha256_file, shown, write_atomic)
+from toolchain.files import (NAME_MAX, InputError, Inputs, OutputError, include_closure, is_temp_file, own_path,
+                             read_input, regular_file_error, remove_own, sha256_file, shown, write_atomic)
 from toolchain.outdir import locked
 from toolchain.cxx import kernel_expr, template_args_text
 from toolchain.demangle import demangle_entry
@@ -142,6 +142,10 @@ def _remove_outputs(out_dir: Path, job: FileJob, keep: tuple[str, ...] = ()) -> 
 
 def _write_output(out_dir: Path, job: FileJob, rel: str, data: str) -> None:
     """Write one output: only at a place inside the output folder that is free or holds convert-all's own file."""
+    too_long = [c for c in Path(rel).parts if len(os.fsencode(c)) > NAME_MAX]
+    if too_long:
+        raise _NotOurs(f"{shown(out_dir / rel)[:120]}...: error: the output's name is {len(os.fsencode(too_long[0]))} "
+                       f"bytes, more than the {NAME_MAX} a file system allows; rename the source")
     dest = own_path(out_dir, rel)
     if dest is None:
         raise _NotOurs(f"{shown(out_dir / rel)}: error: the output's place leaves the output folder (a symlinked "

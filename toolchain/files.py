@@ -416,7 +416,10 @@ def own_path(root: str | os.PathLike, rel: str) -> Path | None:
     cur = base
     for p in parts:
         cur = cur / p
-        if cur.is_symlink():
+        try:
+            if cur.is_symlink():
+                return None
+        except OSError:  # a name the file system refuses (longer than NAME_MAX): nothing of ours can be there
             return None
     return cur if _inside(_real(cur), _real(base)) else None
 

@@ -70,6 +70,15 @@ def _guard(file: str, flags: Any, build_dir: str | None, *more: str | None) -> A
     return guard
 
 
+def _refuse_clash(guard: Any, path: str | Path, option: str) -> None:
+    """Exit with the guard's one line when `path` is over, into or above an input of the run."""
+    from toolchain.files import OutputError
+    try:
+        guard.refuse_clash(path, option)
+    except OutputError as e:
+        _fail([str(e)], Exit.USAGE)
+
+
 def _checked_output(guard: Any, path: str | Path, option: str) -> Path:
     """Where to write `path` (its real path), or exit with the guard's one-line refusal."""
     from toolchain.files import OutputError
@@ -121,7 +130,7 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     guard = _guard(file, flags, build_dir)
     for t in ([out, metadata_for(out)] if out else []):
-        _checked_output(guard, t, "-o")  # refused before the work, checked again before the write
+        _refuse_clash(guard, t, "-o")  # before the work; the whole check (folders too) before the write
     try:
         res = convert_file(file, list(kernels) or None, strict=True, flags=flags)
     except ConversionError as e:

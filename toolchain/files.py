@@ -296,6 +296,13 @@ class Inputs:
                 return f"lies inside {self.folders[d]}, an input of this run"
         return None
 
+    def refuse_clash(self, out: str | os.PathLike, option: str = "-o") -> None:
+        """Only the input rule of check_file (over, into or above an input): what a command refuses before its work,
+        leaving a missing folder to be reported after the input's own errors."""
+        why = self._clash(_real(out), Path(out))
+        if why:
+            raise OutputError(f"{shown(out)}: error: {option} {why}; choose another path")
+
     def check_file(self, out: str | os.PathLike, option: str = "-o") -> Path:
         """Refuse (OutputError) a file output over, into or above an input, at a folder or a special file, in a
         missing or unwritable folder or with a name too long; returns the real path to write (through a symlink

@@ -79,8 +79,7 @@ def zoo_command(name: str | None, out: str | None, batch: int = 1, small: bool =
     try:
         path = Inputs().check_file(out, "-o")
     except OutputError as e:
-        print(str(e), file=sys.stderr)
-        return 2
+        return _fail(str(e))
     try:
         model = generate(name, batch, small, seed)
     except ValueError as e:

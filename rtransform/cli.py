@@ -187,7 +187,8 @@ def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files
          settings: tuple[str, ...], include_dirs, defines, forced_includes, std, build_dir) -> None:
     """Write a launch spec for KERNEL of FILE: with --from-host the host code's launch and sizes (at a small
     problem size, each value it could not derive named in a comment); otherwise a skeleton of its parameters with
-    the launch sizes the host code spells with constants. Check the guesses before verifying."""
+    the launch sizes the host code spells with constants (`dim3 block(16, 16)` included); the values it
+    had to guess are listed in a comment at the top and on stderr. Check the guesses before verifying."""
     from converter import write_atomic
     from converter.slice import SliceError
     from rtransform.run import RunError, read_source

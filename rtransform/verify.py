@@ -218,8 +218,8 @@ def compare(name: str, legacy: np.ndarray, rkernel: np.ndarray, tolerance: float
     with np.errstate(all="ignore"):
         af, bf = a.astype(np.float64), b.astype(np.float64)
         err = np.abs(af - bf) / (1.0 + np.abs(bf))
-        same_nan = np.isnan(af) & np.isnan(bf)
-        err = np.where(same_nan, 0.0, np.where(np.isnan(err), np.inf, err))
+        same = (np.isnan(af) & np.isnan(bf)) | (af == bf)  # equal infinities too (inf - inf is nan)
+        err = np.where(same, 0.0, np.where(np.isnan(err), np.inf, err))
     if tolerance == 0:
         width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
         bad = a.view(width) != b.view(width)

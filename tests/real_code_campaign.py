@@ -222,7 +222,8 @@ def kernel_job(path: str, kernel: str, incs: list[str], work: str, hosts: list[s
     try:
         result = verify_file(path, str(spec_path), flags=flags)
         rec["verify"] = "verified" if result.ok else "differs: " + result.summary()[:300]
-        if not result.ok and _agrees_in_legacy_order(path, str(spec_path), flags):
+        first = [(o.mismatches, o.first_index, o.rkernel) for o in result.outputs]
+        if not result.ok and _agrees_in_legacy_order(path, str(spec_path), flags, first):
             rec["verify"] = ("order-dependent: agrees when the rTasks run in the legacy block order; "
                              + result.summary()[:250])
         elif not result.ok and re.search(r"\bclock(64)?\s*\(", prep.text):
@@ -232,15 +233,23 @@ def kernel_job(path: str, kernel: str, incs: list[str], work: str, hosts: list[s
     return rec
 
 
-def _agrees_in_legacy_order(path: str, spec_path: str, flags) -> bool:
-    """Whether the rKernel matches the legacy run when its rTasks run in the legacy block order: then the
-    difference is the kernel's own dependence on block order (atomicExch's last writer), not the conversion."""
+def _agrees_in_legacy_order(path: str, spec_path: str, flags, first=None) -> bool:
+    """Whether the difference is the kernel's own dependence on block order (atomicExch's last writer), not the
+    conversion: the rKernel matches the legacy run with its rTasks in the legacy block order, or its own results
+    change between two rTask orders (the executor's vEUs interleave, so even the legacy order can differ)."""
     import numpy as np
     import rtransform.verify as V
     shuffled = V.task_order
-    V.task_order = lambda spec: np.arange(spec.num_blocks(), dtype=np.uint32)  # type: ignore[assignment]
     try:
-        return V.verify_file(path, spec_path, flags=flags).ok
+        sigs = []
+        for order in (lambda spec: np.arange(spec.num_blocks(), dtype=np.uint32),
+                      lambda spec: np.arange(spec.num_blocks(), dtype=np.uint32)[::-1].copy()):
+            V.task_order = order  # type: ignore[assignment]
+            r = V.verify_file(path, spec_path, flags=flags)
+            if r.ok:
+                return True
+            sigs.append([(o.mismatches, o.first_index, o.rkernel) for o in r.outputs])
+        return sigs[0] != sigs[1] or (first is not None and sigs[0] != first)
     except Exception:  # noqa: BLE001
         return False
     finally:
@@ -415,9 +424,9 @@ def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -
              "`compiled`: converted kernels whose file compiles for sm_90, of those whose project's own file "
              "compiles here (CUDA 13 removed `cudaThreadSynchronize` and texture references; cuBLAS and PyTorch "
              "headers are not installed).", "",
-             "`order-dep.`: the rKernel differs from the legacy run under the verify's shuffled rTask order and agrees "
-             "in the legacy block order (the kernel's own result depends on which block runs last: an atomicExch's "
-             "last writer), or the kernel's output is a clock() reading; both runs are outcomes CUDA allows. `no output`: kernels without a buffer argument "
+             "`order-dep.`: the rKernel differs from the legacy run, and either agrees with it in the legacy block "
+             "order or gives other results under other rTask orders (the kernel's own result depends on which block "
+             "runs last: an atomicExch's last writer), or the output is a clock() reading: outcomes CUDA allows. `no output`: kernels without a buffer argument "
              "(printf/assert demos), nothing to compare.", "",
              "`files`: files done of the repository's files with a `__global__` function (the campaign is resumable; "
              "a repository not finished shows fewer).", "",

@@ -172,3 +172,14 @@ def block_transpose(a):
     out = a["out"].copy()
     out[:rows * cols] = a["in"][:rows * cols].reshape(rows, cols).T.ravel()
     return {"out": out}
+
+
+def block_tools(a):
+    """center_rows<128>: each block of 128 (zero past n) minus its block's mean."""
+    n = int(a["n"])
+    x = np.zeros(4 * 128)
+    x[:n] = a["in"][:n]
+    blocks = x.reshape(4, 128)
+    out = a["out"].copy()
+    out[:n] = (blocks - blocks.mean(axis=1, keepdims=True)).ravel()[:n]
+    return {"out": out}

@@ -13,7 +13,7 @@ import clang.cindex as ci
 
 from .output import BarrierSite, Param, RKernelMeta, SharedVariable, SourceLocation, TemplateParam
 from .flags import CompileFlags
-from .parse import ParsedSource, line_col, line_starts, parse_cuda
+from .parse import ParsedSource, SourceInputError, line_col, line_starts, parse_cuda
 from toolchain.cxx import split_top_level
 
 K = ci.CursorKind
@@ -121,6 +121,7 @@ class ConversionResult:
     rkernels: list[RKernelMeta]
     refused: list[dict]
     warnings: list[str]
+    inputs: list[str] = field(default_factory=list)  # every file the parse opened (headers, -include files)
 
 
 class _Tokens:
@@ -1070,7 +1071,10 @@ def _layout_bytes(members: list[SharedVar]) -> int | None:
 def convert_source(text: str, filename: str, kernels: list[str] | None = None, strict: bool = False,
                    include_dirs: list[str] | None = None, flags: CompileFlags | None = None) -> ConversionResult:
     """Convert every (or every named) __global__ kernel of a CUDA source into an rKernel plus a wrapper."""
-    src = parse_cuda(text, filename, include_dirs, flags)
+    try:
+        src = parse_cuda(text, filename, include_dirs, flags)
+    except SourceInputError as exc:
+        raise ConversionError(exc.diagnostics) from None
     conv = Converter(src)
     conv.collect()
     errors = src.errors()
@@ -1181,7 +1185,8 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
                 at = _after_semicolon(conv, d)
                 edits.append(Edit(at, at, _clone_declaration(conv, d, g, usr in smem_callees, at)))
     out = _apply_range(conv.raw, first + edits, 0, len(conv.raw))
-    return ConversionResult(out, rkernels, refused, warnings)
+    opened = [inc.include.name for inc in src.tu.get_includes() if inc.include is not None]
+    return ConversionResult(out, rkernels, refused, warnings, opened)
 
 
 def _missing_header_hint(src: ParsedSource, message: str) -> str:

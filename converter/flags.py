@@ -8,6 +8,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolchain.files import InputError, read_input
+
 STD_DEFAULT = "c++17"
 
 
@@ -68,7 +70,11 @@ def load_database(build_dir: str) -> CompileDatabase:
     if path.is_dir():
         path = path / "compile_commands.json"
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(read_input(path, "compile database", 256 * 2**20))
+    except InputError as e:
+        raise FlagsError(str(e)) from None
+    except UnicodeDecodeError:
+        raise FlagsError(f"{path}:1:1: error: not a compile database: not UTF-8 text") from None
     except OSError as e:
         raise FlagsError(f"{path}: error: cannot read the compile database: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
@@ -76,13 +82,25 @@ def load_database(build_dir: str) -> CompileDatabase:
     if not isinstance(raw, list):
         raise FlagsError(f"{path}:1:1: error: not a compile database: expected a JSON list of commands")
     db = CompileDatabase(path)
-    for entry in raw:
+    for n, entry in enumerate(raw):
         if not isinstance(entry, dict) or "file" not in entry:
             continue
-        directory = entry.get("directory", str(path.parent))
-        args = entry.get("arguments") or shlex.split(entry.get("command", ""))
-        src = entry["file"] if os.path.isabs(entry["file"]) else os.path.join(directory, entry["file"])
-        db.entries[os.path.realpath(src)] = flags_from_args(args, directory)
+        directory, file = entry.get("directory", str(path.parent)), entry["file"]
+        args, command = entry.get("arguments"), entry.get("command", "")
+        bad = ("'file' is not a string" if not isinstance(file, str) or not file else
+               "'directory' is not a string" if not isinstance(directory, str) else
+               "'arguments' is not a list of strings" if args is not None and not (
+                   isinstance(args, list) and all(isinstance(a, str) for a in args)) else
+               "'command' is not a string" if not isinstance(command, str) else None)
+        if bad is None and args is None:
+            try:
+                args = shlex.split(command)
+            except ValueError as e:
+                bad = f"'command' cannot be split into arguments ({e})"
+        if bad:
+            raise FlagsError(f"{path}: error: entry {n}: {bad}; not a compile database CMake writes")
+        src = file if os.path.isabs(file) else os.path.join(directory, file)
+        db.entries[os.path.realpath(src)] = flags_from_args(args or [], directory)
     return db
 
 

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import clang.cindex as ci
 
+from toolchain.files import InputError, include_closure, shown
+from toolchain.macros import expansion_bomb
+
 from .flags import CompileFlags
 from toolchain.stubs import CLANG_BUILTINS, PARSE_DEFINE, has_stub, stub_dirs
 
@@ -199,13 +202,46 @@ _STD_C_HEADERS = {"stdio.h", "stdlib.h", "stdint.h", "math.h", "string.h", "floa
                   "assert.h", "stddef.h", "stdbool.h", "time.h"}
 
 
+class SourceInputError(Exception):
+    """Text the parser must not be given (an #include of a FIFO, a macro bomb); `diagnostics` holds the one
+    `file:line:col: error:` line (the converter and the slicer raise it as their own errors)."""
+
+    def __init__(self, diagnostic: str):
+        super().__init__(diagnostic)
+        self.diagnostics = [diagnostic]
+
+
+def check_parse_inputs(text: str, filename: str, include_dirs: list[Path], flags: CompileFlags) -> None:
+    """Before libclang opens anything: every file the text includes is a regular file (a FIFO would block the parse
+    forever) and no macro of the text or its headers expands past toolchain.macros' bound; every path is UTF-8
+    text (libclang takes no other)."""
+    for path in [filename, *map(str, include_dirs), *flags.includes]:
+        if shown(path) != path:
+            raise SourceInputError(f"{shown(path)}:1:1: error: the path is not UTF-8 text (a name from another "
+                                   f"locale's encoding?): the parser cannot open it; rename it")
+    try:
+        headers = include_closure(filename, include_dirs, flags.includes, text.encode("utf-8", "surrogateescape"))
+    except InputError as exc:
+        raise SourceInputError(str(exc)) from None
+    texts = [(filename, text)]
+    for h in headers:
+        try:
+            texts.append((str(h.path), h.path.read_text(errors="replace")))
+        except OSError:
+            continue
+    bomb = expansion_bomb(texts)
+    if bomb:
+        raise SourceInputError(bomb)
+
+
 def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None,
                flags: CompileFlags | None = None) -> ParsedSource:
     """Parse CUDA source text with the file's compile flags; unresolvable includes of the main file become empty
-    headers and are reported, not fatal."""
+    headers and are reported, not fatal. SourceInputError for text that would hang or exhaust the parser."""
     flags = flags or CompileFlags()
     base_dir = Path(os.path.abspath(filename)).parent
     incs = [Path(p) for p in (include_dirs or [])] + [Path(p) for p in flags.include_dirs]
+    check_parse_inputs(text, filename, incs, flags)
     unsaved = [(filename, text)]
     stub_dir = "/__rtransform_missing__"
     missing = _missing_includes(text, filename, base_dir, incs)

@@ -22,7 +22,7 @@ from pathlib import Path
 import clang.cindex as ci
 
 from converter.flags import CompileFlags
-from converter.parse import ParsedSource, parse_cuda
+from converter.parse import ParsedSource, SourceInputError, parse_cuda
 from toolchain.stubs import VENDOR_HEADERS
 
 CK = ci.CursorKind
@@ -94,7 +94,10 @@ def slice_source(text: str, filename: str, kernels: list[str] | None = None,
     with the main file: the device code the kernels reach is kept, host code and its unresolved includes are
     dropped; their sliced texts come back in `headers` (see materialize_headers). A -include file is never
     sliced (the source does not name it)."""
-    parsed = parse_cuda(text, filename, include_dirs, flags)
+    try:
+        parsed = parse_cuda(text, filename, include_dirs, flags)
+    except SourceInputError as exc:
+        raise SliceError(exc.diagnostics) from None
     forced = {os.path.realpath(i) for i in (flags.includes if flags else ())}
     local = [h for h in _local_headers(parsed, filename, list(flags.include_dirs) if flags else [])
              if os.path.realpath(h) not in forced]
@@ -123,10 +126,15 @@ def materialize_headers(result: SliceResult, folder: Path) -> str:
     """Write the sliced local headers under `folder` and point every #include of them (in the main text and
     in the headers) at those copies; returns the main text. Includes keep their line, so lines stay true."""
     folder.mkdir(parents=True, exist_ok=True)
-    copies = {h: folder / f"h{i}_{Path(h).name}" for i, h in enumerate(sorted(result.headers))}
+    copies = header_copies(result, folder)
     for h, text in result.headers.items():
         _write_if_changed(copies[h], _redirect_includes(text, h, copies))
     return _redirect_includes(result.text, None, copies)
+
+
+def header_copies(result: SliceResult, folder: Path) -> dict[str, Path]:
+    """Where materialize_headers puts each local header's sliced copy (messages map them back to the header)."""
+    return {h: folder / f"h{i}_{Path(h).name}" for i, h in enumerate(sorted(result.headers))}
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -163,7 +171,10 @@ _INCLUDE_LINE = re.compile(r'^([ \t]*#[ \t]*include[ \t]*)[<"]([^>"\n]+)[>"]', r
 
 def kernel_params(text: str, filename: str, kernel: str, include_dirs: list[str] | None = None) -> list[KernelParam]:
     """Parameters of __global__ `kernel` with canonical types from libclang."""
-    parsed = parse_cuda(text, filename, include_dirs)
+    try:
+        parsed = parse_cuda(text, filename, include_dirs)
+    except SourceInputError as exc:
+        raise SliceError(exc.diagnostics) from None
     return _params(_roots(_collect(parsed, _Files(parsed, [])), [kernel], filename)[0].cursor)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import math
 import os
 import re
 import shutil
@@ -35,6 +36,7 @@ from toolchain.cache import content_key, evict
 from toolchain.cxx import split_top_level
 from toolchain.stubs import stub_dirs
 
+from . import env
 from .env import STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -47,7 +49,8 @@ COMPILE_FLAGS = ("-std=c++20", "-fPIC", "-shared", "-fvisibility=hidden", "-fno-
                  "-fno-gnu-unique", "-fstack-clash-protection")
 # Sanitized builds (emu_sanitize.h): g++ calls a check before each load and store of the source.
 SANITIZERS = {"memcheck": 1, "racecheck": 2, "synccheck": 4}
-SANITIZE_FLAGS = ("-g1", "-gdwarf-4", "-DEMU_SANITIZE=1", "-fsanitize=kernel-address",
+SANITIZE_FLAGS = ("-g1", "-gdwarf-4", "-DEMU_SANITIZE=1", "-fsanitize=kernel-address", "-fsanitize=bounds",
+                  "-fsanitize-recover=bounds", "-fno-store-merging", "-fno-tree-sra",
                   "-fsanitize-recover=kernel-address", "--param", "asan-instrumentation-with-call-threshold=0",
                   "--param", "asan-stack=0", "--param", "asan-globals=0")
 REDZONE = 1 << 16   # bytes of PROT_NONE around each buffer a sanitized launch copies into a guarded region
@@ -69,32 +72,37 @@ def available_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def check_yield_budget(value: object, where: str) -> int:
+    """env.check_yield_budget, as an EmuError (a bad launch)."""
+    try:
+        return env.check_yield_budget(value, where)
+    except env.LimitError as exc:
+        raise EmuError(f"bad launch: {exc}") from None
+
+
+def check_stall_timeout(value: object, where: str) -> float:
+    """env.check_stall_timeout, as an EmuError (a bad launch)."""
+    try:
+        return env.check_stall_timeout(value, where)
+    except env.LimitError as exc:
+        raise EmuError(f"bad launch: {exc}") from None
+
+
+def stall_ms(secs: float) -> int:
+    """The launch's stall limit in milliseconds (0: off), rounded up: never below what was asked."""
+    return math.ceil(secs * 1000)
+
+
 def env_yield_budget(default: int = DEFAULT_YIELD_BUDGET) -> int:
     """The yield budget: $RAMMER_EMU_YIELD_BUDGET when set (a positive integer), else `default`."""
     raw = os.environ.get(YIELD_BUDGET_ENV, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(float(raw))
-    except ValueError:
-        raise EmuError(f"bad launch: ${YIELD_BUDGET_ENV}={raw!r} is not a number") from None
-    if value < 1:
-        raise EmuError(f"bad launch: ${YIELD_BUDGET_ENV} must be >= 1, got {raw}")
-    return value
+    return check_yield_budget(raw, f"${YIELD_BUDGET_ENV}") if raw else default
 
 
 def env_stall_timeout(default: float = DEFAULT_STALL_TIMEOUT) -> float:
     """The stall timeout in seconds: $RAMMER_EMU_STALL_TIMEOUT when set (0 = off), else `default`."""
     raw = os.environ.get(STALL_TIMEOUT_ENV, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise EmuError(f"bad launch: ${STALL_TIMEOUT_ENV}={raw!r} is not a number") from None
-    if value < 0:
-        raise EmuError(f"bad launch: ${STALL_TIMEOUT_ENV} must be >= 0, got {raw}")
-    return value
+    return check_stall_timeout(raw, f"${STALL_TIMEOUT_ENV}") if raw else default
 
 
 class EmuError(RuntimeError):
@@ -139,7 +147,27 @@ class _Arg(ctypes.Structure):
 class _Cfg(ctypes.Structure):
     _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("dyn_smem", ctypes.c_ulonglong),
                 ("cooperative", ctypes.c_int), ("yield_budget", ctypes.c_longlong),
-                ("stack_size", ctypes.c_ulonglong), ("stall_ms", ctypes.c_longlong)]
+                ("stack_size", ctypes.c_ulonglong), ("stall_ms", ctypes.c_longlong),
+                ("static_limit", ctypes.c_ulonglong), ("smem_limit", ctypes.c_ulonglong), ("arch", ctypes.c_char_p)]
+
+
+# Shared memory a block may have, per target (CUDA C++ Programming Guide, "Technical Specifications per Compute
+# Capability": 48 KB of static __shared__ on every architecture; static + dynamic, with the opt-in attribute, up to
+# the figure per architecture). A launch past them fails as it would on that GPU (ptxas, or the launch itself).
+STATIC_SMEM_LIMIT = 48 * 1024
+SMEM_PER_BLOCK = {"sm_70": 96 * 1024, "sm_75": 64 * 1024, "sm_80": 163 * 1024, "sm_86": 99 * 1024,
+                  "sm_87": 163 * 1024, "sm_89": 99 * 1024, "sm_90": 227 * 1024}
+DEFAULT_ARCH = "sm_90"  # the H100, the project's target
+ARCH_ENV = "RAMMER_EMU_ARCH"
+
+
+def target_arch(arch: str | None = None) -> str:
+    """The architecture whose limits launches obey: `arch`, else $RAMMER_EMU_ARCH, else sm_90."""
+    name = (arch or os.environ.get(ARCH_ENV, "").strip() or DEFAULT_ARCH).lower()
+    if name not in SMEM_PER_BLOCK:
+        where = f"${ARCH_ENV}={name}" if not arch else f"arch {name!r}"
+        raise EmuError(f"bad launch: {where} is not one of {', '.join(SMEM_PER_BLOCK)}")
+    return name
 
 
 class _Stats(ctypes.Structure):
@@ -396,8 +424,9 @@ class CpuModule:
                  defines: Mapping[str, Any] | None = None, *, name: str = "kernel.cu",
                  opt: str = "-O1", stack_size: int = DEFAULT_STACK_SIZE,
                  yield_budget: int = DEFAULT_YIELD_BUDGET, stall_timeout: float = DEFAULT_STALL_TIMEOUT,
-                 sanitize: str | Iterable[str] | None = None) -> None:
+                 sanitize: str | Iterable[str] | None = None, arch: str | None = None) -> None:
         self.kernels = list(dict.fromkeys(kernels))
+        self.arch = arch  # None: $RAMMER_EMU_ARCH or sm_90 at each launch
         for k in self.kernels:
             _check_kernel_expr(k)
         self.name = name  # the source's file name in messages; an existing path also serves quote includes
@@ -509,14 +538,16 @@ class CpuModule:
         if fn is None:
             raise EmuError(f"bad launch: kernel {kernel!r} was not built into this module (built: {self.kernels})")
         # the environment, when set, overrides every default and every computed value (the user's escape hatch)
-        budget = env_yield_budget(self.yield_budget if yield_budget is None else int(yield_budget))
-        if budget < 1:
-            raise EmuError(f"bad launch: yield_budget must be >= 1, got {budget}")
+        budget = env_yield_budget(check_yield_budget(self.yield_budget if yield_budget is None else yield_budget,
+                                                     "yield_budget"))
         if not isinstance(dyn_smem, (int, np.integer)) or dyn_smem < 0:
             raise EmuError(f"bad launch: dyn_smem must be a byte count >= 0, got {dyn_smem!r}")
-        stall = env_stall_timeout(self.stall_timeout if stall_timeout is None else stall_timeout)
+        stall = env_stall_timeout(check_stall_timeout(self.stall_timeout if stall_timeout is None else stall_timeout,
+                                                      "stall_timeout"))
+        arch = target_arch(self.arch)
         cfg = _Cfg((ctypes.c_uint * 3)(*_dim3(grid, "grid")), (ctypes.c_uint * 3)(*_dim3(block, "block")),
-                   int(dyn_smem), int(bool(cooperative)), budget, int(self.stack_size), int(stall * 1000))
+                   int(dyn_smem), int(bool(cooperative)), budget, int(self.stack_size), stall_ms(stall),
+                   STATIC_SMEM_LIMIT, SMEM_PER_BLOCK[arch], arch.encode())
         with _LAUNCH_LOCK:
             before = _snapshot(args, buffers) if "synccheck" in self.sanitize else None
             undefined = self._launch_once(kernel, fn, cfg, args, names, buffers)

@@ -7,7 +7,8 @@ from typing import Any, Callable
 
 import click
 
-from .env import STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV
+from .env import (MAX_YIELD_BUDGET, STALL_TICK_S, STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV, LimitError,
+                  check_stall_timeout)
 
 SANITIZE_CHOICES = click.Choice(["memcheck", "racecheck", "synccheck", "all", "none"])
 SANITIZE_HELP = ("the CPU emulator's sanitizers (repeatable): memcheck (out-of-bounds global and shared accesses), "
@@ -17,18 +18,22 @@ SANITIZE_HELP = ("the CPU emulator's sanitizers (repeatable): memcheck (out-of-b
 def emulator_limits(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Adds --yield-budget and --stall-timeout; when given they are exported as $RAMMER_EMU_YIELD_BUDGET /
     $RAMMER_EMU_STALL_TIMEOUT, which every emulator launch of the command (and its workers) obeys."""
-    @click.option("--yield-budget", type=click.IntRange(min=1), default=None, metavar="N",
+    @click.option("--yield-budget", type=click.IntRange(min=1, max=MAX_YIELD_BUDGET), default=None, metavar="N",
                   help=f"emulator watchdog: yields (polls) one launch may make before it is declared stuck "
                        f"[env {YIELD_BUDGET_ENV}]")
-    @click.option("--stall-timeout", type=click.FloatRange(min=0), default=None, metavar="S",
-                  help=f"emulator watchdog: seconds one thread may run without a yield point, 0 = off "
-                       f"[env {STALL_TIMEOUT_ENV}]")
+    @click.option("--stall-timeout", type=float, default=None, metavar="S",
+                  help=f"emulator watchdog: seconds one thread may run without a yield point (at least "
+                       f"{STALL_TICK_S}), 0 = off [env {STALL_TIMEOUT_ENV}]")
     @functools.wraps(fn)
     def wrapper(*args: Any, yield_budget: int | None, stall_timeout: float | None, **kwargs: Any) -> Any:
         if yield_budget is not None:
             os.environ[YIELD_BUDGET_ENV] = str(yield_budget)
         if stall_timeout is not None:
-            os.environ[STALL_TIMEOUT_ENV] = str(stall_timeout)
+            try:
+                check_stall_timeout(stall_timeout, "--stall-timeout")
+            except LimitError as exc:
+                raise click.UsageError(str(exc)) from None
+            os.environ[STALL_TIMEOUT_ENV] = repr(stall_timeout)
         return fn(*args, **kwargs)
     return wrapper
 

@@ -189,6 +189,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 # ---- rammer's builds and the launch baselines: the project's executors ---------------------------------------
+BENCH_MARK = ".rammer-bench"  # marks a --out folder as bench's own
+
+
 def rammer_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdir: Path,
                     stats: dict[str, dict] | None = None, target: str = "gpu") -> list[Variant | Unavailable]:
     """rammer (wavefront) and rammer (IOS): `rammer build --target gpu` run by the persistent executor (its rPrograms,
@@ -233,6 +236,7 @@ def launch_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdi
 def model_file(model: onnx.ModelProto, workdir: Path) -> Path:
     """The model saved once in the bench's folder."""
     workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / BENCH_MARK).write_text("rammer bench folder\n")  # the folder's marker: a later --out may reuse it
     path = workdir / "model.onnx"
     if not path.is_file():
         onnx.save(model, str(path))
@@ -552,6 +556,15 @@ def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 10
     if repeats < 1 or batch < 1:
         print(f"rammer bench: --repeats and --batch must be >= 1 (got {repeats}, {batch})", file=sys.stderr)
         return 2
+    if out_dir is not None:
+        from toolchain.files import Inputs, OutputError
+        try:  # before anything runs: never at or above the model, never into a folder of the user's
+            Inputs().file(model_path if Path(model_path).exists() else None, "the model").check_folder(
+                out_dir, "--out", ours=lambda p: (p / BENCH_MARK).is_file(),
+                tool=f"a rammer bench folder (no {BENCH_MARK})")
+        except OutputError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
     reason = gpu_unavailable()
     if reason:
         print(f"rammer bench: no GPU: {reason}", file=sys.stderr)

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,8 +37,11 @@ from vdevice.program import Op, Program, plan_to_json
 from vdevice.target import H100 as H100_DEVICE
 from vdevice.target import BackendName, Target, TargetKind
 
-from .runtime import (MANIFEST, BufferSpec, BuildError, Built, Manifest, TensorSpec, npz_key, read_manifest,
-                      rebind_programs)
+from toolchain.files import Inputs, regular_file_error
+from toolchain.outdir import STAGING_MARK, Replacement
+
+from .build_output import check_output_folder, commit_build, foreign_files  # noqa: F401  (re-exported)
+from .runtime import MANIFEST, BufferSpec, BuildError, Built, Manifest, TensorSpec, npz_key, rebind_programs
 
 
 T = TypeVar("T")
@@ -299,10 +301,10 @@ def build_model(model_path: str | Path, out_dir: str | Path, options: BuildOptio
     Reads as load -> passes -> search -> generate -> write."""
     opts = dataclasses.replace(options or BuildOptions(), **fields)
     out = Path(out_dir)
-    check_output_folder(out, model_path)
+    real_out = check_output_folder(out, model_path, build_inputs(model_path, opts.corpus, opts.user_libs))
     build = Build.load(Path(model_path), opts, Progress(quiet))
     build.progress.step("import, graph passes", build.passes)
-    return build.write(build.generate(build.search()), out)
+    return build.write(build.generate(build.search()), out, real_out)
 
 
 RECENT_PLANS = 4  # plans a build remembers: ptxas sends a fit back to a count it just planned, not further
@@ -500,12 +502,13 @@ class Build:
                 **weight_traffic(kept.sch.plan, graph, self.model),
                 "placement": placement_name(self.opts.placement, kept.sch.workload)}
 
-    def write(self, gen: "Generated", out: Path) -> Built:
-        """Write the folder next to OUT_DIR, compile-check it while the plan is validated and the other files are
-        written, and move it into place."""
+    def write(self, gen: "Generated", out: Path, real_out: Path | None = None) -> Built:
+        """Stage the folder beside the user's files in OUT_DIR (`real_out`: where a symlinked -o points), compile-check
+        it while the plan is validated and the other files are written, and swap it in with a journal
+        (rammer/build_output.py: a crash at any point leaves the old build or the new one)."""
         from scheduler.pipeline import validate_scheduled
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
-        try:
+        with Replacement(real_out or out) as rep:
+            tmp = rep.staging
             built = self.write_sources(gen, tmp)
             check = self.compile_check(built)
             self.progress.step("validate the plan", lambda: validate_scheduled(gen.planned.sch, gen.programs))
@@ -516,13 +519,10 @@ class Build:
             manifest.stats["build_s"] = round(self.progress.total, 2)
             manifest.stats["step_s"] = {k: round(v, 2) for k, v in self.progress.times.items()}
             (tmp / "report.md").write_text(render_report(manifest, gen.planned.sch.plan, gen.planned.sch.workload))
-            manifest.files = sorted([p.relative_to(tmp).as_posix() for p in tmp.rglob("*") if p.is_file()]
-                                    + [MANIFEST])
+            manifest.files = sorted([p.relative_to(tmp).as_posix() for p in tmp.rglob("*")
+                                     if p.is_file() and p.name != STAGING_MARK] + [MANIFEST])
             (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=1))
-            _replace_dir(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            commit_build(rep, manifest.files)
         built.folder = out
         return built
 
@@ -725,56 +725,32 @@ def check_veus(num_veus: int, target: str) -> None:
                          f"holds at most {limit}")
 
 
-def check_output_folder(out: Path, model_path: str | Path) -> None:
-    """Refuse, before any work, a destination that is not ours to replace: an existing non-empty folder without a
-    manifest that proves it is an earlier build, a file, or a folder holding the model itself."""
-    if out.exists() and not out.is_dir():
-        raise BuildError(f"{out}: error: exists and is not a folder; refusing to replace it")
-    model = Path(model_path).resolve()
-    if out.exists() and (out.resolve() == model or out.resolve() in model.parents):
-        raise BuildError(f"{out}: error: holds the model being built; choose another output folder")
-    if out.exists() and any(out.iterdir()) and read_manifest(out) is None:
-        raise BuildError(f"{out}: error: exists and is not a rammer build folder (no build.json written by "
-                         f"`rammer build`); refusing to write into it")
+def build_inputs(model_path: str | Path, corpus: str | Path | None, user_libs: Any) -> Inputs:
+    """Everything a build reads, which its output folder must not be at or above: the model (and its external
+    data, beside it), the corpus and the user libraries."""
+    if os.path.lexists(model_path) and regular_file_error(model_path, "ONNX model"):
+        from scheduler.onnx_import import ModelError
+        raise ModelError(str(regular_file_error(model_path, "ONNX model")))  # a FIFO would block the read
+    guard = Inputs().file(model_path, "the model being built")
+    for f in external_data_files(model_path):
+        guard.file(f, "external data of the model")
+    guard.folder(corpus, "the kernel corpus")
+    for lib in user_libs or ():
+        guard.folder(lib, "a user kernel library")
+    return guard
 
 
-def foreign_files(out: Path) -> list[Path]:
-    """Files in an earlier build folder that the build did not write (the user's): they are kept."""
-    manifest = read_manifest(out)
-    ours = set(manifest.files) if manifest else set()
-    return sorted(p for p in out.rglob("*") if p.is_file() and p.relative_to(out).as_posix() not in ours)
-
-
-def _replace_dir(tmp: Path, out: Path) -> None:
-    """Move the finished build into place. An earlier build there is replaced file for file: the files it wrote
-    go, anything else in the folder (notes, saved outputs) moves into the new build untouched; the old folder
-    is removed only after the new one is ready. A file of the user's whose name the new build uses is refused."""
-    os.chmod(tmp, 0o755)
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, out)
-        return
-    check_output_folder(out, tmp)  # re-checked: the folder may have changed during the build
-    keep = foreign_files(out)
-    clash = [p.relative_to(out).as_posix() for p in keep if (tmp / p.relative_to(out)).exists()]
-    if clash:
-        raise BuildError(f"{out}: error: {', '.join(clash[:3])} {'is' if len(clash) == 1 else 'are'} not the "
-                         f"earlier build's but the new build writes {'it' if len(clash) == 1 else 'them'}; "
-                         f"move {'it' if len(clash) == 1 else 'them'} away first")
-    moved: list[tuple[Path, Path]] = []
+def external_data_files(model_path: str | Path) -> list[Path]:
+    """The files an ONNX model's external-data tensors name (beside the model), read without loading the data."""
     try:
-        for p in keep:
-            dest = tmp / p.relative_to(out)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(p, dest)
-            moved.append((dest, p))
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
-    except BaseException:
-        for dest, p in reversed(moved):  # the user's files go back where they were
-            if dest.exists():
-                p.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(dest, p)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+        model = onnx.load(str(model_path), load_external_data=False)
+    except Exception:  # noqa: BLE001 - an unreadable model is reported by the import, with its own message
+        return []
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+    out = []
+    for t in _get_all_tensors(model):
+        if uses_external_data(t):
+            loc = next((e.value for e in t.external_data if e.key == "location"), None)
+            if loc:
+                out.append(Path(model_path).parent / loc)
+    return sorted(set(out))

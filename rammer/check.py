@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import math
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
-RTOL = 1e-4  # `rammer run --check`: max |out - ref| relative to max |ref|, per output
+RTOL = 1e-4  # `rammer run --check`: every element within ATOL + RTOL * |ref| of onnxruntime's (numpy's allclose)
+ATOL = 1e-5  # the zoo's own numpy checks hold every --small model to these two (tests/test_zoo.py), and they pass
+# every zoo --small model and ONNX conformance case here; an element off by more (a sign flipped beside large
+# values, a NaN turned into 0) fails on its own, whatever the output's largest value
 
 
 def reference_outputs(model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray],
@@ -80,3 +84,46 @@ def nonfinite_mismatch(out: np.ndarray, ref: np.ndarray) -> str | None:
     name = lambda v: "NaN" if math.isnan(v) else ("+inf" if v == math.inf else "-inf" if v == -math.inf else f"{v:.6g}")
     return (f"{name(out[where])} where onnxruntime has {name(ref[where])} at index {list(where)} "
             f"({int(bad.sum())} such element(s))")
+
+
+@dataclass
+class ElementCheck:
+    """How one output compares with onnxruntime's, element by element (|out - ref| <= atol + rtol * |ref|)."""
+    name: str
+    ok: bool
+    ratio: float                   # worst |out - ref| / (atol + rtol * |ref|): at most 1 passes
+    index: tuple[int, ...] | None  # the worst element
+    got: float = 0.0
+    want: float = 0.0
+    bad: int = 0                   # elements outside the bound
+    nonfinite: str | None = None   # a NaN/Inf disagreement, described
+
+    def line(self, rtol: float = RTOL, atol: float = ATOL) -> str:
+        """`y: ok (worst y[2, 5] ...)` or `y: FAIL ...`, naming the worst element."""
+        if self.index is None:
+            return f"{self.name}: ok (empty)"
+        where = f"{self.name}[{', '.join(map(str, self.index))}]"
+        head = "ok" if self.ok else f"FAIL: {self.bad} element(s) outside |out - ref| <= {atol:g} + {rtol:g}*|ref|;"
+        detail = self.nonfinite or (f"worst {where}: {self.got:.7g} vs onnxruntime {self.want:.7g} (|diff| "
+                                    f"{abs(self.got - self.want):.3g}, {self.ratio:.3g}x the tolerance)")
+        return f"{self.name}: {head} {detail}"
+
+
+def check_output(name: str, out: np.ndarray, ref: np.ndarray, rtol: float = RTOL, atol: float = ATOL) -> ElementCheck:
+    """numpy's allclose per element, with NaN where onnxruntime has NaN and the same infinity agreeing; the worst
+    element (largest share of its own tolerance) named."""
+    out, ref = np.asarray(out, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if out.shape != ref.shape:
+        raise ValueError(f"output {name} has shape {list(out.shape)}, the reference {list(ref.shape)}")
+    if not ref.size:
+        return ElementCheck(name, True, 0.0, None)
+    same = (np.isnan(out) & np.isnan(ref)) | (np.isinf(ref) & (out == ref))
+    with np.errstate(invalid="ignore", over="ignore"):
+        ratio = np.where(same, 0.0, np.abs(out - ref) / (atol + rtol * np.abs(ref)))
+    ratio = np.where(np.isnan(ratio), np.inf, ratio)
+    flat = int(np.argmax(ratio))
+    index = tuple(int(i) for i in np.unravel_index(flat, ref.shape))
+    worst = float(ratio.reshape(-1)[flat])
+    bad = int((ratio > 1.0).sum())
+    return ElementCheck(name, bad == 0, worst, index, float(out[index]), float(ref[index]), bad,
+                        nonfinite_mismatch(out, ref))

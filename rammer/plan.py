@@ -14,7 +14,9 @@ from scheduler.pipeline import default_target, load_workload, plan_workload
 from scheduler.profiler import H100
 from toolchain.exits import Exit
 
-from .build import make_profiler, profile_workload, source_paths
+from toolchain.files import OutputError, write_atomic
+
+from .build import build_inputs, make_profiler, profile_workload, source_paths
 
 
 def plan_command(model: str, policy: str = "wavefront", veus: int | None = None, profile: str = "auto",
@@ -29,6 +31,13 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
             print(f"error: --profile measured times rTasks on a GPU and none is visible ({why.splitlines()[0]}); "
                   f"use --profile model", file=sys.stderr)
             return Exit.MISSING
+    target = None
+    if out:
+        try:  # refused before the work: over, into or above the model (or its external data)
+            target = build_inputs(model, None, ()).check_file(out, "-o")
+        except (OutputError, SchedulerError) as exc:
+            print(str(exc), file=sys.stderr)
+            return Exit.USAGE
     try:
         profiler = make_profiler(profile, "gpu", veus or H100.sms)
         say(profiler.describe())
@@ -50,8 +59,12 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
         say(line)
     for note in plan.notes:
         say(f"note: {note}")
-    if out:
-        plan.save(out)
+    if target is not None:
+        try:
+            write_atomic(target, json.dumps(plan.to_json()))
+        except OSError as exc:
+            print(f"{out}: error: cannot write the plan: {exc.strerror or exc}", file=sys.stderr)
+            return 1
         say(f"plan written to {out}")
     if as_json:
         print(json.dumps({"model": model, "policy": policy, "profiler": profiler.describe(),

@@ -15,6 +15,8 @@ import numpy as np
 
 from scheduler.graph import SchedulerError
 from scheduler.plan import LaunchGroup, LibraryCall, Step, StepKind, program_steps, rebind_programs
+from toolchain.files import InputError, OutputError, load_npz
+from toolchain.outdir import finish_pending
 from vdevice.program import Op, Program, plan_from_json
 
 BUILD_FORMAT = 2   # 2: the manifest names itself (MARKER) and lists the files the build wrote
@@ -323,6 +325,10 @@ def load(out_dir: str | Path) -> Built:
     """Read a build folder written by build_model; anything missing or damaged is one line: corrupt or incomplete
     build, and what."""
     folder = Path(out_dir)
+    try:
+        finish_pending(folder)  # a rebuild killed while swapping its files in is finished first
+    except OutputError as exc:
+        raise BuildError(str(exc)) from None
     mpath = folder / MANIFEST
     if not mpath.is_file():
         raise BuildError(f"{folder}: error: not a rammer build folder (no {MANIFEST}); run `rammer build` first")
@@ -341,8 +347,13 @@ def load(out_dir: str | Path) -> Built:
         table = json.loads((folder / "programs.json").read_text())
         ops = [Op.from_json(o) for o in table["ops"]]
         programs = rebind_programs(plan_from_json(json.dumps(table)), ops) if ops else []
-        with np.load(folder / "weights.npz") as z:
-            weights = {b.name: z[npz_key(b.name)] for b in manifest.buffers if b.kind == "weight"}
+        wanted = {npz_key(b.name): b.shape for b in manifest.buffers if b.kind == "weight"}
+        arrays = load_npz(folder / "weights.npz", "the build's weights", wanted,
+                          sum(b.nbytes for b in manifest.buffers if b.kind == "weight"))
+        weights = {b.name: arrays[npz_key(b.name)] for b in manifest.buffers if b.kind == "weight"}
+    except InputError as exc:
+        raise BuildError(f"{folder}: error: corrupt or incomplete build: {str(exc).split(': error: ', 1)[-1]}; "
+                         f"rebuild the model") from None
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
         raise BuildError(f"{folder}: error: corrupt or incomplete build: {type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''}; rebuild the model") from None

@@ -27,10 +27,13 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from converter import RKernelMeta, metadata_json, metadata_path, write_atomic
+from converter import RKernelMeta, metadata_json, metadata_path
 from converter.flags import CompileDatabase, CompileFlags, FlagsError, load_database
 from converter.output import PtxasFigures
 from toolchain.cache import content_key
+from toolchain.files import (NAME_MAX, InputError, Inputs, OutputError, include_closure, is_temp_file, own_path,
+                             read_input, regular_file_error, remove_own, sha256_file, shown, write_atomic)
+from toolchain.outdir import locked
 from toolchain.cxx import kernel_expr, template_args_text
 from toolchain.demangle import demangle_entry
 from toolchain.ptxas import RESOURCE_ARCH, parse_ptxas, run_ptxas
@@ -42,6 +45,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SOURCE_SUFFIXES = (".cu", ".cuh")
 CACHE_NAME = ".convert-all-cache.json"
 REPORT_NAME = "report.json"
+MAX_SOURCE_BYTES = 64 * 2**20  # larger is no CUDA source (a generated one included)
 FILE_TIMEOUT_S = 300  # one file: conversion and its nvcc compile
 VERIFY_TIMEOUT_S = 300  # added per launch spec beside the file when verifying
 REPORT_SCHEMA = 1
@@ -88,6 +92,9 @@ class FileJob:
     nvcc: str | None  # set when resources are asked for
     timeout_s: int = FILE_TIMEOUT_S
     flags: CompileFlags = field(default_factory=CompileFlags)  # this file's -I/-D/-include/--std
+    # its outputs of the last run (path -> sha256) and the places an interrupted run claimed for it (path -> None)
+    owned: dict[str, str | None] = field(default_factory=dict)
+    written: dict[str, str] = field(default_factory=dict)  # outputs written by this run (path -> sha256)
 
 
 TRANSIENT_REASONS = ("timeout:", "converter hung:", "converter process died")
@@ -117,9 +124,38 @@ def output_paths(rel: str) -> tuple[str, str]:
     return p.as_posix(), metadata_for(p).as_posix()
 
 
-def _remove_outputs(out_dir: Path, rel: str) -> None:
-    for r in output_paths(rel):
-        (out_dir / r).unlink(missing_ok=True)
+class _NotOurs(Exception):
+    """An output's place holds a file that is not convert-all's (or lies through a symlink): the file fails."""
+
+
+def _remove_outputs(out_dir: Path, job: FileJob, keep: tuple[str, ...] = ()) -> None:
+    """Delete this file's earlier outputs (those the cache says convert-all wrote, still as it wrote them) and
+    those written in this run, but never a file of the user's."""
+    for r in output_paths(job.rel):
+        if r in keep:
+            continue
+        if r in job.written:
+            remove_own(out_dir, r, job.written[r])
+        elif r in job.owned:
+            remove_own(out_dir, r, job.owned[r])
+
+
+def _write_output(out_dir: Path, job: FileJob, rel: str, data: str) -> None:
+    """Write one output: only at a place inside the output folder that is free or holds convert-all's own file."""
+    too_long = [c for c in Path(rel).parts if len(os.fsencode(c)) > NAME_MAX]
+    if too_long:
+        raise _NotOurs(f"{shown(out_dir / rel)[:120]}...: error: the output's name is {len(os.fsencode(too_long[0]))} "
+                       f"bytes, more than the {NAME_MAX} a file system allows; rename the source")
+    dest = own_path(out_dir, rel)
+    if dest is None:
+        raise _NotOurs(f"{shown(out_dir / rel)}: error: the output's place leaves the output folder (a symlinked "
+                       f"folder?); not written")
+    if os.path.lexists(dest) and rel not in job.owned and rel not in job.written:
+        raise _NotOurs(f"{shown(dest)}: error: exists and is not an output of convert-all; move it away")
+    if os.path.lexists(dest) and (dest.is_symlink() or not dest.is_file()):
+        raise _NotOurs(f"{shown(dest)}: error: is not a regular file; not replaced")
+    write_atomic(dest, data)
+    job.written[rel] = sha256_file(dest)
 
 
 def run_job(job: FileJob) -> FileRecord:
@@ -132,6 +168,8 @@ def run_job(job: FileJob) -> FileRecord:
         rec = _run_job(job, out_dir)
     except _FileTimeout:
         rec = FileRecord(job.rel, "failed", f"{TRANSIENT_REASONS[0]} not done within {job.timeout_s} s")
+    except _NotOurs as exc:
+        rec = FileRecord(job.rel, "failed", str(exc))
     except Exception as exc:  # one broken file never stops the batch
         rec = FileRecord(job.rel, "failed", f"converter crashed: {type(exc).__name__}: {one_line(exc)}")
     finally:
@@ -139,7 +177,7 @@ def run_job(job: FileJob) -> FileRecord:
         if old is not None:
             signal.signal(signal.SIGALRM, old)
     if rec.status == "failed":
-        _remove_outputs(out_dir, job.rel)
+        _remove_outputs(out_dir, job)
     return rec
 
 
@@ -150,23 +188,27 @@ def _raise_timeout(signum, frame):
 def _run_job(job: FileJob, out_dir: Path) -> FileRecord:
     """One file converted, its outputs written and checked as asked (run_job adds the timeout and the crash net)."""
     src = Path(job.src_dir) / job.rel
+    if shown(job.rel) != job.rel:
+        return FileRecord(job.rel, "failed", f"{shown(src)}: error: the file name is not UTF-8 text (another "
+                                             f"locale's encoding?): the parser cannot open it; rename it")
     try:
-        text = src.read_text(errors="replace")
-    except OSError as exc:
-        return FileRecord(job.rel, "failed", f"{src}: cannot read: {exc.strerror or exc}")
+        text = read_input(src, "source", MAX_SOURCE_BYTES).decode("utf-8", errors="replace")
+        include_closure(src, job.flags.include_dirs, job.flags.includes)  # an #include of a FIFO: refused
+    except InputError as exc:
+        return FileRecord(job.rel, "failed", str(exc))
     outcome = convert_kernels(text, os.path.abspath(src), job.flags)
     rec = FileRecord(job.rel, outcome.file_status(), outcome.error, outcome.kernels)
     out_rel, meta_rel = output_paths(job.rel)
     if rec.status == "failed":
         return rec
     if rec.status == "no_kernels":
-        (out_dir / meta_rel).unlink(missing_ok=True)
-        write_atomic(out_dir / out_rel, text)
+        _write_output(out_dir, job, out_rel, text)
+        _remove_outputs(out_dir, job, keep=(out_rel,))
         rec.outputs = [out_rel]
         return rec
     if not outcome.rkernels:  # every kernel refused: the refusals are recorded, no (empty) converted source written
-        (out_dir / out_rel).unlink(missing_ok=True)
-        write_atomic(out_dir / meta_rel, metadata_json(job.rel, [], outcome.refused))
+        _write_output(out_dir, job, meta_rel, metadata_json(job.rel, [], outcome.refused))
+        _remove_outputs(out_dir, job, keep=(meta_rel,))
         rec.outputs = [meta_rel]
         return rec
     if job.resources:
@@ -174,8 +216,8 @@ def _run_job(job: FileJob, out_dir: Path) -> FileRecord:
     if job.verify:
         verify_kernels(job, outcome)
     metadata = metadata_json(job.rel, outcome.rkernels, outcome.refused)
-    write_atomic(out_dir / out_rel, outcome.output)
-    write_atomic(out_dir / meta_rel, metadata)
+    _write_output(out_dir, job, out_rel, outcome.output)
+    _write_output(out_dir, job, meta_rel, metadata)
     rec.outputs = [out_rel, meta_rel]
     return rec
 
@@ -210,7 +252,11 @@ def convert_kernels(text: str, filename: str, flags: CompileFlags | None = None)
     The converter folds clang errors inside a kernel into that kernel's refusal; a kernel whose only
     problems are clang errors, or a clang error outside every refused kernel, makes the file `failed`."""
     import converter
-    parsed = converter.parse_cuda(text, filename, flags=flags)
+    from converter.parse import SourceInputError
+    try:
+        parsed = converter.parse_cuda(text, filename, flags=flags)
+    except SourceInputError as exc:
+        return Outcome(error=exc.diagnostics[0])
     clang_errors = [f"{filename}:{d.location.line}:{d.location.column}: error: {d.spelling}"
                     for d in parsed.errors()]
     try:
@@ -341,7 +387,7 @@ def discover_sources(src_dir: Path, out_dir: Path, skipped: list[str] | None = N
         rp = Path(root)
         dirs[:] = sorted(d for d in dirs if (rp / d).resolve() != out_resolved)
         for f in files:
-            if not (f.endswith(SOURCE_SUFFIXES) and _file_or_dangling(rp / f)):
+            if not f.endswith(SOURCE_SUFFIXES) or (rp / f).is_dir():
                 continue
             rel = (rp / f).relative_to(src_dir).as_posix()
             if is_converter_output(rp / f):
@@ -360,17 +406,14 @@ CONVERTED_FIRST_LINE = '#include "rtask_runtime.cuh"'
 def is_converter_output(path: Path) -> bool:
     """Whether a file is one `rtransform convert` wrote: it opens with the runtime include the converter puts
     first, and its metadata file lies beside it (or its name ends in .rtask.cu, the default output name)."""
+    if regular_file_error(path):
+        return False  # a FIFO or device is never opened
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
-            first = fh.readline().strip()
+            first = fh.readline(4096).strip()
     except OSError:
         return False
     return first == CONVERTED_FIRST_LINE and (path.name.endswith(".rtask.cu") or metadata_path(path).is_file())
-
-
-def _file_or_dangling(p: Path) -> bool:
-    """A regular file, or a broken link (reported as unreadable); never a FIFO or device that could block."""
-    return p.is_file() or (p.is_symlink() and not p.exists())
 
 
 _QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
@@ -398,7 +441,7 @@ def digest_files(paths: list[Path], *extra: str) -> str:
     """sha256 over the contents of files (missing ones count as absent) and extra strings."""
     h = hashlib.sha256()
     for p in paths:
-        h.update(str(p).encode() + b"\0")
+        h.update(os.fsencode(p) + b"\0")
         h.update(p.read_bytes() if p.is_file() else b"<absent>")
         h.update(b"\0")
     for e in extra:
@@ -431,23 +474,80 @@ def cache_key(src: Path, toolchain: str, with_specs: bool) -> str:
     return digest_files(deps, toolchain)
 
 
-def load_cache(out_dir: Path) -> dict:
-    """Previous results by relative path; an unreadable cache is an empty one."""
+CACHE_MARKER = "rtransform convert-all output"  # the output folder's marker, in its cache file
+
+
+def _read_cache(out_dir: Path) -> dict | None:
+    """The cache file's object when it is convert-all's (marked, or the unmarked format 1), else None."""
+    path = out_dir / CACHE_NAME
     try:
-        data = json.loads((out_dir / CACHE_NAME).read_text())
-        return data["entries"] if data.get("schema") == REPORT_SCHEMA else {}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        if path.is_symlink() or not path.is_file():
+            return None
+        data = json.loads(read_input(path, "convert-all cache", 256 * 2**20))
+    except (InputError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), dict):
+        return None
+    return data if data.get("marker") == CACHE_MARKER or data.get("schema") == 1 else None
+
+
+def is_output_folder(out_dir: Path) -> bool:
+    """Whether a folder is convert-all's output: its cache file carries the marker."""
+    return _read_cache(out_dir) is not None
+
+
+def load_cache(out_dir: Path) -> dict:
+    """Previous results by relative path; an unreadable cache is an empty one, and an entry whose outputs are not
+    a list of relative paths with digests inside the folder is dropped (the file is edited at the user's will)."""
+    data = _read_cache(out_dir)
+    if data is None:
         return {}
+    good = {}
+    for rel, entry in data["entries"].items():
+        outs = entry.get("outputs") if isinstance(entry, dict) else None
+        if isinstance(outs, dict) and all(isinstance(d, str) and own_path(out_dir, r) for r, d in outs.items()):
+            good[rel] = entry
+    return good
 
 
-def save_cache(out_dir: Path, entries: dict) -> None:
-    """Write the cache for the next run."""
-    write_atomic(out_dir / CACHE_NAME, json.dumps({"schema": REPORT_SCHEMA, "entries": entries}, indent=1))
+def load_claims(out_dir: Path) -> dict[str, list[str]]:
+    """The output places a run claimed before converting (per source): an interrupted run's files there are its
+    own, though no digest of them was recorded."""
+    data = _read_cache(out_dir)
+    claims = data.get("claims") if data else None
+    if not isinstance(claims, dict):
+        return {}
+    return {rel: [p for p in paths if isinstance(p, str) and own_path(out_dir, p)]
+            for rel, paths in claims.items() if isinstance(paths, list)}
+
+
+def save_cache(out_dir: Path, entries: dict, claims: dict[str, list[str]] | None = None) -> None:
+    """Write the cache for the next run (it is also the folder's marker), with the places still claimed."""
+    write_atomic(out_dir / CACHE_NAME, json.dumps({"schema": REPORT_SCHEMA, "marker": CACHE_MARKER,
+                                                   "entries": entries, "claims": claims or {}}, indent=1))
+
+
+def claim_outputs(out: Path, todo: list[FileJob]) -> dict[str, list[str]]:
+    """Before any worker writes: the places each job may write (free, or already its own), recorded in the cache so
+    that a kill after a write still leaves files the next run knows as convert-all's."""
+    claims = {}
+    for job in todo:
+        free = [r for r in output_paths(job.rel)
+                if r in job.owned or ((p := own_path(out, r)) is not None and not os.path.lexists(p))]
+        claims[job.rel] = free
+        job.owned.update({r: job.owned.get(r) for r in free})
+    return claims
 
 
 def output_digests(out_dir: Path, rec: FileRecord) -> dict[str, str]:
     """sha256 of each output file of a record (a cache hit needs them unchanged on disk)."""
-    return {r: hashlib.sha256((out_dir / r).read_bytes()).hexdigest() for r in rec.outputs}
+    out = {}
+    for r in rec.outputs:
+        p = own_path(out_dir, r)
+        if p is None:
+            raise OSError(f"{r}: not inside the output folder")
+        out[r] = sha256_file(p)
+    return out
 
 
 def cached_record(entry: dict | None, key: str, out_dir: Path) -> FileRecord | None:
@@ -600,15 +700,25 @@ class UsageError(ValueError):
     """Bad arguments: one line, exit 2."""
 
 
-def _check_args(src: Path, out: Path, jobs: int | None) -> None:
+def _check_args(src: Path, out: Path, jobs: int | None, flags: CompileFlags, build_dir: str | None) -> Path:
+    """Refuse bad arguments before any work; returns the real output folder. The output may not be at or above
+    the source tree, a -include file or the compile database, nor an existing folder that is not convert-all's
+    output holding files."""
     if not src.is_dir():
-        raise UsageError(f"source directory not found: {src}")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"output path exists and is not a directory: {out}")
-    if out.resolve() == src.resolve():
-        raise UsageError("the output directory must differ from the source directory")
+        raise UsageError(f"source directory not found: {shown(src)}")
     if jobs is not None and jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {jobs}")
+    guard = Inputs().folder(src, "the source tree")
+    for f in flags.includes:
+        guard.file(f, "an -include file")
+    if build_dir:
+        db = Path(build_dir)
+        guard.file(db / "compile_commands.json" if db.is_dir() else db, "the compile database")
+    try:
+        return guard.check_folder(out, "-o", ours=is_output_folder,
+                                  tool=f"an output folder of rtransform convert-all (no {CACHE_NAME})")
+    except OutputError as err:
+        raise UsageError(str(err)) from None
 
 
 def default_jobs() -> int:
@@ -622,10 +732,9 @@ def convert_all(src_dir: str | Path, out_dir: str | Path, jobs: int | None = Non
                 build_dir: str | None = None) -> dict:
     """Convert a tree (library API): writes outputs, cache and report.json; returns the report. Each file is
     parsed with `flags`, after its own entry of BUILD_DIR's compile_commands.json when `build_dir` is given."""
-    from tqdm import tqdm
-    src, out = Path(src_dir), Path(out_dir)
-    _check_args(src, out, jobs)
+    src = Path(src_dir)
     flags = flags or CompileFlags()
+    out = _check_args(src, Path(out_dir), jobs, flags, build_dir)
     try:
         db = load_database(build_dir) if build_dir else None
     except FlagsError as err:
@@ -636,23 +745,47 @@ def convert_all(src_dir: str | Path, out_dir: str | Path, jobs: int | None = Non
         raise UsageError("--resources needs nvcc: none found ($CUDA_HOME, /usr/local/cuda, the nvidia-cuda-nvcc "
                          "wheel, PATH)")
     toolchain = toolchain_version(verify, resources, nvcc)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"{shown(out)}: error: cannot create the output folder: {err.strerror or err}") from None
+    with locked(out):  # one convert-all at a time writes a folder
+        return _convert_locked(src, out, jobs, verify, resources, strict, progress, file_timeout_s, flags, db,
+                               nvcc, toolchain, start)
+
+
+def _convert_locked(src: Path, out: Path, jobs: int | None, verify: bool, resources: bool, strict: bool,
+                    progress: bool, file_timeout_s: int, flags: CompileFlags, db: CompileDatabase | None,
+                    nvcc: str | None, toolchain: str, start: float) -> dict:
+    """convert_all's work, holding the output folder's lock."""
+    from tqdm import tqdm
+    _remove_temp_files(out)
     skipped: list[str] = []
     rels = discover_sources(src, out, skipped)
     old_cache = load_cache(out)
+    old_claims = load_claims(out)
     file_flags = {rel: _flags_for(src / rel, flags, db) for rel in rels}
-    keys = {rel: content_key(cache_key(src / rel, toolchain, verify or resources), repr(file_flags[rel]))
-            for rel in rels}
     records: dict[str, FileRecord] = {}
+    keys: dict[str, str] = {}
     todo: list[FileJob] = []
     for rel in rels:
+        why = regular_file_error(src / rel, "source")
+        if why:  # a FIFO, device or dangling link among the sources: reported, never opened
+            records[rel] = FileRecord(rel, "failed", why)
+            continue
+        keys[rel] = content_key(cache_key(src / rel, toolchain, verify or resources), repr(file_flags[rel]))
         hit = cached_record(old_cache.get(rel), keys[rel], out)
         if hit is not None:
             records[rel] = hit
         else:
             budget = file_timeout_s + (VERIFY_TIMEOUT_S * len(spec_files(src / rel)) if verify else 0)
-            todo.append(FileJob(str(src), rel, str(out), verify, resources, nvcc, budget, file_flags[rel]))
-    _remove_vanished(out, old_cache, set(rels))
-    entries = {rel: e for rel, e in old_cache.items() if rel in records}  # still valid hits
+            owned: dict[str, str | None] = {r: None for r in old_claims.get(rel, [])}
+            owned.update(old_cache[rel]["outputs"] if rel in old_cache else {})
+            todo.append(FileJob(str(src), rel, str(out), verify, resources, nvcc, budget, file_flags[rel], owned))
+    _remove_vanished(out, old_cache, old_claims, set(rels))
+    entries = {rel: e for rel, e in old_cache.items() if rel in records and rel in keys}  # still valid hits
+    claims = claim_outputs(out, todo)
+    save_cache(out, entries, claims)
     last_save = [time.monotonic()]
 
     def finished(rec: FileRecord, bar) -> None:
@@ -660,16 +793,21 @@ def convert_all(src_dir: str | Path, out_dir: str | Path, jobs: int | None = Non
         interrupted run keeps what it did."""
         bar.update(1)
         if not is_transient(rec):
-            entries[rec.path] = {"key": keys[rec.path], "record": asdict(rec), "outputs": output_digests(out, rec)}
+            claims.pop(rec.path, None)
+            try:
+                entries[rec.path] = {"key": keys[rec.path], "record": asdict(rec),
+                                     "outputs": output_digests(out, rec)}
+            except OSError:
+                entries.pop(rec.path, None)  # an output that went meanwhile: converted again next run
         if time.monotonic() - last_save[0] > 2.0:
-            save_cache(out, entries)
+            save_cache(out, entries, claims)
             last_save[0] = time.monotonic()
 
     with tqdm(total=len(todo), file=sys.stderr, disable=not progress, unit="file", desc="convert-all") as bar:
         try:
             records.update(run_pool(todo, jobs or default_jobs(), lambda rec: finished(rec, bar)))
         finally:
-            save_cache(out, entries)
+            save_cache(out, entries, claims)
     ordered = [records[rel] for rel in rels]
     seconds = time.perf_counter() - start
     fresh_kernels = sum(len(records[j.rel].kernels) for j in todo)
@@ -693,10 +831,24 @@ def _flags_for(path: Path, flags: CompileFlags, db: CompileDatabase | None) -> C
         return flags
 
 
-def _remove_vanished(out: Path, old_cache: dict, present: set[str]) -> None:
-    """Delete the outputs of sources that no longer exist, so the output tree keeps mirroring the source."""
-    for rel in set(old_cache) - present:
-        _remove_outputs(out, rel)
+def _remove_vanished(out: Path, old_cache: dict, old_claims: dict[str, list[str]], present: set[str]) -> None:
+    """Delete the outputs of sources that no longer exist, so the output tree keeps mirroring the source: only
+    files inside the output folder that still hold the bytes convert-all wrote (the cache's digests), and those at
+    places an interrupted run claimed."""
+    for rel in sorted(set(old_cache) - present):
+        for r, digest in old_cache[rel]["outputs"].items():
+            remove_own(out, r, digest)
+    for rel in sorted(set(old_claims) - present):
+        for r in old_claims[rel]:
+            remove_own(out, r)
+
+
+def _remove_temp_files(out: Path) -> None:
+    """Temporary files of a killed run (write_atomic's names) inside the output folder, never through a symlink."""
+    for root, dirs, files in os.walk(out):
+        for f in files:
+            if is_temp_file(f):
+                remove_own(out, (Path(root) / f).relative_to(out).as_posix())
 
 
 def convert_all_command(src_dir: str, out_dir: str, jobs: int | None = None, json_out: bool = False,
@@ -707,7 +859,7 @@ def convert_all_command(src_dir: str, out_dir: str, jobs: int | None = None, jso
         report = convert_all(src_dir, out_dir, jobs, verify, resources, strict,
                              progress=not json_out and sys.stderr.isatty(), flags=flags, build_dir=build_dir)
     except UsageError as err:
-        print(f"rtransform convert-all: error: {err}", file=sys.stderr)
+        print(str(err) if ": error: " in str(err) else f"rtransform convert-all: error: {err}", file=sys.stderr)
         return 2
-    print(json.dumps(report, indent=2) if json_out else format_table(report))
+    print(json.dumps(report, indent=2) if json_out else shown(format_table(report)))
     return report["exit_code"]

@@ -24,10 +24,14 @@ def _fail(lines: list[str], code: int = Exit.FAILED) -> NoReturn:
 
 
 def _need_file(path: str, what: str = "") -> None:
-    """A missing input is one line, `FILE: error: no such file`, and exit 2 (no position: there is no line)."""
-    if not os.path.isfile(path):
-        why = "no such file" if not os.path.exists(path) else "not a file"
-        _fail([f"{path}: error: {why}{what}"], Exit.USAGE)
+    """A missing input is one line, `FILE: error: no such file`, and exit 2 (no position: there is no line); a FIFO
+    or device is refused before it is opened (a read would block, or never end)."""
+    from toolchain.files import regular_file_error
+    if not os.path.lexists(path):
+        _fail([f"{path}: error: no such file{what}"], Exit.USAGE)
+    why = regular_file_error(path, what.strip(" ()") or "input")
+    if why:
+        _fail([why], Exit.USAGE)
 
 
 def compile_options(f):
@@ -51,6 +55,37 @@ def compile_options(f):
 def _flags(include_dirs, defines, forced_includes, std):
     from converter.flags import CompileFlags
     return CompileFlags(tuple(include_dirs), tuple(defines), tuple(forced_includes), std)
+
+
+def _guard(file: str, flags: Any, build_dir: str | None, *more: str | None) -> Any:
+    """The run's inputs (the source, every header it includes, the -include files, the compile database and the
+    files in `more`), or exit with the one-line reason (an #include naming a FIFO or device, say)."""
+    from toolchain.files import InputError, Inputs
+    try:
+        guard = Inputs().source(file, flags.include_dirs, flags.includes, build_dir)
+    except InputError as e:
+        _fail([str(e)], Exit.USAGE)
+    for m in more:
+        guard.file(m)
+    return guard
+
+
+def _refuse_clash(guard: Any, path: str | Path, option: str) -> None:
+    """Exit with the guard's one line when `path` is over, into or above an input of the run."""
+    from toolchain.files import OutputError
+    try:
+        guard.refuse_clash(path, option)
+    except OutputError as e:
+        _fail([str(e)], Exit.USAGE)
+
+
+def _checked_output(guard: Any, path: str | Path, option: str) -> Path:
+    """Where to write `path` (its real path), or exit with the guard's one-line refusal."""
+    from toolchain.files import OutputError
+    try:
+        return guard.check_file(path, option)
+    except OutputError as e:
+        _fail([str(e)], Exit.USAGE)
 
 
 def _file_flags(file: str, include_dirs, defines, forced_includes, std, build_dir):
@@ -87,16 +122,15 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
     from converter import ConversionError, convert_file, metadata_json, write_atomic
     from rtransform.naming import converted_path, metadata_for
-    from toolchain.files import clash
     if output == "-" and as_json:
         _fail(["error: -o - and --json both write to stdout; write the source to a file or leave out --json"],
               Exit.USAGE)
     _need_file(file)
     out = None if output == "-" else converted_path(Path(file), output)
-    for target in ([out, metadata_for(out)] if out else []):
-        if clash(target, file):
-            _fail([f"{target}: error: is the input file {file}; choose another -o"], Exit.USAGE)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
+    guard = _guard(file, flags, build_dir)
+    for t in ([out, metadata_for(out)] if out else []):
+        _refuse_clash(guard, t, "-o")  # before the work; the whole check (folders too) before the write
     try:
         res = convert_file(file, list(kernels) or None, strict=True, flags=flags)
     except ConversionError as e:
@@ -108,9 +142,12 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
     if out is None:
         click.echo(res.output, nl=False)
     else:
+        for opened in res.inputs:  # every file the parse opened, macro-named includes too
+            guard.file(opened)
+        targets = [_checked_output(guard, t, "-o") for t in (out, metadata_for(out))]
         try:
-            write_atomic(metadata_for(out), meta)
-            write_atomic(out, res.output)
+            write_atomic(targets[1], meta)
+            write_atomic(targets[0], res.output)
         except OSError as e:
             _fail([f"{out}: error: cannot write the converted source: {e.strerror or e}"])
         if not as_json:
@@ -158,6 +195,7 @@ def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files
     from rtransform.skeleton import build_skeleton
     _need_file(file)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
+    target = _checked_output(_guard(file, flags, build_dir), output, "-o") if output else None
     try:
         text = None
         if from_host:
@@ -182,8 +220,11 @@ def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files
         _fail(e.diagnostics[:1], Exit.USAGE)
     except RunError as e:
         _fail([str(e)], e.code)
-    if output:
-        write_atomic(Path(output), text)
+    if target is not None:
+        try:
+            write_atomic(target, text)
+        except OSError as e:
+            _fail([f"{output}: error: cannot write the spec: {e.strerror or e}"])
         click.echo(f"{file}: spec skeleton for {kernel} -> {output}", err=True)
     else:
         click.echo(text, nl=False)
@@ -214,7 +255,9 @@ def run(file: str, spec: str, converted: bool, device: str, save: str | None, sa
     _need_file(file)
     _need_file(spec, " (the launch spec)")
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
-    sys.exit(run_command(file, spec, converted=converted, device=device, save=save, sanitize=sanitize, flags=flags))
+    guard = _guard(file, flags, build_dir, spec) if save else None
+    sys.exit(run_command(file, spec, converted=converted, device=device, save=save, sanitize=sanitize, flags=flags,
+                         inputs=guard))
 
 
 @main.command()

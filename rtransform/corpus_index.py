@@ -10,7 +10,9 @@ from pathlib import Path
 from kernel_corpus.index import (INDEX_PATH, SCHEMA, add_evaluations, carry_over, kernel_entries, reference_shapes,
                                  launch_spec, load_index, smallest_launch)
 from rtransform.batch import convert_kernels
+from kernel_corpus.bindings import LEGACY_DIR
 from toolchain.cxx import template_args_text
+from toolchain.files import Inputs, OutputError
 from toolchain.demangle import demangle_entry
 from toolchain.ptxas import parse_ptxas, run_ptxas
 from vdevice import RUNTIME_INCLUDE
@@ -102,7 +104,12 @@ def index_command(output: str | Path = INDEX_PATH, no_nvcc: bool = False, verify
     """CLI body of `rtransform index`: regenerate the index file, print a summary and the problems."""
     from converter import write_atomic
     from toolchain.nvcc import find_nvcc
-    output = Path(output)
+    guard = Inputs().folder(LEGACY_DIR, "the corpus's legacy sources", sealed=True)
+    try:
+        output = guard.check_file(output, "-o")
+    except OutputError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     index = build_index(load_index(output), None if no_nvcc else find_nvcc())
     if verify:
         index["problems"] += verify_instances(index)

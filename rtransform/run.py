@@ -19,28 +19,40 @@ import io
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from converter.flags import CompileFlags
-from converter.slice import SliceError, materialize_headers, slice_source
+from converter.slice import SliceError, header_copies, materialize_headers, slice_source
 from toolchain.cache import cache_dir, content_key
 from vdevice import RUNTIME_INCLUDE
-from toolchain.files import clash, write_atomic
+from toolchain.files import InputError, Inputs, OutputError, read_input, write_atomic
 from toolchain.exits import Exit
 from toolchain.messages import whole_message
 from rtransform.spec import LaunchSpec, SpecError, check_params, load_spec, make_inputs
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NO_GPU = Exit.FAILED, Exit.USAGE, Exit.MISSING  # toolchain.exits: one table
+MAX_SOURCE_BYTES = 64 * 2**20  # a CUDA source (generated ones included) is far smaller; anything bigger is not one
+
+
+# The sliced copy of each local header this process built from -> the header itself: every message names the header
+# the user wrote (a syntax error, a sanitizer report's line), never the copy in the cache.
+_HEADER_COPIES: dict[str, str] = {}
+
+
+def original_paths(text: str) -> str:
+    """A message with the sliced copies of local headers replaced by the headers they were cut from."""
+    for copy, header in _HEADER_COPIES.items():
+        text = text.replace(copy, header)
+    return text
 
 
 class RunError(Exception):
     """A run that cannot happen; str() is the one line to print, .code the exit status."""
 
     def __init__(self, message: str, code: int = EXIT_ERROR):
-        super().__init__(message)
+        super().__init__(original_paths(message))
         self.code = code
 
 
@@ -69,14 +81,12 @@ class RunResult:
 
 def read_source(file: str) -> str:
     """The text of a CUDA source file, or RunError saying why it cannot be read."""
-    if not os.path.isfile(file):
-        raise RunError(f"{file}: error: no such file", EXIT_USAGE)
     try:
-        return Path(file).read_text(encoding="utf-8")
+        return read_input(file, "source", MAX_SOURCE_BYTES).decode("utf-8")
     except UnicodeDecodeError:
         raise RunError(f"{file}: error: not a text file (not UTF-8)", EXIT_USAGE) from None
-    except OSError as e:
-        raise RunError(f"{file}: error: cannot read: {e.strerror}", EXIT_USAGE) from None
+    except InputError as e:
+        raise RunError(str(e), EXIT_USAGE) from None
 
 
 def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = (),
@@ -102,6 +112,7 @@ def prepare(file: str, spec_path: str, extra_include_dirs: Sequence[str] = (),
     if sliced.headers:
         parts = (f"{h}\0{t}" for h, t in sorted(sliced.headers.items()))
         folder = cache_dir("sliced") / content_key(os.path.abspath(file), *parts)
+        _HEADER_COPIES.update({str(c): h for h, c in header_copies(sliced, folder).items()})
         body = materialize_headers(sliced, folder)
     return Prepared(file, spec, body, [*flags.include_dirs, *include_dirs], sliced.dropped_includes, flags)
 
@@ -200,14 +211,22 @@ def describe(name: str, a: np.ndarray) -> str:
 
 
 def run_command(file: str, spec: str, converted: bool = False, device: str = "cpu", save: str | None = None,
-                sanitize: Sequence[str] = ("memcheck",), flags: CompileFlags | None = None) -> int:
-    """CLI body of `rtransform run`; returns the exit status."""
+                sanitize: Sequence[str] = ("memcheck",), flags: CompileFlags | None = None,
+                inputs: Inputs | None = None) -> int:
+    """CLI body of `rtransform run`; returns the exit status. `inputs`: the run's inputs as the CLI knows them
+    (with the compile database); --save is refused over, into or above any of them before the run."""
+    flags = flags or CompileFlags()
     try:
-        if save and clash(save, file, spec):
-            raise RunError(f"{save}: error: is {clash(save, file, spec)}, an input of this run; choose another --save")
-        result = run_file(file, spec, converted=converted, device=device, sanitize=sanitize, flags=flags)
+        target = None
         if save:
-            save_npz(save, result)
+            guard = inputs or Inputs().source(file, flags.include_dirs, flags.includes)
+            target = guard.file(spec, "the launch spec").check_file(save, "--save")
+        result = run_file(file, spec, converted=converted, device=device, sanitize=sanitize, flags=flags)
+        if target is not None:
+            save_npz(str(target), result)
+    except (InputError, OutputError) as e:
+        print(str(e), file=sys.stderr)
+        return EXIT_USAGE
     except RunError as e:
         print(str(e), file=sys.stderr)
         return e.code

@@ -15,6 +15,7 @@ Format (docs/ARCHITECTURE.md §3):
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ import yaml
 
 from converter.slice import KernelParam
 from cuda_emu.module import available_memory
+from toolchain.files import InputError, load_yaml, read_input
 from toolchain.cxx import kernel_expr, template_arg_text  # noqa: F401  (re-exported: spec users spell args with it)
 
 DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
@@ -32,6 +34,7 @@ DTYPES = ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
 KINDS = ("buffer", "scalar")
 INITS = ("random", "zeros", "ones", "arange")
 MAX_BLOCK_THREADS = 1024
+MAX_SPEC_BYTES = 4 * 2**20  # a launch spec is a few hundred bytes; anything this large is not one
 _TOP_FIELDS = {"kernel", "template_args", "grid", "block", "dynamic_smem", "seed", "args", "outputs", "tolerance"}
 _ARG_FIELDS = {"buffer": {"name", "kind", "dtype", "size", "init", "low", "high"},
                "scalar": {"name", "kind", "dtype", "value"}}
@@ -102,14 +105,14 @@ class LaunchSpec:
 def load_spec(path: str | Path) -> LaunchSpec:
     """Read and validate a launch spec file."""
     p = str(path)
-    if not Path(path).is_file():
-        raise SpecError(f"{p}: error: no such file" if not Path(path).exists() else f"{p}: error: not a file")
+    if not os.path.lexists(path):
+        raise SpecError(f"{p}: error: no such file")
     try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except OSError as e:
-        raise SpecError(f"{p}: error: cannot read spec: {e.strerror}") from None
+        raw = load_yaml(read_input(path, "launch spec", MAX_SPEC_BYTES).decode("utf-8"), p)
+    except InputError as e:
+        raise SpecError(str(e)) from None
     except UnicodeDecodeError:
-        raise SpecError(f"{p}: error: not a text file (not UTF-8)") from None
+        raise SpecError(f"{p}: error: the launch spec is not UTF-8 text") from None
     except yaml.YAMLError as e:
         raise SpecError(yaml_error_line(p, e)) from None
     return parse_spec(raw, p)
@@ -268,7 +271,36 @@ def _arg(a: Any, path: str, where: str) -> ArgSpec:
     lo, hi = random_range(arg)
     if not lo < hi:
         raise SpecError(f"{path}: {where}: empty random range [{lo}, {hi})")
+    _check_representable(arg, path, where)
     return arg
+
+
+def _check_representable(arg: ArgSpec, path: str, where: str) -> None:
+    """Every value the init would give must fit the dtype: an int32 range past 2^31, a uint8 range below 0 or an
+    arange longer than int8 holds would wrap silently, and a float16 range past 65504 would give infinities."""
+    dt = np.dtype(arg.dtype)
+    lo, hi = random_range(arg)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        for field_name, v in (("low", arg.low), ("high", arg.high)):
+            if v is not None and v != int(v):
+                raise SpecError(f"{path}: {where}.{field_name}: {v!r} is not a whole number ({arg.dtype})")
+        top = min(info.max, np.iinfo(np.int64).max)  # random integers are drawn as int64
+        if arg.init == "random" and not (info.min <= lo and hi - 1 <= top):
+            raise SpecError(f"{path}: {where}: random range [{lo:g}, {hi:g}) does not fit {arg.dtype} "
+                            f"([{info.min}, {top}]); values would wrap")
+        if arg.init == "arange" and arg.size - 1 > info.max:
+            raise SpecError(f"{path}: {where}: arange up to {arg.size - 1} does not fit {arg.dtype} (at most "
+                            f"{info.max}); values would wrap")
+    elif dt.kind == "f":
+        big = float(np.finfo(dt).max)
+        if arg.init == "random" and not (-big <= lo and hi <= big):
+            raise SpecError(f"{path}: {where}: random range [{lo:g}, {hi:g}) exceeds {arg.dtype}'s largest value "
+                            f"{big:g}; values would be infinite")
+        if arg.init == "arange" and arg.size - 1 > big:
+            raise SpecError(f"{path}: {where}: arange up to {arg.size - 1} exceeds {arg.dtype}'s largest value {big:g}")
+    elif dt.kind == "b" and arg.init == "random" and not (0 <= lo and hi <= 2):
+        raise SpecError(f"{path}: {where}: random range [{lo:g}, {hi:g}) of a bool buffer must lie in [0, 2)")
 
 
 def _scalar_value(v: Any, dtype: str, path: str, where: str) -> Any:

@@ -15,6 +15,7 @@ shuffled order, and the rTask protocol of vdevice/include/rtask_runtime.cuh.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from dataclasses import asdict, dataclass, field
@@ -44,6 +45,7 @@ class OutputCheck:
     first_index: int | None = None
     legacy: Any = None
     rkernel: Any = None
+    schedule: str = ""  # the executor's block order and vEU count that differed (see schedules())
 
     def line(self, tolerance: float) -> str:
         """Human-readable verdict."""
@@ -51,7 +53,8 @@ class OutputCheck:
             how = "bit-exact" if tolerance == 0 else f"max error {self.max_error:.3g} <= {tolerance:g}"
             return f"{self.name}: ok ({how})"
         return (f"{self.name}: DIFFERS at index {self.first_index}: legacy {self.legacy} vs rKernel {self.rkernel}; "
-                f"max error {self.max_error:.3g}, {self.mismatches} element(s) differ")
+                f"max error {self.max_error:.3g}, {self.mismatches} element(s) differ"
+                + (f" (under {self.schedule})" if self.schedule else ""))
 
 
 @dataclass
@@ -66,6 +69,7 @@ class VerifyResult:
     block_threads: int
     tolerance: float
     outputs: list[OutputCheck] = field(default_factory=list)
+    schedules: list[str] = field(default_factory=list)  # every block order and vEU count run
 
     @property
     def ok(self) -> bool:
@@ -100,13 +104,58 @@ def num_veus(rtasks: int) -> int:
     return max(1, min(MAX_VEUS, rtasks - 1))
 
 
-def task_order(spec: LaunchSpec) -> np.ndarray:
-    """The seeded shuffled order in which the vEUs take the rTasks; never the legacy order, and never ending with
+def task_order(spec: LaunchSpec, seed: int = 1) -> np.ndarray:
+    """A seeded shuffled order in which the vEUs take the rTasks; never the legacy order, and never ending with
     the legacy launch's last block (so a result that depends on which block runs last shows)."""
-    order = np.random.default_rng(spec.seed + 1).permutation(spec.num_blocks()).astype(np.uint32)
+    order = np.random.default_rng(spec.seed + seed).permutation(spec.num_blocks()).astype(np.uint32)
     if len(order) >= 2 and order[-1] == len(order) - 1:
         order[0], order[-1] = order[-1], order[0]
     return order
+
+
+@dataclass
+class Schedule:
+    """One way the persistent executor runs the rTasks: their order and how many vEUs take them."""
+    label: str
+    order: np.ndarray
+    veus: int
+
+    def describe(self) -> str:
+        """'block order reverse on 2 vEU(s)'."""
+        return f"block order {self.label} on {self.veus} vEU(s)"
+
+
+SHUFFLE_TRIES = 8  # seeds tried for a shuffle that differs from the orders already chosen
+
+
+def schedules(spec: LaunchSpec) -> list[Schedule]:
+    """The block orders verify runs: reverse and a seeded shuffle on one vEU count, forward and another shuffle on a
+    second (two grid sizes of the persistent launch), each distinct: a result that depends on which block runs
+    first, last or beside which shows in at least one of them. A shuffle that repeats an order already chosen tries
+    the next seed."""
+    n = spec.num_blocks()
+    many, few = num_veus(n), (1 if num_veus(n) > 1 else min(2, n))
+    out: list[Schedule] = []
+
+    def add(label: str, order: np.ndarray, veus: int) -> bool:
+        if any(np.array_equal(order, o.order) and veus == o.veus for o in out):
+            return False
+        out.append(Schedule(label, order, veus))
+        return True
+
+    def shuffled(first: int, veus: int) -> None:
+        taken = [o.order for o in out if o.veus == veus]
+        for seed in range(first, first + SHUFFLE_TRIES):
+            order = task_order(spec, seed)
+            if not any(np.array_equal(order, t) for t in taken):
+                add(f"shuffled (seed {spec.seed + seed})", order, veus)
+                return
+
+    add("reverse", np.arange(n, dtype=np.uint32)[::-1].copy(), many)
+    shuffled(1, many)
+    add("forward", np.arange(n, dtype=np.uint32), few)
+    shuffled(1 + SHUFFLE_TRIES, few)
+    return out
 
 
 def executor_source(meta: RKernelMeta, spec: LaunchSpec) -> str:
@@ -198,22 +247,27 @@ def verify_file(file: str, spec_path: str, device: str = "cpu",
     legacy_mod = make_module(device, prep.build_source(prep.text), [spec.kernel_expr()], prep.include_dirs, sanitize,
                              prep.file, prep.flags.defines)
     legacy = launch(legacy_mod, spec.kernel_expr(), spec.grid, spec.block, spec.dynamic_smem, inputs)
-    order = task_order(spec)
-    threads, veus = veu_threads(spec.block_threads()), num_veus(spec.num_blocks())
+    threads = veu_threads(spec.block_threads())
     exec_mod = make_module(device, prep.build_source(converted + executor_source(meta, spec)), [executor_expr(spec)],
                            [*prep.include_dirs, str(RUNTIME_INCLUDE)], sanitize, prep.file, prep.flags.defines)
-    rk = launch(exec_mod, executor_expr(spec), (veus, 1, 1), (threads, 1, 1), spec.dynamic_smem, inputs,
-                extra=[order, np.uint32(len(order))])
-    result = VerifyResult(file, spec.kernel_expr(), device, len(order), veus, threads, spec.block_threads(),
-                          spec.tolerance)
-    result.outputs = [compare(n, legacy[n], rk[n], spec.tolerance) for n in spec.outputs]
+    plans = schedules(spec)
+    result = VerifyResult(file, spec.kernel_expr(), device, spec.num_blocks(), plans[0].veus, threads,
+                          spec.block_threads(), spec.tolerance, schedules=[p.describe() for p in plans])
+    for plan in plans:  # the first schedule that differs is reported, and named
+        rk = launch(exec_mod, executor_expr(spec), (plan.veus, 1, 1), (threads, 1, 1), spec.dynamic_smem, inputs,
+                    extra=[plan.order, np.uint32(len(plan.order))])
+        result.outputs = [dataclasses.replace(compare(n, legacy[n], rk[n], spec.tolerance), schedule=plan.describe())
+                          for n in spec.outputs]
+        if not result.ok:
+            break
     return result
 
 
 def report(result: VerifyResult) -> str:
     """The human-readable report."""
-    head = (f"verify {result.file} {result.kernel} on {result.device}: {result.rtasks} rTasks, shuffled, on "
-            f"{result.veus} vEU(s) x {result.veu_threads} threads (legacy block {result.block_threads})")
+    head = (f"verify {result.file} {result.kernel} on {result.device}: {result.rtasks} rTasks on vEUs of "
+            f"{result.veu_threads} threads (legacy block {result.block_threads}); block orders run: "
+            f"{'; '.join(result.schedules)}")
     lines = [head] + ["  " + o.line(result.tolerance) for o in result.outputs]
     bad = sum(not o.ok for o in result.outputs)
     lines.append("verified: all outputs agree" if not bad

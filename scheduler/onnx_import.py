@@ -198,6 +198,10 @@ def tensor_from_info(info: onnx.ValueInfoProto, kind: str, node: Node | None = N
         raise ModelError(f"{where} has unknown rank: the scheduler needs static shapes (fix the batch size)")
     dims = []
     for d in ttype.shape.dim:
+        if d.HasField("dim_value") and d.dim_value < 0:
+            shown = [str(x.dim_value) if x.HasField("dim_value") else "?" for x in ttype.shape.dim]
+            raise ModelError(f"{where} has a negative dimension {d.dim_value} in shape [{','.join(shown)}]: not a "
+                             "valid ONNX shape (fix the model's input or value_info)")
         if d.HasField("dim_value"):
             dims.append(int(d.dim_value))
         else:

@@ -1,6 +1,7 @@
 """What the emulator's sanitizers cost on the verify set (a benchmark, not a test): every kernel of
 tests/verify_kernels through `verify_file` with no sanitizer, memcheck alone, and all three, modules warm (built
-and cached first), median of N runs each. Usage: python3 tests/sanitizer_bench.py [N]"""
+and cached first), median of N runs each, in process CPU time (the emulator runs in-process; on a shared machine
+wall time measures the neighbours). Usage: python3 tests/sanitizer_bench.py [N]"""
 from __future__ import annotations
 
 import statistics
@@ -26,11 +27,11 @@ def main(repeats: int = 3) -> None:
                 fn(cu, spec, sanitize=san)  # build (or load from the cache) first: run time only below
                 samples = []
                 for _ in range(repeats):
-                    t = time.perf_counter()
+                    t = time.process_time()
                     fn(cu, spec, sanitize=san)
-                    samples.append(time.perf_counter() - t)
+                    samples.append(time.process_time() - t)
                 totals[mode] += statistics.median(samples)
-        print(f"{label}: {len(names)} kernels of the verify set, median of {repeats} warm runs each, summed")
+        print(f"{label}: {len(names)} kernels of the verify set, median of {repeats} warm runs each, summed (CPU s)")
         for mode, secs in totals.items():
             print(f"  sanitize={mode:9s} {secs:7.3f} s  ({secs / totals['none']:.2f}x the unsanitized run)")
 

@@ -365,15 +365,16 @@ def test_progress_bar_on_a_tty_unless_json(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("{tmp}/missing", "{tmp}/out"), "source directory not found"),
-    (("{tmp}/src", "{tmp}/src"), "must differ"),
-    (("{tmp}/src", "{tmp}/file.txt"), "not a directory"),
+    (("{tmp}/src", "{tmp}/src"), "(the source tree), an input of this run"),
+    (("{tmp}/src", "{tmp}"), "holds {tmp}/src (the source tree)"),
+    (("{tmp}/src", "{tmp}/file.txt"), "exists and is not a folder"),
 ])
 def test_bad_arguments_give_one_error_line_and_exit_2(tmp_path, capsys, args, message):
     (tmp_path / "src").mkdir()
     (tmp_path / "file.txt").write_text("x")
     code = batch.convert_all_command(*(a.format(tmp=tmp_path) for a in args))
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and message in err[0]
+    assert code == 2 and len(err) == 1 and message.format(tmp=tmp_path) in err[0]
 
 
 def test_bad_jobs(tmp_path, capsys):

@@ -95,7 +95,7 @@ def test_rebuilding_keeps_the_users_files(tmp_path: Path, model: Path) -> None:
 def test_build_into_the_models_own_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "m").mkdir()
     onnx.save(mlp_model(2), tmp_path / "m" / "m.onnx")
-    with pytest.raises(BuildError, match="holds the model being built"):
+    with pytest.raises(BuildError, match=r"-o holds .*m\.onnx \(the model being built\)"):
         build_model(tmp_path / "m" / "m.onnx", tmp_path / "m", target="cpu", quiet=True)
     assert (tmp_path / "m" / "m.onnx").is_file()
 
@@ -111,11 +111,11 @@ def test_convert_never_overwrites_its_input(tmp_path: Path) -> None:
     src = tmp_path / "k.cu"
     src.write_text(SOURCE)
     res = cli("rtransform", "convert", str(src), "-o", str(src), "--kernel", "good")
-    assert_one_line(res, "is the input file")
+    assert_one_line(res, "(the source), an input of this run")
     assert src.read_text() == SOURCE
     link = tmp_path / "alias.cu"
     link.symlink_to(src)
-    assert_one_line(cli("rtransform", "convert", str(src), "-o", str(link), "--kernel", "good"), "is the input file")
+    assert_one_line(cli("rtransform", "convert", str(src), "-o", str(link), "--kernel", "good"), "(the source), an input of this run")
     assert src.read_text() == SOURCE
 
 
@@ -128,7 +128,7 @@ def test_partly_refused_file_names_the_kernels_that_convert(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["-o", "/proc/nope/x.cu", "--kernel", "good"], "cannot write the converted source"),
+    (["-o", "/proc/nope/x.cu", "--kernel", "good"], "does not exist"),
     (["-o", "-", "--json", "--kernel", "good"], "both write to stdout"),
 ])
 def test_convert_output_errors_are_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
@@ -336,7 +336,7 @@ def test_cache_evicts_the_least_recently_used_beyond_its_cap(tmp_path: Path, mon
     from toolchain.cache import cache_dir, evict
     monkeypatch.setenv("RAMMER_CACHE", str(tmp_path))
     emu = cache_dir("emu")
-    emu.mkdir(parents=True)
+    emu.mkdir(parents=True, exist_ok=True)
     for i in range(5):
         f = emu / f"{i}.so"
         f.write_bytes(b"x" * 1000)
@@ -369,3 +369,68 @@ def test_profile_key_changes_when_the_kernel_source_changes(tmp_path: Path) -> N
     src.write_text(src.read_text() + "\n// an edit\n")
     after = [launch_key(ln) for ln in mine.launch(node)]
     assert all(a != b for a, b in zip(before, after)) and len(after) == len(before)
+
+
+# ---- the cache owns a marked root (issue 30) ----------------------------------------------------------------------
+def cache_cli(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return cli("rammer", "cache", *args, env=dict(os.environ, RAMMER_CACHE=str(root)))
+
+
+def test_cache_clear_never_deletes_a_folder_it_does_not_own(tmp_path: Path) -> None:
+    """$RAMMER_CACHE=$HOME: a home folder (files, and folders named like the cache's parts) is not the cache."""
+    home = tmp_path / "home"
+    (home / "emu").mkdir(parents=True)
+    (home / "emu" / "thesis.tex").write_text("years of work")
+    (home / "profiles").mkdir()
+    (home / ".bashrc").write_text("alias")
+    for args in (["clear"], ["clear", "emu"], ["clear", "profiles"]):
+        res = cache_cli(home, *args)
+        assert res.returncode == 2 and "not the rammer cache" in res.stderr and "Traceback" not in res.stderr
+    assert (home / "emu" / "thesis.tex").read_text() == "years of work" and (home / ".bashrc").exists()
+    info = cache_cli(home, "info")  # reading is harmless, and walks only the cache's own parts
+    assert info.returncode == 0 and ".bashrc" not in info.stdout
+    # and nothing is ever built into it: the emulator refuses the root in one line
+    code = "from cuda_emu import CpuModule; CpuModule('__global__ void k(int* p) { p[0] = 1; }', ['k'])"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, RAMMER_CACHE=str(home)))
+    assert res.returncode != 0 and "holds files that are not the rammer cache's" in res.stderr
+    assert sorted(p.name for p in home.iterdir()) == [".bashrc", "emu", "profiles"]
+
+
+@pytest.mark.parametrize("part", ["ANYNAME", "..", "/etc", "CACHEDIR.TAG", "emu/../.."])
+def test_cache_clear_of_an_unknown_part_is_refused(tmp_path: Path, part: str) -> None:
+    root = tmp_path / "cache"
+    from toolchain.cache import claim_root
+    claim_root(root)
+    (root / "ANYNAME").mkdir()
+    (root / "ANYNAME" / "x").write_text("kept")
+    res = cache_cli(root, "clear", part)
+    assert res.returncode == 2 and "is not a part of the cache" in res.stderr, res.stderr
+    assert (root / "ANYNAME" / "x").read_text() == "kept"
+
+
+def test_cache_clear_all_keeps_what_is_not_its_own(tmp_path: Path) -> None:
+    from toolchain.cache import PARTS, TAG, claim_root
+    root = claim_root(tmp_path / "cache")
+    for p in PARTS:
+        (root / p).mkdir()
+        (root / p / "entry").write_bytes(b"x" * 100)
+    (root / "emu" / "link").symlink_to(tmp_path / "outside")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "keep").write_text("k")
+    (root / "notes.txt").write_text("the user's")  # dropped into the cache root later
+    res = cache_cli(root, "clear")
+    assert res.returncode == 0 and "freed" in res.stdout
+    assert sorted(p.name for p in root.iterdir()) == ["notes.txt"] and not (root / TAG).exists()
+    assert (tmp_path / "outside" / "keep").read_text() == "k"
+
+
+def test_a_cache_from_before_the_tag_is_adopted(tmp_path: Path) -> None:
+    from toolchain.cache import TAG, cache_dir, claim_root
+    root = tmp_path / "old"
+    (root / "emu").mkdir(parents=True)
+    (root / "emu" / "a.so").write_bytes(b"elf")
+    claim_root(root)
+    assert (root / TAG).is_file() and (root / "emu" / "a.so").exists()
+    with pytest.raises(ValueError, match="not one of"):
+        cache_dir("../../etc")

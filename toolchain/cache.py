@@ -4,9 +4,12 @@ SHA-256 digests of the inputs."""
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import shutil
 from pathlib import Path
+
+from .files import write_atomic
 
 ENV = "RAMMER_CACHE"
 MAX_ENV = "RAMMER_CACHE_MAX_MB"
@@ -23,9 +26,62 @@ def cache_root() -> Path:
     return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "rammer"
 
 
+PARTS = ("emu", "profiles", "registers", "sliced")  # every kind of entry the toolchain keeps (cache_dir's kinds)
+TAG = "CACHEDIR.TAG"  # the Cache Directory Tagging convention (bford.info/cachedir): backup tools skip the folder
+TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+            "# The rammer toolchain's cache: `rammer cache info`, `rammer cache clear`. Only its parts\n"
+            f"# ({', '.join(PARTS)}) are ever deleted.\n")
+_claimed: set[Path] = set()
+
+
+class CacheError(ValueError):
+    """A cache root or part the toolchain will not use or delete; str() is the one line to print."""
+
+
+def is_marked(root: Path) -> bool:
+    """Whether `root` carries the cache's own tag (written by claim_root), as a regular file."""
+    tag = root / TAG
+    try:
+        return tag.is_file() and not tag.is_symlink() and tag.read_text(errors="replace") == TAG_TEXT
+    except OSError:
+        return False
+
+
+def _only_parts(root: Path) -> bool:
+    """A folder holding nothing but the cache's parts (real folders): a cache written before the tag existed."""
+    try:
+        return all(e.name in PARTS and e.is_dir() and not e.is_symlink() for e in root.iterdir())
+    except OSError:
+        return False
+
+
+def claim_root(root: Path | None = None) -> Path:
+    """The cache root, tagged as the toolchain's: a new or empty folder, or one holding only the cache's parts,
+    gets the tag; any other folder (a home folder named in $RAMMER_CACHE, say) is refused with CacheError."""
+    root = cache_root() if root is None else root
+    if root in _claimed:
+        return root
+    max_bytes()  # a bad $RAMMER_CACHE_MAX_MB is one line at the cache's first use, not a surprise at eviction
+    if not is_marked(root):
+        if os.path.lexists(root) and not root.is_dir():
+            raise CacheError(f"${ENV}={root}: error: not a folder; point ${ENV} at a new or empty folder")
+        if root.is_dir() and not _only_parts(root):
+            raise CacheError(f"${ENV}={root}: error: the folder holds files that are not the rammer cache's (no "
+                             f"{TAG}); point ${ENV} at a new or empty folder")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            write_atomic(root / TAG, TAG_TEXT)
+        except OSError as exc:
+            raise CacheError(f"{root}: error: cannot create the cache: {exc.strerror or exc}") from None
+    _claimed.add(root)
+    return root
+
+
 def cache_dir(kind: str) -> Path:
-    """The sub-folder of one kind of entry (`emu`, `profiles`, `nvrtc_stubs`)."""
-    return cache_root() / kind
+    """The sub-folder of one kind of entry (PARTS), under a root claimed as the cache's."""
+    if kind not in PARTS:
+        raise ValueError(f"cache part {kind!r} is not one of {PARTS} (add it to toolchain.cache.PARTS)")
+    return claim_root() / kind
 
 
 def content_key(*parts: str | bytes, length: int = 32) -> str:
@@ -39,34 +95,57 @@ def content_key(*parts: str | bytes, length: int = 32) -> str:
 
 
 def usage() -> dict[str, tuple[int, int]]:
-    """Per sub-folder: (files, bytes) — what `rammer cache info` prints."""
+    """Per part of the cache: (files, bytes) — what `rammer cache info` prints (nothing else under the root is
+    walked)."""
     root = cache_root()
     out: dict[str, tuple[int, int]] = {}
-    if not root.is_dir():
-        return out
-    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-        files = [f for f in sub.rglob("*") if f.is_file()]
-        out[sub.name] = (len(files), sum(f.stat().st_size for f in files))
+    for name in PARTS:
+        sub = root / name
+        if sub.is_dir() and not sub.is_symlink():
+            files = [f for f in sub.rglob("*") if f.is_file() and not f.is_symlink()]
+            out[name] = (len(files), sum(f.stat().st_size for f in files))
     return out
 
 
 def clear(kind: str | None = None) -> int:
-    """Remove one sub-folder (or the whole cache); returns the bytes freed."""
-    target = cache_dir(kind) if kind else cache_root()
-    if not target.is_dir():
+    """Remove one part of the cache (or every part, the tag, and the root when nothing else is left in it);
+    returns the bytes freed. CacheError for a part the cache does not have, or a root that is not the cache's."""
+    if kind is not None and kind not in PARTS:
+        raise CacheError(f"{kind!r} is not a part of the cache (its parts: {', '.join(PARTS)}); nothing deleted")
+    root = cache_root()
+    if not root.is_dir():
         return 0
-    freed = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
-    shutil.rmtree(target, ignore_errors=True)
+    if not is_marked(root) and not _only_parts(root):
+        raise CacheError(f"${ENV}={root}: error: not the rammer cache (no {TAG} written by rammer, and it holds "
+                         f"other files); nothing deleted")
+    freed = 0
+    for name in ([kind] if kind else list(PARTS)):
+        part = root / name
+        if part.is_dir() and not part.is_symlink():
+            freed += sum(f.stat().st_size for f in part.rglob("*") if f.is_file() and not f.is_symlink())
+            shutil.rmtree(part, ignore_errors=True)
+    if kind is None:
+        (root / TAG).unlink(missing_ok=True)
+        _claimed.discard(root)
+        try:
+            root.rmdir()  # only when nothing of anyone else's is left in it
+        except OSError:
+            pass
     return freed
 
 
 def max_bytes() -> int:
-    """The cache's size cap: $RAMMER_CACHE_MAX_MB (0 = no cap), else DEFAULT_MAX_MB."""
-    raw = os.environ.get(MAX_ENV, "")
+    """The cache's size cap: $RAMMER_CACHE_MAX_MB (0 = no cap), else DEFAULT_MAX_MB; CacheError (one line) for a
+    value that is not a finite number >= 0."""
+    raw = os.environ.get(MAX_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_MB * 2**20
     try:
-        mb = float(raw) if raw.strip() else DEFAULT_MAX_MB
+        mb = float(raw)
     except ValueError:
-        mb = DEFAULT_MAX_MB
+        mb = float("nan")
+    if not math.isfinite(mb) or mb < 0:
+        raise CacheError(f"${MAX_ENV}={raw!r}: error: not a size in MB (a finite number >= 0; 0 = no cap)")
     return int(mb * 2**20)
 
 

@@ -99,3 +99,36 @@ constexpr int warpSize = 32;
 #include "emu_cg.h"
 #include "emu_wmma.h"
 #include "emu_launch.h"
+
+// ---- device printf: bounded like the GPU's printf buffer ----------------------------------------------------
+// A launch's printf output stops at 1 MB (cudaLimitPrintfFifoSize's default), as the GPU drops what does not fit;
+// the launch then notes on stderr how much was dropped. Outside a launch printf is the C library's.
+inline int emu_device_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+inline int emu_device_printf(const char* fmt, ...) {
+  char small[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return n;
+  char* text = small;
+  if ((size_t)n >= sizeof small) {
+    text = static_cast<char*>(malloc((size_t)n + 1));
+    if (!text) return -1;
+    va_start(ap, fmt);
+    vsnprintf(text, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+  }
+  if (!emu::g.in_launch) {
+    fwrite(text, 1, (size_t)n, stdout);
+  } else if (emu::g.printf_bytes + (size_t)n > emu::kPrintfBuffer) {
+    emu::g.printf_dropped += (size_t)n;
+  } else {
+    emu::g.printf_bytes += (size_t)n;
+    fwrite(text, 1, (size_t)n, stdout);
+  }
+  if (text != small) free(text);
+  return n;
+}
+#define printf emu_device_printf
+namespace std { using ::emu_device_printf; }

@@ -53,6 +53,7 @@ inline void block_setup(Block& b, unsigned linear_id, Fiber** th, const unsigned
   b.bar_arrived = b.bar_true = 0;
   b.san_serial = ++san.serial;
   b.san_epoch = 0;
+  for (unsigned& e : b.san_wepoch) e = 0;
   b.qhead = b.qtail = nullptr;
   b.qlen = 0;
   unsigned nw = (b.n + 31) / 32;
@@ -68,6 +69,8 @@ inline void block_setup(Block& b, unsigned linear_id, Fiber** th, const unsigned
     f->tid = uint3{i % blk[0], (i / blk[0]) % blk[1], i / (blk[0] * blk[1])};
     f->yield_turn = 0;
     f->why = "";
+    f->san_pend = 0;          // a failed launch may leave a thread's sanitizer state behind
+    f->san_oob = nullptr;
     ctx_make(f->ctx, f->map + kGuard, f->map_size - kGuard, fiber_entry);
     make_ready(f);
   }
@@ -87,6 +90,7 @@ inline void run_turn(Block& b) {
     f->state = S_RUNNING;
     g.switches++;
     ctx_switch(g.sched, f->ctx);
+    if (f->san_pend && !g.failed) san_settle(f);  // a store after its last load, before another thread runs
     g.cur = nullptr;
     if (g.failed) return;
   }
@@ -120,6 +124,9 @@ inline const char* check_cfg(const LaunchCfg& c, char* err, size_t cap) {
              gr[2]);
   else if (c.dyn_smem > kDynSmemCap)
     snprintf(err, cap, "bad launch: %llu bytes of dynamic shared memory; at most %zu", c.dyn_smem, kDynSmemCap);
+  else if (c.smem_limit && c.dyn_smem > c.smem_limit)
+    snprintf(err, cap, "bad launch: %llu bytes of dynamic shared memory; a block of %s has at most %llu",
+             c.dyn_smem, c.arch ? c.arch : "this target", c.smem_limit);
   else if (c.stack_size < 16384 || c.stack_size > (64ull << 20))
     snprintf(err, cap, "bad launch: stack_size %llu must be in [16 KiB, 64 MiB]", c.stack_size);
   else if (c.cooperative && (double)nt * gr[0] * gr[1] * gr[2] > kMaxCoopThreads)
@@ -179,6 +186,12 @@ inline int run_launch(const LaunchCfg& c, void (*body)(void*), void* arg, char* 
   g.coop = c.cooperative != 0;
   g.dyn = c.dyn_smem;
   g.budget = c.yield_budget;
+  g.launch_serial++;
+  g.launch_static = 0;
+  g.printf_bytes = g.printf_dropped = 0;
+  g.static_limit = c.static_limit;
+  g.smem_limit = c.smem_limit;
+  g.arch = c.arch ? c.arch : "";
   g.body = body;
   g.body_arg = arg;
   g.failed = false;
@@ -211,6 +224,9 @@ inline int run_launch(const LaunchCfg& c, void (*body)(void*), void* arg, char* 
   g.cur = nullptr;
   pools_trim();
   fflush(stdout);
+  if (g.printf_dropped)
+    fprintf(stderr, "cuda_emu: note: the launch's printf output passed the GPU's printf buffer (%zu bytes, "
+            "cudaLimitPrintfFifoSize): %zu more bytes were dropped, as on the GPU\n", kPrintfBuffer, g.printf_dropped);
   g.stats.switches = g.switches;
   g.stats.yields = (unsigned long long)g.yields;
   g.stats.turns = g.turns;

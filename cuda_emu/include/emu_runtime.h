@@ -26,6 +26,7 @@ constexpr size_t kDynSmemCap = 232448;        // dynamic shared memory a launch 
 constexpr size_t kDynRegion = 233472;         // kDynSmemCap rounded up to pages
 constexpr size_t kSmemBytes = kStaticSmemCap + kDynRegion;  // + one PROT_NONE page after each area
 constexpr unsigned kMaxCoopThreads = 1u << 16;
+constexpr size_t kPrintfBuffer = 1u << 20;    // device printf per launch (the GPU's default printf FIFO)
 
 struct Block;
 struct Fiber {
@@ -43,6 +44,12 @@ struct Fiber {
   int bar_pred = 0, bar_res = 0;
   WarpOp wop = W_SYNC;
   uintptr_t san_wsite = 0;  // synccheck: call site of the warp collective it waits in
+  uintptr_t san_pend = 0;   // racecheck: a shared load not yet settled (its store may follow uninstrumented),
+  uintptr_t san_pend_site = 0;
+  unsigned san_pend_n = 0;
+  unsigned char san_pend_val[16] = {};  // the bytes it read
+  const void* san_oob = nullptr;   // memcheck: an array subscript past its bound, reported at the access it makes
+  uintptr_t san_oob_index = 0;
   const char* wname = "";
   unsigned wmask = 0;
   int warg = 0, wwidth = 32, wpred = 0;
@@ -65,6 +72,7 @@ struct Block {
   const char* san_bar_file = "";      // the source line of the barrier episode in progress,
   unsigned san_bar_line = 0;
   unsigned san_bar_first = 0;         // the first thread that arrived there,
+  unsigned san_wepoch[32] = {};       // completed warp collectives (__syncwarp, shuffles, votes) per warp
 };
 
 struct Range { char* p; size_t n; };
@@ -76,6 +84,9 @@ struct LaunchCfg {
   long long yield_budget;
   unsigned long long stack_size;
   long long stall_ms;   // a fiber running this long without a switch ends the launch (0: never)
+  unsigned long long static_limit;  // static __shared__ bytes a kernel may declare (the target's; 0: no check)
+  unsigned long long smem_limit;    // static + dynamic shared bytes a block may have (the target's; 0: no check)
+  const char* arch;                 // the target named in messages
 };
 struct LaunchStats {
   unsigned long long switches, yields, turns, blocks, threads;
@@ -111,6 +122,11 @@ struct Global {
   LaunchStats stats{};
   pthread_t thread{};
   bool in_launch = false;
+  size_t printf_bytes = 0, printf_dropped = 0;  // device printf output of this launch, kept and dropped
+  unsigned long long launch_serial = 0;  // launches of this module so far
+  unsigned long long launch_static = 0;  // static __shared__ bytes this launch's kernel has touched
+  unsigned long long static_limit = 0, smem_limit = 0;
+  const char* arch = "";
 };
 inline Global g;
 
@@ -220,13 +236,31 @@ inline size_t static_alloc(size_t size, size_t align, const char* name = "?", si
   if (kSlotRedzone) san_note_slot(off, size, name, item);
   return off;
 }
+// The target's limits on a kernel's shared memory, checked as the launch first reaches each __shared__ variable:
+// ptxas refuses more than 48 KB of static __shared__ on every architecture, and a block's static + dynamic
+// shared memory is bounded per architecture (CUDA C++ Programming Guide, technical specifications table).
+inline void note_static(size_t bytes, const char* name) {
+  g.launch_static += bytes;
+  if (g.static_limit && g.launch_static > g.static_limit)
+    fail("%s: the kernel's static __shared__ variables take %llu bytes (reaching '%s'); a kernel may declare at "
+         "most %llu bytes statically (%s: ptxas refuses more): move the largest into dynamic (extern) shared memory",
+         here(), g.launch_static, name, g.static_limit, g.arch);
+  if (g.smem_limit && g.launch_static + g.dyn > g.smem_limit)
+    fail("%s: %llu bytes of static and %zu of dynamic shared memory; a block of %s has at most %llu", here(),
+         g.launch_static, g.dyn, g.arch, g.smem_limit);
+}
 // A function-scope __shared__ variable: one offset per variable (per template instantiation), the storage
 // in the running block's shared memory.
 template <class T>
 struct SharedSlot {
   size_t off = ~size_t(0);
+  unsigned long long seen = 0;  // the launch that last counted it against the limits
   T& get(const char* name = "?") {
     if (off == ~size_t(0)) off = static_alloc(sizeof(T), alignof(T), name, sizeof(std::remove_all_extents_t<T>));
+    if (seen != g.launch_serial) {
+      seen = g.launch_serial;
+      note_static(sizeof(T), name);
+    }
     return *reinterpret_cast<T*>(block_smem() + off);
   }
 };
@@ -319,6 +353,7 @@ inline void bar_release(Block& b) {
 }
 inline void san_barrier_arrive(Block& b, Fiber* f, const char* file, unsigned line);
 inline unsigned long long san_shfl_from_exited(const Block& b, const Fiber* p, unsigned src);
+inline void san_settle(Fiber* f);
 // Sanitized builds keep the barrier and collective entry points out of line: their return address is then
 // the CUDA source's call site (synccheck compares and reports it).
 #if defined(EMU_SANITIZE)
@@ -406,6 +441,7 @@ inline bool warp_try(Block& b, unsigned w, unsigned need) {
   for (unsigned l = 0; l < 32; ++l)
     if ((need >> l) & 1u) warp_result(b, w, need, b.th[w * 32 + l]);
   b.warp_arrived[w] &= ~need;
+  b.san_wepoch[w]++;  // orders the warp's shared accesses before and after it (racecheck)
   for (unsigned l = 0; l < 32; ++l) {
     if (!((need >> l) & 1u)) continue;
     Fiber* p = b.th[w * 32 + l];
@@ -430,6 +466,7 @@ EMU_SITE_FN unsigned long long warp_collective(WarpOp op, const char* name, unsi
     fail("%s: %s width %d is not a power of two in [1, 32]", here(), name, width);
   if (!f) return op == W_BALLOT || op == W_MATCH_ANY || op == W_MATCH_ALL ? 1u : val;
   Block& b = *f->blk;
+  san_settle(f);
   unsigned lane = f->lin & 31u, w = f->lin >> 5;
   f->wop = op; f->wname = name; f->wmask = mask | (1u << lane);
   f->wval = val; f->warg = arg; f->wwidth = width;

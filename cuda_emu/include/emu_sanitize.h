@@ -12,7 +12,14 @@
 //   racecheck  shared memory only: a shadow entry per 4-byte word remembers the last writer and the readers
 //              since the block's last barrier; an access from another warp that conflicts (write after read,
 //              read after write, write after write) with no __syncthreads (or rTask barrier) in between is
-//              reported with both sites. Threads of one warp are not checked against each other.
+//              reported with both sites. g++ checks only the load of a read-modify-write (`acc[0] += x`): the
+//              load's bytes are kept until the thread's next check or switch, and a change by then is the
+//              thread's own uninstrumented store, checked as a write at that site. Lanes of one warp that touch
+//              the same word (one writing) with no __syncwarp or other warp collective in between are a
+//              warp-synchronous hazard: since Volta a warp's lanes need not run in lockstep (the `volatile`
+//              reduction tail without __syncwarp), so it is reported like a race.
+//   memcheck also: a 2/4/8/16-byte access at an address not aligned to its size (the GPU's "misaligned
+//              address"), an array subscript past its bound (g++ -fsanitize=bounds: local arrays too).
 //   synccheck  a block barrier whose threads arrive from different __syncthreads call sites; a warp shuffle
 //              that reads its value from a lane that has exited (or that a partial last warp lacks). Exited
 //              threads are otherwise legal (sm_70+): they no longer count at barriers or in masks.
@@ -24,8 +31,8 @@
 #include <dlfcn.h>
 
 #if defined(EMU_SANITIZE)
-#define EMU_NOSAN __attribute__((no_sanitize_address, noinline)) inline
-#define EMU_SAN_FN __attribute__((no_sanitize_address)) inline  // the checker's own code is never checked
+#define EMU_NOSAN __attribute__((no_sanitize_address, no_sanitize("bounds"), noinline)) inline
+#define EMU_SAN_FN __attribute__((no_sanitize_address, no_sanitize("bounds"))) inline  // the checker is never checked
 #else
 #define EMU_NOSAN inline
 #define EMU_SAN_FN inline
@@ -49,9 +56,10 @@ struct SanSlot {      // a static __shared__ variable in the block's area (sanit
 struct Shadow {       // racecheck: one 4-byte word of shared memory
   unsigned long long serial;       // the block run the entry belongs to
   unsigned epoch;                  // the block's barrier count when the entry was last written
-  unsigned short wwarp, r1warp, r2warp;  // warp + 1 of the last writer / two readers of different warps (0: none)
-  unsigned wthread, r1thread, r2thread;
-  uintptr_t wsite, r1site, r2site;
+  unsigned short wwarp, r1warp, r2warp, lwarp;  // warp + 1 of the last writer / two readers of different warps /
+  unsigned wthread, r1thread, r2thread, lthread;  // the last reader (0: none)
+  unsigned wwe, r1we, lwe;         // their warp's collective count at the access (warp-synchronous hazards)
+  uintptr_t wsite, r1site, r2site, lsite;
 };
 
 constexpr size_t kMaxSanBufs = 4096;
@@ -86,14 +94,21 @@ EMU_SAN_FN void describe_thread(char* buf, size_t cap, const Block& b, unsigned 
   appendf(buf, cap, "thread (%u,%u,%u)", lin % x, (lin / x) % y, lin / (x * y));
   (void)b;
 }
-// Ends the launch with a sanitizer report (from inside a fiber).
-[[noreturn]] EMU_SAN_FN void san_fail(const char* report) {
+// Ends the launch with a sanitizer report: from inside a fiber it never returns; from the scheduler (a store
+// settled after the thread switched out) it records the report and returns.
+inline bool san_in_sched = false;
+EMU_SAN_FN void san_report(const char* report) {
   san.busy = false;
   if (!g.failed) {
     g.failed = true;
     snprintf(g.err, sizeof g.err, "%s", report);
   }
+  if (san_in_sched) return;
   ctx_switch(g.cur->ctx, g.sched);
+  __builtin_unreachable();
+}
+[[noreturn]] EMU_SAN_FN void san_fail(const char* report) {
+  san_report(report);
   __builtin_unreachable();
 }
 
@@ -171,9 +186,9 @@ EMU_SAN_FN Shadow* san_shadow(char* area) {
   }
   return san.shadow;
 }
-[[noreturn]] EMU_SAN_FN void report_race(const char* kind, const char* other_verb, uintptr_t a, const Block& b,
-                        unsigned other_thread, uintptr_t other_site, bool write, uintptr_t site) {
-  char msg[1024] = {};
+EMU_SAN_FN void report_race(const char* kind, const char* other_verb, uintptr_t a, const Block& b,
+                            unsigned other_thread, uintptr_t other_site, bool write, uintptr_t site, bool warp) {
+  char msg[1400] = {};
   uintptr_t off = a - reinterpret_cast<uintptr_t>(san_area());
   const char* name = "shared memory";
   size_t rel = off;
@@ -183,22 +198,28 @@ EMU_SAN_FN Shadow* san_shadow(char* area) {
       rel = off - san.slots[i].off;
     }
   if (off >= g.dyn_off && off < g.dyn_off + g.dyn) { name = "extern __shared__"; rel = off - g.dyn_off; }
-  appendf(msg, sizeof msg, "racecheck: shared-memory race (%s) on %s byte %zu: %s %s at ", kind, name, rel, here(),
-          write ? "writes" : "reads");
+  appendf(msg, sizeof msg, "racecheck: %s (%s) on %s byte %zu: %s %s at ",
+          warp ? "warp-synchronous hazard" : "shared-memory race", kind, name, rel, here(), write ? "writes" : "reads");
   append_site(msg, sizeof msg, site);
   appendf(msg, sizeof msg, "; ");
   describe_thread(msg, sizeof msg, b, other_thread);
-  appendf(msg, sizeof msg, " %s it at ", other_verb);
+  appendf(msg, sizeof msg, " %s%s it at ", warp ? "of the same warp " : "", other_verb);
   append_site(msg, sizeof msg, other_site);
-  appendf(msg, sizeof msg, " with no barrier in between");
-  san_fail(msg);
+  if (warp)
+    appendf(msg, sizeof msg, " with no __syncwarp in between (a warp's lanes do not run in lockstep since Volta: "
+            "the GPU's result depends on their timing; add __syncwarp() between the steps, or use shuffles)");
+  else
+    appendf(msg, sizeof msg, " with no barrier in between");
+  san_report(msg);
 }
-EMU_SAN_FN void san_race(char* area, uintptr_t a, size_t n, bool write, uintptr_t site) {
+// One access of thread f to [a, a + n) of the shared area; returns after a report only from the scheduler.
+EMU_SAN_FN void san_race(char* area, uintptr_t a, size_t n, bool write, uintptr_t site, Fiber* f) {
   Shadow* sh = san_shadow(area);
   if (!sh) return;
-  Fiber* f = g.cur;
   Block& b = *f->blk;
   unsigned short w = (unsigned short)((f->lin >> 5) + 1);
+  unsigned we = b.san_wepoch[w - 1], me = f->lin;
+  auto same_warp = [&](unsigned short ow, unsigned ot, unsigned owe) { return ow == w && ot != me && owe == we; };
   uintptr_t first = (a - reinterpret_cast<uintptr_t>(area)) / 4, last = (a + n - 1 - reinterpret_cast<uintptr_t>(area)) / 4;
   for (uintptr_t i = first; i <= last && i < kShadowWords; ++i) {
     Shadow& e = sh[i];
@@ -208,17 +229,38 @@ EMU_SAN_FN void san_race(char* area, uintptr_t a, size_t n, bool write, uintptr_
       e.epoch = b.san_epoch;
     }
     if (write) {
-      if (e.wwarp && e.wwarp != w) report_race("write after write", "wrote", a, b, e.wthread, e.wsite, true, site);
-      if (e.r1warp && e.r1warp != w) report_race("write after read", "read", a, b, e.r1thread, e.r1site, true, site);
-      if (e.r2warp && e.r2warp != w) report_race("write after read", "read", a, b, e.r2thread, e.r2site, true, site);
-      e.wwarp = w; e.wthread = f->lin; e.wsite = site;
-      e.r1warp = e.r2warp = 0;
+      if (e.wwarp && e.wwarp != w) return report_race("write after write", "wrote", a, b, e.wthread, e.wsite, true, site, false);
+      if (e.r1warp && e.r1warp != w) return report_race("write after read", "read", a, b, e.r1thread, e.r1site, true, site, false);
+      if (e.r2warp && e.r2warp != w) return report_race("write after read", "read", a, b, e.r2thread, e.r2site, true, site, false);
+      if (same_warp(e.wwarp, e.wthread, e.wwe)) return report_race("write after write", "wrote", a, b, e.wthread, e.wsite, true, site, true);
+      if (same_warp(e.r1warp, e.r1thread, e.r1we)) return report_race("write after read", "read", a, b, e.r1thread, e.r1site, true, site, true);
+      if (same_warp(e.lwarp, e.lthread, e.lwe)) return report_race("write after read", "read", a, b, e.lthread, e.lsite, true, site, true);
+      e.wwarp = w; e.wthread = me; e.wsite = site; e.wwe = we;
+      e.r1warp = e.r2warp = e.lwarp = 0;
     } else {
-      if (e.wwarp && e.wwarp != w) report_race("read after write", "wrote", a, b, e.wthread, e.wsite, false, site);
-      if (!e.r1warp) { e.r1warp = w; e.r1thread = f->lin; e.r1site = site; }
-      else if (e.r1warp != w && !e.r2warp) { e.r2warp = w; e.r2thread = f->lin; e.r2site = site; }
+      if (e.wwarp && e.wwarp != w) return report_race("read after write", "wrote", a, b, e.wthread, e.wsite, false, site, false);
+      if (same_warp(e.wwarp, e.wthread, e.wwe)) return report_race("read after write", "wrote", a, b, e.wthread, e.wsite, false, site, true);
+      if (!e.r1warp) { e.r1warp = w; e.r1thread = me; e.r1site = site; e.r1we = we; }
+      else if (e.r1warp != w && !e.r2warp) { e.r2warp = w; e.r2thread = me; e.r2site = site; }
+      e.lwarp = w; e.lthread = me; e.lsite = site; e.lwe = we;
     }
   }
+}
+// A shared load's bytes, kept until the thread's next check or switch (see san_settle).
+EMU_SAN_FN void san_pend(Fiber* f, uintptr_t a, size_t n, uintptr_t site) {
+  if (n > sizeof f->san_pend_val) return;
+  memcpy(f->san_pend_val, reinterpret_cast<const void*>(a), n);
+  f->san_pend = a;
+  f->san_pend_n = (unsigned)n;
+  f->san_pend_site = site;
+}
+// g++ checks only the load of a read-modify-write: bytes of the last shared load that changed before the thread's
+// next check or switch were written by the thread itself (no other thread runs meanwhile), at the load's site.
+EMU_SAN_FN void san_settle_checked(Fiber* f) {
+  uintptr_t a = f->san_pend;
+  f->san_pend = 0;
+  if (!(san.flags & SAN_RACE) || memcmp(reinterpret_cast<const void*>(a), f->san_pend_val, f->san_pend_n) == 0) return;
+  san_race(san_area(), a, f->san_pend_n, true, f->san_pend_site, f);
 }
 
 // ---- the access hook --------------------------------------------------------------------------------------
@@ -230,27 +272,94 @@ EMU_SAN_FN bool san_is_shared(char* area, uintptr_t a) {
       return true;
   return false;
 }
-EMU_SAN_FN void san_access_checked(uintptr_t a, size_t n, bool write, uintptr_t site) {
+[[noreturn]] EMU_SAN_FN void report_misaligned(const char* space, uintptr_t a, size_t n, bool write, uintptr_t site) {
+  char msg[1024] = {};
+  appendf(msg, sizeof msg, "memcheck: %s: misaligned %s of %zu bytes at address 0x%lx (%s memory, %zu bytes past a "
+          "%zu-byte boundary): the GPU requires an access of %zu bytes to be %zu-byte aligned (a float4/int4 at an "
+          "offset that is not a multiple of 4 elements, a pointer cast from a narrower type) at ", here(),
+          write ? "write" : "read", n, (unsigned long)a, space, (size_t)(a & (n - 1)), n, n, n);
+  append_site(msg, sizeof msg, site);
+  san_fail(msg);
+}
+// ---- memcheck: array subscripts past their bound (g++ -fsanitize=bounds, with g++'s own source location) --------
+// The layouts are UBSan's (GCC and LLVM share them).
+struct UbsanLoc { const char* file; unsigned line, col; };
+struct UbsanType { unsigned short kind, info; char name[1]; };
+struct UbsanOob { UbsanLoc loc; const UbsanType* array; const UbsanType* index; };
+EMU_SAN_FN void san_oob_index(const void* d, uintptr_t index) {
+  if (!(san.flags & SAN_MEM) || !g.cur || !g.in_launch || g.failed || san.busy || g.cur->san_oob) return;
+  g.cur->san_oob = d;
+  g.cur->san_oob_index = index;
+}
+// Reported after the access's own checks, which name a shared or global buffer more precisely when it leaves one.
+[[noreturn]] EMU_SAN_FN void san_report_oob_index(Fiber* f) {
+  const UbsanOob* d = static_cast<const UbsanOob*>(f->san_oob);
+  f->san_oob = nullptr;
+  bool is_signed = d->index && d->index->kind == 0 && (d->index->info & 1u);
+  char msg[1024] = {};
+  appendf(msg, sizeof msg, "memcheck: %s: array index ", here());
+  if (is_signed) appendf(msg, sizeof msg, "%lld", (long long)f->san_oob_index);
+  else appendf(msg, sizeof msg, "%llu", (unsigned long long)f->san_oob_index);
+  appendf(msg, sizeof msg, " out of bounds for type %s (a local or fixed-size array: the GPU would read or write "
+          "another variable, or fault) at %s:%u", d->array ? d->array->name : "?", d->loc.file ? d->loc.file : "?",
+          d->loc.line);
+  san_fail(msg);
+}
+// `align`: the access's natural alignment (its size, for g++'s fixed-size checks; 0 for a memcpy-like range).
+EMU_SAN_FN void san_access_checked(uintptr_t a, size_t n, bool write, uintptr_t site, size_t align) {
+  Fiber* f = g.cur;
+  if (f->san_pend) san_settle_checked(f);
   char* area = san_area();
   bool shared = san_is_shared(area, a);
   if (shared) {
     bool in_area = a >= reinterpret_cast<uintptr_t>(area) && a < reinterpret_cast<uintptr_t>(area) + kSmemBytes;
+    if ((san.flags & SAN_MEM) && align > 1 && (a & (align - 1))) report_misaligned("shared", a, n, write, site);
     if ((san.flags & SAN_MEM) && in_area) san_check_shared(area, a, n, write, site);
-    if (san.flags & SAN_RACE) san_race(area, a, n, write, site);
+    if (san.flags & SAN_RACE) {
+      san_race(area, a, n, write, site, f);
+      if (!write && in_area) san_pend(f, a, n, site);
+    }
   } else if (!san_buf_near(a)) {
-    return;  // neither shared memory nor a device buffer (the emulator's own variables, such as threadIdx)
+    // neither shared memory nor a device buffer: a thread's local variable, or the emulator's own (threadIdx)
+    if (f->san_oob && a >= reinterpret_cast<uintptr_t>(f->map) &&
+        a < reinterpret_cast<uintptr_t>(f->map) + f->map_size)
+      san_report_oob_index(f);  // an access to the thread's own stack: a local array
+    return;
   } else if (san.flags & SAN_MEM) {
+    if (align > 1 && (a & (align - 1))) report_misaligned("global", a, n, write, site);
     san_check_global(a, n, write, site);
   }
+  if (f->san_oob) san_report_oob_index(f);
 }
-EMU_NOSAN void san_access(uintptr_t a, size_t n, bool write, uintptr_t site) {
-  if (!san.flags || !g.cur || !g.in_launch || g.failed || san.busy) return;
+// Whether the code running is the CUDA thread g.cur (on its fiber stack), not the scheduler between two of its
+// turns (run_turn's own instrumented copies of threadIdx happen with g.cur already set).
+EMU_SAN_FN bool on_fiber(const Fiber* f) {
+  uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  return sp >= reinterpret_cast<uintptr_t>(f->map) && sp < reinterpret_cast<uintptr_t>(f->map) + f->map_size;
+}
+EMU_NOSAN void san_access(uintptr_t a, size_t n, bool write, uintptr_t site, size_t align = 0) {
+  if (!san.flags || !g.cur || !g.in_launch || g.failed || san.busy || !on_fiber(g.cur)) return;
   san.busy = true;  // code the checks call (libc, the emulator's helpers) is not checked in turn
-  san_access_checked(a, n, write, site);
+  san_access_checked(a, n, write, site, align);
+  san.busy = false;
+}
+// Settles a thread's pending load (see san_settle_checked): at its next barrier, collective or atomic, and in
+// the scheduler as soon as it switches out.
+EMU_NOSAN void san_settle(Fiber* f) {
+  if (!f || !f->san_pend || g.failed || san.busy) return;
+  bool sched = g.cur != f || san_in_sched;
+  Fiber* cur = g.cur;
+  san.busy = true;
+  san_in_sched = sched;
+  g.cur = f;
+  san_settle_checked(f);
+  g.cur = cur;
+  san_in_sched = false;
   san.busy = false;
 }
 // Atomics: bounds-checked, never a race (they are the synchronisation).
 EMU_NOSAN void san_atomic(const void* p, size_t n, uintptr_t site) {
+  if (g.cur && g.cur->san_pend) san_settle(g.cur);
   if (!(san.flags & SAN_MEM) || !g.cur || !g.in_launch || g.failed || san.busy) return;
   uintptr_t a = reinterpret_cast<uintptr_t>(p);
   char* area = san_area();
@@ -266,6 +375,8 @@ EMU_NOSAN void san_atomic(const void* p, size_t n, uintptr_t site) {
 // A barrier episode: the first thread to arrive fixes the source line; another line in the same episode is
 // divergence (threads of one block meeting at different __syncthreads).
 EMU_SAN_FN void san_barrier_arrive(Block& b, Fiber* f, const char* file, unsigned line) {
+  if (f->san_pend) san_settle(f);
+  if (f->san_oob && !g.failed) san_report_oob_index(f);
   if (!(san.flags & SAN_SYNC)) return;
   if (b.bar_arrived == 0) { b.san_bar_file = file; b.san_bar_line = line; b.san_bar_first = f->lin; return; }
   if (line == b.san_bar_line && strcmp(file, b.san_bar_file) == 0) return;
@@ -315,17 +426,19 @@ EMU_SAN_FN unsigned long long san_shfl_from_exited(const Block& b, const Fiber* 
 
 // A completed rTask barrier (vdevice/include/rtask_runtime.cuh) orders shared accesses as __syncthreads does.
 inline void emu_sync_point() {
-  if (emu::g.cur) emu::g.cur->blk->san_epoch++;
+  if (!emu::g.cur) return;
+  emu::san_settle(emu::g.cur);  // the arriving thread's own last store belongs before the barrier
+  emu::g.cur->blk->san_epoch++;
 }
 
 #if defined(EMU_SANITIZE)
 // The hooks g++ calls before each access of instrumented code (-fsanitize=kernel-address, outline form).
 #define EMU_SAN_HOOK(N)                                                                                        \
   extern "C" __attribute__((no_sanitize_address)) void __asan_load##N##_noabort(void* p) {                                               \
-    emu::san_access(reinterpret_cast<uintptr_t>(p), N, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
+    emu::san_access(reinterpret_cast<uintptr_t>(p), N, false, reinterpret_cast<uintptr_t>(__builtin_return_address(0)), N); \
   }                                                                                                            \
   extern "C" __attribute__((no_sanitize_address)) void __asan_store##N##_noabort(void* p) {                                              \
-    emu::san_access(reinterpret_cast<uintptr_t>(p), N, true, reinterpret_cast<uintptr_t>(__builtin_return_address(0))); \
+    emu::san_access(reinterpret_cast<uintptr_t>(p), N, true, reinterpret_cast<uintptr_t>(__builtin_return_address(0)), N); \
   }
 EMU_SAN_HOOK(1)
 EMU_SAN_HOOK(2)
@@ -338,6 +451,14 @@ extern "C" __attribute__((no_sanitize_address)) void __asan_loadN_noabort(void* 
 }
 extern "C" __attribute__((no_sanitize_address)) void __asan_storeN_noabort(void* p, size_t n) {
   emu::san_access(reinterpret_cast<uintptr_t>(p), n, true, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+// g++ -fsanitize=bounds calls this before an array subscript past the array's bound (local arrays, struct members,
+// __shared__ arrays of known size); the access that follows reports it (see san_report_oob_index).
+extern "C" __attribute__((no_sanitize_address)) void __ubsan_handle_out_of_bounds(void* d, void* index) {
+  emu::san_oob_index(d, reinterpret_cast<uintptr_t>(index));
+}
+extern "C" __attribute__((no_sanitize_address)) void __ubsan_handle_out_of_bounds_abort(void* d, void* index) {
+  emu::san_oob_index(d, reinterpret_cast<uintptr_t>(index));
 }
 // What instrumented code calls besides the checks (no-ops here: there is no ASan runtime).
 extern "C" __attribute__((no_sanitize_address)) void __asan_handle_no_return() {}

@@ -18,7 +18,7 @@ __device__ __forceinline__ float conv_input_at(const float* X, int n, int c, int
 template <bool BIAS, bool RELU>
 __device__ __forceinline__ float conv_epilogue(float acc, const float* Bias, int m) {
   if (BIAS) acc += Bias[m];
-  return RELU ? fmaxf(acc, 0.0f) : acc;
+  return RELU && acc < 0.0f ? 0.0f : acc;  // not fmaxf: Relu keeps NaN, as ONNX does
 }
 
 // Direct convolution: one thread per output element, the whole C/group x KH x KW window in a loop.

@@ -16,7 +16,7 @@ template <bool BIAS, int ACT>
 __device__ __forceinline__ float gemm_epilogue(float acc, const float* C, size_t c_index, float alpha, float beta) {
   float v = alpha * acc;
   if (BIAS) v += beta * C[c_index];
-  if (ACT == 1) return fmaxf(v, 0.0f);
+  if (ACT == 1) return v < 0.0f ? 0.0f : v;  // not fmaxf: Relu keeps NaN, as ONNX does
   if (ACT == 2) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
   if (ACT == 3) return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
   return v;

@@ -61,6 +61,18 @@ __global__ void transpose_tiled(const float* __restrict__ src, float* __restrict
   }
 }
 
+// An index outside [-len, len): onnxruntime refuses the run ("indices element out of data bounds"), and so does the
+// kernel instead of reading past X: the CPU emulator names the index, a GPU stops the launch (__trap).
+__device__ __forceinline__ void gather_index_out_of_range(const char* op, long long k, int len) {
+#if defined(RT_CPU_EMULATOR)
+  emu::fail("%s: %s: index %lld is out of range [-%d, %d) (onnxruntime refuses it too)", emu::here(), op, k, len,
+            len);
+#else
+  (void)op; (void)k; (void)len;
+  __trap();
+#endif
+}
+
 // Gather along one axis: X [outer, len, inner], n_idx int64 indices (negative ones count from the end) ->
 // Y [outer, n_idx, inner]. block (BLOCK), grid ceil(outer*n_idx*inner / BLOCK).
 template <int BLOCK>
@@ -72,6 +84,7 @@ __global__ void gather_axis(const float* __restrict__ X, const long long* __rest
   const size_t j = (idx / inner) % n_idx;
   const size_t o = idx / ((size_t)inner * n_idx);
   long long k = indices[j];
+  if (k < -len || k >= len) gather_index_out_of_range("Gather", k, len);
   if (k < 0) k += len;
   Y[idx] = X[(o * len + k) * inner + i];
 }
@@ -94,6 +107,7 @@ __global__ void gather_elements(const float* __restrict__ X, const long long* __
   c[1] = rest % d1;
   c[0] = rest / d1;
   long long k = indices[idx];
+  if (k < -len || k >= len) gather_index_out_of_range("GatherElements", k, len);
   c[axis] = k < 0 ? k + len : k;
   Y[idx] = X[c[0] * s0 + c[1] * s1 + c[2] * s2 + c[3] * s3];
 }
@@ -192,14 +206,16 @@ __global__ void pad_nd(const float* __restrict__ src, float* __restrict__ dst, i
 template <int COORD>
 __device__ double resize_source(int x, int in_len, int out_len, double scale, double roi0, double roi1,
                                 bool& outside) {
-  const double out_width = scale * in_len;  // ONNX uses the unrounded output length
+  const double out_width = scale * in_len;  // the unrounded output length (half_pixel_symmetric's adjustment)
   switch (COORD) {
     case 1: return x / scale;
-    case 2: return out_width == 1.0 ? 0.0 : x * (in_len - 1.0) / (out_width - 1.0);
+    // align_corners and tf_crop_and_resize divide by length_resized - 1, the integer output length, as Resize's
+    // text and onnxruntime do (ONNX's shipped data for two downsampling cases uses the fractional width instead)
+    case 2: return out_len == 1 ? 0.0 : x * (in_len - 1.0) / (out_len - 1.0);
     case 3: return out_width == 1.0 ? -0.5 : (x + 0.5) / scale - 0.5;
     case 4: {
-      const double at = (out_width == 1.0 ? (roi1 - roi0) * (in_len - 1.0) / 2.0
-                                          : x * (roi1 - roi0) * (in_len - 1.0) / (out_width - 1.0)) +
+      const double at = (out_len == 1 ? (roi1 - roi0) * (in_len - 1.0) / 2.0
+                                      : x * (roi1 - roi0) * (in_len - 1.0) / (out_len - 1.0)) +
                         roi0 * (in_len - 1.0);
       if (at < 0.0 || at > in_len - 1.0) outside = true;
       return at;

@@ -356,7 +356,7 @@ __device__ __forceinline__ float tc_gemm_epilogue(float acc, const float* C, siz
                                                   int bias, int act) {
   float v = alpha * acc;
   if (bias) v += beta * C[c_index];
-  if (act == 1) return fmaxf(v, 0.0f);
+  if (act == 1) return v < 0.0f ? 0.0f : v;  // not fmaxf: Relu keeps NaN, as ONNX does
   if (act == 2) return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
   if (act == 3) return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
   return v;
@@ -507,7 +507,7 @@ __global__ void conv_tc_offsets(TcTap* __restrict__ tab, int R, int R_pad, int H
 // acc (+ Bias[m] when bias), then Relu when relu, as conv.cu (run-time flags, as the GEMM's).
 __device__ __forceinline__ float tc_conv_epilogue(float acc, const float* Bias, int m, int bias, int relu) {
   if (bias) acc += Bias[m];
-  return relu ? fmaxf(acc, 0.0f) : acc;
+  return relu && acc < 0.0f ? 0.0f : acc;  // not fmaxf: Relu keeps NaN, as ONNX does
 }
 
 // Copies of the convolution stages, in order (r from the split's first). A = this group's filters W_g [mg, R]

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import onnx
 
-from toolchain.files import write_atomic
+from toolchain.files import Inputs, OutputError, write_atomic
 
 from . import cnn, nasbench, nasnet, rnn, transformer
 from .builder import GraphBuilder
@@ -77,9 +76,10 @@ def zoo_command(name: str | None, out: str | None, batch: int = 1, small: bool =
         return 0
     if not name or not out:
         return _fail("give a model NAME and -o OUT.onnx (or --list)")
-    path = Path(out)
-    if not path.parent.is_dir():
-        return _fail(f"output folder {str(path.parent)!r} does not exist")
+    try:
+        path = Inputs().check_file(out, "-o")
+    except OutputError as e:
+        return _fail(str(e))
     try:
         model = generate(name, batch, small, seed)
     except ValueError as e:

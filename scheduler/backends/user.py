@@ -24,6 +24,7 @@ from kernel_corpus.bindings import (KINDS, Arg, Binding, In, Launch, NodeInfo, O
                                     check_bindings)
 
 from vdevice.target import BackendName
+from toolchain.files import InputError, load_yaml, read_input
 
 from ..graph import SchedulerError
 from .base import Backend, binding_candidates
@@ -159,7 +160,9 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _map
 def read_entries(path: Path) -> tuple[str, list[Entry]]:
     """The library name and the entries of a binding file, every field checked; one-line errors."""
     try:
-        doc = yaml.load(path.read_text(), Loader=_LineLoader)
+        doc = load_yaml(read_input(path, "binding file", 4 * 2**20).decode("utf-8", "replace"), str(path), _LineLoader)
+    except InputError as exc:
+        raise UserLibraryError(str(exc)) from None
     except (OSError, yaml.YAMLError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)

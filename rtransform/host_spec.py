@@ -146,7 +146,8 @@ def _args_array(text: str, at: int, expr: str) -> list[str]:
 
 
 # ---- names and their values -------------------------------------------------------------------------------------
-_FUNC_HEAD = re.compile(r"(?:^|[;}\n])\s*(?:template\s*<[^{};]*>\s*)?(?:[\w:<>,\*&\s]+?)\b(\w+)\s*"
+_FUNC_HEAD = re.compile(r"(?:^|[;}\n])\s*(?:template\s*<[^{};]*>\s*)?(?:extern\s*\"C\"\s*)?"
+                        r"(?:[\w:<>,\*&\s]+?)\b(\w+)\s*"
                         r"\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*(?:const\s*)?\{", re.S)
 
 
@@ -170,6 +171,9 @@ def _param_name(p: str) -> str:
 _ASSIGN = re.compile(r"(?<![\.\w>\]\[])\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);")
 _DIM3_CTOR = re.compile(r"\bdim3\s+(\w+)\s*[\({]([^;]*)[\)}]\s*;")
 _DIM3_EQ = re.compile(r"\bdim3\s+(\w+)\s*=\s*(?:dim3\s*)?[\({]?([^;]*?)[\)}]?\s*;")
+_DIM3_SET = re.compile(r"(?<![\w.>])(\w+)\s*=\s*dim3\s*[\({]([^;]*)[\)}]\s*;")  # `threads = dim3(512, 1);`
+_DIM3_BARE = re.compile(r"\bdim3\s+(\w+(?:\s*,\s*\w+)*)\s*;")  # `dim3 threads, blocks;`: (1, 1, 1) until set
+_POINTER_CAST = re.compile(r"\(\s*[\w\s:<>]+\*+\s*\)")
 _BUILTINS = ("min", "max", "ceil", "floor", "__cdiv")
 _CEIL_DIV = re.compile(r"\b(?:i?[dD]iv_?[uU]p|DIV_?UP|[cC]eil_?[dD]iv|CEIL_?DIV|cdiv|div_round_up|DivRoundUp)\s*\(")
 _RUNTIME_VALUE = re.compile(r"\b(argv|atoi|atol|atof|strtol|strtoul|stoi|stol|getenv|getCmdLine\w*|scanf|rand)\b")
@@ -305,18 +309,24 @@ def file_env(text: str) -> dict[str, str]:
         body = m.group(2).strip()
         if re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>]+", body):
             out.setdefault(m.group(1), body)
-    depth, start = 0, 0
-    for i, ch in enumerate(text):  # file scope only: outside every brace
+    _assignments(_file_scope(text), out, first=True)
+    return out
+
+
+def _file_scope(text: str) -> str:
+    """The text outside every brace (file-scope declarations), pieces joined by ';'."""
+    pieces, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
         if ch == "{":
             if depth == 0:
-                _assignments(text[start:i], out, first=True)
+                pieces.append(text[start:i])
             depth += 1
         elif ch == "}":
-            depth -= 1
+            depth = max(0, depth - 1)
             if depth == 0:
                 start = i + 1
-    _assignments(text[start:], out, first=True)
-    return out
+    pieces.append(text[start:] if depth == 0 else "")
+    return ";\n".join(pieces)
 
 
 def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
@@ -328,29 +338,45 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
             d = re.fullmatch(r"\s*\**\s*([A-Za-z_]\w*)\s*=(?!=)\s*(.+)", extra, re.S)
             if d:
                 pairs.append((d.group(1), d.group(2)))
+        pairs = [p for name, expr in pairs for p in _chained(name, expr)]
         for name, expr in pairs:
             expr = expr.strip()
             if name in out and _RUNTIME_VALUE.search(expr):
                 continue  # `n = atoi(argv[1])` under an option: the value the program has without it stays
-            if expr.startswith(("{", "new ", "\"")) or (expr.startswith("(") and
-                                                        not re.match(r"\(\s*[\w\s\+\-\*/]+\)", expr)):
-                continue
+            if expr.startswith(("{", "new ", "\"")) or _POINTER_CAST.match(expr) or expr.startswith("dim3"):
+                continue  # an initialiser list, an allocation, a pointer cast (`(float *)malloc(...)`), a dim3
             if first:
                 out.setdefault(name, expr)
             else:
                 out[name] = expr
 
 
+def _chained(name: str, expr: str) -> list[tuple[str, str]]:
+    """`N = M = K = 2048`: every name of the chain gets the last expression."""
+    names = [name]
+    while m := re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=(?!=)\s*(.+)", expr, re.S):
+        names.append(m.group(1))
+        expr = m.group(2)
+    return [(n, expr) for n in names]
+
+
+def dim3_env(part: str, env: dict[str, str]) -> None:
+    """dim3 variables of a piece of code, in source order: `dim3 g(a, b)`, `dim3 g = {a}`, `g = dim3(a, b)`, and
+    `dim3 g;` (CUDA's default (1, 1, 1) until a field is set)."""
+    found = [(m.start(), m.group(1), _split_args(m.group(2))) for rx in (_DIM3_CTOR, _DIM3_EQ, _DIM3_SET)
+             for m in rx.finditer(part)]
+    found += [(m.start(), n.strip(), []) for m in _DIM3_BARE.finditer(part) for n in m.group(1).split(",")]
+    for _, name, dims in sorted(found, key=lambda f: f[0]):
+        for axis, d in zip("xyz", dims + ["1"] * (3 - len(dims))):
+            env[f"{name}.{axis}"] = d
+        env[name] = f"{name}.x"
+
+
 def function_env(text: str, body: int, at: int, env: dict[str, str]) -> None:
     """Assignments and dim3 declarations of the launching function before the launch (the last one wins)."""
     part = text[body:at]
     _assignments(part, env)
-    for rx in (_DIM3_CTOR, _DIM3_EQ):
-        for m in rx.finditer(part):
-            dims = _split_args(m.group(2))
-            for axis, d in zip("xyz", dims + ["1"] * (3 - len(dims))):
-                env[f"{m.group(1)}.{axis}"] = d
-            env[m.group(1)] = f"{m.group(1)}.x"
+    dim3_env(part, env)
     for m in _FIELD.finditer(part):
         key = f"{m.group(1)}.{m.group(2)}"
         if key not in env or not _RUNTIME_VALUE.search(m.group(3)):
@@ -427,6 +453,10 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
         clean = _strip_comments(t)
         for k, v in file_env(clean).items():
             exprs.setdefault(k, v)
+        globals_: dict[str, str] = {}
+        dim3_env(_file_scope(clean), globals_)  # `dim3 block(512);` beside the functions
+        for k, v in globals_.items():
+            exprs.setdefault(k, v)
         for m in _MACRO.finditer(clean):
             macros.setdefault(m.group(1), ([p.strip() for p in m.group(2).split(",")], m.group(3).strip()))
     fn = _enclosing_function(site.text, site.at)
@@ -500,7 +530,32 @@ def _inline(expr: str, env: dict[str, str]) -> str:
                   and env[m.group(0)].strip() != m.group(0) else m.group(0), expr)
 
 
-def _dims(expr: str, env: Env) -> list[int] | None:
+def _clip_grid(grid: list[int], block_threads: int, expr: str, notes: list[str]) -> list[int]:
+    """Fewer blocks when the sizes left are the device code's own (`#define N 500000` read by the kernel) and
+    cannot be scaled: the first blocks of the launch run, the rest of the grid does not (said in a note)."""
+    clipped = list(grid)
+    while math.prod(clipped) * block_threads > MAX_THREADS and max(clipped) > 1:
+        k = clipped.index(max(clipped))
+        clipped[k] = max(1, clipped[k] // 4)
+    notes.append(f"grid '{expr}' = {grid} in the source; {clipped} here so that the CPU emulator runs it: the sizes "
+                 f"are the device code's own, only the first blocks run (--set a size to change it)")
+    return clipped
+
+
+def _grid_at_least_one(expr: str, env: Env, notes: list[str]) -> list[int] | None:
+    """A grid whose sides come out 0 or less only because a size was defaulted or scaled down (1024 / (128 * 1024)
+    blocks): 1 block on those sides, said in a note."""
+    sides = _dims(expr, env, floor=0)
+    if sides is None:
+        return None
+    if any(v < 1 for v in sides):
+        notes.append(f"grid '{expr}' has a side below 1 with the sizes chosen here; 1 there")
+    return [max(1, v) for v in sides]
+
+
+def _dims(expr: str, env: Env, floor: int = 1) -> list[int] | None:
+    """The (x, y, z) of a launch operand (`dim3(a, b)`, a dim3 variable, an integer); None unless every side
+    evaluates to at least `floor`."""
     e = expr.strip()
     m = re.fullmatch(r"dim3\s*[\({](.*)[\)}]", e, re.S)
     if m:
@@ -513,7 +568,7 @@ def _dims(expr: str, env: Env) -> list[int] | None:
     for p in parts:
         p = p.strip()
         v = env.value(p) if re.fullmatch(r"\w+\.[xyz]", p) else evaluate(p, env)
-        if v is None or v <= 0:
+        if v is None or v <= floor - 1:
             return None
         vals.append(int(math.ceil(v)))
     return (vals + [1, 1, 1])[:3] if len(vals) <= 3 else None
@@ -544,12 +599,16 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
                 notes.append(f"{n}: not derived from the host code (read at run time?); {DEFAULT_SIZE} here "
                              f"(--set {n}=VALUE)")
             continue
+        if grid is None and block is not None and env.scaled:
+            grid = _grid_at_least_one(site.grid, env, notes)
         if grid is None or block is None:
             raise HostSpecError(f"{where}: cannot evaluate the launch configuration <<<{site.grid}, {site.block}>>>")
         threads = math.prod(grid) * math.prod(block)
         elems = max([s or 0 for s in sizes] + [0])
         if (threads > MAX_THREADS or elems > MAX_ELEMENTS * 8) and _scale_down(env, notes, overrides, max(block)):
             continue
+        if threads > MAX_THREADS and not any(n in overrides for n in env.used):
+            grid = _clip_grid(grid, math.prod(block), site.grid, notes)
         break
     else:
         raise HostSpecError(f"{where}: the sizes do not settle")

@@ -1,7 +1,7 @@
 """The real-code campaign: every __global__ kernel of fetched repositories, converted, compiled for sm_90, run
 legacy and converted on the CPU under the sanitizers, verified; docs/REAL_CODE.md written from the results.
 
-    python3 tests/real_code_campaign.py REPO_DIR... [--jobs 1] [--timeout 240] [--only-report] [--md PATH]
+    python3 tests/real_code_campaign.py REPO_DIR... [--timeout 180] [--max-files N] [--only-report] [--md PATH]
 
 Each REPO_DIR is a work tree checked out outside every git worktree of this project (never committed). Results go
 to REPO_DIR/../.campaign/<repo>.jsonl, one line per kernel, appended as each kernel finishes: a rerun skips the
@@ -316,10 +316,11 @@ def child(func: str, payload: dict, timeout: float) -> dict:
     return json.loads(lines[-1][len("@@RESULT "):])
 
 
-def run_repo(repo: Path, out: Path, kernel_timeout: float, shard: tuple[int, int] = (0, 1)) -> None:
+def run_repo(repo: Path, out: Path, kernel_timeout: float, shard: tuple[int, int] = (0, 1),
+             max_files: int | None = None) -> None:
     """Every kernel of one repository (of its files k with k % n == i, for --shard i/n), appended to `out` as it
     finishes (one whole line per write: shards of one repository share the file); kernels already there are
-    skipped."""
+    skipped; at most `max_files` files not done before are run (a large repository is sampled in steps)."""
     done = {(r["file"], r["kernel"]) for r in read_records(out)}
     done_files = {r["file"] for r in read_records(out) if r.get("file_done")}
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -332,6 +333,9 @@ def run_repo(repo: Path, out: Path, kernel_timeout: float, shard: tuple[int, int
         rel = str(f.relative_to(repo))
         if rel in done_files:
             continue
+        if max_files is not None and max_files <= 0:
+            break
+        max_files = None if max_files is None else max_files - 1
         incs = include_dirs(repo, f)
         t0 = time.time()
         defines = list(REPO_DEFINES.get(repo.name, ()))
@@ -498,6 +502,8 @@ def main() -> None:
     ap.add_argument("--shard", default="0/1", help="i/n: only the files k with k %% n == i (parallel campaigns)")
     ap.add_argument("--redo-failed", action="store_true",
                     help="forget the kernels that did not verify (and their files' markers), to run them again")
+    ap.add_argument("--max-files", type=int, default=None,
+                    help="per repository, run at most this many files not done before (then report)")
     ap.add_argument("--md", type=Path, default=REPO / "docs" / "REAL_CODE.md")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -515,7 +521,7 @@ def main() -> None:
             forget_failed(out)
         if not a.only_report:
             i, n = (int(x) for x in a.shard.split("/"))
-            run_repo(repo, out, a.timeout, (i, n))
+            run_repo(repo, out, a.timeout, (i, n), a.max_files)
         records += read_records(out)
     a.md.write_text(report(records, {r.resolve().name: inventory(r.resolve()) for r in a.repos}))
     print(f"{a.md}: {len([r for r in records if not r.get('file_done')])} kernels", file=sys.stderr)

@@ -177,6 +177,8 @@ _POINTER_CAST = re.compile(r"\(\s*[\w\s:<>]+\*+\s*\)")
 _BUILTINS = ("min", "max", "ceil", "floor", "__cdiv")
 _CEIL_DIV = re.compile(r"\b(?:i?[dD]iv_?[uU]p|DIV_?UP|[cC]eil_?[dD]iv|CEIL_?DIV|cdiv|div_round_up|DivRoundUp)\s*\(")
 _RUNTIME_VALUE = re.compile(r"\b(argv|atoi|atol|atof|strtol|strtoul|stoi|stol|getenv|getCmdLine\w*|scanf|rand)\b")
+_RUN_TIME_CALL = re.compile(r"^\s*(?:\(\s*\w+\s*\)\s*)?(?!(?:min|max|ceil|floor|sizeof|dim3)\s*\()"
+                            r"[A-Za-z_][\w:.]*\s*\(")  # a value a function call gives (a cast before it)
 _FIELD = re.compile(r"\b(\w+)\.(x|y|z)\s*=\s*([^;]+);")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w\s,]*)\)[ \t]+([^\n\\]+)$", re.M)
@@ -217,7 +219,10 @@ class Env:
         if name in self.scaled:
             return self.scaled[name]
         if name in self.exprs and name not in stack:
-            return evaluate(self.exprs[name], self, stack + (name,))
+            v = evaluate(self.exprs[name], self, stack + (name,))
+            if v is None and _RUN_TIME_CALL.search(expand_macros(self.exprs[name], self.macros)):
+                self.unknown.add(name)  # `workers = omp_get_num_threads()`, `n = atoi(argv[1])`: read at run time
+            return v
         self.unknown.add(name)  # never defined, or only through itself (a caller's `M` passed as `M`)
         return None
 

@@ -953,3 +953,119 @@ def test_equal_infinities_agree_in_a_tolerance_compare():
     assert compare("s", legacy, legacy.copy(), 1e-5).ok
     assert not compare("s", legacy, np.array([np.inf, np.inf, 1.0], np.float32), 1e-5).ok
     assert not compare("s", legacy, np.array([-np.inf, 3.0e38, 1.0], np.float32), 1e-5).ok
+
+
+# Launch configurations the way course and sample programs write them (written here in that style): an extern "C"
+# launcher whose dim3s divide the image by the tile, sizes set by a chained assignment, dim3s declared bare and
+# assigned later, a file-scope dim3 whose field is set in main, a grid from a parenthesised expression over a size
+# the kernel reads itself, and a grid divided by a count only known at run time.
+LAUNCH_APP = """#include <cstdio>
+#define TILE_X 16
+#define TILE_Y 4
+#define STEPS 2
+#define COUNT 300000
+__global__ void rows_twice(float *dst, const float *src, int w, int h) {
+  int y = blockIdx.y * TILE_Y + threadIdx.y;
+  for (int s = 0; s < STEPS; s++) {
+    int x = (blockIdx.x * STEPS + s) * TILE_X + threadIdx.x;
+    if (x < w && y < h) dst[y * w + x] = 2.0f * src[y * w + x];
+  }
+}
+__global__ void add_one(float *a) { a[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f; }
+__global__ void negate(float *a) { int i = blockIdx.x * blockDim.x + threadIdx.x; a[i] = -a[i]; }
+__global__ void axpy_fixed(const float *x, float *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < COUNT) y[i] = 3.0f * x[i] + y[i];
+}
+__global__ void per_worker(float *a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= 4.0f; }
+dim3 block(64);
+dim3 grid;
+extern "C" void rows_gpu(float *d_dst, float *d_src, int w, int h) {
+  dim3 blocks(w / (STEPS * TILE_X), h / TILE_Y);
+  dim3 threads(TILE_X, TILE_Y);
+  rows_twice<<<blocks, threads>>>(d_dst, d_src, w, h);
+}
+int main(int argc, char **argv) {
+  int W, H;
+  W = H = 128;
+  float *d_src, *d_dst, *d_a, *d_b, *d_x, *d_y, *d_w;
+  cudaMalloc((void **)&d_src, W * H * sizeof(float));
+  cudaMalloc((void **)&d_dst, W * H * sizeof(float));
+  rows_gpu(d_dst, d_src, W, H);
+  int n = 4096;
+  dim3 threads, blocks;
+  cudaMalloc((void **)&d_a, n * sizeof(float));
+  threads = dim3(128, 1);
+  blocks = dim3(n / threads.x, 1);
+  add_one<<<blocks, threads>>>(d_a);
+  int count = 2048;
+  cudaMalloc((void **)&d_b, count * sizeof(float));
+  grid.x = count / block.x;
+  negate<<<grid, block>>>(d_b);
+  int per_block = 256;
+  int nblocks = (COUNT + (per_block - 1)) / per_block;
+  cudaMalloc((void **)&d_x, COUNT * sizeof(float));
+  cudaMalloc((void **)&d_y, COUNT * sizeof(float));
+  axpy_fixed<<<nblocks, per_block>>>(d_x, d_y);
+  int workers = atoi(argv[1]);
+  cudaMalloc((void **)&d_w, n * sizeof(float));
+  dim3 wgrid(n / (128 * workers));
+  per_worker<<<wgrid, 128>>>(d_w, n);
+  return 0;
+}
+"""
+
+
+def _launch_app_spec(tmp_path: Path, kernel: str) -> tuple[Path, dict, list[str]]:
+    from rtransform.host_spec import spec_from_host
+    cu = tmp_path / "launch_app.cu"
+    cu.write_text(LAUNCH_APP)
+    hs = spec_from_host(LAUNCH_APP, str(cu), kernel)
+    spec = tmp_path / f"{kernel}.spec.yaml"
+    spec.write_text(hs.yaml)
+    return spec, yaml.safe_load(hs.yaml), hs.notes
+
+
+def test_host_spec_reads_launcher_dim3s_chained_sizes_and_late_dim3s(tmp_path):
+    """The extern "C" launcher's dim3s over W = H = 128 (a chained assignment), dim3s declared bare and assigned
+    `threads = dim3(128, 1)` later, a file-scope `dim3 block(64)` with `grid.x` set in main: each spec has the
+    program's own launch, runs, and matches numpy."""
+    cu = tmp_path / "launch_app.cu"
+    spec, data, notes = _launch_app_spec(tmp_path, "rows_twice")
+    assert data["grid"] == [4, 32, 1] and data["block"] == [16, 4, 1] and not notes
+    assert [a.get("size", a.get("value")) for a in data["args"]] == [128 * 128, 128 * 128, 128, 128]
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_allclose(run.outputs["dst"], 2 * run.inputs["src"], rtol=1e-6)
+    assert verify_file(str(cu), str(spec)).ok
+    spec, data, _ = _launch_app_spec(tmp_path, "add_one")
+    assert data["grid"] == [32, 1, 1] and data["block"] == [128, 1, 1] and data["args"][0]["size"] == 4096
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_allclose(run.outputs["a"], run.inputs["a"] + 1, rtol=1e-6)
+    spec, data, _ = _launch_app_spec(tmp_path, "negate")
+    assert data["grid"] == [32, 1, 1] and data["block"] == [64, 1, 1] and data["args"][0]["size"] == 2048
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_array_equal(run.outputs["a"], -run.inputs["a"])
+
+
+def test_host_spec_clips_a_grid_over_device_sizes_and_lifts_a_grid_below_one(tmp_path):
+    """COUNT = 300000 is read by the kernel (never scaled), so its grid of (COUNT + 255) / 256 blocks is clipped to
+    what the emulator runs, said in a note: the first blocks compute, the rest keep their inputs (numpy). A grid
+    n / (128 * workers) over a worker count read from argv (1024 here) is 0 blocks: 1 block, said in a note."""
+    cu = tmp_path / "launch_app.cu"
+    spec, data, notes = _launch_app_spec(tmp_path, "axpy_fixed")
+    blocks = -(-300000 // 256)
+    assert data["block"] == [256, 1, 1] and 1 <= data["grid"][0] * 256 <= 1 << 14 and data["grid"][1:] == [1, 1]
+    assert [a["size"] for a in data["args"]] == [300000, 300000]
+    assert any(n.startswith(f"grid 'nblocks' = [{blocks}, 1, 1] in the source") for n in notes)
+    run = run_file(str(cu), str(spec))
+    done = data["grid"][0] * 256
+    want = run.inputs["y"].copy()
+    want[:done] = 3 * run.inputs["x"][:done] + run.inputs["y"][:done]
+    np.testing.assert_allclose(run.outputs["y"], want, rtol=1e-6)
+    spec, data, notes = _launch_app_spec(tmp_path, "per_worker")
+    assert data["grid"] == [1, 1, 1] and data["block"] == [128, 1, 1]
+    assert any(n.startswith("workers: not derived") for n in notes) and any("side below 1" in n for n in notes)
+    run = run_file(str(cu), str(spec))
+    want = run.inputs["a"].copy()
+    want[:128] *= 4
+    np.testing.assert_allclose(run.outputs["a"], want, rtol=1e-6)

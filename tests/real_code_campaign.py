@@ -34,7 +34,10 @@ KERNEL_TIMEOUT_S = 180
 INCLUDE_DIR_NAMES = {"include", "inc", "common", "Common", "utils", "util"}
 # A project's own build switches the campaign sets, as its Makefile would (each is stated in docs/REAL_CODE.md):
 # PolyBench's documented dataset selector, so its #define sizes (which the kernels read) fit the CPU emulator.
-REPO_DEFINES: dict[str, tuple[str, ...]] = {"cavazos-lab+PolyBench-ACC": ("MINI_DATASET",)}
+# SHOC's configure script writes config.h (not in the repository) with the timer it finds: on Linux
+# HAVE_GETTIMEOFDAY (its common Timer.h stops with #error without one).
+REPO_DEFINES: dict[str, tuple[str, ...]] = {"cavazos-lab+PolyBench-ACC": ("MINI_DATASET",),
+                                            "vetter+shoc": ("HAVE_GETTIMEOFDAY",)}
 
 # Why a kernel was refused or failed, as a class: first matching pattern of its first diagnostic (data table).
 REASON_CLASSES: list[tuple[str, str]] = [
@@ -363,14 +366,49 @@ def run_repo(repo: Path, out: Path, kernel_timeout: float, shard: tuple[int, int
                      "seconds": round(time.time() - t0, 1)})
 
 
+KERNEL_KEYS = ("spec_source", "spec_notes", "legacy", "verify")  # what kernel_job writes into a record
+
+
+def _skeleton_despite_launch(r: dict) -> bool:
+    """A converted kernel whose host code launches it but whose spec came from the skeleton guess."""
+    notes = r.get("spec_notes") or [""]
+    return bool(r.get("converted")) and r.get("spec_source") == "skeleton" and not str(notes[0]).startswith(
+        "no launch of")
+
+
+def redo_specs(repo: Path, out: Path, kernel_timeout: float) -> None:
+    """Run again, with the current host_spec, the kernels whose spec fell back to the skeleton although their
+    host code launches them (their file's conversion and compile do not change); each record replaced in place."""
+    recs = read_records(out)
+    launchers = launching_files(repo)
+    work = out.parent / (out.stem + ".work")
+    defines = list(REPO_DEFINES.get(repo.name, ()))
+    for k, r in enumerate(recs):
+        if r.get("file_done") or not _skeleton_despite_launch(r):
+            continue
+        f = repo / r["file"]
+        res = child("kernel_job", {"path": str(f), "kernel": r["kernel"], "incs": include_dirs(repo, f),
+                                   "work": str(work), "hosts": host_files_for(r["kernel"], str(f), launchers),
+                                   "defines": defines}, kernel_timeout)
+        if "error" in res and "legacy" not in res:
+            res["legacy"] = res.pop("error")
+        recs[k] = {**{key: v for key, v in r.items() if key not in KERNEL_KEYS}, **res}
+        _rewrite(out, recs)
+
+
+def _rewrite(path: Path, recs: list[dict]) -> None:
+    """The records file replaced atomically."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    os.replace(tmp, path)
+
+
 def forget_failed(path: Path) -> None:
     """Keep only the verified kernels' records (atomically): the others run again with the current code."""
     recs = read_records(path)
     redo = {r["file"] for r in recs if not r.get("file_done") and outcome(r) != "verified"}
     keep = [r for r in recs if r["file"] not in redo or (not r.get("file_done") and outcome(r) == "verified")]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in keep))
-    os.replace(tmp, path)
+    _rewrite(path, keep)
 
 
 def read_records(path: Path) -> list[dict]:
@@ -423,7 +461,8 @@ def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -
              "executor: several rTasks per vEU, shuffled, surplus threads) against the legacy outputs.", "",
              "Build switches set as the projects' own builds would: "
              + ", ".join(f"{r}: " + " ".join(f"-D{d}" for d in ds) for r, ds in REPO_DEFINES.items())
-             + " (its documented dataset selector; the kernels read its sizes as constants). Include paths: the "
+             + " (PolyBench's documented dataset selector: the kernels read its sizes as constants; the timer SHOC's "
+             "configure script finds on Linux, which its generated config.h would define). Include paths: the "
              "file's folder and its parents' `include`/`inc`/`common`/`Common`/`utils` folders up to the root.", "",
              "`compiled`: converted kernels whose file compiles for sm_90, of those whose project's own file "
              "compiles here (CUDA 13 removed `cudaThreadSynchronize` and texture references; cuBLAS and PyTorch "
@@ -502,6 +541,8 @@ def main() -> None:
     ap.add_argument("--shard", default="0/1", help="i/n: only the files k with k %% n == i (parallel campaigns)")
     ap.add_argument("--redo-failed", action="store_true",
                     help="forget the kernels that did not verify (and their files' markers), to run them again")
+    ap.add_argument("--redo-specs", action="store_true",
+                    help="run again the kernels whose host code launches them but whose spec was the skeleton's")
     ap.add_argument("--max-files", type=int, default=None,
                     help="per repository, run at most this many files not done before (then report)")
     ap.add_argument("--md", type=Path, default=REPO / "docs" / "REAL_CODE.md")
@@ -519,6 +560,8 @@ def main() -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         if a.redo_failed:
             forget_failed(out)
+        if a.redo_specs:
+            redo_specs(repo, out, a.timeout)
         if not a.only_report:
             i, n = (int(x) for x in a.shard.split("/"))
             run_repo(repo, out, a.timeout, (i, n), a.max_files)

@@ -1069,3 +1069,31 @@ def test_host_spec_clips_a_grid_over_device_sizes_and_lifts_a_grid_below_one(tmp
     want = run.inputs["a"].copy()
     want[:128] *= 4
     np.testing.assert_allclose(run.outputs["a"], want, rtol=1e-6)
+
+
+def test_limits_macros_need_no_include_as_under_nvcc(tmp_path):
+    """A frontier kernel in the style of graph benchmarks tests `level[v] == UINT_MAX` and includes nothing (nvcc's
+    implicit cuda_runtime.h brings <limits.h>): it converts (it was refused, 'use of undeclared identifier') and
+    verifies; the unvisited vertices get the next level (numpy)."""
+    cu = tmp_path / "frontier.cu"
+    cu.write_text("__global__ void visit(unsigned *level, const int *next, int n, unsigned depth) {\n"
+                  "  int v = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                  "  if (v < n && level[v] == UINT_MAX && next[v] != 0) level[v] = depth + 1;\n"
+                  "  if (v < n && level[v] > INT_MAX) level[v] = UINT_MAX;\n}\n")
+    res = convert_file(str(cu))
+    assert [m.name for m in res.rkernels] == ["visit"] and not res.refused
+    n = 300
+    spec = tmp_path / "visit.yaml"
+    spec.write_text(f"kernel: visit\ngrid: [{-(-n // 64)}]\nblock: [64]\nargs:\n"
+                    f"- {{name: level, kind: buffer, dtype: uint32, size: {n}, init: random, low: 4294967290, "
+                    "high: 4294967296}\n"
+                    f"- {{name: next, kind: buffer, dtype: int32, size: {n}, init: random, low: 0, high: 2}}\n"
+                    f"- {{name: n, kind: scalar, dtype: int32, value: {n}}}\n"
+                    "- {name: depth, kind: scalar, dtype: uint32, value: 6}\noutputs: [level]\ntolerance: 0\n")
+    run = run_file(str(cu), str(spec))
+    level = run.inputs["level"].copy()
+    level[(level == 0xFFFFFFFF) & (run.inputs["next"] != 0)] = 7
+    level[level > 0x7FFFFFFF] = 0xFFFFFFFF
+    assert (level == 7).sum() > 10 and (level == 0xFFFFFFFF).sum() > 10
+    np.testing.assert_array_equal(run.outputs["level"], level)
+    assert verify_file(str(cu), str(spec)).ok

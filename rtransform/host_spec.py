@@ -16,6 +16,7 @@ Public API:
 """
 from __future__ import annotations
 
+import keyword
 import math
 import os
 import re
@@ -169,16 +170,17 @@ def _param_name(p: str) -> str:
 
 
 _ASSIGN = re.compile(r"(?<![\.\w>\]\[])\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);")
-_DIM3_CTOR = re.compile(r"\bdim3\s+(\w+)\s*[\({]([^;]*)[\)}]\s*;")
-_DIM3_EQ = re.compile(r"\bdim3\s+(\w+)\s*=\s*(?:dim3\s*)?[\({]?([^;]*?)[\)}]?\s*;")
+_DIM3_DECL = re.compile(r"\bdim3\s+(\w[^;]*);")  # `dim3 g(a, b), t(64);`, `dim3 g = {a}`, `dim3 g, t;`
+_DIM3_DECLARATOR = re.compile(r"\s*(\w+)\s*(?:=\s*(?:dim3\s*)?)?(?:[\({](.*)[\)}]|(.*?))\s*", re.S)
 _DIM3_SET = re.compile(r"(?<![\w.>])(\w+)\s*=\s*dim3\s*[\({]([^;]*)[\)}]\s*;")  # `threads = dim3(512, 1);`
-_DIM3_BARE = re.compile(r"\bdim3\s+(\w+(?:\s*,\s*\w+)*)\s*;")  # `dim3 threads, blocks;`: (1, 1, 1) until set
 _POINTER_CAST = re.compile(r"\(\s*[\w\s:<>]+\*+\s*\)")
 _BUILTINS = ("min", "max", "ceil", "floor", "__cdiv")
 _CEIL_DIV = re.compile(r"\b(?:i?[dD]iv_?[uU]p|DIV_?UP|[cC]eil_?[dD]iv|CEIL_?DIV|cdiv|div_round_up|DivRoundUp)\s*\(")
 _RUNTIME_VALUE = re.compile(r"\b(argv|atoi|atol|atof|strtol|strtoul|stoi|stol|getenv|getCmdLine\w*|scanf|rand)\b")
-_RUN_TIME_CALL = re.compile(r"^\s*(?:\(\s*\w+\s*\)\s*)?(?!(?:min|max|ceil|floor|sizeof|dim3)\s*\()"
-                            r"[A-Za-z_][\w:.]*\s*\(")  # a value a function call gives (a cast before it)
+# C names that are Python keywords (rodinia's `int in`), renamed for the evaluator; the operators it uses stay
+_PY_KEYWORDS = frozenset(keyword.kwlist) - {"if", "else", "and", "or", "not", "True", "False"}
+_RUN_TIME_CALL = re.compile(r"^\s*(?:\(\s*\w+\s*\)\s*)?(?:(?!(?:min|max|ceil|floor|sizeof|dim3)\s*\()"
+                            r"[A-Za-z_][\w:.]*\s*\(|\w+\s*(?:->|\[))")  # a call's value, a member or element read
 _FIELD = re.compile(r"\b(\w+)\.(x|y|z)\s*=\s*([^;]+);")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w\s,]*)\)[ \t]+([^\n\\]+)$", re.M)
@@ -288,11 +290,12 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
         return None
     if any(m.group(1) not in _BUILTINS for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", e)):
         return None  # a call of a function (not a macro this file defines): no value here
+    e = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"__kw_{m.group(0)}" if m.group(0) in _PY_KEYWORDS else m.group(0), e)
     names = set(re.findall(r"\b[A-Za-z_]\w*\b", e)) - {"if", "else", "and", "or", "not", "min", "max", "ceil", "__cdiv",
                                                          "floor", "true", "false", "True", "False"}
     vals: dict[str, float] = {}
     for n in names:
-        v = env.value(re.sub(r"__dot_([xyz])$", r".\1", n), stack)
+        v = env.value(re.sub(r"__dot_([xyz])$", r".\1", n.removeprefix("__kw_")), stack)
         if v is None:
             return None
         vals[n] = v
@@ -368,9 +371,13 @@ def _chained(name: str, expr: str) -> list[tuple[str, str]]:
 def dim3_env(part: str, env: dict[str, str]) -> None:
     """dim3 variables of a piece of code, in source order: `dim3 g(a, b)`, `dim3 g = {a}`, `g = dim3(a, b)`, and
     `dim3 g;` (CUDA's default (1, 1, 1) until a field is set)."""
-    found = [(m.start(), m.group(1), _split_args(m.group(2))) for rx in (_DIM3_CTOR, _DIM3_EQ, _DIM3_SET)
-             for m in rx.finditer(part)]
-    found += [(m.start(), n.strip(), []) for m in _DIM3_BARE.finditer(part) for n in m.group(1).split(",")]
+    found = [(m.start(), m.group(1), _split_args(m.group(2))) for m in _DIM3_SET.finditer(part)]
+    for m in _DIM3_DECL.finditer(part):
+        for d in _split_args(m.group(1)):
+            dm = _DIM3_DECLARATOR.fullmatch(d)
+            if dm:
+                inner = dm.group(2) if dm.group(2) is not None else dm.group(3)
+                found.append((m.start(), dm.group(1), _split_args(inner) if inner and inner.strip() else []))
     for _, name, dims in sorted(found, key=lambda f: f[0]):
         for axis, d in zip("xyz", dims + ["1"] * (3 - len(dims))):
             env[f"{name}.{axis}"] = d

@@ -978,6 +978,12 @@ __global__ void axpy_fixed(const float *x, float *y) {
   if (i < COUNT) y[i] = 3.0f * x[i] + y[i];
 }
 __global__ void per_worker(float *a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= 4.0f; }
+__global__ void tile_twice(float *partial, const float *in) {
+  int row = blockIdx.y * 16 + threadIdx.y;
+  partial[row * 16 + threadIdx.x] = 2.0f * in[row * 16 + threadIdx.x];
+}
+struct net_t { int input_n; };
+unsigned int num_tiles = 0;
 dim3 block(64);
 dim3 grid;
 extern "C" void rows_gpu(float *d_dst, float *d_src, int w, int h) {
@@ -1011,6 +1017,15 @@ int main(int argc, char **argv) {
   cudaMalloc((void **)&d_w, n * sizeof(float));
   dim3 wgrid(n / (128 * workers));
   per_worker<<<wgrid, 128>>>(d_w, n);
+  net_t *net = (net_t *)malloc(sizeof(net_t));
+  net->input_n = atoi(argv[2]);
+  int in = net->input_n;
+  num_tiles = in / 16;
+  dim3 tgrid(1, num_tiles), tthreads(16, 16);
+  float *d_p, *d_i;
+  cudaMalloc((void **)&d_i, in * 16 * sizeof(float));
+  cudaMalloc((void **)&d_p, in * 16 * sizeof(float));
+  tile_twice<<<tgrid, tthreads>>>(d_p, d_i);
   return 0;
 }
 """
@@ -1045,6 +1060,18 @@ def test_host_spec_reads_launcher_dim3s_chained_sizes_and_late_dim3s(tmp_path):
     assert data["grid"] == [32, 1, 1] and data["block"] == [64, 1, 1] and data["args"][0]["size"] == 2048
     run = run_file(str(cu), str(spec))
     np.testing.assert_array_equal(run.outputs["a"], -run.inputs["a"])
+
+
+def test_host_spec_reads_dim3_declarator_lists_and_defaults_member_reads(tmp_path):
+    """`dim3 tgrid(1, num_tiles), tthreads(16, 16);` (two declarators, one declaration) over a size read through a
+    pointer (`in = net->input_n`, a run-time value: the default, said in a note): the spec runs and matches numpy."""
+    cu = tmp_path / "launch_app.cu"
+    spec, data, notes = _launch_app_spec(tmp_path, "tile_twice")
+    assert any(n.startswith("in: not derived") for n in notes)
+    rows = data["grid"][1] * 16
+    assert data["grid"][0] == 1 and data["block"] == [16, 16, 1] and data["args"][0]["size"] == rows * 16
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_allclose(run.outputs["partial"], 2 * run.inputs["in"], rtol=1e-6)
 
 
 def test_host_spec_clips_a_grid_over_device_sizes_and_lifts_a_grid_below_one(tmp_path):

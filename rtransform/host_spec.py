@@ -181,7 +181,8 @@ _RUNTIME_VALUE = re.compile(r"\b(argv|atoi|atol|atof|strtol|strtoul|stoi|stol|ge
 _PY_KEYWORDS = frozenset(keyword.kwlist) - {"if", "else", "and", "or", "not", "True", "False"}
 _RUN_TIME_CALL = re.compile(r"^\s*(?:\(\s*\w+\s*\)\s*)?(?:(?!(?:min|max|ceil|floor|sizeof|dim3)\s*\()"
                             r"[A-Za-z_][\w:.]*\s*\(|\w+\s*(?:->|\[))")  # a call's value, a member or element read
-_FIELD = re.compile(r"\b(\w+)\.(x|y|z)\s*=\s*([^;]+);")
+_FIELD = re.compile(r"\b(\w+)\.(\w+)\s*=(?!=)\s*([^;=]+);")  # `grid.x = n / 256;`, `A.width = 64;`
+_MEMBER_READ = re.compile(r"\b[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*|\s*\[\s*\w+\s*\])+")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w\s,]*)\)[ \t]+([^\n\\]+)$", re.M)
 _MALLOC = re.compile(r"\bcuda(?:Malloc|MallocManaged)\s*\(")
@@ -283,8 +284,16 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: f"sizeof({_type_alias(m.group(1), env)})", expr)
     expr = _CEIL_DIV.sub("__cdiv(", expr)  # the samples' iDivUp, divUp, ceil_div helper functions
     e = _c_to_python(expand_macros(expr, env.macros))
+    refs: dict[str, str] = {}  # `props.multiProcessorCount`, `net->input_n`, `dims[1]`: names of their own
+
+    def ref(m: re.Match) -> str:
+        if re.fullmatch(r"\w+\.[xyz]", m.group(0)):
+            return m.group(0)  # a dim3 field (below)
+        refs[f"__ref{len(refs)}"] = re.sub(r"\s+", "", m.group(0))
+        return f"__ref{len(refs) - 1}"
+    e = _MEMBER_READ.sub(ref, e)
     if re.search(r"\b(sizeof|__sizeof_\w*|new|this)\b|->|\[", e):
-        return None  # the size of a type this table lacks, a member, an element: not a host constant
+        return None  # the size of a type this table lacks, another element read: not a host constant
     e = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1__dot_\2", e)  # dim3 fields: `grid.x`
     if not re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>=,!]*(?:if|else|and|or|not|[\w\s\.\+\-\*/%\(\)<>=,!])*", e):
         return None
@@ -295,7 +304,7 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
                                                          "floor", "true", "false", "True", "False"}
     vals: dict[str, float] = {}
     for n in names:
-        v = env.value(re.sub(r"__dot_([xyz])$", r".\1", n.removeprefix("__kw_")), stack)
+        v = env.value(refs.get(n) or re.sub(r"__dot_([xyz])$", r".\1", n.removeprefix("__kw_")), stack)
         if v is None:
             return None
         vals[n] = v

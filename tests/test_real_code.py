@@ -982,6 +982,9 @@ __global__ void tile_twice(float *partial, const float *in) {
   int row = blockIdx.y * 16 + threadIdx.y;
   partial[row * 16 + threadIdx.x] = 2.0f * in[row * 16 + threadIdx.x];
 }
+__global__ void fill_index(int *out, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = i;
+}
 struct net_t { int input_n; };
 unsigned int num_tiles = 0;
 dim3 block(64);
@@ -1026,6 +1029,11 @@ int main(int argc, char **argv) {
   cudaMalloc((void **)&d_i, in * 16 * sizeof(float));
   cudaMalloc((void **)&d_p, in * 16 * sizeof(float));
   tile_twice<<<tgrid, tthreads>>>(d_p, d_i);
+  cudaDeviceProp props;
+  cudaGetDeviceProperties(&props, 0);
+  int *d_f;
+  cudaMalloc((void **)&d_f, 5000 * sizeof(int));
+  fill_index<<<props.multiProcessorCount * 2, 64>>>(d_f, 5000);
   return 0;
 }
 """
@@ -1064,14 +1072,21 @@ def test_host_spec_reads_launcher_dim3s_chained_sizes_and_late_dim3s(tmp_path):
 
 def test_host_spec_reads_dim3_declarator_lists_and_defaults_member_reads(tmp_path):
     """`dim3 tgrid(1, num_tiles), tthreads(16, 16);` (two declarators, one declaration) over a size read through a
-    pointer (`in = net->input_n`, a run-time value: the default, said in a note): the spec runs and matches numpy."""
+    pointer (`in = net->input_n`, a run-time value: the default, said in a note), and a grid of
+    `props.multiProcessorCount * 2` blocks (a device property: the default, scaled to fit): the specs run and match
+    numpy."""
     cu = tmp_path / "launch_app.cu"
     spec, data, notes = _launch_app_spec(tmp_path, "tile_twice")
-    assert any(n.startswith("in: not derived") for n in notes)
+    assert any(n.startswith("net->input_n: not derived") for n in notes)
     rows = data["grid"][1] * 16
     assert data["grid"][0] == 1 and data["block"] == [16, 16, 1] and data["args"][0]["size"] == rows * 16
     run = run_file(str(cu), str(spec))
     np.testing.assert_allclose(run.outputs["partial"], 2 * run.inputs["in"], rtol=1e-6)
+    spec, data, notes = _launch_app_spec(tmp_path, "fill_index")  # a grid of props.multiProcessorCount * 2
+    assert any(n.startswith("props.multiProcessorCount: not derived") for n in notes)
+    assert data["block"] == [64, 1, 1] and 1 <= data["grid"][0] * 64 <= 1 << 14 and data["args"][0]["size"] == 5000
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_array_equal(run.outputs["out"], np.arange(5000))
 
 
 def test_host_spec_clips_a_grid_over_device_sizes_and_lifts_a_grid_below_one(tmp_path):

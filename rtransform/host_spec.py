@@ -188,15 +188,45 @@ _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w\s,]*)\)[ \t]+([^\n\\
 _MALLOC = re.compile(r"\bcuda(?:Malloc|MallocManaged)\s*\(")
 
 
-def allocations(text: str) -> list[tuple[str, str]]:
-    """(pointer name, bytes expression) of each `cudaMalloc(&p, bytes)` / `cudaMalloc((void **)&p, bytes)`."""
+AllocHelpers = dict[str, tuple[list[str], list[str], str]]  # name -> (template params, params, bytes)
+
+
+def allocations(text: str, helpers: AllocHelpers | None = None) -> list[tuple[str, str]]:
+    """(pointer name, bytes expression) of each `cudaMalloc(&p, bytes)` / `cudaMalloc((void **)&p, bytes)`, and of
+    each `p = alloc<float>(n)` of a helper that returns what it allocates, in source order."""
     out = []
     for m in _MALLOC.finditer(text):
         close = _matching(text, m.end() - 1)
         parts = _split_args(text[m.end():close - 1]) if close > 0 else []
         ptr = re.search(r"&\s*(\w+)\s*\)?\s*$", parts[0]) if len(parts) >= 2 else None
         if ptr:
-            out.append((ptr.group(1), parts[1]))
+            out.append((m.start(), ptr.group(1), parts[1]))
+    for name, (tparams, pnames, size) in (helpers or {}).items():
+        for c in re.finditer(rf"(?<![\w.>])(\w+)\s*=\s*{re.escape(name)}\s*(?:<([^<>;]*)>)?\s*\(", text):
+            close = _matching(text, c.end() - 1)
+            if close < 0:
+                continue
+            sub = {p: f"({a})" for p, a in zip(pnames, _split_args(text[c.end():close - 1]))}
+            sub.update(zip(tparams, (a.strip() for a in _split_args(c.group(2) or ""))))
+            out.append((c.start(), c.group(1), re.sub(r"\b\w+\b", lambda w: sub.get(w.group(0), w.group(0)), size)))
+    return [(name, size) for _, name, size in sorted(out, key=lambda o: o[0])]
+
+
+def alloc_helpers(texts: list[str]) -> AllocHelpers:
+    """Functions that return the one buffer they cudaMalloc (`template <class T> T *alloc(int n) { T *t;
+    cudaMalloc((void **)&t, sizeof(T) * n); return t; }`): their allocations are read at each call."""
+    out: AllocHelpers = {}
+    for raw in texts:
+        text = _strip_comments(raw)
+        for m in _FUNC_HEAD.finditer(text):
+            end = _matching(text, m.end() - 1, "{", "}")
+            inner = text[m.end() - 1:end] if end > 0 else ""
+            found, ret = allocations(inner), re.search(r"\breturn\s+(\w+)\s*;", inner)
+            if len(found) != 1 or ret is None or found[0][0] != ret.group(1):
+                continue
+            tm = re.search(r"template\s*<([^{};]*)>", m.group(0))
+            tparams = [_param_name(p) for p in _split_args(tm.group(1))] if tm else []
+            out.setdefault(m.group(1), (tparams, [_param_name(p) for p in _split_args(m.group(2))], found[0][1]))
     return out
 _MEMSET0 = re.compile(r"\bcudaMemset(?:Async)?\s*\(\s*(\w+)\s*,\s*0\s*,")
 
@@ -480,16 +510,17 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
             exprs.setdefault(k, v)
         for m in _MACRO.finditer(clean):
             macros.setdefault(m.group(1), ([p.strip() for p in m.group(2).split(",")], m.group(3).strip()))
+    helpers = alloc_helpers(list(texts.values()))
     fn = _enclosing_function(site.text, site.at)
     if fn is not None:
         name, pnames, body, _ = fn
         caller = _caller_bindings(texts, name, pnames, site.file)
         exprs.update(caller)
         function_env(site.text, body, site.at, exprs)
-        for name, size in allocations(site.text[body:site.at]):
+        for name, size in allocations(site.text[body:site.at], helpers):
             exprs[f"__bytes_{name}"] = size
     for t in texts.values():  # allocations elsewhere (a setup function, globals): the first of each name
-        for name, size in allocations(_strip_comments(t)):
+        for name, size in allocations(_strip_comments(t), helpers):
             exprs.setdefault(f"__bytes_{name}", size)
     types: dict[str, str] = {}
     for t in [*texts.values(), *_local_headers(texts)]:

@@ -985,6 +985,20 @@ __global__ void tile_twice(float *partial, const float *in) {
 __global__ void fill_index(int *out, int n) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = i;
 }
+#define NVAR 3
+template <typename T> T *dev_alloc(int count) {
+  T *t;
+  cudaMalloc((void **)&t, sizeof(T) * count);
+  return t;
+}
+__global__ void init_vars(int nelr, float *vars) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int j = 0; j < NVAR; j++) vars[i + j * nelr] = (float)(j + 1);
+}
+void init_gpu(int nelr, float *vars) {
+  dim3 Dg(nelr / 64), Db(64);
+  init_vars<<<Dg, Db>>>(nelr, vars);
+}
 struct net_t { int input_n; };
 unsigned int num_tiles = 0;
 dim3 block(64);
@@ -1034,6 +1048,10 @@ int main(int argc, char **argv) {
   int *d_f;
   cudaMalloc((void **)&d_f, 5000 * sizeof(int));
   fill_index<<<props.multiProcessorCount * 2, 64>>>(d_f, 5000);
+  int nel = atoi(argv[3]);
+  int nelr = 64 * ((nel / 64) + min(1, nel % 64));
+  float *vars = dev_alloc<float>(nelr * NVAR);
+  init_gpu(nelr, vars);
   return 0;
 }
 """
@@ -1087,6 +1105,19 @@ def test_host_spec_reads_dim3_declarator_lists_and_defaults_member_reads(tmp_pat
     assert data["block"] == [64, 1, 1] and 1 <= data["grid"][0] * 64 <= 1 << 14 and data["args"][0]["size"] == 5000
     run = run_file(str(cu), str(spec))
     np.testing.assert_array_equal(run.outputs["out"], np.arange(5000))
+
+
+def test_host_spec_reads_a_helper_that_returns_what_it_allocates(tmp_path):
+    """`vars = dev_alloc<float>(nelr * NVAR)` (a template helper that cudaMallocs sizeof(T) * count and returns it)
+    sizes the buffer the launcher's kernel indexes as vars[i + j * nelr], j < NVAR: before, it was sized one per
+    thread and the legacy run read past it. The spec runs; each of the NVAR planes holds j + 1 (numpy)."""
+    cu = tmp_path / "launch_app.cu"
+    spec, data, notes = _launch_app_spec(tmp_path, "init_vars")
+    nelr = data["args"][0]["value"]
+    assert data["grid"] == [nelr // 64, 1, 1] and data["args"][1]["size"] == 3 * nelr
+    assert not any(n.startswith("vars: no cudaMalloc") for n in notes)
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_array_equal(run.outputs["vars"], np.repeat(np.arange(1, 4, dtype=np.float32), nelr))
 
 
 def test_host_spec_clips_a_grid_over_device_sizes_and_lifts_a_grid_below_one(tmp_path):

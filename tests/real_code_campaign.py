@@ -237,26 +237,28 @@ def kernel_job(path: str, kernel: str, incs: list[str], work: str, hosts: list[s
 
 
 def _agrees_in_legacy_order(path: str, spec_path: str, flags, first=None) -> bool:
-    """Whether the difference is the kernel's own dependence on block order (atomicExch's last writer), not the
-    conversion: the rKernel matches the legacy run with its rTasks in the legacy block order, or its own results
-    change between two rTask orders (the executor's vEUs interleave, so even the legacy order can differ)."""
+    """Whether the difference is the kernel's own dependence on block order (atomicExch's last writer, blocks that
+    race on one global element), not the conversion: the rKernel matches the legacy run with its rTasks in the
+    legacy block order on one vEU, or its own results change between the forward and reverse orders."""
     import numpy as np
     import rtransform.verify as V
-    shuffled = V.task_order
+    schedules = V.schedules
     try:
         sigs = []
-        for order in (lambda spec: np.arange(spec.num_blocks(), dtype=np.uint32),
-                      lambda spec: np.arange(spec.num_blocks(), dtype=np.uint32)[::-1].copy()):
-            V.task_order = order  # type: ignore[assignment]
+        for label, flip in (("forward", False), ("reverse", True)):
+            def one(spec, label=label, flip=flip):  # type: ignore[no-untyped-def]
+                order = np.arange(spec.num_blocks(), dtype=np.uint32)
+                return [V.Schedule(label, order[::-1].copy() if flip else order, 1)]
+            V.schedules = one  # type: ignore[assignment]
             r = V.verify_file(path, spec_path, flags=flags)
-            if r.ok:
+            if r.ok and not flip:
                 return True
             sigs.append([(o.mismatches, o.first_index, o.rkernel) for o in r.outputs])
         return sigs[0] != sigs[1] or (first is not None and sigs[0] != first)
     except Exception:  # noqa: BLE001
         return False
     finally:
-        V.task_order = shuffled
+        V.schedules = schedules
 
 
 def derive_spec(text: str, path: str, kernel: str, flags, hosts: list[str]) -> tuple[str, list[str], str]:

@@ -427,6 +427,19 @@ def append(path: Path, rec: dict) -> None:
 
 
 # ---- the report ----------------------------------------------------------------------------------------------
+# Differences read by hand as the kernel's own race on the spec's inputs (CUDA orders neither side), each with the
+# check that shows it: (repository, kernel) -> why. The doc lists them.
+RACES_BY_HAND: dict[tuple[str, str], str] = {
+    ("vetter+shoc", "kernelBackprop3a"):
+        "with b_off == b_off_old (the derived spec) thread 0 zeroes delta_nabla_b[b_off] while threads of other warps "
+        "read it with no barrier; with disjoint offsets (b_off_old = 1024, bound = 8) it verifies",
+}
+
+
+def _race_by_hand(r: dict) -> bool:
+    return (r.get("repo", ""), r.get("kernel", "")) in RACES_BY_HAND
+
+
 def outcome(r: dict) -> str:
     """One kernel's final state, for the tables."""
     if not r["converted"]:
@@ -436,7 +449,7 @@ def outcome(r: dict) -> str:
     if r.get("legacy") != "ok":
         return "legacy fails"
     v = r.get("verify", "")
-    if v.startswith(("order-dependent", "timing-dependent")):
+    if v.startswith(("order-dependent", "timing-dependent")) or (v.startswith("differs") and _race_by_hand(r)):
         return "order-dependent"
     return "verified" if v == "verified" else ("differs" if v.startswith("differs") else "verify error")
 
@@ -513,6 +526,11 @@ def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -
                                                                 if r["converted"] and r.get("legacy") != "ok"])
     lines += _class_table("Verify differs or breaks", [r.get("verify") for r in ks
                                                        if r.get("legacy") == "ok" and r.get("verify") != "verified"])
+    raced = [r for r in ks if r.get("verify", "").startswith("differs") and _race_by_hand(r)]
+    if raced:
+        lines += ["Counted as order-dependent after a check by hand (the kernel races on the spec's inputs):", ""]
+        lines += [f"- {r['repo']} {r['file']} {r['kernel']}: {RACES_BY_HAND[(r['repo'], r['kernel'])]}" for r in raced]
+        lines.append("")
     lines += _class_table("Converted file does not compile for sm_90", [r.get("compile_error") for r in ks
                                                                         if r["converted"] and not r.get("compiled")])
     return "\n".join(lines) + "\n"

@@ -227,7 +227,7 @@ def kernel_job(path: str, kernel: str, incs: list[str], work: str, hosts: list[s
         rec["verify"] = "verified" if result.ok else "differs: " + result.summary()[:300]
         first = [(o.mismatches, o.first_index, o.rkernel) for o in result.outputs]
         if not result.ok and _agrees_in_legacy_order(path, str(spec_path), flags, first):
-            rec["verify"] = ("order-dependent: agrees when the rTasks run in the legacy block order; "
+            rec["verify"] = ("order-dependent: agrees in the legacy block order on one vEU, or changes with the order; "
                              + result.summary()[:250])
         elif not result.ok and re.search(r"\bclock(64)?\s*\(", prep.text):
             rec["verify"] = "timing-dependent: the kernel reads clock(); " + result.summary()[:250]

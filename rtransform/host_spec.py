@@ -399,12 +399,13 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
 
 
 def _chained(name: str, expr: str) -> list[tuple[str, str]]:
-    """`N = M = K = 2048`: every name of the chain gets the last expression."""
+    """`N = M = K = 2048`: K = 2048, M = K, N = M (as C assigns them), so a size scaled down stays equal to the
+    others of its chain."""
     names = [name]
     while m := re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=(?!=)\s*(.+)", expr, re.S):
         names.append(m.group(1))
         expr = m.group(2)
-    return [(n, expr) for n in names]
+    return [(n, nxt) for n, nxt in zip(names, names[1:])] + [(names[-1], expr)]
 
 
 def dim3_env(part: str, env: dict[str, str]) -> None:

@@ -484,7 +484,9 @@ def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -
              "headers are not installed).", "",
              "`order-dep.`: the rKernel differs from the legacy run, and either agrees with it in the legacy block "
              "order or gives other results under other rTask orders (the kernel's own result depends on which block "
-             "runs last: an atomicExch's last writer), or the output is a clock() reading: outcomes CUDA allows. `no output`: kernels without a buffer argument "
+             "runs last: an atomicExch's last writer), or the output is a clock() reading, or a race read by hand "
+             "(listed below): outcomes CUDA allows; they count against the verify rate. `no output`: kernels "
+             "without a buffer argument "
              "(printf/assert demos), nothing to compare.", "",
              "`files`: files done of the repository's files with a `__global__` function (the campaign is resumable; "
              "a repository not finished shows fewer).", "",

@@ -332,8 +332,9 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
             expr = expr.strip()
             if name in out and _RUNTIME_VALUE.search(expr):
                 continue  # `n = atoi(argv[1])` under an option: the value the program has without it stays
+            # a parenthesised start is a value (`(1 << 14) + 7`), unless a cast or a comma expression
             if expr.startswith(("{", "new ", "\"")) or (expr.startswith("(") and
-                                                        not re.match(r"\(\s*[\w\s\+\-\*/]+\)", expr)):
+                                                        not re.match(r"\(\s*[\w\s\+\-\*/<>]+\)", expr)):
                 continue
             if first:
                 out.setdefault(name, expr)
@@ -519,6 +520,10 @@ def _dims(expr: str, env: Env) -> list[int] | None:
     return (vals + [1, 1, 1])[:3] if len(vals) <= 3 else None
 
 
+_FROZEN_DEFAULT = ("; the kernel reads this name itself and keeps its own value, so check the sizes that use "
+                   "it (or pass -D)")
+
+
 def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelParam], tparams: list[str],
              overrides: dict[str, int], device_names: set[str] = frozenset(),  # type: ignore[assignment]
              active: dict[str, str] | None = None) -> HostSpec:
@@ -542,7 +547,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
             for n in missing:
                 env.scaled[n] = DEFAULT_SIZE
                 notes.append(f"{n}: not derived from the host code (read at run time?); {DEFAULT_SIZE} here "
-                             f"(--set {n}=VALUE)")
+                             f"(--set {n}=VALUE)" + (_FROZEN_DEFAULT if n in env.frozen else ""))
             continue
         if grid is None or block is None:
             raise HostSpecError(f"{where}: cannot evaluate the launch configuration <<<{site.grid}, {site.block}>>>")

@@ -25,7 +25,7 @@ import yaml
 
 from converter.flags import CompileFlags
 from converter.slice import KernelParam, slice_source
-from rtransform.spec import C_TYPE_DTYPES
+from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN
 
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
 MAX_THREADS = 1 << 14     # the CPU emulator runs every thread as a fiber: specs stay small
@@ -105,16 +105,17 @@ class Site:
 def launch_sites(texts: dict[str, str], name: str) -> list[Site]:
     """`name<...><<<g, b, s, st>>>(args)` and `cudaLaunchKernel(name, g, b, args, s, st)` in the texts."""
     out = []
-    chevron = re.compile(rf"\b{re.escape(name)}\s*(<(?:[^<>;{{}}]|<[^<>;{{}}]*>)*>)?\s*<<<")
+    chevron = re.compile(rf"\b{re.escape(name)}\s*(<(?:[^<>;{{}}]|<[^<>;{{}}]*>)*>)?\s*{LAUNCH_OPEN}")
     for file, raw in texts.items():
         text = _strip_comments(raw)
         for m in chevron.finditer(text):
-            end = text.find(">>>", m.end())
-            if end < 0:
+            shut = re.compile(LAUNCH_CLOSE).search(text, m.end())
+            if shut is None:
                 continue
+            end = shut.start()
             cfg = _split_args(text[m.end():end])
             p = text.find("(", end)
-            close = _matching(text, p) if p >= 0 and not text[end + 3:p].strip() else -1
+            close = _matching(text, p) if p >= 0 and not text[shut.end():p].strip() else -1
             if len(cfg) < 2 or close < 0:
                 continue
             targs = _split_args(m.group(1)[1:-1]) if m.group(1) else []

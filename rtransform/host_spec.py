@@ -172,6 +172,8 @@ _ASSIGN = re.compile(r"(?<![\.\w>\]\[])\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);")
 _DIM3_CTOR = re.compile(r"\bdim3\s+(\w+)\s*[\({]([^;]*)[\)}]\s*;")
 _DIM3_EQ = re.compile(r"\bdim3\s+(\w+)\s*=\s*(?:dim3\s*)?[\({]?([^;]*?)[\)}]?\s*;")
 _BUILTINS = ("min", "max", "ceil", "floor", "__cdiv")
+# a cast to a floating type (`ceil((float) M / tile)`): the expression divides as floats, not as integers
+_FLOAT_CAST = re.compile(r"\(\s*(?:const\s+)?(?:float|double)\s*\)|\bstatic_cast\s*<\s*(?:float|double)\s*>")
 _CEIL_DIV = re.compile(r"\b(?:i?[dD]iv_?[uU]p|DIV_?UP|[cC]eil_?[dD]iv|CEIL_?DIV|cdiv|div_round_up|DivRoundUp)\s*\(")
 _RUNTIME_VALUE = re.compile(r"\b(argv|atoi|atol|atof|strtol|strtoul|stoi|stol|getenv|getCmdLine\w*|scanf|rand)\b")
 _FIELD = re.compile(r"\b(\w+)\.(x|y|z)\s*=\s*([^;]+);")
@@ -288,7 +290,8 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
         if v is None:
             return None
         vals[n] = v
-    ints = all(float(v).is_integer() for v in vals.values()) and "." not in re.sub(r"\b\w+\b", "", e)
+    ints = all(float(v).is_integer() for v in vals.values()) and "." not in re.sub(r"\b\w+\b", "", e) \
+        and not _FLOAT_CAST.search(expr)
     code = re.sub(r"(?<![/])/(?![/])", "//", e) if ints else e
     try:
         v = eval(code, {"__builtins__": {}, "min": min, "max": max, "ceil": math.ceil, "floor": math.floor,  # noqa: S307

@@ -55,7 +55,7 @@ class HostSpec:
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
-def _strip_comments(text: str) -> str:
+def strip_comments(text: str) -> str:
     """Comments blanked (lengths kept, so offsets stay)."""
     return _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
@@ -107,7 +107,7 @@ def launch_sites(texts: dict[str, str], name: str) -> list[Site]:
     out = []
     chevron = re.compile(rf"\b{re.escape(name)}\s*(<(?:[^<>;{{}}]|<[^<>;{{}}]*>)*>)?\s*{LAUNCH_OPEN}")
     for file, raw in texts.items():
-        text = _strip_comments(raw)
+        text = strip_comments(raw)
         for m in chevron.finditer(text):
             shut = re.compile(LAUNCH_CLOSE).search(text, m.end())
             if shut is None:
@@ -377,8 +377,8 @@ def spec_from_host(text: str, filename: str, kernel: str, flags: CompileFlags | 
     tparams = _template_params(text, short)
     active = active_macros(text, filename, flags)
     # the file's constants the device code reads itself (its own locals and parameters are free to change)
-    file_consts = set(active) | set(file_env(_strip_comments(text)))
-    device_names = set(re.findall(r"\b[A-Za-z_]\w*\b", _strip_comments(sliced.text))) & file_consts
+    file_consts = set(active) | set(file_env(strip_comments(text)))
+    device_names = set(re.findall(r"\b[A-Za-z_]\w*\b", strip_comments(sliced.text))) & file_consts
     errors = []
     for site in sorted(sites, key=lambda st: not _block_matches_template(st, texts, overrides or {})):
         try:
@@ -429,7 +429,7 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
     exprs: dict[str, str] = {}
     macros: dict[str, tuple[list[str], str]] = {}
     for t in [*texts.values(), *_local_headers(texts)]:
-        clean = _strip_comments(t)
+        clean = strip_comments(t)
         for k, v in file_env(clean).items():
             exprs.setdefault(k, v)
         for m in _MACRO.finditer(clean):
@@ -443,11 +443,11 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
         for name, size in allocations(site.text[body:site.at]):
             exprs[f"__bytes_{name}"] = size
     for t in texts.values():  # allocations elsewhere (a setup function, globals): the first of each name
-        for name, size in allocations(_strip_comments(t)):
+        for name, size in allocations(strip_comments(t)):
             exprs.setdefault(f"__bytes_{name}", size)
     types: dict[str, str] = {}
     for t in [*texts.values(), *_local_headers(texts)]:
-        for m in _TYPEDEF.finditer(_strip_comments(t)):
+        for m in _TYPEDEF.finditer(strip_comments(t)):
             alias, target = (m.group(2), m.group(1)) if m.group(2) else (m.group(3), m.group(4))
             types.setdefault(alias, " ".join(target.split()))
     return Env(exprs, overrides, macros, types)
@@ -482,7 +482,7 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
     if fname == "main" or not pnames:
         return {}
     for file, raw in texts.items():
-        text = _strip_comments(raw)
+        text = strip_comments(raw)
         for m in re.finditer(rf"(?<![\w.>:])\b{re.escape(fname)}\s*(?:<[^<>;]*>)?\s*\(", text):
             close = _matching(text, m.end() - 1)
             if close < 0 or text[close:close + 20].lstrip().startswith("{"):

@@ -127,18 +127,21 @@ TC_HMMA_SHARE = {
     ("conv_tc", 64, 64, "gather", "3xtf32"): 96 / 242, ("conv_tc", 32, 32, "gather", "3xtf32"): 24 / 127,
 }
 TC_PRECISION = {0: "3xtf32", 1: "tf32", 2: "bf16"}  # tc.cu's PREC template argument (kernel_corpus.ops._tensor_core)
+# The wmma tiles tc.cu had before (three template arguments, no VEC): what ran on the H100 on 2026-11-27, re-priced
+# by tests/calibration.py. Their loops issued 96 HMMA.1684 of 409 (gemm_tc<64,64>) and of 491 (conv_tc<64,64>)
+# instructions (BENCHMARKS.md "Kernel SASS", before issue 25).
+FFMA_SHARE |= {"gemm_tc": 96 / 409 / HMMA_SATURATING_SHARE, "conv_tc": 96 / 491 / HMMA_SATURATING_SHARE}
 
 
 def tc_share(kernel: str, template_args: Any) -> float | None:
     """The share of the tensor-core peak a tc.cu launch's loop issues (TC_HMMA_SHARE over the saturating share, at
-    most 1), or None for other kernels. A tile, copy kind or precision not read from the SASS takes the same tile at
-    3xTF32 (else the nearest measured loop: the other copy kind, the other kernel, the gathered 64x64 conv) times
-    the precision's ratio on the measured 64x64 GEMM."""
+    most 1), or None for other kernels (and the old wmma tiles). A tile, copy kind or precision not read from the
+    SASS takes the same tile at 3xTF32 (else the nearest measured loop: the other copy kind, the other kernel, the
+    gathered 64x64 conv) times the precision's ratio on the measured 64x64 GEMM."""
     name = kernel.split("<", 1)[0].rsplit("::", 1)[-1]
-    if name not in ("gemm_tc", "conv_tc") or not template_args or len(template_args) < 3:
-        return None
-    bm, bn, prec = (int(a) for a in template_args[:3])
-    vec = int(template_args[3]) if len(template_args) > 3 else 0
+    if name not in ("gemm_tc", "conv_tc") or not template_args or len(template_args) < 4:
+        return None  # not a tensor-core tile, or the wmma one before issue 25 (FFMA_SHARE)
+    bm, bn, prec, vec = (int(a) for a in template_args[:4])
     copies = "vec" if (vec & 2 if name == "conv_tc" else vec == 3) else "gather"
     precision = TC_PRECISION.get(prec, "3xtf32")
     share = TC_HMMA_SHARE.get((name, bm, bn, copies, precision))

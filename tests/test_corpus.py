@@ -424,3 +424,13 @@ def test_sources_compile_with_nvcc(tmp_path: Path, nvcc_path: str) -> None:
     unit.write_text("\n".join(lines) + "\n")
     result = nvcc_compile(unit, tmp_path / "all.o")
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_launch_arguments_read_back_from_their_json() -> None:
+    """Every argument kind a binding's launch takes survives plan.json (arg_to_json, then json, then
+    arg_from_json: tests/calibration.py re-prices stored plans this way)."""
+    import json
+
+    from kernel_corpus.bindings import arg_from_json, arg_to_json
+    args = [In(2), Out(0), Temp("partials", 4096), Scalar("int32", -7), Scalar("float32", 0.5)]
+    assert [arg_from_json(json.loads(json.dumps(arg_to_json(a)))) for a in args] == args

@@ -188,3 +188,21 @@ def test_readmes_first_command_runs_in_a_fresh_folder(tmp_path: Path) -> None:
                          timeout=600)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "check: PASS" in res.stdout
+
+
+def test_convert_beside_the_source_never_replaces_a_hand_written_file(tmp_path: Path) -> None:
+    """`rtransform convert x.cu` (no -o) writes x.rtask.cu beside the source: a file of the user's already there is
+    kept byte for byte with one error line (exit 2); an earlier conversion there is replaced."""
+    import shutil
+    src = tmp_path / "softmax.cu"
+    shutil.copy(REPO / "examples" / "softmax.cu", src)
+    mine = tmp_path / "softmax.rtask.cu"
+    mine.write_text("// my own rTask version, written by hand\n")
+    res = CliRunner().invoke(rtransform_main, ["convert", str(src)])
+    assert res.exit_code == Exit.USAGE and mine.read_text() == "// my own rTask version, written by hand\n"
+    assert "not written by rtransform convert" in res.output and len(res.output.strip().splitlines()) == 1
+    mine.unlink()
+    for _ in range(2):  # the first writes it, the second replaces its own output
+        res = CliRunner().invoke(rtransform_main, ["convert", str(src)])
+        assert res.exit_code == 0, res.output
+    assert mine.read_text().startswith('#include "rtask_runtime.cuh"')

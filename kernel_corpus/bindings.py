@@ -144,6 +144,12 @@ def arg_to_json(arg: Arg) -> dict:
     return {"kind": type(arg).__name__.lower(), **dataclasses.asdict(arg)}
 
 
+def arg_from_json(obj: dict) -> Arg:
+    """Inverse of arg_to_json (tests/calibration.py reads the launches of stored plans back)."""
+    kinds = {"in": In, "out": Out, "temp": Temp, "scalar": Scalar}
+    return kinds[obj["kind"]](**{k: v for k, v in obj.items() if k != "kind"})
+
+
 @dataclass(frozen=True)
 class ResidentUse:
     """How a launch uses resident operands (docs/ARCHITECTURE.md §7): its rTask r reads slice r of the node inputs

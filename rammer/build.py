@@ -709,18 +709,18 @@ def check_veus(num_veus: int, target: str) -> None:
     """Refuse up front a vEU count the target cannot hold: co-residency on the GPU, fiber stacks on the CPU."""
     from scheduler.profiler import H100
     if num_veus < 1:
-        raise BuildError(f"error: --veus must be >= 1, got {num_veus}")
+        raise BuildError(f"--veus must be >= 1, got {num_veus}")
     if target == "gpu":
         limit = H100.sms * GPU_MAX_BLOCKS_PER_SM
         if num_veus > limit:
-            raise BuildError(f"error: --veus {num_veus}: at most {limit} vEUs can be co-resident on the target "
+            raise BuildError(f"--veus {num_veus}: at most {limit} vEUs can be co-resident on the target "
                              f"({H100.sms} SMs x {GPU_MAX_BLOCKS_PER_SM} blocks)")
         return
     from cuda_emu.module import DEFAULT_STACK_SIZE, available_memory
     per_veu = CPU_VEU_THREADS_BOUND * DEFAULT_STACK_SIZE
     limit = max(1, available_memory() // (2 * per_veu))
     if num_veus > limit:
-        raise BuildError(f"error: --veus {num_veus}: the CPU emulator keeps every vEU thread alive as a fiber "
+        raise BuildError(f"--veus {num_veus}: the CPU emulator keeps every vEU thread alive as a fiber "
                          f"({per_veu // 2**20} MiB of stacks per {CPU_VEU_THREADS_BOUND}-thread vEU); this machine "
                          f"holds at most {limit}")
 

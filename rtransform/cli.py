@@ -121,12 +121,15 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
             forced_includes, std, build_dir) -> None:
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
     from converter import ConversionError, convert_file, metadata_json, write_atomic
-    from rtransform.naming import converted_path, metadata_for
+    from rtransform.naming import converted_path, foreign_file, metadata_for
     if output == "-" and as_json:
         _fail(["error: -o - and --json both write to stdout; write the source to a file or leave out --json"],
               Exit.USAGE)
     _need_file(file)
     out = None if output == "-" else converted_path(Path(file), output)
+    if output is None and out is not None and foreign_file(out):  # -o names a file to replace; the default may not
+        _fail([f"{out}: error: exists and was not written by rtransform convert; move it away or choose -o"],
+              Exit.USAGE)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     guard = _guard(file, flags, build_dir)
     for t in ([out, metadata_for(out)] if out else []):

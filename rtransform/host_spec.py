@@ -26,7 +26,7 @@ import yaml
 
 from converter.flags import CompileFlags
 from converter.slice import KernelParam, slice_source
-from rtransform.spec import C_TYPE_DTYPES
+from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN
 
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
 MAX_THREADS = 1 << 14     # the CPU emulator runs every thread as a fiber: specs stay small
@@ -56,7 +56,7 @@ class HostSpec:
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
-def _strip_comments(text: str) -> str:
+def strip_comments(text: str) -> str:
     """Comments blanked (lengths kept, so offsets stay)."""
     return _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
@@ -106,16 +106,17 @@ class Site:
 def launch_sites(texts: dict[str, str], name: str) -> list[Site]:
     """`name<...><<<g, b, s, st>>>(args)` and `cudaLaunchKernel(name, g, b, args, s, st)` in the texts."""
     out = []
-    chevron = re.compile(rf"\b{re.escape(name)}\s*(<(?:[^<>;{{}}]|<[^<>;{{}}]*>)*>)?\s*<<<")
+    chevron = re.compile(rf"\b{re.escape(name)}\s*(<(?:[^<>;{{}}]|<[^<>;{{}}]*>)*>)?\s*{LAUNCH_OPEN}")
     for file, raw in texts.items():
-        text = _strip_comments(raw)
+        text = strip_comments(raw)
         for m in chevron.finditer(text):
-            end = text.find(">>>", m.end())
-            if end < 0:
+            shut = re.compile(LAUNCH_CLOSE).search(text, m.end())
+            if shut is None:
                 continue
+            end = shut.start()
             cfg = _split_args(text[m.end():end])
             p = text.find("(", end)
-            close = _matching(text, p) if p >= 0 and not text[end + 3:p].strip() else -1
+            close = _matching(text, p) if p >= 0 and not text[shut.end():p].strip() else -1
             if len(cfg) < 2 or close < 0:
                 continue
             targs = _split_args(m.group(1)[1:-1]) if m.group(1) else []
@@ -175,6 +176,8 @@ _DIM3_DECLARATOR = re.compile(r"\s*(\w+)\s*(?:=\s*(?:dim3\s*)?)?(?:[\({](.*)[\)}
 _DIM3_SET = re.compile(r"(?<![\w.>])(\w+)\s*=\s*dim3\s*[\({]([^;]*)[\)}]\s*;")  # `threads = dim3(512, 1);`
 _POINTER_CAST = re.compile(r"\(\s*[\w\s:<>]+\*+\s*\)")
 _BUILTINS = ("min", "max", "ceil", "floor", "__cdiv")
+# a cast to a floating type (`ceil((float) M / tile)`): the expression divides as floats, not as integers
+_FLOAT_CAST = re.compile(r"\(\s*(?:const\s+)?(?:float|double)\s*\)|\bstatic_cast\s*<\s*(?:float|double)\s*>")
 _CEIL_DIV = re.compile(r"\b(?:i?[dD]iv_?[uU]p|DIV_?UP|[cC]eil_?[dD]iv|CEIL_?DIV|cdiv|div_round_up|DivRoundUp)\s*\(")
 _RUNTIME_VALUE = re.compile(r"\b(argv|atoi|atol|atof|strtol|strtoul|stoi|stol|getenv|getCmdLine\w*|scanf|rand)\b")
 # C names that are Python keywords (rodinia's `int in`), renamed for the evaluator; the operators it uses stay
@@ -217,7 +220,7 @@ def alloc_helpers(texts: list[str]) -> AllocHelpers:
     cudaMalloc((void **)&t, sizeof(T) * n); return t; }`): their allocations are read at each call."""
     out: AllocHelpers = {}
     for raw in texts:
-        text = _strip_comments(raw)
+        text = strip_comments(raw)
         for m in _FUNC_HEAD.finditer(text):
             end = _matching(text, m.end() - 1, "{", "}")
             inner = text[m.end() - 1:end] if end > 0 else ""
@@ -338,7 +341,8 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
         if v is None:
             return None
         vals[n] = v
-    ints = all(float(v).is_integer() for v in vals.values()) and "." not in re.sub(r"\b\w+\b", "", e)
+    ints = all(float(v).is_integer() for v in vals.values()) and "." not in re.sub(r"\b\w+\b", "", e) \
+        and not _FLOAT_CAST.search(expr)
     code = re.sub(r"(?<![/])/(?![/])", "//", e) if ints else e
     try:
         v = eval(code, {"__builtins__": {}, "min": min, "max": max, "ceil": math.ceil, "floor": math.floor,  # noqa: S307
@@ -390,8 +394,11 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
             expr = expr.strip()
             if name in out and _RUNTIME_VALUE.search(expr):
                 continue  # `n = atoi(argv[1])` under an option: the value the program has without it stays
-            if expr.startswith(("{", "new ", "\"")) or _POINTER_CAST.match(expr) or expr.startswith("dim3"):
-                continue  # an initialiser list, an allocation, a pointer cast (`(float *)malloc(...)`), a dim3
+            # a parenthesised start is a value (`(1 << 14) + 7`, `(N + (t - 1) / t)`), unless a pointer cast or a
+            # comma expression
+            if expr.startswith(("{", "new ", "\"", "dim3")) or _POINTER_CAST.match(expr) or \
+                    re.match(r"\(\s*[^()]*,", expr):
+                continue  # an initialiser list, an allocation, a string, a dim3 (dim3_env reads those)
             if first:
                 out.setdefault(name, expr)
             else:
@@ -450,8 +457,8 @@ def spec_from_host(text: str, filename: str, kernel: str, flags: CompileFlags | 
     tparams = _template_params(text, short)
     active = active_macros(text, filename, flags)
     # the file's constants the device code reads itself (its own locals and parameters are free to change)
-    file_consts = set(active) | set(file_env(_strip_comments(text)))
-    device_names = set(re.findall(r"\b[A-Za-z_]\w*\b", _strip_comments(sliced.text))) & file_consts
+    file_consts = set(active) | set(file_env(strip_comments(text)))
+    device_names = set(re.findall(r"\b[A-Za-z_]\w*\b", strip_comments(sliced.text))) & file_consts
     errors = []
     for site in sorted(sites, key=lambda st: not _block_matches_template(st, texts, overrides or {})):
         try:
@@ -502,7 +509,7 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
     exprs: dict[str, str] = {}
     macros: dict[str, tuple[list[str], str]] = {}
     for t in [*texts.values(), *_local_headers(texts)]:
-        clean = _strip_comments(t)
+        clean = strip_comments(t)
         for k, v in file_env(clean).items():
             exprs.setdefault(k, v)
         globals_: dict[str, str] = {}
@@ -521,11 +528,11 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
         for name, size in allocations(site.text[body:site.at], helpers):
             exprs[f"__bytes_{name}"] = size
     for t in texts.values():  # allocations elsewhere (a setup function, globals): the first of each name
-        for name, size in allocations(_strip_comments(t), helpers):
+        for name, size in allocations(strip_comments(t), helpers):
             exprs.setdefault(f"__bytes_{name}", size)
     types: dict[str, str] = {}
     for t in [*texts.values(), *_local_headers(texts)]:
-        for m in _TYPEDEF.finditer(_strip_comments(t)):
+        for m in _TYPEDEF.finditer(strip_comments(t)):
             alias, target = (m.group(2), m.group(1)) if m.group(2) else (m.group(3), m.group(4))
             types.setdefault(alias, " ".join(target.split()))
     return Env(exprs, overrides, macros, types)
@@ -560,7 +567,7 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
     if fname == "main" or not pnames:
         return {}
     for file, raw in texts.items():
-        text = _strip_comments(raw)
+        text = strip_comments(raw)
         for m in re.finditer(rf"(?<![\w.>:])\b{re.escape(fname)}\s*(?:<[^<>;]*>)?\s*\(", text):
             close = _matching(text, m.end() - 1)
             if close < 0 or text[close:close + 20].lstrip().startswith("{"):
@@ -627,6 +634,10 @@ def _dims(expr: str, env: Env, floor: int = 1) -> list[int] | None:
     return (vals + [1, 1, 1])[:3] if len(vals) <= 3 else None
 
 
+_FROZEN_DEFAULT = ("; the kernel reads this name itself and keeps its own value, so check the sizes that use "
+                   "it (or pass -D)")
+
+
 def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelParam], tparams: list[str],
              overrides: dict[str, int], device_names: set[str] = frozenset(),  # type: ignore[assignment]
              active: dict[str, str] | None = None) -> HostSpec:
@@ -650,7 +661,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
             for n in missing:
                 env.scaled[n] = DEFAULT_SIZE
                 notes.append(f"{n}: not derived from the host code (read at run time?); {DEFAULT_SIZE} here "
-                             f"(--set {n}=VALUE)")
+                             f"(--set {n}=VALUE)" + (_FROZEN_DEFAULT if n in env.frozen else ""))
             continue
         if grid is None and block is not None and env.scaled:
             grid = _grid_at_least_one(site.grid, env, notes)

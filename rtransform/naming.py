@@ -27,3 +27,18 @@ def metadata_for(converted: Path) -> Path:
     the name (`x.cuh.rkernels.json`) so that the .cu and .cuh of one name never collide (as convert-all names
     them)."""
     return metadata_path(converted if converted.suffix == ".cu" else converted.with_name(converted.name + ".cu"))
+
+
+CONVERTED_FIRST_LINE = b'#include "rtask_runtime.cuh"'  # what every converted file starts with (converter.convert)
+
+
+def foreign_file(path: Path) -> bool:
+    """Whether `path` exists and is not a converted file (its first line is not the runtime include): a file of the
+    user's at the place `convert` would write beside the source, which it must not replace."""
+    try:
+        with open(path, "rb") as f:
+            return f.readline().rstrip(b"\r\n") != CONVERTED_FIRST_LINE
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # unreadable: not provably ours

@@ -16,7 +16,7 @@ import yaml
 
 from converter.flags import CompileFlags
 from converter.slice import KernelParam, slice_source
-from rtransform.spec import C_TYPE_DTYPES, GUESS_MARK
+from rtransform.spec import C_TYPE_DTYPES, GUESS_MARK, LAUNCH_CLOSE, LAUNCH_OPEN
 from toolchain.cxx import TemplateArg, split_top_level
 
 DEFAULT_GRID = [4, 1, 1]
@@ -73,7 +73,7 @@ def build_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | 
     guesses = list(launch.guessed)
     if targs:
         spec["template_args"] = targs
-        if not re.search(rf"\b{re.escape(name)}\s*<[^<>;]*>\s*<<<", text):
+        if not re.search(rf"\b{re.escape(name)}\s*<[^<>;]*>\s*{LAUNCH_OPEN}", text):
             guesses.append(f"template_args {targs} (no launch spells them)")
     spec.update({"grid": launch.grid, "block": launch.block})
     if re.search(r"\bextern\s+__shared__\b", text):  # dynamic shared memory: a guess, like the sizes
@@ -99,7 +99,7 @@ def find_launch(text: str, name: str) -> Launch:
     """grid/block of the first `name<<<grid, block>>>` (or `name<T><<<...>>>`) whose sizes are constants."""
     consts = {m.group(1) or m.group(3): int(m.group(2) or m.group(4)) for m in _CONST.finditer(text)}
     dim3s = {m.group(1): m.group(2) for m in _DIM3_VAR.finditer(text)}  # the first declaration of each name
-    pat = re.compile(rf"\b{re.escape(name)}\s*(?:<[^<>;]*>)?\s*<<<\s*(.+?)\s*>>>", re.S)
+    pat = re.compile(rf"\b{re.escape(name)}\s*(?:<[^<>;]*>)?\s*{LAUNCH_OPEN}\s*(.+?)\s*{LAUNCH_CLOSE}", re.S)
     block_only = None
     for m in pat.finditer(text):
         parts = split_top_level(m.group(1))
@@ -153,7 +153,7 @@ def _template_args(text: str, name: str, threads: int) -> list:
     the rest guessed from the kernel's template parameters (a type: float; a bool: false; an integer: the block's
     thread count, the usual meaning of a `BlockSize`), as for deduced arguments (`norm_kernel<<<...>>>(out, x)`)."""
     params = _template_params(text, name)
-    m = re.search(rf"\b{re.escape(name)}\s*<([^<>;]*)>\s*<<<", text)
+    m = re.search(rf"\b{re.escape(name)}\s*<([^<>;]*)>\s*{LAUNCH_OPEN}", text)
     if not m:
         guesses = [_guess(p, threads) for p in params or []]
         return [] if any(g is None for g in guesses) else guesses

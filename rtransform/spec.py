@@ -119,6 +119,10 @@ def load_spec(path: str | Path) -> LaunchSpec:
 
 
 GUESS_MARK = "# guessed: "  # written by `rtransform spec` (rtransform.skeleton), one line per guessed value
+# a launch's `<<<` / `>>>` as written, or as Visual Studio's formatter spaces them (`K << <grid, block >> > (args)`,
+# which nvcc accepts)
+LAUNCH_OPEN = r"<<\s*<"
+LAUNCH_CLOSE = r">>\s*>"
 
 
 def guessed_values(path: str | Path) -> list[str]:

@@ -9,8 +9,8 @@ for opening a new one (a persistent launch), the first node of a launch segment 
 optimal for chains under those prices (a test checks it against brute force). The second level is a bounded local
 search that prices whole plans with the policy itself: it starts from the best of the DP's, the rKernel-only, the
 library-wherever-possible and the launch-wherever-possible placements and moves classes of alike nodes, then single
-nodes, while that helps, within
-`max_evals` plans and `max_seconds`."""
+nodes, while that helps, within a budget of scheduled steps (SEARCH_STEPS rTasks and barrier-rTasks summed over
+the plans it prices, at least 4 plans), so the same model always gets the same plan whatever the machine's speed."""
 from __future__ import annotations
 
 import time
@@ -185,13 +185,28 @@ def forced(options: list[list[Option]], workload: Workload, force: dict[str, str
     return out
 
 
+# Scheduled steps (rTasks and barrier-rTasks appended) the local search may spend on pricing plans: pricing is
+# linear in them (the wavefront policy prices ~60k per second here; lstm-tc's plan has ~51k, so 4 plans), and a
+# step count, unlike seconds, gives the same plan on every machine. Moves kept so far on the zoo: none (build notes).
+SEARCH_STEPS = 200_000
+STEPS_PER_PLAN = 4_000  # what a plan of launches and calls costs to price, in those steps (its DP and simulation)
+MIN_EVALS = 4
+
+
+def plan_steps_count(plan: Plan) -> int:
+    """rTasks in a plan's rPrograms, twice (each may come with a barrier-rTask): what pricing it again costs, read
+    without writing its programs."""
+    from .plan import program_ops
+    return 2 * sum(plan.ops[i].rtasks for ops in program_ops(plan.programs) for i in ops)
+
+
 def search(workload: Workload, options: list[list[Option]], start: list[Placement],
-           evaluate: Callable[[Placement], Plan], max_evals: int = 60, max_seconds: float = 30.0
-           ) -> tuple[Placement, Plan]:
+           evaluate: Callable[[Placement], Plan], max_evals: int = 60) -> tuple[Placement, Plan]:
     """Collage's second level, bounded: the best distinct starting placement by whole-plan time, then moves while one
-    lowers the plan's predicted time, until none helps or the budget (plans priced, seconds) is spent. A move puts
-    one class of nodes (same op and same option prices: e.g. every step of an LSTM layer) on another backend, then
-    single nodes. The first start is always priced."""
+    lowers the plan's predicted time, until none helps or the budget is spent: SEARCH_STEPS scheduled steps over
+    the plans priced so far (each counted at least STEPS_PER_PLAN), at least MIN_EVALS plans and at most
+    `max_evals`. A move puts one class of nodes (same op and same option prices: e.g. every step of an LSTM layer)
+    on another backend, then single nodes. The first start is always priced."""
     t0 = time.perf_counter()
     seen: set[tuple] = set()
     starts = []
@@ -200,14 +215,22 @@ def search(workload: Workload, options: list[list[Option]], start: list[Placemen
         if key not in seen:
             seen.add(key)
             starts.append(p)
-    best, best_plan = starts[0], evaluate(starts[0])
-    evals = 1
-    within = lambda: evals < max_evals and time.perf_counter() - t0 < max_seconds  # noqa: E731
+    evals, spent = 0, 0
+
+    def price(p: Placement) -> Plan:
+        nonlocal evals, spent
+        plan = evaluate(p)
+        evals, spent = evals + 1, spent + max(STEPS_PER_PLAN, plan_steps_count(plan))
+        return plan
+
+    def within() -> bool:
+        return evals < max_evals and (evals < MIN_EVALS or spent < SEARCH_STEPS)
+
+    best, best_plan = starts[0], price(starts[0])
     for p in starts[1:]:
         if not within():
             break
-        plan = evaluate(p)
-        evals += 1
+        plan = price(p)
         if plan.predicted_us < best_plan.predicted_us - 1e-6:
             best, best_plan = p, plan
     moves = 0
@@ -220,8 +243,7 @@ def search(workload: Workload, options: list[list[Option]], start: list[Placemen
             trial = Placement(dict(best.backend), dict(best.why), [])
             for i in nodes:
                 trial.backend[i] = backend
-            plan = evaluate(trial)
-            evals += 1
+            plan = price(trial)
             if plan.predicted_us < best_plan.predicted_us - 1e-6:
                 for i in nodes:
                     trial.why[i] = (f"search: {backend} (plan {best_plan.predicted_us:.1f} -> "

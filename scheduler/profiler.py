@@ -110,21 +110,62 @@ FFMA_SHARE = {"conv_direct": 0.09, "conv_implicit_gemm": 0.09, "conv_depthwise_t
               "gemm_regblock": 0.064, "lstm_cell_fused": 16 / 61, "gemv_warp": 0.064, "gemv_col": 0.064,
               "gemv_splitk_partial": 0.064}
 # Tensor-core kernels (legacy/tc.cu): the share of their tensor-core peak (Launch.flop_rate) the inner loop can
-# issue, = HMMA share of the loop / the HMMA share that saturates the tensor cores. HMMA shares from the sm_90 SASS
-# in BENCHMARKS.md ("Kernel SASS, static evidence": gemm_tc<64,64> 96 of 409, conv_tc<64,64> 96 of 491); the
-# saturating share, 0.4, is an estimate: H100 dense TF32 at 378 TFLOP/s over 132 SMs x 4 schedulers x 1.755 GHz
-# is ~204 MACs per scheduler and clock, one 512-MAC HMMA.1684 every 2.5 issue slots.
+# issue, = HMMA share of the loop / the HMMA share that saturates the tensor cores, at most 1. The saturating share,
+# 0.4, is an estimate: H100 dense TF32 at 378 TFLOP/s over 132 SMs x 4 schedulers x 1.755 GHz is ~204 MACs per
+# scheduler and clock, one 512-MAC HMMA.1684 every 2.5 issue slots.
 HMMA_SATURATING_SHARE = 0.4
+# HMMA shares per tile, in HMMA.1684-sized steps of TF32-rate work per loop instruction (an HMMA.1688 is two, a bf16
+# HMMA.16816 two: bf16 runs at twice the TF32 rate), read from the sm_90 SASS of one 16-deep stage per warp
+# (nvcc 13.0; BENCHMARKS.md "Kernel SASS", tests/test_precision.py::test_tensor_core_loops_issue_like_a_tuned_library):
+# key (kernel, BM, BN, operand copies: "vec" = 16-byte rows, "gather" = the conv's im2col gather, precision).
+# 3xTF32 loops issue 48 HMMA.1688 per stage (the hi/lo split), TF32 16, bf16 8 HMMA.16816.
+TC_HMMA_SHARE = {
+    ("gemm_tc", 32, 32, "vec", "3xtf32"): 24 / 91, ("gemm_tc", 64, 64, "vec", "3xtf32"): 96 / 167,
+    ("gemm_tc", 128, 64, "vec", "3xtf32"): 96 / 163, ("gemm_tc", 64, 64, "vec", "tf32"): 32 / 135,
+    ("gemm_tc", 64, 64, "vec", "bf16"): 16 / 79, ("gemm_tc", 64, 64, "gather", "3xtf32"): 96 / 202,
+    ("conv_tc", 64, 64, "vec", "3xtf32"): 96 / 170, ("conv_tc", 128, 64, "vec", "3xtf32"): 96 / 162,
+    ("conv_tc", 64, 64, "gather", "3xtf32"): 96 / 242, ("conv_tc", 32, 32, "gather", "3xtf32"): 24 / 127,
+}
+TC_PRECISION = {0: "3xtf32", 1: "tf32", 2: "bf16"}  # tc.cu's PREC template argument (kernel_corpus.ops._tensor_core)
+# The wmma tiles tc.cu had before (three template arguments, no VEC): what ran on the H100 on 2026-11-27, re-priced
+# by tests/calibration.py. Their loops issued 96 HMMA.1684 of 409 (gemm_tc<64,64>) and of 491 (conv_tc<64,64>)
+# instructions (BENCHMARKS.md "Kernel SASS", before issue 25).
 FFMA_SHARE |= {"gemm_tc": 96 / 409 / HMMA_SATURATING_SHARE, "conv_tc": 96 / 491 / HMMA_SATURATING_SHARE}
+
+
+def tc_share(kernel: str, template_args: Any) -> float | None:
+    """The share of the tensor-core peak a tc.cu launch's loop issues (TC_HMMA_SHARE over the saturating share, at
+    most 1), or None for other kernels (and the old wmma tiles). A tile, copy kind or precision not read from the
+    SASS takes the same tile at 3xTF32 (else the nearest measured loop: the other copy kind, the other kernel, the
+    gathered 64x64 conv) times the precision's ratio on the measured 64x64 GEMM."""
+    name = kernel.split("<", 1)[0].rsplit("::", 1)[-1]
+    if name not in ("gemm_tc", "conv_tc") or not template_args or len(template_args) < 4:
+        return None  # not a tensor-core tile, or the wmma one before issue 25 (FFMA_SHARE)
+    bm, bn, prec, vec = (int(a) for a in template_args[:4])
+    copies = "vec" if (vec & 2 if name == "conv_tc" else vec == 3) else "gather"
+    precision = TC_PRECISION.get(prec, "3xtf32")
+    share = TC_HMMA_SHARE.get((name, bm, bn, copies, precision))
+    if share is None:
+        other = "conv_tc" if name == "gemm_tc" else "gemm_tc"
+        near = [(name, bm, bn, copies), (name, bm, bn, "gather"), (other, bm, bn, copies), (other, bm, bn, "gather"),
+                ("conv_tc", 64, 64, "gather")]
+        base = next(TC_HMMA_SHARE[(*k, "3xtf32")] for k in near if (*k, "3xtf32") in TC_HMMA_SHARE)
+        ref = ("gemm_tc", 64, 64, "vec")
+        share = base * TC_HMMA_SHARE[(*ref, precision)] / TC_HMMA_SHARE[(*ref, "3xtf32")]
+    return min(1.0, share / HMMA_SATURATING_SHARE)
+
+
 # The weight-stationary cell (legacy/rnn.cu): 16 FFMA per 39 instructions of lstm_cell_resident<20,256>'s loop
 # (a 16-byte shared-memory weight load and a broadcast global load of x or h per four; BENCHMARKS.md, "Kernel SASS")
 FFMA_SHARE["lstm_cell_resident"] = 16 / 39
 DEFAULT_FFMA_SHARE = min(FFMA_SHARE.values())
 
 
-def ffma_share(kernel: str) -> float:
-    """The FFMA share of a legacy kernel's inner loop (FFMA_SHARE)."""
-    return FFMA_SHARE.get(kernel.split("<", 1)[0].rsplit("::", 1)[-1], DEFAULT_FFMA_SHARE)
+def ffma_share(kernel: str, template_args: Any = None) -> float:
+    """The share of its arithmetic peak a legacy kernel's inner loop issues: FFMA_SHARE, or for a tensor-core tile
+    its HMMA share (tc_share)."""
+    tc = tc_share(kernel, template_args)
+    return tc if tc is not None else FFMA_SHARE.get(kernel.split("<", 1)[0].rsplit("::", 1)[-1], DEFAULT_FFMA_SHARE)
 
 
 @dataclass(frozen=True)
@@ -324,7 +365,8 @@ class Profiler:
         warps = -(-launch.threads // 32)
         latency = min(1.0, per_sm * warps / d.saturating_warps)
         # tensor-core kernels: their peak as a multiple of the FP32 CUDA-core peak (Launch.flop_rate)
-        sm_rate = (d.peak_flops * getattr(launch, "flop_rate", 1.0) / d.sms * ffma_share(launch.kernel) * latency
+        share = ffma_share(launch.kernel, getattr(launch, "template_args", None))
+        sm_rate = (d.peak_flops * getattr(launch, "flop_rate", 1.0) / d.sms * share * latency
                    / per_sm)
         compute_s = launch.flops / tasks / sm_rate
         l2 = self.l2_resident(launch)

@@ -170,3 +170,39 @@ def test_cache_root_honours_xdg_cache_home(tmp_path: Path, monkeypatch) -> None:
     assert cache_root() == Path.home() / ".cache" / "rammer"
     monkeypatch.setenv("RAMMER_CACHE", str(tmp_path / "own"))
     assert cache_root() == tmp_path / "own"
+
+
+@pytest.mark.slow
+def test_readmes_first_command_runs_in_a_fresh_folder(tmp_path: Path) -> None:
+    """The README's main job (its first bash block, after the install) run as written in a folder holding only the
+    shipped examples: every step exits 0 and the build's --check passes."""
+    import re
+    import shutil
+    block = re.search(r"```bash\n(.*?)\n```", (REPO / "README.md").read_text(), re.S)
+    assert block is not None
+    steps = [s.strip() for s in block.group(1).split("&&") if not s.strip().startswith("python3 -m pip install")]
+    if shutil.which("rtransform") is None or shutil.which("rammer") is None:
+        pytest.skip("the rtransform and rammer commands are not installed (pip install -e .)")
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    res = subprocess.run(["bash", "-c", " && ".join(steps)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "check: PASS" in res.stdout
+
+
+def test_convert_beside_the_source_never_replaces_a_hand_written_file(tmp_path: Path) -> None:
+    """`rtransform convert x.cu` (no -o) writes x.rtask.cu beside the source: a file of the user's already there is
+    kept byte for byte with one error line (exit 2); an earlier conversion there is replaced."""
+    import shutil
+    src = tmp_path / "softmax.cu"
+    shutil.copy(REPO / "examples" / "softmax.cu", src)
+    mine = tmp_path / "softmax.rtask.cu"
+    mine.write_text("// my own rTask version, written by hand\n")
+    res = CliRunner().invoke(rtransform_main, ["convert", str(src)])
+    assert res.exit_code == Exit.USAGE and mine.read_text() == "// my own rTask version, written by hand\n"
+    assert "not written by rtransform convert" in res.output and len(res.output.strip().splitlines()) == 1
+    mine.unlink()
+    for _ in range(2):  # the first writes it, the second replaces its own output
+        res = CliRunner().invoke(rtransform_main, ["convert", str(src)])
+        assert res.exit_code == 0, res.output
+    assert mine.read_text().startswith('#include "rtask_runtime.cuh"')

@@ -145,3 +145,22 @@ def test_gpu_build_program_has_tensor_core_instructions(tmp_path: Path) -> None:
         figures = compile_figures(built.folder / "program.cu", [str(INCLUDE_DIR)])
         hmma[precision] = sum(f.hmma for f in figures)
     assert hmma["fp32"] == 0 and hmma["3xtf32"] > 0
+
+
+def _share_cases() -> list[tuple]:
+    from scheduler.profiler import TC_HMMA_SHARE, TC_PRECISION
+    prec = {v: k for k, v in TC_PRECISION.items()}
+    vec = {("gemm_tc", "vec"): 3, ("gemm_tc", "gather"): 0, ("conv_tc", "vec"): 3, ("conv_tc", "gather"): 1}
+    return [(k, bm, bn, prec[p], vec[(k, copies)], share) for (k, bm, bn, copies, p), share in TC_HMMA_SHARE.items()]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("kernel,bm,bn,prec,vec,share", _share_cases())
+def test_cost_models_tensor_core_shares_are_the_sass(kernel: str, bm: int, bn: int, prec: int, vec: int,
+                                                     share: float) -> None:
+    """Every HMMA share the cost model charges (scheduler.profiler.TC_HMMA_SHARE) is what the sm_90 SASS of that
+    loop issues: HMMA steps of TF32-rate work (an HMMA.1688 two HMMA.1684s, a bf16 HMMA.16816 two at twice the rate)
+    per loop instruction, within 5% (ptxas' scheduling moves a few instructions between versions)."""
+    _, hot = _tc_hot_loop(f"{kernel}<{bm}, {bn}, {prec}, {vec}>")
+    steps = sum(2 for i in hot if i.base == "HMMA")
+    assert steps / len(hot) == pytest.approx(share, rel=0.05), f"{steps} HMMA steps in {len(hot)} instructions"

@@ -240,7 +240,7 @@ def model_rows(pin: Pinned, out: Path, work: Path, repeats: int, dry_run: bool) 
     feeds = random_inputs(model, seed=0)
     refs = reference_outputs(model, feeds)
     warmup = 1 if dry_run else 5
-    for variant in variants(built, model, feeds, target, dry_run):
+    for variant in variants(built, model, feeds, target, dry_run, work):
         t = time.perf_counter()
         m = evaluate(variant, refs, repeats, warmup)
         append_row(out, dict(base, **asdict(m), seconds=round(time.perf_counter() - t, 2)))
@@ -274,15 +274,21 @@ def build_pinned(pin: Pinned, path: Path, folder: Path, target: str, dry_run: bo
     return built, row
 
 
-def variants(built: Any, model: Any, feeds: dict, target: str, dry_run: bool) -> Iterator[Any]:
-    """The persistent build and every baseline rammer.bench knows for a built model, then PyTorch's (skipped in a
-    dry run: CI has no torch and they would only say 'unavailable')."""
-    from rammer.bench import Unavailable, build_variant
-    for name, kind in (("rammer", "persistent"), ("rammer-base", "op-by-op"), ("cuda-graph", "graph")):
+def variants(built: Any, model: Any, feeds: dict, target: str, dry_run: bool, work: Path) -> Iterator[Any]:
+    """The persistent build, its own kernels launched one by one and as a CUDA Graph, every launch baseline
+    rammer.bench knows (each node's fastest legacy kernel op by op, as a graph, a multi-stream graph, the library
+    graph: builds of their own in `work`), then PyTorch's (skipped in a dry run: CI has no torch and they would only
+    say 'unavailable')."""
+    from rammer.bench import Unavailable, build_variant, launch_variants
+    for name, kind in (("rammer", "persistent"), ("rammer-op-by-op", "op-by-op"), ("rammer-graph", "graph")):
         try:
             yield build_variant(name, built, kind, feeds, backend=target)
         except Exception as exc:  # one executor that cannot run here is a row, not the end of the model
             yield Unavailable(name, f"{kind} on {target}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+    try:
+        yield from launch_variants(model, feeds, work / "baselines", target)
+    except Exception as exc:  # the launch baselines' builds failing is a row too
+        yield Unavailable("launch-baselines", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     if not dry_run:
         from rammer.bench import torch_variants
         yield from torch_variants(model, feeds)

@@ -2,11 +2,14 @@
 # Prepare the wheels the GPU machine lacks, in .whl/ (git-ignored through .git/info/exclude), for the device tool's
 # `carry`. Run here, on the CPU machine, before a device session:  bash tests/gpu/wheelhouse.sh
 # The device image (the device tool's KINDS.md) has Python 3.12, numpy, onnx, onnxruntime, cupy, torch, click,
-# pyyaml, tqdm and networkx; it lacks libclang, simpleeval and cxxfilt. The versions are the ones installed here,
-# so the device converts exactly as this machine does. Also stamps .whl/COMMIT (the device gets no .git).
+# pyyaml, tqdm and networkx; it lacks libclang, simpleeval, cxxfilt and orjson. The versions are the ones installed here,
+# so the device converts exactly as this machine does; orjson (toolchain/jsonio.py: the same JSON, faster) takes the
+# index's newest for Python 3.12 when this machine's version has no such wheel. Also stamps .whl/COMMIT (the
+# device gets no .git).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-WANT=(libclang simpleeval cxxfilt)
+WANT=(libclang simpleeval cxxfilt orjson)
+ANY_VERSION=" orjson "  # output-equivalent at any version
 mkdir -p .whl
 exclude=$(git rev-parse --git-path info/exclude 2>/dev/null || true)
 if [ -n "$exclude" ] && ! grep -qx '/.whl/' "$exclude" 2>/dev/null; then
@@ -19,7 +22,12 @@ for pkg in "${WANT[@]}"; do
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform manylinux2010_x86_64 --platform manylinux1_x86_64 --platform any -d .whl "$pkg==$ver" 2>&1 \
-    | grep -v -E '^(WARNING|DEPRECATION)' || true
+    | grep -v -E '^(WARNING|DEPRECATION)' | { [[ "$ANY_VERSION" == *" $pkg "* ]] && cat >/dev/null || cat; } || true
+  if [[ "$ANY_VERSION" == *" $pkg "* ]] && ! compgen -G ".whl/${pkg}-*.whl" >/dev/null; then
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl "$pkg" 2>&1 \
+      | grep -v -E '^(WARNING|DEPRECATION)' || true
+  fi
   compgen -G ".whl/${pkg}-*.whl" >/dev/null || { echo "wheelhouse: error: no wheel for $pkg==$ver" >&2; exit 1; }
 done
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)

@@ -16,6 +16,7 @@ Public API:
 """
 from __future__ import annotations
 
+import keyword
 import math
 import os
 import re
@@ -147,7 +148,8 @@ def _args_array(text: str, at: int, expr: str) -> list[str]:
 
 
 # ---- names and their values -------------------------------------------------------------------------------------
-_FUNC_HEAD = re.compile(r"(?:^|[;}\n])\s*(?:template\s*<[^{};]*>\s*)?(?:[\w:<>,\*&\s]+?)\b(\w+)\s*"
+_FUNC_HEAD = re.compile(r"(?:^|[;}\n])\s*(?:template\s*<[^{};]*>\s*)?(?:extern\s*\"C\"\s*)?"
+                        r"(?:[\w:<>,\*&\s]+?)\b(\w+)\s*"
                         r"\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*(?:const\s*)?\{", re.S)
 
 
@@ -169,28 +171,65 @@ def _param_name(p: str) -> str:
 
 
 _ASSIGN = re.compile(r"(?<![\.\w>\]\[])\b([A-Za-z_]\w*)\s*=(?!=)\s*([^;]+);")
-_DIM3_CTOR = re.compile(r"\bdim3\s+(\w+)\s*[\({]([^;]*)[\)}]\s*;")
-_DIM3_EQ = re.compile(r"\bdim3\s+(\w+)\s*=\s*(?:dim3\s*)?[\({]?([^;]*?)[\)}]?\s*;")
+_DIM3_DECL = re.compile(r"\bdim3\s+(\w[^;]*);")  # `dim3 g(a, b), t(64);`, `dim3 g = {a}`, `dim3 g, t;`
+_DIM3_DECLARATOR = re.compile(r"\s*(\w+)\s*(?:=\s*(?:dim3\s*)?)?(?:[\({](.*)[\)}]|(.*?))\s*", re.S)
+_DIM3_SET = re.compile(r"(?<![\w.>])(\w+)\s*=\s*dim3\s*[\({]([^;]*)[\)}]\s*;")  # `threads = dim3(512, 1);`
+_POINTER_CAST = re.compile(r"\(\s*[\w\s:<>]+\*+\s*\)")
 _BUILTINS = ("min", "max", "ceil", "floor", "__cdiv")
 # a cast to a floating type (`ceil((float) M / tile)`): the expression divides as floats, not as integers
 _FLOAT_CAST = re.compile(r"\(\s*(?:const\s+)?(?:float|double)\s*\)|\bstatic_cast\s*<\s*(?:float|double)\s*>")
 _CEIL_DIV = re.compile(r"\b(?:i?[dD]iv_?[uU]p|DIV_?UP|[cC]eil_?[dD]iv|CEIL_?DIV|cdiv|div_round_up|DivRoundUp)\s*\(")
 _RUNTIME_VALUE = re.compile(r"\b(argv|atoi|atol|atof|strtol|strtoul|stoi|stol|getenv|getCmdLine\w*|scanf|rand)\b")
-_FIELD = re.compile(r"\b(\w+)\.(x|y|z)\s*=\s*([^;]+);")
+# C names that are Python keywords (rodinia's `int in`), renamed for the evaluator; the operators it uses stay
+_PY_KEYWORDS = frozenset(keyword.kwlist) - {"if", "else", "and", "or", "not", "True", "False"}
+_RUN_TIME_CALL = re.compile(r"^\s*(?:\(\s*\w+\s*\)\s*)?(?:(?!(?:min|max|ceil|floor|sizeof|dim3)\s*\()"
+                            r"[A-Za-z_][\w:.]*\s*\(|\w+\s*(?:->|\[))")  # a call's value, a member or element read
+_FIELD = re.compile(r"\b(\w+)\.(\w+)\s*=(?!=)\s*([^;=]+);")  # `grid.x = n / 256;`, `A.width = 64;`
+_MEMBER_READ = re.compile(r"\b[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*|\s*\[\s*\w+\s*\])+")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w\s,]*)\)[ \t]+([^\n\\]+)$", re.M)
 _MALLOC = re.compile(r"\bcuda(?:Malloc|MallocManaged)\s*\(")
 
 
-def allocations(text: str) -> list[tuple[str, str]]:
-    """(pointer name, bytes expression) of each `cudaMalloc(&p, bytes)` / `cudaMalloc((void **)&p, bytes)`."""
+AllocHelpers = dict[str, tuple[list[str], list[str], str]]  # name -> (template params, params, bytes)
+
+
+def allocations(text: str, helpers: AllocHelpers | None = None) -> list[tuple[str, str]]:
+    """(pointer name, bytes expression) of each `cudaMalloc(&p, bytes)` / `cudaMalloc((void **)&p, bytes)`, and of
+    each `p = alloc<float>(n)` of a helper that returns what it allocates, in source order."""
     out = []
     for m in _MALLOC.finditer(text):
         close = _matching(text, m.end() - 1)
         parts = _split_args(text[m.end():close - 1]) if close > 0 else []
         ptr = re.search(r"&\s*(\w+)\s*\)?\s*$", parts[0]) if len(parts) >= 2 else None
         if ptr:
-            out.append((ptr.group(1), parts[1]))
+            out.append((m.start(), ptr.group(1), parts[1]))
+    for name, (tparams, pnames, size) in (helpers or {}).items():
+        for c in re.finditer(rf"(?<![\w.>])(\w+)\s*=\s*{re.escape(name)}\s*(?:<([^<>;]*)>)?\s*\(", text):
+            close = _matching(text, c.end() - 1)
+            if close < 0:
+                continue
+            sub = {p: f"({a})" for p, a in zip(pnames, _split_args(text[c.end():close - 1]))}
+            sub.update(zip(tparams, (a.strip() for a in _split_args(c.group(2) or ""))))
+            out.append((c.start(), c.group(1), re.sub(r"\b\w+\b", lambda w: sub.get(w.group(0), w.group(0)), size)))
+    return [(name, size) for _, name, size in sorted(out, key=lambda o: o[0])]
+
+
+def alloc_helpers(texts: list[str]) -> AllocHelpers:
+    """Functions that return the one buffer they cudaMalloc (`template <class T> T *alloc(int n) { T *t;
+    cudaMalloc((void **)&t, sizeof(T) * n); return t; }`): their allocations are read at each call."""
+    out: AllocHelpers = {}
+    for raw in texts:
+        text = strip_comments(raw)
+        for m in _FUNC_HEAD.finditer(text):
+            end = _matching(text, m.end() - 1, "{", "}")
+            inner = text[m.end() - 1:end] if end > 0 else ""
+            found, ret = allocations(inner), re.search(r"\breturn\s+(\w+)\s*;", inner)
+            if len(found) != 1 or ret is None or found[0][0] != ret.group(1):
+                continue
+            tm = re.search(r"template\s*<([^{};]*)>", m.group(0))
+            tparams = [_param_name(p) for p in _split_args(tm.group(1))] if tm else []
+            out.setdefault(m.group(1), (tparams, [_param_name(p) for p in _split_args(m.group(2))], found[0][1]))
     return out
 _MEMSET0 = re.compile(r"\bcudaMemset(?:Async)?\s*\(\s*(\w+)\s*,\s*0\s*,")
 
@@ -216,7 +255,10 @@ class Env:
         if name in self.scaled:
             return self.scaled[name]
         if name in self.exprs and name not in stack:
-            return evaluate(self.exprs[name], self, stack + (name,))
+            v = evaluate(self.exprs[name], self, stack + (name,))
+            if v is None and _RUN_TIME_CALL.search(expand_macros(self.exprs[name], self.macros)):
+                self.unknown.add(name)  # `workers = omp_get_num_threads()`, `n = atoi(argv[1])`: read at run time
+            return v
         self.unknown.add(name)  # never defined, or only through itself (a caller's `M` passed as `M`)
         return None
 
@@ -275,18 +317,27 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: f"sizeof({_type_alias(m.group(1), env)})", expr)
     expr = _CEIL_DIV.sub("__cdiv(", expr)  # the samples' iDivUp, divUp, ceil_div helper functions
     e = _c_to_python(expand_macros(expr, env.macros))
+    refs: dict[str, str] = {}  # `props.multiProcessorCount`, `net->input_n`, `dims[1]`: names of their own
+
+    def ref(m: re.Match) -> str:
+        if re.fullmatch(r"\w+\.[xyz]", m.group(0)):
+            return m.group(0)  # a dim3 field (below)
+        refs[f"__ref{len(refs)}"] = re.sub(r"\s+", "", m.group(0))
+        return f"__ref{len(refs) - 1}"
+    e = _MEMBER_READ.sub(ref, e)
     if re.search(r"\b(sizeof|__sizeof_\w*|new|this)\b|->|\[", e):
-        return None  # the size of a type this table lacks, a member, an element: not a host constant
+        return None  # the size of a type this table lacks, another element read: not a host constant
     e = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1__dot_\2", e)  # dim3 fields: `grid.x`
     if not re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>=,!]*(?:if|else|and|or|not|[\w\s\.\+\-\*/%\(\)<>=,!])*", e):
         return None
     if any(m.group(1) not in _BUILTINS for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", e)):
         return None  # a call of a function (not a macro this file defines): no value here
+    e = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"__kw_{m.group(0)}" if m.group(0) in _PY_KEYWORDS else m.group(0), e)
     names = set(re.findall(r"\b[A-Za-z_]\w*\b", e)) - {"if", "else", "and", "or", "not", "min", "max", "ceil", "__cdiv",
                                                          "floor", "true", "false", "True", "False"}
     vals: dict[str, float] = {}
     for n in names:
-        v = env.value(re.sub(r"__dot_([xyz])$", r".\1", n), stack)
+        v = env.value(refs.get(n) or re.sub(r"__dot_([xyz])$", r".\1", n.removeprefix("__kw_")), stack)
         if v is None:
             return None
         vals[n] = v
@@ -309,18 +360,24 @@ def file_env(text: str) -> dict[str, str]:
         body = m.group(2).strip()
         if re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>]+", body):
             out.setdefault(m.group(1), body)
-    depth, start = 0, 0
-    for i, ch in enumerate(text):  # file scope only: outside every brace
+    _assignments(_file_scope(text), out, first=True)
+    return out
+
+
+def _file_scope(text: str) -> str:
+    """The text outside every brace (file-scope declarations), pieces joined by ';'."""
+    pieces, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
         if ch == "{":
             if depth == 0:
-                _assignments(text[start:i], out, first=True)
+                pieces.append(text[start:i])
             depth += 1
         elif ch == "}":
-            depth -= 1
+            depth = max(0, depth - 1)
             if depth == 0:
                 start = i + 1
-    _assignments(text[start:], out, first=True)
-    return out
+    pieces.append(text[start:] if depth == 0 else "")
+    return ";\n".join(pieces)
 
 
 def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
@@ -332,30 +389,53 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
             d = re.fullmatch(r"\s*\**\s*([A-Za-z_]\w*)\s*=(?!=)\s*(.+)", extra, re.S)
             if d:
                 pairs.append((d.group(1), d.group(2)))
+        pairs = [p for name, expr in pairs for p in _chained(name, expr)]
         for name, expr in pairs:
             expr = expr.strip()
             if name in out and _RUNTIME_VALUE.search(expr):
                 continue  # `n = atoi(argv[1])` under an option: the value the program has without it stays
-            # a parenthesised start is a value (`(1 << 14) + 7`), unless a cast or a comma expression
-            if expr.startswith(("{", "new ", "\"")) or (expr.startswith("(") and
-                                                        not re.match(r"\(\s*[\w\s\+\-\*/<>]+\)", expr)):
-                continue
+            # a parenthesised start is a value (`(1 << 14) + 7`, `(N + (t - 1) / t)`), unless a pointer cast or a
+            # comma expression
+            if expr.startswith(("{", "new ", "\"", "dim3")) or _POINTER_CAST.match(expr) or \
+                    re.match(r"\(\s*[^()]*,", expr):
+                continue  # an initialiser list, an allocation, a string, a dim3 (dim3_env reads those)
             if first:
                 out.setdefault(name, expr)
             else:
                 out[name] = expr
 
 
+def _chained(name: str, expr: str) -> list[tuple[str, str]]:
+    """`N = M = K = 2048`: K = 2048, M = K, N = M (as C assigns them), so a size scaled down stays equal to the
+    others of its chain."""
+    names = [name]
+    while m := re.fullmatch(r"\s*([A-Za-z_]\w*)\s*=(?!=)\s*(.+)", expr, re.S):
+        names.append(m.group(1))
+        expr = m.group(2)
+    return [(n, nxt) for n, nxt in zip(names, names[1:])] + [(names[-1], expr)]
+
+
+def dim3_env(part: str, env: dict[str, str]) -> None:
+    """dim3 variables of a piece of code, in source order: `dim3 g(a, b)`, `dim3 g = {a}`, `g = dim3(a, b)`, and
+    `dim3 g;` (CUDA's default (1, 1, 1) until a field is set)."""
+    found = [(m.start(), m.group(1), _split_args(m.group(2))) for m in _DIM3_SET.finditer(part)]
+    for m in _DIM3_DECL.finditer(part):
+        for d in _split_args(m.group(1)):
+            dm = _DIM3_DECLARATOR.fullmatch(d)
+            if dm:
+                inner = dm.group(2) if dm.group(2) is not None else dm.group(3)
+                found.append((m.start(), dm.group(1), _split_args(inner) if inner and inner.strip() else []))
+    for _, name, dims in sorted(found, key=lambda f: f[0]):
+        for axis, d in zip("xyz", dims + ["1"] * (3 - len(dims))):
+            env[f"{name}.{axis}"] = d
+        env[name] = f"{name}.x"
+
+
 def function_env(text: str, body: int, at: int, env: dict[str, str]) -> None:
     """Assignments and dim3 declarations of the launching function before the launch (the last one wins)."""
     part = text[body:at]
     _assignments(part, env)
-    for rx in (_DIM3_CTOR, _DIM3_EQ):
-        for m in rx.finditer(part):
-            dims = _split_args(m.group(2))
-            for axis, d in zip("xyz", dims + ["1"] * (3 - len(dims))):
-                env[f"{m.group(1)}.{axis}"] = d
-            env[m.group(1)] = f"{m.group(1)}.x"
+    dim3_env(part, env)
     for m in _FIELD.finditer(part):
         key = f"{m.group(1)}.{m.group(2)}"
         if key not in env or not _RUNTIME_VALUE.search(m.group(3)):
@@ -432,18 +512,23 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
         clean = strip_comments(t)
         for k, v in file_env(clean).items():
             exprs.setdefault(k, v)
+        globals_: dict[str, str] = {}
+        dim3_env(_file_scope(clean), globals_)  # `dim3 block(512);` beside the functions
+        for k, v in globals_.items():
+            exprs.setdefault(k, v)
         for m in _MACRO.finditer(clean):
             macros.setdefault(m.group(1), ([p.strip() for p in m.group(2).split(",")], m.group(3).strip()))
+    helpers = alloc_helpers(list(texts.values()))
     fn = _enclosing_function(site.text, site.at)
     if fn is not None:
         name, pnames, body, _ = fn
         caller = _caller_bindings(texts, name, pnames, site.file)
         exprs.update(caller)
         function_env(site.text, body, site.at, exprs)
-        for name, size in allocations(site.text[body:site.at]):
+        for name, size in allocations(site.text[body:site.at], helpers):
             exprs[f"__bytes_{name}"] = size
     for t in texts.values():  # allocations elsewhere (a setup function, globals): the first of each name
-        for name, size in allocations(strip_comments(t)):
+        for name, size in allocations(strip_comments(t), helpers):
             exprs.setdefault(f"__bytes_{name}", size)
     types: dict[str, str] = {}
     for t in [*texts.values(), *_local_headers(texts)]:
@@ -505,7 +590,32 @@ def _inline(expr: str, env: dict[str, str]) -> str:
                   and env[m.group(0)].strip() != m.group(0) else m.group(0), expr)
 
 
-def _dims(expr: str, env: Env) -> list[int] | None:
+def _clip_grid(grid: list[int], block_threads: int, expr: str, notes: list[str]) -> list[int]:
+    """Fewer blocks when the sizes left are the device code's own (`#define N 500000` read by the kernel) and
+    cannot be scaled: the first blocks of the launch run, the rest of the grid does not (said in a note)."""
+    clipped = list(grid)
+    while math.prod(clipped) * block_threads > MAX_THREADS and max(clipped) > 1:
+        k = clipped.index(max(clipped))
+        clipped[k] = max(1, clipped[k] // 4)
+    notes.append(f"grid '{expr}' = {grid} in the source; {clipped} here so that the CPU emulator runs it: the sizes "
+                 f"are the device code's own, only the first blocks run (--set a size to change it)")
+    return clipped
+
+
+def _grid_at_least_one(expr: str, env: Env, notes: list[str]) -> list[int] | None:
+    """A grid whose sides come out 0 or less only because a size was defaulted or scaled down (1024 / (128 * 1024)
+    blocks): 1 block on those sides, said in a note."""
+    sides = _dims(expr, env, floor=0)
+    if sides is None:
+        return None
+    if any(v < 1 for v in sides):
+        notes.append(f"grid '{expr}' has a side below 1 with the sizes chosen here; 1 there")
+    return [max(1, v) for v in sides]
+
+
+def _dims(expr: str, env: Env, floor: int = 1) -> list[int] | None:
+    """The (x, y, z) of a launch operand (`dim3(a, b)`, a dim3 variable, an integer); None unless every side
+    evaluates to at least `floor`."""
     e = expr.strip()
     m = re.fullmatch(r"dim3\s*[\({](.*)[\)}]", e, re.S)
     if m:
@@ -518,7 +628,7 @@ def _dims(expr: str, env: Env) -> list[int] | None:
     for p in parts:
         p = p.strip()
         v = env.value(p) if re.fullmatch(r"\w+\.[xyz]", p) else evaluate(p, env)
-        if v is None or v <= 0:
+        if v is None or v <= floor - 1:
             return None
         vals.append(int(math.ceil(v)))
     return (vals + [1, 1, 1])[:3] if len(vals) <= 3 else None
@@ -553,12 +663,16 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
                 notes.append(f"{n}: not derived from the host code (read at run time?); {DEFAULT_SIZE} here "
                              f"(--set {n}=VALUE)" + (_FROZEN_DEFAULT if n in env.frozen else ""))
             continue
+        if grid is None and block is not None and env.scaled:
+            grid = _grid_at_least_one(site.grid, env, notes)
         if grid is None or block is None:
             raise HostSpecError(f"{where}: cannot evaluate the launch configuration <<<{site.grid}, {site.block}>>>")
         threads = math.prod(grid) * math.prod(block)
         elems = max([s or 0 for s in sizes] + [0])
         if (threads > MAX_THREADS or elems > MAX_ELEMENTS * 8) and _scale_down(env, notes, overrides, max(block)):
             continue
+        if threads > MAX_THREADS and not any(n in overrides for n in env.used):
+            grid = _clip_grid(grid, math.prod(block), site.grid, notes)
         break
     else:
         raise HostSpecError(f"{where}: the sizes do not settle")

@@ -953,3 +953,220 @@ def test_equal_infinities_agree_in_a_tolerance_compare():
     assert compare("s", legacy, legacy.copy(), 1e-5).ok
     assert not compare("s", legacy, np.array([np.inf, np.inf, 1.0], np.float32), 1e-5).ok
     assert not compare("s", legacy, np.array([-np.inf, 3.0e38, 1.0], np.float32), 1e-5).ok
+
+
+# Launch configurations the way course and sample programs write them (written here in that style): an extern "C"
+# launcher whose dim3s divide the image by the tile, sizes set by a chained assignment, dim3s declared bare and
+# assigned later, a file-scope dim3 whose field is set in main, a grid from a parenthesised expression over a size
+# the kernel reads itself, and a grid divided by a count only known at run time.
+LAUNCH_APP = """#include <cstdio>
+#define TILE_X 16
+#define TILE_Y 4
+#define STEPS 2
+#define COUNT 300000
+__global__ void rows_twice(float *dst, const float *src, int w, int h) {
+  int y = blockIdx.y * TILE_Y + threadIdx.y;
+  for (int s = 0; s < STEPS; s++) {
+    int x = (blockIdx.x * STEPS + s) * TILE_X + threadIdx.x;
+    if (x < w && y < h) dst[y * w + x] = 2.0f * src[y * w + x];
+  }
+}
+__global__ void add_one(float *a) { a[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f; }
+__global__ void negate(float *a) { int i = blockIdx.x * blockDim.x + threadIdx.x; a[i] = -a[i]; }
+__global__ void axpy_fixed(const float *x, float *y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < COUNT) y[i] = 3.0f * x[i] + y[i];
+}
+__global__ void per_worker(float *a, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= 4.0f; }
+__global__ void tile_twice(float *partial, const float *in) {
+  int row = blockIdx.y * 16 + threadIdx.y;
+  partial[row * 16 + threadIdx.x] = 2.0f * in[row * 16 + threadIdx.x];
+}
+__global__ void fill_index(int *out, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = i;
+}
+#define NVAR 3
+template <typename T> T *dev_alloc(int count) {
+  T *t;
+  cudaMalloc((void **)&t, sizeof(T) * count);
+  return t;
+}
+__global__ void init_vars(int nelr, float *vars) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int j = 0; j < NVAR; j++) vars[i + j * nelr] = (float)(j + 1);
+}
+void init_gpu(int nelr, float *vars) {
+  dim3 Dg(nelr / 64), Db(64);
+  init_vars<<<Dg, Db>>>(nelr, vars);
+}
+struct net_t { int input_n; };
+unsigned int num_tiles = 0;
+dim3 block(64);
+dim3 grid;
+extern "C" void rows_gpu(float *d_dst, float *d_src, int w, int h) {
+  dim3 blocks(w / (STEPS * TILE_X), h / TILE_Y);
+  dim3 threads(TILE_X, TILE_Y);
+  rows_twice<<<blocks, threads>>>(d_dst, d_src, w, h);
+}
+int main(int argc, char **argv) {
+  int W, H;
+  W = H = 128;
+  float *d_src, *d_dst, *d_a, *d_b, *d_x, *d_y, *d_w;
+  cudaMalloc((void **)&d_src, W * H * sizeof(float));
+  cudaMalloc((void **)&d_dst, W * H * sizeof(float));
+  rows_gpu(d_dst, d_src, W, H);
+  int n = 4096;
+  dim3 threads, blocks;
+  cudaMalloc((void **)&d_a, n * sizeof(float));
+  threads = dim3(128, 1);
+  blocks = dim3(n / threads.x, 1);
+  add_one<<<blocks, threads>>>(d_a);
+  int count = 2048;
+  cudaMalloc((void **)&d_b, count * sizeof(float));
+  grid.x = count / block.x;
+  negate<<<grid, block>>>(d_b);
+  int per_block = 256;
+  int nblocks = (COUNT + (per_block - 1)) / per_block;
+  cudaMalloc((void **)&d_x, COUNT * sizeof(float));
+  cudaMalloc((void **)&d_y, COUNT * sizeof(float));
+  axpy_fixed<<<nblocks, per_block>>>(d_x, d_y);
+  int workers = atoi(argv[1]);
+  cudaMalloc((void **)&d_w, n * sizeof(float));
+  dim3 wgrid(n / (128 * workers));
+  per_worker<<<wgrid, 128>>>(d_w, n);
+  net_t *net = (net_t *)malloc(sizeof(net_t));
+  net->input_n = atoi(argv[2]);
+  int in = net->input_n;
+  num_tiles = in / 16;
+  dim3 tgrid(1, num_tiles), tthreads(16, 16);
+  float *d_p, *d_i;
+  cudaMalloc((void **)&d_i, in * 16 * sizeof(float));
+  cudaMalloc((void **)&d_p, in * 16 * sizeof(float));
+  tile_twice<<<tgrid, tthreads>>>(d_p, d_i);
+  cudaDeviceProp props;
+  cudaGetDeviceProperties(&props, 0);
+  int *d_f;
+  cudaMalloc((void **)&d_f, 5000 * sizeof(int));
+  fill_index<<<props.multiProcessorCount * 2, 64>>>(d_f, 5000);
+  int nel = atoi(argv[3]);
+  int nelr = 64 * ((nel / 64) + min(1, nel % 64));
+  float *vars = dev_alloc<float>(nelr * NVAR);
+  init_gpu(nelr, vars);
+  return 0;
+}
+"""
+
+
+def _launch_app_spec(tmp_path: Path, kernel: str) -> tuple[Path, dict, list[str]]:
+    from rtransform.host_spec import spec_from_host
+    cu = tmp_path / "launch_app.cu"
+    cu.write_text(LAUNCH_APP)
+    hs = spec_from_host(LAUNCH_APP, str(cu), kernel)
+    spec = tmp_path / f"{kernel}.spec.yaml"
+    spec.write_text(hs.yaml)
+    return spec, yaml.safe_load(hs.yaml), hs.notes
+
+
+def test_host_spec_reads_launcher_dim3s_chained_sizes_and_late_dim3s(tmp_path):
+    """The extern "C" launcher's dim3s over W = H = 128 (a chained assignment), dim3s declared bare and assigned
+    `threads = dim3(128, 1)` later, a file-scope `dim3 block(64)` with `grid.x` set in main: each spec has the
+    program's own launch, runs, and matches numpy."""
+    cu = tmp_path / "launch_app.cu"
+    spec, data, notes = _launch_app_spec(tmp_path, "rows_twice")
+    assert data["grid"] == [4, 32, 1] and data["block"] == [16, 4, 1] and not notes
+    assert [a.get("size", a.get("value")) for a in data["args"]] == [128 * 128, 128 * 128, 128, 128]
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_allclose(run.outputs["dst"], 2 * run.inputs["src"], rtol=1e-6)
+    assert verify_file(str(cu), str(spec)).ok
+    spec, data, _ = _launch_app_spec(tmp_path, "add_one")
+    assert data["grid"] == [32, 1, 1] and data["block"] == [128, 1, 1] and data["args"][0]["size"] == 4096
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_allclose(run.outputs["a"], run.inputs["a"] + 1, rtol=1e-6)
+    spec, data, _ = _launch_app_spec(tmp_path, "negate")
+    assert data["grid"] == [32, 1, 1] and data["block"] == [64, 1, 1] and data["args"][0]["size"] == 2048
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_array_equal(run.outputs["a"], -run.inputs["a"])
+
+
+def test_host_spec_reads_dim3_declarator_lists_and_defaults_member_reads(tmp_path):
+    """`dim3 tgrid(1, num_tiles), tthreads(16, 16);` (two declarators, one declaration) over a size read through a
+    pointer (`in = net->input_n`, a run-time value: the default, said in a note), and a grid of
+    `props.multiProcessorCount * 2` blocks (a device property: the default, scaled to fit): the specs run and match
+    numpy."""
+    cu = tmp_path / "launch_app.cu"
+    spec, data, notes = _launch_app_spec(tmp_path, "tile_twice")
+    assert any(n.startswith("net->input_n: not derived") for n in notes)
+    rows = data["grid"][1] * 16
+    assert data["grid"][0] == 1 and data["block"] == [16, 16, 1] and data["args"][0]["size"] == rows * 16
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_allclose(run.outputs["partial"], 2 * run.inputs["in"], rtol=1e-6)
+    spec, data, notes = _launch_app_spec(tmp_path, "fill_index")  # a grid of props.multiProcessorCount * 2
+    assert any(n.startswith("props.multiProcessorCount: not derived") for n in notes)
+    assert data["block"] == [64, 1, 1] and 1 <= data["grid"][0] * 64 <= 1 << 14 and data["args"][0]["size"] == 5000
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_array_equal(run.outputs["out"], np.arange(5000))
+
+
+def test_host_spec_reads_a_helper_that_returns_what_it_allocates(tmp_path):
+    """`vars = dev_alloc<float>(nelr * NVAR)` (a template helper that cudaMallocs sizeof(T) * count and returns it)
+    sizes the buffer the launcher's kernel indexes as vars[i + j * nelr], j < NVAR: before, it was sized one per
+    thread and the legacy run read past it. The spec runs; each of the NVAR planes holds j + 1 (numpy)."""
+    cu = tmp_path / "launch_app.cu"
+    spec, data, notes = _launch_app_spec(tmp_path, "init_vars")
+    nelr = data["args"][0]["value"]
+    assert data["grid"] == [nelr // 64, 1, 1] and data["args"][1]["size"] == 3 * nelr
+    assert not any(n.startswith("vars: no cudaMalloc") for n in notes)
+    run = run_file(str(cu), str(spec))
+    np.testing.assert_array_equal(run.outputs["vars"], np.repeat(np.arange(1, 4, dtype=np.float32), nelr))
+
+
+def test_host_spec_clips_a_grid_over_device_sizes_and_lifts_a_grid_below_one(tmp_path):
+    """COUNT = 300000 is read by the kernel (never scaled), so its grid of (COUNT + 255) / 256 blocks is clipped to
+    what the emulator runs, said in a note: the first blocks compute, the rest keep their inputs (numpy). A grid
+    n / (128 * workers) over a worker count read from argv (1024 here) is 0 blocks: 1 block, said in a note."""
+    cu = tmp_path / "launch_app.cu"
+    spec, data, notes = _launch_app_spec(tmp_path, "axpy_fixed")
+    blocks = -(-300000 // 256)
+    assert data["block"] == [256, 1, 1] and 1 <= data["grid"][0] * 256 <= 1 << 14 and data["grid"][1:] == [1, 1]
+    assert [a["size"] for a in data["args"]] == [300000, 300000]
+    assert any(n.startswith(f"grid 'nblocks' = [{blocks}, 1, 1] in the source") for n in notes)
+    run = run_file(str(cu), str(spec))
+    done = data["grid"][0] * 256
+    want = run.inputs["y"].copy()
+    want[:done] = 3 * run.inputs["x"][:done] + run.inputs["y"][:done]
+    np.testing.assert_allclose(run.outputs["y"], want, rtol=1e-6)
+    spec, data, notes = _launch_app_spec(tmp_path, "per_worker")
+    assert data["grid"] == [1, 1, 1] and data["block"] == [128, 1, 1]
+    assert any(n.startswith("workers: not derived") for n in notes) and any("side below 1" in n for n in notes)
+    run = run_file(str(cu), str(spec))
+    want = run.inputs["a"].copy()
+    want[:128] *= 4
+    np.testing.assert_allclose(run.outputs["a"], want, rtol=1e-6)
+
+
+def test_limits_macros_need_no_include_as_under_nvcc(tmp_path):
+    """A frontier kernel in the style of graph benchmarks tests `level[v] == UINT_MAX` and includes nothing (nvcc's
+    implicit cuda_runtime.h brings <limits.h>): it converts (it was refused, 'use of undeclared identifier') and
+    verifies; the unvisited vertices get the next level (numpy)."""
+    cu = tmp_path / "frontier.cu"
+    cu.write_text("__global__ void visit(unsigned *level, const int *next, int n, unsigned depth) {\n"
+                  "  int v = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                  "  if (v < n && level[v] == UINT_MAX && next[v] != 0) level[v] = depth + 1;\n"
+                  "  if (v < n && level[v] > INT_MAX) level[v] = UINT_MAX;\n}\n")
+    res = convert_file(str(cu))
+    assert [m.name for m in res.rkernels] == ["visit"] and not res.refused
+    n = 300
+    spec = tmp_path / "visit.yaml"
+    spec.write_text(f"kernel: visit\ngrid: [{-(-n // 64)}]\nblock: [64]\nargs:\n"
+                    f"- {{name: level, kind: buffer, dtype: uint32, size: {n}, init: random, low: 4294967290, "
+                    "high: 4294967296}\n"
+                    f"- {{name: next, kind: buffer, dtype: int32, size: {n}, init: random, low: 0, high: 2}}\n"
+                    f"- {{name: n, kind: scalar, dtype: int32, value: {n}}}\n"
+                    "- {name: depth, kind: scalar, dtype: uint32, value: 6}\noutputs: [level]\ntolerance: 0\n")
+    run = run_file(str(cu), str(spec))
+    level = run.inputs["level"].copy()
+    level[(level == 0xFFFFFFFF) & (run.inputs["next"] != 0)] = 7
+    level[level > 0x7FFFFFFF] = 0xFFFFFFFF
+    assert (level == 7).sum() > 10 and (level == 0xFFFFFFFF).sum() > 10
+    np.testing.assert_array_equal(run.outputs["level"], level)
+    assert verify_file(str(cu), str(spec)).ok

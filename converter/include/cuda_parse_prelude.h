@@ -6,6 +6,9 @@
 // are separate overloads from the host ones those headers declare, so both orders parse.
 #include <stddef.h>
 #include <stdint.h>
+// <limits.h> is macros only, and nvcc's implicit cuda_runtime.h brings it: kernels name UINT_MAX, INT_MAX with no
+// #include of their own (`nvcc -E` of a file that includes nothing shows it).
+#include <limits.h>
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define __host__ __attribute__((host))

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .plan import Plan
+from .plan import Plan, program_ops
 from .policies.common import candidate_us
 from .profiler import Profiler
 from .segments import CALL_BACKENDS, LAUNCH, Placement, fastest_alone
@@ -196,7 +196,6 @@ MIN_EVALS = 4
 def plan_steps_count(plan: Plan) -> int:
     """rTasks in a plan's rPrograms, twice (each may come with a barrier-rTask): what pricing it again costs, read
     without writing its programs."""
-    from .plan import program_ops
     return 2 * sum(plan.ops[i].rtasks for ops in program_ops(plan.programs) for i in ops)
 
 

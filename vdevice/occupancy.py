@@ -320,12 +320,13 @@ def instantiation_usage(ops: Sequence[Any], texts: Mapping[str, str], arch: str 
     figures = FigureCache("usage", arch, cache)
     out: dict[str, Usage] = {}
     todo: dict[str, Any] = {}
+    tag = usage_compiler()
     for expr, gen in gens.items():
         hit = figures.get(compile_key(gen.source, gen.include_dirs, arch), 3)
         if hit is None:
             todo[expr] = gen
         else:
-            out[expr] = _usage(hit, usage_compiler())
+            out[expr] = _usage(hit, tag)
     if todo:
         include_dirs = next(iter(todo.values())).include_dirs
         found = interpreter_usages([g.source for g in todo.values()], include_dirs, arch, cache)

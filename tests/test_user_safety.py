@@ -434,3 +434,24 @@ def test_a_cache_from_before_the_tag_is_adopted(tmp_path: Path) -> None:
     assert (root / TAG).is_file() and (root / "emu" / "a.so").exists()
     with pytest.raises(ValueError, match="not one of"):
         cache_dir("../../etc")
+
+
+def test_a_cache_tagged_by_a_version_with_other_parts_stays_the_cache(tmp_path: Path) -> None:
+    """The H100 run of 2026-11-27: a version that added a part ('nvrtc') refused the cache its predecessor had
+    tagged (the tag's text lists the parts), so every build failed until the folder was moved. The tag's signature
+    and name mark the cache; the tag is rewritten, the entries kept."""
+    from toolchain.cache import TAG, TAG_TEXT, claim_root
+    root = tmp_path / "cache"
+    (root / "emu").mkdir(parents=True)
+    (root / "emu" / "a.so").write_bytes(b"elf")
+    old = "".join(TAG_TEXT.splitlines(keepends=True)[:2]) + "# (emu, profiles) are ever deleted.\n"
+    (root / TAG).write_text(old)
+    assert claim_root(root) == root
+    assert (root / TAG).read_text() == TAG_TEXT and (root / "emu" / "a.so").read_bytes() == b"elf"
+    res = cache_cli(root, "clear", "emu")
+    assert res.returncode == 0 and not (root / "emu" / "a.so").exists(), res.stderr
+    forged = tmp_path / "forged"  # a tag with another cache's name is not ours
+    forged.mkdir()
+    (forged / TAG).write_text("Signature: 8a477f597d28d172789f06886806bc55\n# some other tool's cache\n")
+    (forged / "data").write_text("theirs")
+    assert cache_cli(forged, "clear").returncode == 2 and (forged / "data").read_text() == "theirs"

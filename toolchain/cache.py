@@ -26,7 +26,7 @@ def cache_root() -> Path:
     return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "rammer"
 
 
-PARTS = ("emu", "profiles", "registers", "sliced")  # every kind of entry the toolchain keeps (cache_dir's kinds)
+PARTS = ("emu", "nvrtc", "profiles", "registers", "sliced")  # every kind of entry the toolchain keeps (cache_dir's kinds)
 TAG = "CACHEDIR.TAG"  # the Cache Directory Tagging convention (bford.info/cachedir): backup tools skip the folder
 TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
             "# The rammer toolchain's cache: `rammer cache info`, `rammer cache clear`. Only its parts\n"
@@ -39,12 +39,17 @@ class CacheError(ValueError):
 
 
 def is_marked(root: Path) -> bool:
-    """Whether `root` carries the cache's own tag (written by claim_root), as a regular file."""
+    """Whether `root` carries the cache's own tag (written by claim_root), as a regular file: its first two lines
+    (the convention's signature and the cache's name), so a cache tagged by a version with other PARTS stays ours."""
     tag = root / TAG
     try:
-        return tag.is_file() and not tag.is_symlink() and tag.read_text(errors="replace") == TAG_TEXT
+        if not tag.is_file() or tag.is_symlink():
+            return False
+        with tag.open(errors="replace") as f:
+            head = f.readline() + f.readline()
     except OSError:
         return False
+    return head == "".join(TAG_TEXT.splitlines(keepends=True)[:2])
 
 
 def _only_parts(root: Path) -> bool:
@@ -62,7 +67,13 @@ def claim_root(root: Path | None = None) -> Path:
     if root in _claimed:
         return root
     max_bytes()  # a bad $RAMMER_CACHE_MAX_MB is one line at the cache's first use, not a surprise at eviction
-    if not is_marked(root):
+    if is_marked(root):
+        try:
+            if (root / TAG).read_text(errors="replace") != TAG_TEXT:  # tagged by a version with other PARTS
+                write_atomic(root / TAG, TAG_TEXT)
+        except OSError:
+            pass  # a read-only cache is still usable for reading; the old tag still marks it
+    else:
         if os.path.lexists(root) and not root.is_dir():
             raise CacheError(f"${ENV}={root}: error: not a folder; point ${ENV} at a new or empty folder")
         if root.is_dir() and not _only_parts(root):

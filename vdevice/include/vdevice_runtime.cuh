@@ -98,12 +98,13 @@ __device__ __forceinline__ P arg(u64 bits) {
   if constexpr (is_pointer<P>::value) {
 #if defined(RT_CPU_EMULATOR)
     return reinterpret_cast<P>(bits);
-#elif defined(__CUDACC_RTC__)
+#elif defined(__CUDACC_RTC__) && (__CUDACC_VER_MAJOR__ * 100 + __CUDACC_VER_MINOR__ >= 1305)
     // every pointer argument is a buffer of the program (ArgTable has no null pointers), all in global memory:
     // converting it from a global address says so, so the compiler uses LDG/STG instead of generic loads and
     // stores (an __isGlobal assumption on the pointer is lost once the slot comes from a loop-carried register).
-    // NVRTC (the runtime's compiler) only: nvcc 13.0's cicc never finishes a module that does this (measured on
-    // the three-op interpreter of tests/test_vdevice.py: 0.3 s under NVRTC 13.5, > 20 min under nvcc 13.0).
+    // NVRTC 13.5 or later only: CUDA 13.0's NVVM never finishes a module that does this, as nvcc (cicc) or as
+    // NVRTC (the three-op interpreter of tests/test_vdevice.py: 0.3 s under NVRTC 13.5; > 20 min under nvcc 13.0,
+    // > 5 min under NVRTC 13.0.88; the H100's toolkit of 2026-11-27 is 13.0). Versions between are untested.
     return static_cast<P>(__cvta_global_to_generic(static_cast<size_t>(bits)));
 #else
     const P p = reinterpret_cast<P>(bits);

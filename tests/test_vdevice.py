@@ -949,6 +949,23 @@ def test_build_figures_are_those_of_the_runtimes_module(per_sm, tmp_path):
     assert interpreter_usage(gen.source, gen.include_dirs) == figures  # the build's path takes NVRTC when present
 
 
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))
+def test_runtime_module_compiles_through_the_cache(tmp_path, monkeypatch):
+    """vdevice.gpu.compile_module, the path every GPU build loads its interpreter by (no GPU needed: NVRTC and the
+    toolchain cache): the CUBIN holds every kernel the executors launch, and a second compile is the cached file.
+    On the H100 of 2026-11-27 every build failed here first (its cache part was not registered): no CPU test had
+    gone through it."""
+    from vdevice.gpu import compile_module
+    monkeypatch.setenv("RAMMER_CACHE", str(tmp_path / "cache"))
+    gen = generate([Op("a", add2_kernel(256, (32, 8)), ())], SOURCES)
+    cubin, lowered = compile_module(gen.source, gen.kernel_names, gen.include_dirs, "sm_90")
+    assert set(gen.kernel_names) <= set(lowered)
+    usage = _resource_usage(cubin.read_bytes(), tmp_path)
+    assert set(lowered.values()) <= set(usage)
+    again, lowered_again = compile_module(gen.source, gen.kernel_names, gen.include_dirs, "sm_90")
+    assert again == cubin and lowered_again == lowered and cubin.stat().st_mtime_ns == again.stat().st_mtime_ns
+
+
 FULL_SIZE_GPU_BUILDS = ["lstm-tc", "resnext", "transformer"]
 
 

@@ -26,7 +26,7 @@ def cache_root() -> Path:
     return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "rammer"
 
 
-PARTS = ("emu", "nvrtc", "profiles", "registers", "sliced")  # every kind of entry the toolchain keeps (cache_dir's kinds)
+PARTS = ("emu", "nvrtc", "profiles", "registers", "sliced")  # every kind of entry the toolchain keeps
 TAG = "CACHEDIR.TAG"  # the Cache Directory Tagging convention (bford.info/cachedir): backup tools skip the folder
 TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
             "# The rammer toolchain's cache: `rammer cache info`, `rammer cache clear`. Only its parts\n"

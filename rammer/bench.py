@@ -1,8 +1,9 @@
 """`rammer bench`: one model on one GPU, rammer's builds (wavefront, IOS) against every baseline a user has —
-the fastest legacy variant of each operator at its own occupancy launched op by op, as a CUDA Graph, as a
-multi-stream graph and (with vendor calls for Conv/MatMul/Gemm) as the library graph; PyTorch eager, a PyTorch CUDA
-Graph and torch.compile (reduce-overhead, max-autotune-no-cudagraphs) — each checked against onnxruntime, then
-timed; the strongest baseline named and rammer's ratio against it, the cost model's prediction beside each.
+the fastest legacy variant of each operator at its own occupancy launched op by op, as a CUDA Graph, as a CUDA
+Graph with programmatic dependent launch (vdevice/pdl.py), as a multi-stream graph and (with vendor calls for
+Conv/MatMul/Gemm) as the library graph; PyTorch eager, a PyTorch CUDA Graph and torch.compile (reduce-overhead,
+max-autotune-no-cudagraphs) — each checked against onnxruntime, then timed; the strongest baseline named and
+rammer's ratio against it, the cost model's prediction beside each.
 
 torch and cupy exist only on the GPU machine, so both are imported inside the functions that need them.
 """

@@ -245,3 +245,106 @@ def test_pdl_graph_on_gpu_matches_onnxruntime(name, tmp_path):
     assert row.status == "ok" and row.max_err <= bench.RTOL and row.median_ms > 0, row
     v.run()  # after the timed replays: still the reference
     assert bench.relative_error(v.outputs(), refs) <= bench.RTOL
+
+
+# ---- the GPU path with a stand-in driver (no GPU here: the flow, the attribute, the arguments) -------------------
+class _FakeDriver:
+    """The names of cuda.bindings.driver the launcher uses; the test sets cuLaunchKernelEx."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    class CUlaunchAttributeID:
+        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+    class CUlaunchAttribute:
+        def __init__(self):
+            self.id, self.value = None, type("V", (), {"programmaticStreamSerializationAllowed": 0})()
+
+    class CUlaunchConfig:
+        pass
+
+    CUstream = CUfunction = staticmethod(int)
+
+
+class _FakeStream:
+    def __init__(self, log):
+        self.ptr, self.log = 0x5000, log
+
+    def begin_capture(self):
+        self.log.append("begin")
+
+    def end_capture(self):
+        self.log.append("end")
+        log = self.log
+        return type("G", (), {"launch": lambda self, stream: log.append("replay")})()
+
+
+class _FakeGpu:
+    """A vDevice backend that looks like the GPU one to the executor: its stream, functions and addresses."""
+
+    name = "gpu"
+
+    def __init__(self, log):
+        self.log, self.stream = log, _FakeStream(log)
+        self.cp = type("cp", (), {"cuda": type("c", (), {"Device": lambda: type("D", (), {"compute_capability": "90"})()})})
+        self.functions: dict[str, int] = {}
+
+    def _allow_smem(self, expr, smem):
+        ptr = self.functions.setdefault(expr, 0x1000 + len(self.functions))
+        return type("F", (), {"kernel": type("K", (), {"ptr": ptr})()})()
+
+    def pointer(self, array):
+        return int(array.ctypes.data)
+
+    def synchronize(self):
+        self.log.append("sync")
+
+
+def test_gpu_flow_with_a_stand_in_driver(monkeypatch, tmp_path):
+    """PdlGraphExecutor on a GPU-like backend: every op of the launch build once eagerly, then once inside a stream
+    capture, in topological order, each through cuLaunchKernelEx with exactly one attribute, programmatic stream
+    serialization = 1, the op's grid/block/shared memory, its function and the backend stream, the arguments as
+    pointers to their values; a run replays the captured graph."""
+    import vdevice.pdl as pdl
+    built = _launch_build("lstm-tc", tmp_path)
+    ex_cpu = bench.pdl_executor(built, "cpu")
+    vd = ex_cpu.vd
+    log: list = []
+    fake, be = _FakeDriver(), _FakeGpu(log)
+    monkeypatch.setattr(pdl, "driver_module", lambda: fake)
+    vd.backend = be
+    order = [i for step in ex_cpu.steps if not isinstance(step, pdl.CallStep) for i in step]
+    assert sorted(order) == list(range(len(built.ops)))
+    launches = []
+
+    def launch(cfg, f, params, extra):  # the launch's argument pointers read back: what the driver would copy
+        import ctypes
+        i = order[len(launches) % len(order)]
+        args = vd.op_launch_args(i)
+        ptrs = (ctypes.c_uint64 * len(args)).from_address(params)
+        got = []
+        for k, a in enumerate(args):
+            if isinstance(a, np.generic):
+                got.append(np.frombuffer(ctypes.string_at(ptrs[k], a.dtype.itemsize), dtype=a.dtype)[0] == a)
+            else:
+                got.append(ctypes.c_uint64.from_address(ptrs[k]).value == be.pointer(a))
+        launches.append((i, cfg, f, all(got)))
+        log.append("launch")
+        return (0,)
+    fake.cuLaunchKernelEx = launch
+    ex = pdl.PdlGraphExecutor(built.ops, {}, {}, deps=built.manifest.deps, vdevice=vd, steps=ex_cpu.steps)
+    n = len(order)
+    assert log == ["launch"] * n + ["sync", "begin"] + ["launch"] * n + ["end"]
+    for k, (i, cfg, f, args_ok) in enumerate(launches):
+        kern = built.ops[i].kernel
+        assert args_ok, built.ops[i].name
+        assert (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ) == kern.grid
+        assert (cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ) == kern.block
+        assert cfg.sharedMemBytes == kern.dynamic_smem and cfg.hStream == be.stream.ptr and cfg.numAttrs == 1
+        attr = cfg.attrs[0]
+        assert attr.id == 6 and attr.value.programmaticStreamSerializationAllowed == 1
+        assert f == be.functions[vd.wrapper(i)]
+    log.clear()
+    ex._launch_all()
+    assert log == ["replay"]

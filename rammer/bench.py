@@ -106,6 +106,7 @@ class Variant:
     outputs: Callable[[], list[np.ndarray]]
     timer: Timer | None = None
     timed: Callable[[int], float] | None = None  # the executor's own event timing: median ms of n runs
+    note: Callable[[], str] | None = None  # what the row's note says when it ran (evidence about the variant)
 
 
 @dataclass
@@ -172,11 +173,19 @@ def evaluate(variant: Variant | Unavailable, refs: list[np.ndarray], repeats: in
         if variant.timed is not None:
             for _ in range(warmup):
                 variant.run()
-            return Measurement(variant.name, "ok", variant.timed(repeats), None, err)
+            return Measurement(variant.name, "ok", variant.timed(repeats), None, err, _note(variant))
         t = measure(variant.run, variant.timer, repeats, warmup)
     except Exception as exc:  # a failing variant must not hide the others' results
         return Measurement(variant.name, "error", note=_first_line(exc))
-    return Measurement(variant.name, "ok", t.median, t.minimum, err)
+    return Measurement(variant.name, "ok", t.median, t.minimum, err, _note(variant))
+
+
+def _note(variant: Variant) -> str:
+    """The variant's own note, or '' (a note that fails says so: it never fails the row)."""
+    try:
+        return variant.note() if variant.note is not None else ""
+    except Exception as exc:
+        return f"note failed: {_first_line(exc)}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -295,7 +304,16 @@ def pdl_variant(built: Any, feeds: dict[str, np.ndarray], backend: str = "gpu") 
         result.clear()
         result.update(run_executor(built, ex, feeds))
 
-    return Variant(PDL_NAME, run=run, outputs=lambda: [result[k] for k in built.output_names], timed=ex.time)
+    return Variant(PDL_NAME, run=run, outputs=lambda: [result[k] for k in built.output_names], timed=ex.time,
+                   note=lambda: pdl_note(ex))
+
+
+def pdl_note(ex: Any) -> str:
+    """The PDL row's evidence: how many of the captured graph's edges are programmatic (GPU), or why not known."""
+    edges = ex.edge_types()
+    if isinstance(edges, str):
+        return f"graph edges: {edges}"
+    return f"graph edges: {edges['programmatic']} programmatic, {edges['default']} default"
 
 
 def pdl_executor(built: Any, backend: str = "gpu") -> Any:

@@ -166,6 +166,7 @@ def test_pdl_variant_matches_onnxruntime_on_the_cpu_emulator(name, tmp_path):
     assert isinstance(v, bench.Variant), v
     row = bench.evaluate(v, refs, repeats=1, warmup=0)
     assert row.name == "cuda-graph-pdl" and row.status == "ok" and row.max_err <= bench.RTOL, row
+    assert "no CUDA Graph" in row.note
     ex = bench.pdl_executor(built, "cpu")
     assert all(has_prologue(ex.vd.gen.source, op.kernel.wrapper_name) for op in built.ops)
 
@@ -245,6 +246,8 @@ def test_pdl_graph_on_gpu_matches_onnxruntime(name, tmp_path):
     assert row.status == "ok" and row.max_err <= bench.RTOL and row.median_ms > 0, row
     v.run()  # after the timed replays: still the reference
     assert bench.relative_error(v.outputs(), refs) <= bench.RTOL
+    print(f"{name}: PDL graph {row.median_ms:.4f} ms, {row.note}")
+    assert "0 programmatic" not in row.note, row.note  # counted edges: some must be programmatic
 
 
 # ---- the GPU path with a stand-in driver (no GPU here: the flow, the attribute, the arguments) -------------------
@@ -263,6 +266,12 @@ class _FakeDriver:
 
     class CUlaunchConfig:
         pass
+
+    class CUgraphDependencyType:
+        CU_GRAPH_DEPENDENCY_TYPE_DEFAULT, CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC = 0, 1
+
+    class CUstreamCaptureMode:
+        CU_STREAM_CAPTURE_MODE_RELAXED = 2
 
     CUstream = CUfunction = staticmethod(int)
 
@@ -287,7 +296,9 @@ class _FakeGpu:
 
     def __init__(self, log):
         self.log, self.stream = log, _FakeStream(log)
-        self.cp = type("cp", (), {"cuda": type("c", (), {"Device": lambda: type("D", (), {"compute_capability": "90"})()})})
+        side = type("S", (), {"ptr": 0x6000})
+        self.cp = type("cp", (), {"cuda": type("c", (), {
+            "Device": lambda: type("D", (), {"compute_capability": "90"})(), "Stream": lambda non_blocking: side()})})
         self.functions: dict[str, int] = {}
 
     def _allow_smem(self, expr, smem):
@@ -348,3 +359,19 @@ def test_gpu_flow_with_a_stand_in_driver(monkeypatch, tmp_path):
     log.clear()
     ex._launch_all()
     assert log == ["replay"]
+    # the evidence: the run captured once more on a stream of its own, its edges counted by type
+    log.clear()
+    fake.cuStreamBeginCapture = lambda h, mode: (log.append(("begin", h, mode)) or 0,)
+    fake.cuStreamEndCapture = lambda h: (log.append(("end", h)) or 0, "graph")
+    edge = lambda t: type("E", (), {"type": t})()  # noqa: E731
+    fake.cuGraphGetEdges = lambda g, n: (0, None, None, None, 3) if n == 0 else (
+        0, [], [], [edge(1), edge(1), edge(0)], n)
+    fake.cuGraphDestroy = lambda g: log.append(("destroy", g))
+    launches.clear()
+    assert ex.edge_types() == {"programmatic": 2, "default": 1}  # the fake's count: 3 edges, 2 programmatic
+    assert log[0] == ("begin", 0x6000, 2) and log[-2:] == [("end", 0x6000), ("destroy", "graph")]
+    assert log.count("launch") == n and all(cfg.hStream == 0x6000 for _, cfg, _, _ in launches)
+    fake.cuGraphGetEdges = lambda g, n: (0, None, None, n)  # a 12.x binding without edge data: a reason
+    assert "no edge data" in ex.edge_types()
+    assert bench.pdl_note(ex).startswith("graph edges: this cuda.bindings")
+

@@ -300,19 +300,62 @@ class PdlGraphExecutor(OpByOpExecutor):
             finally:
                 self.graph = be.stream.end_capture()
 
-    def _enqueue(self) -> None:
-        """Every step once on the backend stream: the ops as PDL launches, the calls in between."""
+    def _enqueue(self, stream_ptr: int | None = None) -> None:
+        """Every step once on the backend stream (or on `stream_ptr`, kernels only): the ops as PDL launches, the
+        calls in between."""
         vd = self.vd
         be: Any = vd.backend
         for step in self.steps:
             if isinstance(step, CallStep):
+                if stream_ptr is not None:
+                    raise VDeviceError("a run with call steps is issued on the backend stream only")
                 run_call(vd, step)
                 continue
             for i in step:
                 expr, k = vd.wrapper(i), vd.ops[i].kernel
                 fn = be._allow_smem(expr, k.dynamic_smem)
-                self.launcher.launch(fn.kernel.ptr, k.grid, k.block, k.dynamic_smem, be.stream.ptr,
-                                     vd.op_launch_args(i), be.pointer)
+                self.launcher.launch(fn.kernel.ptr, k.grid, k.block, k.dynamic_smem,
+                                     be.stream.ptr if stream_ptr is None else stream_ptr, vd.op_launch_args(i),
+                                     be.pointer)
+
+    def edge_types(self) -> dict[str, int] | str:
+        """Evidence that the graph is a PDL graph: the run captured once more (through the driver, on a stream of
+        its own, never launched) and its edges counted by type, {"programmatic": n, "default": m}; or, as a
+        string, why they could not be counted (never raises: the replayed graph is CuPy's, which keeps no
+        cudaGraph_t to inspect)."""
+        if self.graph is None:
+            return "no CUDA Graph (the CPU emulator runs the kernels op by op)"
+        d = self.launcher.driver
+        be: Any = self.vd.backend
+
+        def ok(res: Any) -> Any:
+            err = res[0] if isinstance(res, tuple) else res
+            if err != d.CUresult.CUDA_SUCCESS:
+                raise VDeviceError(f"driver error {err}")
+            return res
+        try:
+            side = be.cp.cuda.Stream(non_blocking=True)
+            handle = d.CUstream(int(side.ptr))
+            ok(d.cuStreamBeginCapture(handle, d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
+            try:
+                self._enqueue(int(side.ptr))
+            finally:
+                err, graph = d.cuStreamEndCapture(handle)
+            ok((err,))
+            try:
+                get = getattr(d, "cuGraphGetEdges_v2", None) or d.cuGraphGetEdges  # 12.x: _v2 has edge data
+                count = int(ok(get(graph, 0))[-1])
+                res = ok(get(graph, count))
+            finally:
+                d.cuGraphDestroy(graph)
+            if len(res) < 5 or res[3] is None:
+                return "this cuda.bindings returns no edge data (cuGraphGetEdges without edgeData)"
+            programmatic = int(d.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC)
+            kinds = [int(e.type) for e in list(res[3])[:count]]
+            return {"programmatic": sum(k == programmatic for k in kinds),
+                    "default": sum(k != programmatic for k in kinds)}
+        except Exception as exc:  # evidence only: the baseline itself does not depend on it
+            return f"edges not counted: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
     def _launch_all(self) -> None:
         """GPU: replay the captured graph; CPU: the wrappers op by op."""

@@ -1,8 +1,9 @@
 """`rammer bench`: one model on one GPU, rammer's builds (wavefront, IOS) against every baseline a user has —
-the fastest legacy variant of each operator at its own occupancy launched op by op, as a CUDA Graph, as a
-multi-stream graph and (with vendor calls for Conv/MatMul/Gemm) as the library graph; PyTorch eager, a PyTorch CUDA
-Graph and torch.compile (reduce-overhead, max-autotune-no-cudagraphs) — each checked against onnxruntime, then
-timed; the strongest baseline named and rammer's ratio against it, the cost model's prediction beside each.
+the fastest legacy variant of each operator at its own occupancy launched op by op, as a CUDA Graph, as a CUDA
+Graph with programmatic dependent launch (vdevice/pdl.py), as a multi-stream graph and (with vendor calls for
+Conv/MatMul/Gemm) as the library graph; PyTorch eager, a PyTorch CUDA Graph and torch.compile (reduce-overhead,
+max-autotune-no-cudagraphs) — each checked against onnxruntime, then timed; the strongest baseline named and
+rammer's ratio against it, the cost model's prediction beside each.
 
 torch and cupy exist only on the GPU machine, so both are imported inside the functions that need them.
 """
@@ -32,10 +33,6 @@ LAUNCH_VARIANTS = ("op-by-op", "cuda-graph", "cuda-graph-pdl", "multi-stream-gra
 TORCH_VARIANTS = ("pytorch", "pytorch-cuda-graph", "torch-compile", "torch-compile-max-autotune")
 VARIANTS = RAMMER_VARIANTS + LAUNCH_VARIANTS + TORCH_VARIANTS
 BASELINES = LAUNCH_VARIANTS + TORCH_VARIANTS
-# why the PDL graph is priced but not run: the legacy kernels would need cudaGridDependencySynchronize in their
-# prologue (the dependent kernel may start before its producer ends), which the generated module does not add yet
-PDL_UNAVAILABLE = ("programmatic dependent launch needs cudaGridDependencySynchronize() in each legacy kernel's "
-                   "prologue, which the generated module does not add yet (the cost model prices it)")
 RTOL = 2e-3  # max |out - ref| allowed, relative to max |ref| (fp32 kernels with other summation orders)
 
 
@@ -109,6 +106,7 @@ class Variant:
     outputs: Callable[[], list[np.ndarray]]
     timer: Timer | None = None
     timed: Callable[[int], float] | None = None  # the executor's own event timing: median ms of n runs
+    note: Callable[[], str] | None = None  # what the row's note says when it ran (evidence about the variant)
 
 
 @dataclass
@@ -175,11 +173,19 @@ def evaluate(variant: Variant | Unavailable, refs: list[np.ndarray], repeats: in
         if variant.timed is not None:
             for _ in range(warmup):
                 variant.run()
-            return Measurement(variant.name, "ok", variant.timed(repeats), None, err)
+            return Measurement(variant.name, "ok", variant.timed(repeats), None, err, _note(variant))
         t = measure(variant.run, variant.timer, repeats, warmup)
     except Exception as exc:  # a failing variant must not hide the others' results
         return Measurement(variant.name, "error", note=_first_line(exc))
-    return Measurement(variant.name, "ok", t.median, t.minimum, err)
+    return Measurement(variant.name, "ok", t.median, t.minimum, err, _note(variant))
+
+
+def _note(variant: Variant) -> str:
+    """The variant's own note, or '' (a note that fails says so: it never fails the row)."""
+    try:
+        return variant.note() if variant.note is not None else ""
+    except Exception as exc:
+        return f"note failed: {_first_line(exc)}"
 
 
 def _first_line(exc: BaseException) -> str:
@@ -216,8 +222,9 @@ def launch_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdi
     occupancy on the graph without the weight-stationary pass (placement launch-only, the baselines' choice) run op
     by op, as a one-stream CUDA Graph and as its launch segment (a graph forked over streams where nodes are
     independent); a build with vendor calls wherever the library runs them (placement library-launch) captured as
-    one CUDA Graph. CUDA Graph + PDL is priced only (PDL_UNAVAILABLE). `target` cpu runs them on the emulator (the
-    graphs are GPU-only rows there)."""
+    one CUDA Graph; the launch-only build's kernels from a copy of its sources with the PDL prologue, on one stream
+    with programmatic dependent launch, as one CUDA Graph (pdl_variant). `target` cpu runs them on the emulator (the
+    graphs are GPU-only rows there; the PDL copy runs op by op, its prologue a no-op)."""
     path = model_file(model, workdir)
     common: dict[str, Any] = dict(disable_passes=("resident_weights",), launches=True)
     launched = checked_build(path, workdir / "launches", target, placement="launch-only", backends=("rtask",),
@@ -229,7 +236,8 @@ def launch_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdi
                               ("multi-stream-graph", launched, "persistent"), ("library-graph", library, "graph")):
         out.append(Unavailable(name, built.reason) if isinstance(built, Unavailable) else
                    executor_variant(name, built, kind, feeds, target))
-    out.insert(2, Unavailable("cuda-graph-pdl", PDL_UNAVAILABLE))
+    out.insert(2, Unavailable("cuda-graph-pdl", launched.reason) if isinstance(launched, Unavailable) else
+               pdl_variant(launched, feeds, target))
     return out
 
 
@@ -275,6 +283,64 @@ def build_variant(name: str, built: Any, kind: str, feeds: dict[str, np.ndarray]
         result.update(built.run(feeds, kind=kind, backend=backend))
 
     return Variant(name, run=run, outputs=lambda: [result[k] for k in built.output_names], timed=ex.time)
+
+
+PDL_NAME = "cuda-graph-pdl"
+
+
+def pdl_variant(built: Any, feeds: dict[str, np.ndarray], backend: str = "gpu") -> Variant | Unavailable:
+    """CUDA Graph + programmatic dependent launch of a launch build's kernels (vdevice.pdl): its own compile of
+    the PDL copy of the sources, run and timed like the other executors; unavailable with the reason where the
+    GPU is older than sm_90, cuda.bindings is missing or the copy cannot be made."""
+    try:
+        ex = pdl_executor(built, backend)
+    except Exception as exc:  # PdlUnavailable, or a compile/launch error of the copy: a row with its reason
+        return Unavailable(PDL_NAME, f"PDL executor: {_first_line(exc)}")
+    if ex is None:
+        return Unavailable(PDL_NAME, "the model has no operators to run")
+    result: dict[str, np.ndarray] = {}
+
+    def run() -> None:
+        result.clear()
+        result.update(run_executor(built, ex, feeds))
+
+    return Variant(PDL_NAME, run=run, outputs=lambda: [result[k] for k in built.output_names], timed=ex.time,
+                   note=lambda: pdl_note(ex))
+
+
+def pdl_note(ex: Any) -> str:
+    """The PDL row's evidence: how many of the captured graph's edges are programmatic (GPU), or why not known."""
+    edges = ex.edge_types()
+    if isinstance(edges, str):
+        return f"graph edges: {edges}"
+    return f"graph edges: {edges['programmatic']} programmatic, {edges['default']} default"
+
+
+def pdl_executor(built: Any, backend: str = "gpu") -> Any:
+    """A PdlGraphExecutor of a build (rammer.runtime.Built) on `backend`: the build's ops, steps and buffers,
+    compiled from the PDL copy of its sources; None when it has no operators."""
+    from vdevice.pdl import PdlGraphExecutor, make_vdevice
+    if not built.ops:
+        return None
+    vd = make_vdevice(built.ops, built.sources, built.host_buffers(), backend,
+                      include_dirs=[str(built.folder / "rkernels")], views=built.manifest.views,
+                      veus_per_sm=int(built.manifest.stats.get("veus_per_sm", 1)))
+    by_program = built.program_ops()
+    return PdlGraphExecutor(built.ops, built.sources, {}, deps=built.manifest.deps, vdevice=vd,
+                            steps=built.executor_steps(lambda k: by_program[k], lambda g: list(g.ops)))
+
+
+def run_executor(built: Any, ex: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Built.run with an executor of our own: the inputs into their buffers, one run, the outputs copied out."""
+    from rammer.runtime import _view
+    data = built.check_inputs(feeds)
+    vd = ex.vd
+    names = {t.base for t in built.manifest.inputs + built.manifest.outputs}
+    host = {n: np.array(vd.read(n)) if vd.backend.name != "cpu" else vd.buffers[n] for n in names}
+    for t in built.manifest.inputs:
+        _view(host, t)[...] = data[t.name]
+    ex.run(host)
+    return {t.name: _view(host, t).copy() for t in built.manifest.outputs}
 
 
 # ---- PyTorch on the same graph ---------------------------------------------------------------------------------

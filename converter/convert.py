@@ -1069,12 +1069,18 @@ def _layout_bytes(members: list[SharedVar]) -> int | None:
 
 
 def convert_source(text: str, filename: str, kernels: list[str] | None = None, strict: bool = False,
-                   include_dirs: list[str] | None = None, flags: CompileFlags | None = None) -> ConversionResult:
-    """Convert every (or every named) __global__ kernel of a CUDA source into an rKernel plus a wrapper."""
-    try:
-        src = parse_cuda(text, filename, include_dirs, flags)
-    except SourceInputError as exc:
-        raise ConversionError(exc.diagnostics) from None
+                   include_dirs: list[str] | None = None, flags: CompileFlags | None = None,
+                   parsed: ParsedSource | None = None) -> ConversionResult:
+    """Convert every (or every named) __global__ kernel of a CUDA source into an rKernel plus a wrapper.
+
+    `parsed`: the parse of exactly this text, file, include folders and flags, when the caller has it already
+    (convert-all parses once and converts from it); the converter never changes a parse."""
+    if parsed is None:
+        try:
+            parsed = parse_cuda(text, filename, include_dirs, flags)
+        except SourceInputError as exc:
+            raise ConversionError(exc.diagnostics) from None
+    src = parsed
     conv = Converter(src)
     conv.collect()
     errors = src.errors()

@@ -373,6 +373,23 @@ def _buffer(a: ArgSpec, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(int(np.ceil(lo)), int(np.ceil(hi)), a.size, dtype=np.int64).astype(dt)
 
 
+def record_layout(p: KernelParam) -> tuple[str, int, bool] | None:
+    """How a spec holds one struct a parameter points to (`struct S* p`): (dtype, elements per struct, mixed).
+    A struct of one scalar type (`{float a, b;}`, `{int v[4];}`) is that dtype, sizeof(S) / its size elements
+    each; any other (mixed fields, padding, pointers) is sizeof(S) bytes of uint8 (mixed: True, filled with zeros,
+    which every field reads as 0). None for a parameter that is no struct (or one of the CUDA vector types)."""
+    rec = p.record
+    if rec is None or (p.elem or "") in C_TYPE_DTYPES:
+        return None
+    kinds = {C_TYPE_DTYPES.get(leaf) for leaf in rec.leaves}
+    if len(kinds) == 1 and None not in kinds:
+        dt = kinds.pop()
+        item = np.dtype(dt).itemsize  # type: ignore[arg-type]
+        if rec.size == item * len(rec.leaves):
+            return dt, rec.size // item, False  # type: ignore[return-value]
+    return "uint8", rec.size, True
+
+
 def param_from_type(name: str, type_text: str) -> KernelParam:
     """Classify a parameter from its C type text (converter metadata has no canonical types)."""
     t = " ".join(_QUALIFIERS.sub(" ", type_text).split())

@@ -141,9 +141,6 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
     if output is None and out is not None and foreign_file(out):  # the default place: never a file of the user's
         _fail([f"{out}: error: exists and was not written by rtransform convert; move it away or choose -o"],
               Exit.USAGE)
-    if output is not None and out is not None and not force and out.is_file() and foreign_file(out):
-        _fail([f"{out}: error: -o: the file exists and was not written by rtransform convert; refusing to replace "
-               f"it (choose another path, or --force to replace it)"], Exit.USAGE)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
     guard = _guard(file, flags, build_dir)
     for t in ([out, metadata_for(out)] if out else []):
@@ -162,6 +159,9 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
         for opened in res.inputs:  # every file the parse opened, macro-named includes too
             guard.file(opened)
         targets = [_checked_output(guard, t, "-o") for t in (out, metadata_for(out))]
+        if output is not None and not force and targets[0].is_file() and foreign_file(targets[0]):
+            _fail([f"{out}: error: -o: the file exists and was not written by rtransform convert; refusing to "
+                   f"replace it (choose another path, or --force to replace it)"], Exit.USAGE)
         try:
             write_atomic(targets[1], meta)
             write_atomic(targets[0], res.output)

@@ -1195,8 +1195,19 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
     return ConversionResult(out, rkernels, refused, warnings, opened)
 
 
+# warp intrinsics without a mask, removed for sm_70+ (CUDA 9): nvcc rejects them too, whatever headers are found
+_MASKLESS_WARP = {"__shfl": "__shfl_sync", "__shfl_up": "__shfl_up_sync", "__shfl_down": "__shfl_down_sync",
+                  "__shfl_xor": "__shfl_xor_sync", "__any": "__any_sync", "__all": "__all_sync",
+                  "__ballot": "__ballot_sync"}
+
+
 def _missing_header_hint(src: ParsedSource, message: str) -> str:
-    """For an undeclared name while headers were missing (parsed as empty): which ones may have declared it."""
+    """For an undeclared name while headers were missing (parsed as empty): which ones may have declared it; for a
+    warp intrinsic without a mask (`__shfl`), that it was removed (no header declares it for sm_70+)."""
+    m = re.match(r"use of undeclared identifier '(\w+)'", message)
+    if m and m.group(1) in _MASKLESS_WARP:
+        return (f": '{m.group(1)}' (no mask) was removed for sm_70 and later (CUDA 9); nvcc rejects it too: use "
+                f"{_MASKLESS_WARP[m.group(1)]}(mask, ...), e.g. with the full mask 0xffffffff")
     if not src.missing_includes or not re.search(r"undeclared identifier|unknown type name|no template named",
                                                  message):
         return ""

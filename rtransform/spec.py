@@ -194,7 +194,17 @@ def _int(v: Any, path: str, where: str, minimum: int) -> int:
     return v
 
 
+# YAML 1.1 (PyYAML) reads `1e30` and `-2E-3` (an exponent, no dot) as strings; YAML 1.2 and every user read numbers
+_EXPONENT_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _yaml_number(v: Any) -> Any:
+    """A string YAML 1.1 left unread that is a number with an exponent, as that float; anything else as it is."""
+    return float(v) if isinstance(v, str) and _EXPONENT_NUMBER.fullmatch(v.strip()) else v
+
+
 def _number(v: Any, path: str, where: str, minimum: float) -> float:
+    v = _yaml_number(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SpecError(f"{path}: {where}: must be a number, got {v!r}")
     if not math.isfinite(v):
@@ -308,6 +318,7 @@ def _check_representable(arg: ArgSpec, path: str, where: str) -> None:
 
 
 def _scalar_value(v: Any, dtype: str, path: str, where: str) -> Any:
+    v = _yaml_number(v)
     if dtype == "bool":
         if not isinstance(v, (bool, int)):
             raise SpecError(f"{path}: {where}: must be true/false for bool, got {v!r}")

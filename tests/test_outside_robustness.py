@@ -278,3 +278,32 @@ def test_report_json_is_written(tmp_path: Path) -> None:
     batch.convert_all(src, tmp_path / "out", jobs=1)
     report = json.loads((tmp_path / "out" / batch.REPORT_NAME).read_text())
     assert report["counts"]["files"] == {"converted": 1}
+
+
+# ---- small ones from the same report ------------------------------------------------------------------------
+def test_a_yaml_exponent_without_a_dot_is_a_number(tmp_path: Path) -> None:
+    from rtransform.spec import load_spec
+    path = tmp_path / "s.yaml"
+    path.write_text("kernel: k\ngrid: [1,1,1]\nblock: [32,1,1]\ntolerance: 1e-3\nargs:\n"
+                    "- {name: x, kind: buffer, dtype: float32, size: 32, init: random, low: -1e2, high: 1e2}\n"
+                    "- {name: big, kind: scalar, dtype: float32, value: 1e30}\noutputs: [x]\n")
+    spec = load_spec(str(path))
+    assert spec.tolerance == 1e-3 and spec.args[1].value == 1e30 and spec.args[0].low == -100.0
+
+
+def test_o_through_a_file_named_as_a_folder_says_so(tmp_path: Path) -> None:
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n")
+    (tmp_path / "file.cu").write_text("mine\n")
+    res = _cli("rtransform", "convert", str(src), "-o", str(tmp_path / "file.cu") + "/")
+    assert res.returncode == 2 and "is a file, not a folder" in res.stderr, res.stderr
+
+
+def test_a_maskless_shuffle_is_refused_for_what_it_is(tmp_path: Path) -> None:
+    src = tmp_path / "sh.cu"
+    src.write_text('#include "course_helpers.h"\n'
+                   "__global__ void bcast(int* v) { v[threadIdx.x] = __shfl(v[threadIdx.x], 2, 32); }\n")
+    res = _cli("rtransform", "convert", str(src), "-o", str(tmp_path / "o.cu"))
+    assert res.returncode == 1
+    assert "was removed for sm_70" in res.stderr and "__shfl_sync" in res.stderr
+    assert "course_helpers.h" not in res.stderr.split("error:", 1)[1]

@@ -328,6 +328,8 @@ class Inputs:
                 raise OutputError(f"{shown(out)}: error: {option}: the file exists and was not written by {tool}; "
                                   f"refusing to replace it (choose another path, or --force to replace it)")
         folder = real.parent
+        if not folder.is_dir() and os.path.lexists(folder):  # `-o file.cu/` where file.cu is a file
+            raise OutputError(f"{shown(out)}: error: {option}: {shown(out.parent)!r} is a file, not a folder")
         if not folder.is_dir():
             raise OutputError(f"{shown(out)}: error: {option}: folder {shown(out.parent)!r} does not exist")
         if not os.access(folder, os.W_OK | os.X_OK):

@@ -51,6 +51,9 @@ def _candidates() -> list[str]:
     return [c for c in out if c and "builtins" not in c] + ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
 
 
+_LOADED: dict[str, str] = {}  # the loaded library's name -> the path it was found at
+
+
 @functools.lru_cache(maxsize=None)
 def _library() -> ctypes.CDLL:
     """The first libnvrtc that loads (NvrtcError naming where it looked)."""
@@ -62,7 +65,7 @@ def _library() -> ctypes.CDLL:
             tried.append(f"{path} ({exc})")
             continue
         _declare(lib)
-        lib._rammer_path = path  # the watchdog's child loads this same library
+        _LOADED[lib._name] = path  # the watchdog's child loads this same library
         return lib
     raise NvrtcError("libnvrtc not found (pip install nvidia-cuda-nvrtc, or set RAMMER_NVRTC): tried "
                      + "; ".join(tried[:4]))
@@ -146,7 +149,7 @@ def _compile_watched(source: str, options: list[str], names: list[str], name: st
     """compile_cubin in a fresh child interpreter (no fork of a process that may hold a CUDA context), which loads
     the library this process loaded; killed with its process group past `limit` seconds."""
     lib = _library()
-    env = {**os.environ, "RAMMER_NVRTC": getattr(lib, "_rammer_path", "") or os.environ.get("RAMMER_NVRTC", ""),
+    env = {**os.environ, "RAMMER_NVRTC": _LOADED.get(lib._name, "") or os.environ.get("RAMMER_NVRTC", ""),
            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
                                           *filter(None, [os.environ.get("PYTHONPATH")])])}
     request = pickle.dumps((source, options, names, name))
@@ -183,6 +186,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 def _child_main() -> None:
     """The watchdog's child: one request (pickled) on stdin, ("ok", Compiled fields) or ("error", message) out."""
     source, options, names, name = pickle.loads(sys.stdin.buffer.read())
+    reply: tuple[str, object]
     try:
         c = _compile_here(source, options, names, name)
         reply = ("ok", (c.cubin, c.log, c.lowered, c.version))

@@ -1069,12 +1069,18 @@ def _layout_bytes(members: list[SharedVar]) -> int | None:
 
 
 def convert_source(text: str, filename: str, kernels: list[str] | None = None, strict: bool = False,
-                   include_dirs: list[str] | None = None, flags: CompileFlags | None = None) -> ConversionResult:
-    """Convert every (or every named) __global__ kernel of a CUDA source into an rKernel plus a wrapper."""
-    try:
-        src = parse_cuda(text, filename, include_dirs, flags)
-    except SourceInputError as exc:
-        raise ConversionError(exc.diagnostics) from None
+                   include_dirs: list[str] | None = None, flags: CompileFlags | None = None,
+                   parsed: ParsedSource | None = None) -> ConversionResult:
+    """Convert every (or every named) __global__ kernel of a CUDA source into an rKernel plus a wrapper.
+
+    `parsed`: the parse of exactly this text, file, include folders and flags, when the caller has it already
+    (convert-all parses once and converts from it); the converter never changes a parse."""
+    if parsed is None:
+        try:
+            parsed = parse_cuda(text, filename, include_dirs, flags)
+        except SourceInputError as exc:
+            raise ConversionError(exc.diagnostics) from None
+    src = parsed
     conv = Converter(src)
     conv.collect()
     errors = src.errors()
@@ -1189,8 +1195,19 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
     return ConversionResult(out, rkernels, refused, warnings, opened)
 
 
+# warp intrinsics without a mask, removed for sm_70+ (CUDA 9): nvcc rejects them too, whatever headers are found
+_MASKLESS_WARP = {"__shfl": "__shfl_sync", "__shfl_up": "__shfl_up_sync", "__shfl_down": "__shfl_down_sync",
+                  "__shfl_xor": "__shfl_xor_sync", "__any": "__any_sync", "__all": "__all_sync",
+                  "__ballot": "__ballot_sync"}
+
+
 def _missing_header_hint(src: ParsedSource, message: str) -> str:
-    """For an undeclared name while headers were missing (parsed as empty): which ones may have declared it."""
+    """For an undeclared name while headers were missing (parsed as empty): which ones may have declared it; for a
+    warp intrinsic without a mask (`__shfl`), that it was removed (no header declares it for sm_70+)."""
+    m = re.match(r"use of undeclared identifier '(\w+)'", message)
+    if m and m.group(1) in _MASKLESS_WARP:
+        return (f": '{m.group(1)}' (no mask) was removed for sm_70 and later (CUDA 9); nvcc rejects it too: use "
+                f"{_MASKLESS_WARP[m.group(1)]}(mask, ...), e.g. with the full mask 0xffffffff")
     if not src.missing_includes or not re.search(r"undeclared identifier|unknown type name|no template named",
                                                  message):
         return ""

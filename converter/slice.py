@@ -23,7 +23,7 @@ import clang.cindex as ci
 
 from converter.flags import CompileFlags
 from converter.parse import ParsedSource, SourceInputError, parse_cuda
-from toolchain.stubs import VENDOR_HEADERS
+from toolchain.stubs import CLANG_BUILTINS, STUB_ROOT, VENDOR_HEADERS
 
 CK = ci.CursorKind
 _FUNCTION_KINDS = {CK.FUNCTION_DECL, CK.FUNCTION_TEMPLATE, CK.CXX_METHOD, CK.CONSTRUCTOR, CK.DESTRUCTOR,
@@ -55,6 +55,17 @@ class KernelParam:
     type: str
     pointer: bool
     elem: str | None = None  # canonical pointee (pointer) or type (scalar); None when template-dependent
+    record: Record | None = None  # a struct/class/union pointee or type: its layout, from libclang
+
+
+@dataclass(frozen=True)
+class Record:
+    """A struct's name, sizeof and its scalar leaves in order (canonical C spellings: ('float', 'float') for
+    `struct { float a, b; }`, arrays unrolled, nested structs flattened); leaves is empty when a leaf is no
+    plain scalar (a pointer, a bit-field, a template-dependent member)."""
+    name: str
+    size: int
+    leaves: tuple[str, ...] = ()
 
 
 @dataclass
@@ -190,7 +201,41 @@ def _param(arg: ci.Cursor) -> KernelParam:
     elem = re.sub(r"\b(const|volatile|__restrict)\b", " ", base.spelling)
     elem = " ".join(elem.split())
     dependent = "type-parameter" in elem or base.kind == ci.TypeKind.UNEXPOSED
-    return KernelParam(arg.spelling, arg.type.spelling, pointer, None if dependent else elem)
+    return KernelParam(arg.spelling, arg.type.spelling, pointer, None if dependent else elem,
+                       None if dependent else _record(base))
+
+
+def _record(t: ci.Type) -> Record | None:
+    """The layout of a complete struct/class/union type (None for anything else)."""
+    t = t.get_canonical()
+    if t.kind != ci.TypeKind.RECORD or t.get_size() <= 0:
+        return None
+    name = t.get_declaration().spelling or t.spelling
+    leaves: list[str] | None = []
+
+    def walk(rt: ci.Type, depth: int) -> None:
+        nonlocal leaves
+        for fld in rt.get_fields():
+            if leaves is None:
+                return
+            ft = fld.type.get_canonical()
+            count = 1
+            while ft.kind == ci.TypeKind.CONSTANTARRAY and count < 4096:
+                count *= max(ft.element_count, 0)
+                ft = ft.element_type.get_canonical()
+            if fld.is_bitfield() or count <= 0 or count >= 4096 or depth > 8:
+                leaves = None
+            elif ft.kind == ci.TypeKind.RECORD:
+                for _ in range(count):
+                    walk(ft, depth + 1)
+            elif ft.kind in (ci.TypeKind.POINTER, ci.TypeKind.UNEXPOSED, ci.TypeKind.DEPENDENT) or ft.get_size() <= 0:
+                leaves = None
+            else:
+                spelled = " ".join(re.sub(r"\b(const|volatile)\b", " ", ft.spelling).split())
+                leaves += [spelled] * count
+    walk(t, 0)
+    return Record(name.removeprefix("struct ").removeprefix("class ").removeprefix("union "), t.get_size(),
+                  tuple(leaves or ()))
 
 
 # ---- collecting declarations -------------------------------------------------------------------------------
@@ -231,18 +276,50 @@ def _line_starts(text: str) -> list[int]:
 
 
 def _local_headers(parsed: ParsedSource, filename: str, local_dirs: list[str]) -> list[str]:
-    """Included files under the source's folder or one of `local_dirs` (the project's own headers)."""
+    """Included files that are the project's own headers: under the source's folder or one of `local_dirs`, or
+    reached by a quoted #include relative to a local includer (`#include "../UTILS/utils.h"`: a header above the
+    source's folder, in the same project), transitively; never a system or stub header."""
     roots = [Path(os.path.abspath(filename)).parent] + [Path(os.path.abspath(d)) for d in local_dirs]
+    incs = [inc for inc in parsed.tu.get_includes() if inc.include is not None]
     out: list[str] = []
-    for inc in parsed.tu.get_includes():
-        f = inc.include
-        if f is None:
-            continue
-        p = Path(os.path.abspath(f.name))
-        if any(r == p.parent or r in p.parents for r in roots) and f.name not in out and f.name != filename \
-                and p.is_file():
-            out.append(f.name)
+    grew = True
+    while grew:  # a header reached through `../` may include its own neighbours
+        grew = False
+        for inc in incs:
+            f = inc.include
+            if f.name in out or f.name == filename:
+                continue
+            p = Path(os.path.abspath(f.name))
+            if not p.is_file():
+                continue
+            under = any(r == p.parent or r in p.parents for r in roots)
+            src = inc.source.name if inc.source is not None else None
+            if under or (src is not None and (src == filename or src in out)
+                         and _quoted_beside(parsed, src, inc.location.line, p)):
+                out.append(f.name)
+                grew = True
     return out
+
+
+def _quoted_beside(parsed: ParsedSource, includer: str, line: int, header: Path) -> bool:
+    """Whether line `line` of `includer` is a quoted #include that names `header` relative to the includer's
+    folder (how a project reaches its own headers with `../`), and `header` is no system or stub header."""
+    if any(d == header.parent or d in header.parents for d in _NOT_LOCAL):
+        return False
+    try:
+        text = parsed.text if includer == parsed.filename else Path(includer).read_text(encoding="utf-8",
+                                                                                       errors="replace")
+    except OSError:
+        return False
+    lines = text.splitlines()
+    m = _INCLUDE_LINE.match(lines[line - 1]) if 0 < line <= len(lines) else None
+    if m is None or m.group(0)[len(m.group(1))] != '"':
+        return False
+    near = Path(os.path.normpath(Path(os.path.abspath(includer)).parent / m.group(2)))
+    return near == Path(os.path.normpath(header))
+
+
+_NOT_LOCAL = [Path(p) for p in ("/usr", "/opt", "/lib")] + [STUB_ROOT.resolve(), CLANG_BUILTINS.resolve()]
 
 
 def _collect(parsed: ParsedSource, files: _Files) -> list[Decl]:

@@ -179,10 +179,12 @@ def profile(model: str, target: str | None, backends: str | None, veus: int | No
 @click.option("--small", is_flag=True, help="a reduced size that runs on the CPU emulator")
 @click.option("--seed", type=int, default=0, show_default=True, help="seed of the random weights")
 @click.option("--list", "list_", is_flag=True, help="list the models")
-def zoo(name: str | None, output: str | None, batch: int, small: bool, seed: int, list_: bool) -> None:
+@click.option("--force", is_flag=True, help="replace an existing -o file that rammer zoo did not write (refused "
+              "otherwise)")
+def zoo(name: str | None, output: str | None, batch: int, small: bool, seed: int, list_: bool, force: bool) -> None:
     """Write one of the benchmark models as ONNX."""
     from .zoo import zoo_command
-    sys.exit(zoo_command(name, output, batch, small, seed, list_))
+    sys.exit(zoo_command(name, output, batch, small, seed, list_, force))
 
 
 def _export_models() -> list[str]:

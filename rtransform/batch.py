@@ -249,8 +249,12 @@ class Outcome:
 def convert_kernels(text: str, filename: str, flags: CompileFlags | None = None) -> Outcome:
     """Convert all kernels and sort each problem into refused (a converter refusal) or failed (clang error).
 
-    The converter folds clang errors inside a kernel into that kernel's refusal; a kernel whose only
-    problems are clang errors, or a clang error outside every refused kernel, makes the file `failed`."""
+    One parse, the one `rtransform convert` makes, serves the whole file and each kernel converted alone, so the
+    two commands agree: the converter folds clang errors inside a kernel (or a function it reaches) into that
+    kernel's refusal, and a kernel whose only problems are clang errors is `failed`. A clang error outside every
+    kernel's reach (host code calling a helper of a header that was not found, a host API the parse prelude does
+    not declare) changes no kernel, so, as with `convert`, it fails nothing; a file with no kernel and clang
+    errors is not a source this tool can read, and fails."""
     import converter
     from converter.parse import SourceInputError
     try:
@@ -260,21 +264,21 @@ def convert_kernels(text: str, filename: str, flags: CompileFlags | None = None)
     clang_errors = [f"{filename}:{d.location.line}:{d.location.column}: error: {d.spelling}"
                     for d in parsed.errors()]
     try:
-        res = converter.convert_source(text, filename, flags=flags)
+        res = converter.convert_source(text, filename, flags=flags, parsed=parsed)
     except converter.ConversionError:
         res = None  # not one kernel converted: ask per kernel below
     names = kernel_names(parsed) if res is None or res.refused else []
     if res is None:
-        out, refusals = Outcome(), {n: _refusal(text, filename, n, flags) for n in names}
+        out, refusals = Outcome(), {n: _refusal(text, filename, n, flags, parsed) for n in names}
     else:
         out, refusals = _converted(res), {r["name"]: r["diagnostics"] for r in res.refused}
     for name, diags in refusals.items():
         own = [d for d in diags if d not in clang_errors]
         out.kernels.append(KernelRecord(name, "refused" if own else "failed", one_line((own or diags)[0])))
         out.refused.append({"name": name, "diagnostics": diags})
-    attributed = {d for diags in refusals.values() for d in diags}
-    problems = [d for d in clang_errors if d not in attributed] + \
-        [k.reason for k in out.kernels if k.status == "failed"]
+    problems = [k.reason for k in out.kernels if k.status == "failed"]
+    if res is None and not names and clang_errors:  # convert's "not a CUDA/C++ source this tool can read"
+        problems.append(clang_errors[0])
     out.error = problems[0] if problems else None
     order = {n: i for i, n in enumerate(names)}
     out.kernels.sort(key=lambda k: order.get(k.name, -1))
@@ -289,11 +293,12 @@ def kernel_names(parsed) -> list[str]:
     return [f.qualname for f in sorted(conv.funcs.values(), key=lambda f: f.start) if f.is_kernel]
 
 
-def _refusal(text: str, filename: str, kernel: str, flags: CompileFlags | None = None) -> list[str]:
-    """The converter's diagnostics for one kernel converted alone."""
+def _refusal(text: str, filename: str, kernel: str, flags: CompileFlags | None = None,
+             parsed=None) -> list[str]:
+    """The converter's diagnostics for one kernel converted alone (from the file's one parse when given)."""
     import converter
     try:
-        converter.convert_source(text, filename, kernels=[kernel], flags=flags)
+        converter.convert_source(text, filename, kernels=[kernel], flags=flags, parsed=parsed)
     except converter.ConversionError as err:
         return err.diagnostics
     raise RuntimeError(f"kernel '{kernel}' converts alone but not with the rest of its file")
@@ -457,7 +462,9 @@ def _package_files(pkg_dir: Path) -> list[Path]:
 def toolchain_version(verify: bool, resources: bool, nvcc: str | None) -> str:
     """Digest of everything besides the input that decides a file's result (converter, verifier, nvcc)."""
     import converter
+    from toolchain.stubs import STUB_ROOT
     files = _package_files(Path(converter.__file__).parent) + [Path(__file__)]
+    files += sorted(p for p in STUB_ROOT.rglob("*") if p.is_file())  # the parse's headers (<cstdio> has no suffix)
     extra = [getattr(converter, "CONVERTER_VERSION", ""), f"verify={verify}", f"resources={resources}"]
     if verify:
         files += (_package_files(REPO_ROOT / "vdevice") + _package_files(REPO_ROOT / "cuda_emu")

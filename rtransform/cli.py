@@ -79,13 +79,23 @@ def _refuse_clash(guard: Any, path: str | Path, option: str) -> None:
         _fail([str(e)], Exit.USAGE)
 
 
-def _checked_output(guard: Any, path: str | Path, option: str) -> Path:
-    """Where to write `path` (its real path), or exit with the guard's one-line refusal."""
+def _checked_output(guard: Any, path: str | Path, option: str, **mine: Any) -> Path:
+    """Where to write `path` (its real path), or exit with the guard's one-line refusal; `mine`: the guard's
+    ours/force/tool (an existing file the command did not write is refused without --force)."""
     from toolchain.files import OutputError
     try:
-        return guard.check_file(path, option)
+        return guard.check_file(path, option, **mine)
     except OutputError as e:
         _fail([str(e)], Exit.USAGE)
+
+
+FORCE_HELP = "replace an existing -o file that this command did not write (refused otherwise)"
+
+
+def _own_spec(path: Path) -> bool:
+    """Whether a file is a spec `rtransform spec` wrote (its first line: `# launch spec ...`)."""
+    from toolchain.files import first_bytes
+    return first_bytes(path, 64).startswith(b"# launch spec")
 
 
 def _file_flags(file: str, include_dirs, defines, forced_includes, std, build_dir):
@@ -116,9 +126,10 @@ def main() -> None:
                    "stdout [default: FILE with the .rtask tag beside it: x.cu -> x.rtask.cu]")
 @click.option("--kernel", "kernels", multiple=True, help="convert only this kernel (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print the rKernel metadata as JSON on stdout")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @compile_options
-def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bool, include_dirs, defines,
-            forced_includes, std, build_dir) -> None:
+def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bool, force: bool, include_dirs,
+            defines, forced_includes, std, build_dir) -> None:
     """Convert the __global__ kernels of FILE into rKernels (+ plain wrappers and metadata)."""
     from converter import ConversionError, convert_file, metadata_json, write_atomic
     from rtransform.naming import converted_path, foreign_file, metadata_for
@@ -127,7 +138,7 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
               Exit.USAGE)
     _need_file(file)
     out = None if output == "-" else converted_path(Path(file), output)
-    if output is None and out is not None and foreign_file(out):  # -o names a file to replace; the default may not
+    if output is None and out is not None and foreign_file(out):  # the default place: never a file of the user's
         _fail([f"{out}: error: exists and was not written by rtransform convert; move it away or choose -o"],
               Exit.USAGE)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
@@ -148,6 +159,9 @@ def convert(file: str, output: str | None, kernels: tuple[str, ...], as_json: bo
         for opened in res.inputs:  # every file the parse opened, macro-named includes too
             guard.file(opened)
         targets = [_checked_output(guard, t, "-o") for t in (out, metadata_for(out))]
+        if output is not None and not force and targets[0].is_file() and foreign_file(targets[0]):
+            _fail([f"{out}: error: -o: the file exists and was not written by rtransform convert; refusing to "
+                   f"replace it (choose another path, or --force to replace it)"], Exit.USAGE)
         try:
             write_atomic(targets[1], meta)
             write_atomic(targets[0], res.output)
@@ -179,6 +193,7 @@ def _partial_hint(file: str, kernels: list[str], err: Exception, flags: Any = No
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--kernel", required=True, help="the __global__ function (qualified name or plain name)")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="write the skeleton here (default: stdout)")
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.option("--from-host", is_flag=True, help="read the launch, the cudaMalloc sizes and their constants from the "
               "host code (this file and --host files); the skeleton guess when no launch is found")
 @click.option("--host", "host_files", multiple=True, type=click.Path(dir_okay=False),
@@ -186,7 +201,7 @@ def _partial_hint(file: str, kernels: list[str], err: Exception, flags: Any = No
 @click.option("--set", "settings", multiple=True, metavar="NAME=VALUE",
               help="give a name of the host code its value (the problem size: --set N=4096; with --from-host)")
 @compile_options
-def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files: tuple[str, ...],
+def spec(file: str, kernel: str, output: str | None, force: bool, from_host: bool, host_files: tuple[str, ...],
          settings: tuple[str, ...], include_dirs, defines, forced_includes, std, build_dir) -> None:
     """Write a launch spec for KERNEL of FILE: with --from-host the host code's launch and sizes (at a small
     problem size, each value it could not derive named in a comment); otherwise a skeleton of its parameters with
@@ -198,7 +213,8 @@ def spec(file: str, kernel: str, output: str | None, from_host: bool, host_files
     from rtransform.skeleton import build_skeleton
     _need_file(file)
     flags = _file_flags(file, include_dirs, defines, forced_includes, std, build_dir)
-    target = _checked_output(_guard(file, flags, build_dir), output, "-o") if output else None
+    target = _checked_output(_guard(file, flags, build_dir), output, "-o", ours=_own_spec, force=force,
+                             tool="rtransform spec") if output else None
     try:
         text = None
         if from_host:

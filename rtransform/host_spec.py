@@ -26,7 +26,7 @@ import yaml
 
 from converter.flags import CompileFlags
 from converter.slice import KernelParam, slice_source
-from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN
+from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN, record_layout
 
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
 MAX_THREADS = 1 << 14     # the CPU emulator runs every thread as a fiber: specs stay small
@@ -247,6 +247,7 @@ class Env:
     used: set[str] = field(default_factory=set)              # names the launch's sizes were computed from
     block_names: set[str] = field(default_factory=set)       # those the block size was (never scaled)
     frozen: set[str] = field(default_factory=set)            # names the device code uses (never scaled)
+    records: dict[str, int] = field(default_factory=dict)    # sizeof of the structs the kernel's parameters name
 
     def value(self, name: str, stack: tuple[str, ...] = ()) -> float | None:
         self.used.add(name)
@@ -279,6 +280,13 @@ def _c_to_python(expr: str) -> str:
         if m:
             e = f"(({m.group(2)}) if ({m.group(1)}) else ({m.group(3)}))"
     return e
+
+
+def _sizeof(name: str, env: Env) -> str:
+    """`sizeof(T)` through the file's aliases; a struct a kernel parameter names becomes its size (libclang's)."""
+    alias = _type_alias(name, env)
+    size = env.records.get(alias) or env.records.get(name)
+    return str(size) if size else f"sizeof({alias})"
 
 
 def _type_alias(name: str, env: Env) -> str:
@@ -314,7 +322,8 @@ def expand_macros(expr: str, macros: dict[str, tuple[list[str], str]]) -> str:
 
 def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     """The value of a C integer/float expression over known names, or None (unknown names go to env.unknown)."""
-    expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: f"sizeof({_type_alias(m.group(1), env)})", expr)
+    expr = re.sub(r"\bsizeof\s*\(\s*(?:struct|class|union)\s+(\w+)\s*\)", r"sizeof(\1)", expr)  # C's `struct S`
+    expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: _sizeof(m.group(1), env), expr)
     expr = _CEIL_DIV.sub("__cdiv(", expr)  # the samples' iDivUp, divUp, ceil_div helper functions
     e = _c_to_python(expand_macros(expr, env.macros))
     refs: dict[str, str] = {}  # `props.multiProcessorCount`, `net->input_n`, `dims[1]`: names of their own
@@ -644,6 +653,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
     env = _site_env(site, texts, overrides)
     env.exprs.update(active or {})  # the #defines the preprocessor keeps win over those of other #if branches
     env.frozen = set(device_names)  # a size the kernel reads itself (`#define N 4096` in its indexing) stays
+    env.records = {p.record.name: p.record.size for p in params if p.record is not None}
     notes: list[str] = []
     line = site.text.count("\n", 0, site.at) + 1
     where = f"{site.file}:{line}"
@@ -789,6 +799,9 @@ def _template_args(targs: list[str], tparams: list[str], env: Env, notes: list[s
 
 
 def _elem(p: KernelParam) -> tuple[str, int]:
+    layout = record_layout(p)
+    if layout is not None:  # `struct S* p`: S's scalar type, sizeof(S) / its size per struct; bytes if mixed
+        return layout[0], layout[1]
     base = " ".join(re.sub(r"\b(const|volatile|__restrict__|__restrict)\b", " ", p.elem or "").split())
     lanes = _LANES.get(base[-1:], 1) if base[:-1] in ("float", "int", "uint", "double", "char", "uchar") else 1
     dtype = C_TYPE_DTYPES.get(base, "float32")
@@ -833,7 +846,7 @@ def _buffer(name: str, expr: str, p: KernelParam, size: int | None, threads: int
         count = max(1, size // item)
     base = _base_pointer(expr) or ""
     const = bool(re.search(r"\bconst\b", p.type.split("*")[0]))
-    zeroed = any(m.group(1) == base for m in _MEMSET0.finditer(site.text))
+    zeroed = any(m.group(1) == base for m in _MEMSET0.finditer(site.text)) or (record_layout(p) or ("", 0, False))[2]
     arg = {"name": name, "kind": "buffer", "dtype": dtype, "size": int(count), "init": "zeros" if zeroed else "random"}
     if size is None:
         arg["_unknown_size"] = True

@@ -9,6 +9,7 @@ rtransform.spec.guessed_values reads back so that a failed verify can say the sp
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -16,7 +17,7 @@ import yaml
 
 from converter.flags import CompileFlags
 from converter.slice import KernelParam, slice_source
-from rtransform.spec import C_TYPE_DTYPES, GUESS_MARK, LAUNCH_CLOSE, LAUNCH_OPEN
+from rtransform.spec import C_TYPE_DTYPES, GUESS_MARK, LAUNCH_CLOSE, LAUNCH_OPEN, record_layout
 from toolchain.cxx import TemplateArg, split_top_level
 
 DEFAULT_GRID = [4, 1, 1]
@@ -62,7 +63,7 @@ def build_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | 
     args, outputs = [], []
     for n, p in enumerate(params):
         if not p.name:  # an unnamed parameter (`int /*unused*/`): the spec still needs a name for it
-            p = KernelParam(f"arg{n}", p.type, p.pointer, p.elem)
+            p = dataclasses.replace(p, name=f"arg{n}")
         arg, is_output = _arg(p, threads)
         args.append(arg)
         if is_output:
@@ -85,6 +86,7 @@ def build_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | 
     if any(a["kind"] == "buffer" for a in args):
         guesses.append(f"buffer sizes ({threads} elements: one per thread of the launch)")
     guesses += [f"scalar {a['name']} = {a['value']}" for a in args if a["kind"] == "scalar"]
+    guesses += [_mixed_note(p) for p in params if p.pointer and (record_layout(p) or ("", 0, False))[2]]
     how = "from the launch in the host code" if launch.found else "a default: no launch with constant sizes found"
     head = (f"# launch spec skeleton for {qual} (rtransform spec): grid and block {how};\n"
             "# buffer sizes cover every thread of the launch; integers named like sizes (n, size, num_x) get\n"
@@ -202,10 +204,13 @@ def _arg(p: KernelParam, threads: int) -> tuple[dict, bool]:
     lanes = VECTOR_LANES.get(elem[-1:], 1) if elem[:-1] in ("float", "int", "uint", "double", "char", "uchar") \
         else 1
     dtype = C_TYPE_DTYPES.get(elem, "float32")
+    layout = record_layout(p) if p.pointer else None
+    if layout is not None:  # `struct S* p`: sizeof(S) per thread, in S's own scalar type when it has one
+        dtype, lanes, mixed = layout
     if p.pointer:
         is_output = not re.search(r"\bconst\b", p.type.split("*")[0])
         arg = {"name": p.name, "kind": "buffer", "dtype": dtype, "size": threads * lanes,
-               "init": "zeros" if is_output else "random"}
+               "init": "zeros" if is_output or (layout is not None and layout[2]) else "random"}
         return arg, is_output
     if dtype.startswith(("int", "uint")):
         value: float | int = threads if _SIZE_NAME.fullmatch(p.name) else 1
@@ -217,6 +222,13 @@ def _arg(p: KernelParam, threads: int) -> tuple[dict, bool]:
 # integer parameters that bound the whole index space (`n`, `N`, `size`, `num_elements`...): the thread count;
 # other integers (B, T, C, stride...) are 1, which keeps products of them inside the buffers
 _SIZE_NAME = re.compile(r"(?i)n|len|length|size|count|total\w*|num\w*|n_?elem\w*|\w*_size|\w*_count")
+
+
+def _mixed_note(p: KernelParam) -> str:
+    """The guess line of a buffer of structs with mixed fields (held as bytes, zero-filled)."""
+    rec = p.record
+    return (f"{p.name}: struct {rec.name if rec else '?'} of mixed fields, {rec.size if rec else 0} bytes each, "
+            "held as uint8 bytes filled with zeros (give its inputs by hand)")
 
 
 def _prod(v: list[int]) -> int:

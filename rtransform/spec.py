@@ -194,7 +194,17 @@ def _int(v: Any, path: str, where: str, minimum: int) -> int:
     return v
 
 
+# YAML 1.1 (PyYAML) reads `1e30` and `-2E-3` (an exponent, no dot) as strings; YAML 1.2 and every user read numbers
+_EXPONENT_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _yaml_number(v: Any) -> Any:
+    """A string YAML 1.1 left unread that is a number with an exponent, as that float; anything else as it is."""
+    return float(v) if isinstance(v, str) and _EXPONENT_NUMBER.fullmatch(v.strip()) else v
+
+
 def _number(v: Any, path: str, where: str, minimum: float) -> float:
+    v = _yaml_number(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SpecError(f"{path}: {where}: must be a number, got {v!r}")
     if not math.isfinite(v):
@@ -308,6 +318,7 @@ def _check_representable(arg: ArgSpec, path: str, where: str) -> None:
 
 
 def _scalar_value(v: Any, dtype: str, path: str, where: str) -> Any:
+    v = _yaml_number(v)
     if dtype == "bool":
         if not isinstance(v, (bool, int)):
             raise SpecError(f"{path}: {where}: must be true/false for bool, got {v!r}")
@@ -371,6 +382,23 @@ def _buffer(a: ArgSpec, rng: np.random.Generator) -> np.ndarray:
     if dt.kind == "f":
         return rng.uniform(lo, hi, a.size).astype(dt)
     return rng.integers(int(np.ceil(lo)), int(np.ceil(hi)), a.size, dtype=np.int64).astype(dt)
+
+
+def record_layout(p: KernelParam) -> tuple[str, int, bool] | None:
+    """How a spec holds one struct a parameter points to (`struct S* p`): (dtype, elements per struct, mixed).
+    A struct of one scalar type (`{float a, b;}`, `{int v[4];}`) is that dtype, sizeof(S) / its size elements
+    each; any other (mixed fields, padding, pointers) is sizeof(S) bytes of uint8 (mixed: True, filled with zeros,
+    which every field reads as 0). None for a parameter that is no struct (or one of the CUDA vector types)."""
+    rec = p.record
+    if rec is None or (p.elem or "") in C_TYPE_DTYPES:
+        return None
+    kinds = {C_TYPE_DTYPES.get(leaf) for leaf in rec.leaves}
+    if len(kinds) == 1 and None not in kinds:
+        dt = kinds.pop()
+        item = np.dtype(dt).itemsize  # type: ignore[arg-type]
+        if rec.size == item * len(rec.leaves):
+            return dt, rec.size // item, False  # type: ignore[return-value]
+    return "uint8", rec.size, True
 
 
 def param_from_type(name: str, type_text: str) -> KernelParam:

@@ -303,10 +303,13 @@ class Inputs:
         if why:
             raise OutputError(f"{shown(out)}: error: {option} {why}; choose another path")
 
-    def check_file(self, out: str | os.PathLike, option: str = "-o") -> Path:
+    def check_file(self, out: str | os.PathLike, option: str = "-o", ours: Callable[[Path], bool] | None = None,
+                   force: bool = False, tool: str = "this command") -> Path:
         """Refuse (OutputError) a file output over, into or above an input, at a folder or a special file, in a
         missing or unwritable folder or with a name too long; returns the real path to write (through a symlink
-        the user made, which stays)."""
+        the user made, which stays). With `ours` (whether an existing file is the command's own earlier output,
+        read from its first bytes): an existing file it does not recognise is refused too, unless `force` (the
+        user's file is never replaced by a mistyped -o; the command's own output is, so reruns work)."""
         out = Path(out)
         if len(os.fsencode(out.name)) > NAME_MAX:
             raise OutputError(f"{shown(out)[:80]}...: error: {option}: file name of {len(os.fsencode(out.name))} "
@@ -321,7 +324,12 @@ class Inputs:
             if not real.is_file():
                 raise OutputError(f"{shown(out)}: error: {option} is not a regular file (a FIFO or device); "
                                   f"refusing to replace it")
+            if ours is not None and not force and not _recognised(ours, real):
+                raise OutputError(f"{shown(out)}: error: {option}: the file exists and was not written by {tool}; "
+                                  f"refusing to replace it (choose another path, or --force to replace it)")
         folder = real.parent
+        if not folder.is_dir() and os.path.lexists(folder):  # `-o file.cu/` where file.cu is a file
+            raise OutputError(f"{shown(out)}: error: {option}: {shown(out.parent)!r} is a file, not a folder")
         if not folder.is_dir():
             raise OutputError(f"{shown(out)}: error: {option}: folder {shown(out.parent)!r} does not exist")
         if not os.access(folder, os.W_OK | os.X_OK):
@@ -409,6 +417,19 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> None:
 def is_temp_file(name: str) -> bool:
     """Whether a file name is one of write_atomic's temporary files (left behind by a killed run)."""
     return name.startswith(".") and name.endswith(TMP_SUFFIX)
+
+
+def _recognised(ours: Callable[[Path], bool], path: Path) -> bool:
+    try:
+        return bool(ours(path))
+    except OSError:
+        return False  # unreadable: not provably the command's
+
+
+def first_bytes(path: str | os.PathLike, n: int = 512) -> bytes:
+    """The first `n` bytes of a file (what an `ours` check of check_file reads)."""
+    with open(path, "rb") as f:
+        return f.read(n)
 
 
 def own_path(root: str | os.PathLike, rel: str) -> Path | None:

@@ -403,3 +403,83 @@ template <class T> cudaError_t cudaFuncSetAttribute(T*, cudaFuncAttribute, int);
 template <class T> cudaError_t cudaFuncGetAttributes(cudaFuncAttributes*, T*);
 template <class T> cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int*, T, int, size_t);
 cudaError_t cudaStreamSynchronize(cudaStream_t);
+// More of the host API that host code around kernels commonly calls (pinned and pitched memory, symbols, device
+// attributes, flags, version queries); declarations only, like the rest.
+enum cudaDeviceAttr { cudaDevAttrMaxThreadsPerBlock = 1, cudaDevAttrMaxBlockDimX = 2, cudaDevAttrMaxBlockDimY = 3,
+  cudaDevAttrMaxBlockDimZ = 4, cudaDevAttrMaxGridDimX = 5, cudaDevAttrMaxGridDimY = 6, cudaDevAttrMaxGridDimZ = 7,
+  cudaDevAttrMaxSharedMemoryPerBlock = 8, cudaDevAttrTotalConstantMemory = 9, cudaDevAttrWarpSize = 10,
+  cudaDevAttrMaxPitch = 11, cudaDevAttrMaxRegistersPerBlock = 12, cudaDevAttrClockRate = 13,
+  cudaDevAttrMultiProcessorCount = 16, cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76,
+  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81, cudaDevAttrMaxRegistersPerMultiprocessor = 82,
+  cudaDevAttrMaxThreadsPerMultiProcessor = 39, cudaDevAttrL2CacheSize = 38, cudaDevAttrMemoryClockRate = 36,
+  cudaDevAttrGlobalMemoryBusWidth = 37, cudaDevAttrCooperativeLaunch = 95, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaLimit { cudaLimitStackSize = 0, cudaLimitPrintfFifoSize = 1, cudaLimitMallocHeapSize = 2 };
+enum cudaSharedMemConfig { cudaSharedMemBankSizeDefault, cudaSharedMemBankSizeFourByte, cudaSharedMemBankSizeEightByte };
+#define cudaHostAllocDefault 0x00
+#define cudaHostAllocPortable 0x01
+#define cudaHostAllocMapped 0x02
+#define cudaHostAllocWriteCombined 0x04
+#define cudaHostRegisterDefault 0x00
+#define cudaDeviceScheduleAuto 0x00
+#define cudaDeviceScheduleSpin 0x01
+#define cudaDeviceScheduleYield 0x02
+#define cudaDeviceScheduleBlockingSync 0x04
+#define cudaDeviceMapHost 0x08
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+#define cudaEventBlockingSync 0x01
+#define cudaEventDisableTiming 0x02
+#define cudaMemAttachGlobal 0x01
+#define cudaCpuDeviceId (-1)
+struct cudaPitchedPtr { void* ptr; size_t pitch, xsize, ysize; };
+struct cudaExtent { size_t width, height, depth; };
+cudaError_t cudaHostAlloc(void**, size_t, unsigned);
+template <class T> cudaError_t cudaHostAlloc(T**, size_t, unsigned);
+template <class T> cudaError_t cudaMallocHost(T**, size_t, unsigned = 0);
+cudaError_t cudaHostRegister(void*, size_t, unsigned);
+cudaError_t cudaHostUnregister(void*);
+template <class T> cudaError_t cudaHostGetDevicePointer(T**, void*, unsigned);
+template <class T> cudaError_t cudaMallocPitch(T**, size_t*, size_t, size_t);
+cudaError_t cudaMalloc3D(cudaPitchedPtr*, cudaExtent);
+cudaError_t cudaMemcpy2D(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpy2DAsync(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind, cudaStream_t = 0);
+cudaError_t cudaMemset2D(void*, size_t, int, size_t, size_t);
+cudaError_t cudaMemsetAsync(void*, int, size_t, cudaStream_t = 0);
+cudaError_t cudaMemcpyPeer(void*, int, const void*, int, size_t);
+template <class T> cudaError_t cudaMemcpyFromSymbol(void*, const T&, size_t, size_t = 0,
+                                                    cudaMemcpyKind = cudaMemcpyDeviceToHost);
+template <class T> cudaError_t cudaMemcpyToSymbolAsync(const T&, const void*, size_t, size_t = 0,
+                                                       cudaMemcpyKind = cudaMemcpyHostToDevice, cudaStream_t = 0);
+template <class T> cudaError_t cudaMemcpyFromSymbolAsync(void*, const T&, size_t, size_t = 0,
+                                                         cudaMemcpyKind = cudaMemcpyDeviceToHost, cudaStream_t = 0);
+template <class T> cudaError_t cudaGetSymbolAddress(void**, const T&);
+template <class T> cudaError_t cudaMallocAsync(T**, size_t, cudaStream_t);
+cudaError_t cudaFreeAsync(void*, cudaStream_t);
+cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t = 0);
+cudaError_t cudaMemGetInfo(size_t*, size_t*);
+cudaError_t cudaDeviceGetAttribute(int*, cudaDeviceAttr, int);
+cudaError_t cudaDeviceSetLimit(cudaLimit, size_t);
+cudaError_t cudaDeviceGetLimit(size_t*, cudaLimit);
+cudaError_t cudaDeviceSetCacheConfig(cudaFuncCache);
+cudaError_t cudaDeviceSetSharedMemConfig(cudaSharedMemConfig);
+template <class T> cudaError_t cudaFuncSetCacheConfig(T*, cudaFuncCache);
+template <class T> cudaError_t cudaFuncSetSharedMemConfig(T*, cudaSharedMemConfig);
+cudaError_t cudaSetDeviceFlags(unsigned);
+cudaError_t cudaDeviceCanAccessPeer(int*, int, int);
+cudaError_t cudaDeviceEnablePeerAccess(int, unsigned);
+cudaError_t cudaDriverGetVersion(int*);
+cudaError_t cudaRuntimeGetVersion(int*);
+const char* cudaGetErrorName(cudaError_t);
+cudaError_t cudaThreadSynchronize();
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t*, unsigned);
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t*, unsigned, int);
+cudaError_t cudaStreamQuery(cudaStream_t);
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t*, unsigned);
+cudaError_t cudaEventQuery(cudaEvent_t);
+template <class T> cudaError_t cudaOccupancyMaxPotentialBlockSize(int*, int*, T, size_t = 0, int = 0);
+template <class T> cudaError_t cudaLaunchKernel(T, dim3, dim3, void**, size_t = 0, cudaStream_t = 0);
+template <class T> cudaError_t cudaLaunchCooperativeKernel(T, dim3, dim3, void**, size_t = 0, cudaStream_t = 0);
+cudaError_t cudaProfilerStart();
+cudaError_t cudaProfilerStop();

@@ -100,6 +100,8 @@ inline stack_t old_altstack;
 inline char* alt_stack_mem = nullptr;
 constexpr size_t kAltStack = 65536;
 
+inline bool san_atomic_fault(uintptr_t a, char* buf, size_t cap);  // emu_sanitize.h: an atomic far out of bounds
+
 inline void on_fault(int sig, siginfo_t* si, void*) {
   Fiber* f = g.cur;
   int k = sig == SIGSEGV ? 0 : sig == SIGBUS ? 1 : 2;
@@ -120,7 +122,8 @@ inline void on_fault(int sig, siginfo_t* si, void*) {
                f->map_size - kGuard);
     else if (sig == SIGFPE)
       snprintf(g.err, sizeof g.err, "%s: arithmetic exception (integer division by zero?)", here());
-    else
+    else if (san_atomic_fault(a, g.err, sizeof g.err)) {
+    } else
       snprintf(g.err, sizeof g.err, "%s: %s at address %p (out-of-bounds or invalid pointer)", here(),
                sig == SIGSEGV ? "segmentation fault" : "bus error", si->si_addr);
   }

@@ -78,6 +78,10 @@ struct SanState {
   unsigned undef_reads = 0;     // synccheck: shuffles of this launch that read an exited lane
   char undef_first[768] = {};   // the first of them, described
   bool poison = false;          // such a read returns the complement of the reader's value (the host's rerun)
+  // memcheck: the atomic running now when its address lies in no buffer and no shared memory ([lo, hi), its site
+  // and thread): a fault there is reported as this atomic's out-of-bounds access (on_fault), not a segfault
+  uintptr_t atomic_lo = 0, atomic_hi = 0, atomic_site = 0;
+  const void* atomic_fiber = nullptr;
 };
 inline SanState san;
 
@@ -357,10 +361,17 @@ EMU_NOSAN void san_settle(Fiber* f) {
   san_in_sched = false;
   san.busy = false;
 }
-// Atomics: bounds-checked, never a race (they are the synchronisation).
+// Atomics: bounds-checked like loads and stores, never a race (they are the synchronisation). An address in no
+// buffer and no shared memory may still be valid (a __device__ variable, device malloc): it is remembered, and a
+// fault at it (an index far out of bounds: `atomicAdd(h + i, 1)` on a __shared__ h) becomes a memcheck line with
+// the atomic's site (san_atomic_fault), as a load or store just past its buffer does.
 EMU_NOSAN void san_atomic(const void* p, size_t n, uintptr_t site) {
   if (g.cur && g.cur->san_pend) san_settle(g.cur);
   if (!(san.flags & SAN_MEM) || !g.cur || !g.in_launch || g.failed || san.busy) return;
+  if (g.cur->san_oob) {  // `atomicAdd(&h[i], 1)` with i past h's bound: g++'s subscript check flagged it
+    san.busy = true;
+    san_report_oob_index(g.cur);
+  }
   uintptr_t a = reinterpret_cast<uintptr_t>(p);
   char* area = san_area();
   if (san_is_shared(area, a)) {
@@ -368,7 +379,36 @@ EMU_NOSAN void san_atomic(const void* p, size_t n, uintptr_t site) {
       san_check_shared(area, a, n, true, site);
     return;
   }
-  san_check_global(a, n, true, site);
+  if (san_check_global(a, n, true, site)) return;
+  san.atomic_lo = a;
+  san.atomic_hi = a + n;
+  san.atomic_site = site;
+  san.atomic_fiber = g.cur;
+}
+// on_fault's report of a fault at the address of the atomic running now (see san_atomic); false when the fault
+// is not one. Names the __shared__ variable nearest to the address when the block has one.
+EMU_SAN_FN bool san_atomic_fault(uintptr_t a, char* buf, size_t cap) {
+  if (!san.atomic_hi || san.atomic_fiber != g.cur || a < san.atomic_lo || a >= san.atomic_hi) return false;
+  size_t n = san.atomic_hi - san.atomic_lo;
+  uintptr_t at = san.atomic_lo, base = reinterpret_cast<uintptr_t>(san_area());
+  buf[0] = 0;
+  appendf(buf, cap, "memcheck: %s: out-of-bounds atomic of %zu bytes at address 0x%lx: in no buffer, shared memory "
+          "or variable (an index far out of bounds", here(), n, (unsigned long)at);
+  const SanSlot* near = nullptr;
+  for (size_t i = 0; i < san.nslots; ++i) {
+    uintptr_t lo = base + san.slots[i].off;
+    if (!near || (at > lo ? at - lo : lo - at) < (at > base + near->off ? at - base - near->off : base + near->off - at))
+      near = &san.slots[i];
+  }
+  if (near) {
+    long long rel = (long long)(at - (base + near->off));
+    appendf(buf, cap, "; the nearest __shared__ variable is '%s' of %zu elements: [%+lld] from it",
+            near->name ? near->name : "?", near->size / near->item, rel / (long long)near->item);
+  }
+  appendf(buf, cap, ") at ");
+  append_site(buf, cap, san.atomic_site);
+  san.atomic_hi = 0;
+  return true;
 }
 
 // ---- synccheck --------------------------------------------------------------------------------------------

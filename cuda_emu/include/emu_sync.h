@@ -125,6 +125,7 @@ inline int __all(int p) { return __all_sync(0xffffffffu, p); }
 namespace emu {
 template <class T>
 EMU_NOSAN T rmw_done(T* p, T old) {
+  san.atomic_hi = 0;  // the atomic is done: a later fault is not its (san_atomic_fault)
   if (memcmp(p, &old, sizeof(T)) == 0 && g.cur) yield("atomic poll");
   return old;
 }

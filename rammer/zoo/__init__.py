@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import onnx
 
-from toolchain.files import Inputs, OutputError, write_atomic
+from toolchain.files import Inputs, OutputError, first_bytes, write_atomic
 
 from . import cnn, nasbench, nasnet, rnn, transformer
-from .builder import GraphBuilder
+from .builder import PRODUCER, GraphBuilder
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
 
 
 def zoo_command(name: str | None, out: str | None, batch: int = 1, small: bool = False, seed: int = 0,
-                list_: bool = False) -> int:
+                list_: bool = False, force: bool = False) -> int:
     """CLI body of `rammer zoo NAME -o model.onnx [--batch B] [--small] [--seed S]` and `rammer zoo --list`."""
     if list_:
         for n in NAMES:
@@ -77,7 +78,7 @@ def zoo_command(name: str | None, out: str | None, batch: int = 1, small: bool =
     if not name or not out:
         return _fail("give a model NAME and -o OUT.onnx (or --list)")
     try:
-        path = Inputs().check_file(out, "-o")
+        path = Inputs().check_file(out, "-o", ours=_own_model, force=force, tool="rammer zoo")
     except OutputError as e:
         return _fail(str(e))
     try:
@@ -92,6 +93,11 @@ def zoo_command(name: str | None, out: str | None, batch: int = 1, small: bool =
     print(f"{path}: {name}{' (small)' if small else ''}, batch {batch}, {len(model.graph.node)} nodes, "
           f"{params} parameters, opset {model.opset_import[0].version}")
     return 0
+
+
+def _own_model(path: Path) -> bool:
+    """Whether a file is a model `rammer zoo` wrote: its producer name (serialized near the start)."""
+    return PRODUCER.encode() in first_bytes(path, 64)
 
 
 def _fail(message: str) -> int:

@@ -9,6 +9,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 Shape = tuple[int, ...]
+PRODUCER = "rammer-zoo"  # the models' producer_name: `rammer zoo -o` recognises its own earlier output by it
 
 
 def conv_out(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int) -> int:
@@ -100,7 +101,7 @@ class GraphBuilder:
         """Assemble the ModelProto at this builder's opset."""
         graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.inits)
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)],
-                              producer_name="rammer-zoo")
+                              producer_name=PRODUCER)
         m.ir_version = 8 if self.opset <= 17 else 9
         return m
 

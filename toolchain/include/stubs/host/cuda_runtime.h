@@ -15,3 +15,12 @@ typedef struct CUevent_st* cudaEvent_t;
 enum { cudaSuccess = 0 };
 #endif
 #endif
+#if defined(RT_PARSE)
+// nvcc's cuda_runtime.h brings the host C library (its crt/common_functions.h includes these): host code around the
+// kernels calls malloc, free, exit, rand, memcpy, strcmp, printf, clock with no #include of its own. Only files
+// that include <cuda_runtime.h> pay for parsing them (the parse prelude itself stays small).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#endif

@@ -17,6 +17,9 @@ else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1
+# a compiler that never finishes costs one stage, not the call (CUDA 13.0's NVRTC hung on the interpreter on
+# 2026-11-27 until the micro stage's and the model's timeouts: 380 s); the biggest interpreter compiles in < 60 s
+export RAMMER_NVRTC_TIMEOUT=${RAMMER_NVRTC_TIMEOUT:-240}
 # the toolkit's nvcc for the build's compile checks, when the image has one off the PATH
 command -v nvcc >/dev/null || for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break; done
 started=$(date +%s)

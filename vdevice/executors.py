@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import numpy as np
 
+from cuda_emu.env import MAX_YIELD_BUDGET
 from cuda_emu.module import DEFAULT_YIELD_BUDGET
 
 from .codegen import INTERPRETER, LAYOUT_QUERY, ArgTable, GeneratedModule, ProgramTables, encode, generate
@@ -24,8 +25,8 @@ CPU_YIELDS_PER_INSTRUCTION = 50_000
 def cpu_yield_budget(units: int, per_unit: int = DEFAULT_YIELD_BUDGET) -> int:
     """The emulator's whole-launch yield budget for a persistent launch that runs `units` pieces of work one after
     another (an rProgram's instructions, the rTasks one vEU of `rtransform verify` takes): `per_unit` yields each,
-    never below the emulator's default for one launch."""
-    return max(DEFAULT_YIELD_BUDGET, per_unit * max(1, units))
+    never below the emulator's default for one launch, nor above the largest budget a launch takes."""
+    return min(MAX_YIELD_BUDGET, max(DEFAULT_YIELD_BUDGET, per_unit * max(1, units)))
 GPU_WATCHDOG_CYCLES = 2_000_000_000   # clock64 cycles (about a second) before a wait is declared stuck
 _U32_LIMIT = 2**32 - 1
 

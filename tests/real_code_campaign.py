@@ -419,6 +419,11 @@ RACES_BY_HAND: dict[tuple[str, str], str] = {
         "stress demo: the sample checks no output); threads of one block race, so even the rKernel in the legacy "
         "block order on one vEU gives other values (2026-11-27: the legacy kernel gives the same in two runs and "
         "another result in the reverse block order; the rKernel's thread interleaving inside a block differs)",
+    **{("NVIDIA+cuda-samples", k):
+       "the derived spec's ImgStride is 1 ('(int)DeviceStride' from cudaMallocPitch is not derived), so the 8 rows "
+       "each thread writes overlap other threads' and blocks' rows: threads of one block write the same dst elements "
+       "after the last barrier; with ImgStride = 256 (the spec's own Size.width) and 65536-element buffers "
+       "`rtransform verify` says verified (2026-11-27)" for k in ("CUDAkernel2DCT", "CUDAkernel2IDCT")},
 }
 
 

@@ -43,6 +43,7 @@ REPO_DEFINES: dict[str, tuple[str, ...]] = {"cavazos-lab+PolyBench-ACC": ("MINI_
 REASON_CLASSES: list[tuple[str, str]] = [
     (r"^legacy order-dependent: .*varies between two runs", "legacy result varies between runs (clock readings)"),
     (r"^legacy order-dependent: ", "legacy result depends on block order (races between blocks)"),
+    (r"^race read by hand: ", "threads of one block race on global memory (read by hand, listed below)"),
     (r"the original does not compile alone either", "the project's own file does not compile with nvcc here "
      "(exercise placeholders, APIs CUDA 13 removed, library headers not installed)"),
     (r"texture|surface", "texture/surface reference (removed in CUDA 12)"),
@@ -523,7 +524,8 @@ def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -
     lines += _class_table("Refused (conversion)", [r.get("reason") for r in ks if not r["converted"]])
     lines += _class_table("Legacy run fails (spec or kernel)", [r.get("legacy") for r in ks
                                                                 if r["converted"] and r.get("legacy") != "ok"])
-    lines += _class_table("Verify differs or breaks", [r.get("verify") for r in ks
+    lines += _class_table("Verify differs or breaks", [("race read by hand: " if _race_by_hand(r) else "")
+                                                       + r.get("verify", "") for r in ks
                                                        if r.get("legacy") == "ok" and r.get("verify") != "verified"])
     dep = [r for r in ks if r.get("verify", "").startswith("legacy order-dependent")]
     if dep:

@@ -148,7 +148,8 @@ class _Cfg(ctypes.Structure):
     _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("dyn_smem", ctypes.c_ulonglong),
                 ("cooperative", ctypes.c_int), ("yield_budget", ctypes.c_longlong),
                 ("stack_size", ctypes.c_ulonglong), ("stall_ms", ctypes.c_longlong),
-                ("static_limit", ctypes.c_ulonglong), ("smem_limit", ctypes.c_ulonglong), ("arch", ctypes.c_char_p)]
+                ("static_limit", ctypes.c_ulonglong), ("smem_limit", ctypes.c_ulonglong), ("arch", ctypes.c_char_p),
+                ("order", ctypes.POINTER(ctypes.c_uint))]
 
 
 # Shared memory a block may have, per target (CUDA C++ Programming Guide, "Technical Specifications per Compute
@@ -161,6 +162,11 @@ DEFAULT_ARCH = "sm_90"  # the H100, the project's target
 ARCH_ENV = "RAMMER_EMU_ARCH"
 
 
+def cuda_arch(arch: str) -> int:
+    """The value of `__CUDA_ARCH__` for an architecture: sm_90 -> 900 (as nvcc and clang define it)."""
+    return int(arch.removeprefix("sm_")) * 10
+
+
 def target_arch(arch: str | None = None) -> str:
     """The architecture whose limits launches obey: `arch`, else $RAMMER_EMU_ARCH, else sm_90."""
     name = (arch or os.environ.get(ARCH_ENV, "").strip() or DEFAULT_ARCH).lower()
@@ -168,6 +174,19 @@ def target_arch(arch: str | None = None) -> str:
         where = f"${ARCH_ENV}={name}" if not arch else f"arch {name!r}"
         raise EmuError(f"bad launch: {where} is not one of {', '.join(SMEM_PER_BLOCK)}")
     return name
+
+
+def device_arch_define(arch: str | None = None) -> str:
+    """The `__CUDA_ARCH__` the emulator compiles a CUDA source's device code under.
+
+    nvcc's device pass defines `__CUDA_ARCH__` as the target's (sm_90: 900), and the converter parses a file as that
+    pass does (converter/parse.py: clang --cuda-device-only --cuda-gpu-arch=sm_90), so a kernel under
+    `#if __CUDA_ARCH__ >= 120` is what it converts. The emulator runs device code, so the source gets the same value:
+    that of the emulated target (`arch`, else $RAMMER_EMU_ARCH, else sm_90, the converter's). It is defined after
+    cuda_emu.h: the emulator's own headers and the C++ library they include stay on their host paths. A file's host
+    code is not run here (`rtransform run`/`verify` slice it away), so nvcc's host pass, where it is undefined, has
+    no counterpart. A -D__CUDA_ARCH__ of the build's own wins."""
+    return f"#ifndef __CUDA_ARCH__\n#define __CUDA_ARCH__ {cuda_arch(target_arch(arch))}\n#endif\n"
 
 
 class _Stats(ctypes.Structure):
@@ -424,8 +443,13 @@ class CpuModule:
                  defines: Mapping[str, Any] | None = None, *, name: str = "kernel.cu",
                  opt: str = "-O1", stack_size: int = DEFAULT_STACK_SIZE,
                  yield_budget: int = DEFAULT_YIELD_BUDGET, stall_timeout: float = DEFAULT_STALL_TIMEOUT,
-                 sanitize: str | Iterable[str] | None = None, arch: str | None = None) -> None:
+                 sanitize: str | Iterable[str] | None = None, arch: str | None = None,
+                 fresh_globals: bool = False) -> None:
         self.kernels = list(dict.fromkeys(kernels))
+        # every launch on a private copy of the library, loaded afresh: the source's globals (`__device__`
+        # variables) start each launch from their initializers, as in a new process, instead of keeping what the
+        # module's earlier launches left there (rtransform verify compares runs that must start alike)
+        self.fresh_globals = fresh_globals
         self.arch = arch  # None: $RAMMER_EMU_ARCH or sm_90 at each launch
         for k in self.kernels:
             _check_kernel_expr(k)
@@ -446,9 +470,10 @@ class CpuModule:
 
     # -- build -------------------------------------------------------------------------------------------
     def _wrapper(self, source: str) -> str:
-        """The text g++ preprocesses: the emulator header, the source at its own line numbers, launchers."""
+        """The text g++ preprocesses: the emulator header, `__CUDA_ARCH__` (see device_arch_define), the source at its
+        own line numbers, launchers."""
         name = self.name.replace("\\", "/").replace('"', "")
-        return (f'#include "cuda_emu.h"\n#line 1 "{name}"\n{source}\n'
+        return (f'#include "cuda_emu.h"\n{device_arch_define(self.arch)}#line 1 "{name}"\n{source}\n'
                 f'#line 1 "<emu launchers>"\n{_launcher_source(self.kernels)}')
 
     def _build(self, source: str) -> Path:
@@ -499,20 +524,22 @@ class CpuModule:
         """Loads a built library once per process."""
         key = str(path)
         if key not in _LIBS:
-            lib = ctypes.CDLL(key)
-            lib.emu_last_stats.argtypes = [ctypes.POINTER(_Stats)]
-            lib.emu_last_stats.restype = None
-            lib.emu_san_begin.argtypes = [ctypes.c_uint]
-            lib.emu_san_add.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_uint,
-                                        ctypes.c_char_p]
-            lib.emu_san_alloc.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong]
-            lib.emu_san_alloc.restype = ctypes.c_void_p
-            lib.emu_san_free.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_ulonglong]
-            lib.emu_san_undefined.argtypes = [ctypes.c_char_p, ctypes.c_uint]
-            lib.emu_san_undefined.restype = ctypes.c_uint
-            lib.emu_san_poison.argtypes = [ctypes.c_int]
-            _LIBS[key] = lib
+            _LIBS[key] = _declare(ctypes.CDLL(key))
         return _LIBS[key]
+
+    def _renew(self) -> None:
+        """Loads a private copy of the library (its globals at their initial values) and binds its launchers. Earlier
+        copies stay loaded: an array from guarded_array() frees its region through the copy that made it."""
+        folder = cache_dir() / "fresh"
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+        os.close(fd)
+        try:
+            shutil.copyfile(self.library_path, tmp)
+            self._lib = _declare(ctypes.CDLL(tmp))  # another path: the loader maps it anew
+        finally:
+            os.unlink(tmp)
+        self._launchers = {k: self._bind(i) for i, k in enumerate(self.kernels)}
 
     def _bind(self, i: int):
         """The ctypes function of launcher i."""
@@ -525,8 +552,12 @@ class CpuModule:
     def launch(self, kernel: str, grid: int | Sequence[int], block: int | Sequence[int], dyn_smem: int = 0,
                args: Sequence[Any] = (), cooperative: bool = False, yield_budget: int | None = None,
                stall_timeout: float | None = None, names: Sequence[str] | None = None,
-               buffers: Mapping[int, tuple[str, np.ndarray]] | None = None) -> None:
+               buffers: Mapping[int, tuple[str, np.ndarray]] | None = None,
+               order: Sequence[int] | np.ndarray | None = None) -> None:
         """Runs kernel over grid x block threads; raises EmuError with the emulator's message on failure.
+
+        `order`: the linear block ids in the order the blocks run, one after another (default 0, 1, 2...); a
+        permutation of the grid's blocks, for a launch that is not cooperative.
 
         yield_budget bounds the polling of the whole launch; stall_timeout (seconds, 0 = off) bounds how
         long one thread may run without reaching a yield point (a spin loop that never yields).
@@ -545,9 +576,12 @@ class CpuModule:
         stall = env_stall_timeout(check_stall_timeout(self.stall_timeout if stall_timeout is None else stall_timeout,
                                                       "stall_timeout"))
         arch = target_arch(self.arch)
-        cfg = _Cfg((ctypes.c_uint * 3)(*_dim3(grid, "grid")), (ctypes.c_uint * 3)(*_dim3(block, "block")),
+        dims = _dim3(grid, "grid")
+        blocks = _block_order(order, dims[0] * dims[1] * dims[2], cooperative)
+        cfg = _Cfg((ctypes.c_uint * 3)(*dims), (ctypes.c_uint * 3)(*_dim3(block, "block")),
                    int(dyn_smem), int(bool(cooperative)), budget, int(self.stack_size), stall_ms(stall),
-                   STATIC_SMEM_LIMIT, SMEM_PER_BLOCK[arch], arch.encode())
+                   STATIC_SMEM_LIMIT, SMEM_PER_BLOCK[arch], arch.encode(),
+                   blocks.ctypes.data_as(ctypes.POINTER(ctypes.c_uint)) if blocks is not None else None)
         with _LAUNCH_LOCK:
             before = _snapshot(args, buffers) if "synccheck" in self.sanitize else None
             undefined = self._launch_once(kernel, fn, cfg, args, names, buffers)
@@ -555,8 +589,23 @@ class CpuModule:
                 self._check_undefined_reads(kernel, fn, cfg, args, names, buffers, before, undefined)
 
     def _launch_once(self, kernel: str, fn: Any, cfg: Any, args: Sequence[Any], names: Sequence[str] | None,
+                     buffers: Mapping[int, tuple[str, np.ndarray]] | None, poison: bool = False) -> str:
+        """One run of the launcher; returns synccheck's note of a shuffle that read an exited lane ('' if none).
+        `poison`: such a read gets a poisoned value (synccheck's rerun)."""
+        if self.fresh_globals:
+            self._renew()
+            fn = self._launchers[kernel]
+        if poison:
+            self._lib.emu_san_poison(1)
+        try:
+            return self._launch_body(kernel, fn, cfg, args, names, buffers)
+        finally:
+            if poison:
+                self._lib.emu_san_poison(0)
+
+    def _launch_body(self, kernel: str, fn: Any, cfg: Any, args: Sequence[Any], names: Sequence[str] | None,
                      buffers: Mapping[int, tuple[str, np.ndarray]] | None) -> str:
-        """One run of the launcher; returns synccheck's note of a shuffle that read an exited lane ('' if none)."""
+        """The launcher's call with the arguments guarded (see _launch_once)."""
         keep: list[Any] = []
         err = ctypes.create_string_buffer(_ERR_CAP)
         note = ctypes.create_string_buffer(_ERR_CAP)
@@ -583,14 +632,11 @@ class CpuModule:
         failure = ""
         try:
             _restore(args, buffers, before)
-            self._lib.emu_san_poison(1)
             try:
-                self._launch_once(kernel, fn, cfg, args, names, buffers)
+                self._launch_once(kernel, fn, cfg, args, names, buffers, poison=True)
                 poisoned = _snapshot(args, buffers)
             except EmuError as e:
                 failure = str(e).split("\n")[0]
-            finally:
-                self._lib.emu_san_poison(0)
             _restore(args, buffers, before)
             self._launch_once(kernel, fn, cfg, args, names, buffers)
             reproduced = _same(_snapshot(args, buffers), first)
@@ -659,6 +705,22 @@ class CpuModule:
         return _SITE_RE.sub(lambda m: where.get(m.group(1), f"+0x{m.group(1)}"), message)
 
 
+def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
+    """The argument and result types of a built library's emulator entry points."""
+    lib.emu_last_stats.argtypes = [ctypes.POINTER(_Stats)]
+    lib.emu_last_stats.restype = None
+    lib.emu_san_begin.argtypes = [ctypes.c_uint]
+    lib.emu_san_add.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.c_uint,
+                                ctypes.c_char_p]
+    lib.emu_san_alloc.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong]
+    lib.emu_san_alloc.restype = ctypes.c_void_p
+    lib.emu_san_free.argtypes = [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_ulonglong]
+    lib.emu_san_undefined.argtypes = [ctypes.c_char_p, ctypes.c_uint]
+    lib.emu_san_undefined.restype = ctypes.c_uint
+    lib.emu_san_poison.argtypes = [ctypes.c_int]
+    return lib
+
+
 @contextlib.contextmanager
 def build_lock(lib: Path) -> Any:
     """An exclusive lock per cache entry (`NAME.so.lock` beside it), so that processes building the same module at
@@ -709,6 +771,19 @@ def _dim3(v: int | Sequence[int], what: str) -> tuple[int, int, int]:
     if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and 0 < d < 2**32 for d in dims):
         raise EmuError(f"bad launch: {what} must be a positive int or 1-3 positive ints, got {v!r}")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+def _block_order(order: Sequence[int] | np.ndarray | None, blocks: int, cooperative: bool) -> np.ndarray | None:
+    """A launch's block order as the uint32 array the launcher reads, or None (0, 1, 2...); EmuError when it is not
+    a permutation of the grid's blocks."""
+    if order is None:
+        return None
+    if cooperative:
+        raise EmuError("bad launch: a cooperative launch runs its blocks together: it takes no block order")
+    arr = np.ascontiguousarray(np.asarray(order), dtype=np.uint32)
+    if arr.ndim != 1 or arr.size != blocks or not np.array_equal(np.sort(arr), np.arange(blocks, dtype=np.uint32)):
+        raise EmuError(f"bad launch: the block order must list each of the grid's {blocks} blocks once")
+    return arr
 
 
 def _pack(i: int, a: Any, keep: list[Any]) -> _Arg:

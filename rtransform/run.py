@@ -129,20 +129,23 @@ _MAX_MODULES = 64
 
 
 def make_module(device: str, source: str, kernels: Sequence[str], include_dirs: Sequence[str],
-                sanitize: Sequence[str] = (), name: str = "kernel.cu", defines: Sequence[str] = ()) -> Any:
+                sanitize: Sequence[str] = (), name: str = "kernel.cu", defines: Sequence[str] = (),
+                fresh_globals: bool = False) -> Any:
     """Build `source` for the device ('cpu' emulator or 'gpu'), once per process for the same inputs; on the
-    CPU `sanitize` names the emulator's sanitizers (memcheck, racecheck, synccheck) to build in and run."""
+    CPU `sanitize` names the emulator's sanitizers (memcheck, racecheck, synccheck) to build in and run, and
+    `fresh_globals` starts every launch from the source's initial globals (CpuModule)."""
     sanitize = tuple(sanitize) if device == "cpu" else ()
-    key = (device, source, tuple(kernels), tuple(include_dirs), sanitize, name, tuple(defines))
+    key = (device, source, tuple(kernels), tuple(include_dirs), sanitize, name, tuple(defines), fresh_globals)
     if key not in _MODULES:
         if len(_MODULES) >= _MAX_MODULES:
             _MODULES.pop(next(iter(_MODULES)))
-        _MODULES[key] = _build_module(device, source, kernels, include_dirs, sanitize, name, defines)
+        _MODULES[key] = _build_module(device, source, kernels, include_dirs, sanitize, name, defines, fresh_globals)
     return _MODULES[key]
 
 
 def _build_module(device: str, source: str, kernels: Sequence[str], include_dirs: Sequence[str],
-                  sanitize: Sequence[str] = (), name: str = "kernel.cu", defines: Sequence[str] = ()) -> Any:
+                  sanitize: Sequence[str] = (), name: str = "kernel.cu", defines: Sequence[str] = (),
+                  fresh_globals: bool = False) -> Any:
     try:
         if device == "gpu":
             from vdevice.gpu import GpuModule, NoGpuError
@@ -154,7 +157,7 @@ def _build_module(device: str, source: str, kernels: Sequence[str], include_dirs
             raise RunError(f"error: unknown device '{device}' (cpu or gpu)")
         from cuda_emu import CpuModule
         return CpuModule(source, list(kernels), list(include_dirs), CompileFlags(defines=tuple(defines)).defines_map(),
-                         sanitize=sanitize, name=name)
+                         sanitize=sanitize, name=name, fresh_globals=fresh_globals)
     except RunError:
         raise
     except Exception as e:  # compiler failures come back as exceptions with the compiler's text
@@ -169,10 +172,16 @@ def first_error_line(e: BaseException) -> str:
 
 
 def launch(module: Any, expr: str, grid: Sequence[int], block: Sequence[int], dyn_smem: int,
-           values: dict[str, Any], extra: Sequence[Any] = ()) -> dict[str, Any]:
-    """Launch with copies of `values` (in order) plus `extra` args; returns the copies after the launch."""
+           values: dict[str, Any], extra: Sequence[Any] = (), order: Any = None,
+           yield_budget: int | None = None) -> dict[str, Any]:
+    """Launch with copies of `values` (in order) plus `extra` args; returns the copies after the launch. On the CPU,
+    `order` runs the blocks in that order (CpuModule.launch) and `yield_budget` replaces the emulator's default."""
     args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in values.items()}
     named = {"names": [*args, *(f"extra{i}" for i in range(len(extra)))]} if getattr(module, "sanitize", ()) else {}
+    if order is not None:
+        named["order"] = order
+    if yield_budget is not None:
+        named["yield_budget"] = yield_budget
     try:
         module.launch(expr, tuple(grid), tuple(block), dyn_smem, [*args.values(), *extra], **named)
     except Exception as e:  # emulator deadlock/fault, a sanitizer report or a CUDA error: the run failed

@@ -2,7 +2,9 @@
 
 Public API:
     verify_command(file, spec, device="cpu", json_out=False) -> int
-        Prints the comparison (or JSON); exit 0 only if every output agrees, 1 otherwise, 2 when there is no GPU.
+        Prints the comparison (or JSON); exit 0 only if every output agrees, 4 (Exit.LEGACY_ORDER) when they differ
+        only because the legacy kernel's own result depends on block order or varies between runs (see
+        legacy_dependence), 1 otherwise, 2 on bad input, 3 when there is no GPU.
     verify_file(file, spec_path, device="cpu", transform=None) -> VerifyResult
         transform(converted_text) -> text lets tests corrupt the conversion before it is built.
     executor_source(meta, spec) -> str            # the generated persistent __global__ (appended to the rKernel)
@@ -12,6 +14,12 @@ Public API:
 The executor stresses what a conversion must survive inside a vDevice: fewer vEUs than rTasks (each vEU runs
 several, reusing its shared memory), vEUs wider than the legacy block (surplus threads), rTasks in a seeded
 shuffled order, and the rTask protocol of vdevice/include/rtask_runtime.cuh.
+
+Every launch starts from the module's initial globals (`__device__` counters at their initializers: the emulator
+loads a fresh copy of the library per launch), so no run sees what an earlier one left there. When the rKernel
+differs under a block order, the legacy kernel is run in that order too (the emulator runs its blocks one after
+another in a given order) and again in its own: if it then gives the rKernel's result, or a different result of
+its own, the difference is the legacy kernel's (races between blocks, clock readings), reported as such.
 """
 from __future__ import annotations
 
@@ -30,6 +38,8 @@ from rtransform.host_spec import strip_comments
 from rtransform.run import RUNTIME_INCLUDE, EXIT_ERROR, Prepared, RunError, launch, make_module, prepare
 from rtransform.spec import LaunchSpec, guessed_note, guessed_values, make_inputs
 from toolchain.cxx import kernel_expr
+from toolchain.exits import Exit
+from vdevice.executors import cpu_yield_budget
 
 EXECUTOR = "__rt_verify_exec"
 SANITIZE_ALL = ("memcheck", "racecheck", "synccheck")
@@ -76,23 +86,32 @@ class VerifyResult:
     outputs: list[OutputCheck] = field(default_factory=list)
     schedules: list[str] = field(default_factory=list)  # every block order and vEU count run
     zero_constants: list[str] = field(default_factory=list)  # __constant__ variables no run sets (see zero_note)
+    legacy_dependence: str = ""  # why the difference is the legacy kernel's own (see legacy_dependence); "" if not
 
     @property
     def ok(self) -> bool:
         """All outputs agree."""
         return all(o.ok for o in self.outputs)
 
+    @property
+    def outcome(self) -> str:
+        """'verified', 'legacy order-dependent' (the outputs differ because the legacy kernel's own result is not
+        fixed by its inputs: see legacy_dependence) or 'differs'."""
+        return "verified" if self.ok else ("legacy order-dependent" if self.legacy_dependence else "differs")
+
     def summary(self) -> str:
-        """One line: verified, or which output differs where."""
+        """One line: verified, or which output differs where (and why, when the legacy kernel is the cause)."""
         bad = [o for o in self.outputs if not o.ok]
         if not bad:
             return f"verified: {len(self.outputs)} output(s) of {self.kernel} agree"
-        return "; ".join(o.line(self.tolerance) for o in bad)
+        diff = "; ".join(o.line(self.tolerance) for o in bad)
+        return f"{self.legacy_dependence}: {diff}" if self.legacy_dependence else diff
 
     def to_json(self) -> dict:
         """Machine-readable form."""
         d = asdict(self)
         d["ok"] = self.ok
+        d["outcome"] = self.outcome
         return d
 
 
@@ -250,24 +269,67 @@ def verify_file(file: str, spec_path: str, device: str = "cpu",
     if transform is not None:
         converted = transform(converted)
     inputs = make_inputs(spec)
+    # every launch of these modules starts from the library's initial globals (fresh_globals)
     legacy_mod = make_module(device, prep.build_source(prep.text), [spec.kernel_expr()], prep.include_dirs, sanitize,
-                             prep.file, prep.flags.defines)
-    legacy = launch(legacy_mod, spec.kernel_expr(), spec.grid, spec.block, spec.dynamic_smem, inputs)
+                             prep.file, prep.flags.defines, fresh_globals=True)
+
+    def run_legacy(order: np.ndarray | None = None) -> dict[str, Any]:
+        return launch(legacy_mod, spec.kernel_expr(), spec.grid, spec.block, spec.dynamic_smem, inputs, order=order)
+
+    legacy = run_legacy()
     threads = veu_threads(spec.block_threads())
     exec_mod = make_module(device, prep.build_source(converted + executor_source(meta, spec)), [executor_expr(spec)],
-                           [*prep.include_dirs, str(RUNTIME_INCLUDE)], sanitize, prep.file, prep.flags.defines)
+                           [*prep.include_dirs, str(RUNTIME_INCLUDE)], sanitize, prep.file, prep.flags.defines,
+                           fresh_globals=True)
+
+    def run_rkernel(plan: Schedule) -> dict[str, Any]:
+        # a vEU runs its rTasks one after another: each may poll as long as a whole legacy launch may
+        budget = cpu_yield_budget(-(-len(plan.order) // plan.veus)) if device == "cpu" else None
+        return launch(exec_mod, executor_expr(spec), (plan.veus, 1, 1), (threads, 1, 1), spec.dynamic_smem, inputs,
+                      extra=[plan.order, np.uint32(len(plan.order))], yield_budget=budget)
+
     plans = schedules(spec)
     result = VerifyResult(file, spec.kernel_expr(), device, spec.num_blocks(), plans[0].veus, threads,
                           spec.block_threads(), spec.tolerance, schedules=[p.describe() for p in plans],
                           zero_constants=zero_constants(prep.text))
     for plan in plans:  # the first schedule that differs is reported, and named
-        rk = launch(exec_mod, executor_expr(spec), (plan.veus, 1, 1), (threads, 1, 1), spec.dynamic_smem, inputs,
-                    extra=[plan.order, np.uint32(len(plan.order))])
+        rk = run_rkernel(plan)
         result.outputs = [dataclasses.replace(compare(n, legacy[n], rk[n], spec.tolerance), schedule=plan.describe())
                           for n in spec.outputs]
         if not result.ok:
+            if device == "cpu":  # the emulator can run the legacy blocks in a given order
+                result.legacy_dependence = legacy_dependence(spec, plan, legacy, rk, run_legacy, run_rkernel)
             break
     return result
+
+
+def _agree(spec: LaunchSpec, a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return all(compare(n, a[n], b[n], spec.tolerance).ok for n in spec.outputs)
+
+
+def legacy_dependence(spec: LaunchSpec, plan: Schedule, legacy: dict[str, Any], rk: dict[str, Any],
+                      run_legacy: Callable[..., dict[str, Any]], run_rkernel: Callable[[Schedule], dict[str, Any]]
+                      ) -> str:
+    """Why the rKernel's outputs `rk` under `plan` differ from the legacy run's because of the legacy kernel itself,
+    or "" when nothing shows that (a difference to report as one). The legacy kernel, from the same inputs:
+    - run again in its own block order, gives other outputs: they vary from run to run (clock readings, races);
+    - run with its blocks in the plan's order, gives the rKernel's outputs: its result depends on block order;
+    - (a plan of several vEUs, whose rTasks also ran concurrently) run in the plan's order, gives other outputs than
+      in its own order, and the rKernel run in that order on one vEU gives them too."""
+    if not _agree(spec, legacy, run_legacy()):
+        return ("the legacy kernel's own result varies between two runs in the same block order (clock readings, "
+                "races)")
+    where = f"block order {plan.label}"
+    in_order = run_legacy(plan.order)
+    if _agree(spec, in_order, rk):
+        return (f"the legacy kernel's own result depends on block order (races between blocks): with its blocks in "
+                f"{where} it gives the rKernel's result")
+    if plan.veus > 1 and not _agree(spec, in_order, legacy):
+        one = Schedule(plan.label, plan.order, 1)
+        if _agree(spec, in_order, run_rkernel(one)):
+            return (f"the legacy kernel's own result depends on block order (races between blocks): with its blocks "
+                    f"in {where} it gives another result, which the rKernel gives in that order on 1 vEU")
+    return ""
 
 
 def zero_constants(text: str) -> list[str]:
@@ -292,8 +354,11 @@ def report(result: VerifyResult) -> str:
             f"{'; '.join(result.schedules)}")
     lines = [head] + ["  " + o.line(result.tolerance) for o in result.outputs]
     bad = sum(not o.ok for o in result.outputs)
-    lines.append("verified: all outputs agree" if not bad
-                 else f"FAILED: {bad} of {len(result.outputs)} output(s) differ")
+    if result.legacy_dependence:
+        lines.append(f"NOT VERIFIABLE: {result.legacy_dependence}; {bad} of {len(result.outputs)} output(s) differ")
+    else:
+        lines.append("verified: all outputs agree" if not bad
+                     else f"FAILED: {bad} of {len(result.outputs)} output(s) differ")
     return "\n".join(lines)
 
 
@@ -315,4 +380,4 @@ def verify_command(file: str, spec: str, device: str = "cpu", json_out: bool = F
         print(zero_note(result), file=sys.stderr)
     if note and not result.ok:
         print(note, file=sys.stderr)
-    return 0 if result.ok else EXIT_ERROR
+    return 0 if result.ok else (Exit.LEGACY_ORDER if result.legacy_dependence else EXIT_ERROR)

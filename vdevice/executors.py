@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import numpy as np
 
+from cuda_emu.env import MAX_YIELD_BUDGET
 from cuda_emu.module import DEFAULT_YIELD_BUDGET
 
 from .codegen import INTERPRETER, LAYOUT_QUERY, ArgTable, GeneratedModule, ProgramTables, encode, generate
@@ -19,6 +20,13 @@ CPU_WATCHDOG_POLLS = 200_000          # barrier polls (each one an emulator yiel
 # The emulator's whole-launch yield budget for one rProgram grows with its instructions: the zoo --small models
 # made 157-651 yields per instruction (lstm-tc, resnext, transformer; 2026-11-25), full-size rTasks poll longer.
 CPU_YIELDS_PER_INSTRUCTION = 50_000
+
+
+def cpu_yield_budget(units: int, per_unit: int = DEFAULT_YIELD_BUDGET) -> int:
+    """The emulator's whole-launch yield budget for a persistent launch that runs `units` pieces of work one after
+    another (an rProgram's instructions, the rTasks one vEU of `rtransform verify` takes): `per_unit` yields each,
+    never below the emulator's default for one launch, nor above the largest budget a launch takes."""
+    return min(MAX_YIELD_BUDGET, max(DEFAULT_YIELD_BUDGET, per_unit * max(1, units)))
 GPU_WATCHDOG_CYCLES = 2_000_000_000   # clock64 cycles (about a second) before a wait is declared stuck
 _U32_LIMIT = 2**32 - 1
 
@@ -526,8 +534,8 @@ class PersistentExecutor:
         args = [d["instr"], d["veu_begin"], d["targets"], self.vd.argtab(), d["counters"], d["progress"], d["err"],
                 np.uint32(self._run_index(ld)), np.uint32(ld.ctl_offset), np.uint32(ld.gang_span),
                 np.uint32(ld.tables.home_bytes), np.uint64(self.watchdog)]
-        budget = None if self.vd.backend.name != "cpu" else max(
-            DEFAULT_YIELD_BUDGET, CPU_YIELDS_PER_INSTRUCTION * len(ld.tables.instr))
+        budget = None if self.vd.backend.name != "cpu" else cpu_yield_budget(len(ld.tables.instr),
+                                                                              CPU_YIELDS_PER_INSTRUCTION)
         self.vd.backend.launch(INTERPRETER, (ld.tables.num_veus, 1, 1), (ld.tables.threads, 1, 1), ld.smem, args,
                                cooperative=True, yield_budget=budget)
 

@@ -173,7 +173,7 @@ inline void launch_body(const LaunchCfg& c, size_t nb) {
   g.blocks[0].smem = g.home;
   for (size_t i = 0; i < nb && !g.failed; ++i) {
     g.live_total = g.ready_total = 0;
-    block_setup(g.blocks[0], (unsigned)i, g.pool, c.grid, c.block);
+    block_setup(g.blocks[0], c.order ? c.order[i] : (unsigned)i, g.pool, c.grid, c.block);
     run_blocks(g.blocks, 1);
   }
 }

@@ -1,8 +1,9 @@
 // emu_mma.h — models of the PTX warp-level matrix instructions legacy kernels issue through inline asm on the GPU
 // (mma.sync m16n8k8 tf32 and m16n8k16 bf16, ldmatrix, cp.async with its groups, cvt to tf32 / bf16x2). Part of
-// cuda_emu.h (through emu_wmma.h); include that instead. Inline PTX does not compile on the emulator, so a kernel
-// writes each instruction as
-//     #if defined(__CUDA_ARCH__)  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 ...");
+// cuda_emu.h (through emu_wmma.h); include that instead. Inline PTX does not compile on the emulator, and the
+// emulator compiles device code with __CUDA_ARCH__ defined (as nvcc's device pass does), so a kernel writes each
+// instruction as
+//     #if defined(__CUDA_ARCH__) && !defined(RT_CPU_EMULATOR)  asm volatile("mma.sync.aligned.m16n8k8 ...");
 //     #elif defined(RT_CPU_EMULATOR)  emu::ptx::mma_m16n8k8_tf32(d, a, b, c);
 //     #endif
 // and these functions give every lane what the instruction gives it on the GPU.

@@ -87,6 +87,8 @@ struct LaunchCfg {
   unsigned long long static_limit;  // static __shared__ bytes a kernel may declare (the target's; 0: no check)
   unsigned long long smem_limit;    // static + dynamic shared bytes a block may have (the target's; 0: no check)
   const char* arch;                 // the target named in messages
+  const unsigned* order;            // the linear block ids in the order the blocks run (nullptr: 0, 1, 2...);
+                                    // a non-cooperative launch only (rtransform verify replays an rTask order)
 };
 struct LaunchStats {
   unsigned long long switches, yields, turns, blocks, threads;

@@ -53,8 +53,9 @@ struct TcShape {
 };
 
 // ---- the instructions: inline PTX on the GPU, the emulator's models on the CPU (cuda_emu/include/emu_mma.h) ------
+// (the emulator defines __CUDA_ARCH__ for device code as nvcc's device pass does: RT_CPU_EMULATOR tells it apart)
 // A shared-memory address as the instructions take it: 32-bit in the shared window on the GPU.
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && !defined(RT_CPU_EMULATOR)
 typedef unsigned tc_sptr;
 #else
 typedef size_t tc_sptr;
@@ -70,7 +71,7 @@ __device__ __forceinline__ tc_sptr tc_smem_addr(const void* p) {
 // cp.async of `bytes` (4 or 16) from src to the shared address dst, zero-filled when !valid.
 template <int BYTES>
 __device__ __forceinline__ void tc_copy(tc_sptr dst, const float* src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(RT_CPU_EMULATOR)
   if (BYTES == 16)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
   else
@@ -80,7 +81,7 @@ __device__ __forceinline__ void tc_copy(tc_sptr dst, const float* src, bool vali
 #endif
 }
 __device__ __forceinline__ void tc_copy_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(RT_CPU_EMULATOR)
   asm volatile("cp.async.commit_group;\n" ::);
 #elif defined(RT_CPU_EMULATOR)
   emu::ptx::cp_async_commit();
@@ -88,7 +89,7 @@ __device__ __forceinline__ void tc_copy_commit() {
 }
 template <int N>
 __device__ __forceinline__ void tc_copy_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(RT_CPU_EMULATOR)
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #elif defined(RT_CPU_EMULATOR)
   emu::ptx::cp_async_wait(N);
@@ -97,7 +98,7 @@ __device__ __forceinline__ void tc_copy_wait() {
 
 // ldmatrix.x4: the four 8 x 8 b16 matrices whose rows the lanes address (lanes 8i..8i+7: matrix i).
 __device__ __forceinline__ void tc_ldsm4(unsigned (&r)[4], tc_sptr row) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && !defined(RT_CPU_EMULATOR)
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(row));
 #elif defined(RT_CPU_EMULATOR)
@@ -107,7 +108,7 @@ __device__ __forceinline__ void tc_ldsm4(unsigned (&r)[4], tc_sptr row) {
 
 // Two consecutive 32-bit words of shared memory in one 64-bit load.
 __device__ __forceinline__ void tc_lds64(unsigned (&r)[2], tc_sptr p) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && !defined(RT_CPU_EMULATOR)
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(p));
 #elif defined(RT_CPU_EMULATOR)
   for (int i = 0; i < 2; ++i) r[i] = reinterpret_cast<const unsigned*>(p)[i];
@@ -116,7 +117,7 @@ __device__ __forceinline__ void tc_lds64(unsigned (&r)[2], tc_sptr p) {
 
 // d += a x b on the tensor cores: mma.sync m16n8k8 with tf32 operands.
 __device__ __forceinline__ void tc_mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && !defined(RT_CPU_EMULATOR)
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
                "{%0, %1, %2, %3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -128,7 +129,7 @@ __device__ __forceinline__ void tc_mma_tf32(float (&d)[4], const unsigned (&a)[4
 
 // d += a x b on the tensor cores: mma.sync m16n8k16 with bf16 operands.
 __device__ __forceinline__ void tc_mma_bf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && !defined(RT_CPU_EMULATOR)
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
                "{%0, %1, %2, %3};\n"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -140,7 +141,7 @@ __device__ __forceinline__ void tc_mma_bf16(float (&d)[4], const unsigned (&a)[4
 
 // cvt.rna.tf32.f32: round to nearest, ties away from zero, to a 10-bit mantissa.
 __device__ __forceinline__ unsigned tc_to_tf32(unsigned x) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && !defined(RT_CPU_EMULATOR)
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(__uint_as_float(x)));
   return r;
@@ -153,7 +154,7 @@ __device__ __forceinline__ unsigned tc_to_tf32(unsigned x) {
 
 // cvt.rn.bf16x2.f32: hi in the upper half, lo in the lower, each rounded to nearest even.
 __device__ __forceinline__ unsigned tc_to_bf16x2(unsigned hi, unsigned lo) {
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && !defined(RT_CPU_EMULATOR)
   unsigned r;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(__uint_as_float(hi)), "f"(__uint_as_float(lo)));
   return r;

@@ -183,3 +183,15 @@ def block_tools(a):
     out = a["out"].copy()
     out[:n] = (blocks - blocks.mean(axis=1, keepdims=True)).ravel()[:n]
     return {"out": out}
+
+
+def bfs_relax(a):
+    n = int(a["n"])
+    cost = a["cost"].astype(np.int64)
+    nbr = a["nbr"].reshape(-1, 4)[:n]
+    best = np.minimum(cost[:n], (cost[nbr] + 1).min(axis=1))
+    nxt = a["next"].copy()
+    nxt[:n] = best
+    dropped = np.zeros(256, dtype=bool)
+    dropped[:n] = best != cost[:n]
+    return {"next": nxt, "changed": dropped.reshape(4, 64).sum(axis=1).astype(np.int32)}

@@ -92,17 +92,16 @@ def _thinned(pairs: list) -> list:
             seen.add(_shape_key(case))
             kept.add((b.name, case.label))
     pairs = [(b, case) for b, case in pairs if not THINNED.fullmatch(b.variant) or (b.name, case.label) in kept]
-    # the shapes a tile's split forms run on (long K: the shapes are there for them) take its unsplit 3xTF32 form only
-    # on the cheapest one: the unsplit k loop is the split forms' loop over all of K (the longest tests of the file)
-    split_cases: dict[tuple[str, str], list[Case]] = {}
+    # the shapes an op's split tensor-core forms run on (long K: the shapes are there for them) take each unsplit
+    # 3xTF32 tile only on the cheapest one: the unsplit k loop is the split forms' loop over all of K (these were the
+    # longest tests of the file)
+    split_cases: dict[str, list[Case]] = {}
     for b, case in pairs:
-        m = re.fullmatch(r"(tc\d+x\d+)k\d+_3xtf32", b.variant)
-        if m and case not in split_cases.setdefault((b.op_type, m[1]), []):
-            split_cases[(b.op_type, m[1])].append(case)
+        if re.fullmatch(r"tc\d+x\d+k\d+_3xtf32", b.variant) and case not in split_cases.setdefault(b.op_type, []):
+            split_cases[b.op_type].append(case)
     drop = set()
     for b, case in pairs:
-        m = re.fullmatch(r"(tc\d+x\d+)_3xtf32", b.variant)
-        big = split_cases.get((b.op_type, m[1]), []) if m else []
+        big = split_cases.get(b.op_type, []) if re.fullmatch(r"tc\d+x\d+_3xtf32", b.variant) else []
         if case in big and case is not min(big, key=lambda c: sum(ln.flops + ln.bytes for ln in b.launch(c.node))):
             drop.add((b.name, case.label))
     return [(b, case) for b, case in pairs if (b.name, case.label) not in drop]

@@ -37,3 +37,25 @@ def nvcc_path() -> str:
     if nvcc is None:
         pytest.skip("nvcc not found: install a CUDA toolkit or the nvidia-cuda-nvcc wheel (or set $NVCC)")
     return nvcc
+
+
+# $RAMMER_TEST_CPU_LOG=FILE: each test's CPU seconds (its process and the children it waited for, g++ and
+# subprocesses included; setup + call + teardown) appended to FILE as "SECONDS NODEID" lines, one per test, from every
+# xdist worker. CPU time, unlike --durations' wall time, does not grow with the machine's load: sort -n FILE shows
+# what the suite's time is made of.
+_CPU_LOG = os.environ.get("RAMMER_TEST_CPU_LOG")
+
+
+def _cpu_seconds() -> float:
+    import resource
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+if _CPU_LOG:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+        start = _cpu_seconds()
+        yield
+        with open(_CPU_LOG, "a") as fh:
+            fh.write(f"{_cpu_seconds() - start:.2f} {item.nodeid}\n")

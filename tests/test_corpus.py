@@ -64,8 +64,50 @@ CASES = _cases()
 # (the k ranges, the partial sums, the fixup's order) is the same code at every precision, so the split variants run
 # here at 3xTF32 on every case, and tests/test_wmma.py checks splits at every precision bit for bit against numpy.
 SPLIT_AT_REDUCED_PRECISION = re.compile(r"tc\d+x\d+k\d+_(tf32|bf16)")
-PAIRS = [(b, case) for case in CASES for b in registry.for_op(case.node.op_type) if b.applies(case.node)
-         and not SPLIT_AT_REDUCED_PRECISION.fullmatch(b.variant)]
+ALL_PAIRS = [(b, case) for case in CASES for b in registry.for_op(case.node.op_type) if b.applies(case.node)
+             and not SPLIT_AT_REDUCED_PRECISION.fullmatch(b.variant)]
+# Thinned (issue 27: the README's test command within 15 minutes cold): variants whose difference from a variant run
+# on every case is arithmetic that other tests check bit for bit at every setting run here on the THIN_SHAPES
+# cheapest test shapes they apply to (least flops + bytes of their launches; distinct input shapes), under the same
+# sanitizers: a tensor-core tile at TF32 or BF16 (the same code as its 3xTF32 form, which runs on every case, but for
+# the operand split; tests/test_wmma.py checks every tile at every precision against numpy bit for bit), and split-K
+# variants (the same tile as their unsplit form, which runs on every case, plus the k ranges and the fixup;
+# test_wmma's split cases and test_fp32_split_k_gemm/conv_is_bit_exact below check every split factor bit for bit).
+THINNED = re.compile(r"tc\d+x\d+_(tf32|bf16)|tc\d+x\d+k\d+_3xtf32|tiled16k\d+|regblock32x32k\d+|implicit_gemm16k\d+")
+THIN_SHAPES = 2
+
+
+def _shape_key(case: Case) -> tuple:
+    return tuple(t.shape for t in case.node.inputs if t is not None)
+
+
+def _thinned(pairs: list) -> list:
+    """pairs less the thinned variants' cases beyond their THIN_SHAPES cheapest distinct shapes (see THINNED)."""
+    shapes: dict[str, set[tuple]] = {}
+    kept: set[tuple[str, str]] = set()
+    for b, case in sorted((p for p in pairs if THINNED.fullmatch(p[0].variant)),
+                          key=lambda p: sum(ln.flops + ln.bytes for ln in p[0].launch(p[1].node))):
+        seen = shapes.setdefault(b.name, set())
+        if len(seen) < THIN_SHAPES and _shape_key(case) not in seen:
+            seen.add(_shape_key(case))
+            kept.add((b.name, case.label))
+    pairs = [(b, case) for b, case in pairs if not THINNED.fullmatch(b.variant) or (b.name, case.label) in kept]
+    # the shapes an op's split tensor-core forms run on (long K: the shapes are there for them) take each unsplit
+    # 3xTF32 tile only on the cheapest one: the unsplit k loop is the split forms' loop over all of K (these were the
+    # longest tests of the file)
+    split_cases: dict[str, list[Case]] = {}
+    for b, case in pairs:
+        if re.fullmatch(r"tc\d+x\d+k\d+_3xtf32", b.variant) and case not in split_cases.setdefault(b.op_type, []):
+            split_cases[b.op_type].append(case)
+    drop = set()
+    for b, case in pairs:
+        big = split_cases.get(b.op_type, []) if re.fullmatch(r"tc\d+x\d+_3xtf32", b.variant) else []
+        if case in big and case is not min(big, key=lambda c: sum(ln.flops + ln.bytes for ln in b.launch(c.node))):
+            drop.add((b.name, case.label))
+    return [(b, case) for b, case in pairs if (b.name, case.label) not in drop]
+
+
+PAIRS = _thinned(ALL_PAIRS)
 
 
 def draw_inputs(case: Case) -> list[np.ndarray | None]:
@@ -419,6 +461,7 @@ def test_refusals_give_one_line_reasons(op_type: str, variant: str, node: NodeIn
 
 
 # ---- the sources compile with nvcc (device code, every instantiation the tests use) ------------------------------
+@pytest.mark.slow  # nvcc of every instantiation the tests use: half a minute of CPU (the CI's slow step runs it)
 @pytest.mark.nvcc
 def test_sources_compile_with_nvcc(tmp_path: Path, nvcc_path: str) -> None:
     exprs = kernel_exprs((b, c.node) for b, c in PAIRS)

@@ -113,6 +113,7 @@ def test_cpu_check_with_slices_sized_for_two_veus_per_sm(tmp_path: Path) -> None
         assert 2 * (-(-(loaded.smem + RESERVED) // 128) * 128) <= SM_SMEM
 
 
+@pytest.mark.slow  # a --target gpu build with four ptxas trials (minutes under load): CI's slow step runs it
 @pytest.mark.nvcc
 def test_gpu_build_searches_veus_per_sm_for_resident_slices(tmp_path: Path) -> None:
     """A GPU build of the tiny LSTM: sized for 1/SM its 130 KB slices hold one vEU per SM, so the build also sizes

@@ -91,7 +91,8 @@ def test_launch_segment_price_against_hand_numbers() -> None:
     part = launch_part(wl, [0, 1, 2, 3], prof)
     node = lambda k: max(LAUNCHES.floor_us("graph"), k + LAUNCHES.gap_us("graph"))  # noqa: E731
     b = min(alone["b1"], alone["b2"])
-    path = node(alone["a"]) + max(node(b), node(alone["c"])) + node(alone["d"])
+    # c on a second stream: its wait on a, and d's on c, each cost the cross-stream edge (6.95 us)
+    path = node(alone["a"]) + max(node(b), 6.95 + node(alone["c"])) + 6.95 + node(alone["d"])
     shares = [300 / (132 * 8), 1200 / (132 * 4), 64 / (132 * 4), 10 / (132 * 8)]
     area = sum(k * s for k, s in zip([alone["a"], b, alone["c"], alone["d"]], shares))
     assert part.us == pytest.approx(max(path, area) + 6.279)

@@ -9,8 +9,10 @@ are launched (scheduler/dispatch_costs.LaunchCosts):
   op-by-op            one eager launch per kernel, in operator order
   cuda-graph          the same kernels as one CUDA Graph, one stream
   cuda-graph-pdl      that graph with programmatic dependent launch between consecutive kernels
-  multi-stream-graph  a graph whose independent branches run concurrently: the longer of its critical path and the
-                      device time its kernels occupy (each kernel the share of the SMs its blocks fill)
+  multi-stream-graph  a graph whose independent branches run concurrently on the executor's 8 streams (assigned as it
+                      assigns them), a node after a predecessor on another stream paying the event edge: the longer
+                      of that schedule and the device time its kernels occupy (each kernel the share of the SMs its
+                      blocks fill)
   library-graph       cuBLAS/cuDNN for Conv/MatMul/Gemm where the library can run them (scheduler.backends.library),
                       the fastest corpus kernel for the rest, one CUDA Graph
   pytorch             the library graph's kernels launched eagerly by PyTorch (its per-op host overhead)

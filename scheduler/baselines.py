@@ -9,8 +9,10 @@ are launched (scheduler/dispatch_costs.LaunchCosts):
   op-by-op            one eager launch per kernel, in operator order
   cuda-graph          the same kernels as one CUDA Graph, one stream
   cuda-graph-pdl      that graph with programmatic dependent launch between consecutive kernels
-  multi-stream-graph  a graph whose independent branches run concurrently: the longer of its critical path and the
-                      device time its kernels occupy (each kernel the share of the SMs its blocks fill)
+  multi-stream-graph  a graph whose independent branches run concurrently on the executor's 8 streams (assigned as it
+                      assigns them), a node after a predecessor on another stream paying the event edge: the longer
+                      of that schedule and the device time its kernels occupy (each kernel the share of the SMs its
+                      blocks fill)
   library-graph       cuBLAS/cuDNN for Conv/MatMul/Gemm where the library can run them (scheduler.backends.library),
                       the fastest corpus kernel for the rest, one CUDA Graph
   pytorch             the library graph's kernels launched eagerly by PyTorch (its per-op host overhead)
@@ -127,18 +129,34 @@ def kernels_of(node: NodeKernels, library: bool) -> list[float]:
     return node.kernels_us
 
 
-def multi_stream_us(nodes: list[NodeKernels], profiler: Profiler) -> float:
-    """Independent branches on parallel streams of one graph: no faster than its critical path (each kernel and
-    its node's gap after its predecessors) nor than the device time its kernels fill (kernel x share, summed)."""
+def node_streams(nodes: list[NodeKernels], streams: int | None = None) -> list[int]:
+    """The stream each node's kernels go on when the executor captures them (vdevice.executors.stream_of_each: a
+    chain stays on its stream, a new branch takes an unused stream, then the least recently used of its 8)."""
+    from vdevice.executors import MAX_SEGMENT_STREAMS, LaunchStep, stream_of_each
+    deps = tuple((p, i) for i, node in enumerate(nodes) for p in node.preds)
+    return stream_of_each(LaunchStep(tuple(range(len(nodes))), deps), streams or MAX_SEGMENT_STREAMS)
+
+
+def multi_stream_us(nodes: list[NodeKernels], profiler: Profiler, streams: int | None = None) -> float:
+    """Independent branches on parallel streams of one graph (at most the executor's 8, assigned as it assigns
+    them): each node starts when its stream is free and its predecessors have ended, plus the event wait's cost
+    when a predecessor is on another stream (LaunchCosts.cross_stream_us, paid even when the event has fired), then
+    runs its kernels each with the graph node's gap; no faster than the device time its kernels fill (kernel x
+    share, summed)."""
     gap = profiler.launches.gap_us("graph")
     floor = profiler.launches.floor_us("graph")
+    edge = profiler.launches.cross_stream_us
+    lanes = node_streams(nodes, streams)
     finish: list[float] = []
+    free: dict[int, float] = {}
     area = 0.0
-    for node in nodes:
-        start = max((finish[p] for p in node.preds), default=0.0)
+    for node, lane in zip(nodes, lanes):
+        start = max([free.get(lane, 0.0)] + [finish[p] for p in node.preds])
+        start += edge if any(lanes[p] != lane for p in node.preds) else 0.0
         kernels = kernels_of(node, library=False)
         shares = node.shares if kernels is node.kernels_us else [1.0] * len(kernels)
         finish.append(start + sum(max(floor, k + gap) for k in kernels))
+        free[lane] = finish[-1]
         area += sum(k * s for k, s in zip(kernels, shares))
     return max(max(finish, default=0.0), area) + profiler.launches.eager_us
 

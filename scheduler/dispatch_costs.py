@@ -80,6 +80,22 @@ class LaunchCosts:
     # estimate: a PyTorch eager op's host overhead (Python, the dispatcher, the allocator) per node; public
     # profiles of small ops put it at 10-20 µs: the low end
     torch_eager_us: float = 10.0
+    # Eager launches are asynchronous: the host issues one per eager_us (the tiny-op figure above is the host's
+    # interval: its kernel is shorter), and a kernel longer than that runs back to back with the next one on the
+    # stream, after this gap. Fitted, results/h100-2026-11-27-0900/results.jsonl (commit 79f1ec3, lstm-tc full size):
+    # "op-by-op" 8.943 ms against "cuda-graph" 7.801 ms for the same 1102 kernels; the 100 tiny Concat copies are
+    # host-bound (100 x (6.279 - 1.258) = 502 us of the 1142 us difference), the other 640 us over 1000 LSTM cells of
+    # ~7 us is 0.64 us per kernel more than a graph node's 0.658 us gap: 1.30 us
+    eager_stream_gap_us: float = 1.30
+    # A multi-stream graph node whose predecessor is on another stream (a captured event edge): what the node adds
+    # beyond its own gap, paid even when the event has fired (its launch cannot be staged behind its stream's previous
+    # kernel). Fitted, results/h100-2026-11-27-0900/results.jsonl (commit 79f1ec3, lstm-tc full size):
+    # "multi-stream-graph" 3.035 ms. The executor puts its 10 layer chains on 8 streams (vdevice.executors.
+    # stream_of_each): layers 7, 8 and 9 share stream 7, so about 300 cells run in a row there (2.29 ms at the
+    # single-stream graph's node cost), about 100 of them (layer 7's) after a cell on another stream; 6.95 us each
+    # makes scheduler.baselines.multi_stream_us give 3.035 ms. One figure cannot tell this edge from the 8 streams'
+    # cells slowing each other while they overlap (about the first 100 steps): either reads the same 0.74 ms
+    cross_stream_us: float = 6.95
 
     def gap_us(self, how: str) -> float:
         """What a launch adds to its kernel ("eager", "graph", "pdl", "torch")."""

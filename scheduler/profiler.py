@@ -18,7 +18,7 @@ from vdevice.target import H100 as H100_DEVICE
 from vdevice.target import Device
 
 from .graph import SchedulerError
-from .dispatch_costs import EAGER_LAUNCH_US, INTERPRETER, L2_ROUND_TRIP_US, LAUNCHES, InterpreterCosts, LaunchCosts
+from .dispatch_costs import EAGER_LAUNCH_US, INTERPRETER, LAUNCHES, InterpreterCosts, LaunchCosts
 from .simulate import StepCosts, simulate, simulate_steps
 
 
@@ -44,7 +44,16 @@ class DeviceSpec:
     # vEU or one block can pull is bounded by threads x 16 B / 0.6 us whatever the device's share
     bytes_in_flight_per_thread: int = 16
     dram_latency_us: float = 0.6
-    l2_latency_us: float = L2_ROUND_TRIP_US  # an L2 hit: measured by the runtime micro-benchmark (dispatch_costs)
+    # The latency of a kernel's weight stream from L2 (the in-flight bound above, for operands that stay in L2).
+    # Fitted, 2026-11-27 09:00 H100 run (results/h100-2026-11-27-0900/results.jsonl, commit 79f1ec3, lstm-tc): two
+    # CUDA Graphs of 1000 latency-bound LSTM cells whose 21 MB of weights fit in L2, "cuda-graph" (lstm_cell_fused,
+    # 16 B in flight per thread, 7.801 ms) and "rammer-graph" (lstm_cell_resident unpinned, 32 B, 4.691 ms), priced
+    # by tests/calibration.py: 0.253 us (the micro-benchmark's chained L2 round trip, L2_ROUND_TRIP_US, which the
+    # interpreter's own figures keep) left them 1.68x / 1.40x slower than predicted; 0.42 us leaves 1.09x / 0.93x.
+    # What makes a weight stream slower than the chain's one line is not measured (candidates: lines homed in the far
+    # L2 partition, part of the 21 MB evicted between steps); public H100 figures put an L2 hit at 0.15-0.27 us
+    # and DRAM at 0.48-0.7 us
+    l2_latency_us: float = 0.42
     # The persistent runtime's fixed costs live in scheduler/dispatch_costs.py (InterpreterCosts, LaunchCosts, each
     # figure with its source). barrier_us: a fixed cost for every barrier-rTask whatever its fan-in, when given
     # (simple devices in tests, or a measured hand-off); None: the profiler's hand-off at its vEU count.
@@ -159,6 +168,21 @@ def tc_share(kernel: str, template_args: Any) -> float | None:
 # (a 16-byte shared-memory weight load and a broadcast global load of x or h per four; BENCHMARKS.md, "Kernel SASS")
 FFMA_SHARE["lstm_cell_resident"] = 16 / 39
 DEFAULT_FFMA_SHARE = min(FFMA_SHARE.values())
+
+
+# Bytes one thread keeps in flight per trip of a kernel's weight-streaming loop, read from its sm_90 SASS (nvcc 13.0,
+# `python3 -m toolchain.sass FILE.cu -I kernel_corpus/legacy --listing NAME`: the global loads a trip issues before
+# its first FFMA uses them; the next trip's loads wait for the branch): lstm_cell_fused<8,1,256> issues 4 32-bit
+# `LDG.E.CONSTANT` of weights per trip (16 B; its x/h loads are warp broadcasts of one word), lstm_cell_resident<10,256>
+# run unpinned 2 `LDG.E.128.CONSTANT` (32 B: its unroll-2 loop reuses the registers, so the second pair waits for the
+# first pair's FFMAs), lstm_cell_vec4<8,256> 4 `LDG.E.128.CONSTANT` (64 B). Others:
+# DeviceSpec.bytes_in_flight_per_thread (an estimate).
+BYTES_IN_FLIGHT = {"lstm_cell_fused": 16, "lstm_cell_resident": 32, "lstm_cell_vec4": 64}
+
+
+def bytes_in_flight(kernel: str, default: int) -> int:
+    """A kernel's bytes in flight per thread (BYTES_IN_FLIGHT, else `default`)."""
+    return BYTES_IN_FLIGHT.get(kernel.split("<", 1)[0].rsplit("::", 1)[-1], default)
 
 
 def ffma_share(kernel: str, template_args: Any = None) -> float:
@@ -371,7 +395,7 @@ class Profiler:
         compute_s = launch.flops / tasks / sm_rate
         l2 = self.l2_resident(launch)
         bandwidth, latency_us = (d.l2_bw, d.l2_latency_us) if l2 else (d.mem_bw, d.dram_latency_us)
-        in_flight = launch.threads * d.bytes_in_flight_per_thread / (latency_us * 1e-6)
+        in_flight = launch.threads * bytes_in_flight(launch.kernel, d.bytes_in_flight_per_thread) / (latency_us * 1e-6)
         memory_s = launch.bytes / tasks / min(bandwidth / max(1, concurrent), in_flight)
         return max(compute_s, memory_s) * 1e6
 
@@ -415,6 +439,8 @@ class Profiler:
         "pdl", dispatch_costs.LaunchCosts) and never takes less than a launched tiny op; a graph is itself
         launched once."""
         gap, floor = self.launches.gap_us(how), self.launches.floor_us(how)
+        if how == "eager":  # asynchronous: the host's interval or the kernel and the stream's gap, the longer
+            gap, floor = self.launches.eager_stream_gap_us, self.launches.eager_us
         total = sum(max(floor, k + gap) for k in kernels_us)
         return total + (self.launches.eager_us if how in ("graph", "pdl") else 0.0)
 

@@ -117,7 +117,9 @@ def launch_part(workload: Workload, nodes: list[int], profiler: Any) -> LaunchPa
     """A run of launched nodes: each node's fastest legacy variant at its own occupancy (resident launches unpinned:
     their readers read global memory, their loads do nothing), a launch after the node's previous one (an independent
     one after the node's inputs), a node's first after its predecessors in the run; priced as one CUDA Graph whose
-    independent branches run on parallel streams (scheduler.baselines.multi_stream_us)."""
+    independent branches run on parallel streams (scheduler.baselines.multi_stream_us), or on one stream (its edges
+    a chain in this topological order: the executor then forks nothing) where that is predicted faster, as when the
+    cross-stream edges cost more than the overlap gains."""
     from kernel_corpus.bindings import as_unpinned
 
     from .baselines import NodeKernels, launch_share, multi_stream_us
@@ -149,7 +151,11 @@ def launch_part(workload: Workload, nodes: list[int], profiler: Any) -> LaunchPa
                                    [ops[i].rtask_us for i in mine],
                                    [launch_share(profiler, as_unpinned(ops[i].launch)) for i in mine]))
         choices[spec.name] = Choice(cand.variant, "launched: the fastest legacy variant at its own occupancy", LAUNCH)
-    return LaunchPart(ops, deps, multi_stream_us(kernels, profiler), choices)
+    forked = multi_stream_us(kernels, profiler)
+    serial = profiler.launched_us([op.rtask_us for op in ops], "graph")
+    if serial < forked:  # forking does not pay (cross-stream edges): one stream, each op after the one before
+        return LaunchPart(ops, [(i - 1, i) for i in range(1, len(ops))], serial, choices)
+    return LaunchPart(ops, deps, forked, choices)
 
 
 def plan_steps(workload: Workload, placement: Placement, plan_run: PlanFn, call_us: Callable[[LibraryCall], float],

@@ -42,9 +42,10 @@ def diamond(prof: Profiler) -> tuple[Workload, dict[str, float]]:
 
 
 def test_baselines_against_hand_numbers() -> None:
-    """Serial graphs: every fastest kernel plus a gap (eager 6.279 - 0.6, graph 1.258 - 0.6, PDL 0.353), never below
-    the launched tiny op, a graph launched once; the library graph uses the call for c where it is faster; the
-    multi-stream graph runs b and c side by side."""
+    """Serial graphs: every fastest kernel plus a gap (graph 1.258 - 0.6, PDL 0.353), never below the launched tiny
+    op, a graph launched once; eager: the host's 6.279 us or the kernel and the stream's 1.30 us gap; the library graph
+    uses the call for c where it is faster; the multi-stream graph runs b and c side by side, c on a second stream
+    (its wait on a, and d's on c, cost the cross-stream edge)."""
     prof = Profiler(H100, 132)
     wl, alone = diamond(prof)
     from scheduler.backends.library import call_kernel_us
@@ -58,13 +59,14 @@ def test_baselines_against_hand_numbers() -> None:
         gap, floor = LAUNCHES.gap_us(how), LAUNCHES.floor_us(how)
         return sum(max(floor, k + gap) for k in ks) + (6.279 if how in ("graph", "pdl") else 0.0)
 
-    assert got.us["op-by-op"] == pytest.approx(serial(kernels, "eager"))
+    assert got.us["op-by-op"] == pytest.approx(sum(max(6.279, k + 1.30) for k in kernels))
     assert got.us["cuda-graph"] == pytest.approx(serial(kernels, "graph"))
     assert got.us["cuda-graph-pdl"] == pytest.approx(serial(kernels, "pdl"))
     with_lib = [alone["a"], b, min(lib, alone["c"]), alone["d"]]
     assert got.us["library-graph"] == pytest.approx(serial(with_lib, "graph"))
     node = lambda k: max(LAUNCHES.floor_us("graph"), k + LAUNCHES.gap_us("graph"))  # noqa: E731
-    path = node(alone["a"]) + max(node(b), node(alone["c"])) + node(alone["d"])
+    # a, b and d on stream 0, c on stream 1: c waits for a and d for c across streams (6.95 us each, the 09:00 fit)
+    path = node(alone["a"]) + max(node(b), 6.95 + node(alone["c"])) + 6.95 + node(alone["d"])
     # 300, 1200, 64 and 10 blocks, 8 per SM by registers (64 assumed; 256-thread ones 4): shares of 132 SMs
     shares = [300 / (132 * 8), 1200 / (132 * 4), 64 / (132 * 4), 10 / (132 * 8)]
     area = sum(k * min(1.0, s) for k, s in zip(kernels, shares))
@@ -105,3 +107,27 @@ def test_baselines_do_not_change_with_veus_or_the_plans_choices(tmp_path: Path) 
         assert r["predicted_baselines_us"] == first
         assert r["strongest_baseline"] == min(first, key=first.get)
         assert r["vs_strongest"] == pytest.approx(first[r["strongest_baseline"]] / r["predicted_us"], rel=1e-3)
+
+
+def test_multi_stream_over_the_executors_eight_streams_against_hand_numbers() -> None:
+    """Nine independent chains of T kernels: the executor's 8 streams (vdevice.executors.stream_of_each) put chains
+    0-7 on streams 0-7 and chain 8 behind chain 0 on stream 0, so the graph takes 2T nodes, not T (with 16 streams:
+    T). A node joining a chain on another stream pays the cross-stream edge (6.95 us, fitted to lstm-tc's 3.035 ms
+    multi-stream graph, 09:00 run) even when that chain ended long before: a tail node after chains 0 and 8's ends
+    (stream 0) and chain 1's (stream 1) starts at 2T nodes + the edge."""
+    from scheduler.dispatch_costs import LAUNCHES
+    prof = Profiler(H100, 132)
+    T, k = 20, 5.0
+    nodes = []
+    for chain in range(9):
+        for t in range(T):
+            nodes.append(baselines.NodeKernels(f"c{chain}_{t}", [chain * T + t - 1] if t else [], "v", [k], [0.01]))
+    lanes = baselines.node_streams(nodes)
+    assert [lanes[c * T] for c in range(9)] == [0, 1, 2, 3, 4, 5, 6, 7, 0]
+    cell = k + LAUNCHES.gap_us("graph")
+    assert baselines.multi_stream_us(nodes, prof) == pytest.approx(2 * T * cell + 6.279)
+    assert baselines.multi_stream_us(nodes, prof, streams=16) == pytest.approx(T * cell + 6.279)
+    assert LAUNCHES.cross_stream_us == pytest.approx(6.95)
+    tail = nodes + [baselines.NodeKernels("tail", [9 * T - 1, 2 * T - 1], "v", [k], [0.01])]
+    assert baselines.node_streams(tail)[-1] == 0
+    assert baselines.multi_stream_us(tail, prof) == pytest.approx(2 * T * cell + 6.95 + cell + 6.279)

@@ -137,7 +137,9 @@ def test_launch_gaps_against_hand_numbers() -> None:
     assert LAUNCHES.gap_us("eager") == pytest.approx(6.279 - 0.6)
     assert LAUNCHES.gap_us("graph") == pytest.approx(1.258 - 0.6)
     assert LAUNCHES.gap_us("pdl") == pytest.approx(rt + 0.1)
-    assert prof.launched_us([0.1, 10.0], "eager") == pytest.approx(6.279 + 10.0 + 6.279 - 0.6)
+    # eager launches are asynchronous: the host's 6.279 us interval for the tiny kernel, the 10 us kernel and the
+    # stream's 1.30 us gap for the long one (results/h100-2026-11-27-0900: op-by-op 8.943 ms against the graph's 7.801)
+    assert prof.launched_us([0.1, 10.0], "eager") == pytest.approx(6.279 + 10.0 + 1.30)
     assert prof.launched_us([0.1, 10.0], "graph") == pytest.approx(6.279 + 1.258 + 10.0 + 1.258 - 0.6)
     assert prof.launched_us([0.1, 10.0], "pdl") == pytest.approx(6.279 + 0.6 + rt + 0.1 + 10.0 + rt + 0.1)
 
@@ -192,3 +194,34 @@ def test_legacy_registers_are_ptxas_figures(tmp_path) -> None:
         assert regs(launch) == entry["registers"]
     other = Launch("acc", [3], (1, 1, 1), (32, 1, 1), 0, [], 0, 0, source_digest="not-a-known-source")
     assert regs(other) is None
+
+
+def test_eager_launches_overlap_the_host_against_hand_numbers() -> None:
+    """lstm-tc's op by op, 2026-11-27 09:00 (results/h100-2026-11-27-0900/results.jsonl): 1000 LSTM cells of ~7 us
+    run back to back 1.30 us apart (longer than the host's 6.279 us per launch), 100 tiny copies at the host's pace;
+    kernels of 3 us (shorter than the host's interval) cost the host's 6.279 us each."""
+    prof = Profiler(H100, 132)
+    assert LAUNCHES.eager_stream_gap_us == pytest.approx(1.30)
+    assert prof.launched_us([7.0] * 1000 + [0.1] * 100, "eager") == pytest.approx(1000 * 8.30 + 100 * 6.279)
+    assert prof.launched_us([3.0] * 10, "eager") == pytest.approx(10 * 6.279)
+    # the figure's derivation: (8943 - 7801 - 100 x (6.279 - 1.258)) / 1000 cells more than the graph node's gap
+    assert (8943 - 7801 - 100 * (6.279 - 1.258)) / 1000 + (1.258 - 0.6) == pytest.approx(1.30, abs=0.005)
+
+
+def test_weight_stream_in_flight_from_the_sass_against_hand_numbers() -> None:
+    """An L2-resident weight stream: bytes per block over (threads x the kernel's bytes in flight per thread, read
+    from its SASS) / the weight stream's L2 latency, 0.42 us (fitted to lstm-tc's two CUDA Graphs, 09:00 run).
+    One 256-thread block streaming 64 KiB: lstm_cell_fused (4 x LDG.32 per trip, 16 B) 16 trips, 6.72 us;
+    lstm_cell_resident unpinned (2 x LDG.128, 32 B) 8 trips, 3.36 us; lstm_cell_vec4 (4 x LDG.128, 64 B) 4 trips,
+    1.68 us; a kernel not read keeps DeviceSpec's 16 B."""
+    from kernel_corpus.bindings import In, Launch, Out
+
+    from scheduler.profiler import BYTES_IN_FLIGHT
+    assert H100.l2_latency_us == pytest.approx(0.42)
+    assert BYTES_IN_FLIGHT == {"lstm_cell_fused": 16, "lstm_cell_resident": 32, "lstm_cell_vec4": 64}
+    prof = Profiler(H100, 132)
+    prof.resident_bytes = 21 << 20  # the weights fit the 50 MB L2: the L2 latency and bandwidth apply
+    for kernel, trips in (("lstm_cell_fused", 16), ("lstm_cell_resident", 8), ("lstm_cell_vec4", 4),
+                          ("unary", 16)):
+        one = Launch(kernel, [], (1, 1, 1), (256, 1, 1), 0, [In(0), Out(0)], 0, 65536)
+        assert prof.legacy_kernel_us(one) == pytest.approx(trips * 0.42), kernel

@@ -15,6 +15,8 @@ from rammer.check import reference_outputs, relative_error
 from rammer.zoo import generate, random_inputs
 from vdevice.executors import LaunchStep, stream_of_each
 
+from scheduler.profiler import H100, Profiler
+
 TOL = 1e-4
 # per model: the forced mix (first matching pattern wins): some nodes launched, one library call, the rest in
 # rPrograms; patterns over the node names after the graph passes
@@ -91,13 +93,38 @@ def test_launch_segment_price_against_hand_numbers() -> None:
     part = launch_part(wl, [0, 1, 2, 3], prof)
     node = lambda k: max(LAUNCHES.floor_us("graph"), k + LAUNCHES.gap_us("graph"))  # noqa: E731
     b = min(alone["b1"], alone["b2"])
-    path = node(alone["a"]) + max(node(b), node(alone["c"])) + node(alone["d"])
+    # c on a second stream: its wait on a, and d's on c, each cost the cross-stream edge (6.95 us)
+    path = node(alone["a"]) + max(node(b), 6.95 + node(alone["c"])) + 6.95 + node(alone["d"])
     shares = [300 / (132 * 8), 1200 / (132 * 4), 64 / (132 * 4), 10 / (132 * 8)]
     area = sum(k * s for k, s in zip([alone["a"], b, alone["c"], alone["d"]], shares))
-    assert part.us == pytest.approx(max(path, area) + 6.279)
+    forked = max(path, area) + 6.279
+    serial = sum(node(k) for k in (alone["a"], b, alone["c"], alone["d"])) + 6.279
+    # here the two edges cost more than running c beside b saves: one stream, each op after the one before
+    assert serial < forked
+    assert part.us == pytest.approx(serial)
     assert [op.variant for op in part.ops] == ["only", "quick", "tiled", "only"]
-    assert sorted(part.deps) == [(0, 1), (0, 2), (1, 3), (2, 3)]
+    assert sorted(part.deps) == [(0, 1), (1, 2), (2, 3)]
+    assert stream_of_each(LaunchStep((0, 1, 2, 3), tuple(part.deps))) == [0, 0, 0, 0]
     assert launch_option_us(wl.ops[1], prof) == pytest.approx(node(b))
+
+
+def test_launch_segment_forks_where_the_overlap_pays() -> None:
+    """Two independent chains of three 40 us kernels that each fill a tenth of the device: forked, the second
+    chain runs beside the first on its own stream (no cross-stream edge: its first node has no predecessor), so
+    the segment takes one chain, not two; the segment keeps its own edges."""
+    from test_scheduler import launch
+
+    from scheduler.dispatch_costs import LAUNCHES
+    from scheduler.segments import launch_part
+    from scheduler.workload import Candidate, OpSpec, Workload
+    prof = Profiler(H100, 132)
+    big = launch("unary", 53, 256, 0, 40e6)  # 53 blocks of 256 threads: 53 / (132 x 4) of the device
+    k = prof.legacy_kernel_us(big)
+    ops = [OpSpec(i, f"n{i}", "X", [Candidate("v", "only", [big])], [i - 1] if i % 3 else []) for i in range(6)]
+    part = launch_part(Workload(ops), list(range(6)), prof)
+    cell = max(LAUNCHES.floor_us("graph"), k + LAUNCHES.gap_us("graph"))
+    assert part.us == pytest.approx(max(3 * cell, 6 * k * 53 / (132 * 4)) + 6.279)
+    assert sorted(part.deps) == [(0, 1), (1, 2), (3, 4), (4, 5)]
 
 
 @pytest.mark.parametrize("deps,want", [

@@ -228,7 +228,7 @@ def launch_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdi
     path = model_file(model, workdir)
     common: dict[str, Any] = dict(disable_passes=("resident_weights",), launches=True)
     launched = checked_build(path, workdir / "launches", target, placement="launch-only", backends=("rtask",),
-                             **common)
+                             fork_launches=True, **common)  # its segment is the multi-stream graph, forked
     library = checked_build(path, workdir / "library", target, placement="library-launch",
                             backends=("rtask", "library"), **common)
     out: list[Variant | Unavailable] = []

@@ -260,6 +260,9 @@ class BuildOptions:
     # GPU target, off for the CPU emulator's builds unless --force asks for a launch)
     launches: bool | None = None
     force: tuple[str, ...] = ()  # "PATTERN=KIND": node names (fnmatch) that must run as rtask, launch or library
+    # launch segments fork independent branches over streams: None where predicted faster, True always (the
+    # multi-stream baseline of rammer bench times that graph), False never
+    fork_launches: bool | None = None
 
     def check(self) -> None:
         """One-line errors for options that contradict each other, before any work."""
@@ -401,7 +404,9 @@ class Build:
                                                              placement=placement or self.opts.placement,
                                                              costs=backend_costs(prof, target),
                                                              launches=self.opts.launch_segments,
-                                                             force=self.opts.forced(), veus=target.veus))
+                                                             force=self.opts.forced(),
+                                                             fork_launches=self.opts.fork_launches,
+                                                             veus=target.veus))
         ops, texts = self.convert(list(sch.plan.vdevice_ops))
         return Planned(target, sized_for, sch, ops, texts, prof)
 

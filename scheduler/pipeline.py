@@ -169,7 +169,7 @@ def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, tar
 def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", profiler: Profiler | None = None,
                   make_op: MakeOp = default_vdevice_op, validate: bool = True, placement: str | None = None,
                   costs: Any = None, launches: bool = False, force: dict[str, str] | None = None,
-                  **params: Any) -> Scheduled:
+                  fork_launches: bool | None = None, **params: Any) -> Scheduled:
     """Place (when some node has more than one backend, or `launches` lets nodes run as launch segments, or `force`
     pins node kinds; see scheduler.placement), schedule and validate; the plan carries the graph's notes and
     aliases."""
@@ -181,7 +181,8 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     else:
         plan = place_and_schedule(workload, policy, profiler, placement or "search", make_op, validate, costs,
                                   launches or placement in ("launch-only", "library-launch") or any(
-                                      k == "launch" for k in (force or {}).values()), force or {}, **params)
+                                      k == "launch" for k in (force or {}).values()), force or {},
+                                  fork_launches=fork_launches, **params)
     plan.notes = graph.notes + plan.notes
     if profiler.misses:
         plan.notes.append(f"profiler: {profiler.misses} launch shape(s) not in the measured cache: cost model used")
@@ -208,7 +209,8 @@ def needs_placement(workload: Workload) -> bool:
 
 def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, placement: str,
                        make_op: MakeOp = default_vdevice_op, validate: bool = True, costs: Any = None,
-                       launches: bool = False, force: dict[str, str] | None = None, **params: Any) -> Plan:
+                       launches: bool = False, force: dict[str, str] | None = None,
+                       fork_launches: bool | None = None, **params: Any) -> Plan:
     """Choose each node's backend (dp, search, rtask-only, launch-only; `launches`: LAUNCH is an option, `force`:
     node-name patterns -> the kind they must run as), then plan the runs of rKernel nodes with the policy, the runs
     of launched nodes as launch segments and the library nodes as call steps (scheduler.segments)."""
@@ -242,7 +244,7 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
         return runs[key]
 
     def evaluate(p: Any) -> Plan:
-        plan = plan_steps(workload, p, plan_run, costs.call_us, policy, profiler, make_op)
+        plan = plan_steps(workload, p, plan_run, costs.call_us, policy, profiler, make_op, fork_launches)
         if validate:
             check_steps(plan, workload, op_dependencies(plan, workload))
         return plan

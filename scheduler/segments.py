@@ -113,13 +113,14 @@ def fastest_alone(profiler: Any, spec: OpSpec) -> Candidate:
     return min(spec.candidates, key=lambda c: candidate_alone_us(profiler, c))
 
 
-def launch_part(workload: Workload, nodes: list[int], profiler: Any) -> LaunchPart:
+def launch_part(workload: Workload, nodes: list[int], profiler: Any, fork: bool | None = None) -> LaunchPart:
     """A run of launched nodes: each node's fastest legacy variant at its own occupancy (resident launches unpinned:
     their readers read global memory, their loads do nothing), a launch after the node's previous one (an independent
     one after the node's inputs), a node's first after its predecessors in the run; priced as one CUDA Graph whose
     independent branches run on parallel streams (scheduler.baselines.multi_stream_us), or on one stream (its edges
     a chain in this topological order: the executor then forks nothing) where that is predicted faster, as when the
-    cross-stream edges cost more than the overlap gains."""
+    cross-stream edges cost more than the overlap gains. `fork` True keeps the branches on their streams whatever
+    the prices say (the multi-stream baseline times exactly that graph); False always takes one stream."""
     from kernel_corpus.bindings import as_unpinned
 
     from .baselines import NodeKernels, launch_share, multi_stream_us
@@ -153,13 +154,15 @@ def launch_part(workload: Workload, nodes: list[int], profiler: Any) -> LaunchPa
         choices[spec.name] = Choice(cand.variant, "launched: the fastest legacy variant at its own occupancy", LAUNCH)
     forked = multi_stream_us(kernels, profiler)
     serial = profiler.launched_us([op.rtask_us for op in ops], "graph")
-    if serial < forked:  # forking does not pay (cross-stream edges): one stream, each op after the one before
+    # forking does not pay (cross-stream edges): one stream, each op after the one before
+    if fork is False or (fork is None and serial < forked):
         return LaunchPart(ops, [(i - 1, i) for i in range(1, len(ops))], serial, choices)
     return LaunchPart(ops, deps, forked, choices)
 
 
 def plan_steps(workload: Workload, placement: Placement, plan_run: PlanFn, call_us: Callable[[LibraryCall], float],
-               policy: str, profiler: Any, make_op: MakeOp = default_vdevice_op) -> Plan:
+               policy: str, profiler: Any, make_op: MakeOp = default_vdevice_op, fork_launches: bool | None = None
+               ) -> Plan:
     """Plan each run of rKernel nodes with `plan_run`, each run of launched nodes as a launch segment and each
     library node as a call step, then join them."""
     parts: list[Plan | LaunchPart | LibraryCall] = []
@@ -168,7 +171,7 @@ def plan_steps(workload: Workload, placement: Placement, plan_run: PlanFn, call_
             parts.append(plan_run(sub_workload(workload, nodes, placement)))
             continue
         if kind == LAUNCH:
-            parts.append(launch_part(workload, nodes, profiler))
+            parts.append(launch_part(workload, nodes, profiler, fork_launches))
             continue
         spec = workload.ops[nodes[0]]
         if not spec.calls:

@@ -106,6 +106,11 @@ def test_launch_segment_price_against_hand_numbers() -> None:
     assert sorted(part.deps) == [(0, 1), (1, 2), (2, 3)]
     assert stream_of_each(LaunchStep((0, 1, 2, 3), tuple(part.deps))) == [0, 0, 0, 0]
     assert launch_option_us(wl.ops[1], prof) == pytest.approx(node(b))
+    # the multi-stream baseline (rammer bench builds with fork_launches=True) keeps the diamond's branches forked,
+    # priced as the forked graph, though one stream is cheaper: that row must time a forked graph
+    kept = launch_part(wl, [0, 1, 2, 3], prof, fork=True)
+    assert kept.us == pytest.approx(forked) and sorted(kept.deps) == [(0, 1), (0, 2), (1, 3), (2, 3)]
+    assert stream_of_each(LaunchStep((0, 1, 2, 3), tuple(kept.deps))) == [0, 0, 1, 0]
 
 
 def test_launch_segment_forks_where_the_overlap_pays() -> None:

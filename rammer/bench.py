@@ -221,7 +221,7 @@ def launch_variants(model: onnx.ModelProto, feeds: dict[str, np.ndarray], workdi
     """The baselines that launch legacy kernels: a build of every node as its fastest legacy variant at its own
     occupancy on the graph without the weight-stationary pass (placement launch-only, the baselines' choice) run op
     by op, as a one-stream CUDA Graph and as its launch segment (a graph forked over streams where nodes are
-    independent); a build with vendor calls wherever the library runs them (placement library-launch) captured as
+    independent); a build with vendor calls wherever the library runs them faster (placement library-launch) captured as
     one CUDA Graph; the launch-only build's kernels from a copy of its sources with the PDL prologue, on one stream
     with programmatic dependent launch, as one CUDA Graph (pdl_variant). `target` cpu runs them on the emulator (the
     graphs are GPU-only rows there; the PDL copy runs op by op, its prologue a no-op)."""

@@ -215,7 +215,7 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
     node-name patterns -> the kind they must run as), then plan the runs of rKernel nodes with the policy, the runs
     of launched nodes as launch segments and the library nodes as call steps (scheduler.segments)."""
     from .backends.costs import BackendCosts
-    from .placement import PLACEMENTS, dp, fixed, forced, lost_overlap, node_options, search
+    from .placement import PLACEMENTS, cheapest_of, dp, fixed, forced, lost_overlap, node_options, search
     from .segments import check_steps, plan_steps
     if placement not in PLACEMENTS:
         raise SchedulerError(f"unknown placement '{placement}' (choose from {', '.join(PLACEMENTS)})")
@@ -253,7 +253,7 @@ def place_and_schedule(workload: Workload, policy: str, profiler: Profiler, plac
     if placement in ("rtask-only", "launch-only", "library-launch"):
         plan = evaluate({"rtask-only": kernels_only,
                          "launch-only": fixed(workload, options, "launch", "launch-only"),
-                         "library-launch": fixed(workload, options, "call", "library-launch", "launch")}[placement])
+                         "library-launch": cheapest_of(options, ("call", "launch"), "library-launch")}[placement])
     else:
         # the all-rKernel plan (when every node has an rKernel) tells the DP what overlap each cut would lose
         has_kernels = all(any(o.kind == "rkernel" for o in opts) for opts in options)

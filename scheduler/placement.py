@@ -164,6 +164,17 @@ def fixed(workload: Workload, options: list[list[Option]], prefer: str, label: s
     return placement
 
 
+def cheapest_of(options: list[list[Option]], kinds: tuple[str, ...], label: str) -> Placement:
+    """Every node on its cheapest option among `kinds` (a library call only where it is faster than the node's
+    launch, as the library-graph baseline takes it: scheduler.baselines.kernels_of), else on what it has."""
+    placement = Placement({}, {}, [])
+    for i, opts in enumerate(options):
+        pick = min([o for o in opts if o.kind in kinds] or opts, key=lambda o: o.us)
+        placement.backend[i] = pick.backend
+        placement.why[i] = f"{label}: {pick.backend}"
+    return placement
+
+
 def forced(options: list[list[Option]], workload: Workload, force: dict[str, str]) -> list[list[Option]]:
     """Each node's options limited to the kind a --force pattern gives it ("rtask"/"rkernel", "launch", "library"/
     "call"; fnmatch patterns over node names, the first that matches); a one-line error where it has none."""

@@ -746,11 +746,12 @@ def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int
     cands = base or near
     if not cands:
         return False
-    v, n = max(cands)
-    same = [m for _, m in near if " ".join(env.exprs[m].split()) == " ".join(env.exprs.get(n, "").split())]
-    for m in same if not base else [n]:  # equal expressions stay equal (a matrix product's inner sizes)
-        _scale_one(env, notes, m, v, unit)
-    return True
+    for v, n in sorted(cands, reverse=True):  # the largest that still shrinks (64 and a whole tile are floors)
+        same = [m for _, m in near if " ".join(env.exprs[m].split()) == " ".join(env.exprs.get(n, "").split())]
+        if not any([_scale_one(env, notes, m, v, unit) for m in (same if not base else [n])]):
+            continue  # equal expressions stay equal (a matrix product's inner sizes)
+        return True
+    return False
 
 
 def _depends_on(env: Env, name: str, frozen: set[str], depth: int = 0) -> bool:
@@ -764,16 +765,23 @@ def _depends_on(env: Env, name: str, frozen: set[str], depth: int = 0) -> bool:
                if n != name)
 
 
-def _scale_one(env: Env, notes: list[str], n: str, v: float, unit: int) -> None:
-    """A quarter of the value, kept a multiple of the block's largest side (sizes made of whole tiles stay so)."""
-    source = env.original.setdefault(n, int(v))
+def _scale_one(env: Env, notes: list[str], n: str, v: float, unit: int) -> bool:
+    """A quarter of the value, kept a multiple of the block's largest side (sizes made of whole tiles stay so);
+    False when that does not shrink it (it is at the floor already)."""
     step = unit if unit > 1 and int(v) % unit == 0 else 1
-    env.scaled[n] = max(64 if step == 1 else step, int(v) // 4 // step * step)
+    new = max(64 if step == 1 else step, int(v) // 4 // step * step)
+    if new >= v and step > 1:  # already one tile (a defaulted block count of 1024 with 1024-thread blocks)
+        new = max(64, int(v) // 4)
+    if new >= v:
+        return False
+    source = env.original.setdefault(n, int(v))
+    env.scaled[n] = new
     defaulted = any(x.startswith(f"{n}: not derived") for x in notes)
     notes[:] = [x for x in notes if not x.startswith((f"{n} = ", f"{n}: not derived"))]
     notes.append(f"{n}: not derived from the host code (read at run time?); {env.scaled[n]} here (--set {n}=VALUE)"
                  if defaulted else f"{n} = {source} in the source; {env.scaled[n]} here so that the CPU emulator "
                  f"runs it (--set {n}=VALUE)")
+    return True
 
 
 def _template_args(targs: list[str], tparams: list[str], env: Env, notes: list[str], threads: int) -> list:

@@ -53,3 +53,29 @@ int main() {
 """
     doc = yaml.safe_load(spec_from_host(text, "reduce.cu", "reduce_sum").yaml)
     assert doc["grid"] == [16, 1, 1] and doc["block"] == [256, 1, 1]
+
+
+SCATTER = """
+__global__ void scale_node(const float* src, float* dst) {
+  int tid = blockIdx.x * blockDim.x + threadIdx.x;
+  dst[tid] = 2.0f * src[tid];
+}
+
+void run_on_node(float* host, int threads, int blocks) {
+  int count = 65536;
+  float *d_src, *d_dst;
+  cudaMalloc((void**)&d_src, count * sizeof(float));
+  cudaMalloc((void**)&d_dst, count * sizeof(float));
+  scale_node<<<blocks, threads>>>(d_src, d_dst);
+}
+"""
+
+
+def test_too_many_threads_shrink_the_grid_not_the_buffers() -> None:
+    """Threads and blocks read at run time (1024 each by default) are too many threads for the emulator: the
+    block count is what shrinks (and the grid is clipped), while the buffers, which every thread indexes, keep
+    at least one element per thread of the launch."""
+    doc = yaml.safe_load(spec_from_host(SCATTER, "node.cu", "scale_node").yaml)
+    threads = doc["grid"][0] * doc["block"][0]
+    assert threads <= 1 << 14
+    assert all(a["size"] >= threads for a in doc["args"])

@@ -31,6 +31,7 @@ from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN, record_lay
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
 MAX_THREADS = 1 << 14     # the CPU emulator runs every thread as a fiber: specs stay small
 MAX_ELEMENTS = 1 << 22    # per buffer
+SMEM_UNDERIVED = 48 * 1024  # dynamic shared memory whose expression is not derived (`n * sizeof(T)`, T a parameter)
 SIZEOF = {"char": 1, "unsigned char": 1, "signed char": 1, "bool": 1, "short": 2, "unsigned short": 2, "int": 4,
           "unsigned": 4, "unsigned int": 4, "float": 4, "long": 8, "unsigned long": 8, "long long": 8,
           "unsigned long long": 8, "double": 8, "size_t": 8, "int8_t": 1, "uint8_t": 1, "int16_t": 2,
@@ -698,8 +699,9 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
         raise HostSpecError(f"{where}: block of {math.prod(block)} threads")
     smem = evaluate(site.smem, env) if site.smem.strip() not in ("", "0") else 0
     if smem is None:
-        notes.append(f"dynamic shared memory '{site.smem}' not derived; 0 here")
-        smem = 0
+        smem = SMEM_UNDERIVED
+        notes.append(f"dynamic shared memory '{site.smem}' not derived; {smem} here (48 KiB: the most a launch "
+                     f"gets without opting in to more)")
     spec: dict = {"kernel": qual}
     targs = _template_args(site.targs, tparams, env, notes, math.prod(block))
     if targs:

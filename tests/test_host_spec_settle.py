@@ -79,3 +79,36 @@ def test_too_many_threads_shrink_the_grid_not_the_buffers() -> None:
     threads = doc["grid"][0] * doc["block"][0]
     assert threads <= 1 << 14
     assert all(a["size"] >= threads for a in doc["args"])
+
+
+TEMPLATED = """
+template <class T>
+__global__ void block_sum(const T* in, T* out, unsigned int n) {
+  extern __shared__ unsigned char raw[];
+  T* part = reinterpret_cast<T*>(raw);
+  unsigned int t = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;
+  part[t] = i < n ? in[i] : T(0);
+  __syncthreads();
+  if (t == 0) {
+    T acc = 0;
+    for (unsigned int k = 0; k < blockDim.x; ++k) acc += part[k];
+    out[blockIdx.x] = acc;
+  }
+}
+
+template <class T>
+void sum_blocks(int n, int threads, int blocks, const T* d_in, T* d_out) {
+  int shared_bytes = (threads <= 32) ? 2 * threads * sizeof(T) : threads * sizeof(T);
+  block_sum<T><<<blocks, threads, shared_bytes>>>(d_in, d_out, n);
+}
+"""
+
+
+def test_underived_dynamic_shared_memory_is_the_default_limit() -> None:
+    """`sizeof(T)` of the launcher's own template parameter has no value here: the spec asks for 48 KiB of
+    dynamic shared memory (what any launch without an opt-in may use), not 0, which every extern __shared__
+    access would overrun."""
+    spec = spec_from_host(TEMPLATED, "sum.cu", "block_sum")
+    doc = yaml.safe_load(spec.yaml)
+    assert doc["dynamic_smem"] == 48 * 1024
+    assert any("dynamic shared memory" in n and "49152 here" in n for n in spec.notes)

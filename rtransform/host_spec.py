@@ -31,6 +31,7 @@ from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN, record_lay
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
 MAX_THREADS = 1 << 14     # the CPU emulator runs every thread as a fiber: specs stay small
 MAX_ELEMENTS = 1 << 22    # per buffer
+SMEM_UNDERIVED = 48 * 1024  # dynamic shared memory whose expression is not derived (`n * sizeof(T)`, T a parameter)
 SIZEOF = {"char": 1, "unsigned char": 1, "signed char": 1, "bool": 1, "short": 2, "unsigned short": 2, "int": 4,
           "unsigned": 4, "unsigned int": 4, "float": 4, "long": 8, "unsigned long": 8, "long long": 8,
           "unsigned long long": 8, "double": 8, "size_t": 8, "int8_t": 1, "uint8_t": 1, "int16_t": 2,
@@ -246,6 +247,7 @@ class Env:
     unknown: set[str] = field(default_factory=set)
     used: set[str] = field(default_factory=set)              # names the launch's sizes were computed from
     block_names: set[str] = field(default_factory=set)       # those the block size was (never scaled)
+    grid_names: set[str] = field(default_factory=set)        # those the grid size was (beside the block's)
     frozen: set[str] = field(default_factory=set)            # names the device code uses (never scaled)
     records: dict[str, int] = field(default_factory=dict)    # sizeof of the structs the kernel's parameters name
 
@@ -665,6 +667,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
         block = _dims(site.block, env)
         env.block_names = set(env.used)
         grid = _dims(site.grid, env)
+        env.grid_names = set(env.used) - env.block_names
         sizes = [_buffer_bytes(a, env) if p.pointer else None for a, p in zip(site.args, params)]
         missing = sorted(n for n in env.unknown if n not in env.scaled)
         if missing:
@@ -679,7 +682,8 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
             raise HostSpecError(f"{where}: cannot evaluate the launch configuration <<<{site.grid}, {site.block}>>>")
         threads = math.prod(grid) * math.prod(block)
         elems = max([s or 0 for s in sizes] + [0])
-        if (threads > MAX_THREADS or elems > MAX_ELEMENTS * 8) and _scale_down(env, notes, overrides, max(block)):
+        if (threads > MAX_THREADS or elems > MAX_ELEMENTS * 8) and _scale_down(
+                env, notes, overrides, max(block), grid_only=elems <= MAX_ELEMENTS * 8):
             continue
         if threads > MAX_THREADS and not any(n in overrides for n in env.used):
             grid = _clip_grid(grid, math.prod(block), site.grid, notes)
@@ -695,8 +699,9 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
         raise HostSpecError(f"{where}: block of {math.prod(block)} threads")
     smem = evaluate(site.smem, env) if site.smem.strip() not in ("", "0") else 0
     if smem is None:
-        notes.append(f"dynamic shared memory '{site.smem}' not derived; 0 here")
-        smem = 0
+        smem = SMEM_UNDERIVED
+        notes.append(f"dynamic shared memory '{site.smem}' not derived; {smem} here (48 KiB: the most a launch "
+                     f"gets without opting in to more)")
     spec: dict = {"kernel": qual}
     targs = _template_args(site.targs, tparams, env, notes, math.prod(block))
     if targs:
@@ -725,8 +730,10 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
                                                                width=120), list(dict.fromkeys(notes)), where)
 
 
-def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int = 1) -> bool:
-    """Quarter the largest size-like name the spec depends on (not one the user set); False when none is left."""
+def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int = 1, grid_only: bool = False) -> bool:
+    """Quarter the largest size-like name the spec depends on (not one the user set); False when none is left.
+    grid_only (too many threads, buffers small enough): only the names the grid is computed from, so that a
+    buffer the threads index does not shrink below the launch (the grid is clipped when they are at their floor)."""
     base, near = [], []  # literals first; then names computed from the block's sizes only (5 * 2 * block_size)
     for n, e in env.exprs.items():
         if n in overrides or n.startswith("__") or n not in env.used or n in env.block_names or n in env.scaled \
@@ -744,13 +751,18 @@ def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int
     base += [(v, n) for n, v in env.scaled.items() if v > 64 and n not in overrides and n in env.used
              and n not in env.block_names]
     cands = base or near
+    if grid_only:
+        cands = [(v, n) for v, n in base + near if n in env.grid_names]
+        base = [c for c in base if c in cands]
+        near = [c for c in near if c in cands]
     if not cands:
         return False
-    v, n = max(cands)
-    same = [m for _, m in near if " ".join(env.exprs[m].split()) == " ".join(env.exprs.get(n, "").split())]
-    for m in same if not base else [n]:  # equal expressions stay equal (a matrix product's inner sizes)
-        _scale_one(env, notes, m, v, unit)
-    return True
+    for v, n in sorted(cands, reverse=True):  # the largest that still shrinks (64 and a whole tile are floors)
+        same = [m for _, m in near if " ".join(env.exprs[m].split()) == " ".join(env.exprs.get(n, "").split())]
+        if any([_scale_one(env, notes, m, v, unit) for m in (same if not base else [n])]):
+            return True  # equal expressions stay equal (a matrix product's inner sizes)
+    # every size is at its floor: a block count (a grid's own name, one tile of blocks) may go below one tile
+    return any(_scale_one(env, notes, n, v, 1) for v, n in sorted(cands, reverse=True) if n in env.grid_names)
 
 
 def _depends_on(env: Env, name: str, frozen: set[str], depth: int = 0) -> bool:
@@ -764,16 +776,21 @@ def _depends_on(env: Env, name: str, frozen: set[str], depth: int = 0) -> bool:
                if n != name)
 
 
-def _scale_one(env: Env, notes: list[str], n: str, v: float, unit: int) -> None:
-    """A quarter of the value, kept a multiple of the block's largest side (sizes made of whole tiles stay so)."""
-    source = env.original.setdefault(n, int(v))
+def _scale_one(env: Env, notes: list[str], n: str, v: float, unit: int) -> bool:
+    """A quarter of the value, kept a multiple of the block's largest side (sizes made of whole tiles stay so);
+    False when that does not shrink it (it is at the floor already)."""
     step = unit if unit > 1 and int(v) % unit == 0 else 1
-    env.scaled[n] = max(64 if step == 1 else step, int(v) // 4 // step * step)
+    new = max(64 if step == 1 else step, int(v) // 4 // step * step)
+    if new >= v:
+        return False
+    source = env.original.setdefault(n, int(v))
+    env.scaled[n] = new
     defaulted = any(x.startswith(f"{n}: not derived") for x in notes)
     notes[:] = [x for x in notes if not x.startswith((f"{n} = ", f"{n}: not derived"))]
     notes.append(f"{n}: not derived from the host code (read at run time?); {env.scaled[n]} here (--set {n}=VALUE)"
                  if defaulted else f"{n} = {source} in the source; {env.scaled[n]} here so that the CPU emulator "
                  f"runs it (--set {n}=VALUE)")
+    return True
 
 
 def _template_args(targs: list[str], tparams: list[str], env: Env, notes: list[str], threads: int) -> list:

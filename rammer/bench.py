@@ -311,7 +311,7 @@ def pdl_variant(built: Any, feeds: dict[str, np.ndarray], backend: str = "gpu") 
 def pdl_note(ex: Any) -> str:
     """The PDL row's evidence: how many of the captured graph's edges are programmatic (GPU), or why not known."""
     edges = ex.edge_types()
-    if isinstance(edges, str):
+    if not isinstance(edges, dict):  # a Refusal: why they were not counted
         return f"graph edges: {edges}"
     return f"graph edges: {edges['programmatic']} programmatic, {edges['default']} default"
 

@@ -36,6 +36,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from toolchain.refusal import Refusal
+
 from .executors import CallStep, OpByOpExecutor, VDevice, VDeviceError, run_call
 from .program import Op
 
@@ -318,13 +320,13 @@ class PdlGraphExecutor(OpByOpExecutor):
                                      be.stream.ptr if stream_ptr is None else stream_ptr, vd.op_launch_args(i),
                                      be.pointer)
 
-    def edge_types(self) -> dict[str, int] | str:
+    def edge_types(self) -> dict[str, int] | Refusal:
         """Evidence that the graph is a PDL graph: the run captured once more (through the driver, on a stream of
         its own, never launched) and its edges counted by type, {"programmatic": n, "default": m}; or, as a
-        string, why they could not be counted (never raises: the replayed graph is CuPy's, which keeps no
+        Refusal, why they could not be counted (never raises: the replayed graph is CuPy's, which keeps no
         cudaGraph_t to inspect)."""
         if self.graph is None:
-            return "no CUDA Graph (the CPU emulator runs the kernels op by op)"
+            return Refusal("no CUDA Graph (the CPU emulator runs the kernels op by op)")
         d = self.launcher.driver
         be: Any = self.vd.backend
 
@@ -349,13 +351,13 @@ class PdlGraphExecutor(OpByOpExecutor):
             finally:
                 d.cuGraphDestroy(graph)
             if len(res) < 5 or res[3] is None:
-                return "this cuda.bindings returns no edge data (cuGraphGetEdges without edgeData)"
+                return Refusal("this cuda.bindings returns no edge data (cuGraphGetEdges without edgeData)")
             programmatic = int(d.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC)
             kinds = [int(e.type) for e in list(res[3])[:count]]
             return {"programmatic": sum(k == programmatic for k in kinds),
                     "default": sum(k != programmatic for k in kinds)}
         except Exception as exc:  # evidence only: the baseline itself does not depend on it
-            return f"edges not counted: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            return Refusal(f"edges not counted: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
     def _launch_all(self) -> None:
         """GPU: replay the captured graph; CPU: the wrappers op by op."""

@@ -149,13 +149,12 @@ def why(opt: Option, opts: list[Option], open_us: float, lost: float = 0.0) -> s
     return f"dp: {opt.backend} {opt.us:.1f} us vs {others}{split if any(o.kind != 'rkernel' for o in opts) else ''}"
 
 
-def fixed(workload: Workload, options: list[list[Option]], prefer: str, label: str, otherwise: str = "rkernel"
-          ) -> Placement:
+def fixed(workload: Workload, options: list[list[Option]], prefer: str, label: str) -> Placement:
     """Every node on the option kind `prefer` ("rkernel": its fastest rKernel backend, "call": the library, "launch")
-    wherever it has one, else on the kind `otherwise`, else on what it has (the cheapest of the kind)."""
+    wherever it has one, else on its rKernel, else on what it has (the cheapest of the kind)."""
     placement = Placement({}, {}, [])
     for i, opts in enumerate(options):
-        kernels = [o for o in opts if o.kind == otherwise]
+        kernels = [o for o in opts if o.kind == "rkernel"]
         wanted = [o for o in opts if o.kind == prefer]
         pick = min(wanted or kernels or opts, key=lambda o: o.us)
         placement.backend[i] = pick.backend

@@ -96,6 +96,18 @@ def test_missing_inputs_exit_2_in_one_line_without_a_position(tmp_path: Path) ->
     assert code == Exit.USAGE and out.count("\n") == 1 and "not a rammer build folder" in out
 
 
+@pytest.mark.parametrize("command", ["build", "plan", "profile"])
+def test_a_vdevice_of_no_veus_is_a_usage_error(tmp_path: Path, command: str) -> None:
+    """--veus 0 or below is bad input (exit 2, nothing written), not a failure of the build (exit 1)."""
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"")
+    for bad in ("0", "-3"):
+        args = [command, str(model), "--veus", bad] + (["-o", str(tmp_path / "b")] if command == "build" else [])
+        code, out = invoke(rammer_main, *args)
+        assert code == Exit.USAGE and "--veus" in out, (args, code, out)
+    assert not (tmp_path / "b").exists()
+
+
 def test_without_a_gpu_every_command_that_needs_one_exits_3(tmp_path: Path) -> None:
     no_gpu()
     model = tmp_path / "m.onnx"

@@ -15,6 +15,7 @@ from .output import BarrierSite, Param, RKernelMeta, SharedVariable, SourceLocat
 from .flags import CompileFlags
 from .parse import ParsedSource, SourceInputError, line_col, line_starts, parse_cuda
 from toolchain.cxx import split_top_level
+from toolchain.files import source_text
 
 K = ci.CursorKind
 CONVERTER_VERSION = "2"
@@ -1568,10 +1569,8 @@ def convert_file(path: str, kernels: list[str] | None = None, strict: bool = Fal
     """Read and convert a file; a missing or unreadable file is a ConversionError."""
     if not os.path.isfile(path):
         raise ConversionError([f"{path}:1:1: error: no such file"])
-    try:
-        text = open(path, encoding="utf-8").read()
-    except UnicodeDecodeError:
-        raise ConversionError([f"{path}:1:1: error: not a text file (not UTF-8): not a CUDA/C++ source"])
+    with open(path, "rb") as fh:
+        text = source_text(fh.read())
     if "\x00" in text:
         raise ConversionError([f"{path}:1:1: error: binary file: not a CUDA/C++ source"])
     return convert_source(text, path, kernels, strict, flags=flags)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import clang.cindex as ci
 
-from toolchain.files import InputError, include_closure, shown
+from toolchain.files import InputError, include_closure, is_utf8, shown, source_text
 from toolchain.macros import expansion_bomb
 
 from .flags import CompileFlags
@@ -211,10 +211,12 @@ class SourceInputError(Exception):
         self.diagnostics = [diagnostic]
 
 
-def check_parse_inputs(text: str, filename: str, include_dirs: list[Path], flags: CompileFlags) -> None:
+def check_parse_inputs(text: str, filename: str, include_dirs: list[Path],
+                       flags: CompileFlags) -> list[tuple[str, str]]:
     """Before libclang opens anything: every file the text includes is a regular file (a FIFO would block the parse
     forever) and no macro of the text or its headers expands past toolchain.macros' bound; every path is UTF-8
-    text (libclang takes no other)."""
+    text (libclang takes no other). Returns the headers whose bytes are not UTF-8, with their text
+    (toolchain.files.source_text), for the parse to give libclang in place of the file."""
     for path in [filename, *map(str, include_dirs), *flags.includes]:
         if shown(path) != path:
             raise SourceInputError(f"{shown(path)}:1:1: error: the path is not UTF-8 text (a name from another "
@@ -224,14 +226,19 @@ def check_parse_inputs(text: str, filename: str, include_dirs: list[Path], flags
     except InputError as exc:
         raise SourceInputError(str(exc)) from None
     texts = [(filename, text)]
+    recoded = []
     for h in headers:
         try:
-            texts.append((str(h.path), h.path.read_text(errors="replace")))
+            raw = h.path.read_bytes()
         except OSError:
             continue
+        texts.append((str(h.path), source_text(raw)))
+        if not is_utf8(raw):
+            recoded.append(texts[-1])
     bomb = expansion_bomb(texts)
     if bomb:
         raise SourceInputError(bomb)
+    return recoded
 
 
 def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None,
@@ -241,8 +248,7 @@ def parse_cuda(text: str, filename: str, include_dirs: list[str] | None = None,
     flags = flags or CompileFlags()
     base_dir = Path(os.path.abspath(filename)).parent
     incs = [Path(p) for p in (include_dirs or [])] + [Path(p) for p in flags.include_dirs]
-    check_parse_inputs(text, filename, incs, flags)
-    unsaved = [(filename, text)]
+    unsaved = [(filename, text), *check_parse_inputs(text, filename, incs, flags)]
     stub_dir = "/__rtransform_missing__"
     missing = _missing_includes(text, filename, base_dir, incs)
     for name in dict.fromkeys(name for name, _ in missing):
@@ -282,7 +288,7 @@ def _missing_includes(text: str, filename: str, base_dir: Path, incs: list[Path]
                     continue
                 seen.add(str(local))
                 try:
-                    nxt.append((local.read_text(encoding="utf-8", errors="replace"), str(local), local.parent))
+                    nxt.append((source_text(local.read_bytes()), str(local), local.parent))
                 except OSError:
                     continue
         todo, depth = nxt, depth - 1

@@ -23,6 +23,7 @@ import clang.cindex as ci
 
 from converter.flags import CompileFlags
 from converter.parse import ParsedSource, SourceInputError, parse_cuda
+from toolchain.files import source_text
 from toolchain.stubs import CLANG_BUILTINS, STUB_ROOT, VENDOR_HEADERS
 
 CK = ci.CursorKind
@@ -247,7 +248,7 @@ class _Files:
         self.headers = headers
         self.texts = {self.main: parsed.text}
         for h in headers:
-            self.texts[h] = Path(h).read_text(encoding="utf-8", errors="replace")
+            self.texts[h] = source_text(Path(h).read_bytes())
         self._starts = {f: _line_starts(t) for f, t in self.texts.items()}
         self._main_handle = parsed
 
@@ -307,8 +308,7 @@ def _quoted_beside(parsed: ParsedSource, includer: str, line: int, header: Path)
     if any(d == header.parent or d in header.parents for d in _NOT_LOCAL):
         return False
     try:
-        text = parsed.text if includer == parsed.filename else Path(includer).read_text(encoding="utf-8",
-                                                                                       errors="replace")
+        text = parsed.text if includer == parsed.filename else source_text(Path(includer).read_bytes())
     except OSError:
         return False
     lines = text.splitlines()

@@ -27,7 +27,7 @@ from converter.flags import CompileFlags
 from converter.slice import SliceError, header_copies, materialize_headers, slice_source
 from toolchain.cache import cache_dir, content_key
 from vdevice import RUNTIME_INCLUDE
-from toolchain.files import InputError, Inputs, OutputError, read_input, write_atomic
+from toolchain.files import InputError, Inputs, OutputError, read_input, source_text, write_atomic
 from toolchain.exits import Exit
 from toolchain.messages import whole_message
 from rtransform.spec import LaunchSpec, SpecError, check_params, load_spec, make_inputs
@@ -82,9 +82,7 @@ class RunResult:
 def read_source(file: str) -> str:
     """The text of a CUDA source file, or RunError saying why it cannot be read."""
     try:
-        return read_input(file, "source", MAX_SOURCE_BYTES).decode("utf-8")
-    except UnicodeDecodeError:
-        raise RunError(f"{file}: error: not a text file (not UTF-8)", EXIT_USAGE) from None
+        return source_text(read_input(file, "source", MAX_SOURCE_BYTES))
     except InputError as e:
         raise RunError(str(e), EXIT_USAGE) from None
 

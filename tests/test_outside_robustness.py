@@ -307,3 +307,32 @@ def test_a_maskless_shuffle_is_refused_for_what_it_is(tmp_path: Path) -> None:
     assert res.returncode == 1
     assert "was removed for sm_70" in res.stderr and "__shfl_sync" in res.stderr
     assert "course_helpers.h" not in res.stderr.split("error:", 1)[1]
+
+
+# ---- Latin-1 sources: older code keeps accented names in comments (nvcc takes the bytes as they are) ----------
+def test_a_latin1_source_and_header_convert_and_verify(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 in comments of the source and of a local header: the file converts (it was refused
+    as "not a text file"), the comments survive, and verify agrees with the legacy kernel the emulator runs from
+    the original bytes; convert-all converts it too."""
+    (tmp_path / "util.cuh").write_bytes(b"#pragma once\n// fonction \xe9l\xe9mentaire \xa9 Jos\xe9\n"
+                                        b"__device__ inline float twice(float v) { return 2.0f * v; }\n")
+    src = tmp_path / "scale.cu"
+    src.write_bytes(b'#include "util.cuh"\n// Autor: J\xfcrgen M\xfcller, d\xe9calage\n'
+                    b"__global__ void scale(float* x, float a, int n) {\n"
+                    b"  int i = blockIdx.x * blockDim.x + threadIdx.x;  // index \xb7 global\n"
+                    b"  if (i < n) x[i] = twice(x[i]) * a;\n}\n")
+    out = tmp_path / "scale.rtask.cu"
+    r = _cli("rtransform", "convert", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "Jürgen Müller" in text and "scale__rtask" in text
+    spec = tmp_path / "scale.spec.yaml"
+    spec.write_text("kernel: scale\ngrid: [3, 1, 1]\nblock: [64, 1, 1]\nargs:\n"
+                    "- {name: x, kind: buffer, dtype: float32, size: 190, init: random}\n"
+                    "- {name: a, kind: scalar, dtype: float32, value: 1.5}\n"
+                    "- {name: n, kind: scalar, dtype: int32, value: 190}\noutputs: [x]\ntolerance: 0\n")
+    r = _cli("rtransform", "verify", str(src), "--spec", str(spec))
+    assert r.returncode == 0 and "verified" in r.stdout, r.stdout + r.stderr
+    r = _cli("rtransform", "convert-all", str(tmp_path), "-o", str(tmp_path.parent / f"{tmp_path.name}-all"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert list((tmp_path.parent / f"{tmp_path.name}-all").rglob("scale*.cu"))

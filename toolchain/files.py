@@ -33,6 +33,25 @@ def shown(path: str | os.PathLike) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
+def source_text(data: bytes) -> str:
+    """A source file's text: UTF-8, or Latin-1 where it is not (older sources keep accented names in comments;
+    nvcc takes such bytes as they are, and every byte is a Latin-1 character, so nothing is refused or lost).
+    The converter and libclang then work on its UTF-8 form (parse_cuda gives libclang that text)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def is_utf8(data: bytes) -> bool:
+    """Whether bytes are UTF-8 text as they are (libclang reads a file's bytes as UTF-8)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 # ---- failure hook: the crash tests stop a run at any step --------------------------------------------------
 _hook: Callable[[str], None] | None = None
 

@@ -75,10 +75,15 @@ def _matching(text: str, i: int, open_: str = "(", close: str = ")") -> int:
     return -1
 
 
+_DIRECTIVE_LINE = re.compile(r"^[ \t]*#[^\n]*$", re.M)
+
+
 def _split_args(s: str) -> list[str]:
-    """Top-level comma-separated parts (brackets and template angle brackets respected loosely)."""
+    """Top-level comma-separated parts (brackets and template angle brackets respected loosely). Preprocessor lines
+    inside the list (`#ifdef TESTING` around some arguments) are not arguments: dropped, every branch's arguments
+    kept (the count is checked against the kernel's parameters)."""
     out, depth, cur = [], 0, ""
-    for ch in s:
+    for ch in _DIRECTIVE_LINE.sub("", s):
         if ch in "([{":
             depth += 1
         elif ch in ")]}":
@@ -725,7 +730,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
     spec["outputs"] = outputs or [a["name"] for a in args if a["kind"] == "buffer"][:1]
     spec["tolerance"] = 1.0e-5
     head = [f"# launch spec for {qual} from the launch at {where} (rtransform spec --from-host)"]
-    head += [f"# {n}" for n in dict.fromkeys(notes)]
+    head += [f"# {' '.join(n.split())}" for n in dict.fromkeys(notes)]  # one comment line each, whatever it quotes
     return HostSpec("\n".join(head) + "\n" + yaml.safe_dump(spec, sort_keys=False, default_flow_style=None,
                                                                width=120), list(dict.fromkeys(notes)), where)
 

@@ -112,3 +112,39 @@ def test_underived_dynamic_shared_memory_is_the_default_limit() -> None:
     doc = yaml.safe_load(spec.yaml)
     assert doc["dynamic_smem"] == 48 * 1024
     assert any("dynamic shared memory" in n and "49152 here" in n for n in spec.notes)
+
+
+# Arguments under a preprocessor conditional inside the launch, as a benchmark keeps its debug outputs: the
+# directive lines were taken as parts of the arguments' text, the notes quoting them spanned lines, and the spec
+# written was not YAML.
+CONDITIONAL_ARGS = """
+__global__ void encode(const unsigned* in, unsigned* dbg, unsigned* dbg_len, unsigned* out, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { out[i] = in[i] * 3u; dbg[i] = in[i]; dbg_len[i] = 1u; }
+}
+
+int main() {
+  unsigned n = 4096, *d_in, *d_out, *d_dbg, *d_dbg_len;
+  cudaMalloc((void**)&d_in, n * sizeof(unsigned));
+  cudaMalloc((void**)&d_out, n * sizeof(unsigned));
+  encode<<<n / 256, 256>>>(d_in,
+#ifdef TESTING
+                           d_dbg, d_dbg_len,
+#endif
+                           d_out, n);
+  return 0;
+}
+"""
+
+
+def test_arguments_under_a_conditional_give_a_yaml_spec() -> None:
+    """Every note is one comment line and the spec parses as YAML; the arguments are the kernel's, in order, and
+    the sizes the host code gives are kept."""
+    spec = spec_from_host(CONDITIONAL_ARGS, "encode.cu", "encode")
+    doc = yaml.safe_load(spec.yaml)
+    assert [a["name"] for a in doc["args"]] == ["in", "dbg", "dbg_len", "out", "n"]
+    assert doc["block"] == [256, 1, 1]
+    sizes = {a["name"]: a.get("size") for a in doc["args"]}
+    assert sizes["in"] == sizes["out"] and sizes["in"] >= 256 * doc["grid"][0]
+    assert all(line.startswith("#") or not line.startswith(" ") for line in spec.yaml.splitlines())
+    assert not any("#ifdef" in n or "#endif" in n for n in spec.notes)

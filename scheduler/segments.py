@@ -1,8 +1,9 @@
 """The mechanism of plans with more than one kind of step: given where each node runs (its backend, or LAUNCH),
 order the nodes so a segment of one kind goes on while the data allow, cut the order into runs of rKernel nodes
 (each planned by a policy into rPrograms), runs of launched nodes (launch segments: each node's fastest legacy
-kernel at its own occupancy, one CUDA Graph on the GPU) and library calls (each its own step), each closing the
-step before it, and join the parts into one Plan over one op list."""
+kernel at its own occupancy, one CUDA Graph on the GPU, on one stream a chain of programmatic dependent launches)
+and library calls (each its own step), each closing the step before it, and join the parts into one Plan over one
+op list."""
 from __future__ import annotations
 
 import heapq

@@ -513,7 +513,8 @@ class PersistentExecutor:
             raise VDeviceError(f"step names rProgram {bad[0]}, but the plan has {len(self.loaded)}")
         self.runs = step_runs(self.steps)
         if self.vd.pdl_note and any(isinstance(s, LaunchStep) and s.chain for s in self.steps):
-            self.notes.append(self.vd.pdl_note)
+            self.notes.append(self.vd.pdl_note)  # decided when the vDevice was compiled (vdevice.pdl.chain_vdevice)
+            print(self.vd.pdl_note, file=sys.stderr)
 
     def _load(self, program: Program) -> _Loaded:
         """Encode, check co-residency and upload one program."""

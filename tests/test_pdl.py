@@ -124,15 +124,21 @@ def test_pdl_module_as_the_gpu_runtime_compiles_it(tmp_path):
     """The whole PDL module of a --small launch build, compiled as the GPU runtime does (NVRTC, runtime_options,
     sm_90): every wrapper an op launches waits first; the interpreter (never launched by this baseline) has no
     wait."""
-    from toolchain.sass import demangle, disassemble
     from vdevice.codegen import INTERPRETER, generate as generate_module
-    from vdevice.gpu import runtime_options
-    from vdevice.nvrtc import compile_cubin
     built = _launch_build("resnext", tmp_path)
     gen = generate_module(built.ops, pdl_sources(built.ops, built.sources), [str(built.folder / "rkernels")])
+    functions = _sm90_waits_first(gen, {op.kernel.wrapper_name for op in built.ops})
+    assert "ACQBULK" not in [i.base for i in functions[INTERPRETER]]
+
+
+def _sm90_waits_first(gen, launched: set[str]) -> dict:
+    """A generated module compiled as the GPU runtime compiles it (NVRTC, runtime_options, sm_90), each wrapper
+    named in `launched` checked to wait before any global access; every function's SASS by demangled name."""
+    from toolchain.sass import demangle, disassemble
+    from vdevice.gpu import runtime_options
+    from vdevice.nvrtc import compile_cubin
     out = compile_cubin(gen.source, runtime_options("sm_90", gen.include_dirs), gen.kernel_names)
     functions = {demangle(name): code for name, code in disassemble(out.cubin).items()}
-    launched = {op.kernel.wrapper_name for op in built.ops}
     wrappers = {name: code for name, code in functions.items() if name.split("<")[0].split("(")[0] in launched}
     assert {n.split("<")[0].split("(")[0] for n in wrappers} == launched
     for name, code in wrappers.items():
@@ -140,7 +146,7 @@ def test_pdl_module_as_the_gpu_runtime_compiles_it(tmp_path):
             _wait_first(code)
         except AssertionError as exc:
             raise AssertionError(f"{name}: {exc}") from None
-    assert "ACQBULK" not in [i.base for i in functions[INTERPRETER]]
+    return functions
 
 
 # ---- running it -------------------------------------------------------------------------------------------------
@@ -505,6 +511,22 @@ def test_segments_fall_back_to_plain_graphs_without_cuda_bindings(monkeypatch, t
     SegmentGraphs(vd).capture(_chain_run(built))
     assert log and not any(isinstance(e, tuple) and e[0] == "pdl" for e in log)
     assert any(isinstance(e, tuple) and e[0] == "plain" for e in log)
+
+
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))
+def test_mixed_build_module_with_chains_as_the_gpu_runtime_compiles_it(tmp_path):
+    """The build's own vDevice module of lstm-tc --small's mixed plan with its one-stream segment's wrappers from
+    the copy (chain_sources), compiled as the GPU runtime does (NVRTC, sm_90): each chained wrapper waits before
+    any global access; the interpreter, which runs the rPrograms' rTasks of the same sources, has no wait."""
+    from vdevice.codegen import INTERPRETER, generate as generate_module
+    from vdevice.pdl import chain_sources
+    _, built = _mixed_build("lstm-tc", tmp_path)
+    chained = [i for g in built.manifest.launches if g.chain for i in g.ops]
+    texts, note = chain_sources(built.ops, built.sources, chained, "cpu")
+    assert chained and note == ""
+    gen = generate_module(built.ops, texts, [str(built.folder / "rkernels")])
+    functions = _sm90_waits_first(gen, {built.ops[i].kernel.wrapper_name for i in chained})
+    assert "ACQBULK" not in [i.base for i in functions[INTERPRETER]]
 
 
 @pytest.mark.gpu

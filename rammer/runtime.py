@@ -174,13 +174,15 @@ class Built:
         """One compiled module and buffer set per backend (and set of CPU sanitizers), shared by its executors."""
         key = (backend, tuple(sanitize))
         if key not in self._vdevices:
-            from vdevice.executors import VDevice
+            from vdevice.pdl import chain_vdevice
             if not self.ops and not self.manifest.calls:
                 return None
-            self._vdevices[key] = VDevice(self.ops, self.sources, self.host_buffers(), backend,
-                                          include_dirs=[str(self.folder / "rkernels")],
-                                          views=self.manifest.views, sanitize=sanitize,
-                                          veus_per_sm=int(self.manifest.stats.get("veus_per_sm", 1)))
+            # one-stream launch segments run as PDL chains: their wrappers get the prologue (on the CPU, a no-op)
+            chained = [i for g in self.manifest.launches if g.chain for i in g.ops]
+            self._vdevices[key] = chain_vdevice(self.ops, self.sources, self.host_buffers(), backend, chained,
+                                                include_dirs=[str(self.folder / "rkernels")],
+                                                views=self.manifest.views, sanitize=sanitize,
+                                                veus_per_sm=int(self.manifest.stats.get("veus_per_sm", 1)))
         return self._vdevices[key]
 
     def compile(self, backend: str) -> None:
@@ -240,7 +242,7 @@ class Built:
         """The build's steps for an executor: `program_step(k)` for rProgram k, `segment(group)` for a launch
         segment (default: a LaunchStep), a CallStep per library call."""
         from vdevice.executors import CallStep, LaunchStep
-        segment = segment or (lambda g: LaunchStep(tuple(g.ops), tuple(g.deps)))
+        segment = segment or (lambda g: LaunchStep(tuple(g.ops), tuple(g.deps), g.chain))
         out = []
         for s in self.steps:
             if s.kind == StepKind.PROGRAM:

@@ -170,6 +170,8 @@ def price(workload: Workload, profiler: Profiler) -> Baselines:
           "cuda-graph-pdl": profiler.launched_us(serial, "pdl"), "multi-stream-graph": multi_stream_us(nodes, profiler),
           "library-graph": profiler.launched_us(with_library, "graph"),
           "pytorch": profiler.launched_us(with_library, "torch")}
+    if not profiler.device.pdl:  # griddepcontrol needs sm_90: no PDL graph to run on this device
+        del us["cuda-graph-pdl"]
     variants = {n.name: (n.library if kernels_of(n, True) == [n.library_us] and n.library else n.variant)
                 for n in nodes}
     return Baselines(us, variants)

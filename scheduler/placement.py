@@ -65,10 +65,12 @@ def node_options(spec: OpSpec, profiler: Profiler, veus: int, call_us: Callable,
 
 def launch_option_us(spec: OpSpec, profiler: Profiler) -> float:
     """A node launched outside the rPrograms: its fastest legacy variant's launches at their own occupancy, each a
-    CUDA Graph node (the kernel and the node's gap, never less than a tiny op's node)."""
+    node of a one-stream segment's graph (the kernel and the node's gap, a PDL launch's where the device has PDL:
+    Profiler.chain_launch; never less than a tiny op's node)."""
     from kernel_corpus.bindings import as_unpinned
     cand = fastest_alone(profiler, spec)
-    gap, floor = profiler.launches.gap_us("graph"), profiler.launches.floor_us("graph")
+    how = profiler.chain_launch
+    gap, floor = profiler.launches.gap_us(how), profiler.launches.floor_us(how)
     return sum(max(floor, profiler.legacy_kernel_us(as_unpinned(launch)) + gap) for launch in cand.launches)
 
 

@@ -150,21 +150,25 @@ class Choice:
 class LaunchGroup:
     """A launch segment of a plan: ops (indices into the plan's op list) launched as their legacy kernels, after the
     step before it and before the step after it: one CUDA Graph on the GPU (ops that do not depend on each other
-    on parallel streams), in order on the CPU emulator. `deps` are the edges among its ops."""
+    on parallel streams), in order on the CPU emulator. `deps` are the edges among its ops. `chain`: the segment
+    runs on one stream (deps: each op after the one before), as a chain of programmatic dependent launches where
+    the device allows (vdevice.executors.SegmentGraphs.capture_chain)."""
 
     ops: list[int]
     deps: list[tuple[int, int]] = field(default_factory=list)
     us: float = 0.0  # predicted time of the segment
+    chain: bool = False
 
     def to_json(self) -> dict:
-        """{"ops", "deps", "us"}."""
-        return {"ops": list(self.ops), "deps": [list(d) for d in self.deps], "us": round(self.us, 3)}
+        """{"ops", "deps", "us"} and "chain": true for a one-stream segment."""
+        return {"ops": list(self.ops), "deps": [list(d) for d in self.deps], "us": round(self.us, 3)} | (
+            {"chain": True} if self.chain else {})
 
     @staticmethod
     def from_json(obj: dict) -> "LaunchGroup":
         """Inverse of to_json."""
         return LaunchGroup([int(i) for i in obj["ops"]], [(int(a), int(b)) for a, b in obj.get("deps", [])],
-                           float(obj.get("us", 0.0)))
+                           float(obj.get("us", 0.0)), bool(obj.get("chain", False)))
 
 
 @dataclass

@@ -103,6 +103,14 @@ class DeviceSpec:
         """The most shared memory one vEU may opt in to."""
         return self.hw.smem_per_block
 
+    @property
+    def pdl(self) -> bool:
+        """Whether kernels can be launched with programmatic dependent launch (griddepcontrol: sm_90 and newer, the
+        H100 and the CPU emulator, which runs the H100's figures): the build's one-stream launch segments are then
+        PDL chains, priced as the cuda-graph-pdl baseline prices its kernels."""
+        from vdevice.pdl import MIN_ARCH, arch_number
+        return arch_number(self.hw.arch) >= MIN_ARCH
+
     def named(self, name: str, sms: int | None = None) -> "DeviceSpec":
         """The same figures for a device of another name (and SM count): a measured GPU, or the CPU emulator."""
         return dataclasses.replace(self, hw=dataclasses.replace(self.hw, name=name, sms=sms or self.hw.sms))
@@ -434,15 +442,24 @@ class Profiler:
         rounds = -(-launch.rtasks // veus)
         return rounds * self.rtask_us(launch)
 
-    def launched_us(self, kernels_us: Sequence[float], how: str) -> float:
+    def launched_us(self, kernels_us: Sequence[float], how: str, first: str | None = None) -> float:
         """Kernels of these times launched one after another: each adds the launch's gap ("eager", "graph" or
         "pdl", dispatch_costs.LaunchCosts) and never takes less than a launched tiny op; a graph is itself
-        launched once."""
-        gap, floor = self.launches.gap_us(how), self.launches.floor_us(how)
-        if how == "eager":  # asynchronous: the host's interval or the kernel and the stream's gap, the longer
-            gap, floor = self.launches.eager_stream_gap_us, self.launches.eager_us
-        total = sum(max(floor, k + gap) for k in kernels_us)
+        launched once. `first`: the first kernel's launch when it differs (a PDL chain's first kernel after a
+        library call in the same graph is an ordinary graph node: scheduler.segments.launch_part)."""
+        def one(k: float, way: str) -> float:
+            gap, floor = self.launches.gap_us(way), self.launches.floor_us(way)
+            if way == "eager":  # asynchronous: the host's interval or the kernel and the stream's gap, the longer
+                gap, floor = self.launches.eager_stream_gap_us, self.launches.eager_us
+            return max(floor, k + gap)
+        total = sum(one(k, first if n == 0 and first else how) for n, k in enumerate(kernels_us))
         return total + (self.launches.eager_us if how in ("graph", "pdl") else 0.0)
+
+    @property
+    def chain_launch(self) -> str:
+        """How a one-stream launch segment's kernels are launched on this device: "pdl" (a chain of programmatic
+        dependent launches, DeviceSpec.pdl) or "graph" (plain graph nodes)."""
+        return "pdl" if self.device.pdl else "graph"
 
     def baselines_us(self, launches: Sequence[Any]) -> dict[str, float]:
         """These legacy kernel launches one at a time as written (their own occupancy, no interpreter, so

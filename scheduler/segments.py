@@ -1,8 +1,9 @@
 """The mechanism of plans with more than one kind of step: given where each node runs (its backend, or LAUNCH),
 order the nodes so a segment of one kind goes on while the data allow, cut the order into runs of rKernel nodes
 (each planned by a policy into rPrograms), runs of launched nodes (launch segments: each node's fastest legacy
-kernel at its own occupancy, one CUDA Graph on the GPU) and library calls (each its own step), each closing the
-step before it, and join the parts into one Plan over one op list."""
+kernel at its own occupancy, one CUDA Graph on the GPU, on one stream a chain of programmatic dependent launches)
+and library calls (each its own step), each closing the step before it, and join the parts into one Plan over one
+op list."""
 from __future__ import annotations
 
 import heapq
@@ -105,6 +106,7 @@ class LaunchPart:
     deps: list[tuple[int, int]]
     us: float
     choices: dict[str, Choice]
+    chain: bool = False  # one stream: each op after the one before (a PDL chain where the device has PDL)
 
 
 def fastest_alone(profiler: Any, spec: OpSpec) -> Candidate:
@@ -113,14 +115,21 @@ def fastest_alone(profiler: Any, spec: OpSpec) -> Candidate:
     return min(spec.candidates, key=lambda c: candidate_alone_us(profiler, c))
 
 
-def launch_part(workload: Workload, nodes: list[int], profiler: Any, fork: bool | None = None) -> LaunchPart:
+def launch_part(workload: Workload, nodes: list[int], profiler: Any, fork: bool | None = None,
+                after_step: bool = False) -> LaunchPart:
     """A run of launched nodes: each node's fastest legacy variant at its own occupancy (resident launches unpinned:
     their readers read global memory, their loads do nothing), a launch after the node's previous one (an independent
     one after the node's inputs), a node's first after its predecessors in the run; priced as one CUDA Graph whose
     independent branches run on parallel streams (scheduler.baselines.multi_stream_us), or on one stream (its edges
     a chain in this topological order: the executor then forks nothing) where that is predicted faster, as when the
-    cross-stream edges cost more than the overlap gains. `fork` True keeps the branches on their streams whatever
-    the prices say (the multi-stream baseline times exactly that graph); False always takes one stream."""
+    cross-stream edges cost more than the overlap gains. On one stream the segment is a chain of programmatic
+    dependent launches where the device has PDL (Profiler.chain_launch), priced by the same function and figures
+    as the cuda-graph-pdl baseline (Profiler.launched_us), so a plan of one such segment costs what that baseline
+    does. `after_step`: an rProgram or a library call runs before the segment; its first kernel then pays an
+    ordinary graph node's gap, not the PDL gap: the step before it has no trigger (a library kernel, or the
+    interpreter before the graph's launch), so nothing of its launch is hidden. `fork` True keeps the branches on
+    their streams whatever the prices say (the multi-stream baseline times exactly that graph); False always takes
+    one stream."""
     from kernel_corpus.bindings import as_unpinned
 
     from .baselines import NodeKernels, launch_share, multi_stream_us
@@ -153,10 +162,12 @@ def launch_part(workload: Workload, nodes: list[int], profiler: Any, fork: bool 
                                    [launch_share(profiler, as_unpinned(ops[i].launch)) for i in mine]))
         choices[spec.name] = Choice(cand.variant, "launched: the fastest legacy variant at its own occupancy", LAUNCH)
     forked = multi_stream_us(kernels, profiler)
-    serial = profiler.launched_us([op.rtask_us for op in ops], "graph")
-    # forking does not pay (cross-stream edges): one stream, each op after the one before
-    if fork is False or (fork is None and serial < forked):
-        return LaunchPart(ops, [(i - 1, i) for i in range(1, len(ops))], serial, choices)
+    serial = profiler.launched_us([op.rtask_us for op in ops], profiler.chain_launch,
+                                  first="graph" if after_step else None)
+    # forking does not pay (cross-stream edges, or the PDL chain's smaller gaps), or gains nothing (one op): one
+    # stream, each op after the one before
+    if fork is False or (fork is None and serial <= forked):
+        return LaunchPart(ops, [(i - 1, i) for i in range(1, len(ops))], serial, choices, chain=True)
     return LaunchPart(ops, deps, forked, choices)
 
 
@@ -171,7 +182,7 @@ def plan_steps(workload: Workload, placement: Placement, plan_run: PlanFn, call_
             parts.append(plan_run(sub_workload(workload, nodes, placement)))
             continue
         if kind == LAUNCH:
-            parts.append(launch_part(workload, nodes, profiler, fork_launches))
+            parts.append(launch_part(workload, nodes, profiler, fork_launches, after_step=bool(parts)))
             continue
         spec = workload.ops[nodes[0]]
         if not spec.calls:
@@ -225,7 +236,7 @@ def join(parts: list[Plan | LaunchPart | LibraryCall], policy: str, profiler: An
             # the executor captures a run of segments and calls as one graph: one launch for the run
             us = part.us - (profiler.launches.eager_us if graph_open else 0.0)
             groups.append(LaunchGroup([offset + i for i in range(len(part.ops))],
-                                      [(offset + a, offset + b) for a, b in part.deps], us))
+                                      [(offset + a, offset + b) for a, b in part.deps], us, part.chain))
             graph_open = True
             continue
         graph_open = False

@@ -124,15 +124,21 @@ def test_pdl_module_as_the_gpu_runtime_compiles_it(tmp_path):
     """The whole PDL module of a --small launch build, compiled as the GPU runtime does (NVRTC, runtime_options,
     sm_90): every wrapper an op launches waits first; the interpreter (never launched by this baseline) has no
     wait."""
-    from toolchain.sass import demangle, disassemble
     from vdevice.codegen import INTERPRETER, generate as generate_module
-    from vdevice.gpu import runtime_options
-    from vdevice.nvrtc import compile_cubin
     built = _launch_build("resnext", tmp_path)
     gen = generate_module(built.ops, pdl_sources(built.ops, built.sources), [str(built.folder / "rkernels")])
+    functions = _sm90_waits_first(gen, {op.kernel.wrapper_name for op in built.ops})
+    assert "ACQBULK" not in [i.base for i in functions[INTERPRETER]]
+
+
+def _sm90_waits_first(gen, launched: set[str]) -> dict:
+    """A generated module compiled as the GPU runtime compiles it (NVRTC, runtime_options, sm_90), each wrapper
+    named in `launched` checked to wait before any global access; every function's SASS by demangled name."""
+    from toolchain.sass import demangle, disassemble
+    from vdevice.gpu import runtime_options
+    from vdevice.nvrtc import compile_cubin
     out = compile_cubin(gen.source, runtime_options("sm_90", gen.include_dirs), gen.kernel_names)
     functions = {demangle(name): code for name, code in disassemble(out.cubin).items()}
-    launched = {op.kernel.wrapper_name for op in built.ops}
     wrappers = {name: code for name, code in functions.items() if name.split("<")[0].split("(")[0] in launched}
     assert {n.split("<")[0].split("(")[0] for n in wrappers} == launched
     for name, code in wrappers.items():
@@ -140,7 +146,7 @@ def test_pdl_module_as_the_gpu_runtime_compiles_it(tmp_path):
             _wait_first(code)
         except AssertionError as exc:
             raise AssertionError(f"{name}: {exc}") from None
-    assert "ACQBULK" not in [i.base for i in functions[INTERPRETER]]
+    return functions
 
 
 # ---- running it -------------------------------------------------------------------------------------------------
@@ -223,12 +229,8 @@ def test_launch_config_sets_programmatic_stream_serialization():
 
 
 # ---- on a GPU ---------------------------------------------------------------------------------------------------
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", ["lstm-tc", "squeezenet"])
-def test_pdl_graph_on_gpu_matches_onnxruntime(name, tmp_path):
-    """On an sm_90+ GPU with cuda.bindings: the launch build's kernels from the PDL copy, launched with programmatic
-    stream serialization and captured as one CUDA Graph, give onnxruntime's outputs (twice: the replay too) and are
-    timed; elsewhere the reason is the skip."""
+def _skip_without_a_pdl_gpu() -> None:
+    """Skip, with the reason, where no GPU can run PDL launches (no GPU, below sm_90, no cuda.bindings)."""
     reason = bench.gpu_unavailable()
     if reason:
         pytest.skip(f"no GPU: {reason}")
@@ -236,6 +238,15 @@ def test_pdl_graph_on_gpu_matches_onnxruntime(name, tmp_path):
     why = gpu_unavailable(cupy.cuda.Device(0).compute_capability)
     if why:
         pytest.skip(why)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["lstm-tc", "squeezenet"])
+def test_pdl_graph_on_gpu_matches_onnxruntime(name, tmp_path):
+    """On an sm_90+ GPU with cuda.bindings: the launch build's kernels from the PDL copy, launched with programmatic
+    stream serialization and captured as one CUDA Graph, give onnxruntime's outputs (twice: the replay too) and are
+    timed; elsewhere the reason is the skip."""
+    _skip_without_a_pdl_gpu()
     m = generate(name, small=True)
     feeds = random_inputs(m, seed=0)
     refs = bench.reference_outputs(m, feeds)
@@ -280,6 +291,18 @@ class _FakeStream:
     def __init__(self, log):
         self.ptr, self.log = 0x5000, log
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def record(self):
+        return ("event", len(self.log))
+
+    def wait_event(self, event):
+        self.log.append(("wait", event))
+
     def begin_capture(self):
         self.log.append("begin")
 
@@ -296,9 +319,12 @@ class _FakeGpu:
 
     def __init__(self, log):
         self.log, self.stream = log, _FakeStream(log)
-        side = type("S", (), {"ptr": 0x6000})
+        def side():
+            stream = _FakeStream(log)
+            stream.ptr = 0x6000
+            return stream
         self.cp = type("cp", (), {"cuda": type("c", (), {
-            "Device": lambda: type("D", (), {"compute_capability": "90"})(), "Stream": lambda non_blocking: side()})})
+            "Device": lambda *i: type("D", (), {"compute_capability": "90"})(), "Stream": lambda non_blocking: side()})})
         self.functions: dict[str, int] = {}
 
     def _allow_smem(self, expr, smem):
@@ -307,6 +333,9 @@ class _FakeGpu:
 
     def pointer(self, array):
         return int(array.ctypes.data)
+
+    def launch(self, expr, grid, block, smem, args, cooperative=False, yield_budget=None, stream=None):
+        self.log.append(("plain", expr, stream.ptr if stream is not None else None))
 
     def synchronize(self):
         self.log.append("sync")
@@ -375,3 +404,142 @@ def test_gpu_flow_with_a_stand_in_driver(monkeypatch, tmp_path):
     assert "no edge data" in str(ex.edge_types())
     assert bench.pdl_note(ex).startswith("graph edges: this cuda.bindings")
 
+
+
+# ---- a build's launch segments as PDL chains (vdevice.executors.SegmentGraphs.capture_chain) --------------------
+def _mixed_build(name: str, tmp_path: Path, target: str = "cpu"):
+    """The --small model built with tests/test_segments.py's forced mix (an rProgram, a one-stream launch segment, a
+    library call)."""
+    import onnx
+    from test_segments import MIXED
+
+    from rammer.build import build_model
+    m = generate(name, small=True)
+    onnx.save(m, str(tmp_path / f"{name}.onnx"))
+    return m, build_model(tmp_path / f"{name}.onnx", tmp_path / "out", target=target, veus=8, quiet=True,
+                          backends=("rtask", "library"), force=MIXED[name])
+
+
+def _chain_run(built):
+    """The run of steps (between rPrograms) that holds the build's longest one-stream launch segment."""
+    from vdevice.executors import LaunchStep, step_runs
+    runs = [r for r in step_runs(built.executor_steps(lambda k: k)) if isinstance(r, tuple)]
+    return max(runs, key=lambda r: max((len(s.ops) for s in r if isinstance(s, LaunchStep) and s.chain), default=0))
+
+
+def test_segment_chain_with_a_stand_in_driver(monkeypatch, tmp_path):
+    """lstm-tc's layer-1 cells as a one-stream launch segment (9 ops, after an rProgram) captured on a GPU-like
+    backend: the first op an ordinary launch on the capturing stream, every later op through cuLaunchKernelEx with
+    programmatic stream serialization = 1, in the segment's order, on that stream, each with its own function,
+    grid, block and shared memory; the run is captured once, then replayed."""
+    import vdevice.pdl as pdl
+    from vdevice.executors import LaunchStep, SegmentGraphs
+    _, built = _mixed_build("lstm-tc", tmp_path)
+    run = _chain_run(built)
+    chain = next(s for s in run if isinstance(s, LaunchStep) and s.chain)
+    assert len(chain.ops) == 9 and chain.deps == tuple(zip(chain.ops, chain.ops[1:]))
+    vd = built.executor("persistent").vd  # compiled from the copy: the chained wrappers carry the prologue
+    assert vd.pdl_chained >= set(chain.ops) and vd.pdl_note == ""
+    assert all(has_prologue(vd.gen.source, built.ops[i].kernel.wrapper_name.rsplit("::", 1)[-1]) for i in chain.ops)
+    log: list = []
+    fake, be = _FakeDriver(), _FakeGpu(log)
+    monkeypatch.setattr(pdl, "driver_module", lambda: fake)
+    launched: list = []
+
+    def launch(cfg, f, params, extra):
+        launched.append((cfg, f))
+        log.append(("pdl", f, cfg.hStream))
+        return (0,)
+    fake.cuLaunchKernelEx = launch
+    vd.backend, vd.pdl_launcher = be, pdl.PdlLauncher()
+    graphs = SegmentGraphs(vd)
+    graphs.run(run)
+    graphs.run(run)
+    fn = lambda i: be.functions[vd.wrapper(i)]  # noqa: E731
+    first, rest = chain.ops[0], chain.ops[1:]
+    assert log == ["sync", "begin", ("plain", vd.wrapper(first), be.stream.ptr)] + [
+        ("pdl", fn(i), be.stream.ptr) for i in rest] + ["end", "replay", "replay"]
+    for i, (cfg, _) in zip(rest, launched):
+        k = built.ops[i].kernel
+        assert (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ) == k.grid and cfg.sharedMemBytes == k.dynamic_smem
+        assert (cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ) == k.block and cfg.numAttrs == 1
+        assert cfg.attrs[0].id == 6 and cfg.attrs[0].value.programmaticStreamSerializationAllowed == 1
+    # a forked segment (the multi-stream baseline's) stays a plain graph even on a vDevice with the launcher
+    log.clear()
+    SegmentGraphs(vd).capture((LaunchStep(chain.ops[:2], ()),))
+    assert [e for e in log if isinstance(e, tuple) and e[0] == "pdl"] == []
+    assert [e[0] for e in log if isinstance(e, tuple) and e[0] == "plain"] == ["plain", "plain"]
+
+
+def test_segments_fall_back_to_plain_graphs_without_cuda_bindings(monkeypatch, tmp_path):
+    """A GPU of sm_90 without cuda.bindings: the vDevice is compiled from the build's own sources (no prologue),
+    says why in its note, the persistent executor lists the note, its segments are captured as plain graph nodes
+    (no cuLaunchKernelEx), and the plan still runs (here on the emulator) to onnxruntime's outputs."""
+    import vdevice.gpu as gpu
+    import vdevice.pdl as pdl
+    from vdevice.executors import PersistentExecutor, SegmentGraphs
+    model, built = _mixed_build("transformer", tmp_path)
+    chained = [i for g in built.manifest.launches if g.chain for i in g.ops]
+    assert chained
+    log: list = []
+    monkeypatch.setattr(gpu, "_cupy", lambda: _FakeGpu(log).cp)  # a GPU of compute capability 9.0
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)
+    texts, note = pdl.chain_sources(built.ops, built.sources, chained, "gpu")
+    assert texts is built.sources and note.startswith(pdl.CHAIN_FALLBACK) and "cuda-bindings" in note
+    real = pdl.VDevice
+    monkeypatch.setattr(pdl, "VDevice", lambda ops, texts, buffers, backend, *a, **k: real(ops, texts, buffers,
+                                                                                            "cpu", *a, **k))
+    vd = pdl.chain_vdevice(built.ops, built.sources, built.host_buffers(), "gpu", chained,
+                           include_dirs=[str(built.folder / "rkernels")], views=built.manifest.views)
+    assert vd.pdl_note == note and vd.pdl_launcher is None and not vd.pdl_chained
+    assert not any(has_prologue(vd.gen.source, built.ops[i].kernel.wrapper_name.rsplit("::", 1)[-1])
+                   for i in chained)
+    ex = PersistentExecutor(built.ops, built.programs, {}, {}, vdevice=vd, steps=built.executor_steps(lambda k: k))
+    assert ex.notes == [note]
+    feeds = random_inputs(model, seed=3)
+    data = built.check_inputs(feeds)
+    host = {b.name: vd.buffers[b.name] for b in built.manifest.buffers
+            if b.name in {t.base for t in built.manifest.inputs + built.manifest.outputs}}
+    from rammer.runtime import _view
+    for t in built.manifest.inputs:
+        _view(host, t)[...] = data[t.name]
+    ex.run(host)
+    got = [_view(host, t).copy() for t in built.manifest.outputs]
+    assert bench.relative_error(got, bench.reference_outputs(model, feeds)) <= bench.RTOL
+    # on the GPU-like backend the same run is captured with plain launches only
+    vd.backend = _FakeGpu(log)
+    SegmentGraphs(vd).capture(_chain_run(built))
+    assert log and not any(isinstance(e, tuple) and e[0] == "pdl" for e in log)
+    assert any(isinstance(e, tuple) and e[0] == "plain" for e in log)
+
+
+@pytest.mark.skipif(_nvrtc_missing() is not None, reason=str(_nvrtc_missing()))
+def test_mixed_build_module_with_chains_as_the_gpu_runtime_compiles_it(tmp_path):
+    """The build's own vDevice module of lstm-tc --small's mixed plan with its one-stream segment's wrappers from
+    the copy (chain_sources), compiled as the GPU runtime does (NVRTC, sm_90): each chained wrapper waits before
+    any global access; the interpreter, which runs the rPrograms' rTasks of the same sources, has no wait."""
+    from vdevice.codegen import INTERPRETER, generate as generate_module
+    from vdevice.pdl import chain_sources
+    _, built = _mixed_build("lstm-tc", tmp_path)
+    chained = [i for g in built.manifest.launches if g.chain for i in g.ops]
+    texts, note = chain_sources(built.ops, built.sources, chained, "cpu")
+    assert chained and note == ""
+    gen = generate_module(built.ops, texts, [str(built.folder / "rkernels")])
+    functions = _sm90_waits_first(gen, {built.ops[i].kernel.wrapper_name for i in chained})
+    assert "ACQBULK" not in [i.base for i in functions[INTERPRETER]]
+
+
+@pytest.mark.gpu
+def test_mixed_plan_with_a_pdl_chain_on_gpu(tmp_path):
+    """On an sm_90+ GPU with cuda.bindings: lstm-tc --small's mixed plan (a library call, rPrograms, a 9-op launch
+    segment as a PDL chain) gives onnxruntime's outputs, twice (the captured graph replayed), with no fallback
+    note; elsewhere the reason is the skip."""
+    _skip_without_a_pdl_gpu()
+    model, built = _mixed_build("lstm-tc", tmp_path, target="gpu")
+    feeds = random_inputs(model, seed=3)
+    refs = bench.reference_outputs(model, feeds)
+    ex = built.executor("persistent", "gpu")
+    assert ex.vd.pdl_launcher is not None and ex.notes == [], ex.notes
+    for _ in range(2):
+        got = built.run(feeds, backend="gpu")
+        assert bench.relative_error([got[n] for n in built.output_names], refs) <= bench.RTOL

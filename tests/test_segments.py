@@ -1,7 +1,8 @@
 """Plans of more than one kind of step on the CPU target: rPrograms, launch segments (nodes run as their fastest
-legacy kernels outside the rPrograms; the emulator launches them) and library calls, each kind forced for three zoo
---small models and mixed, every output checked against onnxruntime; the segment price against a hand computation;
-the launch option's DP and the stream assignment of a captured segment."""
+legacy kernels outside the rPrograms; the emulator launches them; on one stream a PDL chain) and library calls, each
+kind forced for three zoo --small models and mixed, every output checked against onnxruntime; the segment price
+against a hand computation (the all-launch plan's equal to the cuda-graph-pdl baseline's); the launch option's DP and
+the stream assignment of a captured segment."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,13 +45,24 @@ def build_and_check(tmp_path: Path, name: str, **options) -> dict:
     kinds: dict[str, int] = {}
     for step in built.manifest.steps:
         kinds[step.kind] = kinds.get(step.kind, 0) + 1
+    # one-stream segments are PDL chains: the emulator ran their wrappers from the copy with the prologue
+    from vdevice.pdl import has_prologue
+    vd = built.executor("persistent").vd
+    chained = {i for g in built.manifest.launches if g.chain for i in g.ops}
+    assert vd.pdl_chained == chained and vd.pdl_note == ""
+    for i in chained:
+        assert has_prologue(vd.gen.source, built.ops[i].kernel.wrapper_name.rsplit("::", 1)[-1]), built.ops[i].name
+    kinds["chains"] = sum(g.chain for g in built.manifest.launches)
     return kinds
 
 
 @pytest.mark.parametrize("name", list(MIXED))
 def test_mixed_plan_runs_and_matches_onnxruntime(tmp_path: Path, name: str) -> None:
+    """An rProgram, a launch segment on one stream (a PDL chain: the emulator runs its prologued wrappers, the
+    prologue a no-op) and a library call, to onnxruntime's outputs."""
     kinds = build_and_check(tmp_path, name, force=MIXED[name])
     assert kinds.get("program", 0) >= 1 and kinds.get("launches", 0) >= 1 and kinds.get("library", 0) >= 1, kinds
+    assert kinds["chains"] >= 1, kinds
 
 
 @pytest.mark.parametrize("name", list(MIXED))
@@ -60,6 +72,7 @@ def test_each_segment_kind_forced(tmp_path: Path, name: str, kind: str) -> None:
     rPrograms)."""
     force = {"rtask": ("*=rtask",), "launch": ("*=launch",), "library": (f"{LIBRARY[name]}=library", "*=rtask")}[kind]
     kinds = build_and_check(tmp_path, name, force=force)
+    kinds.pop("chains")
     if kind == "rtask":
         assert set(kinds) == {"program"}, kinds
     elif kind == "launch":
@@ -79,9 +92,10 @@ def test_force_refuses_a_kind_a_node_cannot_run_as(tmp_path: Path) -> None:
 
 
 def test_launch_segment_price_against_hand_numbers() -> None:
-    """A diamond a -> (b, c) -> d launched as one segment: the longer of its critical path (each kernel and its
-    graph node's gap) and the device time its kernels fill, plus one graph launch; the launch option of a node is
-    its fastest variant's kernels, each a graph node."""
+    """A diamond a -> (b, c) -> d launched as one segment: forked, the longer of its critical path (each kernel and
+    its graph node's gap) and the device time its kernels fill, plus one graph launch; on one stream a PDL chain
+    (the H100 has PDL), each kernel and the PDL gap; the launch option of a node is its fastest variant's kernels,
+    each a PDL chain's node."""
     from test_baselines import diamond
 
     from scheduler.dispatch_costs import LAUNCHES
@@ -98,19 +112,79 @@ def test_launch_segment_price_against_hand_numbers() -> None:
     shares = [300 / (132 * 8), 1200 / (132 * 4), 64 / (132 * 4), 10 / (132 * 8)]
     area = sum(k * s for k, s in zip([alone["a"], b, alone["c"], alone["d"]], shares))
     forked = max(path, area) + 6.279
-    serial = sum(node(k) for k in (alone["a"], b, alone["c"], alone["d"])) + 6.279
+    # PDL: an L2 round trip (0.780 - 0.527 us) and a 0.1 us fence = 0.353 us per kernel, at least a tiny kernel's
+    # 0.6 us and that gap
+    pdl = lambda k: max(0.6 + 0.353, k + 0.353)  # noqa: E731
+    serial = sum(pdl(k) for k in (alone["a"], b, alone["c"], alone["d"])) + 6.279
     # here the two edges cost more than running c beside b saves: one stream, each op after the one before
     assert serial < forked
-    assert part.us == pytest.approx(serial)
+    assert part.us == pytest.approx(serial) and part.chain
     assert [op.variant for op in part.ops] == ["only", "quick", "tiled", "only"]
     assert sorted(part.deps) == [(0, 1), (1, 2), (2, 3)]
     assert stream_of_each(LaunchStep((0, 1, 2, 3), tuple(part.deps))) == [0, 0, 0, 0]
-    assert launch_option_us(wl.ops[1], prof) == pytest.approx(node(b))
+    assert launch_option_us(wl.ops[1], prof) == pytest.approx(pdl(b))
     # the multi-stream baseline (rammer bench builds with fork_launches=True) keeps the diamond's branches forked,
     # priced as the forked graph, though one stream is cheaper: that row must time a forked graph
     kept = launch_part(wl, [0, 1, 2, 3], prof, fork=True)
     assert kept.us == pytest.approx(forked) and sorted(kept.deps) == [(0, 1), (0, 2), (1, 3), (2, 3)]
+    assert not kept.chain  # forked: a plain graph (programmatic edges are same-stream)
     assert stream_of_each(LaunchStep((0, 1, 2, 3), tuple(kept.deps))) == [0, 0, 1, 0]
+
+
+def test_all_launch_plan_is_priced_as_the_pdl_baseline() -> None:
+    """The all-launch plan of the diamond (placement launch-only: what the build's fallback makes) is one PDL chain
+    priced exactly as the cuda-graph-pdl baseline, both equal to the hand sum: each kernel (a 1.953, b's faster
+    variant 3.52, c 5472.64, d 0.293 us alone on the H100 model) plus the PDL gap of 0.353 us (an L2 round trip
+    0.780 - 0.527 and a 0.1 us fence), d at the 0.953 us floor (a 0.6 us tiny kernel and the gap), and one graph
+    launch of 6.279 us. On a device without PDL (sm_80) the chain is a plain graph: 0.658 us gaps (1.258 - 0.6),
+    the 1.258 us floor, and no PDL baseline."""
+    import dataclasses
+
+    from test_baselines import diamond
+
+    from scheduler import baselines
+    from scheduler.pipeline import place_and_schedule
+    from vdevice.target import H100 as H100_HW
+    prof = Profiler(H100, 132)
+    wl, alone = diamond(prof)
+    assert [round(alone[k], 3) for k in ("a", "b2", "c", "d")] == [1.953, 3.52, 5472.637, 0.293]
+    hand = (alone["a"] + 0.353) + (alone["b2"] + 0.353) + (alone["c"] + 0.353) + 0.953 + 6.279
+    plan = place_and_schedule(wl, "wavefront", prof, "launch-only", launches=True)
+    assert [s.kind for s in plan.steps] == ["launches"] and plan.launches[0].chain
+    assert plan.predicted_us == pytest.approx(hand, abs=1e-9)
+    assert baselines.price(wl, prof).us["cuda-graph-pdl"] == pytest.approx(hand, abs=1e-9)
+    ampere = Profiler(dataclasses.replace(H100, hw=dataclasses.replace(H100_HW, arch="sm_80")), 132)
+    assert not ampere.device.pdl and "cuda-graph-pdl" not in baselines.price(wl, ampere).us
+    plain = (alone["a"] + 0.658) + (alone["b2"] + 0.658) + (alone["c"] + 0.658) + 1.258 + 6.279
+    assert place_and_schedule(wl, "wavefront", ampere, "launch-only", launches=True).predicted_us == \
+        pytest.approx(plain, abs=1e-9)
+
+
+def test_a_chain_after_a_library_call_pays_a_graph_node_first() -> None:
+    """a and b launched, c a library call, d launched: two one-stream segments in one graph. The first starts the
+    plan: PDL gaps throughout, as the baseline's chain. The second follows the call, whose kernel never triggers:
+    its first (only) kernel pays an ordinary graph node, max(1.258, 0.293 + 0.658) = 1.258 us, and no second graph
+    launch (the run is captured as one graph)."""
+    from test_baselines import diamond
+
+    from scheduler.backends.library import call_kernel_us
+    from scheduler.segments import Placement, launch_part, plan_steps
+    prof = Profiler(H100, 132)
+    wl, alone = diamond(prof)
+    after = launch_part(wl, [0, 1, 2, 3], prof, after_step=True)
+    assert after.chain and after.us == pytest.approx(
+        max(1.258, alone["a"] + 0.658) + (alone["b2"] + 0.353) + (alone["c"] + 0.353) + 0.953 + 6.279)
+    placement = Placement({0: "launch", 1: "launch", 2: "library", 3: "launch"})
+
+    def no_programs(w: object) -> None:
+        raise AssertionError("no rKernel nodes here")
+
+    plan = plan_steps(wl, placement, no_programs, lambda c: call_kernel_us(c, H100), "wavefront", prof)
+    assert [s.kind for s in plan.steps] == ["launches", "library", "launches"]
+    first, second = plan.launches
+    assert first.chain and second.chain
+    assert first.us == pytest.approx((alone["a"] + 0.353) + (alone["b2"] + 0.353) + 6.279)
+    assert second.us == pytest.approx(1.258)
 
 
 def test_launch_segment_forks_where_the_overlap_pays() -> None:
@@ -151,15 +225,17 @@ def test_streams_are_reused_beyond_the_limit() -> None:
 @pytest.mark.parametrize("name", list(MIXED))
 def test_gpu_build_is_never_predicted_slower_than_the_launch_baselines(tmp_path: Path, name: str) -> None:
     """A GPU build with launch segments (the default) falls back to launching every node where that is predicted
-    faster: its prediction is at most the op-by-op, CUDA Graph and multi-stream graph baselines' (the ones the
-    runtime can run as a launch segment), priced independently of the plan."""
+    faster: its prediction is at most the op-by-op, CUDA Graph, CUDA Graph + PDL and multi-stream graph baselines'
+    (the ones the runtime can run as a launch segment: one-stream segments are PDL chains), priced independently of
+    the plan."""
     model = generate(name, small=True)
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, str(path))
     built = build_model(path, tmp_path / "out", target="gpu", quiet=True, compile_check=False, profile="model")
     stats = built.manifest.stats
     base = stats["predicted_baselines_us"]
-    assert stats["predicted_us"] <= min(base["op-by-op"], base["cuda-graph"], base["multi-stream-graph"]) + 1e-3
+    assert stats["predicted_us"] <= min(base["op-by-op"], base["cuda-graph"], base["cuda-graph-pdl"],
+                                        base["multi-stream-graph"]) + 1e-3
 
 
 @pytest.mark.parametrize("name", ["squeezenet", "resnext"])

@@ -204,6 +204,11 @@ class VDevice:
         self.generation = 0  # bumped whenever a buffer address changes (CPU rebinding)
         self._argtab: tuple[int, Any] = (-1, None)
         self.layout_sizes = self._query_layouts()
+        # a build's one-stream launch segments as PDL chains (vdevice.pdl.chain_vdevice sets these): the ops whose
+        # wrappers were compiled with the PDL prologue, the GPU's launcher for them, or why the segments are plain
+        self.pdl_chained: frozenset[int] = frozenset()
+        self.pdl_launcher: Any = None
+        self.pdl_note = ""
 
     def _query_layouts(self) -> np.ndarray:
         """[vEU header bytes, aligned layout bytes of each instantiation] measured by the compiler itself."""
@@ -318,10 +323,13 @@ class CallStep:
 class LaunchStep:
     """A launch segment: ops run as their plain legacy kernels (one block per rTask, no interpreter), in `ops` order
     on the CPU emulator; on the GPU captured once as a CUDA Graph whose ops wait only for their `deps` (edges among
-    the segment's ops: independent branches go on parallel streams) and replayed."""
+    the segment's ops: independent branches go on parallel streams) and replayed. `chain`: one stream, each op after
+    the one before, launched as a PDL chain where the vDevice compiled its wrappers with the prologue
+    (SegmentGraphs.capture_chain)."""
 
     ops: tuple[int, ...]
     deps: tuple[tuple[int, int], ...] = ()
+    chain: bool = False
 
 
 RunStep = Union[int, CallStep, LaunchStep]  # what the persistent executor runs, in order: an rProgram index, a call
@@ -421,11 +429,29 @@ class SegmentGraphs:
             for step in steps:
                 if isinstance(step, CallStep):
                     run_call(self.vd, step)
+                elif self.chained(step):
+                    self.capture_chain(step)
                 else:
                     self.capture_segment(step)
         finally:
             graph = be.stream.end_capture()
         return graph
+
+    def chained(self, step: LaunchStep) -> bool:
+        """Whether a segment runs as a PDL chain: it is one (one stream) and every op's wrapper has the prologue."""
+        return step.chain and self.vd.pdl_launcher is not None and self.vd.pdl_chained.issuperset(step.ops)
+
+    def capture_chain(self, step: LaunchStep) -> None:
+        """Inside a capture: a one-stream segment as a PDL chain on the capturing stream. Its first op is an ordinary
+        launch: what precedes it in the graph (a library call, or nothing after an rProgram) never triggers, so it
+        gains nothing from the attribute (priced as an ordinary graph node: scheduler.segments.launch_part). Every
+        later op goes through cuLaunchKernelEx with programmatic stream serialization (vdevice.pdl.PdlLauncher):
+        its blocks may be scheduled as its predecessor's blocks trigger, and wait in the prologue's
+        griddepcontrol.wait for the predecessor's completion and memory (the ordering argument: vdevice/pdl.py)."""
+        be = self.vd.backend
+        launch_op(self.vd, step.ops[0], be.stream)
+        for op in step.ops[1:]:
+            self.vd.pdl_launcher.launch_op(self.vd, op, be.stream.ptr)
 
     def capture_segment(self, step: LaunchStep) -> None:
         """Inside a capture: each op on its stream (stream_of_each), after events of its predecessors on other
@@ -486,6 +512,9 @@ class PersistentExecutor:
         if bad:
             raise VDeviceError(f"step names rProgram {bad[0]}, but the plan has {len(self.loaded)}")
         self.runs = step_runs(self.steps)
+        if self.vd.pdl_note and any(isinstance(s, LaunchStep) and s.chain for s in self.steps):
+            self.notes.append(self.vd.pdl_note)  # decided when the vDevice was compiled (vdevice.pdl.chain_vdevice)
+            print(self.vd.pdl_note, file=sys.stderr)
 
     def _load(self, program: Program) -> _Loaded:
         """Encode, check co-residency and upload one program."""

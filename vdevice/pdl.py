@@ -251,6 +251,14 @@ class PdlLauncher:
         cfg.numAttrs = 1
         return cfg
 
+    def launch_op(self, vd: VDevice, index: int, stream_ptr: int) -> None:
+        """Enqueue op `index` of `vd` as its wrapper (which must carry the prologue) with programmatic stream
+        serialization on the stream at `stream_ptr` (its function loaded and its shared memory opted in first)."""
+        be: Any = vd.backend
+        k = vd.ops[index].kernel
+        fn = be._allow_smem(vd.wrapper(index), k.dynamic_smem)
+        self.launch(fn.kernel.ptr, k.grid, k.block, k.dynamic_smem, stream_ptr, vd.op_launch_args(index), be.pointer)
+
     def launch(self, function_ptr: int, grid: Sequence[int], block: Sequence[int], smem: int, stream_ptr: int,
                args: Sequence[Any], pointer: Any) -> None:
         """Enqueue one kernel (`pointer(array)`: a device array's address; numpy scalars go by value)."""
@@ -314,11 +322,7 @@ class PdlGraphExecutor(OpByOpExecutor):
                 run_call(vd, step)
                 continue
             for i in step:
-                expr, k = vd.wrapper(i), vd.ops[i].kernel
-                fn = be._allow_smem(expr, k.dynamic_smem)
-                self.launcher.launch(fn.kernel.ptr, k.grid, k.block, k.dynamic_smem,
-                                     be.stream.ptr if stream_ptr is None else stream_ptr, vd.op_launch_args(i),
-                                     be.pointer)
+                self.launcher.launch_op(vd, i, be.stream.ptr if stream_ptr is None else stream_ptr)
 
     def edge_types(self) -> dict[str, int] | Refusal:
         """Evidence that the graph is a PDL graph: the run captured once more (through the driver, on a stream of
@@ -367,17 +371,62 @@ class PdlGraphExecutor(OpByOpExecutor):
             self.graph.launch(getattr(self.vd.backend, "stream"))
 
 
+def pdl_unavailable(backend: str) -> str | None:
+    """Why kernels cannot be PDL-launched on `backend` ("cpu": never a reason, the emulator runs the copy with the
+    prologue a no-op; "gpu": no CuPy, below sm_90, no cuda.bindings), None when they can. Checked before anything
+    is compiled."""
+    if backend != "gpu":
+        return None
+    from .gpu import _cupy
+    try:
+        cp = _cupy()
+    except Exception as exc:
+        return str(exc)
+    return gpu_unavailable(cp.cuda.Device(0).compute_capability)
+
+
 def make_vdevice(ops: Sequence[Op], sources: Mapping[str, str], buffers: Mapping[str, np.ndarray],
                  backend: str = "cpu", include_dirs: Sequence[str] = (), **options: Any) -> VDevice:
     """A vDevice compiled from the PDL copy of `sources`; on the GPU the device is checked first (no compile for
     a GPU that could not run it)."""
-    if backend == "gpu":
-        from .gpu import _cupy
-        try:
-            cp = _cupy()
-        except Exception as exc:
-            raise PdlUnavailable(str(exc)) from None
-        reason = gpu_unavailable(cp.cuda.Device(0).compute_capability)
-        if reason:
-            raise PdlUnavailable(reason)
+    reason = pdl_unavailable(backend)
+    if reason:
+        raise PdlUnavailable(reason)
     return VDevice(ops, pdl_sources(ops, sources), buffers, backend, include_dirs, **options)
+
+
+# ---- a build's launch segments as PDL chains (vdevice.executors.SegmentGraphs.capture_chain) ------------------------
+CHAIN_FALLBACK = "note: launch segments run as plain CUDA Graphs, without programmatic dependent launch: "
+
+
+def chain_sources(ops: Sequence[Op], sources: Mapping[str, str], chained: Iterable[int], backend: str
+                  ) -> tuple[Mapping[str, str], str]:
+    """What a build's vDevice compiles when the ops `chained` (those of its one-stream launch segments) are to run
+    as PDL chains: the sources with the prologue in those ops' wrappers and "" where `backend` can run them (the
+    CPU emulator always: the prologue is a no-op there, so `rammer run --check` runs the copy), else the sources as
+    they are and the note saying why not (decided once, before the compile)."""
+    wanted = sorted(set(chained))
+    if not wanted:
+        return sources, ""
+    reason = pdl_unavailable(backend)
+    if reason is None:
+        try:
+            return pdl_sources([ops[i] for i in wanted], sources), ""
+        except PdlUnavailable as exc:
+            reason = str(exc)
+    return sources, CHAIN_FALLBACK + reason
+
+
+def chain_vdevice(ops: Sequence[Op], sources: Mapping[str, str], buffers: Mapping[str, np.ndarray],
+                  backend: str, chained: Iterable[int], include_dirs: Sequence[str] = (), **options: Any) -> VDevice:
+    """A build's vDevice whose one-stream launch segments (`chained`: their ops) run as PDL chains where the device
+    allows (chain_sources): `pdl_chained` names the ops whose wrappers carry the prologue, `pdl_launcher` launches
+    them on the GPU; otherwise `pdl_note` says why the segments are plain graphs."""
+    chained = sorted(set(chained))
+    texts, note = chain_sources(ops, sources, chained, backend)
+    vd = VDevice(ops, texts, buffers, backend, include_dirs, **options)
+    vd.pdl_note = note
+    if chained and not note:
+        vd.pdl_chained = frozenset(chained)
+        vd.pdl_launcher = PdlLauncher() if vd.backend.name == "gpu" else None
+    return vd

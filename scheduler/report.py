@@ -358,7 +358,9 @@ def steps_text(plan: Any, times: bool = True) -> str:
             out.append(f"rProgram {step.index}" + (f" ({plan.program_us[step.index]:.1f} us)" if times else ""))
         elif step.kind == StepKind.LAUNCHES:
             g = plan.launches[step.index]
-            out.append(f"launch segment {step.index} of {len(g.ops)} launches" + (f" ({g.us:.1f} us)" if times else ""))
+            how = ", a PDL chain" if getattr(g, "chain", False) else ""
+            out.append(f"launch segment {step.index} of {len(g.ops)} launches{how}"
+                       + (f" ({g.us:.1f} us)" if times else ""))
         else:
             c = plan.calls[step.index]
             out.append(f"library {c.function} of {c.node}" + (f" ({c.us:.1f} us)" if times else ""))

@@ -44,7 +44,10 @@ def device_spec(target: str) -> DeviceSpec:
     if not ok:
         raise RuntimeError(name)
     sms = int(cupy.cuda.Device().attributes["MultiProcessorCount"])
-    return H100.named(name, sms)
+    from vdevice.pdl import pdl_unavailable
+    # the launch segments' price follows what the executor will run: PDL chains only where this GPU and its
+    # Python bindings allow them (vdevice.pdl), else plain graph nodes
+    return dataclasses.replace(H100.named(name, sms), pdl_refused=pdl_unavailable("gpu"))
 
 
 def pending(workload: Workload, profiler: Profiler) -> tuple[list[Sample], int]:

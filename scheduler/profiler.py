@@ -62,6 +62,9 @@ class DeviceSpec:
     # registers a legacy kernel is assumed to use when its ptxas figures are unknown (the corpus kernels use 32-64;
     # the issue's SASS reading: op-by-op launches get 40-64 warps per SM)
     legacy_registers: int = 64
+    # why the device cannot launch with programmatic dependent launch although its architecture could (a measured
+    # GPU without cuda.bindings: scheduler.measure.device_spec); None: decided by the architecture alone
+    pdl_refused: str | None = None
 
     @property
     def name(self) -> str:
@@ -109,7 +112,7 @@ class DeviceSpec:
         H100 and the CPU emulator, which runs the H100's figures): the build's one-stream launch segments are then
         PDL chains, priced as the cuda-graph-pdl baseline prices its kernels."""
         from vdevice.pdl import MIN_ARCH, arch_number
-        return arch_number(self.hw.arch) >= MIN_ARCH
+        return self.pdl_refused is None and arch_number(self.hw.arch) >= MIN_ARCH
 
     def named(self, name: str, sms: int | None = None) -> "DeviceSpec":
         """The same figures for a device of another name (and SM count): a measured GPU, or the CPU emulator."""

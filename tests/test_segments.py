@@ -158,6 +158,12 @@ def test_all_launch_plan_is_priced_as_the_pdl_baseline() -> None:
     plain = (alone["a"] + 0.658) + (alone["b2"] + 0.658) + (alone["c"] + 0.658) + 1.258 + 6.279
     assert place_and_schedule(wl, "wavefront", ampere, "launch-only", launches=True).predicted_us == \
         pytest.approx(plain, abs=1e-9)
+    # an H100 whose Python has no cuda.bindings (scheduler.measure.device_spec says why): its executor runs plain
+    # graphs, and the price follows
+    unbound = Profiler(dataclasses.replace(H100, pdl_refused="cuda.bindings is not importable"), 132)
+    assert not unbound.device.pdl and "cuda-graph-pdl" not in baselines.price(wl, unbound).us
+    assert place_and_schedule(wl, "wavefront", unbound, "launch-only", launches=True).predicted_us == \
+        pytest.approx(plain, abs=1e-9)
 
 
 def test_a_chain_after_a_library_call_pays_a_graph_node_first() -> None:

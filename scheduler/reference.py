@@ -83,8 +83,7 @@ def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarra
         if not name:
             return None
         view = graph.buffer_of(name)
-        t = graph.tensors[name]
-        return buffers[view.base].reshape(-1)[view.offset:view.offset + t.size].reshape(t.shape)
+        return view.read(buffers[view.base].reshape(-1), graph.tensors[name].shape)
 
     for node in graph.nodes:
         results = evaluate(graph, node, [read(n) for n in node.inputs])

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kernel_corpus.bindings import NodeInfo, TensorInfo
+from kernel_corpus.bindings import NodeInfo, TensorInfo, strided_inputs
 from toolchain.refusal import Refusal
 
 from vdevice.target import BackendName, Target, TargetKind
@@ -298,6 +298,8 @@ def refusal(node: NodeInfo, target: str = "cpu") -> str | None:
     impl = implementation(node.op_type)
     if impl is None:
         return f"no library call for {node.op_type} (covers {', '.join(op_types())})"
+    if strided := strided_inputs(node):
+        return f"input {strided[0]} is a strided view; library calls read C-ordered tensors"
     return impl.condition(node) or (impl.gpu_condition(node) if target == "gpu" else None)
 
 
@@ -343,6 +345,8 @@ def fallback_refusal(node: NodeInfo, target: str) -> str | None:
         return "the onnxruntime fallback runs on the CPU target only"
     if not onnx.defs.has(node.op_type):
         return f"{node.op_type} is not a standard ONNX op"
+    if strided := strided_inputs(node):
+        return f"input {strided[0]} is a strided view; onnxruntime reads C-ordered tensors"
     for role, ts in (("input", node.inputs), ("output", node.outputs)):
         for i, t in enumerate(ts):
             if t is not None and t.dtype not in FALLBACK_DTYPES:

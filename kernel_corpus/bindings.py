@@ -283,6 +283,7 @@ class Binding:
     precision: Precision = "fp32"                   # the arithmetic of its products
     resident: tuple[int, ...] = ()                  # inputs whose rTask slices may stay resident on pinned vEUs
     strided: tuple[int, ...] = ()                   # inputs the kernels read through TensorInfo.strides (views)
+    strided_out: tuple[int, ...] = ()               # outputs the kernels write through TensorInfo.strides
 
     @property
     def name(self) -> str:
@@ -337,6 +338,9 @@ class Binding:
         for i in strided_inputs(node):
             if i not in self.strided:
                 return f"input {i} is a strided view; the kernels read it C-ordered"
+        for i, t in enumerate(node.outputs):
+            if t is not None and t.strides is not None and i not in self.strided_out:
+                return f"output {i} is a strided view; the kernels write it C-ordered"
         return None
 
 

@@ -56,13 +56,15 @@ class View:
     offset: int = 0
     strides: tuple[int, ...] | None = None
 
-    def read(self, flat: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        """The tensor of `shape` this view shows in its base's flat (1-D) array (a numpy view, not a copy)."""
+    def read(self, flat: np.ndarray, shape: tuple[int, ...], writeable: bool = False) -> np.ndarray:
+        """The tensor of `shape` this view shows in its base's flat (1-D) array (a numpy view, not a copy; one a
+        writer may assign through with `writeable`)."""
         if self.strides is None:
             return flat[self.offset:self.offset + int(np.prod(shape, dtype=np.int64))].reshape(shape)
         lo, hi = self.extent(shape)
         item = flat.dtype.itemsize
-        return np.lib.stride_tricks.as_strided(flat[lo:hi], shape, [s * item for s in self.strides], writeable=False)
+        return np.lib.stride_tricks.as_strided(flat[lo:hi], shape, [s * item for s in self.strides],
+                                               writeable=writeable)
 
     def extent(self, shape: tuple[int, ...]) -> tuple[int, int]:
         """[first, last + 1) elements of the base buffer the view touches (strides are never negative)."""
@@ -116,8 +118,15 @@ class Graph:
         return bool(name) and self.buffer_of(name).strides is not None
 
     def producers(self) -> dict[str, Node]:
-        """Map each node-written tensor to the node that writes it."""
-        return {out: node for node in self.nodes for out in node.outputs if out}
+        """Map each node-written tensor to the node that writes it, and the buffer of an output that is a view (a
+        GEMM writing straight into a Transpose's layout) to its writer too."""
+        out: dict[str, Node] = {}
+        for node in self.nodes:
+            for name in present(node.outputs):
+                out[name] = node
+                if name in self.aliases:
+                    out.setdefault(self.buffer_of(name).base, node)
+        return out
 
     def consumers(self) -> dict[str, list[Node]]:
         """Map each buffer (after aliasing) to the nodes that read it."""

@@ -187,17 +187,20 @@ def alias_views(g: Graph) -> int:
     strides (the GEMM kernels' A and B, directly or through more views; otherwise the copy stays). Return how many."""
     kept: list[Node] = []
     count = 0
-    readers = tensor_readers(g)
+    readers, producers = tensor_readers(g), g.producers()
     for node in g.nodes:
         views = None if g.is_strided(node.inputs[0] if node.inputs else "") else view_offsets(g, node)
         if views is None:
             strided = strided_views(g, node)
-            if strided is None or not all(readable(g, out, v, readers) for out, v in zip(node.outputs, strided)):
+            if strided is not None and all(readable(g, out, v, readers) for out, v in zip(node.outputs, strided)):
+                for out, v in zip(node.outputs, strided):
+                    if out:
+                        g.aliases[out] = v
+            elif (written := written_view(g, node, readers, producers)) is not None:
+                g.aliases[node.inputs[0]] = written
+            else:
                 kept.append(node)
                 continue
-            for out, v in zip(node.outputs, strided):
-                if out:
-                    g.aliases[out] = v
             count += 1
             continue
         for out, offset in zip(node.outputs, views):
@@ -310,7 +313,7 @@ def readable(g: Graph, name: str, view: View, readers: dict[str, list[tuple[Node
         return False
     for node, i in readers.get(name, []):
         if node.op_type in GEMM_OPS and i in (0, 1):
-            if not gemm_reads(g, node, i, view):
+            if not gemm_takes(g, node, "inputs", i, view):
                 return False
             continue
         outs = strided_views(g, node, view) if i == 0 else None
@@ -319,14 +322,37 @@ def readable(g: Graph, name: str, view: View, readers: dict[str, list[tuple[Node
     return True
 
 
-def gemm_reads(g: Graph, node: Node, i: int, view: View) -> bool:
-    """Whether a GEMM binding of the default corpus runs `node` with input i laid out as `view`."""
+def written_view(g: Graph, node: Node, readers: dict[str, list[tuple[Node, int]]],
+                 producers: dict[str, Node]) -> View | None:
+    """For a Transpose that alone reads a GEMM's output x: x as a strided view of the Transpose's output buffer, which
+    the GEMM then writes in that layout (its rows contiguous) so the copy goes; None where that is not possible."""
+    if node.op_type != "Transpose" or not node.inputs or not node.inputs[0]:
+        return None
+    x, y = node.inputs[0], node.outputs[0]
+    writer = producers.get(x)
+    if (writer is None or writer.op_type not in GEMM_OPS or writer.outputs[0] != x or readers.get(x) != [(node, 0)]
+            or {x, y} & (set(g.inputs) | set(g.outputs) | set(g.aliases))
+            or any(v.base == x for v in g.aliases.values())):
+        return None
+    shape = g.tensors[x].shape
+    strides = [0] * len(shape)
+    for k, (p, s) in enumerate(zip(node.attrs.get("perm", list(range(len(shape)))[::-1]),
+                                   contiguous_strides(g.tensors[y].shape))):
+        strides[p] = s
+    view = layout_view(y, 0, shape, tuple(strides))
+    return view if view.strides is None or gemm_takes(g, writer, "outputs", 0, view) else None
+
+
+def gemm_takes(g: Graph, node: Node, role: str, i: int, view: View) -> bool:
+    """Whether a GEMM binding of the default corpus runs `node` with its input or output (`role`) i laid out as
+    `view`."""
     from kernel_corpus.bindings import TensorInfo, registry
     from .workload import node_info
     info = node_info(g, node)
-    t = info.inputs[i]
+    tensors = getattr(info, role)
+    t = tensors[i]
     assert t is not None
-    info.inputs[i] = TensorInfo(t.shape, t.dtype, view.strides)
+    tensors[i] = TensorInfo(t.shape, t.dtype, view.strides)
     return any(b.applies(info) for b in registry.for_op(node.op_type))
 
 
@@ -638,7 +664,7 @@ def remove_dead(g: Graph) -> int:
         mark_live(g, name, live)
     kept_rev: list[Node] = []
     for node in reversed(g.nodes):
-        if any(out in live for out in present(node.outputs)):
+        if any(out in live or g.buffer_of(out).base in live for out in present(node.outputs)):
             kept_rev.append(node)
             for name in present(node.inputs):
                 mark_live(g, name, live)

@@ -86,6 +86,36 @@ def test_gemm_problem_takes_operand_strides() -> None:
     assert not registry.applicable(soft)
 
 
+@pytest.mark.parametrize("variant", ["tiled16", "regblock32x32", "regblock64x64", "tiled16k4", "regblock32x32k4",
+                                     "tc32x32_3xtf32", "tc64x64_3xtf32", "tc32x32k2_3xtf32", "tc32x32_tf32"])
+def test_gemm_kernels_read_and_write_strided_views(variant: str) -> None:
+    """Each GEMM kernel, on the CPU emulator, reading Q and K^T as heads of one [S, 3E] buffer and writing its
+    heads straight into an [S, H, S] layout (output strides), against numpy."""
+    from kernel_corpus.cpu_run import _argument, build_module
+    S, H, D = (19, 2, 256) if variant in ("tiled16k4", "regblock32x32k4", "tc32x32k2_3xtf32") else (19, 3, 8)
+    # (split-K needs a long K)
+    E = H * D
+    rng = np.random.default_rng(len(variant))
+    qkv = rng.uniform(-1, 1, (S, 3 * E)).astype(np.float32)
+    flat = qkv.reshape(-1)
+    q = TensorInfo((1, H, S, D), strides=(0, D, 3 * E, 1))  # at offset 0
+    k = TensorInfo((1, H, D, S), strides=(0, D, 1, 3 * E))  # at offset E
+    y = TensorInfo((1, H, S, S), strides=(0, S, H * S, 1))  # [S, H, S] stored
+    node = NodeInfo("FusedMatMul", "qk", [q, k], [y], {"alpha": 0.5})
+    binding = registry.get("FusedMatMul", variant)
+    launches = binding.launch(node)
+    module = build_module(binding.source, sorted({ln.expr for ln in launches}))
+    stored = np.full((S, H, S), np.nan, np.float32)
+    temps: dict = {}
+    for ln in launches:
+        args = [_argument(a, [flat, flat[E:]], [stored.reshape(-1)], temps) for a in ln.args]
+        module.launch(ln.expr, ln.grid, ln.block, ln.dynamic_smem, args)
+    heads = qkv.reshape(S, 3, H, D).astype(np.float64)
+    want = 0.5 * np.einsum("shd,thd->sht", heads[:, 0], heads[:, 1])
+    tol = 3e-2 if variant.endswith("_tf32") else 1e-5
+    np.testing.assert_allclose(stored, want, rtol=tol, atol=tol)
+
+
 # ---- models: the passes' views, and the build on the CPU emulator against onnxruntime ----------------------------
 def weight(rng: np.random.Generator, name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
     return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
@@ -137,6 +167,22 @@ def transpose_model(shape: tuple[int, ...], perm: list[int], n: int, seed: int,
     return model_of(nodes, {"x": shape}, outputs, [weight(rng, "w", (t_shape[-1], n))])
 
 
+def written_model(shape: tuple[int, ...], perm: list[int], seed: int, also_read: bool = False) -> onnx.ModelProto:
+    """a @ b -> Transpose(perm) -> Relu: the GEMM may write the Transpose's layout (with also_read, the GEMM's output
+    is read by an Add too)."""
+    rng = np.random.default_rng(seed)
+    *batch, m, n = shape
+    k = 5
+    t_shape = tuple(shape[p] for p in perm)
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["mm"]), helper.make_node("Transpose", ["mm"], ["t"], perm=perm),
+             helper.make_node("Relu", ["t"], ["y"])]
+    outputs = {"y": t_shape}
+    if also_read:
+        nodes.append(helper.make_node("Add", ["mm", "mm"], ["z"]))
+        outputs["z"] = shape
+    return model_of(nodes, {"a": (*batch, m, k)}, outputs, [weight(rng, "b", (*batch, k, n))])
+
+
 def split_model(rows: int, widths: list[int], n: int, seed: int, batch: int = 1) -> onnx.ModelProto:
     """x [B, rows, sum(widths)] -> Split(axis=-1) -> each piece @ its weight; and a piece as B: W^T-like x."""
     rng = np.random.default_rng(seed)
@@ -185,16 +231,20 @@ def check_passed_graph(model: onnx.ModelProto, seed: int) -> None:
     assert_close(onnxruntime(graph_to_onnx(g), feeds), want)
     work = build_workload(g)
     for node, op in zip(g.nodes, work.ops):
-        if any(t is not None and t.strides is not None for t in node_info(g, node).inputs):
+        info = node_info(g, node)
+        if any(t is not None and t.strides is not None for t in info.inputs + info.outputs):
             assert node.op_type in ("MatMul", "FusedMatMul") and op.candidates and not op.calls
+        if info.outputs[0] is not None and info.outputs[0].strides is not None:
+            assert {c.launches[0].kernel for c in op.candidates} <= {"gemm_tiled", "gemm_regblock", "gemm_tc"}
 
 
 @pytest.mark.parametrize("batch,seq,heads,d", [(1, 8, 2, 8), (1, 6, 4, 16), (2, 5, 2, 8), (2, 4, 4, 8)])
 def test_attention_heads_are_views(batch: int, seq: int, heads: int, d: int) -> None:
     model = attention_model(batch, seq, heads, d, seed=heads + seq)
-    # batch 1: the Split and the three head Transposes are views; the merge Transpose (a MatMul output re-laid for
-    # the next reshape) stays. Batch 2: the heads' two batch dims do not merge into one stride: the copies stay.
-    assert copies_left(model) == (["Transpose"] if batch == 1 else ["Split"] + ["Transpose"] * 4)
+    # batch 1: the Split and the three head Transposes are views read by the GEMMs, and P.V writes its heads
+    # straight into the merge Transpose's layout. Batch 2: the heads' two batch dims do not merge into one stride
+    # (the kernels take one per operand): the copies stay.
+    assert copies_left(model) == ([] if batch == 1 else ["Split"] + ["Transpose"] * 4)
     check_passed_graph(model, seed=batch)
 
 
@@ -205,6 +255,25 @@ def test_transpose_into_matmul(shape, perm) -> None:
     g = run_passes(import_model(model))
     assert [n.op_type for n in g.nodes] in (["MatMul"], ["Transpose", "MatMul"])
     check_passed_graph(model, seed=3)
+
+
+@pytest.mark.parametrize("shape,perm,copied", [
+    ((1, 3, 6, 4), [0, 2, 1, 3], False),   # heads [S, H, D]: written in place
+    ((3, 6, 4), [1, 0, 2], False),
+    ((1, 2, 6, 4), [2, 0, 1, 3], False),
+    ((2, 3, 6, 4), [0, 2, 1, 3], True),    # two batch dims that do not merge into one stride
+    ((3, 6, 4), [0, 2, 1], True),          # rows would not be contiguous
+])
+def test_gemm_writes_the_transposes_layout(shape, perm, copied: bool) -> None:
+    model = written_model(shape, perm, seed=len(perm))
+    assert copies_left(model) == (["Transpose"] if copied else [])
+    check_passed_graph(model, seed=2)
+
+
+def test_gemm_output_read_by_another_node_keeps_the_copy() -> None:
+    model = written_model((3, 6, 4), [1, 0, 2], seed=4, also_read=True)
+    assert copies_left(model) == ["Transpose"]
+    check_passed_graph(model, seed=4)
 
 
 def test_transpose_read_by_a_non_gemm_keeps_its_copy() -> None:
@@ -225,6 +294,7 @@ def test_split_last_axis_into_matmul(rows: int, widths: list[int], batch: int) -
     ("attention2", lambda: attention_model(2, 6, 4, 16, seed=1)),
     ("transpose", lambda: transpose_model((2, 3, 5, 4), [0, 2, 1, 3], n=6, seed=2)),
     ("split", lambda: split_model(6, [4, 8, 4], n=5, seed=3)),
+    ("written", lambda: written_model((1, 3, 6, 4), [0, 2, 1, 3], seed=4)),
 ])
 def test_built_on_the_cpu_emulator_matches_onnxruntime(tmp_path: Path, name: str, make) -> None:
     model = make()

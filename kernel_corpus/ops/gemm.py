@@ -24,7 +24,9 @@ SPLITK_MAX_SPLITS = 32
 FP32_SPLITS = (4, 16)   # split-K factors of the CUDA-core GEMMs (gemm_tiled<16>, gemm_regblock<32,32>)
 # A and B may be strided views (TensorInfo.strides): every kernel here addresses them through GemmProblem's element
 # strides (sam, sak, sbk, sbn, batch_a, batch_b); a variant that needs a layout (GEMV rows/cols, float4) refuses others.
+# Y may be one (rows contiguous) for the kernels that write it through ysz, ysm; the GEMVs write it row-major.
 STRIDED = (0, 1)
+STRIDED_Y = ("gemm_tiled", "gemm_regblock", "gemm_tc")
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class GemmProblem:
     alpha: float
     beta: float
     act: int = 0  # a fused activation after the epilogue (ACTIVATIONS)
+    ysz: int = 0  # Y(z, m, n) = Y[z*ysz + m*ysm + n]: row-major [batch, M, N] (set by gemm_problem) or a strided view
+    ysm: int = 0
 
     @property
     def flops(self) -> int:
@@ -173,9 +177,23 @@ def gemm_problem(node: NodeInfo) -> GemmProblem:
     problem = replace(GEMM_PROBLEMS[node.op_type](node), act=fused_activation(node, ACTIVATIONS))
     if node.outputs[0].numel != problem.batch * problem.M * problem.N:
         raise Refused(f"output {list(node.outputs[0].shape)} is not [{problem.batch}, {problem.M}, {problem.N}]")
+    problem = replace(problem, **_output_strides(node.outputs[0], problem))
     if problem.batch > MAX_GRID_YZ:
         raise Refused(f"batch {problem.batch} exceeds the grid limit {MAX_GRID_YZ}")
     return problem
+
+
+def _output_strides(y: TensorInfo, p: GemmProblem) -> dict[str, int]:
+    """ysz, ysm of the output: row-major, or a strided view's (contiguous rows; batch dims merging into one)."""
+    if y.strides is None:
+        return {"ysz": p.M * p.N, "ysm": p.N}
+    shape, strides = y.shape, y.strides
+    if len(shape) < 2 or shape[-2:] != (p.M, p.N):
+        raise Refused(f"a strided output {list(shape)} must end in [M, N] = [{p.M}, {p.N}]")
+    if p.N > 1 and strides[-1] != 1:
+        raise Refused(f"a strided output's rows must be contiguous (column stride {strides[-1]})")
+    ysz = _merged_stride(shape[:-2], strides[:-2]) if p.batch > 1 else 0
+    return {"ysz": ysz, "ysm": strides[-2]}
 
 
 def _flags(p: GemmProblem) -> list:
@@ -213,6 +231,11 @@ def _gemm_condition(tile_m: int, splits: int = 1, step: int = 1):
     return condition
 
 
+def _y_strides(p: GemmProblem) -> list:
+    """The trailing ysz, ysm arguments of gemm_tiled, gemm_regblock, gemm_tc and their split-K fixups."""
+    return [i32(p.ysz), i32(p.ysm)]
+
+
 def _split_variant(name: str, splits: int) -> str:
     """A variant's name with its split-K factor."""
     return f"{name}k{splits}" if splits > 1 else name
@@ -237,7 +260,7 @@ def _split_launches(node: NodeInfo, p: GemmProblem, main: Launch, splits: int, r
     partial = _partial(p, splits)
     fixup = linear_launch(reduce, [SPLIT_REDUCE_BLOCK, *targs], total, SPLIT_REDUCE_BLOCK,
                           [partial, _bias_arg(p), Out(0), i32(total), i32(p.M), i32(p.N), i32(splits), i32(p.scm),
-                           i32(p.scn), f32(p.alpha), f32(p.beta)] + tail,
+                           i32(p.scn), f32(p.alpha), f32(p.beta)] + tail + _y_strides(p),
                           total * (splits - 1) + epilogue,
                           4 * splits * total + tensor_bytes(node.input(2) if p.bias else None, node.outputs[0]))
     return [main, fixup]
@@ -254,7 +277,7 @@ def _tiled_binding(op_type: str, tile: int, kind: str, splits: int = 1) -> Bindi
         p = gemm_problem(node)
         grid = (cdiv(p.N, tile), cdiv(p.M, tile), p.batch * splits)
         main = Launch("gemm_tiled", [tile, *_flags(p)], grid, (tile, tile, 1), 0,
-                      _gemm_args(p) + [_partial(p, splits), i32(splits)], p.flops, _traffic(node))
+                      _gemm_args(p) + [_partial(p, splits), i32(splits)] + _y_strides(p), p.flops, _traffic(node))
         return _split_launches(node, p, main, splits, "gemm_splitk_reduce", _flags(p), [])
 
     kernels = ("gemm_tiled", "gemm_splitk_reduce") if splits > 1 else ("gemm_tiled",)
@@ -271,7 +294,8 @@ def _regblock_binding(op_type: str, bm: int, bn: int, bk: int, tm: int, tn: int,
         grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch * splits)
         threads = (bm // tm) * (bn // tn)
         main = Launch("gemm_regblock", [bm, bn, bk, tm, tn, *_flags(p)], grid, (threads, 1, 1), 0,
-                      _gemm_args(p) + [_partial(p, splits), i32(splits)], p.flops, _traffic(node))
+                      _gemm_args(p) + [_partial(p, splits), i32(splits)] + _y_strides(p), p.flops,
+                      _traffic(node))
         return _split_launches(node, p, main, splits, "gemm_splitk_reduce", _flags(p), [])
 
     kernels = ("gemm_regblock", "gemm_splitk_reduce") if splits > 1 else ("gemm_regblock",)
@@ -298,6 +322,7 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
         work = tc.tensor_core_flops(p.batch, p.M, p.N, p.K, bm, bn, precision) + p.flops - 2 * p.batch * p.M * p.N * p.K
         args = _gemm_args(p)
         args = args[:4] + [_partial(p, splits)] + args[4:] + [i32(int(p.bias)), i32(p.act), i32(splits)]
+        args += _y_strides(p)
         main = Launch("gemm_tc", [bm, bn, tc.PREC_CODE[precision], _tc_vec(p)], grid, (tc.threads(bm, bn), 1, 1), 0,
                       args, work, _traffic(node), flop_rate=tc.TF32_RATE)
         return _split_launches(node, p, main, splits, "tc_gemm_splitk_reduce", [], [i32(int(p.bias)), i32(p.act)])
@@ -534,7 +559,8 @@ def _gemm_bindings(op_type: str) -> tuple[Binding, ...]:
     """Every GEMM / GEMV variant of one op type; the [N, K]-weight GEMV (gemv_warp) needs Gemm's transB=1."""
     warp = [_gemv_warp_binding(op_type, w, kind) for w, kind in ((2, "efficient"), (8, "fast"))] \
         if op_type in ("Gemm", "FusedGemm") else []
-    return tuple(replace(b, strided=STRIDED) for b in _bindings_for(op_type) + warp)
+    return tuple(replace(b, strided=STRIDED, strided_out=(0,) if b.kernels[0] in STRIDED_Y else ())
+                 for b in _bindings_for(op_type) + warp)
 
 
 OPS = [

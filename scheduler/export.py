@@ -4,7 +4,7 @@ running in onnxruntime while it holds standard ops only.
 Our fused ops (FusedMatMul, LSTMCell, ...) go in the custom domain kernel_corpus.bindings.CUSTOM_DOMAIN. A view
 (a tensor the passes made an alias of another buffer) becomes standard ops reading its base: a Reshape when it
 covers the whole base, else Reshape to 1-D, Slice [offset, offset + size), Reshape to its shape; a strided view a
-Gather of its elements' flat positions; a buffer nodes write through views (the tensors they write are aliases of
+GatherND of its elements' flat positions; a buffer nodes write through views (the tensors they write are aliases of
 it), a ScatterND of each into zeros."""
 from __future__ import annotations
 
@@ -56,13 +56,14 @@ def _view_nodes(g: Graph, name: str) -> tuple[list[onnx.NodeProto], list[onnx.Te
     view, t = g.buffer_of(name), g.tensors[name]
     base = g.tensors[view.base]
     shape = numpy_helper.from_array(np.array(t.shape, np.int64), f"{name}__view_shape")
-    if view.strides is not None:  # a strided view: Gather of its elements' flat positions
+    if view.strides is not None:  # a strided view: GatherND of its elements' flat positions
         flat_shape = numpy_helper.from_array(np.array([-1], np.int64), f"{name}__view_flat")
         index = np.arange(base.size, dtype=np.int64)
-        positions = numpy_helper.from_array(np.ascontiguousarray(view.read(index, t.shape)), f"{name}__view_index")
+        positions = numpy_helper.from_array(np.ascontiguousarray(view.read(index, t.shape)[..., None]),
+                                            f"{name}__view_index")
         flat = f"{name}__flat"
         return [helper.make_node("Reshape", [view.base, flat_shape.name], [flat], name=f"{name}__flatten"),
-                helper.make_node("Gather", [flat, positions.name], [name], name=f"{name}__view")], \
+                helper.make_node("GatherND", [flat, positions.name], [name], name=f"{name}__view")], \
             [flat_shape, positions]
     if view.offset == 0 and t.size == base.size:
         return [helper.make_node("Reshape", [view.base, shape.name], [name], name=f"{name}__view")], [shape]

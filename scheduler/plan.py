@@ -94,6 +94,7 @@ class LibraryCall:
     us: float = 0.0              # predicted (or measured) time of the call
     dtypes: dict[str, str] = field(default_factory=dict)  # per tensor, where one differs from `dtype`
     opset: int = 17              # the node's opset (the onnxruntime fallback rebuilds the node at it)
+    strides: dict[str, list[int]] = field(default_factory=dict)  # element strides of tensors that are strided views
 
     def to_json(self) -> dict:
         """JSON form (plan.json, build.json's steps)."""

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kernel_corpus.bindings import NodeInfo, TensorInfo, strided_inputs
+from kernel_corpus.bindings import NodeInfo, TensorInfo
 from toolchain.refusal import Refusal
 
 from vdevice.target import BackendName, Target, TargetKind
@@ -298,8 +298,6 @@ def refusal(node: NodeInfo, target: str = "cpu") -> str | None:
     impl = implementation(node.op_type)
     if impl is None:
         return f"no library call for {node.op_type} (covers {', '.join(op_types())})"
-    if strided := strided_inputs(node):
-        return f"input {strided[0]} is a strided view; library calls read C-ordered tensors"
     return impl.condition(node) or (impl.gpu_condition(node) if target == "gpu" else None)
 
 
@@ -315,17 +313,28 @@ def library_call(node: NodeInfo, inputs: list[str], outputs: list[str],
     return LibraryCall(node.name, node.op_type, NAME, impl.function, list(inputs), list(outputs),
                        [list(t.shape) if t is not None else None for t in node.inputs],
                        [list(t.shape) for t in node.outputs if t is not None], attrs, "float32",
-                       impl.flops(node), _tensor_bytes(node))
+                       impl.flops(node), _tensor_bytes(node), strides=view_strides(node, inputs, outputs))
+
+
+def view_strides(node: NodeInfo, inputs: list[str], outputs: list[str]) -> dict[str, list[int]]:
+    """The element strides of the call's tensors that are strided views (the runtime shapes its arrays with them)."""
+    return {n: list(t.strides) for n, t in zip(list(inputs) + list(outputs), list(node.inputs) + list(node.outputs))
+            if n and t is not None and t.strides is not None}
 
 
 def run_call(call: LibraryCall, arrays: dict[str, Any], xp: Any = np) -> None:
-    """Execute one call on named arrays (shaped as the call says; absent inputs are None)."""
+    """Execute one call on named arrays (shaped as the call says; absent inputs are None; strided views read in
+    place, written through a C-ordered staging array)."""
     ins = [arrays[n] if n else None for n in call.inputs]
     outs = [arrays[n] for n in call.outputs if n]
+    staged = [o if o.flags.c_contiguous else xp.empty(o.shape, o.dtype) for o in outs]
     if call.function == FALLBACK:
-        run_fallback(call, ins, outs)
-        return
-    BY_FUNCTION[call.function].run(xp, ins, outs, dict(call.attrs))
+        run_fallback(call, ins, staged)
+    else:
+        BY_FUNCTION[call.function].run(xp, ins, staged, dict(call.attrs))
+    for out, stage in zip(outs, staged):
+        if stage is not out:
+            out[...] = stage
 
 
 # ---- the fallback: any standard ONNX node through onnxruntime ---------------------------------------------------
@@ -345,8 +354,6 @@ def fallback_refusal(node: NodeInfo, target: str) -> str | None:
         return "the onnxruntime fallback runs on the CPU target only"
     if not onnx.defs.has(node.op_type):
         return f"{node.op_type} is not a standard ONNX op"
-    if strided := strided_inputs(node):
-        return f"input {strided[0]} is a strided view; onnxruntime reads C-ordered tensors"
     for role, ts in (("input", node.inputs), ("output", node.outputs)):
         for i, t in enumerate(ts):
             if t is not None and t.dtype not in FALLBACK_DTYPES:
@@ -366,7 +373,8 @@ def fallback_call(node: NodeInfo, inputs: list[str], outputs: list[str],
     return LibraryCall(node.name, node.op_type, NAME, FALLBACK, list(inputs), list(outputs),
                        [list(t.shape) if t is not None else None for t in node.inputs],
                        [list(t.shape) for t in node.outputs if t is not None], attrs, "float32",
-                       0, _tensor_bytes(node), dtypes=dtypes, opset=node.opset)
+                       0, _tensor_bytes(node), dtypes=dtypes, opset=node.opset,
+                       strides=view_strides(node, inputs, outputs))
 
 
 _SESSIONS: dict[str, Any] = {}

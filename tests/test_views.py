@@ -320,3 +320,23 @@ def test_library_calls_read_and_write_views(tmp_path: Path) -> None:
     assert len(calls) == 3
     feeds = feeds_of(model, seed=8)
     assert_close(built.run(feeds), onnxruntime(model, feeds))
+
+
+def test_a_library_call_on_views_is_charged_their_copies() -> None:
+    """Each strided tensor of a vendor call costs one more graph kernel (a launched op's floor) plus its read and
+    write at the calls' bandwidth share (hand computation); the same call on C-ordered tensors costs none."""
+    from scheduler.backends.library import call_kernel_us, library_call
+    from scheduler.dispatch_costs import LAUNCHES
+    from scheduler.profiler import H100
+    S, H, D = 64, 12, 64
+    E = H * D
+    q = TensorInfo((1, H, S, D), strides=(0, D, 3 * E, 1))
+    k = TensorInfo((1, H, D, S), strides=(0, D, 1, 3 * E))
+    y = TensorInfo((1, H, S, S), strides=(0, S, H * S, 1))
+    plain = NodeInfo("MatMul", "qk", [TensorInfo(q.shape), TensorInfo(k.shape)], [TensorInfo(y.shape)])
+    viewed = NodeInfo("MatMul", "qk", [q, k], [y])
+    a = library_call(plain, ["q", "k"], ["y"], "gpu")
+    b = library_call(viewed, ["q", "k"], ["y"], "gpu")
+    assert b.strides == {"q": list(q.strides), "k": list(k.strides), "y": list(y.strides)} and a.strides == {}
+    copies = sum(LAUNCHES.floor_us("graph") + 8 * n / (H100.mem_bw * 0.8) * 1e6 for n in (S * E, S * E, H * S * S))
+    assert call_kernel_us(b, H100) - call_kernel_us(a, H100) == pytest.approx(copies)

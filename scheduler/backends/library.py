@@ -418,11 +418,26 @@ def modelled_us(call: LibraryCall, device: Any) -> float:
     return LAUNCHES.gap_us("graph") + call_kernel_us(call, device)
 
 
+def view_copies_us(call: LibraryCall, device: Any) -> float:
+    """What strided views cost a call (an estimate, not measured): each is copied once, C-ordered, as one more
+    kernel of the graph (CuPy makes a non-contiguous operand contiguous before cuBLAS; run_call stages a strided
+    output and copies it out): a launched op's floor plus its read and write at the calls' bandwidth share."""
+    from ..dispatch_costs import LAUNCHES
+    shapes = dict(zip(call.inputs, call.input_shapes)) | dict(zip(call.outputs, call.output_shapes))
+    return sum(LAUNCHES.floor_us("graph") + 2 * 4 * prod(shapes[n] or [0]) / (device.mem_bw * 0.8) * 1e6
+               for n in call.strides)
+
+
 def call_kernel_us(call: LibraryCall, device: Any) -> float:
     """A vendor call's kernel time: the roofline at the call's efficiency scaled by how many 128x128 output tiles
-    fill the SMs (small problems leave SMs idle), never below a floor."""
+    fill the SMs (small problems leave SMs idle), never below a floor; plus its strided views' copies."""
     if call.function == FALLBACK:
         return FALLBACK_FLOOR_US + call.bytes / (device.mem_bw * 0.1) * 1e6
+    return vendor_kernel_us(call, device) + view_copies_us(call, device)
+
+
+def vendor_kernel_us(call: LibraryCall, device: Any) -> float:
+    """The vendor kernel of a call on C-ordered operands (call_kernel_us without the views' copies)."""
     impl = BY_FUNCTION[call.function]
     out = call.output_shapes[0]
     rows = prod(out[:-1]) if call.function != "conv2d" else out[0] * prod(out[2:])

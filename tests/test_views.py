@@ -296,6 +296,7 @@ def test_split_last_axis_into_matmul(rows: int, widths: list[int], batch: int) -
     ("attention1", lambda: attention_model(1, 8, 2, 8, seed=0)),
     ("attention2", lambda: attention_model(2, 6, 4, 16, seed=1)),
     ("transpose", lambda: transpose_model((2, 3, 5, 4), [0, 2, 1, 3], n=6, seed=2)),
+    ("transpose2d", lambda: transpose_model((4, 6), [1, 0], n=5, seed=2)),  # a view of the graph input
     ("split", lambda: split_model(6, [4, 8, 4], n=5, seed=3)),
     ("written", lambda: written_model((1, 3, 6, 4), [0, 2, 1, 3], seed=4)),
 ])
@@ -340,3 +341,24 @@ def test_a_library_call_on_views_is_charged_their_copies() -> None:
     assert b.strides == {"q": list(q.strides), "k": list(k.strides), "y": list(y.strides)} and a.strides == {}
     copies = sum(LAUNCHES.floor_us("graph") + 8 * n / (H100.mem_bw * 0.8) * 1e6 for n in (S * E, S * E, H * S * S))
     assert call_kernel_us(b, H100) - call_kernel_us(a, H100) == pytest.approx(copies)
+
+
+def test_siblings_writing_views_are_not_merged() -> None:
+    """Two MatMuls of one input each writing a Transpose's layout: the IOS merge leaves them (its Split could not
+    write views), and a pair of plain siblings beside them still merges; the graph agrees with onnxruntime."""
+    from scheduler.merge import merge_siblings
+    rng = np.random.default_rng(6)
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["m0"]), helper.make_node("MatMul", ["x", "w1"], ["m1"]),
+             helper.make_node("Transpose", ["m0"], ["t0"], perm=[1, 0, 2]),
+             helper.make_node("Transpose", ["m1"], ["t1"], perm=[1, 0, 2]),
+             helper.make_node("Relu", ["t0"], ["r0"]), helper.make_node("Relu", ["t1"], ["r1"]),
+             helper.make_node("MatMul", ["x", "w2"], ["y2"]), helper.make_node("MatMul", ["x", "w3"], ["y3"])]
+    model = model_of(nodes, {"x": (3, 5, 4)}, {"r0": (5, 3, 6), "r1": (5, 3, 6), "y2": (3, 5, 2), "y3": (3, 5, 2)},
+                     [weight(rng, f"w{i}", (4, 6 if i < 2 else 2)) for i in range(4)])
+    g = run_passes(import_model(model))
+    assert sorted(n.op_type for n in g.nodes) == ["MatMul"] * 4 + ["Relu"] * 2 and {"m0", "m1"} <= set(g.aliases)
+    assert merge_siblings(g, "always", lambda graph, ns: 0.0, lambda op: True) == 1
+    # y2, y3 (graph outputs): one MatMul and a Split
+    assert sorted(n.op_type for n in g.nodes) == ["MatMul"] * 3 + ["Relu"] * 2 + ["Split"]
+    feeds = feeds_of(model, seed=6)
+    assert_close({k: np.asarray(v) for k, v in run_graph(g, feeds).items()}, onnxruntime(model, feeds))

@@ -3,6 +3,7 @@ are read in place by the GEMM kernels (their operand strides) instead of being c
 copy. Truth: numpy for the view arithmetic, onnxruntime for the built models (run on the CPU emulator)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -307,6 +308,12 @@ def test_built_on_the_cpu_emulator_matches_onnxruntime(tmp_path: Path, name: str
     built = build_model(path, tmp_path / "out", target="cpu", veus=4, quiet=True)
     feeds = feeds_of(model, seed=7)
     assert_close(built.run(feeds), onnxruntime(model, feeds))
+    if name == "attention1":  # plan.json describes each view as the kernels read it (S 8, 2 heads of D 4, E 8)
+        aliases = json.loads((tmp_path / "out" / "plan.json").read_text())["aliases"]
+        want = {"q": ("qkv", 0, [4, 24, 1]), "k": ("qkv", 8, [4, 1, 24]), "v": ("qkv", 16, [4, 24, 1]),
+                "ctx": ("ctx_t", 0, [4, 8, 1])}  # the head, row and column strides (the size-1 batch aside)
+        for t, (base, offset, strides) in want.items():
+            assert (aliases[t]["base"], aliases[t]["offset"], aliases[t]["strides"][1:]) == (base, offset, strides)
 
 
 def test_library_calls_read_and_write_views(tmp_path: Path) -> None:

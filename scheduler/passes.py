@@ -450,6 +450,8 @@ def add_view(g: Graph, src: str, shape: tuple[int, ...], stem: str, offset: int 
     """A new tensor that is a view of `src` with another shape (and an element offset); returns its name."""
     name = g.add_tensor(stem, shape, g.tensors[src].dtype)
     base = g.buffer_of(src)
+    if base.strides is not None:  # alias_views makes a strided view only where GEMM operands alone read it
+        raise SchedulerError(f"an offset view of '{src}', which is a strided view")
     producers = g.producers() if producers is None else producers
     g.aliases[name] = resolve_concat_view(g, View(base.base, base.offset + offset), g.tensors[name].size,
                                           producers)

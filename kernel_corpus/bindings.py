@@ -63,13 +63,25 @@ PRECISION_TOL = {"fp32": 0.0, "3xtf32": 0.0, "tf32": 3e-2, "bf16": 2e-1}
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """Static shape and dtype of one node input or output."""
+    """Static shape and dtype of one node input or output; `strides` (elements per dimension) when the scheduler
+    passes a strided view of a buffer (scheduler.graph.View: a Transpose or an inner-axis Split read in place),
+    None for a C-ordered tensor. Only a binding that lists the input in `Binding.strided` accepts strides."""
 
     shape: tuple[int, ...]
     dtype: str = FLOAT32
+    strides: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if self.strides is not None:
+            object.__setattr__(self, "strides", tuple(int(d) for d in self.strides))
+            if len(self.strides) != len(self.shape):
+                raise ValueError(f"strides {list(self.strides)} do not match shape {list(self.shape)}")
+
+    @property
+    def layout(self) -> tuple[int, ...]:
+        """Element strides per dimension: the given ones, or C order's."""
+        return self.strides if self.strides is not None else contiguous_strides(self.shape)
 
     @property
     def numel(self) -> int:
@@ -80,6 +92,20 @@ class TensorInfo:
     def nbytes(self) -> int:
         """Bytes of a float32 tensor, for the cost model."""
         return 4 * self.numel
+
+
+def strided_inputs(node: "NodeInfo") -> list[int]:
+    """Positions of the node's inputs that are strided views (TensorInfo.strides given)."""
+    return [i for i, t in enumerate(node.inputs) if t is not None and t.strides is not None]
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a C-ordered array of `shape`."""
+    out, step = [], 1
+    for d in reversed(shape):
+        out.append(step)
+        step *= max(int(d), 1)
+    return tuple(reversed(out))
 
 
 @dataclass
@@ -256,6 +282,8 @@ class Binding:
     dtypes: tuple[str, ...] = (FLOAT32,)            # element types of its data inputs and outputs
     precision: Precision = "fp32"                   # the arithmetic of its products
     resident: tuple[int, ...] = ()                  # inputs whose rTask slices may stay resident on pinned vEUs
+    strided: tuple[int, ...] = ()                   # inputs the kernels read through TensorInfo.strides (views)
+    strided_out: tuple[int, ...] = ()               # outputs the kernels write through TensorInfo.strides
 
     @property
     def name(self) -> str:
@@ -307,6 +335,12 @@ class Binding:
                     return f"{role} {i} is empty (shape {list(t.shape)})"
                 if t.numel > INT32_MAX:
                     return f"{role} {i} has {t.numel} elements, more than int32 indexing allows"
+        for i in strided_inputs(node):
+            if i not in self.strided:
+                return f"input {i} is a strided view; the kernels read it C-ordered"
+        for i, t in enumerate(node.outputs):
+            if t is not None and t.strides is not None and i not in self.strided_out:
+                return f"output {i} is a strided view; the kernels write it C-ordered"
         return None
 
 

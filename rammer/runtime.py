@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from scheduler.graph import SchedulerError
+from scheduler.graph import SchedulerError, View
 from scheduler.plan import LaunchGroup, LibraryCall, Step, StepKind, program_steps, rebind_programs
 from toolchain.files import InputError, OutputError, load_npz
 from toolchain.outdir import finish_pending
@@ -304,16 +304,23 @@ def library_step(call: LibraryCall) -> Any:
         gpu = vd.backend.name == "gpu"
         xp = vd.backend.cp if gpu else np
         shapes = dict(zip(call.inputs, call.input_shapes)) | dict(zip(call.outputs, call.output_shapes))
-        arrays = {n: device_tensor(vd, n, tuple(s), call.dtypes.get(n, call.dtype), xp)
+        arrays = {n: device_tensor(vd, n, tuple(s), call.dtypes.get(n, call.dtype), xp, call.strides.get(n))
                   for n, s in shapes.items() if n and s is not None}
         run_call(call, arrays, xp)
     return run
 
 
-def device_tensor(vd: Any, name: str, shape: tuple[int, ...], dtype: str, xp: Any) -> Any:
-    """A tensor of `shape` at the start of a buffer or view on the vDevice (no copy)."""
-    n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    return vd.array(name).reshape(-1).view(xp.uint8)[:n].view(dtype).reshape(shape)
+def device_tensor(vd: Any, name: str, shape: tuple[int, ...], dtype: str, xp: Any,
+                  strides: list[int] | None = None) -> Any:
+    """A tensor of `shape` at the start of a buffer or view on the vDevice (no copy); a strided view's elements
+    through its element `strides` (scheduler.graph.View)."""
+    item = np.dtype(dtype).itemsize
+    if strides is None:
+        n = int(np.prod(shape, dtype=np.int64)) * item
+        return vd.array(name).reshape(-1).view(xp.uint8)[:n].view(dtype).reshape(shape)
+    _, span = View(name, 0, tuple(strides)).extent(shape)
+    flat = vd.array(name).reshape(-1).view(xp.uint8)[:span * item].view(dtype)
+    return xp.lib.stride_tricks.as_strided(flat, shape, tuple(s * item for s in strides))
 
 
 def _view(host: Mapping[str, np.ndarray], t: TensorSpec) -> np.ndarray:

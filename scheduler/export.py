@@ -3,7 +3,9 @@ running in onnxruntime while it holds standard ops only.
 
 Our fused ops (FusedMatMul, LSTMCell, ...) go in the custom domain kernel_corpus.bindings.CUSTOM_DOMAIN. A view
 (a tensor the passes made an alias of another buffer) becomes standard ops reading its base: a Reshape when it
-covers the whole base, else Reshape to 1-D, Slice [offset, offset + size), Reshape to its shape."""
+covers the whole base, else Reshape to 1-D, Slice [offset, offset + size), Reshape to its shape; a strided view a
+GatherND of its elements' flat positions; a buffer nodes write through views (the tensors they write are aliases of
+it), a ScatterND of each into zeros."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +27,13 @@ def graph_to_onnx(g: Graph, registry=None, name: str = "rammer") -> onnx.ModelPr
     read = {i for n in g.nodes for i in n.inputs if i} | set(g.outputs)
     read |= {g.buffer_of(a).base for a in g.aliases if a in read}
     inits = [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in g.weights.items() if k in read]
+    written = {o for n in g.nodes for o in n.outputs if o in g.aliases}
     for alias in g.aliases:
-        extra_nodes, extra_inits = _view_nodes(g, alias)
+        extra_nodes, extra_inits = _view_nodes(g, alias) if alias not in written else ([], [])
+        nodes += extra_nodes
+        inits += extra_inits
+    for base in dict.fromkeys(g.buffer_of(o).base for o in written):
+        extra_nodes, extra_inits = _written_buffer(g, base, [o for o in written if g.buffer_of(o).base == base])
         nodes += extra_nodes
         inits += extra_inits
     graph = helper.make_graph(_topological(nodes, set(g.inputs) | {i.name for i in inits}), name,
@@ -49,6 +56,15 @@ def _view_nodes(g: Graph, name: str) -> tuple[list[onnx.NodeProto], list[onnx.Te
     view, t = g.buffer_of(name), g.tensors[name]
     base = g.tensors[view.base]
     shape = numpy_helper.from_array(np.array(t.shape, np.int64), f"{name}__view_shape")
+    if view.strides is not None:  # a strided view: GatherND of its elements' flat positions
+        flat_shape = numpy_helper.from_array(np.array([-1], np.int64), f"{name}__view_flat")
+        index = np.arange(base.size, dtype=np.int64)
+        positions = numpy_helper.from_array(np.ascontiguousarray(view.read(index, t.shape)[..., None]),
+                                            f"{name}__view_index")
+        flat = f"{name}__flat"
+        return [helper.make_node("Reshape", [view.base, flat_shape.name], [flat], name=f"{name}__flatten"),
+                helper.make_node("GatherND", [flat, positions.name], [name], name=f"{name}__view")], \
+            [flat_shape, positions]
     if view.offset == 0 and t.size == base.size:
         return [helper.make_node("Reshape", [view.base, shape.name], [name], name=f"{name}__view")], [shape]
     consts = [shape] + [numpy_helper.from_array(np.array(v, np.int64), f"{name}__view_{k}")
@@ -58,6 +74,24 @@ def _view_nodes(g: Graph, name: str) -> tuple[list[onnx.NodeProto], list[onnx.Te
             helper.make_node("Slice", [flat, f"{name}__view_start", f"{name}__view_end"], [piece],
                              name=f"{name}__slice"),
             helper.make_node("Reshape", [piece, shape.name], [name], name=f"{name}__view")], consts
+
+
+def _written_buffer(g: Graph, base: str, writes: list[str]) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """Standard ops assembling a buffer that nodes write through views (a GEMM writing a Transpose's layout): zeros,
+    each written view scattered to its elements' flat positions (ScatterND), reshaped to the buffer's shape."""
+    t = g.tensors[base]
+    zeros = numpy_helper.from_array(np.zeros(t.size, np.dtype(t.dtype)), f"{base}__zeros")
+    shape = numpy_helper.from_array(np.array(t.shape, np.int64), f"{base}__shape")
+    nodes, inits, flat = [], [zeros, shape], zeros.name
+    for k, name in enumerate(writes):
+        positions = g.buffer_of(name).read(np.arange(t.size, dtype=np.int64), g.tensors[name].shape)
+        index = numpy_helper.from_array(np.ascontiguousarray(positions[..., None]), f"{base}__write{k}_index")
+        nodes.append(helper.make_node("ScatterND", [flat, index.name, name], [f"{base}__write{k}"],
+                                      name=f"{base}__write{k}"))
+        inits.append(index)
+        flat = f"{base}__write{k}"
+    nodes.append(helper.make_node("Reshape", [flat, shape.name], [base], name=f"{base}__written"))
+    return nodes, inits
 
 
 def _topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:

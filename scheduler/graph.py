@@ -6,6 +6,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from kernel_corpus.bindings import contiguous_strides
+
 
 class SchedulerError(Exception):
     """Base of every error the scheduler reports to a user as one line."""
@@ -44,10 +46,32 @@ class Node:
 
 @dataclass(frozen=True)
 class View:
-    """A zero-copy alias: the tensor lives inside `base`'s buffer starting `offset` elements in."""
+    """A zero-copy alias: the tensor lives inside `base`'s buffer starting `offset` elements in, C-ordered
+    (`strides` None) or, for a strided view, element (i0, i1, ...) at offset + sum(i_d * strides[d]) (element
+    strides per dimension of the tensor's own shape: a Transpose, a Split on an inner axis). Host and device read a
+    view through this one description: `read` here, and the kernels that take operand strides (the GEMM family,
+    bound through kernel_corpus.bindings.TensorInfo.strides)."""
 
     base: str
     offset: int = 0
+    strides: tuple[int, ...] | None = None
+
+    def read(self, flat: np.ndarray, shape: tuple[int, ...], writeable: bool = False) -> np.ndarray:
+        """The tensor of `shape` this view shows in its base's flat (1-D) array (a numpy view, not a copy; one a
+        writer may assign through with `writeable`)."""
+        if self.strides is None:
+            return flat[self.offset:self.offset + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+        lo, hi = self.extent(shape)
+        item = flat.dtype.itemsize
+        return np.lib.stride_tricks.as_strided(flat[lo:hi], shape, [s * item for s in self.strides],
+                                               writeable=writeable)
+
+    def extent(self, shape: tuple[int, ...]) -> tuple[int, int]:
+        """[first, last + 1) elements of the base buffer the view touches (strides are never negative)."""
+        if any(d == 0 for d in shape):
+            return self.offset, self.offset
+        strides = self.strides if self.strides is not None else contiguous_strides(shape)
+        return self.offset, self.offset + 1 + sum((d - 1) * s for d, s in zip(shape, strides))
 
 
 @dataclass
@@ -72,20 +96,37 @@ class Graph:
                      dict(self.aliases), list(self.notes), self.opset, list(self.pass_log))
 
     def buffer_of(self, name: str) -> View:
-        """Follow the alias chain to the buffer that really holds `name` (offsets add up)."""
+        """Follow the alias chain to the buffer that really holds `name` (offsets add up). A strided view keeps its
+        strides; only a C-ordered view may lie between it and the buffer (the buffer placed inside a bigger one)."""
         offset = 0
         seen = 0
+        strides = None
         while name in self.aliases:
             view = self.aliases[name]
+            if view.strides is not None:
+                if seen:
+                    raise SchedulerError(f"tensor '{name}' is a strided view seen through another view")
+                strides = view.strides
             name, offset = view.base, offset + view.offset
             seen += 1
             if seen > len(self.aliases):
                 raise SchedulerError(f"alias cycle through tensor '{name}'")
-        return View(name, offset)
+        return View(name, offset, strides)
+
+    def is_strided(self, name: str) -> bool:
+        """True for a strided view (not a C-ordered range of its buffer)."""
+        return bool(name) and self.buffer_of(name).strides is not None
 
     def producers(self) -> dict[str, Node]:
-        """Map each node-written tensor to the node that writes it."""
-        return {out: node for node in self.nodes for out in node.outputs if out}
+        """Map each node-written tensor to the node that writes it, and the buffer of an output that is a view (a
+        GEMM writing straight into a Transpose's layout) to its writer too."""
+        out: dict[str, Node] = {}
+        for node in self.nodes:
+            for name in present(node.outputs):
+                out[name] = node
+                if name in self.aliases:
+                    out.setdefault(self.buffer_of(name).base, node)
+        return out
 
     def consumers(self) -> dict[str, list[Node]]:
         """Map each buffer (after aliasing) to the nodes that read it."""
@@ -112,9 +153,7 @@ class Graph:
     def constant(self, name: str) -> np.ndarray:
         """The value of a constant tensor, viewed with the tensor's own shape."""
         view = self.buffer_of(name)
-        flat = self.weights[view.base].reshape(-1)
-        t = self.tensors[name]
-        return flat[view.offset:view.offset + t.size].reshape(t.shape)
+        return view.read(self.weights[view.base].reshape(-1), self.tensors[name].shape)
 
     def add_weight(self, name: str, value: np.ndarray) -> str:
         """Register a new initializer under a fresh name and return that name."""

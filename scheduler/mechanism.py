@@ -11,7 +11,7 @@ import numpy as np
 from kernel_corpus.bindings import Launch, as_unpinned, reads_constants_only
 from vdevice.program import NOT_AWAITED, Instr, Op, Program, Run, TaskRef, Wait, uncovered
 
-from .graph import SchedulerError
+from .graph import SchedulerError, View
 from .plan import Choice, MakeOp, Plan, ProgramOp, Programs, default_vdevice_op
 from .profiler import Profiler, Resources
 from .simulate import OrderedInstr, start_time
@@ -391,7 +391,7 @@ class Mechanism:
             self.node_program[node] = self.current.index
 
     def finish(self, policy: str, choices: dict[str, Choice], notes: list[str],
-               make_op: MakeOp = default_vdevice_op, aliases: dict[str, tuple[str, int]] | None = None) -> Plan:
+               make_op: MakeOp = default_vdevice_op, aliases: dict[str, View] | None = None) -> Plan:
         """Close the current program and build vdevice Programs from the records: the waits the mechanism placed
         are the programs' own (both apply vdevice.program.uncovered), so the instruction lists are written as they
         are, not replayed through Program.wait/append."""

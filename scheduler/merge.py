@@ -33,8 +33,11 @@ class Group:
 
 
 def mergeable(g: Graph, node: Node) -> str | None:
-    """The kind of merge a node can take part in, or None: constant weights (and bias), group 1."""
+    """The kind of merge a node can take part in, or None: constant weights (and bias), group 1, an output of its
+    own (not one it writes through a view into another buffer: the merged node's Split could not)."""
     ins = node.inputs + [""] * 3
+    if any(out in g.aliases for out in node.outputs):
+        return None
     if node.op_type in CONV_OPS:
         if int(node.attrs.get("group", 1)) != 1 or len(g.tensors[ins[0]].shape) != 4:
             return None

@@ -15,6 +15,8 @@ import numpy as np
 
 from vdevice.target import Target
 
+from kernel_corpus.bindings import contiguous_strides
+
 from .graph import Graph, Node, SchedulerError, View, present
 from .reference import can_evaluate, evaluate
 
@@ -175,14 +177,31 @@ def shape_only(g: Graph, node: Node) -> list[np.ndarray]:
 
 
 # ---- zero-copy views -------------------------------------------------------------------------------------
+GEMM_OPS = ("MatMul", "Gemm", "FusedMatMul", "FusedGemm")  # read A and B through strides (kernel_corpus ops/gemm.py)
+STRIDED_VIEW_OPS = VIEW_OPS + ("Transpose", "Slice", "Split")  # may become strided views of their input's buffer
+
+
 def alias_views(g: Graph) -> int:
-    """Turn shape-only ops and contiguous Slice/Split into aliases of their input's buffer; return how many."""
+    """Turn shape-only ops and contiguous Slice/Split into aliases of their input's buffer, and a Transpose, an
+    inner-axis Split/Slice (and the reshapes of such views) into strided views where every reader can take the
+    strides (the GEMM kernels' A and B, directly or through more views; otherwise the copy stays). Return how many."""
     kept: list[Node] = []
     count = 0
+    readers, producers = tensor_readers(g), g.producers()
     for node in g.nodes:
-        views = view_offsets(g, node)
+        views = None if g.is_strided(node.inputs[0] if node.inputs else "") else view_offsets(g, node)
         if views is None:
-            kept.append(node)
+            strided = strided_views(g, node)
+            if strided is not None and all(readable(g, out, v, readers) for out, v in zip(node.outputs, strided)):
+                for out, v in zip(node.outputs, strided):
+                    if out:
+                        g.aliases[out] = v
+            elif (written := written_view(g, node, readers, producers)) is not None:
+                g.aliases[node.inputs[0]] = written
+            else:
+                kept.append(node)
+                continue
+            count += 1
             continue
         for out, offset in zip(node.outputs, views):
             if out:
@@ -194,6 +213,147 @@ def alias_views(g: Graph) -> int:
         count += 1
     g.nodes = kept
     return count
+
+
+def tensor_readers(g: Graph) -> dict[str, list[tuple[Node, int]]]:
+    """Each tensor name's readers by that very name: (node, input position)."""
+    out: dict[str, list[tuple[Node, int]]] = {}
+    for node in g.nodes:
+        for i, name in enumerate(node.inputs):
+            if name:
+                out.setdefault(name, []).append((node, i))
+    return out
+
+
+def strided_views(g: Graph, node: Node, source: View | None = None) -> list[View] | None:
+    """The views (of the buffer holding input 0) a Transpose, a Split, a unit- or positive-step Slice, or a
+    reshape-like op of a strided view produce, when `node`'s input is laid out as `source` (default: as it is);
+    None when the op is none of these or an output cannot be one view. A view whose layout is C order after all is
+    returned as a plain (offset-only) View."""
+    if node.op_type not in STRIDED_VIEW_OPS or not node.inputs or not node.inputs[0]:
+        return None
+    x = node.inputs[0]
+    outs = node.outputs
+    if any(out in g.inputs for out in outs) or g.tensors[x].size == 0:
+        return None
+    src = g.buffer_of(x) if source is None else source
+    shape = g.tensors[x].shape
+    strides = src.strides if src.strides is not None else contiguous_strides(shape)
+    if node.op_type in VIEW_OPS:
+        if src.strides is None or (node.op_type == "Reshape" and len(present(node.inputs)) != 2):
+            return None  # C-ordered inputs are alias_views' offset-only views
+        new = reshaped_strides(shape, strides, g.tensors[outs[0]].shape)
+        return None if new is None else [layout_view(src.base, src.offset, g.tensors[outs[0]].shape, new)]
+    if node.op_type == "Transpose":
+        perm = node.attrs.get("perm", list(range(len(shape)))[::-1])
+        return [layout_view(src.base, src.offset, g.tensors[outs[0]].shape, tuple(strides[p] for p in perm))]
+    if node.op_type == "Slice":
+        box = slice_box(g, node)
+        if box is None or any(st <= 0 for st in box[1]):
+            return None
+        begin, steps = box
+        offset = src.offset + sum(b * s for b, s in zip(begin, strides))
+        return [layout_view(src.base, offset, g.tensors[outs[0]].shape,
+                            tuple(s * st for s, st in zip(strides, steps)))]
+    axis = node.attrs.get("axis", 0) % len(shape)
+    views, start = [], 0
+    for out in outs:
+        if not out:
+            return None
+        views.append(layout_view(src.base, src.offset + start * strides[axis], g.tensors[out].shape, strides))
+        start += g.tensors[out].shape[axis]
+    return views
+
+
+def layout_view(base: str, offset: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> View:
+    """A view of `base` at `offset` with `strides`; an offset-only View when those strides are C order's (size-1
+    dimensions' strides do not matter)."""
+    c_order = all(d == 1 or s == c for d, s, c in zip(shape, strides, contiguous_strides(shape)))
+    return View(base, offset) if c_order else View(base, offset, tuple(strides))
+
+
+def reshaped_strides(shape: tuple[int, ...], strides: tuple[int, ...],
+                     new_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Strides of `new_shape` over the same elements as a (shape, strides) view without a copy, or None where the
+    reshape would merge dimensions that are not adjacent in memory. Size-1 dimensions get stride 0."""
+    old = [(d, s) for d, s in zip(shape, strides) if d != 1]
+    new = [d for d in new_shape if d != 1]
+    if int(np.prod(shape, dtype=np.int64)) != int(np.prod(new_shape, dtype=np.int64)) or 0 in shape:
+        return None
+    got: list[int] = []
+    i = j = 0
+    while i < len(old) and j < len(new):
+        i0, j0, po, pn = i, j, old[i][0], new[j]
+        while po != pn:
+            if po < pn:
+                i += 1
+                po *= old[i][0]
+            else:
+                j += 1
+                pn *= new[j]
+        if any(old[k][1] != old[k + 1][1] * old[k + 1][0] for k in range(i0, i)):
+            return None
+        step, group = old[i][1], []
+        for k in range(j, j0 - 1, -1):
+            group.append(step)
+            step *= new[k]
+        got += group[::-1]
+        i, j = i + 1, j + 1
+    it = iter(got)
+    return tuple(0 if d == 1 else next(it) for d in new_shape)
+
+
+def readable(g: Graph, name: str, view: View, readers: dict[str, list[tuple[Node, int]]]) -> bool:
+    """Whether every reader of `name` can read it laid out as `view`: always for an offset-only view; for a strided
+    one, only GEMM operands A and B that some GEMM binding takes with those strides, or ops that are strided views
+    again (all of whose readers can read those), and never a graph output or a tensor something already aliases."""
+    if view.strides is None:
+        return True
+    if name in g.outputs or any(v.base == name for v in g.aliases.values()):
+        return False
+    for node, i in readers.get(name, []):
+        if node.op_type in GEMM_OPS and i in (0, 1):
+            if not gemm_takes(g, node, "inputs", i, view):
+                return False
+            continue
+        outs = strided_views(g, node, view) if i == 0 else None
+        if outs is None or not all(readable(g, out, v, readers) for out, v in zip(node.outputs, outs)):
+            return False
+    return True
+
+
+def written_view(g: Graph, node: Node, readers: dict[str, list[tuple[Node, int]]],
+                 producers: dict[str, Node]) -> View | None:
+    """For a Transpose that alone reads a GEMM's output x: x as a strided view of the Transpose's output buffer, which
+    the GEMM then writes in that layout (its rows contiguous) so the copy goes; None where that is not possible."""
+    if node.op_type != "Transpose" or not node.inputs or not node.inputs[0]:
+        return None
+    x, y = node.inputs[0], node.outputs[0]
+    writer = producers.get(x)
+    if (writer is None or writer.op_type not in GEMM_OPS or writer.outputs[0] != x or readers.get(x) != [(node, 0)]
+            or {x, y} & (set(g.inputs) | set(g.outputs) | set(g.aliases))
+            or any(v.base == x for v in g.aliases.values())):
+        return None
+    shape = g.tensors[x].shape
+    strides = [0] * len(shape)
+    for k, (p, s) in enumerate(zip(node.attrs.get("perm", list(range(len(shape)))[::-1]),
+                                   contiguous_strides(g.tensors[y].shape))):
+        strides[p] = s
+    view = layout_view(y, 0, shape, tuple(strides))
+    return view if view.strides is None or gemm_takes(g, writer, "outputs", 0, view) else None
+
+
+def gemm_takes(g: Graph, node: Node, role: str, i: int, view: View) -> bool:
+    """Whether a GEMM binding of the default corpus runs `node` with its input or output (`role`) i laid out as
+    `view`."""
+    from kernel_corpus.bindings import TensorInfo, registry
+    from .workload import node_info
+    info = node_info(g, node)
+    tensors = getattr(info, role)
+    t = tensors[i]
+    assert t is not None
+    tensors[i] = TensorInfo(t.shape, t.dtype, view.strides)
+    return any(b.applies(info) for b in registry.for_op(node.op_type))
 
 
 def deterministic_dropout(g: Graph, node: Node) -> bool:
@@ -240,6 +400,15 @@ def region_offset(shape: tuple[int, ...], begin: list[int], out_shape: tuple[int
 
 def slice_offset(g: Graph, node: Node) -> list[int] | None:
     """A unit-step Slice with constant bounds whose result is a contiguous range of its input."""
+    box = slice_box(g, node)
+    if box is None or any(st != 1 for st in box[1]):
+        return None
+    offset = region_offset(g.tensors[node.inputs[0]].shape, box[0], g.tensors[node.outputs[0]].shape)
+    return None if offset is None else [offset]
+
+
+def slice_box(g: Graph, node: Node) -> tuple[list[int], list[int]] | None:
+    """(first index, step) per axis of a Slice with constant bounds, or None when they are not constant."""
     ins = node.inputs + [""] * (5 - len(node.inputs))
     if not all(g.is_constant(n) for n in present(ins[1:])):
         return None
@@ -247,14 +416,14 @@ def slice_offset(g: Graph, node: Node) -> list[int] | None:
     starts, ends = g.constant(ins[1]), g.constant(ins[2])
     axes = g.constant(ins[3]) if ins[3] else range(len(starts))
     steps = g.constant(ins[4]) if ins[4] else [1] * len(starts)
-    begin = [0] * len(shape)
+    begin, step = [0] * len(shape), [1] * len(shape)
     for s, e, a, st in zip(starts, ends, axes, steps):
-        if int(st) != 1:
-            return None
         a = int(a) % len(shape)
-        begin[a] = slice(int(s), int(e), 1).indices(shape[a])[0]
-    offset = region_offset(shape, begin, g.tensors[node.outputs[0]].shape)
-    return None if offset is None else [offset]
+        if int(st) == 0:
+            return None
+        begin[a] = slice(int(s), int(e), int(st)).indices(shape[a])[0]
+        step[a] = int(st)
+    return begin, step
 
 
 def split_offsets(g: Graph, node: Node) -> list[int] | None:
@@ -281,6 +450,8 @@ def add_view(g: Graph, src: str, shape: tuple[int, ...], stem: str, offset: int 
     """A new tensor that is a view of `src` with another shape (and an element offset); returns its name."""
     name = g.add_tensor(stem, shape, g.tensors[src].dtype)
     base = g.buffer_of(src)
+    if base.strides is not None:  # alias_views makes a strided view only where GEMM operands alone read it
+        raise SchedulerError(f"an offset view of '{src}', which is a strided view")
     producers = g.producers() if producers is None else producers
     g.aliases[name] = resolve_concat_view(g, View(base.base, base.offset + offset), g.tensors[name].size,
                                           producers)
@@ -495,7 +666,7 @@ def remove_dead(g: Graph) -> int:
         mark_live(g, name, live)
     kept_rev: list[Node] = []
     for node in reversed(g.nodes):
-        if any(out in live for out in present(node.outputs)):
+        if any(out in live or g.buffer_of(out).base in live for out in present(node.outputs)):
             kept_rev.append(node)
             for name in present(node.inputs):
                 mark_live(g, name, live)

@@ -186,8 +186,7 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     plan.notes = graph.notes + plan.notes
     if profiler.misses:
         plan.notes.append(f"profiler: {profiler.misses} launch shape(s) not in the measured cache: cost model used")
-    plan.aliases = {name: (view.base, view.offset) for name in graph.aliases
-                    for view in [graph.buffer_of(name)]}
+    plan.aliases = {name: graph.buffer_of(name) for name in graph.aliases}
     return Scheduled(plan, graph, workload)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, overload
 
 from kernel_corpus.bindings import Arg, In, Out, Scalar, Temp, arg_to_json
+from .graph import View
 from toolchain.jsonio import dumps
 from vdevice.program import ArgRef, KernelRef, Op, Program, Resident, used_ops
 
@@ -94,6 +95,7 @@ class LibraryCall:
     us: float = 0.0              # predicted (or measured) time of the call
     dtypes: dict[str, str] = field(default_factory=dict)  # per tensor, where one differs from `dtype`
     opset: int = 17              # the node's opset (the onnxruntime fallback rebuilds the node at it)
+    strides: dict[str, list[int]] = field(default_factory=dict)  # element strides of tensors that are strided views
 
     def to_json(self) -> dict:
         """JSON form (plan.json, build.json's steps)."""
@@ -184,7 +186,7 @@ class Plan:
     programs: Sequence[Program]  # a list, or plan.Programs (written when first read)
     program_us: list[float]
     choices: dict[str, Choice]
-    aliases: dict[str, tuple[str, int]] = field(default_factory=dict)
+    aliases: dict[str, View] = field(default_factory=dict)  # tensor -> the buffer holding it (graph.buffer_of)
     notes: list[str] = field(default_factory=list)
     veu_needs: list[Any] = field(default_factory=list)  # per program: profiler.Resources of one vEU
     baselines_us: dict[str, float] = field(default_factory=dict)  # predicted op-by-op and CUDA Graph times
@@ -226,7 +228,8 @@ class Plan:
             "program_us": [round(t, 3) for t in self.program_us],
             "baselines_us": {k: round(v, 3) for k, v in self.baselines_us.items()},
             "choices": {k: dataclasses.asdict(c) for k, c in self.choices.items()},
-            "aliases": {k: {"base": b, "offset": o} for k, (b, o) in self.aliases.items()},
+            "aliases": {k: {"base": v.base, "offset": v.offset, **({"strides": list(v.strides)} if v.strides else {})}
+                        for k, v in self.aliases.items()},
             "notes": self.notes,
             "ops": [op_json(op, vop) for op, vop in zip(self.ops, self.vdevice_ops)],
             "programs": [dict(p.to_json(with_ops=False), veu_threads=n.threads, veu_smem_bytes=n.smem_bytes)

@@ -83,15 +83,21 @@ def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarra
         if not name:
             return None
         view = graph.buffer_of(name)
-        t = graph.tensors[name]
-        return buffers[view.base].reshape(-1)[view.offset:view.offset + t.size].reshape(t.shape)
+        return view.read(buffers[view.base].reshape(-1), graph.tensors[name].shape)
 
     for node in graph.nodes:
         results = evaluate(graph, node, [read(n) for n in node.inputs])
         for out, value in zip(node.outputs, results):
             if out:
                 t = graph.tensors[out]
-                buffers[out] = np.ascontiguousarray(np.asarray(value).astype(t.dtype).reshape(t.shape))
+                value = np.asarray(value).astype(t.dtype).reshape(t.shape)
+                if out in graph.aliases:  # the node writes into another buffer, through its view
+                    view = graph.buffer_of(out)
+                    base = graph.tensors[view.base]
+                    flat = buffers.setdefault(view.base, np.zeros(base.shape, base.dtype)).reshape(-1)
+                    view.read(flat, t.shape, writeable=True)[...] = value
+                else:
+                    buffers[out] = np.ascontiguousarray(value)
     return {name: read(name) for name in graph.outputs}
 
 

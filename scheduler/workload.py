@@ -55,10 +55,10 @@ class Workload:
 
 
 def node_info(g: Graph, node: Node, registry: Any = None) -> NodeInfo:
-    """Describe a node to the corpus: static tensors ('' -> None) and the constant operands its op definition
-    asks for (`OpDef.constant_inputs`) as attributes of those names."""
+    """Describe a node to the corpus: static tensors ('' -> None; a strided view with its strides) and the constant
+    operands its op definition asks for (`OpDef.constant_inputs`) as attributes of those names."""
     def info(name: str) -> TensorInfo | None:
-        return TensorInfo(g.tensors[name].shape, g.tensors[name].dtype) if name else None
+        return TensorInfo(g.tensors[name].shape, g.tensors[name].dtype, g.buffer_of(name).strides) if name else None
 
     attrs = dict(node.attrs)
     for pos, key in enumerate((registry or default_registry).constant_inputs(node.op_type), start=1):

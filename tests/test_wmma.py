@@ -413,7 +413,8 @@ def _gemm_vec(M: int, N: int, K: int, trans_a: bool, batch: int) -> int:
 def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M: int, N: int, K: int,
                                                  trans_a: bool, batch: int, splits: int) -> None:
     """Every tile, precision, copy width (16-byte where the operands allow, else 4-byte) and split factor against
-    tc.cu's documented arithmetic in numpy, bit for bit; split-K through tc_gemm_splitk_reduce."""
+    tc.cu's documented arithmetic in numpy, bit for bit; split-K through tc_gemm_splitk_reduce. A batch writes Y as
+    a strided view (ysz, ysm: Y stored [M, batch, N], as an attention's heads are stored [S, heads, D])."""
     vec = _gemm_vec(M, N, K, trans_a, batch)
     exprs = [f"gemm_tc<{bm}, {bn}, {prec}, {vec}>", "tc_gemm_splitk_reduce<256>"]
     mod = _tc_module(exprs)
@@ -422,19 +423,22 @@ def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M:
     b = rng.uniform(-2, 2, (batch, K, N)).astype(np.float32)
     stored_a = np.ascontiguousarray(a.transpose(0, 2, 1)) if trans_a else a
     sam, sak = (1, M) if trans_a else (K, 1)
-    y = np.full((batch, M, N), np.nan, np.float32)
+    stored_y = np.full((M, batch, N), np.nan, np.float32)
+    y = stored_y.transpose(1, 0, 2)
+    ysz, ysm = N, batch * N
     part = np.full(splits * batch * M * N, np.nan, np.float32)
     grid = (-(-N // bn), -(-M // bm), batch * splits)
     ints = [M, N, K, sam, sak, N, 1, 0, 0, M * K if batch > 1 else 0, K * N if batch > 1 else 0]
     mod.launch(exprs[0], grid=grid, block=tc_threads(bm, bn),
-               args=[stored_a, b, b, y if splits == 1 else part, part] + [np.int32(v) for v in ints]
-               + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0), np.int32(splits)])
+               args=[stored_a, b, b, stored_y if splits == 1 else part, part] + [np.int32(v) for v in ints]
+               + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0), np.int32(splits), np.int32(ysz),
+                  np.int32(ysm)])
     if splits > 1:
         assert np.isnan(y).all()  # the partial sums went to the partial buffer only
         total = batch * M * N
         mod.launch(exprs[1], grid=-(-total // 256), block=256,
-                   args=[part, b, y] + [np.int32(v) for v in (total, M, N, splits, 0, 0)]
-                   + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0)])
+                   args=[part, b, stored_y] + [np.int32(v) for v in (total, M, N, splits, 0, 0)]
+                   + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0), np.int32(ysz), np.int32(ysm)])
     for z in range(batch):
         want = tc_split_model(a[z], b[z], prec, splits)
         assert np.array_equal(y[z].view(np.uint32), want.view(np.uint32))
@@ -457,7 +461,7 @@ def test_gemm_splitk_fixup_applies_the_epilogue(splits: int, bias: int, act: int
     total = batch * M * N
     mod.launch("tc_gemm_splitk_reduce<256>", grid=-(-total // 256), block=256,
                args=[part.ravel(), c, y] + [np.int32(v) for v in (total, M, N, splits, 0, 1)]
-               + [alpha, beta, np.int32(bias), np.int32(act)])
+               + [alpha, beta, np.int32(bias), np.int32(act), np.int32(M * N), np.int32(N)])
     acc = part[0]
     for p in part[1:]:
         acc = (acc + p).astype(np.float32)

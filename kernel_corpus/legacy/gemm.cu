@@ -4,7 +4,10 @@
 // and batched MatMul:
 //   A(m,k) = A[z*batch_a + m*sam + k*sak]      B(k,n) = B[z*batch_b + k*sbk + n*sbn]
 //   C(m,n) = C[m*scm + n*scn]                  (a stride of 0 broadcasts that dimension)
-//   Y[z][m][n] = alpha * sum_k A(m,k) * B(k,n) + beta * C(m,n)      (Y row-major [batch, M, N], z = blockIdx.z)
+//   Y(z,m,n) = alpha * sum_k A(m,k) * B(k,n) + beta * C(m,n)        Y(z,m,n) = Y[z*ysz + m*ysm + n], z = blockIdx.z
+// (gemm_tiled, gemm_regblock and the split-K fixup; ysz = M*N, ysm = N for a row-major [batch, M, N] Y, other
+// strides write a strided view, e.g. the heads of an attention straight into their [S, heads, D] layout; the GEMVs
+// write row-major Y).
 // With BIAS == false, C is never read (any valid pointer may be passed) and beta is ignored. ACT applies a
 // following activation inside the kernel: 0 none, 1 Relu, 2 Gelu (erf form), 3 Gelu (tanh approximation).
 // Split-K (gemm_tiled, gemm_regblock with splits > 1): blockIdx.z = z * splits + s; the block sums the k of its split
@@ -34,15 +37,16 @@ struct SplitRange {
   }
 };
 
-// Y[z][m][n] (splits == 1, with the epilogue) or P[s][z][m][n] (split-K: the raw sum) of one output.
+// Y(z,m,n) (splits == 1, with the epilogue) or P[s][z][m][n] (split-K: the raw sum) of one output.
 template <bool BIAS, int ACT>
 __device__ __forceinline__ void gemm_store(float acc, float* Y, float* P, const float* C, int M, int N, int m, int n,
-                                           int scm, int scn, float alpha, float beta, int splits) {
+                                           int scm, int scn, float alpha, float beta, int splits, int ysz, int ysm) {
   const int z = blockIdx.z / splits, s = blockIdx.z % splits, batch = gridDim.z / splits;
   if (splits > 1)
     P[(((size_t)s * batch + z) * M + m) * N + n] = acc;
   else
-    Y[((size_t)z * M + m) * N + n] = gemm_epilogue<BIAS, ACT>(acc, C, (size_t)m * scm + (size_t)n * scn, alpha, beta);
+    Y[(size_t)z * ysz + (size_t)m * ysm + n] =
+        gemm_epilogue<BIAS, ACT>(acc, C, (size_t)m * scm + (size_t)n * scn, alpha, beta);
 }
 
 // Shared-memory tiled GEMM: TILE x TILE outputs per block, one per thread; block (TILE, TILE).
@@ -51,7 +55,7 @@ template <int TILE, bool BIAS, int ACT>
 __global__ void gemm_tiled(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,
                            float* __restrict__ Y, int M, int N, int K, int sam, int sak, int sbk, int sbn,
                            int scm, int scn, int batch_a, int batch_b, float alpha, float beta,
-                           float* __restrict__ P, int splits) {
+                           float* __restrict__ P, int splits, int ysz, int ysm) {
   __shared__ float As[TILE][TILE];
   __shared__ float Bs[TILE][TILE + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -71,7 +75,8 @@ __global__ void gemm_tiled(const float* __restrict__ A, const float* __restrict_
     for (int k = 0; k < TILE; ++k) acc += As[ty][k] * Bs[k][tx];
     __syncthreads();
   }
-  if (row < M && col < N) gemm_store<BIAS, ACT>(acc, Y, P, C, M, N, row, col, scm, scn, alpha, beta, splits);
+  if (row < M && col < N) gemm_store<BIAS, ACT>(acc, Y, P, C, M, N, row, col, scm, scn, alpha, beta, splits, ysz,
+                                                         ysm);
 }
 
 // Register-blocked GEMM: a BM x BN output tile per block, each thread owning a TM x TN sub-block kept in
@@ -81,7 +86,8 @@ template <int BM, int BN, int BK, int TM, int TN, bool BIAS, int ACT>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN))
 gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C,
               float* __restrict__ Y, int M, int N, int K, int sam, int sak, int sbk, int sbn, int scm, int scn,
-              int batch_a, int batch_b, float alpha, float beta, float* __restrict__ P, int splits) {
+              int batch_a, int batch_b, float alpha, float beta, float* __restrict__ P, int splits, int ysz,
+              int ysm) {
   constexpr int TX = BN / TN;
   constexpr int NT = (BM / TM) * TX;
   __shared__ float As[BK][BM];  // k-major: a thread reads TM consecutive rows of one k
@@ -134,22 +140,24 @@ gemm_regblock(const float* __restrict__ A, const float* __restrict__ B, const fl
 #pragma unroll
     for (int j = 0; j < TN; ++j) {
       const int n = n0 + tcol * TN + j;
-      if (n < N) gemm_store<BIAS, ACT>(acc[i][j], Y, P, C, M, N, m, n, scm, scn, alpha, beta, splits);
+      if (n < N) gemm_store<BIAS, ACT>(acc[i][j], Y, P, C, M, N, m, n, scm, scn, alpha, beta, splits, ysz, ysm);
     }
   }
 }
 
-// Split-K fixup of gemm_tiled / gemm_regblock: Y[z][m][n] = epilogue(P[0][z][m][n] + P[1][z][m][n] + ...), added in
+// Split-K fixup of gemm_tiled / gemm_regblock: Y(z,m,n) = epilogue(P[0][z][m][n] + P[1][z][m][n] + ...), added in
 // split order. block (BLOCK), grid ceil(batch*M*N / BLOCK).
 template <int BLOCK, bool BIAS, int ACT>
 __global__ void gemm_splitk_reduce(const float* __restrict__ P, const float* __restrict__ C, float* __restrict__ Y,
-                                   int total, int M, int N, int splits, int scm, int scn, float alpha, float beta) {
+                                   int total, int M, int N, int splits, int scm, int scn, float alpha, float beta,
+                                   int ysz, int ysm) {
   const int e = blockIdx.x * BLOCK + threadIdx.x;
   if (e >= total) return;
   float v = P[e];
   for (int s = 1; s < splits; ++s) v += P[(size_t)s * total + e];
-  const int n = e % N, m = (e / N) % M;
-  Y[e] = gemm_epilogue<BIAS, ACT>(v, C, (size_t)m * scm + (size_t)n * scn, alpha, beta);
+  const int n = e % N, m = (e / N) % M, z = e / N / M;
+  Y[(size_t)z * ysz + (size_t)m * ysm + n] = gemm_epilogue<BIAS, ACT>(v, C, (size_t)m * scm + (size_t)n * scn, alpha,
+                                                                      beta);
 }
 
 // GEMV (M == 1) for a weight whose rows are contiguous in k (Gemm transB=1, i.e. W stored [N, K]):

@@ -26,8 +26,8 @@
 //
 // GEMM operands are addressed through element strides exactly as in gemm.cu:
 //   A(m,k) = A[z*batch_a + m*sam + k*sak]      B(k,n) = B[z*batch_b + k*sbk + n*sbn]
-//   C(m,n) = C[m*scm + n*scn]                  Y[z][m][n] = act(alpha * sum_k A(m,k) B(k,n) + beta * C(m,n))
-// (the C term only when bias != 0).
+//   C(m,n) = C[m*scm + n*scn]                  Y(z,m,n) = act(alpha * sum_k A(m,k) B(k,n) + beta * C(m,n))
+// (the C term only when bias != 0), Y(z,m,n) = Y[z*ysz + m*ysm + n] (ysz = M*N, ysm = N: row-major [batch, M, N]).
 // The convolution is the GEMM Y_g[m][p] = sum_r W_g[m][r] * im2col(X)[r][p] per group g (r = (c, kh, kw),
 // p = (n, oh, ow)); the im2col offsets of every r come precomputed from conv_tc_offsets, so the inner loop has no
 // integer division (1x1, stride-1, unpadded convolutions with VEC bit 1 read X directly, 16 bytes at a time).
@@ -416,13 +416,13 @@ struct TcGemmLoader {
 struct TcGemmOut {
   float* y;
   const float* C;
-  int M, N, m0, n0, scm, scn;
+  int M, N, ldy, m0, n0, scm, scn;
   float alpha, beta;
   int bias, act, part;
   __device__ void operator()(int row, int col, float v) const {
     const int m = m0 + row, n = n0 + col;
     if (m >= M || n >= N) return;
-    y[(size_t)m * N + n] = part ? v : tc_gemm_epilogue(v, C, (size_t)m * scm + (size_t)n * scn, alpha, beta, bias,
+    y[(size_t)m * ldy + n] = part ? v : tc_gemm_epilogue(v, C, (size_t)m * scm + (size_t)n * scn, alpha, beta, bias,
                                                        act);
   }
 };
@@ -445,7 +445,7 @@ template <int BM, int BN, int PREC, int VEC>
 __global__ void __launch_bounds__(TcShape<BM, BN>::THREADS)
 gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C, float* __restrict__ Y,
         float* __restrict__ P, int M, int N, int K, int sam, int sak, int sbk, int sbn, int scm, int scn, int batch_a,
-        int batch_b, float alpha, float beta, int bias, int act, int splits) {
+        int batch_b, float alpha, float beta, int bias, int act, int splits, int ysz, int ysm) {
   typedef TcShape<BM, BN> S;
   __shared__ __align__(16) float As[TcShape<BM, BN>::A_FLOATS];  // spelled out: the converter lifts these
   __shared__ __align__(16) float Bs[TcShape<BM, BN>::B_FLOATS];
@@ -467,23 +467,25 @@ gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* _
   else
     tc_gemm_block<BM, BN, PREC, 0, 0>(acc, as, bs, a_lane, b_lane, a, b, M, N, K, sam, sak, sbk, sbn, m0, n0, split);
   const bool part = splits > 1;
-  float* y = part ? P + ((size_t)s * batch + z) * M * N : Y + (size_t)z * M * N;
-  const TcGemmOut out{y, C, M, N, m0, n0, scm, scn, alpha, beta, bias, act, part};
+  float* y = part ? P + ((size_t)s * batch + z) * M * N : Y + (size_t)z * ysz;
+  const TcGemmOut out{y, C, M, N, part ? N : ysm, m0, n0, scm, scn, alpha, beta, bias, act, part};
   tc_store(acc, lane, wm, wn, out);
 }
 
-// Split-K fixup of gemm_tc: Y[z][m][n] = epilogue(P[0][z][m][n] + P[1][z][m][n] + ...), added in split order.
+// Split-K fixup of gemm_tc: Y(z,m,n) = Y[z*ysz + m*ysm + n] = epilogue(P[0][z][m][n] + P[1][z][m][n] + ...), added in
+// split order.
 // block (BLOCK), grid ceil(batch*M*N / BLOCK).
 template <int BLOCK>
 __global__ void tc_gemm_splitk_reduce(const float* __restrict__ P, const float* __restrict__ C, float* __restrict__ Y,
                                       int total, int M, int N, int splits, int scm, int scn, float alpha, float beta,
-                                      int bias, int act) {
+                                      int bias, int act, int ysz, int ysm) {
   const int e = blockIdx.x * BLOCK + threadIdx.x;
   if (e >= total) return;
   float v = P[e];
   for (int s = 1; s < splits; ++s) v += P[(size_t)s * total + e];
-  const int n = e % N, m = (e / N) % M;
-  Y[e] = tc_gemm_epilogue(v, C, (size_t)m * scm + (size_t)n * scn, alpha, beta, bias, act);
+  const int n = e % N, m = (e / N) % M, z = e / N / M;
+  Y[(size_t)z * ysz + (size_t)m * ysm + n] = tc_gemm_epilogue(v, C, (size_t)m * scm + (size_t)n * scn, alpha, beta,
+                                                              bias, act);
 }
 
 // ---- implicit-GEMM convolution ---------------------------------------------------------------------------------

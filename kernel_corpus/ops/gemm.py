@@ -9,7 +9,7 @@ from typing import Callable
 
 from onnx import helper
 
-from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape, TensorInfo
 from kernel_corpus.ops._common import (MAX_GRID_YZ, activated, cdiv, condition_of, f32, fused_activation, i32,
                                        linear_launch, require_present, require_split, scalar_initializer,
                                        SPLIT_REDUCE_BLOCK, temp, tensor_bytes)
@@ -22,6 +22,11 @@ ACTIVATIONS = {"Relu": 1, "Gelu": 2, "GeluTanh": 3}  # the ACT codes of gemm.cu'
 SPLITK_MIN_CHUNK = 64   # k per split-K block at least
 SPLITK_MAX_SPLITS = 32
 FP32_SPLITS = (4, 16)   # split-K factors of the CUDA-core GEMMs (gemm_tiled<16>, gemm_regblock<32,32>)
+# A and B may be strided views (TensorInfo.strides): every kernel here addresses them through GemmProblem's element
+# strides (sam, sak, sbk, sbn, batch_a, batch_b); a variant that needs a layout (GEMV rows/cols, float4) refuses others.
+# Y may be one (rows contiguous) for the kernels that write it through ysz, ysm; the GEMVs write it row-major.
+STRIDED = (0, 1)
+STRIDED_Y = ("gemm_tiled", "gemm_regblock", "gemm_tc")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class GemmProblem:
     alpha: float
     beta: float
     act: int = 0  # a fused activation after the epilogue (ACTIVATIONS)
+    ysz: int = 0  # Y(z, m, n) = Y[z*ysz + m*ysm + n]: row-major [batch, M, N] (set by gemm_problem) or a strided view
+    ysm: int = 0
 
     @property
     def flops(self) -> int:
@@ -52,31 +59,53 @@ class GemmProblem:
         return self.batch * self.M * self.N * (2 * self.K + (2 if self.bias else 1) + (8 if self.act else 0))
 
 
-def _batch_stride(batch_dims: tuple[int, ...], out_batch: tuple[int, ...], matrix: int) -> int:
-    """Batch stride of one MatMul operand: its matrix size when it has every batch, 0 when it has none."""
+def _batch_stride(batch_dims: tuple[int, ...], batch_strides: tuple[int, ...], out_batch: tuple[int, ...]) -> int:
+    """Batch stride of one MatMul operand: the stride of its (merged) batch dims when it has every batch, 0 when it
+    has none. A strided view's batch dims must merge into one stride (the kernels take one per operand)."""
     padded = (1,) * (len(out_batch) - len(batch_dims)) + batch_dims
     if padded == out_batch:
-        return matrix if prod(out_batch) > 1 else 0
+        return _merged_stride(batch_dims, batch_strides) if prod(out_batch) > 1 else 0
     if prod(batch_dims) == 1:
         return 0
     raise Refused(f"batch dims {list(batch_dims)} broadcast partially against {list(out_batch)}")
 
 
+def _merged_stride(dims: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """The one stride of dims that merge into one (size-1 dims ignored); Refused when they do not."""
+    kept = [(d, s) for d, s in zip(dims, strides) if d != 1]
+    for (_, outer), (d, inner) in zip(kept, kept[1:]):
+        if outer != inner * d:
+            raise Refused(f"batch dims {list(dims)} with strides {list(strides)} do not merge into one batch stride")
+    return kept[-1][1]
+
+
+def _operand(t: TensorInfo, row_vector: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shape and element strides of a MatMul operand with numpy's promotion of a 1-D operand: A (K,) is a row
+    (1, K), B (K,) a column (K, 1)."""
+    shape, strides = t.shape, t.layout
+    if len(shape) != 1:
+        return shape, strides
+    if row_vector:
+        return (1, shape[0]), (shape[0] * strides[0], strides[0])
+    return (shape[0], 1), (strides[0], strides[0])
+
+
 def _matmul_problem(node: NodeInfo) -> GemmProblem:
-    """numpy.matmul semantics: 1-D operands are promoted, batch dims broadcast (whole-operand only)."""
-    a, b = node.inputs[0].shape, node.inputs[1].shape
-    if not a or not b:
+    """numpy.matmul semantics: 1-D operands are promoted, batch dims broadcast (whole-operand only); operands are
+    addressed through their strides (C order, or a strided view's)."""
+    if not node.inputs[0].shape or not node.inputs[1].shape:
         raise Refused("MatMul operands must have rank >= 1")
-    a2 = (1, a[0]) if len(a) == 1 else a
-    b2 = (b[0], 1) if len(b) == 1 else b
-    M, K, K2, N = a2[-2], a2[-1], b2[-2], b2[-1]
+    a, sa = _operand(node.inputs[0], True)
+    b, sb = _operand(node.inputs[1], False)
+    M, K, K2, N = a[-2], a[-1], b[-2], b[-1]
     if K != K2:
-        raise Refused(f"inner dimensions differ: {list(a)} @ {list(b)}")
-    ba, bb = a2[:-2], b2[:-2]
+        raise Refused(f"inner dimensions differ: {list(node.inputs[0].shape)} @ {list(node.inputs[1].shape)}")
+    ba, bb = a[:-2], b[:-2]
     out_batch = tuple(max(x, y) for x, y in _aligned(ba, bb))
-    stride_a = _batch_stride(ba, out_batch, M * K)
-    stride_b = _batch_stride(bb, out_batch, K * N)
-    return GemmProblem(prod(out_batch), M, N, K, K, 1, N, 1, stride_a, stride_b, False, 0, 0, 1.0, 0.0)
+    stride_a = _batch_stride(ba, sa[:-2], out_batch)
+    stride_b = _batch_stride(bb, sb[:-2], out_batch)
+    return GemmProblem(prod(out_batch), M, N, K, sa[-2], sa[-1], sb[-2], sb[-1], stride_a, stride_b, False, 0, 0,
+                       1.0, 0.0)
 
 
 def _aligned(x: tuple[int, ...], y: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -109,8 +138,9 @@ def _gemm_problem(node: NodeInfo) -> GemmProblem:
     K2, N = (b[1], b[0]) if trans_b else b
     if K != K2:
         raise Refused(f"inner dimensions differ: A' is [{M}, {K}], B' is [{K2}, {N}]")
-    sam, sak = (1, M) if trans_a else (K, 1)
-    sbk, sbn = (1, K) if trans_b else (N, 1)
+    sa, sb = node.inputs[0].layout, node.inputs[1].layout
+    sam, sak = (sa[1], sa[0]) if trans_a else sa
+    sbk, sbn = (sb[1], sb[0]) if trans_b else sb
     c = node.input(2)
     scm, scn = 0, 0
     if c is not None:
@@ -147,9 +177,23 @@ def gemm_problem(node: NodeInfo) -> GemmProblem:
     problem = replace(GEMM_PROBLEMS[node.op_type](node), act=fused_activation(node, ACTIVATIONS))
     if node.outputs[0].numel != problem.batch * problem.M * problem.N:
         raise Refused(f"output {list(node.outputs[0].shape)} is not [{problem.batch}, {problem.M}, {problem.N}]")
+    problem = replace(problem, **_output_strides(node.outputs[0], problem))
     if problem.batch > MAX_GRID_YZ:
         raise Refused(f"batch {problem.batch} exceeds the grid limit {MAX_GRID_YZ}")
     return problem
+
+
+def _output_strides(y: TensorInfo, p: GemmProblem) -> dict[str, int]:
+    """ysz, ysm of the output: row-major, or a strided view's (contiguous rows; batch dims merging into one)."""
+    if y.strides is None:
+        return {"ysz": p.M * p.N, "ysm": p.N}
+    shape, strides = y.shape, y.strides
+    if len(shape) < 2 or shape[-2:] != (p.M, p.N):
+        raise Refused(f"a strided output {list(shape)} must end in [M, N] = [{p.M}, {p.N}]")
+    if p.N > 1 and strides[-1] != 1:
+        raise Refused(f"a strided output's rows must be contiguous (column stride {strides[-1]})")
+    ysz = _merged_stride(shape[:-2], strides[:-2]) if p.batch > 1 else 0
+    return {"ysz": ysz, "ysm": strides[-2]}
 
 
 def _flags(p: GemmProblem) -> list:
@@ -187,6 +231,11 @@ def _gemm_condition(tile_m: int, splits: int = 1, step: int = 1):
     return condition
 
 
+def _y_strides(p: GemmProblem) -> list:
+    """The trailing ysz, ysm arguments of gemm_tiled, gemm_regblock, gemm_tc and their split-K fixups."""
+    return [i32(p.ysz), i32(p.ysm)]
+
+
 def _split_variant(name: str, splits: int) -> str:
     """A variant's name with its split-K factor."""
     return f"{name}k{splits}" if splits > 1 else name
@@ -211,7 +260,7 @@ def _split_launches(node: NodeInfo, p: GemmProblem, main: Launch, splits: int, r
     partial = _partial(p, splits)
     fixup = linear_launch(reduce, [SPLIT_REDUCE_BLOCK, *targs], total, SPLIT_REDUCE_BLOCK,
                           [partial, _bias_arg(p), Out(0), i32(total), i32(p.M), i32(p.N), i32(splits), i32(p.scm),
-                           i32(p.scn), f32(p.alpha), f32(p.beta)] + tail,
+                           i32(p.scn), f32(p.alpha), f32(p.beta)] + tail + _y_strides(p),
                           total * (splits - 1) + epilogue,
                           4 * splits * total + tensor_bytes(node.input(2) if p.bias else None, node.outputs[0]))
     return [main, fixup]
@@ -228,7 +277,7 @@ def _tiled_binding(op_type: str, tile: int, kind: str, splits: int = 1) -> Bindi
         p = gemm_problem(node)
         grid = (cdiv(p.N, tile), cdiv(p.M, tile), p.batch * splits)
         main = Launch("gemm_tiled", [tile, *_flags(p)], grid, (tile, tile, 1), 0,
-                      _gemm_args(p) + [_partial(p, splits), i32(splits)], p.flops, _traffic(node))
+                      _gemm_args(p) + [_partial(p, splits), i32(splits)] + _y_strides(p), p.flops, _traffic(node))
         return _split_launches(node, p, main, splits, "gemm_splitk_reduce", _flags(p), [])
 
     kernels = ("gemm_tiled", "gemm_splitk_reduce") if splits > 1 else ("gemm_tiled",)
@@ -245,7 +294,8 @@ def _regblock_binding(op_type: str, bm: int, bn: int, bk: int, tm: int, tn: int,
         grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch * splits)
         threads = (bm // tm) * (bn // tn)
         main = Launch("gemm_regblock", [bm, bn, bk, tm, tn, *_flags(p)], grid, (threads, 1, 1), 0,
-                      _gemm_args(p) + [_partial(p, splits), i32(splits)], p.flops, _traffic(node))
+                      _gemm_args(p) + [_partial(p, splits), i32(splits)] + _y_strides(p), p.flops,
+                      _traffic(node))
         return _split_launches(node, p, main, splits, "gemm_splitk_reduce", _flags(p), [])
 
     kernels = ("gemm_regblock", "gemm_splitk_reduce") if splits > 1 else ("gemm_regblock",)
@@ -272,6 +322,7 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
         work = tc.tensor_core_flops(p.batch, p.M, p.N, p.K, bm, bn, precision) + p.flops - 2 * p.batch * p.M * p.N * p.K
         args = _gemm_args(p)
         args = args[:4] + [_partial(p, splits)] + args[4:] + [i32(int(p.bias)), i32(p.act), i32(splits)]
+        args += _y_strides(p)
         main = Launch("gemm_tc", [bm, bn, tc.PREC_CODE[precision], _tc_vec(p)], grid, (tc.threads(bm, bn), 1, 1), 0,
                       args, work, _traffic(node), flop_rate=tc.TF32_RATE)
         return _split_launches(node, p, main, splits, "tc_gemm_splitk_reduce", [], [i32(int(p.bias)), i32(p.act)])
@@ -508,7 +559,8 @@ def _gemm_bindings(op_type: str) -> tuple[Binding, ...]:
     """Every GEMM / GEMV variant of one op type; the [N, K]-weight GEMV (gemv_warp) needs Gemm's transB=1."""
     warp = [_gemv_warp_binding(op_type, w, kind) for w, kind in ((2, "efficient"), (8, "fast"))] \
         if op_type in ("Gemm", "FusedGemm") else []
-    return tuple(_bindings_for(op_type) + warp)
+    return tuple(replace(b, strided=STRIDED, strided_out=(0,) if b.kernels[0] in STRIDED_Y else ())
+                 for b in _bindings_for(op_type) + warp)
 
 
 OPS = [

@@ -313,17 +313,28 @@ def library_call(node: NodeInfo, inputs: list[str], outputs: list[str],
     return LibraryCall(node.name, node.op_type, NAME, impl.function, list(inputs), list(outputs),
                        [list(t.shape) if t is not None else None for t in node.inputs],
                        [list(t.shape) for t in node.outputs if t is not None], attrs, "float32",
-                       impl.flops(node), _tensor_bytes(node))
+                       impl.flops(node), _tensor_bytes(node), strides=view_strides(node, inputs, outputs))
+
+
+def view_strides(node: NodeInfo, inputs: list[str], outputs: list[str]) -> dict[str, list[int]]:
+    """The element strides of the call's tensors that are strided views (the runtime shapes its arrays with them)."""
+    return {n: list(t.strides) for n, t in zip(list(inputs) + list(outputs), list(node.inputs) + list(node.outputs))
+            if n and t is not None and t.strides is not None}
 
 
 def run_call(call: LibraryCall, arrays: dict[str, Any], xp: Any = np) -> None:
-    """Execute one call on named arrays (shaped as the call says; absent inputs are None)."""
+    """Execute one call on named arrays (shaped as the call says; absent inputs are None; strided views read in
+    place, written through a C-ordered staging array)."""
     ins = [arrays[n] if n else None for n in call.inputs]
     outs = [arrays[n] for n in call.outputs if n]
+    staged = [o if o.flags.c_contiguous else xp.empty(o.shape, o.dtype) for o in outs]
     if call.function == FALLBACK:
-        run_fallback(call, ins, outs)
-        return
-    BY_FUNCTION[call.function].run(xp, ins, outs, dict(call.attrs))
+        run_fallback(call, ins, staged)
+    else:
+        BY_FUNCTION[call.function].run(xp, ins, staged, dict(call.attrs))
+    for out, stage in zip(outs, staged):
+        if stage is not out:
+            out[...] = stage
 
 
 # ---- the fallback: any standard ONNX node through onnxruntime ---------------------------------------------------
@@ -362,7 +373,8 @@ def fallback_call(node: NodeInfo, inputs: list[str], outputs: list[str],
     return LibraryCall(node.name, node.op_type, NAME, FALLBACK, list(inputs), list(outputs),
                        [list(t.shape) if t is not None else None for t in node.inputs],
                        [list(t.shape) for t in node.outputs if t is not None], attrs, "float32",
-                       0, _tensor_bytes(node), dtypes=dtypes, opset=node.opset)
+                       0, _tensor_bytes(node), dtypes=dtypes, opset=node.opset,
+                       strides=view_strides(node, inputs, outputs))
 
 
 _SESSIONS: dict[str, Any] = {}
@@ -406,11 +418,26 @@ def modelled_us(call: LibraryCall, device: Any) -> float:
     return LAUNCHES.gap_us("graph") + call_kernel_us(call, device)
 
 
+def view_copies_us(call: LibraryCall, device: Any) -> float:
+    """What strided views cost a call (an estimate, not measured): each is copied once, C-ordered, as one more
+    kernel of the graph (CuPy makes a non-contiguous operand contiguous before cuBLAS; run_call stages a strided
+    output and copies it out): a launched op's floor plus its read and write at the calls' bandwidth share."""
+    from ..dispatch_costs import LAUNCHES
+    shapes = dict(zip(call.inputs, call.input_shapes)) | dict(zip(call.outputs, call.output_shapes))
+    return sum(LAUNCHES.floor_us("graph") + 2 * 4 * prod(shapes[n] or [0]) / (device.mem_bw * 0.8) * 1e6
+               for n in call.strides)
+
+
 def call_kernel_us(call: LibraryCall, device: Any) -> float:
     """A vendor call's kernel time: the roofline at the call's efficiency scaled by how many 128x128 output tiles
-    fill the SMs (small problems leave SMs idle), never below a floor."""
+    fill the SMs (small problems leave SMs idle), never below a floor; plus its strided views' copies."""
     if call.function == FALLBACK:
         return FALLBACK_FLOOR_US + call.bytes / (device.mem_bw * 0.1) * 1e6
+    return vendor_kernel_us(call, device) + view_copies_us(call, device)
+
+
+def vendor_kernel_us(call: LibraryCall, device: Any) -> float:
+    """The vendor kernel of a call on C-ordered operands (call_kernel_us without the views' copies)."""
     impl = BY_FUNCTION[call.function]
     out = call.output_shapes[0]
     rows = prod(out[:-1]) if call.function != "conv2d" else out[0] * prod(out[2:])

@@ -3,7 +3,8 @@ running in onnxruntime while it holds standard ops only.
 
 Our fused ops (FusedMatMul, LSTMCell, ...) go in the custom domain kernel_corpus.bindings.CUSTOM_DOMAIN. A view
 (a tensor the passes made an alias of another buffer) becomes standard ops reading its base: a Reshape when it
-covers the whole base, else Reshape to 1-D, Slice [offset, offset + size), Reshape to its shape."""
+covers the whole base, else Reshape to 1-D, Slice [offset, offset + size), Reshape to its shape; a base that nodes
+write piece by piece (concat elimination) becomes the Concat of its flattened pieces."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,10 +26,19 @@ def graph_to_onnx(g: Graph, registry=None, name: str = "rammer") -> onnx.ModelPr
     read = {i for n in g.nodes for i in n.inputs if i} | set(g.outputs)
     read |= {g.buffer_of(a).base for a in g.aliases if a in read}
     inits = [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in g.weights.items() if k in read]
+    written = {o for n in g.nodes for o in n.outputs if o in g.aliases}  # nodes writing into another buffer
+    pieces: dict[str, list[tuple[int, str]]] = {}
+    for name in written:
+        view = g.buffer_of(name)
+        pieces.setdefault(view.base, []).append((view.offset, name))
+    for base, parts in pieces.items():
+        parts.sort()
+        nodes += _joined(base, [p for _, p in parts], g.tensors[base].shape)
     for alias in g.aliases:
-        extra_nodes, extra_inits = _view_nodes(g, alias)
-        nodes += extra_nodes
-        inits += extra_inits
+        if alias not in written:
+            extra_nodes, extra_inits = _view_nodes(g, alias, pieces)
+            nodes += extra_nodes
+            inits += extra_inits
     graph = helper.make_graph(_topological(nodes, set(g.inputs) | {i.name for i in inits}), name,
                               [_value_info(g, t) for t in g.inputs], [_value_info(g, t) for t in g.outputs],
                               initializer=inits)
@@ -44,20 +54,40 @@ def _value_info(g: Graph, name: str) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype)), list(t.shape))
 
 
-def _view_nodes(g: Graph, name: str) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
-    """Standard ops computing a view tensor from the buffer that holds it."""
+def _view_nodes(g: Graph, name: str, pieces: dict[str, list[tuple[int, str]]]) -> tuple[list[onnx.NodeProto],
+                                                                                      list[onnx.TensorProto]]:
+    """Standard ops computing a view tensor from the buffer that holds it; in a buffer that nodes write piece by
+    piece, from the pieces it overlaps (the whole buffer may be read only after the view's readers wrote theirs)."""
     view, t = g.buffer_of(name), g.tensors[name]
-    base = g.tensors[view.base]
+    src, offset, total, nodes = view.base, view.offset, g.tensors[view.base].size, []
+    end = view.offset + t.size
+    over = [(o, p) for o, p in pieces.get(view.base, []) if o < end and view.offset < o + g.tensors[p].size]
+    if over:
+        src, offset, total = f"{name}__joined", view.offset - over[0][0], sum(g.tensors[p].size for _, p in over)
+        nodes = _joined(src, [p for _, p in over], (total,))
     shape = numpy_helper.from_array(np.array(t.shape, np.int64), f"{name}__view_shape")
-    if view.offset == 0 and t.size == base.size:
-        return [helper.make_node("Reshape", [view.base, shape.name], [name], name=f"{name}__view")], [shape]
+    if offset == 0 and t.size == total:
+        return nodes + [helper.make_node("Reshape", [src, shape.name], [name], name=f"{name}__view")], [shape]
     consts = [shape] + [numpy_helper.from_array(np.array(v, np.int64), f"{name}__view_{k}")
-                        for k, v in (("flat", [-1]), ("start", [view.offset]), ("end", [view.offset + t.size]))]
+                        for k, v in (("flat", [-1]), ("start", [offset]), ("end", [offset + t.size]))]
     flat, piece = f"{name}__flat", f"{name}__piece"
-    return [helper.make_node("Reshape", [view.base, f"{name}__view_flat"], [flat], name=f"{name}__flatten"),
-            helper.make_node("Slice", [flat, f"{name}__view_start", f"{name}__view_end"], [piece],
-                             name=f"{name}__slice"),
-            helper.make_node("Reshape", [piece, shape.name], [name], name=f"{name}__view")], consts
+    return nodes + [helper.make_node("Reshape", [src, f"{name}__view_flat"], [flat], name=f"{name}__flatten"),
+                    helper.make_node("Slice", [flat, f"{name}__view_start", f"{name}__view_end"], [piece],
+                                     name=f"{name}__slice"),
+                    helper.make_node("Reshape", [piece, shape.name], [name], name=f"{name}__view")], consts
+
+
+def _joined(out: str, parts: list[str], shape: tuple[int, ...]) -> list[onnx.NodeProto]:
+    """`out` of `shape` as the Concat of the flattened `parts` (pieces a buffer's writers wrote, in offset order)."""
+    flat = helper.make_tensor(f"{out}__flat_shape", onnx.TensorProto.INT64, [1], [-1])
+    dims = helper.make_tensor(f"{out}__shape", onnx.TensorProto.INT64, [len(shape)], list(shape))
+    return [helper.make_node("Constant", [], [f"{out}__flat_shape"], value=flat),
+            helper.make_node("Constant", [], [f"{out}__shape"], value=dims)] + [
+        helper.make_node("Reshape", [p, f"{out}__flat_shape"], [f"{out}__{k}_flat"], name=f"{out}__flatten{k}")
+        for k, p in enumerate(parts)] + [
+        helper.make_node("Concat", [f"{out}__{k}_flat" for k in range(len(parts))], [f"{out}__all"], axis=0,
+                         name=f"{out}__pieces"),
+        helper.make_node("Reshape", [f"{out}__all", f"{out}__shape"], [out], name=f"{out}__built")]
 
 
 def _topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:

@@ -95,14 +95,31 @@ class Graph:
                 users.setdefault(self.buffer_of(name).base, []).append(node)
         return users
 
-    def predecessors(self, node: Node, producers: dict[str, Node] | None = None) -> list[Node]:
-        """Nodes whose outputs `node` reads, through aliases, without repeats, in input order."""
+    def writers(self) -> dict[str, list[tuple[int, int, Node]]]:
+        """Nodes whose output is a view of another buffer (a producer that writes straight into its slice of a
+        Concat's output, scheduler/concat_elim.py), by that buffer: (element offset, element count, node)."""
+        found: dict[str, list[tuple[int, int, Node]]] = {}
+        for node in self.nodes:
+            for out in present(node.outputs):
+                if out in self.aliases:
+                    view = self.buffer_of(out)
+                    found.setdefault(view.base, []).append((view.offset, self.tensors[out].size, node))
+        return found
+
+    def predecessors(self, node: Node, producers: dict[str, Node] | None = None,
+                     writers: dict[str, list[tuple[int, int, Node]]] | None = None) -> list[Node]:
+        """Nodes whose outputs `node` reads, through aliases, without repeats, in input order: the producer of the
+        buffer read and every node writing into the part of it that is read (Graph.writers)."""
         producers = self.producers() if producers is None else producers
+        writers = self.writers() if writers is None else writers
         preds: list[Node] = []
         for name in present(node.inputs):
-            prod = producers.get(self.buffer_of(name).base)
-            if prod is not None and all(prod is not p for p in preds):
-                preds.append(prod)
+            view, size = self.buffer_of(name), self.tensors[name].size
+            found = [producers.get(view.base)] + [w for start, n, w in writers.get(view.base, ())
+                                                  if start < view.offset + size and view.offset < start + n]
+            for prod in found:
+                if prod is not None and prod is not node and all(prod is not p for p in preds):
+                    preds.append(prod)
         return preds
 
     def is_constant(self, name: str) -> bool:

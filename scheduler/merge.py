@@ -35,6 +35,8 @@ class Group:
 def mergeable(g: Graph, node: Node) -> str | None:
     """The kind of merge a node can take part in, or None: constant weights (and bias), group 1."""
     ins = node.inputs + [""] * 3
+    if node.outputs[0] in g.aliases:
+        return None  # it writes into another buffer (a Concat's slice): its output cannot become a Split's piece
     if node.op_type in CONV_OPS:
         if int(node.attrs.get("group", 1)) != 1 or len(g.tensors[ins[0]].shape) != 4:
             return None

@@ -15,6 +15,8 @@ import numpy as np
 
 from vdevice.target import Target
 
+from .concat_elim import eliminate_concats
+from .fuse_elementwise import FUSED_BINARY, fuse_elementwise
 from .graph import Graph, Node, SchedulerError, View, present
 from .reference import can_evaluate, evaluate
 
@@ -495,9 +497,9 @@ def remove_dead(g: Graph) -> int:
         mark_live(g, name, live)
     kept_rev: list[Node] = []
     for node in reversed(g.nodes):
-        if any(out in live for out in present(node.outputs)):
+        if any(out in live or out in g.aliases and g.buffer_of(out).base in live for out in present(node.outputs)):
             kept_rev.append(node)
-            for name in present(node.inputs):
+            for name in present(node.inputs) + present(node.outputs):  # outputs: the hops to a buffer written into
                 mark_live(g, name, live)
     removed = len(g.nodes) - len(kept_rev)
     g.nodes = kept_rev[::-1]
@@ -1331,6 +1333,9 @@ PASSES: list[Pass] = [
     Pass("fuse_matmul_epilogues", lambda g, s: fuse_matmul_epilogues(g),
          "a MatMul's scalar Mul/Div and constant Add become one FusedMatMul", introduces="FusedMatMul"),
     Pass("fuse_activations", fuse_activations, "Relu/Gelu folded into the MatMul/Gemm/Conv that feeds it alone"),
+    Pass("fuse_elementwise", lambda g, s: fuse_elementwise(g),
+         "a Relu/Sigmoid/Tanh after a binary Add/Sub/Mul/Div or 2-operand Sum fused into it", introduces=FUSED_BINARY),
+    Pass("eliminate_concats", lambda g, s: eliminate_concats(g), "producers write into their contiguous Concat slice"),
     Pass("remove_dead", lambda g, s: remove_dead(g), "nodes no graph output depends on are dropped"),
 ]
 TARGET_PASSES: list[TargetPass] = [

@@ -91,7 +91,14 @@ def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarra
         for out, value in zip(node.outputs, results):
             if out:
                 t = graph.tensors[out]
-                buffers[out] = np.ascontiguousarray(np.asarray(value).astype(t.dtype).reshape(t.shape))
+                value = np.ascontiguousarray(np.asarray(value).astype(t.dtype).reshape(t.shape))
+                if out not in graph.aliases:
+                    buffers[out] = value
+                    continue
+                view = graph.buffer_of(out)  # a node writing straight into a slice of another buffer
+                base = graph.tensors[view.base]
+                flat = buffers.setdefault(view.base, np.zeros(base.shape, base.dtype)).reshape(-1)
+                flat[view.offset:view.offset + t.size] = value.reshape(-1)
     return {name: read(name) for name in graph.outputs}
 
 

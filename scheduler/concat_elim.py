@@ -2,7 +2,8 @@
 
 When a Concat's output pieces are contiguous ranges of its buffer (every dim before the axis is 1: a batch-1
 channel concat of NCHW tensors), each input that a node computes becomes a view of the output at its piece's offset
-(`Graph.aliases[input] = View(output, offset)`): its producer writes there and nothing copies it. Inputs that cannot
+(`Graph.aliases[input] = View(output, offset)`; for an input that is a whole reshape view of a node's output, that
+output): its producer writes there and nothing copies it. Inputs that cannot
 be placed (graph inputs, weights, existing views, graph outputs, a tensor two Concats read, a piece whose byte offset
 is not 16-byte aligned for the vectorised kernels) are copied by a smaller Concat per run of neighbouring pieces,
 itself writing into its slice; a Concat whose inputs are all placed disappears. A Concat's output that is itself a
@@ -51,9 +52,17 @@ class ConcatEliminator:
     def __init__(self, g: Graph) -> None:
         self.g = g
         self.producers = g.producers()
-        self.uses = Counter(i for n in g.nodes if n.op_type == "Concat" for i in present(n.inputs))
+        self.uses = Counter(self.target(i) for n in g.nodes if n.op_type == "Concat" for i in present(n.inputs))
         self.built: set[str] = set()  # outputs of Concats removed by this run: their writers build them
         self.placed = 0
+
+    def target(self, name: str) -> str:
+        """The tensor placed for a Concat input: the input, or the tensor it is a whole reshape of (a view at offset
+        0 of the same size, e.g. the LSTM unroller's [1,1,B,H] view of a step's h)."""
+        view = self.g.aliases.get(name)
+        if view is None or view != View(view.base, 0) or view.base in self.g.aliases:
+            return name
+        return view.base if self.g.tensors[view.base].size == self.g.tensors[name].size else name
 
     def placeable(self, name: str, offset: int, out: str) -> bool:
         """Whether `name` may become a view of `out` at `offset` (see the module docstring)."""
@@ -76,13 +85,13 @@ class ConcatEliminator:
                 continue
             pieces = [Piece(n, off) for n, off in zip(node.inputs, offsets)]
             for p in pieces:
-                p.placed = self.placeable(p.name, p.offset, node.outputs[0])
+                p.placed = self.placeable(self.target(p.name), p.offset, node.outputs[0])
             if not any(p.placed for p in pieces):
                 kept.append(node)
                 continue
             for p in pieces:
                 if p.placed:
-                    self.g.aliases[p.name] = View(node.outputs[0], p.offset)
+                    self.g.aliases[self.target(p.name)] = View(node.outputs[0], p.offset)
                     self.placed += 1
             kept += self.copies(node, pieces)
             self.built.add(node.outputs[0])

@@ -1335,8 +1335,8 @@ PASSES: list[Pass] = [
     Pass("fuse_activations", fuse_activations, "Relu/Gelu folded into the MatMul/Gemm/Conv that feeds it alone"),
     Pass("fuse_elementwise", lambda g, s: fuse_elementwise(g),
          "a Relu/Sigmoid/Tanh after a binary Add/Sub/Mul/Div or 2-operand Sum fused into it", introduces=FUSED_BINARY),
-    Pass("eliminate_concats", lambda g, s: eliminate_concats(g), "producers write into their contiguous Concat slice"),
     Pass("remove_dead", lambda g, s: remove_dead(g), "nodes no graph output depends on are dropped"),
+    Pass("eliminate_concats", lambda g, s: eliminate_concats(g), "producers write into their contiguous Concat slice"),
 ]
 TARGET_PASSES: list[TargetPass] = [
     TargetPass("resident_weights", resident_weights,

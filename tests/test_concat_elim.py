@@ -20,6 +20,7 @@ from scheduler.graph import View
 from scheduler.pipeline import import_graph
 from scheduler.reference import run_graph
 from scheduler.workload import build_workload
+from test_scheduler import lstm_model
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -184,6 +185,24 @@ def test_nested_concat_read_only_by_the_outer_one(tmp_path: Path) -> None:
     onnx.save(m, tmp_path / "m.onnx")
     assert_close(build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=2, quiet=True)(**x),
                  ort_run(m, x))
+
+
+@pytest.mark.parametrize("steps,batch,hidden", [(5, 1, 4), (3, 2, 8)])
+def test_lstm_steps_write_into_y(tmp_path: Path, steps: int, batch: int, hidden: int) -> None:
+    """The unrolled LSTM's Y Concat (of [1,1,B,H] reshape views of each step's h) disappears: each cell writes h
+    into its step of Y, and the next step and layer read it there."""
+    m = lstm_model(steps, batch, 3, hidden, 2)
+    assert sum(n.op_type == "LSTM" for n in m.graph.node) == 2
+    g = import_graph(m, registry)
+    assert not [n for n in g.nodes if n.op_type == "Concat"]
+    cells = [n for n in g.nodes if n.op_type == "LSTMCell"]
+    top = [c for c in cells if g.buffer_of(c.outputs[0]).base == g.buffer_of("y").base]
+    assert [g.buffer_of(c.outputs[0]).offset for c in top] == [t * batch * hidden for t in range(steps)]
+    x = feeds(m, steps)
+    assert_close(run_graph(g, x), ort_run(m, x))
+    onnx.save(m, tmp_path / "m.onnx")
+    assert_close(build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=3, quiet=True)(**x),
+                 {"y": ort_run(m, x)["y"]})
 
 
 @pytest.mark.parametrize("placement,veus", [(None, 3), ("rtask-only", 4), ("launch-only", 2)])

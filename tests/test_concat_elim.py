@@ -2,6 +2,7 @@
 onnxruntime on models built here, with the removed Concats counted from the ONNX file itself."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ from scheduler.graph import View
 from scheduler.pipeline import import_graph
 from scheduler.reference import run_graph
 from scheduler.workload import build_workload
+from test_backends import siblings_model
 from test_scheduler import lstm_model
 
 REPO = Path(__file__).resolve().parent.parent
@@ -203,6 +205,22 @@ def test_lstm_steps_write_into_y(tmp_path: Path, steps: int, batch: int, hidden:
     onnx.save(m, tmp_path / "m.onnx")
     assert_close(build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=3, quiet=True)(**x),
                  {"y": ort_run(m, x)["y"]})
+
+
+@pytest.mark.parametrize("kind,batch,nodes", [("conv", 1, 3), ("matmul", 1, 2), ("conv", 2, 1)])
+def test_placed_siblings_are_not_merged(tmp_path: Path, kind: str, batch: int, nodes: int) -> None:
+    """--merge always with three siblings c0, c1 (a graph output), c2 concatenated. Conv at batch 1: c0 and c2 write
+    into the Concat and stay apart (a merge would make them Split pieces), c1 is copied: 3 nodes. MatMul at batch 1:
+    c2 sits 17 floats in (not 16-byte aligned), so only c0 is placed and c1, c2 merge: 2. Batch 2: no piece is
+    contiguous, nothing is placed, the three merge: 1."""
+    m = siblings_model(kind, batch, 5)
+    onnx.save(m, tmp_path / "m.onnx")
+    built = build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=3, merge="always", quiet=True)
+    x = feeds(m, 6)
+    assert_close(built(**x), ort_run(m, x))
+    op = "Conv" if kind == "conv" else "MatMul"
+    plan = json.loads((tmp_path / "b" / "plan.json").read_text())
+    assert len({o["node"] for o in plan["ops"] if o["op_type"] == op}) == nodes
 
 
 @pytest.mark.parametrize("placement,veus", [(None, 3), ("rtask-only", 4), ("launch-only", 2)])

@@ -16,6 +16,7 @@ import numpy as np
 from vdevice.target import Target
 
 from .concat_elim import eliminate_concats
+from .dedupe import dedupe_nodes
 from .fuse_elementwise import FUSED_BINARY, fuse_elementwise
 from .graph import Graph, Node, SchedulerError, View, present
 from .reference import can_evaluate, evaluate
@@ -1327,6 +1328,7 @@ PASSES: list[Pass] = [
     Pass("split_rnn_directions", lambda g, s: split_rnn_directions(g),
          "reverse/bidirectional/batch-major LSTMs and GRUs become forward layout-0 nodes per direction"),
     Pass("alias_views", lambda g, s: alias_views(g), "Reshape-likes and contiguous Slice/Split become views"),
+    Pass("dedupe_nodes", lambda g, s: dedupe_nodes(g), "a node repeating an earlier one (op, inputs, attrs) dropped"),
     Pass("unroll_lstm", lambda g, s: unroll_lstm(g), "forward LSTMs become one fused LSTMCell per step"),
     Pass("unroll_gru", lambda g, s: unroll_gru(g), "forward GRUs become per-step MatMul and pointwise operators"),
     Pass("fold_batchnorm", lambda g, s: fold_batchnorm(g), "BatchNormalization folded into its Conv/Gemm"),

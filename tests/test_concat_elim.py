@@ -225,7 +225,11 @@ def test_placed_siblings_are_not_merged(tmp_path: Path, kind: str, batch: int, n
 
 @pytest.mark.parametrize("placement,veus", [(None, 3), ("rtask-only", 4), ("launch-only", 2)])
 def test_built_cell_matches_onnxruntime(tmp_path: Path, placement: str | None, veus: int) -> None:
-    m = cell_model(batch=1, seed=veus)
+    check_built(tmp_path, cell_model(batch=1, seed=veus), placement, veus)
+
+
+def check_built(tmp_path: Path, m: onnx.ModelProto, placement: str | None, veus: int) -> None:
+    """`m` built for the CPU target (`placement`, `veus`) gives onnxruntime's outputs on random inputs."""
     onnx.save(m, tmp_path / "m.onnx")
     built = build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=veus, placement=placement,
                         quiet=True)

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_concat_elim import assert_close, feeds, ort_run
+from test_concat_elim import assert_close, check_built, feeds, ort_run
 
 from kernel_corpus.bindings import registry
 from rammer.build import build_model
@@ -98,11 +98,7 @@ def test_each_fused_node_has_one_launch() -> None:
 
 @pytest.mark.parametrize("placement,veus,c,size", [(None, 3, 4, 5), ("rtask-only", 4, 8, 6), ("launch-only", 2, 3, 7)])
 def test_built_chain_matches_onnxruntime(tmp_path: Path, placement: str | None, veus: int, c: int, size: int) -> None:
-    m = chain_model(c, size, veus)
-    onnx.save(m, tmp_path / "m.onnx")
-    built = build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=veus, placement=placement, quiet=True)
-    x = feeds(m, veus)
-    assert_close(built(**x), ort_run(m, x))
+    check_built(tmp_path, chain_model(c, size, veus), placement, veus)
 
 
 def zoo_fused(tmp_path: Path, name: str) -> None:

@@ -118,15 +118,9 @@ class Graph:
         return bool(name) and self.buffer_of(name).strides is not None
 
     def producers(self) -> dict[str, Node]:
-        """Map each node-written tensor to the node that writes it, and the buffer of an output that is a view (a
-        GEMM writing straight into a Transpose's layout) to its writer too."""
-        out: dict[str, Node] = {}
-        for node in self.nodes:
-            for name in present(node.outputs):
-                out[name] = node
-                if name in self.aliases:
-                    out.setdefault(self.buffer_of(name).base, node)
-        return out
+        """Map each node-written tensor to the node that writes it (a node writing into another buffer through a
+        view is that buffer's writer: Graph.writers)."""
+        return {out: node for node in self.nodes for out in node.outputs if out}
 
     def consumers(self) -> dict[str, list[Node]]:
         """Map each buffer (after aliasing) to the nodes that read it."""
@@ -136,14 +130,33 @@ class Graph:
                 users.setdefault(self.buffer_of(name).base, []).append(node)
         return users
 
-    def predecessors(self, node: Node, producers: dict[str, Node] | None = None) -> list[Node]:
-        """Nodes whose outputs `node` reads, through aliases, without repeats, in input order."""
+    def writers(self) -> dict[str, list[tuple[int, int, Node]]]:
+        """Nodes whose output is a view of another buffer, by that buffer: (first element, last element + 1, node)
+        of the range they write (a producer writing its slice of a Concat's output, scheduler/concat_elim.py; a GEMM
+        writing a Transpose's layout through a strided view, passes.alias_views)."""
+        found: dict[str, list[tuple[int, int, Node]]] = {}
+        for node in self.nodes:
+            for out in present(node.outputs):
+                if out in self.aliases:
+                    view = self.buffer_of(out)
+                    found.setdefault(view.base, []).append((*view.extent(self.tensors[out].shape), node))
+        return found
+
+    def predecessors(self, node: Node, producers: dict[str, Node] | None = None,
+                     writers: dict[str, list[tuple[int, int, Node]]] | None = None) -> list[Node]:
+        """Nodes whose outputs `node` reads, through aliases, without repeats, in input order: the producer of the
+        buffer read and every node writing into the part of it that is read (Graph.writers)."""
         producers = self.producers() if producers is None else producers
+        writers = self.writers() if writers is None else writers
         preds: list[Node] = []
         for name in present(node.inputs):
-            prod = producers.get(self.buffer_of(name).base)
-            if prod is not None and all(prod is not p for p in preds):
-                preds.append(prod)
+            view = self.buffer_of(name)
+            lo, hi = view.extent(self.tensors[name].shape)
+            found = [producers.get(view.base)] + [w for start, end, w in writers.get(view.base, ())
+                                                  if start < hi and lo < end]
+            for prod in found:
+                if prod is not None and prod is not node and all(prod is not p for p in preds):
+                    preds.append(prod)
         return preds
 
     def is_constant(self, name: str) -> bool:

@@ -17,6 +17,9 @@ from vdevice.target import Target
 
 from kernel_corpus.bindings import contiguous_strides
 
+from .concat_elim import eliminate_concats
+from .dedupe import dedupe_nodes
+from .fuse_elementwise import FUSED_BINARY, fuse_elementwise
 from .graph import Graph, Node, SchedulerError, View, present
 from .reference import can_evaluate, evaluate
 
@@ -666,9 +669,9 @@ def remove_dead(g: Graph) -> int:
         mark_live(g, name, live)
     kept_rev: list[Node] = []
     for node in reversed(g.nodes):
-        if any(out in live or g.buffer_of(out).base in live for out in present(node.outputs)):
+        if any(out in live or out in g.aliases and g.buffer_of(out).base in live for out in present(node.outputs)):
             kept_rev.append(node)
-            for name in present(node.inputs):
+            for name in present(node.inputs) + present(node.outputs):  # outputs: the hops to a buffer written into
                 mark_live(g, name, live)
     removed = len(g.nodes) - len(kept_rev)
     g.nodes = kept_rev[::-1]
@@ -1496,13 +1499,17 @@ PASSES: list[Pass] = [
     Pass("split_rnn_directions", lambda g, s: split_rnn_directions(g),
          "reverse/bidirectional/batch-major LSTMs and GRUs become forward layout-0 nodes per direction"),
     Pass("alias_views", lambda g, s: alias_views(g), "Reshape-likes and contiguous Slice/Split become views"),
+    Pass("dedupe_nodes", lambda g, s: dedupe_nodes(g), "a node repeating an earlier one (op, inputs, attrs) dropped"),
     Pass("unroll_lstm", lambda g, s: unroll_lstm(g), "forward LSTMs become one fused LSTMCell per step"),
     Pass("unroll_gru", lambda g, s: unroll_gru(g), "forward GRUs become per-step MatMul and pointwise operators"),
     Pass("fold_batchnorm", lambda g, s: fold_batchnorm(g), "BatchNormalization folded into its Conv/Gemm"),
     Pass("fuse_matmul_epilogues", lambda g, s: fuse_matmul_epilogues(g),
          "a MatMul's scalar Mul/Div and constant Add become one FusedMatMul", introduces="FusedMatMul"),
     Pass("fuse_activations", fuse_activations, "Relu/Gelu folded into the MatMul/Gemm/Conv that feeds it alone"),
+    Pass("fuse_elementwise", lambda g, s: fuse_elementwise(g),
+         "a Relu/Sigmoid/Tanh after a binary Add/Sub/Mul/Div or 2-operand Sum fused into it", introduces=FUSED_BINARY),
     Pass("remove_dead", lambda g, s: remove_dead(g), "nodes no graph output depends on are dropped"),
+    Pass("eliminate_concats", lambda g, s: eliminate_concats(g), "producers write into their contiguous Concat slice"),
 ]
 TARGET_PASSES: list[TargetPass] = [
     TargetPass("resident_weights", resident_weights,

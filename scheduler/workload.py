@@ -104,14 +104,14 @@ def build_workload(g: Graph, registry: Any = None, target: Target | None = None)
     registry = registry or default_registry
     target = target or Target(TargetKind.GPU, 1, backends=default_backends(with_libraries=True))
     index = {id(n): i for i, n in enumerate(g.nodes)}
-    producers = g.producers()
+    producers, writers = g.producers(), g.writers()
     ops, missing = [], []
     for i, node in enumerate(g.nodes):
         found, calls, reasons = node_choices(registry, g, node, target)
         if not found and not calls:
             why = "; ".join(reasons) if reasons else "no rKernel for this op type"
             missing.append(f"{describe_node(g, node)} ({why})")
-        preds = [index[id(p)] for p in g.predecessors(node, producers)]
+        preds = [index[id(p)] for p in g.predecessors(node, producers, writers)]
         if any(p >= i for p in preds):
             raise SchedulerError(f"node '{node.name}' reads a tensor produced later: graph not in topological order")
         ops.append(OpSpec(i, node.name, node.op_type, found, preds, list(node.inputs), list(node.outputs), calls))

@@ -25,12 +25,22 @@ PARAMS = {"wavefront": {}, "ios": {"max_endings": 4000}, "sequential": {}}
 
 
 def graph_edges(sch: Scheduled) -> list[tuple[int, int]]:
-    """Op-level dependencies from tensors: a launch reads a buffer another node writes; launches of a node in order,
+    """Op-level dependencies from tensors: a launch reads elements another node writes; launches of a node in order,
     except an independent launch (Concat's copies: after the node's inputs only, and the node's consumers wait for
     each) and a resident load (reads constants: after nothing; the launch after it also waits for the inputs)."""
     g, ops = sch.graph, sch.plan.ops
-    writes = {i: {g.buffer_of(t).base for t in op.outputs if t} for i, op in enumerate(ops)}
-    reads = {i: {g.buffer_of(t).base for t in op.inputs if t} for i, op in enumerate(ops)}
+
+    def regions(names: list[str]) -> list[tuple[str, int, int]]:
+        """[start, end) element ranges of the buffers the tensors live in (at least their first element): views
+        of one buffer (Concat elimination's pieces) overlap only where their elements do."""
+        views = [(g.buffer_of(t), max(g.tensors[t].size, 1)) for t in names if t]
+        return [(v.base, v.offset, v.offset + n) for v, n in views]
+
+    def overlap(a: list[tuple[str, int, int]], b: list[tuple[str, int, int]]) -> bool:
+        return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
+
+    writes = {i: regions(op.outputs) for i, op in enumerate(ops)}
+    reads = {i: regions(op.inputs) for i, op in enumerate(ops)}
     load = {i: op.launch.resident is not None and op.launch.resident.load for i, op in enumerate(ops)}
     index = {(op.node, op.launch_index): i for i, op in enumerate(ops)}
     edges = []
@@ -42,7 +52,7 @@ def graph_edges(sch: Scheduled) -> list[tuple[int, int]]:
         after_load = ops[c].launch_index > 0 and load[index[(ops[c].node, ops[c].launch_index - 1)]]
         first = ops[c].launch_index == 0 or ops[c].launch.independent or after_load
         if (not same_node and (last or ops[p].launch.independent) and first and not load[c]
-                and writes[p] & reads[c]):
+                and overlap(writes[p], reads[c])):
             edges.append((p, c))
     return edges
 

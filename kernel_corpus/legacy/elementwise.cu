@@ -59,36 +59,49 @@ __device__ __forceinline__ float unary_op(float x, float alpha, float beta) {
   return x;
 }
 
-// Same-shape binary op, four elements per thread: a float4 load/store when all three pointers are 16-byte
-// aligned and the four elements exist, scalar otherwise. block (BLOCK), grid ceil(ceil(n/4) / BLOCK).
-template <int OP, int BLOCK>
-__global__ void binary_same(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ Y,
-                            int n) {
-  const size_t i0 = ((size_t)blockIdx.x * BLOCK + threadIdx.x) * 4;
+// Same-shape binary op then a unary activation ACT (21: none), elements i0 .. i0+3: a float4 load/store when all
+// three pointers are 16-byte aligned and the four elements exist, scalar otherwise.
+template <int OP, int ACT>
+__device__ __forceinline__ void binary_same_at(const float* __restrict__ A, const float* __restrict__ B,
+                                               float* __restrict__ Y, int n, size_t i0) {
   if (i0 >= (size_t)n) return;
   const bool aligned = (((size_t)A | (size_t)B | (size_t)Y) & 15) == 0;
   if (aligned && i0 + 4 <= (size_t)n) {
     const float4 a = reinterpret_cast<const float4*>(A)[i0 / 4];
     const float4 b = reinterpret_cast<const float4*>(B)[i0 / 4];
     float4 y;
-    y.x = binary_op<OP>(a.x, b.x);
-    y.y = binary_op<OP>(a.y, b.y);
-    y.z = binary_op<OP>(a.z, b.z);
-    y.w = binary_op<OP>(a.w, b.w);
+    y.x = unary_op<ACT>(binary_op<OP>(a.x, b.x), 0.0f, 0.0f);
+    y.y = unary_op<ACT>(binary_op<OP>(a.y, b.y), 0.0f, 0.0f);
+    y.z = unary_op<ACT>(binary_op<OP>(a.z, b.z), 0.0f, 0.0f);
+    y.w = unary_op<ACT>(binary_op<OP>(a.w, b.w), 0.0f, 0.0f);
     reinterpret_cast<float4*>(Y)[i0 / 4] = y;
   } else {
-    for (size_t i = i0; i < i0 + 4 && i < (size_t)n; ++i) Y[i] = binary_op<OP>(A[i], B[i]);
+    for (size_t i = i0; i < i0 + 4 && i < (size_t)n; ++i) Y[i] = unary_op<ACT>(binary_op<OP>(A[i], B[i]), 0.0f, 0.0f);
   }
 }
 
-// Broadcasting binary op over an output of up to 4 dims [d0, d1, d2, d3] (d0 = n / (d1*d2*d3)): each operand is
-// read through its own element strides per output dim, 0 where it is broadcast.
-// block (BLOCK), grid ceil(n / BLOCK).
+// Same-shape binary op, four elements per thread. block (BLOCK), grid ceil(ceil(n/4) / BLOCK).
 template <int OP, int BLOCK>
-__global__ void binary_bcast(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ Y, int n,
-                             int d1, int d2, int d3, int sa0, int sa1, int sa2, int sa3, int sb0, int sb1, int sb2,
-                             int sb3) {
-  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+__global__ void binary_same(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ Y,
+                            int n) {
+  binary_same_at<OP, 21>(A, B, Y, n, ((size_t)blockIdx.x * BLOCK + threadIdx.x) * 4);
+}
+
+// binary_same with the activation ACT (a unary_op code) applied to each result: Add + Relu in one launch.
+template <int OP, int ACT, int BLOCK>
+__global__ void binary_same_act(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ Y,
+                                int n) {
+  binary_same_at<OP, ACT>(A, B, Y, n, ((size_t)blockIdx.x * BLOCK + threadIdx.x) * 4);
+}
+
+// Broadcasting binary op then the activation ACT (21: none) at output element idx of an output of up to 4 dims
+// [d0, d1, d2, d3] (d0 = n / (d1*d2*d3)): each operand is read through its own element strides per output dim,
+// 0 where it is broadcast.
+template <int OP, int ACT>
+__device__ __forceinline__ void binary_bcast_at(const float* __restrict__ A, const float* __restrict__ B,
+                                                float* __restrict__ Y, int n, int d1, int d2, int d3, int sa0,
+                                                int sa1, int sa2, int sa3, int sb0, int sb1, int sb2, int sb3,
+                                                size_t idx) {
   if (idx >= (size_t)n) return;
   const int i3 = idx % d3;
   const int i2 = (idx / d3) % d2;
@@ -96,7 +109,25 @@ __global__ void binary_bcast(const float* __restrict__ A, const float* __restric
   const int i0 = idx / ((size_t)d3 * d2 * d1);
   const size_t a = (size_t)i0 * sa0 + (size_t)i1 * sa1 + (size_t)i2 * sa2 + (size_t)i3 * sa3;
   const size_t b = (size_t)i0 * sb0 + (size_t)i1 * sb1 + (size_t)i2 * sb2 + (size_t)i3 * sb3;
-  Y[idx] = binary_op<OP>(A[a], B[b]);
+  Y[idx] = unary_op<ACT>(binary_op<OP>(A[a], B[b]), 0.0f, 0.0f);
+}
+
+// Broadcasting binary op, one thread per output element. block (BLOCK), grid ceil(n / BLOCK).
+template <int OP, int BLOCK>
+__global__ void binary_bcast(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ Y, int n,
+                             int d1, int d2, int d3, int sa0, int sa1, int sa2, int sa3, int sb0, int sb1, int sb2,
+                             int sb3) {
+  binary_bcast_at<OP, 21>(A, B, Y, n, d1, d2, d3, sa0, sa1, sa2, sa3, sb0, sb1, sb2, sb3,
+                          (size_t)blockIdx.x * BLOCK + threadIdx.x);
+}
+
+// binary_bcast with the activation ACT (a unary_op code) applied to each result.
+template <int OP, int ACT, int BLOCK>
+__global__ void binary_bcast_act(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ Y,
+                                 int n, int d1, int d2, int d3, int sa0, int sa1, int sa2, int sa3, int sb0, int sb1,
+                                 int sb2, int sb3) {
+  binary_bcast_at<OP, ACT>(A, B, Y, n, d1, d2, d3, sa0, sa1, sa2, sa3, sb0, sb1, sb2, sb3,
+                           (size_t)blockIdx.x * BLOCK + threadIdx.x);
 }
 
 // Unary op, one thread per element. block (BLOCK), grid ceil(n / BLOCK).

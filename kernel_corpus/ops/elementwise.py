@@ -14,7 +14,7 @@ import numpy as np
 from onnx import helper
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import (cdiv, condition_of, contiguous_strides, f32, i32, linear_launch,
+from kernel_corpus.ops._common import (activated, cdiv, condition_of, contiguous_strides, f32, i32, linear_launch,
                                        refuse_extra_outputs, require_present, tensor_bytes)
 from kernel_corpus.torch_builders import torch_function
 from toolchain.refusal import Refused
@@ -157,11 +157,13 @@ def broadcast_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]]:
     return dims, sa, sb
 
 
-def bcast_launch(op: int, node: NodeInfo, a: int, b: int, dims: list[int], sa: list[int], sb: list[int]) -> Launch:
-    """binary_bcast<op>(In(a), In(b)) -> Out(0) over the output view."""
+def bcast_launch(op: int, node: NodeInfo, a: int, b: int, dims: list[int], sa: list[int], sb: list[int],
+                 act: Unary | None = None) -> Launch:
+    """binary_bcast<op>(In(a), In(b)) -> Out(0) over the output view (binary_bcast_act<op, code> with `act`)."""
     n = node.outputs[0].numel
     args = [In(a), In(b), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sa + sb]
-    return linear_launch("binary_bcast", [op, BLOCK], n, BLOCK, args, n,
+    kernel, codes = ("binary_bcast", [op]) if act is None else ("binary_bcast_act", [op, act.code])
+    return linear_launch(kernel, codes + [BLOCK], n, BLOCK, args, n * (1 + (act.flops if act else 0)),
                          tensor_bytes(node.inputs[a], node.inputs[b], node.outputs[0]))
 
 
@@ -181,31 +183,79 @@ def _same_condition(node: NodeInfo) -> str | None:
 
 
 def _binary_bindings(op_type: str) -> list[Binding]:
-    """binary_same (float4, same shapes) and binary_bcast (any broadcast) for one arithmetic op."""
-    op = BINARY_OPS[op_type]
+    """binary_same (float4, same shapes) and binary_bcast (any broadcast) for one arithmetic op, or for FusedBinary
+    (its `op` then its `activation`: binary_same_act and binary_bcast_act)."""
+    fused = op_type == FUSED_BINARY
+    suffix = "_act" if fused else ""
+
+    def parts(node: NodeInfo) -> tuple[int, Unary | None]:
+        return _fused_parts(node) if fused else (BINARY_OPS[op_type], None)
 
     def traffic(node: NodeInfo) -> int:
         return tensor_bytes(node.inputs[0], node.inputs[1], node.outputs[0])
 
     def plan_same(node: NodeInfo) -> list[Launch]:
-        n = node.outputs[0].numel
-        return [linear_launch("binary_same", [op, BLOCK], cdiv(n, 4), BLOCK, [In(0), In(1), Out(0), i32(n)], n,
-                              traffic(node))]
+        n, (op, act) = node.outputs[0].numel, parts(node)
+        codes = [op] if act is None else [op, act.code]
+        return [linear_launch("binary_same" + suffix, codes + [BLOCK], cdiv(n, 4), BLOCK,
+                              [In(0), In(1), Out(0), i32(n)], n * (1 + (act.flops if act else 0)), traffic(node))]
 
     def plan_bcast(node: NodeInfo) -> list[Launch]:
         dims, sa, sb = broadcast_view(node)
-        return [bcast_launch(op, node, 0, 1, dims, sa, sb)]
+        op, act = parts(node)
+        return [bcast_launch(op, node, 0, 1, dims, sa, sb, act)]
+
+    def same(node: NodeInfo) -> str | None:
+        parts(node)
+        return _same_condition(node)
+
+    def bcast(node: NodeInfo) -> None:
+        parts(node)
+        broadcast_view(node)
 
     return [
-        Binding(op_type, "same_shape", SOURCE, "fast", _same_condition, plan_same, ("binary_same",)),
-        Binding(op_type, "broadcast", SOURCE, "efficient", condition_of(broadcast_view), plan_bcast,
-                ("binary_bcast",)),
+        Binding(op_type, "same_shape", SOURCE, "fast", same, plan_same, ("binary_same" + suffix,)),
+        Binding(op_type, "broadcast", SOURCE, "efficient", bcast, plan_bcast, ("binary_bcast" + suffix,)),
     ]
+
+
+# ---- FusedBinary: a binary op and the activation after it in one launch (scheduler/fuse_elementwise.py) ---------
+FUSED_BINARY = "FusedBinary"
+FUSED_BINARY_OPS = ("Add", "Sub", "Mul", "Div")
+FUSED_BINARY_ACTIVATIONS = ("Relu", "Sigmoid", "Tanh")  # unary ops without attributes
+
+
+def _fused_parts(node: NodeInfo) -> tuple[int, Unary]:
+    """binary_op and unary_op codes of a FusedBinary's `op` and `activation` (Refused for others)."""
+    op, act = str(node.attr("op", "")), str(node.attr("activation", ""))
+    if op not in FUSED_BINARY_OPS:
+        raise Refused(f"FusedBinary op '{op}': one of {', '.join(FUSED_BINARY_OPS)} only")
+    if act not in FUSED_BINARY_ACTIVATIONS:
+        raise Refused(f"FusedBinary activation '{act}': one of {', '.join(FUSED_BINARY_ACTIVATIONS)} only")
+    return BINARY_OPS[op], UNARY[act]
+
+
+def _fused_binary_equivalent(node: NodeInfo, ins: list[str], outs: list[str], dtype) -> tuple[list, list]:
+    """FusedBinary as its op, then its activation."""
+    return activated(node, [helper.make_node(str(node.attr("op", "")), ins[:2], ["binary"])], "binary", outs[0]), []
+
+
+def _torch_fused_binary(T, a: dict, k: list, nout: int) -> Callable:
+    """The op's torch function, then the activation's."""
+    op = torch_function(str(a["op"]).lower())(T, a, k, nout)
+    act = UNARY[str(a["activation"])].torch(T, a, k, nout)
+    return lambda x, y: act(op(x, y))
+
+
 
 
 BINARY_SHAPES = tuple(Shape((a, b), positive=(1,)) for a, b in [
     ((3, 50), (3, 50)), ((4, 8, 3), (4, 8, 3)), ((2, 3, 4, 5), ()), ((2, 3, 4, 5), (1, 3, 1, 1)), ((6, 10), (10,)),
     ((1, 5), (4, 1)), ((2, 1, 3, 2, 2, 3), (1, 1, 3, 1, 2, 3)), ((4, 256), (4, 256)), ((2, 64, 8, 8), (64, 1, 1))])
+FUSED_BINARY_SHAPES = tuple(Shape(s.inputs, {"op": op, "activation": act}, positive=s.positive)
+                            for s, (op, act) in zip(BINARY_SHAPES, [
+                                ("Add", "Relu"), ("Add", "Relu"), ("Mul", "Relu"), ("Add", "Relu"), ("Sub", "Relu"),
+                                ("Add", "Sigmoid"), ("Div", "Tanh"), ("Add", "Relu"), ("Add", "Relu")]))
 
 
 def _unary_of(node: NodeInfo) -> Unary:
@@ -430,6 +480,8 @@ OPS = (
     [OpDef(op, tuple(_binary_bindings(op)), SHAPES_OF.get(op, BINARY_SHAPES),
            torch=TORCH_BINARY.get(op, torch_function(op.lower())))
      for op in BINARY_OPS]
+    + [OpDef(FUSED_BINARY, tuple(_binary_bindings(FUSED_BINARY)), FUSED_BINARY_SHAPES, torch=_torch_fused_binary,
+             equivalent=_fused_binary_equivalent, custom=True)]
     + [_unary_def(op, u) for op, u in UNARY.items()]
     + [_nary_def(op) for op in NARY_OPS]
     + [OpDef("Where", (Binding("Where", "broadcast", SOURCE, "only", _where_condition, _where_plan, ("where_bcast",),

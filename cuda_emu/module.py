@@ -3,7 +3,9 @@
 Build: the source is wrapped (``#include "cuda_emu.h"``, the source, one ``extern "C"`` launcher per kernel
 expression), preprocessed with ``g++ -E``, its ``__shared__`` declarations are rewritten to per-block storage
 (:func:`rewrite_shared`), and the result is compiled into a shared library cached by the sha256 of that
-text and the compiler flags under ``$RAMMER_CACHE/emu`` (default ``~/.cache/rammer/emu``).
+text and the compiler flags under ``$RAMMER_CACHE/emu`` (default ``~/.cache/rammer/emu``). The compile reads the
+emulator's headers from a precompiled header when the cache has one for their text and flags (pch.py); the library
+is the same either way.
 
 Arguments of :meth:`CpuModule.launch`, in parameter order: a numpy array (any dimension, C-contiguous) or
 ``None`` is passed as a pointer; a numpy scalar (``np.float32(1)``, ``np.int32(3)``...) or a Python

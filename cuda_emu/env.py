@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 YIELD_BUDGET_ENV = "RAMMER_EMU_YIELD_BUDGET"    # overrides the default budgets (the CLIs' --yield-budget sets it)
 STALL_TIMEOUT_ENV = "RAMMER_EMU_STALL_TIMEOUT"  # seconds; 0 turns the stall watchdog off (--stall-timeout)
+PCH_ENV = "RAMMER_EMU_PCH"   # 0: build every module without the precompiled emulator header (cuda_emu/pch.py)
 MAX_YIELD_BUDGET = 2**62          # fits the launch's signed 64-bit counter
 STALL_TICK_S = 0.25               # the stall watchdog's resolution (kStallTickMs in emu_guard.h)
 MAX_STALL_TIMEOUT = 7 * 24 * 3600.0

@@ -3,7 +3,9 @@
 Build: the source is wrapped (``#include "cuda_emu.h"``, the source, one ``extern "C"`` launcher per kernel
 expression), preprocessed with ``g++ -E``, its ``__shared__`` declarations are rewritten to per-block storage
 (:func:`rewrite_shared`), and the result is compiled into a shared library cached by the sha256 of that
-text and the compiler flags under ``$RAMMER_CACHE/emu`` (default ``~/.cache/rammer/emu``).
+text and the compiler flags under ``$RAMMER_CACHE/emu`` (default ``~/.cache/rammer/emu``). The compile reads the
+emulator's headers from a precompiled header when the cache has one for their text and flags (pch.py); the library
+is the same either way.
 
 Arguments of :meth:`CpuModule.launch`, in parameter order: a numpy array (any dimension, C-contiguous) or
 ``None`` is passed as a pointer; a numpy scalar (``np.float32(1)``, ``np.int32(3)``...) or a Python
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import math
 import os
 import re
@@ -32,11 +33,11 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from toolchain.cache import cache_dir as toolchain_cache_dir
-from toolchain.cache import content_key, evict
+from toolchain.cache import build_lock, content_key, evict
 from toolchain.cxx import split_top_level
 from toolchain.stubs import stub_dirs
 
-from . import env
+from . import env, pch
 from .env import STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"
@@ -464,6 +465,7 @@ class CpuModule:
         self._defines = [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in (defines or {}).items()]
         self.sanitize = sanitizer_set(sanitize)
         self._flags = [*COMPILE_FLAGS, opt, *(SANITIZE_FLAGS if self.sanitize else ())]
+        self.compiled_with = "cache"  # how the library was built: "cache" (found built), "pch" or "plain"
         self.library_path = self._build(source)
         self._lib = self._load(self.library_path)
         self._launchers = {k: self._bind(i) for i, k in enumerate(self.kernels)}
@@ -499,17 +501,33 @@ class CpuModule:
                     with contextlib.suppress(OSError):
                         os.utime(lib)  # recently used: the cache's size cap evicts the least recently used first
                     return lib
-                ii = Path(tmp) / "src.ii"
-                ii.write_text(text)
                 tmp_lib = Path(tmp) / "out.so"
-                try:
-                    _run_compiler([cxx, *self._flags, "-x", "c++-cpp-output", str(ii), "-o", str(tmp_lib)],
-                                  f"to compile {self.name}")
-                except EmuCompileError as e:
-                    raise EmuCompileError(self._explain(str(e))) from None
+                self.compiled_with = self._compile(cxx, text, Path(tmp), tmp_lib)
                 os.replace(tmp_lib, lib)
         evict("emu", keep=lib)
         return lib
+
+    def _compile(self, cxx: str, text: str, tmp: Path, out: Path) -> str:
+        """Compiles the rewritten text into `out`: with the precompiled emulator header when there is one (see pch.py),
+        else, or when that fails, plainly; returns which ("pch" or "plain")."""
+        def compile_file(name: str, body: str) -> None:
+            (tmp / name).write_text(body)
+            _run_compiler([cxx, *self._flags, "-x", "c++-cpp-output", str(tmp / name), "-o", str(out)],
+                          f"to compile {self.name}")
+
+        parts = pch.split(text) if pch.enabled() else None
+        gch = pch.prepare(parts, self._flags, cxx, _compiler_version(cxx)) if parts else None
+        if parts and gch:
+            with contextlib.suppress(EmuCompileError):
+                compile_file("pch.ii", parts.with_pch(gch))
+                return "pch"
+        try:
+            compile_file("src.ii", text)
+        except EmuCompileError as e:
+            raise EmuCompileError(self._explain(str(e))) from None
+        if gch:
+            pch.discard(gch)   # the plain compile succeeded where the PCH's failed: the PCH is at fault
+        return "plain"
 
     def _explain(self, msg: str) -> str:
         """Names the kernel expression when the error is in a generated launcher."""
@@ -719,19 +737,6 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.emu_san_undefined.restype = ctypes.c_uint
     lib.emu_san_poison.argtypes = [ctypes.c_int]
     return lib
-
-
-@contextlib.contextmanager
-def build_lock(lib: Path) -> Any:
-    """An exclusive lock per cache entry (`NAME.so.lock` beside it), so that processes building the same module at
-    once (pytest-xdist workers, parallel builds) compile it once: the others wait, then find it built. The OS
-    releases the lock of a process that dies, so a waiter never waits on a dead builder."""
-    with open(lib.with_name(lib.name + ".lock"), "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _loadable(lib: Path) -> bool:

@@ -3,11 +3,14 @@ stubs, measured profiles): `$RAMMER_CACHE`, else `$XDG_CACHE_HOME/rammer`, else 
 SHA-256 digests of the inputs."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import math
 import os
 import shutil
 from pathlib import Path
+from typing import Iterator
 
 from .files import write_atomic
 
@@ -26,7 +29,8 @@ def cache_root() -> Path:
     return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "rammer"
 
 
-PARTS = ("emu", "nvrtc", "profiles", "registers", "sliced")  # every kind of entry the toolchain keeps
+# every kind of entry the toolchain keeps (pch: the emulator's precompiled headers, cuda_emu/pch.py)
+PARTS = ("emu", "nvrtc", "pch", "profiles", "registers", "sliced")
 TAG = "CACHEDIR.TAG"  # the Cache Directory Tagging convention (bford.info/cachedir): backup tools skip the folder
 TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
             "# The rammer toolchain's cache: `rammer cache info`, `rammer cache clear`. Only its parts\n"
@@ -103,6 +107,19 @@ def content_key(*parts: str | bytes, length: int = 32) -> str:
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
     return h.hexdigest()[:length]
+
+
+@contextlib.contextmanager
+def build_lock(entry: Path) -> Iterator[None]:
+    """An exclusive lock per cache entry (`NAME.lock` beside it), so that processes building the same entry at once
+    (pytest-xdist workers, parallel builds) build it once: the others wait, then find it built. The OS releases the
+    lock of a process that dies, so a waiter never waits on a dead builder."""
+    with open(entry.with_name(entry.name + ".lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def usage() -> dict[str, tuple[int, int]]:

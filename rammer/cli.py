@@ -250,7 +250,7 @@ def cache_info() -> None:
 @cache.command("clear")
 @click.argument("part", required=False)
 def cache_clear(part: str | None) -> None:
-    """Remove PART of the cache (emu, profiles, registers, sliced), or all of it (only the cache's own parts)."""
+    """Remove PART of the cache (emu, nvrtc, pch, profiles, registers, sliced), or all of it (only its own parts)."""
     from toolchain.cache import CacheError, clear
     try:
         freed = clear(part)

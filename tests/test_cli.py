@@ -218,3 +218,11 @@ def test_convert_beside_the_source_never_replaces_a_hand_written_file(tmp_path: 
         res = CliRunner().invoke(rtransform_main, ["convert", str(src)])
         assert res.exit_code == 0, res.output
     assert mine.read_text().startswith('#include "rtask_runtime.cuh"')
+
+
+def test_cache_clear_help_names_every_part() -> None:
+    """`rammer cache clear --help` lists the parts PART may be: every one toolchain.cache knows (a part added to
+    the cache without the help went unnoticed twice)."""
+    from toolchain.cache import PARTS
+    code, out = invoke(rammer_main, "cache", "clear", "--help")
+    assert code == 0 and all(part in out for part in PARTS), out

@@ -156,3 +156,12 @@ def test_choice_spreads_when_veus_are_free_and_keeps_fewest_fit_when_not(tmp_pat
     assert sorted(set(_family_shapes(tight).values())) == [7]
     assert not [n for n in tight.manifest.stats["notes"] if n.startswith("resident J")]
     assert tight.manifest.stats["predicted_us"] == pytest.approx(tight37.manifest.stats["predicted_us"])
+
+
+def test_a_negative_cap_is_refused() -> None:
+    """J is at least 1 (0: the fewest-fit J): a negative cap is a one-line error from the options and the Target."""
+    from rammer.build import BuildError, BuildOptions
+    with pytest.raises(BuildError, match="resident units -1"):
+        BuildOptions(resident_units=-1).check()
+    with pytest.raises(ValueError, match="resident units must be >= 0"):
+        Target(TargetKind.GPU, 132, resident_units=-2)

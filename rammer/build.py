@@ -474,6 +474,7 @@ class Build:
         excluded = budget.trials[budget.chosen].target.excluded if budget is not None and budget.chosen >= 0 else ()
         spread = self.resident_spread(result.planned, tuple(excluded), fitted=True)
         return dataclasses.replace(result, planned=self.fallback(spread))
+
     def resident_spread(self, first: Planned, excluded: tuple[str, ...] = (), fitted: bool = False) -> Planned:
         """The J choice: when the resident pass packed families, also plan with J (hidden units per resident rTask)
         capped lower (scheduler.passes.resident_unit_caps: more rTasks per step, shorter cell bodies, while every

@@ -26,12 +26,12 @@ from converter import RKernelMeta
 from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS, Temp
 from scheduler.export import graph_to_onnx
 from scheduler.graph import Graph
-from scheduler.passes import check_pass_names
+from scheduler.passes import check_pass_names, packed_shapes, resident_unit_caps, spread_blocks
 from scheduler.plan import temp_buffer
 from scheduler.profiler import H100, Profiler
 from scheduler.onnx_files import save_standalone
 from scheduler.report import render_report, schedule_slices, schedule_source, timeline_svg, timeline_trace
-from scheduler.search import Planned, SearchResult, TargetSearch
+from scheduler.search import Planned, SearchResult, TargetSearch, choose_occupancy, without_candidates
 from scheduler.workload import Workload
 from vdevice.program import Op, Program, plan_to_json
 from vdevice.target import H100 as H100_DEVICE
@@ -263,6 +263,9 @@ class BuildOptions:
     # launch segments fork independent branches over streams: None where predicted faster, True always (the
     # multi-stream baseline of rammer bench times that graph), False never
     fork_launches: bool | None = None
+    # J, the most hidden units per resident LSTM rTask (vdevice.target.Target.resident_units): None lets the build
+    # choose it by the cost model (Build.resident_spread), a number forces that cap (0: the fewest-fit J, no choice)
+    resident_units: int | None = None
 
     def check(self) -> None:
         """One-line errors for options that contradict each other, before any work."""
@@ -275,6 +278,8 @@ class BuildOptions:
         if self.target not in set(TargetKind):
             raise BuildError(f"--target {self.target}: choose from {', '.join(TargetKind)}")
         self.forced()
+        if self.resident_units is not None and self.resident_units < 0:
+            raise BuildError(f"resident units {self.resident_units}: J must be at least 1 (0: the fewest-fit J)")
 
     def forced(self) -> dict[str, str]:
         """--force as {pattern: kind}; a one-line error for a malformed one."""
@@ -323,7 +328,7 @@ def build_target(opts: BuildOptions, backends: tuple[BackendName, ...]) -> Targe
     veus = opts.veus if opts.veus is not None else (CPU_DEFAULT_VEUS if kind == TargetKind.CPU else gpu_default)
     check_veus(veus, kind)
     per_sm = opts.veus_per_sm or (-(-veus // H100_DEVICE.sms) if kind == TargetKind.GPU else 1)
-    return Target(kind, veus, per_sm, H100_DEVICE, opts.precision, backends)
+    return Target(kind, veus, per_sm, H100_DEVICE, opts.precision, backends, opts.resident_units or 0)
 
 
 @dataclass
@@ -463,9 +468,54 @@ class Build:
         graph = self.specialise(self.target, prof)
         first = self.plan(graph, self.workload(graph, self.target), self.target, self.target, prof)
         if not self.opts.searches or not first.ops:
-            return SearchResult(self.fallback(first))
+            return SearchResult(self.fallback(self.resident_spread(first)))
         result = TargetSearch(self, self.progress).run(first, slices=self.opts.veus_per_sm is None)
-        return dataclasses.replace(result, planned=self.fallback(result.planned))
+        budget = result.budget
+        excluded = budget.trials[budget.chosen].target.excluded if budget is not None and budget.chosen >= 0 else ()
+        spread = self.resident_spread(result.planned, tuple(excluded), fitted=True)
+        return dataclasses.replace(result, planned=self.fallback(spread))
+
+    def resident_spread(self, first: Planned, excluded: tuple[str, ...] = (), fitted: bool = False) -> Planned:
+        """The J choice: when the resident pass packed families, also plan with J (hidden units per resident rTask)
+        capped lower (scheduler.passes.resident_unit_caps: more rTasks per step, shorter cell bodies, while every
+        family still pins vEUs of its own), and keep the plan predicted fastest among those that pin as many
+        families; the fewest-fit J (the first plan) is kept unless another is faster, so never worse by the model.
+        Runs on the plan the target search kept (its vEUs per SM, its slices' sizing, the instantiations its register
+        budget `excluded`): the caps are bounded by that plan's vEUs, and when the search `fitted` it to ptxas, a
+        candidate (a new lstm_cell_resident<J> instantiation) must keep its vEUs per SM without spills to be kept."""
+        caps = [] if self.opts.resident_units is not None else resident_unit_caps(first.sch.graph, first.target.veus)
+        if not caps:
+            return first
+        best, tried = first, [spread_clause(first)]
+        for cap in caps:
+            sized = dataclasses.replace(first.sized_for, resident_units=cap)
+            graph = self.specialise(sized, first.profiler)
+            workload = self.workload(graph, sized)
+            reduced = without_candidates(workload, excluded) if excluded else (workload, {})
+            if reduced is None:
+                continue
+            q = self.plan(graph, reduced[0], dataclasses.replace(first.target, resident_units=cap), sized,
+                          first.profiler)
+            q.occupancy = first.occupancy
+            held = not fitted or self.holds(q)
+            tried.append(spread_clause(q) + ("" if held else f", fewer than {q.veus_per_sm}/SM by ptxas: not kept"))
+            if held and pinned_families(q) >= pinned_families(first) and q.predicted_us < best.predicted_us - 1e-6:
+                best = q
+        line = (f"resident J: tried {'; '.join(tried)}; kept J = "
+                f"{max((j for _, j in packed_shapes(best.sch.graph)), default=0)}")
+        best.sch.plan.notes.append(line)
+        if not self.progress.quiet:
+            print(f"  {line}", file=sys.stderr)
+        return best
+
+    def holds(self, q: Planned) -> bool:
+        """Whether ptxas lets q's interpreter keep q's vEUs per SM without spills (vdevice.occupancy)."""
+        occ = self.progress.step("vEUs per SM from ptxas", lambda: choose_occupancy(
+            q.ops, q.texts, q.sch.plan, q.veus_per_sm, q.veus_per_sm - 1))
+        if occ is not None:
+            q.occupancy = occ
+        return occ is None or occ.veus_per_sm >= q.veus_per_sm
+
     def generate(self, result: SearchResult) -> "Generated":
         """The kept plan as the folder's contents: programs over the converted rKernels, buffers, the manifest with the
         build's figures, and the generated program."""
@@ -628,6 +678,19 @@ class Dumps:
     def kept(self, target: Target) -> dict[str, Any]:
         """The dumps of a build whose plan was made for `target`."""
         return self.graphs.get(None, {}) | self.graphs.get(target, {})
+
+
+def pinned_families(p: Planned) -> int:
+    """Families whose rTasks run pinned in the plan (the rest stream their weights)."""
+    return len({op.launch.resident.family for op in p.sch.plan.ops if op.pinned})
+
+
+def spread_clause(p: Planned) -> str:
+    """One clause of the J choice's line: J per family, rTasks per step over all families, the prediction."""
+    shapes = packed_shapes(p.sch.graph)
+    js = sorted({j for _, j in shapes}, reverse=True)
+    return (f"J {'/'.join(map(str, js))}: {spread_blocks(shapes, max(js, default=1))} rTasks per step over "
+            f"{len(shapes)} families, {pinned_families(p)} pinned, predicted {p.predicted_us:.1f} us")
 
 
 def kernels_of(ops: list[Op]) -> dict[str, set[str]]:

@@ -864,7 +864,8 @@ def resident_weights(g: Graph, target: Target) -> int:
     the target's vEUs per SM (Target.resident_budget). Returns how many families were packed."""
     count, left = 0, resident_veus(target)
     for members in lstm_families(g):
-        packed = family_packing(g, members, target.resident_budget) if len(members) > 1 else None
+        packed = (family_packing(g, members, target.resident_budget, target.resident_units) if len(members) > 1
+                  else None)
         if packed is None:
             continue
         if left is not None and packed.shape[0] > left:
@@ -911,9 +912,9 @@ def lstm_families(g: Graph) -> list[list[Node]]:
     return list(groups.values())
 
 
-def family_packing(g: Graph, members: list[Node], budget: int) -> np.ndarray | None:
+def family_packing(g: Graph, members: list[Node], budget: int, cap: int = 0) -> np.ndarray | None:
     """P for one family, or None when its steps disagree (two Wt, x on some steps only, a bias on some steps only)
-    or its slices do not fit `budget` bytes of a vEU's shared memory."""
+    or its slices do not fit `budget` bytes of a vEU's shared memory; J at most `cap` hidden units (0: no cap)."""
     from kernel_corpus.ops.rnn import pack_lstm_weights, resident_units
     ins = [n.inputs for n in members]  # x, Wt, h_prev, Rt, pre, c_prev (lstm_families)
     wts, rts = {i[1] for i in ins}, {i[3] for i in ins if i[3]}
@@ -924,8 +925,53 @@ def family_packing(g: Graph, members: list[Node], budget: int) -> np.ndarray | N
     hidden = g.tensors[ins[0][5]].shape[1]
     w, r, b = (g.constant(t) if t else None for t in (wt, rt, bias))
     rows = sum(a.shape[0] for a in (w, r) if a is not None)
-    units = resident_units(rows, hidden, budget)
+    units = resident_units(rows, hidden, budget, cap)
     return None if units is None else pack_lstm_weights(w, r, b, hidden, units)
+
+
+# The J choice (rammer.build): the build plans the fewest-fit J and at most this many lower caps, and keeps the plan
+# predicted fastest; each is one more plan (~10 s at full-size LSTM-TC on this machine, an estimate).
+J_CANDIDATES = 3
+
+
+def packed_shapes(g: Graph) -> list[tuple[int, int]]:
+    """(H, J) of each family the resident_weights pass packed in `g` (P [ceil(H/J), rows + 1, 4J] on its head)."""
+    heads = [n for n in g.nodes if n.op_type == "LSTMCell" and n.attrs.get("family_head") == 1]
+    return [(g.tensors[n.inputs[5]].shape[1], g.tensors[n.inputs[PACKED_INPUT]].shape[2] // 4) for n in heads]
+
+
+def spread_blocks(shapes: list[tuple[int, int]], cap: int) -> int:
+    """rTasks per step over all families when J is capped at `cap` (each family's J is the packed one, or less:
+    resident_units evens J out without changing its block count, so ceil(H / min(J, cap)) is the count)."""
+    return sum(-(-h // min(j, cap)) for h, j in shapes)
+
+
+def resident_unit_caps(g: Graph, veus: int, most: int = J_CANDIDATES) -> list[int]:
+    """The J caps (Target.resident_units) worth planning besides the fewest-fit J the pass packed `g` with
+    (unit_caps of its families' shapes)."""
+    return unit_caps(packed_shapes(g), veus, most)
+
+
+def unit_caps(shapes: list[tuple[int, int]], veus: int, most: int = J_CANDIDATES) -> list[int]:
+    """For families of (H, J) packed with their fewest-fit J: the lower J caps whose families still fit the vEUs
+    side by side (rTasks per step over all families <= `veus`, so every family that pins now still pins), one cap
+    per block count, at most `most` of them evenly spaced from the fewest-fit count to the widest spread (always
+    included), largest cap first. No vEUs are held back for the plan's other work: it may queue on a pinned vEU
+    between steps, and the simulation that prices each candidate charges that wait."""
+    if not shapes or most < 1:
+        return []
+    base = spread_blocks(shapes, max(j for _, j in shapes))
+    caps: dict[int, int] = {}  # block count -> the largest cap giving it
+    for cap in range(max(j for _, j in shapes) - 1, 0, -1):
+        blocks = spread_blocks(shapes, cap)
+        if blocks > veus:
+            break
+        if blocks > base:
+            caps.setdefault(blocks, cap)
+    found = [caps[b] for b in sorted(caps)]
+    if len(found) <= most:
+        return found
+    return sorted({found[round((i + 1) * (len(found) - 1) / most)] for i in range(most)}, reverse=True)
 
 
 # ---- operands through float32 ----------------------------------------------------------------------------------

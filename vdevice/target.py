@@ -114,12 +114,18 @@ class Target:
     device: Device = H100
     precision: str = "3xtf32"  # kernel_corpus.bindings.PRECISIONS; the corpus checks it
     backends: tuple[BackendName, ...] = (BackendName.RTASK,)
+    # the most hidden units J one resident rTask may own (0: as many as the slice budget allows, the fewest rTasks
+    # per step); the build's J choice (rammer.build, scheduler.passes.resident_unit_caps) lowers it to spread a
+    # family's step over more vEUs
+    resident_units: int = 0
 
     def __post_init__(self) -> None:
         if self.veus < 1:
             raise ValueError(f"a target needs at least one vEU, got {self.veus}")
         if self.veus_per_sm < 1:
             raise ValueError(f"vEUs per SM must be >= 1, got {self.veus_per_sm}")
+        if self.resident_units < 0:
+            raise ValueError(f"resident units must be >= 0 (0: no cap), got {self.resident_units}")
 
     def at(self, veus_per_sm: int) -> "Target":
         """The same target with `veus_per_sm` vEUs on every SM of the device (what the GPU search tries)."""

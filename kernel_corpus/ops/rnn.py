@@ -186,11 +186,12 @@ def _packed_equivalent(node: NodeInfo, ins: list[str], outs: list[str], dtype) -
 PACKED_ONLY = "packed weights P (input 6) are given: the resident cell reads them"
 
 
-def resident_units(rows: int, hidden: int, budget: int) -> int | None:
+def resident_units(rows: int, hidden: int, budget: int, cap: int = 0) -> int | None:
     """J (hidden units per rTask) of the packed slices: the fewest rTasks whose slice of (rows + 1) x 4J floats fits
-    `budget` bytes of a vEU's shared memory, then J as even as that allows (least zero padding); None when not even
-    J = 1 fits. At most THREADS / 4 (each of a block's threads owns at least one weight column)."""
-    most = min(THREADS // 4, budget // (16 * (rows + 1)))
+    `budget` bytes of a vEU's shared memory and whose J is at most `cap` (0: no cap), then J as even as that allows
+    (least zero padding); None when not even J = 1 fits. At most THREADS / 4 (each of a block's threads owns at
+    least one weight column)."""
+    most = min(THREADS // 4, budget // (16 * (rows + 1)), cap or THREADS // 4)
     if most < 1:
         return None
     return cdiv(hidden, cdiv(hidden, most))

@@ -54,6 +54,14 @@ def main() -> None:
     input, 3 this machine lacks what the command needs (a GPU, torch)."""
 
 
+def _at_least_one_veu(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """--veus below 1 is bad input: one `error:` line and exit 2 before any work, as the other CLI errors."""
+    if value is not None and value < 1:
+        click.echo(f"error: --veus must be >= 1, got {value}", err=True)
+        ctx.exit(Exit.USAGE)
+    return value
+
+
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
@@ -63,7 +71,8 @@ def main() -> None:
 @click.option("--policy", type=LazyChoice(_policies), default="wavefront", show_default=True,
               help="how rTasks are placed on vEUs: wavefront, ios (IOS's stage search) or sequential")
 @click.option("--target", type=click.Choice(["gpu", "cpu"]), default=None, help=TARGET_HELP)
-@click.option("--veus", type=click.IntRange(min=1), default=None, help="number of vEUs (default: what fits the target)")
+@click.option("--veus", type=int, default=None, callback=_at_least_one_veu,
+              help="number of vEUs (default: what fits the target)")
 @click.option("--veus-per-sm", "veus_per_sm", type=click.IntRange(1, 4), default=None,
               help="size weight-stationary slices for this many vEUs sharing an SM (default: a GPU build without "
                    "--veus tries 1-4 and keeps the fastest predicted; else ceil(vEUs / 132) on a GPU, 1 on the CPU)")
@@ -140,7 +149,7 @@ def run(out_dir: str, inputs: str | None, check: bool, save: str | None, device:
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--policy", type=LazyChoice(_policies), default="wavefront", show_default=True,
               help="how rTasks are placed on vEUs: wavefront, ios (IOS's stage search) or sequential")
-@click.option("--veus", type=click.IntRange(min=1), default=None,
+@click.option("--veus", type=int, default=None, callback=_at_least_one_veu,
               help="vEUs of the vDevice (default: the H100's SM count)")
 @click.option("--profile", type=LazyChoice(_profiles), default="auto", show_default=True, help=PROFILE_HELP)
 @click.option("-o", "--out", default=None, type=click.Path(dir_okay=False), help="write plan.json here")
@@ -155,7 +164,8 @@ def plan(model: str, policy: str, veus: int | None, profile: str, out: str | Non
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("--target", type=click.Choice(["gpu", "cpu"]), default=None, help=TARGET_HELP)
 @click.option("--backends", default=None, metavar="LIST", help="backends to profile (default: all available)")
-@click.option("--veus", type=click.IntRange(min=1), default=None, help="vEUs the rKernel shapes are measured on")
+@click.option("--veus", type=int, default=None, callback=_at_least_one_veu,
+              help="vEUs the rKernel shapes are measured on")
 @click.option("--runs", type=int, default=50, show_default=True, help="runs per library call (median)")
 @click.option("--rtasks", is_flag=True, help="on --target cpu, also time rKernel shapes on the emulator")
 @click.option("--user-lib", "user_libs", multiple=True, type=click.Path(file_okay=False), metavar="FOLDER",

@@ -6,8 +6,7 @@ The residual `Add` then `Relu` after a FusedConv in ResNeXt, and the cells' `Add
 cases this targets."""
 from __future__ import annotations
 
-from . import passes  # the pass list imports this module: its helpers are looked up when the pass runs
-from .graph import Graph, Node, present
+from .graph import Graph, Node, present, sole_reader, viewed_bases
 
 FUSED_BINARY = "FusedBinary"
 BINARY = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "Div": "Div", "Sum": "Add"}  # node op type -> FusedBinary op
@@ -24,13 +23,13 @@ def fusable(g: Graph, node: Node) -> bool:
 
 def fuse_elementwise(g: Graph) -> int:
     """Fold each activation that alone reads a binary node's output into that node; return how many."""
-    consumers, viewed = g.consumers(), passes.viewed_bases(g)
+    consumers, viewed = g.consumers(), viewed_bases(g)
     removed: set[int] = set()
     for node in g.nodes:
         if not fusable(g, node):
             continue
         out = node.outputs[0]
-        act = passes.sole_reader(g, out, consumers, viewed)
+        act = sole_reader(g, out, consumers, viewed)
         if act is None or act.op_type not in ACTIVATIONS or act.inputs[0] != out:
             continue
         if g.tensors[act.outputs[0]].shape != g.tensors[out].shape:

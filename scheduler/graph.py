@@ -195,3 +195,17 @@ class Graph:
 def present(names: Iterable[str]) -> list[str]:
     """The names of the inputs that are given (ONNX marks an omitted optional input with '')."""
     return [n for n in names if n]
+
+
+def viewed_bases(g: Graph) -> set[str]:
+    """Buffers some alias (a view) points into."""
+    return {g.buffer_of(a).base for a in g.aliases}
+
+
+def sole_reader(g: Graph, name: str, consumers: dict[str, list[Node]], viewed: set[str]) -> Node | None:
+    """The one node reading `name` directly when nothing else can see it (no other reader, no view of it, not a
+    graph output): only then may that node be folded into `name`'s producer and `name` disappear."""
+    users = consumers.get(name, [])
+    if name in g.outputs or name in viewed or len(users) != 1 or name not in users[0].inputs:
+        return None
+    return users[0]

@@ -20,7 +20,7 @@ from kernel_corpus.bindings import contiguous_strides
 from .concat_elim import eliminate_concats
 from .dedupe import dedupe_nodes
 from .fuse_elementwise import FUSED_BINARY, fuse_elementwise
-from .graph import Graph, Node, SchedulerError, View, present
+from .graph import Graph, Node, SchedulerError, View, present, sole_reader, viewed_bases
 from .reference import can_evaluate, evaluate
 
 VIEW_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
@@ -538,20 +538,6 @@ def fold_into_gemm(g: Graph, gemm: Node, s: np.ndarray, shift: np.ndarray) -> No
 
 
 # ---- folding a node into its producer -------------------------------------------------------------------------
-def viewed_bases(g: Graph) -> set[str]:
-    """Buffers some alias (a view) points into."""
-    return {g.buffer_of(a).base for a in g.aliases}
-
-
-def sole_reader(g: Graph, name: str, consumers: dict[str, list[Node]], viewed: set[str]) -> Node | None:
-    """The one node reading `name` directly when nothing else can see it (no other reader, no view of it, not a
-    graph output): only then may that node be folded into `name`'s producer and `name` disappear."""
-    users = consumers.get(name, [])
-    if name in g.outputs or name in viewed or len(users) != 1 or name not in users[0].inputs:
-        return None
-    return users[0]
-
-
 # ---- MatMul epilogues ----------------------------------------------------------------------------------------
 def fuse_matmul_epilogues(g: Graph) -> int:
     """Fold the Mul/Div by a constant scalar and then the constant Add (a bias or a mask) that alone follow a

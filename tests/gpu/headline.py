@@ -110,20 +110,23 @@ def plan_digest(plan_json: dict[str, Any]) -> str:
 
 
 def git_commit() -> str:
-    """The commit of this tree: $HL_COMMIT (set by the wheelhouse, since the device gets no .git), else git."""
+    """The commit of this tree: $HL_COMMIT, else git where the tree has its .git, else the wheelhouse's stamp (the
+    device gets no .git). The stamp never wins over git: a stale .whl/COMMIT of an earlier GPU session once named
+    the pins' commit wrongly."""
     if os.environ.get("HL_COMMIT"):
         return os.environ["HL_COMMIT"]
+    if (ROOT / ".git").exists():
+        try:
+            res = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                                 text=True, timeout=10)
+            dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=10).stdout.strip()
+            if res.returncode == 0:
+                return res.stdout.strip() + ("+dirty" if dirty else "")
+        except (OSError, subprocess.SubprocessError):
+            pass
     stamp = ROOT / ".whl" / "COMMIT"
-    if stamp.is_file():
-        return stamp.read_text().strip()
-    try:
-        res = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return res.stdout.strip() + ("+dirty" if dirty else "") if res.returncode == 0 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    return stamp.read_text().strip() if stamp.is_file() else "unknown"
 
 
 # ---- stage 1: preflight ------------------------------------------------------------------------------------------

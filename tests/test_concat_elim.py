@@ -9,19 +9,19 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from kernel_corpus.bindings import registry
 from rammer.build import build_model
-from rammer.zoo import generate
+from rammer.zoo import generate, random_inputs
 from scheduler.export import graph_to_onnx
 from scheduler.graph import View
 from scheduler.pipeline import import_graph
 from scheduler.reference import run_graph
 from scheduler.workload import build_workload
 from test_backends import siblings_model
+from test_build import ort_outputs
 from test_scheduler import lstm_model
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,19 +85,6 @@ def cell_model(batch: int = 1, seed: int = 0) -> onnx.ModelProto:
     return n.model([f, outer])
 
 
-def feeds(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
-    """Random float inputs."""
-    rng = np.random.default_rng(seed)
-    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-            for i in model.graph.input}
-
-
-def ort_run(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Outputs of onnxruntime on the CPU, by name."""
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, inputs)))
-
-
 def concats(model: onnx.ModelProto) -> int:
     """Concat nodes of the ONNX file."""
     return sum(n.op_type == "Concat" for n in model.graph.node)
@@ -119,10 +106,10 @@ def test_batch1_pieces_are_placed_and_inputs_copied() -> None:
     # x sits after a (4 ch) and b (8 ch) in inner, which sits after d (4 ch) in outer: 16 channels of 6x6 in
     assert g.buffer_of(left[0].outputs[0]) == View("outer", 16 * 36)
     assert g.buffer_of("inner").base == "outer"
-    x = feeds(m, 3)
-    assert_close(run_graph(g, x), ort_run(m, x))
+    x = random_inputs(m, 3)
+    assert_close(run_graph(g, x), ort_outputs(m, x))
     standard = import_graph(m, registry, disabled=("fuse_activations",))  # no custom op: onnxruntime runs it
-    assert_close(ort_run(graph_to_onnx(standard), x), ort_run(m, x))  # the dumped graph computes the same
+    assert_close(ort_outputs(graph_to_onnx(standard), x), ort_outputs(m, x))  # the dumped graph computes the same
 
 
 def test_readers_wait_for_every_writer() -> None:
@@ -145,8 +132,8 @@ def test_batch2_slices_are_not_contiguous_and_stay_copies() -> None:
     m = cell_model(batch=2, seed=1)
     g = import_graph(m, registry)
     assert sum(n.op_type == "Concat" for n in g.nodes) == concats(m)
-    x = feeds(m, 4)
-    assert_close(run_graph(g, x), ort_run(m, x))
+    x = random_inputs(m, 4)
+    assert_close(run_graph(g, x), ort_outputs(m, x))
 
 
 def test_disabled_pass_keeps_every_concat() -> None:
@@ -168,8 +155,8 @@ def test_unaligned_piece_and_doubly_concatenated_tensor_are_copied() -> None:
     assert b not in g.aliases  # read by two Concats
     assert g.buffer_of(c) == View("second", 0)
     assert sum(n.op_type == "Concat" for n in g.nodes) == 2  # each reduced to the copy of b
-    x = feeds(m, 5)
-    assert_close(run_graph(g, x), ort_run(m, x))
+    x = random_inputs(m, 5)
+    assert_close(run_graph(g, x), ort_outputs(m, x))
 
 
 def test_nested_concat_read_only_by_the_outer_one(tmp_path: Path) -> None:
@@ -182,11 +169,11 @@ def test_nested_concat_read_only_by_the_outer_one(tmp_path: Path) -> None:
     g = import_graph(m, registry)
     assert not [n for n in g.nodes if n.op_type == "Concat"] and concats(m) == 2
     assert g.buffer_of(a) == View("outer", 4 * 16) and g.buffer_of(b) == View("outer", 8 * 16)
-    x = feeds(m, 2)
-    assert_close(run_graph(g, x), ort_run(m, x))
+    x = random_inputs(m, 2)
+    assert_close(run_graph(g, x), ort_outputs(m, x))
     onnx.save(m, tmp_path / "m.onnx")
     assert_close(build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=2, quiet=True)(**x),
-                 ort_run(m, x))
+                 ort_outputs(m, x))
 
 
 @pytest.mark.parametrize("steps,batch,hidden", [(5, 1, 4), (3, 2, 8)])
@@ -200,11 +187,11 @@ def test_lstm_steps_write_into_y(tmp_path: Path, steps: int, batch: int, hidden:
     cells = [n for n in g.nodes if n.op_type == "LSTMCell"]
     top = [c for c in cells if g.buffer_of(c.outputs[0]).base == g.buffer_of("y").base]
     assert [g.buffer_of(c.outputs[0]).offset for c in top] == [t * batch * hidden for t in range(steps)]
-    x = feeds(m, steps)
-    assert_close(run_graph(g, x), ort_run(m, x))
+    x = random_inputs(m, steps)
+    assert_close(run_graph(g, x), ort_outputs(m, x))
     onnx.save(m, tmp_path / "m.onnx")
     assert_close(build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=3, quiet=True)(**x),
-                 {"y": ort_run(m, x)["y"]})
+                 {"y": ort_outputs(m, x)["y"]})
 
 
 @pytest.mark.parametrize("kind,batch,nodes", [("conv", 1, 3), ("matmul", 1, 2), ("conv", 2, 1)])
@@ -216,8 +203,8 @@ def test_placed_siblings_are_not_merged(tmp_path: Path, kind: str, batch: int, n
     m = siblings_model(kind, batch, 5)
     onnx.save(m, tmp_path / "m.onnx")
     built = build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=3, merge="always", quiet=True)
-    x = feeds(m, 6)
-    assert_close(built(**x), ort_run(m, x))
+    x = random_inputs(m, 6)
+    assert_close(built(**x), ort_outputs(m, x))
     op = "Conv" if kind == "conv" else "MatMul"
     plan = json.loads((tmp_path / "b" / "plan.json").read_text())
     assert len({o["node"] for o in plan["ops"] if o["op_type"] == op}) == nodes
@@ -233,8 +220,8 @@ def check_built(tmp_path: Path, m: onnx.ModelProto, placement: str | None, veus:
     onnx.save(m, tmp_path / "m.onnx")
     built = build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=veus, placement=placement,
                         quiet=True)
-    x = feeds(m, veus)
-    assert_close(built(**x), ort_run(m, x))
+    x = random_inputs(m, veus)
+    assert_close(built(**x), ort_outputs(m, x))
 
 
 def test_cli_run_check_passes(tmp_path: Path) -> None:
@@ -262,8 +249,8 @@ def zoo_check(tmp_path: Path, name: str, placement: str | None) -> None:
     assert not [n for n in g.nodes if n.op_type == "Concat"]
     assert len(kept.nodes) - len(g.nodes) == concats(m)
     built = build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=4, placement=placement, quiet=True)
-    x = feeds(m, 1)
-    assert_close(built(**x), ort_run(m, x))
+    x = random_inputs(m, 1)
+    assert_close(built(**x), ort_outputs(m, x))
 
 
 @pytest.mark.parametrize("name,placement", [("squeezenet", "rtask-only"), ("squeezenet", "launch-only")])

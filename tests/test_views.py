@@ -8,19 +8,20 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from kernel_corpus.bindings import NodeInfo, TensorInfo, registry
 from kernel_corpus.ops.gemm import gemm_problem
 from rammer.build import build_model
+from rammer.zoo import random_inputs
 from scheduler.export import graph_to_onnx
 from scheduler.graph import View
 from scheduler.onnx_import import import_model
 from scheduler.passes import reshaped_strides, run_passes
 from scheduler.reference import run_graph
 from scheduler.workload import build_workload, node_info
+from test_build import ort_outputs
 
 
 # ---- the view arithmetic against numpy ---------------------------------------------------------------------------
@@ -200,17 +201,6 @@ def split_model(rows: int, widths: list[int], n: int, seed: int, batch: int = 1)
     return model_of(nodes, {"x": (batch, rows, sum(widths)), "a": (batch, 3, rows)}, outputs, inits)
 
 
-def feeds_of(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-            for i in model.graph.input}
-
-
-def onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-
-
 def assert_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
     assert set(got) == set(want)
     for name, ref in want.items():
@@ -226,10 +216,10 @@ def check_passed_graph(model: onnx.ModelProto, seed: int) -> None:
     """The passed graph (views included) by the node-by-node numpy reference and as exported ONNX, against
     onnxruntime on the original model; the GEMMs reading strided views get only strided-capable candidates."""
     g = run_passes(import_model(model))
-    feeds = feeds_of(model, seed)
-    want = onnxruntime(model, feeds)
+    feeds = random_inputs(model, seed)
+    want = ort_outputs(model, feeds)
     assert_close({k: np.asarray(v) for k, v in run_graph(g, feeds).items()}, want)
-    assert_close(onnxruntime(graph_to_onnx(g), feeds), want)
+    assert_close(ort_outputs(graph_to_onnx(g), feeds), want)
     work = build_workload(g)
     for node, op in zip(g.nodes, work.ops):
         info = node_info(g, node)
@@ -306,8 +296,8 @@ def test_built_on_the_cpu_emulator_matches_onnxruntime(tmp_path: Path, name: str
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, path)
     built = build_model(path, tmp_path / "out", target="cpu", veus=4, quiet=True)
-    feeds = feeds_of(model, seed=7)
-    assert_close(built.run(feeds), onnxruntime(model, feeds))
+    feeds = random_inputs(model, 7)
+    assert_close(built.run(feeds), ort_outputs(model, feeds))
     if name == "attention1":  # plan.json describes each view as the kernels read it (S 8, 2 heads of D 4, E 8)
         aliases = json.loads((tmp_path / "out" / "plan.json").read_text())["aliases"]
         want = {"q": ("qkv", 0, [4, 24, 1]), "k": ("qkv", 8, [4, 1, 24]), "v": ("qkv", 16, [4, 24, 1]),
@@ -326,8 +316,8 @@ def test_library_calls_read_and_write_views(tmp_path: Path) -> None:
                         force=("MatMul_*=library", "*=rtask"))
     calls = [s for s in built.manifest.steps if s.kind == "library"]
     assert len(calls) == 3
-    feeds = feeds_of(model, seed=8)
-    assert_close(built.run(feeds), onnxruntime(model, feeds))
+    feeds = random_inputs(model, 8)
+    assert_close(built.run(feeds), ort_outputs(model, feeds))
 
 
 def test_a_library_call_on_views_is_charged_their_copies() -> None:
@@ -367,5 +357,5 @@ def test_siblings_writing_views_are_not_merged() -> None:
     assert merge_siblings(g, "always", lambda graph, ns: 0.0, lambda op: True) == 1
     # y2, y3 (graph outputs): one MatMul and a Split
     assert sorted(n.op_type for n in g.nodes) == ["MatMul"] * 3 + ["Relu"] * 2 + ["Split"]
-    feeds = feeds_of(model, seed=6)
-    assert_close({k: np.asarray(v) for k, v in run_graph(g, feeds).items()}, onnxruntime(model, feeds))
+    feeds = random_inputs(model, 6)
+    assert_close({k: np.asarray(v) for k, v in run_graph(g, feeds).items()}, ort_outputs(model, feeds))

@@ -125,7 +125,8 @@ def test_gpu_build_searches_veus_per_sm_for_resident_slices(tmp_path: Path) -> N
     if find_nvcc() is None:
         pytest.skip("needs nvcc: a --target gpu build takes the vEUs per SM from ptxas")
     model = _tiny_lstm(tmp_path)
-    built = build_model(model, tmp_path / "out", target="gpu", quiet=True, profile="model", launches=False)
+    built = build_model(model, tmp_path / "out", target="gpu", quiet=True, profile="model", launches=False,
+                        resident_units=0)  # the fewest-fit J: the search over vEUs per SM alone (test_resident_j)
     stats = json.loads((tmp_path / "out" / "build.json").read_text())["stats"]
     search = stats["resident_search"]
     assert search is not None, "the resident families held one vEU per SM and the build did not search"

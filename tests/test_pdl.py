@@ -471,6 +471,33 @@ def test_segment_chain_with_a_stand_in_driver(monkeypatch, tmp_path):
     assert [e[0] for e in log if isinstance(e, tuple) and e[0] == "plain"] == ["plain", "plain"]
 
 
+def test_a_chain_the_driver_refuses_is_recaptured_as_plain_graph_nodes(monkeypatch, tmp_path):
+    """A driver whose cuLaunchKernelEx fails during the capture (PDL chains have never run on a GPU): the run is
+    captured again with every op an ordinary launch (the prologue's wait then has no prerequisite grid), the
+    executor's notes say why, later captures stay plain, and the graph is replayed."""
+    import vdevice.pdl as pdl
+    from vdevice.executors import LaunchStep, SegmentGraphs
+    _, built = _mixed_build("lstm-tc", tmp_path)
+    run = _chain_run(built)
+    chain = next(s for s in run if isinstance(s, LaunchStep) and s.chain)
+    vd = built.executor("persistent").vd
+    log: list = []
+    fake, be = _FakeDriver(), _FakeGpu(log)
+    fake.cuGetErrorName = lambda err: (0, b"CUDA_ERROR_INVALID_VALUE")
+    monkeypatch.setattr(pdl, "driver_module", lambda: fake)
+    fake.cuLaunchKernelEx = lambda cfg, f, params, extra: (1,)
+    vd.backend, vd.pdl_launcher = be, pdl.PdlLauncher()
+    notes: list[str] = []
+    graphs = SegmentGraphs(vd, notes)
+    graphs.run(run)
+    graphs.run(run)
+    assert vd.pdl_launcher is None and len(notes) == 1 and "refused" in notes[0] and "cuLaunchKernelEx" in notes[0]
+    second = log[log.index("end") + 1:]
+    assert second[:2] == ["sync", "begin"] and second[-3:] == ["end", "replay", "replay"]
+    assert [e[1] for e in second if isinstance(e, tuple)] == [vd.wrapper(i) for i in chain.ops]
+    assert all(e[0] == "plain" for e in second if isinstance(e, tuple))
+
+
 def test_segments_fall_back_to_plain_graphs_without_cuda_bindings(monkeypatch, tmp_path):
     """A GPU of sm_90 without cuda.bindings: the vDevice is compiled from the build's own sources (no prologue),
     says why in its note, the persistent executor lists the note, its segments are captured as plain graph nodes

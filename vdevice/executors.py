@@ -398,9 +398,10 @@ class SegmentGraphs:
     segment forked over parallel streams where its ops are independent, a call on the capturing stream), replayed
     per run; on the CPU the ops are launched and the calls made in order."""
 
-    def __init__(self, vd: "VDevice") -> None:
+    def __init__(self, vd: "VDevice", notes: list[str] | None = None) -> None:
         self.vd = vd
         self.graphs: dict[StepRun, Any] = {}
+        self.notes = notes if notes is not None else []  # the executor's notes: a PDL chain the driver refused
 
     def run(self, steps: StepRun) -> None:
         """Run one run of steps."""
@@ -413,8 +414,26 @@ class SegmentGraphs:
                         launch_op(self.vd, op)
             return
         if steps not in self.graphs:
-            self.graphs[steps] = self.capture(steps)
+            try:
+                self.graphs[steps] = self.capture(steps)
+            except Exception as exc:
+                if not any(isinstance(s, LaunchStep) and self.chained(s) for s in steps):
+                    raise
+                self.refuse_chains(exc)
+                self.graphs[steps] = self.capture(steps)
         self.graphs[steps].launch(self.vd.backend.stream)
+
+    def refuse_chains(self, exc: BaseException) -> None:
+        """A driver that refused a PDL chain's capture (never run on a GPU before it ships): every later capture
+        launches the chained wrappers as plain graph nodes, where the prologue's griddepcontrol.wait has no
+        prerequisite grid in flight and returns at once (PTX ISA), with a note, instead of failing the run."""
+        self.vd.pdl_launcher = None
+        reason = (str(exc).strip().splitlines() or [""])[0]
+        note = (f"note: the driver refused a launch segment's PDL chain ({type(exc).__name__}: {reason}); launch "
+                f"segments run as plain CUDA Graph nodes")
+        self.vd.pdl_note = note
+        self.notes.append(note)
+        print(note, file=sys.stderr)
 
     def capture(self, steps: StepRun) -> Any:
         """Stream-capture the run: each segment's ops on their streams (capture_segment), each call on the
@@ -506,7 +525,7 @@ class PersistentExecutor:
             CPU_WATCHDOG_POLLS if be.name == "cpu" else GPU_WATCHDOG_CYCLES)
         self.notes: list[str] = []  # what the GPU made the executor change (a program folded onto fewer vEUs)
         self.loaded = [self._load(p) for p in programs]
-        self.segments = SegmentGraphs(self.vd)
+        self.segments = SegmentGraphs(self.vd, self.notes)
         self.steps: list[RunStep] = list(range(len(programs))) if steps is None else list(steps)
         bad = [s for s in self.steps if isinstance(s, int) and not 0 <= s < len(self.loaded)]
         if bad:

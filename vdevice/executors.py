@@ -21,14 +21,21 @@ CPU_WATCHDOG_POLLS = 200_000          # barrier polls (each one an emulator yiel
 # made 157-651 yields per instruction (lstm-tc, resnext, transformer; 2026-11-25), full-size rTasks poll longer.
 CPU_YIELDS_PER_INSTRUCTION = 50_000
 
+GPU_WATCHDOG_CYCLES = 2_000_000_000   # clock64 cycles (about a second) before a wait is declared stuck
+_U32_LIMIT = 2**32 - 1
+
 
 def cpu_yield_budget(units: int, per_unit: int = DEFAULT_YIELD_BUDGET) -> int:
     """The emulator's whole-launch yield budget for a persistent launch that runs `units` pieces of work one after
     another (an rProgram's instructions, the rTasks one vEU of `rtransform verify` takes): `per_unit` yields each,
     never below the emulator's default for one launch, nor above the largest budget a launch takes."""
     return min(MAX_YIELD_BUDGET, max(DEFAULT_YIELD_BUDGET, per_unit * max(1, units)))
-GPU_WATCHDOG_CYCLES = 2_000_000_000   # clock64 cycles (about a second) before a wait is declared stuck
-_U32_LIMIT = 2**32 - 1
+
+
+def tell(notes: list[str], note: str) -> None:
+    """Keep a note of what the executor changed on this device (the executor's `notes`) and print it on stderr."""
+    notes.append(note)
+    print(note, file=sys.stderr)
 
 
 class VDeviceError(RuntimeError):
@@ -432,8 +439,7 @@ class SegmentGraphs:
         note = (f"note: the driver refused a launch segment's PDL chain ({type(exc).__name__}: {reason}); launch "
                 f"segments run as plain CUDA Graph nodes")
         self.vd.pdl_note = note
-        self.notes.append(note)
-        print(note, file=sys.stderr)
+        tell(self.notes, note)
 
     def capture(self, steps: StepRun) -> Any:
         """Stream-capture the run: each segment's ops on their streams (capture_segment), each call on the
@@ -532,8 +538,7 @@ class PersistentExecutor:
             raise VDeviceError(f"step names rProgram {bad[0]}, but the plan has {len(self.loaded)}")
         self.runs = step_runs(self.steps)
         if self.vd.pdl_note and any(isinstance(s, LaunchStep) and s.chain for s in self.steps):
-            self.notes.append(self.vd.pdl_note)  # decided when the vDevice was compiled (vdevice.pdl.chain_vdevice)
-            print(self.vd.pdl_note, file=sys.stderr)
+            tell(self.notes, self.vd.pdl_note)  # decided when the vDevice was compiled (vdevice.pdl.chain_vdevice)
 
     def _load(self, program: Program) -> _Loaded:
         """Encode, check co-residency and upload one program."""
@@ -562,8 +567,7 @@ class PersistentExecutor:
         note = (f"note: only {limit} of the program's {program.num_veus} vEUs ({smem} B shared memory each) can be "
                 f"co-resident on this GPU: launched on {limit}, each running the rTasks of "
                 f"{-(-program.num_veus // limit)} vEUs in one valid order (slower than the plan predicts)")
-        self.notes.append(note)
-        print(note, file=sys.stderr)
+        tell(self.notes, note)
         return folded, encode(folded, self.vd.gen, self.vd.args)
 
     def _run_index(self, ld: _Loaded) -> int:

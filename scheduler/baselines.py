@@ -143,8 +143,6 @@ def multi_stream_us(nodes: list[NodeKernels], profiler: Profiler, streams: int |
     when a predecessor is on another stream (LaunchCosts.cross_stream_us, paid even when the event has fired), then
     runs its kernels each with the graph node's gap; no faster than the device time its kernels fill (kernel x
     share, summed)."""
-    gap = profiler.launches.gap_us("graph")
-    floor = profiler.launches.floor_us("graph")
     edge = profiler.launches.cross_stream_us
     lanes = node_streams(nodes, streams)
     finish: list[float] = []
@@ -155,7 +153,7 @@ def multi_stream_us(nodes: list[NodeKernels], profiler: Profiler, streams: int |
         start += edge if any(lanes[p] != lane for p in node.preds) else 0.0
         kernels = kernels_of(node, library=False)
         shares = node.shares if kernels is node.kernels_us else [1.0] * len(kernels)
-        finish.append(start + sum(max(floor, k + gap) for k in kernels))
+        finish.append(start + sum(profiler.launch_node_us(k, "graph") for k in kernels))
         free[lane] = finish[-1]
         area += sum(k * s for k, s in zip(kernels, shares))
     return max(max(finish, default=0.0), area) + profiler.launches.eager_us

@@ -69,9 +69,8 @@ def launch_option_us(spec: OpSpec, profiler: Profiler) -> float:
     Profiler.chain_launch; never less than a tiny op's node)."""
     from kernel_corpus.bindings import as_unpinned
     cand = fastest_alone(profiler, spec)
-    how = profiler.chain_launch
-    gap, floor = profiler.launches.gap_us(how), profiler.launches.floor_us(how)
-    return sum(max(floor, profiler.legacy_kernel_us(as_unpinned(launch)) + gap) for launch in cand.launches)
+    return sum(profiler.launch_node_us(profiler.legacy_kernel_us(as_unpinned(launch)), profiler.chain_launch)
+               for launch in cand.launches)
 
 
 def lost_overlap(workload: Workload, plan: Plan | None, barrier_us: float) -> list[float]:

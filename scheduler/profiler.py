@@ -450,13 +450,16 @@ class Profiler:
         "pdl", dispatch_costs.LaunchCosts) and never takes less than a launched tiny op; a graph is itself
         launched once. `first`: the first kernel's launch when it differs (a PDL chain's first kernel after a
         library call in the same graph is an ordinary graph node: scheduler.segments.launch_part)."""
-        def one(k: float, way: str) -> float:
-            gap, floor = self.launches.gap_us(way), self.launches.floor_us(way)
-            if way == "eager":  # asynchronous: the host's interval or the kernel and the stream's gap, the longer
-                gap, floor = self.launches.eager_stream_gap_us, self.launches.eager_us
-            return max(floor, k + gap)
-        total = sum(one(k, first if n == 0 and first else how) for n, k in enumerate(kernels_us))
+        total = sum(self.launch_node_us(k, first if n == 0 and first else how) for n, k in enumerate(kernels_us))
         return total + (self.launches.eager_us if how in ("graph", "pdl") else 0.0)
+
+    def launch_node_us(self, kernel_us: float, how: str) -> float:
+        """One kernel of `kernel_us` launched `how` ("eager", "graph", "pdl", "torch"): the kernel and the launch's
+        gap, never less than a launched tiny op."""
+        gap, floor = self.launches.gap_us(how), self.launches.floor_us(how)
+        if how == "eager":  # asynchronous: the host's interval or the kernel and the stream's gap, the longer
+            gap, floor = self.launches.eager_stream_gap_us, self.launches.eager_us
+        return max(floor, kernel_us + gap)
 
     @property
     def chain_launch(self) -> str:

@@ -9,10 +9,11 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_concat_elim import assert_close, check_built, feeds, ort_run
+from test_build import ort_outputs
+from test_concat_elim import assert_close, check_built
 
 from kernel_corpus.bindings import registry
-from rammer.zoo import generate
+from rammer.zoo import generate, random_inputs
 from scheduler.pipeline import import_graph
 from scheduler.reference import run_graph
 
@@ -67,8 +68,8 @@ def test_repeats_dropped_and_the_survivor_fuses() -> None:
     # c1's Relu folded (FusedConv) once its repeat was gone; x's Relu stays one node; two pools remain
     assert kinds.count("FusedConv") == 1 and kinds.count("Relu") == 1 and kinds.count("AveragePool") == 2
     assert g.buffer_of("p2").base == g.buffer_of("p1").base  # the graph output p2 is a view of p1
-    x = feeds(m, 1)
-    assert_close(run_graph(g, x), ort_run(m, x))
+    x = random_inputs(m, 1)
+    assert_close(run_graph(g, x), ort_outputs(m, x))
 
 
 def test_disabled_keeps_every_node() -> None:

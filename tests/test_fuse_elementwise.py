@@ -10,11 +10,12 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_concat_elim import assert_close, check_built, feeds, ort_run
+from test_build import ort_outputs
+from test_concat_elim import assert_close, check_built
 
 from kernel_corpus.bindings import registry
 from rammer.build import build_model
-from rammer.zoo import NAMES, generate
+from rammer.zoo import NAMES, generate, random_inputs
 from scheduler.pipeline import import_graph
 from scheduler.reference import run_graph
 from scheduler.workload import build_workload
@@ -83,8 +84,8 @@ def test_fused_pairs_counted_from_the_onnx_file() -> None:
         [("Add", "Relu"), ("Mul", "Relu"), ("Add", "Sigmoid"), ("Sub", "Tanh"), ("Div", "Relu")])
     plain = import_graph(m, registry, disabled=("fuse_elementwise",))
     assert len(plain.nodes) - len(g.nodes) == FUSED_IN_CHAIN  # one node (one launch) fewer per pair
-    x = feeds(m, 1)
-    assert_close(run_graph(g, x), ort_run(m, x))
+    x = random_inputs(m, 1)
+    assert_close(run_graph(g, x), ort_outputs(m, x))
 
 
 def test_each_fused_node_has_one_launch() -> None:
@@ -109,8 +110,8 @@ def zoo_fused(tmp_path: Path, name: str) -> None:
     assert pairs > 0 and sum(n.op_type == "FusedBinary" for n in g.nodes) == pairs
     onnx.save(m, tmp_path / "m.onnx")
     built = build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=4, placement="rtask-only", quiet=True)
-    x = feeds(m, 3)
-    assert_close(built(**x), ort_run(m, x))
+    x = random_inputs(m, 3)
+    assert_close(built(**x), ort_outputs(m, x))
 
 
 def test_resnext_small_residual_add_relu(tmp_path: Path) -> None:

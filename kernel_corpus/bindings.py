@@ -207,6 +207,9 @@ class Launch:
     # reads none of its node's earlier launches' outputs and writes a region of its own (Concat's copies): it may
     # run beside them, after the node's inputs only; the node's consumers wait for every such launch
     independent: bool = False
+    # computes a table from its scalars alone (reads no tensor, writes only its node's temps: conv_tc's im2col
+    # offsets): a build runs it once when it loads, not every inference (scheduler.backends.base.Candidate.setup)
+    setup: bool = False
 
     @property
     def expr(self) -> str:
@@ -315,6 +318,9 @@ class Binding:
         digest = source_digest(self.source_path)
         launches = [dataclasses.replace(ln, source_digest=digest) for ln in self.plan(node)]
         for ln in launches:
+            if ln.setup and not all(isinstance(a, (Temp, Scalar)) for a in ln.args):
+                raise NotApplicable(f"{self.name}: setup launch {ln.kernel} may take only temps and scalars (it runs "
+                                    f"once at load, before any tensor holds data)")
             if ln.resident is not None and not set(ln.resident.inputs) <= set(self.resident):
                 raise NotApplicable(f"{self.name}: launch {ln.kernel} keeps inputs {list(ln.resident.inputs)} "
                                     f"resident; the binding declares {list(self.resident)}")

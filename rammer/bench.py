@@ -319,12 +319,14 @@ def pdl_note(ex: Any) -> str:
 def pdl_executor(built: Any, backend: str = "gpu") -> Any:
     """A PdlGraphExecutor of a build (rammer.runtime.Built) on `backend`: the build's ops, steps and buffers,
     compiled from the PDL copy of its sources; None when it has no operators."""
+    from vdevice.executors import run_once
     from vdevice.pdl import PdlGraphExecutor, make_vdevice
     if not built.ops:
         return None
     vd = make_vdevice(built.ops, built.sources, built.host_buffers(), backend,
                       include_dirs=[str(built.folder / "rkernels")], views=built.manifest.views,
                       veus_per_sm=int(built.manifest.stats.get("veus_per_sm", 1)))
+    run_once(vd, built.manifest.setup)  # its own buffers: the setup ops' tables computed here too
     by_program = built.program_ops()
     return PdlGraphExecutor(built.ops, built.sources, {}, deps=built.manifest.deps, vdevice=vd,
                             steps=built.executor_steps(lambda k: by_program[k], lambda g: list(g.ops)))

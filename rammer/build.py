@@ -27,7 +27,7 @@ from kernel_corpus.bindings import DEFAULT_PRECISION, PRECISIONS, Temp
 from scheduler.export import graph_to_onnx
 from scheduler.graph import Graph
 from scheduler.passes import check_pass_names, packed_shapes, resident_unit_caps, spread_blocks
-from scheduler.plan import temp_buffer
+from scheduler.plan import default_vdevice_op, temp_buffer
 from scheduler.profiler import H100, Profiler
 from scheduler.onnx_files import save_standalone
 from scheduler.report import render_report, schedule_slices, schedule_source, timeline_svg, timeline_trace
@@ -412,8 +412,9 @@ class Build:
                                                              force=self.opts.forced(),
                                                              fork_launches=self.opts.fork_launches,
                                                              veus=target.veus))
-        ops, texts = self.convert(list(sch.plan.vdevice_ops))
-        return Planned(target, sized_for, sch, ops, texts, prof)
+        planned = list(sch.plan.vdevice_ops)
+        ops, texts = self.convert(planned + [default_vdevice_op(op) for op in sch.plan.setup])
+        return Planned(target, sized_for, sch, ops[:len(planned)], texts, prof, setup=ops[len(planned):])
 
     def fallback(self, kept: Planned) -> Planned:
         """The plan kept, or a plan of launches where that is predicted faster: every node as its fastest legacy
@@ -525,13 +526,15 @@ class Build:
         sch, ops, texts = kept.sch, kept.ops, kept.texts
         graph, plan = sch.graph, sch.plan
         programs = rebind_programs(plan.programs, ops)
-        buffers, views = plan_buffers(graph, plan, ops)
+        everything = ops + kept.setup  # the setup ops last: run once at load (Manifest.setup), in no step
+        buffers, views = plan_buffers(graph, plan, everything)
         deps = op_dependencies(plan, sch.workload) if plan.ops else []
         sources = {sid: f"{Path(sid).stem}.rtask.cu" for sid in texts}
         manifest = Manifest(str(self.model), hashlib.sha256(self.model.read_bytes()).hexdigest(), self.opts.target,
                             self.opts.policy, kept.target.veus, tensor_specs(graph, graph.inputs),
                             tensor_specs(graph, graph.outputs), buffers, views, sources, deps, plan.predicted_us,
-                            steps=list(plan.steps), calls=list(plan.calls), launches=list(plan.launches))
+                            steps=list(plan.steps), calls=list(plan.calls), launches=list(plan.launches),
+                            setup=list(range(len(ops), len(everything))))
         from scheduler.pipeline import graph_baselines
         passed = self.graph
         assert passed is not None, "passes() first"
@@ -590,7 +593,8 @@ class Build:
         copy_headers(texts, self.paths, tmp / "rkernels")
         if gen.source is not None:
             (tmp / "program.cu").write_text(gen.source)
-        return Built(tmp, gen.manifest, gen.planned.ops, gen.programs, texts, gen.weights)
+        everything = gen.planned.ops + gen.planned.setup  # the programs run over the op list the vDevice loads
+        return Built(tmp, gen.manifest, everything, rebind_programs(gen.programs, everything), texts, gen.weights)
 
     def compile_check(self, built: Built) -> "Background | None":
         """Compile the build for its target: without a GPU nvcc checks the program, in a thread beside the Python
@@ -609,7 +613,7 @@ class Build:
         dumps."""
         kept = gen.planned
         plan, profiler = kept.sch.plan, kept.profiler
-        (tmp / "programs.json").write_text(plan_to_json(gen.programs, kept.ops))
+        (tmp / "programs.json").write_text(plan_to_json(gen.programs, kept.ops + kept.setup))
         plan.save(tmp / "plan.json")
         arrays = {npz_key(k): np.ascontiguousarray(v) for k, v in gen.weights.items()}
         np.savez(tmp / "weights.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle

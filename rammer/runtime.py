@@ -77,6 +77,7 @@ class Manifest:
     steps: list[Step] = field(default_factory=list)  # run order: rPrograms, launch segments and library calls
     calls: list[LibraryCall] = field(default_factory=list)  # the library steps
     launches: list[LaunchGroup] = field(default_factory=list)  # the launch segments
+    setup: list[int] = field(default_factory=list)  # ops run once when the build loads (Launch.setup), in order
 
     def to_json(self) -> dict:
         """JSON-ready form."""
@@ -91,7 +92,7 @@ class Manifest:
             "deps": [list(d) for d in self.deps], "predicted_us": round(self.predicted_us, 3), "stats": self.stats,
             "steps": [s.to_json() for s in self.steps], "library_calls": [c.to_json() for c in self.calls],
             "launch_groups": [g.to_json() for g in self.launches],
-        }
+        } | ({"setup_ops": list(self.setup)} if self.setup else {})
 
     @staticmethod
     def from_json(obj: Any, where: str = MANIFEST) -> "Manifest":
@@ -111,7 +112,8 @@ class Manifest:
                             files=list(obj["files"]),
                             steps=[Step.from_json(s) for s in obj.get("steps", [])],
                             calls=[LibraryCall.from_json(c) for c in obj.get("library_calls", [])],
-                            launches=[LaunchGroup.from_json(g) for g in obj.get("launch_groups", [])])
+                            launches=[LaunchGroup.from_json(g) for g in obj.get("launch_groups", [])],
+                            setup=[int(i) for i in obj.get("setup_ops", [])])
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise BuildError(f"{where}: error: corrupt or incomplete build: manifest field {exc} is missing or "
                              f"malformed; rebuild the model") from None
@@ -174,15 +176,17 @@ class Built:
         """One compiled module and buffer set per backend (and set of CPU sanitizers), shared by its executors."""
         key = (backend, tuple(sanitize))
         if key not in self._vdevices:
+            from vdevice.executors import run_once
             from vdevice.pdl import chain_vdevice
             if not self.ops and not self.manifest.calls:
                 return None
             # one-stream launch segments run as PDL chains: their wrappers get the prologue (on the CPU, a no-op)
             chained = [i for g in self.manifest.launches if g.chain for i in g.ops]
-            self._vdevices[key] = chain_vdevice(self.ops, self.sources, self.host_buffers(), backend, chained,
-                                                include_dirs=[str(self.folder / "rkernels")],
-                                                views=self.manifest.views, sanitize=sanitize,
-                                                veus_per_sm=int(self.manifest.stats.get("veus_per_sm", 1)))
+            vd = chain_vdevice(self.ops, self.sources, self.host_buffers(), backend, chained,
+                               include_dirs=[str(self.folder / "rkernels")], views=self.manifest.views,
+                               sanitize=sanitize, veus_per_sm=int(self.manifest.stats.get("veus_per_sm", 1)))
+            run_once(vd, self.manifest.setup)  # the setup ops' tables, for every executor sharing these buffers
+            self._vdevices[key] = vd
         return self._vdevices[key]
 
     def compile(self, backend: str) -> None:
@@ -232,6 +236,11 @@ class Built:
                 raise BuildError(f"unknown executor '{kind}' (persistent, op-by-op, graph)")
             self._executors[key] = ex
         return self._executors[key]
+
+    @property
+    def outside(self) -> list[int]:
+        """The ops in no rProgram: the launch segments' and the setup ops (run once when the build loads)."""
+        return [i for g in self.manifest.launches for i in g.ops] + list(self.manifest.setup)
 
     def program_ops(self) -> list[list[int]]:
         """The ops each rProgram runs (every op runs in exactly one)."""

@@ -18,7 +18,7 @@ from .graph import Graph, Node, SchedulerError, present
 from .merge import Price, run_merge
 from .onnx_import import import_model
 from .passes import run_passes, run_target_passes
-from .plan import MakeOp, Plan, default_vdevice_op
+from .plan import MakeOp, Plan, ProgramOp, default_vdevice_op
 from .policies import POLICIES
 from .profiler import H100, DeviceSpec, Profiler
 from .workload import UnsupportedOpError, Workload, build_workload
@@ -187,7 +187,25 @@ def plan_workload(graph: Graph, workload: Workload, policy: str = "wavefront", p
     if profiler.misses:
         plan.notes.append(f"profiler: {profiler.misses} launch shape(s) not in the measured cache: cost model used")
     plan.aliases = {name: graph.buffer_of(name) for name in graph.aliases}
+    plan.setup = setup_ops(plan, workload)
     return Scheduled(plan, graph, workload)
+
+
+def setup_ops(plan: Plan, workload: Workload) -> list[ProgramOp]:
+    """The setup launches (Candidate.setup) of the candidate each planned node runs, as ops a build runs once when
+    it loads; numbered -1, -2, ... so their names differ from the node's per-inference launches."""
+    specs = {spec.name: spec for spec in workload.ops}
+    out: list[ProgramOp] = []
+    done: set[str] = set()
+    for op in plan.ops:
+        if op.node in done or op.node not in specs:
+            continue
+        done.add(op.node)
+        spec = specs[op.node]
+        cand = next((c for c in spec.candidates if c.variant == op.variant and c.source == op.source), None)
+        out += [ProgramOp(spec.name, spec.op_type, op.variant, op.source, -1 - k, launch, list(spec.inputs),
+                          list(spec.outputs)) for k, launch in enumerate(cand.setup if cand else [])]
+    return out
 
 
 def validate_scheduled(sch: Scheduled, programs: list[Program] | None = None) -> None:

@@ -194,6 +194,8 @@ class Plan:
     steps: list[Step] = field(default_factory=list)  # run order; empty: the programs in order
     launches: list[LaunchGroup] = field(default_factory=list)  # launch segments
     vops: list[Op] = field(default_factory=list)  # the vdevice op list when no program carries it
+    # the planned candidates' setup launches (tables of a node's shape): run once when a build loads, in no step
+    setup: list[ProgramOp] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -237,7 +239,8 @@ class Plan:
             "library_calls": [c.to_json() for c in self.calls],
             "launch_groups": [g.to_json() for g in self.launches],
             "steps": [s.to_json() for s in self.steps],
-        }
+        } | ({"setup_ops": [{"node": op.node, "kernel": op.launch.expr, "rtasks": op.rtasks} for op in self.setup]}
+             if self.setup else {})
 
     def save(self, path: str | Path) -> None:
         """Write plan.json."""

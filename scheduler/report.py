@@ -300,6 +300,13 @@ def _weight_lines(s: dict) -> list[str]:
             f"({read / max(1, own):.2f}x; {s.get('resident_families', 0)} resident families pinned)"]
 
 
+def setup_line(setup: list) -> str:
+    """The setup launches (tables of a node's shape) the build runs once when it loads, by kernel."""
+    kernels = sorted({op.launch.kernel for op in setup})
+    return (f"- setup: {len(setup)} launch(es) of {', '.join(kernels)} run once when the build loads (their "
+            f"tables depend on shapes alone), not in any step")
+
+
 def render_report(manifest: Any, plan: Any, workload: Any) -> str:
     """report.md: what was built, how it is scheduled, what each node runs, and the build's notes."""
     s = manifest.stats
@@ -309,6 +316,7 @@ def render_report(manifest: Any, plan: Any, workload: Any) -> str:
              f"rProgram(s), {s['barrier_rtasks']} barrier-rTasks, {len(plan.calls)} library call(s)",
              f"- backends {', '.join(s.get('backends', ['rtask']))}, placement {s.get('placement', 'rtask-only')}; "
              f"steps: {steps_text(plan, manifest.target == 'gpu')}",
+             *([setup_line(plan.setup)] if plan.setup else []),
              *(_prediction_lines(manifest, plan) if manifest.target == "gpu" else [
                  "- no time prediction: a CPU build runs on the emulator, whose times say nothing about a GPU "
                  "(build with --target gpu for the cost model's prediction); the placement reasons below weigh "

@@ -54,6 +54,7 @@ class Planned:
     texts: dict[str, str]
     profiler: Profiler
     occupancy: Choice | None = None
+    setup: list[Op] = field(default_factory=list)  # the plan's setup ops bound to their rKernels (Plan.setup)
 
     @property
     def veus_per_sm(self) -> int:

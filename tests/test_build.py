@@ -47,7 +47,7 @@ def rammer_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 def dependency_edges_honoured(built) -> None:
     """Re-check the plan with vdevice's validator from the saved op-level dependencies (not the scheduler)."""
-    validate_plan(built.programs, built.manifest.deps)
+    validate_plan(built.programs, built.manifest.deps, built.outside)
 
 
 # ---- the four models of the issue, every policy, several vEU counts -------------------------------------------

@@ -353,6 +353,15 @@ def run_call(vd: "VDevice", step: CallStep) -> None:
         step.run(vd)
 
 
+def run_once(vd: "VDevice", ops: Sequence[int]) -> None:
+    """Launch these ops (a build's setup ops: tables computed from scalars into buffers that keep them) one after
+    another as their plain kernels, and wait: what every later run of any executor on `vd` reads."""
+    for index in ops:
+        launch_op(vd, index)
+    if ops:
+        vd.backend.synchronize()
+
+
 def launch_op(vd: "VDevice", index: int, stream: Any = None) -> None:
     """Launch op `index` as its plain legacy kernel (on `stream`, else the backend's)."""
     k = vd.ops[index].kernel

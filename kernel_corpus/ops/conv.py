@@ -2,6 +2,7 @@
 kernels of legacy/conv.cu."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from typing import Callable
@@ -176,9 +177,9 @@ def _tc_vec(g: ConvGeom) -> int:
 def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str, splits: int = 1) -> Binding:
     """conv_tc (tc.cu): per group the GEMM W_g [M/group, R] x im2col(X) [R, N*OH*OW] on the tensor cores, BM x BN
     outputs per rTask; a first launch tabulates the im2col offsets of the R = C/group*KH*KW rows (none for a 1x1
-    stride-1 unpadded convolution, which reads X directly). With splits > 1 (split-K) each tile's R is spread over
-    `splits` rTasks writing partial sums, and a last launch (tc_conv_splitk_reduce) adds them in split order and
-    applies bias and Relu."""
+    stride-1 unpadded convolution, which reads X directly): a setup launch, run once when a build loads. With
+    splits > 1 (split-K) each tile's R is spread over `splits` rTasks writing partial sums, and a last launch
+    (tc_conv_splitk_reduce) adds them in split order and applies bias and Relu."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         g = conv_geometry(node)
@@ -187,9 +188,10 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
         vec = _tc_vec(g)
         r_pad = cdiv(R, tc.BK) * tc.BK  # the table covers whole stages
         taps = temp("taps", 16 * r_pad)
-        table = [] if vec & tc.VEC_B else [
+        table = [] if vec & tc.VEC_B else [dataclasses.replace(
             linear_launch("conv_tc_offsets", [TAP_BLOCK], r_pad, TAP_BLOCK,
-                          [taps] + [i32(v) for v in (R, r_pad, g.H, g.W, w.kh, w.kw, w.dh, w.dw)], 8 * R, 16 * r_pad)]
+                          [taps] + [i32(v) for v in (R, r_pad, g.H, g.W, w.kh, w.kw, w.dh, w.dw)], 8 * R, 16 * r_pad),
+            setup=True)]  # a function of the shape alone: computed once when the build loads
         work = tc.tensor_core_flops(g.group, mg, P, R, bm, bn, precision) + g.flops - 2 * g.M * P * R
         args = _conv_args(g)[:4] + [_partial(g, splits), taps] + [
             i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.sh, w.sw, w.ph, w.pw, R, g.group, int(g.bias),

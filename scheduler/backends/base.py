@@ -2,7 +2,7 @@
 shared piece of the two rKernel backends: a node's candidates from the registry's bindings of one backend."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from kernel_corpus.bindings import NodeInfo
@@ -11,13 +11,22 @@ from vdevice.target import BackendName, Target, TargetKind
 
 @dataclass
 class Candidate:
-    """One rKernel choice for a node: a binding variant and its concrete launches, run in order."""
+    """One rKernel choice for a node: a binding variant and its concrete launches, run in order every inference,
+    and its setup launches (Launch.setup: tables of the node's shape), run once when the build loads."""
 
     variant: str
     kind: str  # fast | efficient | only: the corpus's hint
     launches: list[Any]  # kernel_corpus.bindings.Launch
     source: str = ""
     backend: str = BackendName.RTASK  # the binding's backend: rtask (the corpus) or user (a user library)
+    setup: list[Any] = field(default_factory=list)
+
+    @staticmethod
+    def of(binding: Any, info: NodeInfo) -> "Candidate":
+        """A binding's candidate for a node: its launches split into the per-inference ones and the setup ones."""
+        launches = binding.launch(info)
+        return Candidate(binding.variant, binding.kind, [ln for ln in launches if not ln.setup], binding.source,
+                         binding.backend, [ln for ln in launches if ln.setup])
 
 
 # A node's choices from one backend: (what it offers, why it offers nothing else: one line per refusal).
@@ -64,8 +73,7 @@ def binding_candidates(backend: BackendName) -> CandidatesHook:
                 continue
             refused = binding.refusal(info)
             if refused is None:
-                found.append(Candidate(binding.variant, binding.kind, binding.launch(info), binding.source,
-                                       binding.backend))
+                found.append(Candidate.of(binding, info))
             else:
                 reasons.append(f"{binding.variant}: {refused.reason}")
         return found, reasons

@@ -140,6 +140,7 @@ class BenchResult:
     repeats: int
     variants: list[Measurement] = field(default_factory=list)
     builds: dict[str, dict] = field(default_factory=dict)  # policy -> build stats, folder, ncu utilisation
+    kernels: list[dict] = field(default_factory=list)  # --kernels: rammer.kernel_rates rows of the launched kernels
 
     def ms(self, name: str) -> float | None:
         """Median of a variant that ran and matched, else None."""
@@ -446,10 +447,12 @@ def device_name() -> str:
 
 
 def run_bench(model: onnx.ModelProto, label: str, batch: int, repeats: int = 100,
-              warmup: int = 10, out_dir: str | Path | None = None, ncu: bool = True) -> BenchResult:
+              warmup: int = 10, out_dir: str | Path | None = None, ncu: bool = True,
+              kernels: bool = False) -> BenchResult:
     """All six variants of one model: outputs checked against onnxruntime, then timed; the builds (with their
     timelines) stay in `out_dir` when given, and ncu's utilisation of each persistent build is added when ncu
-    is on the PATH."""
+    is on the PATH. `kernels`: each GEMM / convolution of the launch baselines' build timed alone against the
+    vendor library's call (rammer.kernel_rates)."""
     from rammer.zoo import random_inputs
     feeds = random_inputs(model, seed=0)
     refs = reference_outputs(model, feeds)
@@ -460,6 +463,10 @@ def run_bench(model: onnx.ModelProto, label: str, batch: int, repeats: int = 100
                     + torch_variants(model, feeds))
         for v in variants:
             result.variants.append(evaluate(v, refs, repeats, warmup))
+        if kernels and (work / "launches" / "build.json").is_file():
+            from rammer.kernel_rates import kernel_rates
+            from rammer.runtime import load
+            result.kernels = [r.to_json() for r in kernel_rates(load(work / "launches"), repeats=max(3, repeats // 10))]
         for info in result.builds.values():
             info["ncu"] = ncu_utilisation(info["folder"]) if ncu else {"unavailable": "not asked for"}
             if out_dir is None:
@@ -556,6 +563,10 @@ def render_text(r: BenchResult) -> str:
                 f"{name} predicted {p:.1f} us, measured {m:.1f} us ({m / p:.2f}x)" for name, p, m in compared))
         if b.get("folder"):
             lines.append(f"  timeline {Path(b['folder']) / 'timeline.svg'}, report {Path(b['folder']) / 'report.md'}")
+    if r.kernels:
+        from rammer.kernel_rates import render
+        lines += ["kernel rates (each node's fastest legacy kernels alone vs the vendor library, same buffers):",
+                  render(r.kernels)]
     return "\n".join(lines)
 
 
@@ -618,7 +629,7 @@ def markdown_table(results: list[BenchResult]) -> str:
 
 
 def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 100,
-                  out_dir: str | None = None) -> int:
+                  out_dir: str | None = None, kernels: bool = False) -> int:
     """CLI body of `rammer bench MODEL [--batch B] [--json] [--repeats N] [--out DIR]`; exit 3 without a GPU,
     2 for a bad option or model (toolchain.exits)."""
     if repeats < 1 or batch < 1:
@@ -642,6 +653,7 @@ def bench_command(model_path: str, batch: int, json_out: bool, repeats: int = 10
     except ValueError as exc:
         print(f"rammer bench: {exc}", file=sys.stderr)
         return 2
-    result = run_bench(model, label, batch, repeats, warmup=max(10, repeats // 10), out_dir=out_dir)
+    result = run_bench(model, label, batch, repeats, warmup=max(10, repeats // 10), out_dir=out_dir,
+                       kernels=kernels)
     print(json.dumps(asdict(result), indent=2) if json_out else render_text(result))
     return 1 if any(m.status in ("mismatch", "error") for m in result.variants) else 0

@@ -233,10 +233,12 @@ def export(names: tuple[str, ...], out_dir: str, check: bool, target: str, expor
 @click.option("--repeats", type=int, default=100, show_default=True, help="timed runs per variant (median)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="keep the rammer builds here (timeline.svg, report.md per policy); default: a temporary folder")
-def bench(model: str, batch: int, as_json: bool, repeats: int, out_dir: str | None) -> None:
+@click.option("--kernels", is_flag=True,
+              help="also time each GEMM / convolution's kernels alone against cuBLAS / cuDNN (TFLOP/s)")
+def bench(model: str, batch: int, as_json: bool, repeats: int, out_dir: str | None, kernels: bool) -> None:
     """Benchmark a model on the GPU: rammer vs op-by-op, CUDA Graph, PyTorch, torch.compile."""
     from .bench import bench_command
-    sys.exit(bench_command(model, batch, as_json, repeats=repeats, out_dir=out_dir))
+    sys.exit(bench_command(model, batch, as_json, repeats=repeats, out_dir=out_dir, kernels=kernels))
 
 
 @main.group()

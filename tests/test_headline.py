@@ -62,8 +62,11 @@ def test_dry_run_every_headline_model_matches_onnxruntime(tmp_path):
             assert variants[name]["max_err"] <= RTOL
         for name in ("rammer-graph", "cuda-graph", "library-graph"):  # graphs need a GPU: rows with the reason
             assert variants[name]["status"] == "unavailable", variants[name]
+        kernels = [r for r in rows if r["kind"] == "kernel" and r["model"] == pin.name]
+        assert kernels and all(r.get("status") != "error" for r in kernels), kernels[-1:]
+        assert all(r["agree"] for r in kernels if r.get("library")), kernels  # the library computes what ours did
     summary = (out / "summary.md").read_text()
-    assert "DRY RUN" in summary and all(p.name in summary for p in pins)
+    assert "DRY RUN" in summary and all(p.name in summary for p in pins) and "Kernel rates" in summary
 
 
 @pytest.mark.slow

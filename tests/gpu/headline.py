@@ -248,6 +248,19 @@ def model_rows(pin: Pinned, out: Path, work: Path, repeats: int, dry_run: bool) 
         m = evaluate(variant, refs, repeats, warmup)
         append_row(out, dict(base, **asdict(m), seconds=round(time.perf_counter() - t, 2)))
         print(f"{pin.name:12s} {m.name:16s} {m.status:11s} {m.median_ms} ms {m.note[:100]}", flush=True)
+    kernel_rows(built, pin.name, out, target, dry_run)
+
+
+def kernel_rows(built: Any, model: str, out: Path, target: str, dry_run: bool) -> None:
+    """Each GEMM / convolution of the pinned build timed alone, its kernels against the vendor library's call
+    (rammer.kernel_rates: TFLOP/s, issue 25), a row per node as it is measured."""
+    from rammer.kernel_rates import INNER, iter_kernel_rates
+    try:
+        for r in iter_kernel_rates(built, target, repeats=1 if dry_run else 10, inner=1 if dry_run else INNER):
+            append_row(out, dict(r.to_json(), kind="kernel", model=model, dry_run=dry_run))
+    except Exception as exc:  # the model's other rows stand; this says why the rates stopped
+        append_row(out, {"kind": "kernel", "model": model, "status": "error",
+                         "note": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"})
 
 
 def build_pinned(pin: Pinned, path: Path, folder: Path, target: str, dry_run: bool) -> tuple[Any, dict[str, Any]]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # rammer, where the tree is not installed
 
 BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
 PERSISTENT = "rammer"
@@ -81,6 +82,13 @@ def render_summary(rows: list[dict[str, Any]]) -> str:
              "Medians of CUDA-event timings after warm-up; outputs checked against onnxruntime before timing "
              "(tests/gpu/headline.py).") + " 'predicted' columns are the build's cost model, not measurements.", "",
             model_table(rows)]
+    rates = [r for r in rows if r.get("kind") == "kernel" and "ours_us" in r]
+    if rates:
+        from rammer.kernel_rates import render
+        head += ["", "Kernel rates: each GEMM / convolution of the pinned builds alone, its kernels against the vendor "
+                 "library's call on the same buffers (rammer.kernel_rates).", "",
+                 "\n".join(f"{m}:\n\n" + render([r for r in rates if r["model"] == m])
+                           for m in dict.fromkeys(r["model"] for r in rates))]
     missing = pre.get("missing") or []
     if missing:
         head.append(f"\nPreflight missing: {', '.join(missing)}")

@@ -3,6 +3,7 @@ node. The fused Adds are counted from the ONNX file itself (shape inference, rea
 against onnxruntime on the CPU target with every backend the fused node can run on."""
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -177,11 +178,15 @@ def test_zoo_small_models_fuse_their_residual_adds(name: str, adds: int, relus: 
 
 
 @pytest.mark.slow
-def test_resnext_small_builds_and_checks(tmp_path: Path) -> None:
-    """zoo resnext --small built for the CPU with every node an rKernel matches onnxruntime; its FusedConvAdd nodes
-    run on the tensor-core tiles and the fp32 kernels the planner picks."""
-    m = generate("resnext", small=True)
+@pytest.mark.parametrize("name,placement", [("resnext", "rtask-only"), ("resnext", "launch-only"),
+                                            ("nasnet", "rtask-only"), ("nasnet", "launch-only")])
+def test_zoo_small_builds_with_fused_residuals_check(tmp_path: Path, name: str, placement: str) -> None:
+    """The zoo --small models whose graphs the pass changes, built for the CPU with every node an rKernel or every
+    node a launch (the kernels the planner picks: tensor-core tiles and fp32 ones), match onnxruntime."""
+    m = generate(name, small=True)
     onnx.save(m, tmp_path / "m.onnx")
-    built = build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=8, placement="rtask-only", quiet=True)
+    built = build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=8, placement=placement, quiet=True)
+    plan = json.loads((built.folder / "plan.json").read_text())
+    assert any(op["op_type"] == "FusedConvAdd" for op in plan["ops"])
     x = random_inputs(m, 1)
     assert_close(built(**x), ort_outputs(m, x))

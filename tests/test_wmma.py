@@ -593,7 +593,8 @@ def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: in
 @pytest.mark.parametrize("op,variant,shape_index", [
     ("Gemm", "tc64x64_3xtf32", 2), ("MatMul", "tc32x32_3xtf32", 1), ("FusedConv", "tc128x64_tf32", 1),
     ("Conv", "tc64x64_3xtf32", 1), ("MatMul", "tc32x32_bf16", 1), ("Conv", "tc32x32_3xtf32", 6),
-    ("MatMul", "tc128x64_3xtf32", 1), ("FusedMatMul", "tc32x32k2_3xtf32", 11)])
+    ("MatMul", "tc128x64_3xtf32", 1), ("FusedMatMul", "tc32x32k2_3xtf32", 11), ("FusedConvAdd", "tc32x32k4_3xtf32", 6),
+    ("FusedConvAdd", "tc64x64_3xtf32", 5)])
 def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, shape_index: int) -> None:
     """rtransform verify (the converted rKernel on the persistent executor: fewer vEUs than rTasks, surplus
     threads, shuffled rTasks) reproduces the legacy kernel bit for bit at a corpus launch."""

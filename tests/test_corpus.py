@@ -425,6 +425,8 @@ def test_fp32_split_k_conv_is_bit_exact(splits: int, op_type: str) -> None:
                                      [TensorInfo((1, 4, 3, 3))]), "not depthwise"),
     ("Conv", "direct128", NodeInfo("Conv", "n", [TensorInfo((1, 4, 5, 5)), TensorInfo((4, 4, 3, 3))],
                                    [TensorInfo((1, 4, 4, 4))]), "does not follow"),
+    ("Conv", "tc32x32_3xtf32", NodeInfo("Conv", "n", [TensorInfo((1, 4096, 512, 512)), TensorInfo((8, 4096, 3, 3))],
+                                        [TensorInfo((1, 8, 510, 510))]), "int32"),  # im2col byte offsets
     ("MaxPool", "direct", NodeInfo("MaxPool", "n", [TensorInfo((1, 4, 5, 5))], [TensorInfo((1, 4, 3, 3))]),
      "kernel_shape"),
     ("Transpose", "tiled", NodeInfo("Transpose", "n", [TensorInfo((2, 3, 4))], [TensorInfo((4, 3, 2))]),

@@ -490,7 +490,8 @@ __global__ void tc_gemm_splitk_reduce(const float* __restrict__ P, const float* 
 
 // ---- implicit-GEMM convolution ---------------------------------------------------------------------------------
 // One im2col row r = (c*KH + kh)*KW + kw: where its input element lies relative to the pixel's top-left input
-// element X[n, c0, ih0, iw0] (offset = (c*H + kh*dh)*W + kw*dw >= 0) and its row and column shifts (for the padding).
+// element X[n, c0, ih0, iw0] (offset = 4 * ((c*H + kh*dh)*W + kw*dw) >= 0, in bytes: the copy's address is then one
+// 64-bit add, not a scaled one) and its row and column shifts (for the padding).
 // Rows past R (to a whole stage) shift by TC_TAP_NONE: no pixel's element is inside the input there.
 struct __align__(16) TcTap {
   int offset, dh, dw, unused;
@@ -504,7 +505,7 @@ __global__ void conv_tc_offsets(TcTap* __restrict__ tab, int R, int R_pad, int H
   const int r = blockIdx.x * BLOCK + threadIdx.x;
   if (r >= R_pad) return;
   const int kw = r % KW, kh = (r / KW) % KH, c = r / (KW * KH);
-  tab[r] = r < R ? TcTap{(c * H + kh * dh) * W + kw * dw, kh * dh, kw * dw, 0} : TcTap{0, TC_TAP_NONE, 0, 0};
+  tab[r] = r < R ? TcTap{4 * ((c * H + kh * dh) * W + kw * dw), kh * dh, kw * dw, 0} : TcTap{0, TC_TAP_NONE, 0, 0};
 }
 
 // acc (+ Bias[m] when bias) (+ Z[at] when res: a residual tensor of Y's shape, at Y's index), then Relu when relu,
@@ -569,7 +570,8 @@ struct TcConvLoader {
       } else {
         const TcTap o = tab[r];
         const bool in = (unsigned)(ih0 + o.dh) < (unsigned)H && (unsigned)(iw0 + o.dw) < (unsigned)W;
-        tc_copy<4>(bs + b_dst + r * S::LDB * 4, x + (unsigned)o.offset, in);
+        const char* at = reinterpret_cast<const char*>(x) + (unsigned)o.offset;
+        tc_copy<4>(bs + b_dst + r * S::LDB * 4, reinterpret_cast<const float*>(at), in);
       }
     }
     w += TC_BK;

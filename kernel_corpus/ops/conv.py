@@ -9,7 +9,7 @@ from typing import Callable
 
 from onnx import helper
 
-from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.bindings import INT32_MAX, Binding, In, Launch, NodeInfo, OpDef, Out, Shape
 from kernel_corpus.ops._common import (MAX_GRID_YZ, SPLIT_REDUCE_BLOCK, Window, activated, cdiv, fused_activation, i32,
                                        linear_launch, require_present, require_split, spatial_hw, temp, tensor_bytes,
                                        window_2d)
@@ -189,6 +189,15 @@ def _tc_vec(g: ConvGeom) -> int:
     return (tc.VEC_A if R % 4 == 0 else 0) | (tc.VEC_B if direct else 0)
 
 
+def _tap_offsets_fit(g: ConvGeom) -> str | None:
+    """conv_tc_offsets' byte offsets (int) of the last im2col row must fit int32 (the 1x1 direct path has none)."""
+    w = g.win
+    last = 4 * (((g.C // g.group - 1) * g.H + (w.kh - 1) * w.dh) * g.W + (w.kw - 1) * w.dw)
+    if _tc_vec(g) & tc.VEC_B or last <= INT32_MAX:
+        return None
+    return f"the im2col table's byte offsets reach {last} (> int32)"
+
+
 def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str, splits: int = 1) -> Binding:
     """conv_tc (tc.cu): per group the GEMM W_g [M/group, R] x im2col(X) [R, N*OH*OW] on the tensor cores, BM x BN
     outputs per rTask; a first launch tabulates the im2col offsets of the R = C/group*KH*KW rows (none for a 1x1
@@ -220,9 +229,10 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
     split = " (partial sums of the K splits into a temp), their sum in split order with bias, residual and Relu"
     note = ("launches in order: the im2col offset table into a temp (none for a 1x1, stride-1, unpadded "
             "convolution), the GEMM" + (split if splits > 1 else "") + "; each waits for the one before")
+    limits = _split_condition(bm, splits, tc.BK)
     return Binding(op_type, tc.variant(bm, bn, precision, splits), tc.SOURCE, kind,
-                   _geometry_condition(_split_condition(bm, splits, tc.BK)), plan, kernels, precision=precision,
-                   note=note)
+                   _geometry_condition(lambda g: limits(g) or _tap_offsets_fit(g)), plan, kernels,
+                   precision=precision, note=note)
 
 
 def depthwise_smem(g: ConvGeom, tile: int) -> int:

@@ -23,7 +23,9 @@ Conventions for nodes:
 - `FusedMatMul` (custom op, a MatMul with its epilogue): inputs A, B (numpy.matmul semantics) and optional C
   broadcast to the trailing [M, N] (leading dims of C all 1); attribute alpha; Y = alpha * (A @ B) + C;
 - `FusedGemm`, `FusedConv` (custom ops): Gemm / Conv with attribute `activation` ("Relu"; "Gelu" with Gelu's
-  `approximate` for FusedGemm), applied last; FusedMatMul takes `activation` too.
+  `approximate` for FusedGemm), applied last; FusedMatMul takes `activation` too;
+- `FusedConvAdd` (custom op, a Conv with a residual Add in its epilogue): inputs X, W, optional B, Z (the output's
+  shape); Y = activation(Conv(X, W, B) + Z), attribute `activation` optional ("Relu").
 """
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 Sigmoid, Tanh) reads becomes one FusedBinary node (attributes `op` and `activation`): one elementwise launch instead
 of two, the intermediate tensor never written (kernel_corpus/ops/elementwise.py, binary_same_act/binary_bcast_act).
 
-The residual `Add` then `Relu` after a FusedConv in ResNeXt, and the cells' `Add` then `Relu` in NASNet, are the
-cases this targets."""
+The cells' `Add` then `Relu` in NASNet are the cases this targets; a residual `Add` (+`Relu`) of a convolution's
+sole-read output (ResNeXt's blocks) goes into the convolution's epilogue instead (scheduler/fuse_residual.py, the pass
+before this one)."""
 from __future__ import annotations
 
 from .graph import Graph, Node, present, sole_reader, viewed_bases

@@ -20,6 +20,7 @@ from kernel_corpus.bindings import contiguous_strides
 from .concat_elim import eliminate_concats
 from .dedupe import dedupe_nodes
 from .fuse_elementwise import FUSED_BINARY, fuse_elementwise
+from .fuse_residual import FUSED_CONV_ADD, fuse_residuals
 from .graph import Graph, Node, SchedulerError, View, present, sole_reader, viewed_bases
 from .reference import can_evaluate, evaluate
 
@@ -1538,6 +1539,9 @@ PASSES: list[Pass] = [
     Pass("fuse_matmul_epilogues", lambda g, s: fuse_matmul_epilogues(g),
          "a MatMul's scalar Mul/Div and constant Add become one FusedMatMul", introduces="FusedMatMul"),
     Pass("fuse_activations", fuse_activations, "Relu/Gelu folded into the MatMul/Gemm/Conv that feeds it alone"),
+    Pass("fuse_residuals", lambda g, s: fuse_residuals(g),
+         "a residual Add (+Relu) of a Conv's sole-read output folded into the Conv's epilogue",
+         introduces=FUSED_CONV_ADD),
     Pass("fuse_elementwise", lambda g, s: fuse_elementwise(g),
          "a Relu/Sigmoid/Tanh after a binary Add/Sub/Mul/Div or 2-operand Sum fused into it", introduces=FUSED_BINARY),
     Pass("remove_dead", lambda g, s: remove_dead(g), "nodes no graph output depends on are dropped"),

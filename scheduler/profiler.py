@@ -144,7 +144,12 @@ TC_HMMA_SHARE = {
     ("gemm_tc", 128, 64, "vec", "3xtf32"): 96 / 163, ("gemm_tc", 64, 64, "vec", "tf32"): 32 / 135,
     ("gemm_tc", 64, 64, "vec", "bf16"): 16 / 79, ("gemm_tc", 64, 64, "gather", "3xtf32"): 96 / 202,
     ("conv_tc", 64, 64, "vec", "3xtf32"): 96 / 170, ("conv_tc", 128, 64, "vec", "3xtf32"): 96 / 162,
-    ("conv_tc", 64, 64, "gather", "3xtf32"): 96 / 242, ("conv_tc", 32, 32, "gather", "3xtf32"): 24 / 127,
+    # the gathered tiles with byte offsets in the im2col table (one 64-bit add per copy's address, not a scaled one;
+    # were 96 / 242 and 24 / 127; nvcc 13.0, issue 25, 2026-11-27): registers unchanged (96, 48), no spills
+    ("conv_tc", 64, 64, "gather", "3xtf32"): 96 / 226, ("conv_tc", 32, 32, "gather", "3xtf32"): 24 / 119,
+    # the 1x1 convolutions' tile (ResNeXt's 18 conv_tc<32, 32, 0, 3> launches; before, priced at the gathered tile's
+    # 24 / 127): 12 HMMA.1688 in an 87-instruction loop, 48 registers, no spills (nvcc 13.0, issue 25, 2026-11-27)
+    ("conv_tc", 32, 32, "vec", "3xtf32"): 24 / 87,
 }
 TC_PRECISION = {0: "3xtf32", 1: "tf32", 2: "bf16"}  # tc.cu's PREC template argument (kernel_corpus.ops._tensor_core)
 # The wmma tiles tc.cu had before (three template arguments, no VEC): what ran on the H100 on 2026-11-27, re-priced

@@ -246,11 +246,11 @@ def test_custom_corpus_folder(tmp_path: Path) -> None:
 def _activation_flag(op) -> str:
     """The fused activation of a GEMM / convolution op: gemm.cu's ACT code and conv.cu's RELU flag are its last
     template argument; tc.cu takes them as run-time arguments (gemm_tc: act before the split factor and the output
-    strides ysz, ysm; conv_tc: relu before the split factor)."""
+    strides ysz, ysm; conv_tc: relu before the split factor and the residual's Z, res)."""
     if op.kernel.wrapper_name == "gemm_tc":
         return str(int(op.args[-4].value))
     if op.kernel.wrapper_name == "conv_tc":
-        return "true" if op.args[-2].value else "false"
+        return "true" if op.args[-4].value else "false"
     return template_arg_text(op.kernel.template_args[-1])
 
 

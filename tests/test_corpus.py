@@ -378,25 +378,32 @@ def test_fp32_split_k_gemm_is_bit_exact(variant: str, step: int) -> None:
         assert np.array_equal(got[z].view(np.uint32), want.view(np.uint32))
 
 
-@pytest.mark.parametrize("splits", [1, 4, 16])
-def test_fp32_split_k_conv_is_bit_exact(splits: int) -> None:
+@pytest.mark.parametrize("splits,op_type", [(1, "FusedConv"), (4, "FusedConv"), (16, "FusedConv"),
+                                            (1, "FusedConvAdd"), (4, "FusedConvAdd"), (16, "FusedConvAdd")])
+def test_fp32_split_k_conv_is_bit_exact(splits: int, op_type: str) -> None:
     """conv_implicit_gemm split over R = C/group*KH*KW (then conv_splitk_reduce): numpy's float32 model on its
-    im2col, bias and Relu, bit for bit, for every split factor; grouped and padded."""
-    node = _node_of("FusedConv", [[2, 256, 3, 3], [10, 128, 3, 3], [10]],
+    im2col, bias, FusedConvAdd's residual (added once, after the splits' sum) and Relu, bit for bit, for every split
+    factor; grouped and padded."""
+    res = op_type == "FusedConvAdd"
+    node = _node_of(op_type, [[2, 256, 3, 3], [10, 128, 3, 3], [10]] + ([[2, 10, 3, 3]] if res else []),
                     {"group": 2, "pads": [1, 1, 1, 1], "activation": "Relu"})
     rng = np.random.default_rng(splits)
     x = rng.uniform(-2, 2, (2, 256, 3, 3)).astype(np.float32)
     w = rng.uniform(-2, 2, (10, 128, 3, 3)).astype(np.float32)
     bias = rng.uniform(-1, 1, 10).astype(np.float32)
-    binding = registry.get("FusedConv", f"implicit_gemm16k{splits}" if splits > 1 else "implicit_gemm16")
+    z = rng.uniform(-40, 40, (2, 10, 3, 3)).astype(np.float32)
+    binding = registry.get(op_type, f"implicit_gemm16k{splits}" if splits > 1 else "implicit_gemm16")
     mod = build_module("conv.cu", [ln.expr for ln in binding.launch(node)], sanitize="all")
-    (got,) = run_launches(mod, binding.launch(node), node, [x, w, bias])
+    (got,) = run_launches(mod, binding.launch(node), node, [x, w, bias] + ([z] if res else []))
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
     for g in range(2):
         cols = np.stack([xp[:, g * 128 + c, kh:kh + 3, kw:kw + 3].reshape(-1)
                          for c in range(128) for kh in range(3) for kw in range(3)])  # [R, N*OH*OW]
-        acc = _split_sum(w[g * 5:(g + 1) * 5].reshape(5, -1), cols, splits, 16)
-        want = np.maximum((acc + bias[g * 5:(g + 1) * 5, None]).astype(np.float32), np.float32(0))
+        acc = (_split_sum(w[g * 5:(g + 1) * 5].reshape(5, -1), cols, splits, 16)
+               + bias[g * 5:(g + 1) * 5, None]).astype(np.float32)
+        if res:
+            acc = (acc + z[:, g * 5:(g + 1) * 5].transpose(1, 0, 2, 3).reshape(5, -1)).astype(np.float32)
+        want = np.maximum(acc, np.float32(0))
         assert np.array_equal(got[:, g * 5:(g + 1) * 5].transpose(1, 0, 2, 3).reshape(5, -1).view(np.uint32),
                               want.view(np.uint32))
 
@@ -418,6 +425,8 @@ def test_fp32_split_k_conv_is_bit_exact(splits: int) -> None:
                                      [TensorInfo((1, 4, 3, 3))]), "not depthwise"),
     ("Conv", "direct128", NodeInfo("Conv", "n", [TensorInfo((1, 4, 5, 5)), TensorInfo((4, 4, 3, 3))],
                                    [TensorInfo((1, 4, 4, 4))]), "does not follow"),
+    ("Conv", "tc32x32_3xtf32", NodeInfo("Conv", "n", [TensorInfo((1, 4096, 512, 512)), TensorInfo((8, 4096, 3, 3))],
+                                        [TensorInfo((1, 8, 510, 510))]), "int32"),  # im2col byte offsets
     ("MaxPool", "direct", NodeInfo("MaxPool", "n", [TensorInfo((1, 4, 5, 5))], [TensorInfo((1, 4, 3, 3))]),
      "kernel_shape"),
     ("Transpose", "tiled", NodeInfo("Transpose", "n", [TensorInfo((2, 3, 4))], [TensorInfo((4, 3, 2))]),

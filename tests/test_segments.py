@@ -23,7 +23,8 @@ TOL = 1e-4
 # rPrograms; patterns over the node names after the graph passes
 MIXED = {
     "lstm-tc": ("n_lstm_0/xw=library", "n_lstm_1/*=launch", "*=rtask"),
-    "resnext": ("n_conv_1*=launch", "n_add_0=launch", "n_conv_3=library", "*=rtask"),
+    # n_conv_4 and n_conv_8: FusedConvAdd (the blocks' residual Add and Relu in the convolution's epilogue)
+    "resnext": ("n_conv_1*=launch", "n_conv_4=launch", "n_conv_3=library", "n_conv_8=library", "*=rtask"),
     "transformer": ("n_layernormalization_0=launch", "n_matmul_1=library", "n_softmax_0=launch", "*=rtask"),
 }
 # the nodes each model may run as library calls (Conv/MatMul/Gemm the library implements)

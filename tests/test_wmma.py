@@ -528,26 +528,31 @@ def _im2col(x: np.ndarray, KH: int, KW: int, stride, pad, dil, OH: int, OW: int,
     return np.stack(rows).astype(np.float32)
 
 
-@pytest.mark.parametrize("tile,prec,xs,ws,stride,pad,dil,group,splits", [
-    ((64, 64), 0, (1, 3, 9, 11), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1),
-    ((32, 32), 0, (2, 4, 10, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 2, 1),
-    ((64, 64), 1, (1, 16, 8, 8), (32, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1, 1),
-    ((128, 64), 0, (8, 8, 6, 5), (12, 4, 3, 3), (1, 2), (1, 1), (1, 1), 2, 1),
-    ((32, 32), 0, (1, 40, 7, 7), (36, 40, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1),
-    ((32, 32), 2, (2, 8, 6, 6), (16, 8, 1, 1), (1, 1), (0, 0), (1, 1), 1, 1),
-    ((32, 32), 0, (1, 64, 6, 6), (40, 32, 3, 3), (1, 1), (1, 1), (1, 1), 2, 4),
-    ((64, 64), 0, (2, 160, 4, 4), (24, 160, 1, 1), (1, 1), (0, 0), (1, 1), 1, 2),
-    ((32, 32), 1, (1, 96, 5, 5), (20, 48, 3, 3), (2, 2), (1, 1), (1, 1), 2, 6),
-    ((64, 64), 2, (1, 48, 7, 7), (8, 48, 3, 3), (1, 1), (2, 2), (2, 2), 1, 3)])
+@pytest.mark.parametrize("tile,prec,xs,ws,stride,pad,dil,group,splits,res", [
+    ((64, 64), 0, (1, 3, 9, 11), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 0),
+    ((32, 32), 0, (2, 4, 10, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 2, 1, 1),
+    ((64, 64), 1, (1, 16, 8, 8), (32, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1, 1, 1),
+    ((128, 64), 0, (8, 8, 6, 5), (12, 4, 3, 3), (1, 2), (1, 1), (1, 1), 2, 1, 1),
+    ((32, 32), 0, (1, 40, 7, 7), (36, 40, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 0),
+    ((32, 32), 2, (2, 8, 6, 6), (16, 8, 1, 1), (1, 1), (0, 0), (1, 1), 1, 1, 1),
+    ((32, 32), 0, (1, 64, 6, 6), (40, 32, 3, 3), (1, 1), (1, 1), (1, 1), 2, 4, 1),
+    ((64, 64), 0, (2, 160, 4, 4), (24, 160, 1, 1), (1, 1), (0, 0), (1, 1), 1, 2, 1),
+    ((32, 32), 1, (1, 96, 5, 5), (20, 48, 3, 3), (2, 2), (1, 1), (1, 1), 2, 6, 0),
+    ((64, 64), 2, (1, 48, 7, 7), (8, 48, 3, 3), (1, 1), (2, 2), (2, 2), 1, 3, 1),
+    ((32, 32), 0, (2, 128, 4, 4), (36, 128, 3, 3), (1, 1), (1, 1), (1, 1), 1, 16, 1),
+    ((64, 64), 0, (1, 48, 6, 6), (70, 48, 1, 1), (1, 1), (0, 0), (1, 1), 1, 3, 1)])
 def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: int, xs, ws, stride, pad, dil, group,
-                                                 splits: int) -> None:
-    """conv_tc (with tc_conv_splitk_reduce when split) against the GEMM model on numpy's im2col per group, bias and
-    Relu in float32: bit for bit; and within the precision's error of float64."""
+                                                 splits: int, res: int) -> None:
+    """conv_tc (with tc_conv_splitk_reduce when split) against the GEMM model on numpy's im2col per group, then
+    bias, the residual Z (res: FusedConvAdd's epilogue, added once after the splits' sum) and Relu in float32: bit
+    for bit; and within the precision's error of float64."""
     rng = np.random.default_rng(sum(xs) + sum(ws) + splits)
     x = rng.uniform(-2, 2, xs).astype(np.float32)
     w = rng.uniform(-2, 2, ws).astype(np.float32)
     bias = rng.uniform(-1, 1, ws[0]).astype(np.float32)
     exact = _conv_ref(x, w, stride, pad, dil, group) + bias[None, :, None, None]
+    z = rng.uniform(-4, 4, exact.shape).astype(np.float32)
+    exact = exact + z if res else exact
     N, C, H, W = xs
     M, cg, KH, KW = ws
     OH, OW = exact.shape[2:]
@@ -565,16 +570,20 @@ def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: in
     grid = (-(-P // tile[1]), -(-mg // tile[0]), group * splits)
     ints = [N, C, H, W, M, OH, OW, *stride, *pad, R, group, 1, 1, splits]
     mod.launch(exprs[1], grid=grid, block=tc_threads(*tile),
-               args=[x, w, bias, y if splits == 1 else part, part, tab] + [np.int32(v) for v in ints])
+               args=[x, w, bias, y if splits == 1 else part, part, tab] + [np.int32(v) for v in ints]
+               + [z if res else x, np.int32(res)])
     if splits > 1:
         mod.launch(exprs[2], grid=-(-(M * P) // 256), block=256,
-                   args=[part, bias, y] + [np.int32(v) for v in (N, M, OH * OW, splits, 1, 1)])
+                   args=[part, bias, y] + [np.int32(v) for v in (N, M, OH * OW, splits, 1, 1)]
+                   + [z if res else x, np.int32(res)])
     want = np.zeros_like(y)
     for g in range(group):
         acc = tc_split_model(w[g * mg:(g + 1) * mg].reshape(mg, R), _im2col(x, KH, KW, stride, pad, dil, OH, OW, cg, g),
                              prec, splits)
-        acc = np.maximum((acc + bias[g * mg:(g + 1) * mg, None]).astype(np.float32), np.float32(0))
-        want[:, g * mg:(g + 1) * mg] = acc.reshape(mg, N, OH, OW).transpose(1, 0, 2, 3)
+        acc = (acc + bias[g * mg:(g + 1) * mg, None]).astype(np.float32).reshape(mg, N, OH, OW).transpose(1, 0, 2, 3)
+        if res:
+            acc = (acc + z[:, g * mg:(g + 1) * mg]).astype(np.float32)
+        want[:, g * mg:(g + 1) * mg] = np.maximum(acc, np.float32(0))
     assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
     err = np.abs(y - np.maximum(exact, 0)).max() / (1 + np.abs(exact).max())
     assert err < {0: 1e-6, 1: 2e-3, 2: 2e-2}[prec]
@@ -584,7 +593,8 @@ def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: in
 @pytest.mark.parametrize("op,variant,shape_index", [
     ("Gemm", "tc64x64_3xtf32", 2), ("MatMul", "tc32x32_3xtf32", 1), ("FusedConv", "tc128x64_tf32", 1),
     ("Conv", "tc64x64_3xtf32", 1), ("MatMul", "tc32x32_bf16", 1), ("Conv", "tc32x32_3xtf32", 6),
-    ("MatMul", "tc128x64_3xtf32", 1), ("FusedMatMul", "tc32x32k2_3xtf32", 11)])
+    ("MatMul", "tc128x64_3xtf32", 1), ("FusedMatMul", "tc32x32k2_3xtf32", 11), ("FusedConvAdd", "tc32x32k4_3xtf32", 6),
+    ("FusedConvAdd", "tc64x64_3xtf32", 5)])
 def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, shape_index: int) -> None:
     """rtransform verify (the converted rKernel on the persistent executor: fewer vEUs than rTasks, surplus
     threads, shuffled rTasks) reproduces the legacy kernel bit for bit at a corpus launch."""

@@ -2,8 +2,9 @@
 //
 // X [N, C, H, W], Wt [M, C/group, KH, KW], Bias [M] (read only when BIAS), Y [N, M, OH, OW].
 // Input row of output row oh and kernel row kh: ih = oh*sh - ph + kh*dh (ph = leading pad); likewise for columns.
-// Positions outside the input read as zero (the padding). With RELU, Y = max(0, conv + bias): a following Relu
-// fused into the kernel.
+// Positions outside the input read as zero (the padding). With res (a run-time flag, the last argument of every
+// kernel), Z [N, M, OH, OW] is added after the bias: a residual Add fused into the kernel (Z read at Y's index; X
+// stands in when there is none, never read). With RELU, Y = max(0, conv + bias (+ Z)): a following Relu fused too.
 // Split-K (conv_implicit_gemm with splits > 1): blockIdx.z = g * splits + s; the block sums the (c, kh, kw) of its
 // split (SplitRange) and writes the raw sum to P[s][m][p] (m the output channel, p = (n, oh, ow));
 // conv_splitk_reduce then adds the splits in order s = 0, 1, ... and applies bias and Relu.
@@ -14,10 +15,12 @@ __device__ __forceinline__ float conv_input_at(const float* X, int n, int c, int
   return X[(((size_t)n * C + c) * H + ih) * W + iw];
 }
 
-// acc (+ Bias[m]), then the optional Relu: the epilogue shared by every kernel of this file.
+// acc (+ Bias[m]) (+ Z[at] when res), then the optional Relu: the epilogue shared by every kernel of this file.
 template <bool BIAS, bool RELU>
-__device__ __forceinline__ float conv_epilogue(float acc, const float* Bias, int m) {
+__device__ __forceinline__ float conv_epilogue(float acc, const float* Bias, int m, const float* Z, size_t at,
+                                               int res) {
   if (BIAS) acc += Bias[m];
+  if (res) acc += Z[at];
   return RELU && acc < 0.0f ? 0.0f : acc;  // not fmaxf: Relu keeps NaN, as ONNX does
 }
 
@@ -27,7 +30,7 @@ template <int BLOCK, bool BIAS, bool RELU>
 __global__ void conv_direct(const float* __restrict__ X, const float* __restrict__ Wt,
                             const float* __restrict__ Bias, float* __restrict__ Y, int N, int C, int H, int W,
                             int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
-                            int group) {
+                            int group, const float* __restrict__ Z, int res) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)N * M * OH * OW) return;
   const int ow = idx % OW;
@@ -44,7 +47,7 @@ __global__ void conv_direct(const float* __restrict__ X, const float* __restrict
       for (int kw = 0; kw < KW; ++kw)
         acc += conv_input_at(X, n, c0 + c, ih, ow * sw - pw + kw * dw, C, H, W) * w[(c * KH + kh) * KW + kw];
     }
-  Y[idx] = conv_epilogue<BIAS, RELU>(acc, Bias, m);
+  Y[idx] = conv_epilogue<BIAS, RELU>(acc, Bias, m, Z, idx, res);
 }
 
 // The r range [begin, end) of split s of `splits`: the ceil(R / step) steps of a kernel's r loop shared out as evenly
@@ -67,7 +70,8 @@ template <int TILE, bool BIAS, bool RELU>
 __global__ void conv_implicit_gemm(const float* __restrict__ X, const float* __restrict__ Wt,
                                    const float* __restrict__ Bias, float* __restrict__ Y, int N, int C, int H,
                                    int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw,
-                                   int dh, int dw, int group, float* __restrict__ Part, int splits) {
+                                   int dh, int dw, int group, float* __restrict__ Part, int splits,
+                                   const float* __restrict__ Z, int res) {
   __shared__ float Ws[TILE][TILE];
   __shared__ float Xs[TILE][TILE + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -99,23 +103,27 @@ __global__ void conv_implicit_gemm(const float* __restrict__ X, const float* __r
     const int mo = g * mg + m;
     if (splits > 1)
       Part[((size_t)s * M + mo) * P + p] = acc;
-    else
-      Y[(((size_t)n * M + mo) * OH + oh) * OW + ow] = conv_epilogue<BIAS, RELU>(acc, Bias, mo);
+    else {
+      const size_t at = (((size_t)n * M + mo) * OH + oh) * OW + ow;
+      Y[at] = conv_epilogue<BIAS, RELU>(acc, Bias, mo, Z, at, res);
+    }
   }
 }
 
 // Split-K fixup of conv_implicit_gemm: Y[n][m][pix] = epilogue(P[0][m][p] + P[1][m][p] + ...), p = n*OHW + pix,
-// added in split order. block (BLOCK), grid ceil(N*M*OHW / BLOCK).
+// added in split order, then the epilogue (the residual added once, after the sum). block (BLOCK), grid
+// ceil(N*M*OHW / BLOCK).
 template <int BLOCK, bool BIAS, bool RELU>
 __global__ void conv_splitk_reduce(const float* __restrict__ Part, const float* __restrict__ Bias,
-                                   float* __restrict__ Y, int N, int M, int OHW, int splits) {
+                                   float* __restrict__ Y, int N, int M, int OHW, int splits,
+                                   const float* __restrict__ Z, int res) {
   const int e = blockIdx.x * BLOCK + threadIdx.x, total = N * M * OHW;
   if (e >= total) return;
   const int pix = e % OHW, m = (e / OHW) % M, n = e / (OHW * M);
   const size_t q = (size_t)m * N * OHW + (size_t)n * OHW + pix;
   float v = Part[q];
   for (int s = 1; s < splits; ++s) v += Part[(size_t)s * total + q];
-  Y[e] = conv_epilogue<BIAS, RELU>(v, Bias, m);
+  Y[e] = conv_epilogue<BIAS, RELU>(v, Bias, m, Z, e, res);
 }
 
 // Depthwise convolution (group == C, M = C * multiplier): a TILE x TILE output tile of one (n, m) plane per block;
@@ -126,7 +134,7 @@ template <int TILE, bool BIAS, bool RELU>
 __global__ void conv_depthwise_tiled(const float* __restrict__ X, const float* __restrict__ Wt,
                                      const float* __restrict__ Bias, float* __restrict__ Y, int N, int C, int H,
                                      int W, int M, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw,
-                                     int dh, int dw) {
+                                     int dh, int dw, const float* __restrict__ Z, int res) {
   extern __shared__ float smem[];
   const int PH = (TILE - 1) * sh + (KH - 1) * dh + 1;
   const int PW = (TILE - 1) * sw + (KW - 1) * dw + 1;
@@ -146,5 +154,6 @@ __global__ void conv_depthwise_tiled(const float* __restrict__ X, const float* _
   float acc = 0.0f;
   for (int kh = 0; kh < KH; ++kh)
     for (int kw = 0; kw < KW; ++kw) acc += patch[(ty * sh + kh * dh) * PW + tx * sw + kw * dw] * filt[kh * KW + kw];
-  Y[(((size_t)n * M + m) * OH + oh) * OW + ow] = conv_epilogue<BIAS, RELU>(acc, Bias, m);
+  const size_t at = (((size_t)n * M + m) * OH + oh) * OW + ow;
+  Y[at] = conv_epilogue<BIAS, RELU>(acc, Bias, m, Z, at, res);
 }

@@ -490,7 +490,8 @@ __global__ void tc_gemm_splitk_reduce(const float* __restrict__ P, const float* 
 
 // ---- implicit-GEMM convolution ---------------------------------------------------------------------------------
 // One im2col row r = (c*KH + kh)*KW + kw: where its input element lies relative to the pixel's top-left input
-// element X[n, c0, ih0, iw0] (offset = (c*H + kh*dh)*W + kw*dw >= 0) and its row and column shifts (for the padding).
+// element X[n, c0, ih0, iw0] (offset = 4 * ((c*H + kh*dh)*W + kw*dw) >= 0, in bytes: the copy's address is then one
+// 64-bit add, not a scaled one) and its row and column shifts (for the padding).
 // Rows past R (to a whole stage) shift by TC_TAP_NONE: no pixel's element is inside the input there.
 struct __align__(16) TcTap {
   int offset, dh, dw, unused;
@@ -504,12 +505,15 @@ __global__ void conv_tc_offsets(TcTap* __restrict__ tab, int R, int R_pad, int H
   const int r = blockIdx.x * BLOCK + threadIdx.x;
   if (r >= R_pad) return;
   const int kw = r % KW, kh = (r / KW) % KH, c = r / (KW * KH);
-  tab[r] = r < R ? TcTap{(c * H + kh * dh) * W + kw * dw, kh * dh, kw * dw, 0} : TcTap{0, TC_TAP_NONE, 0, 0};
+  tab[r] = r < R ? TcTap{4 * ((c * H + kh * dh) * W + kw * dw), kh * dh, kw * dw, 0} : TcTap{0, TC_TAP_NONE, 0, 0};
 }
 
-// acc (+ Bias[m] when bias), then Relu when relu, as conv.cu (run-time flags, as the GEMM's).
-__device__ __forceinline__ float tc_conv_epilogue(float acc, const float* Bias, int m, int bias, int relu) {
+// acc (+ Bias[m] when bias) (+ Z[at] when res: a residual tensor of Y's shape, at Y's index), then Relu when relu,
+// as conv.cu (run-time flags, as the GEMM's).
+__device__ __forceinline__ float tc_conv_epilogue(float acc, const float* Bias, int m, int bias, const float* Z,
+                                                  size_t at, int res, int relu) {
   if (bias) acc += Bias[m];
+  if (res) acc += Z[at];
   return relu && acc < 0.0f ? 0.0f : acc;  // not fmaxf: Relu keeps NaN, as ONNX does
 }
 
@@ -566,7 +570,8 @@ struct TcConvLoader {
       } else {
         const TcTap o = tab[r];
         const bool in = (unsigned)(ih0 + o.dh) < (unsigned)H && (unsigned)(iw0 + o.dw) < (unsigned)W;
-        tc_copy<4>(bs + b_dst + r * S::LDB * 4, x + (unsigned)o.offset, in);
+        const char* at = reinterpret_cast<const char*>(x) + (unsigned)o.offset;
+        tc_copy<4>(bs + b_dst + r * S::LDB * 4, reinterpret_cast<const float*>(at), in);
       }
     }
     w += TC_BK;
@@ -577,12 +582,13 @@ struct TcConvLoader {
   }
 };
 
-// The convolution's outputs: bias and Relu, bounds-checked; output channel g*mg + m of pixel p = (n, oh, ow); or
-// (part != 0) the raw sums into the partial buffer y [M][N*OH*OW] (split-K).
+// The convolution's outputs: bias, residual and Relu, bounds-checked; output channel g*mg + m of pixel
+// p = (n, oh, ow); or (part != 0) the raw sums into the partial buffer y [M][N*OH*OW] (split-K).
 struct TcConvOut {
   float* y;
   const float* Bias;
-  int M, OHW, P, mg, m0, p0, g, bias, relu, part;
+  const float* Z;
+  int M, OHW, P, mg, m0, p0, g, bias, res, relu, part;
   __device__ void operator()(int row, int col, float v) const {
     const int p = p0 + col, m = m0 + row;
     if (p >= P || m >= mg) return;
@@ -591,7 +597,8 @@ struct TcConvOut {
       y[(size_t)mo * P + p] = v;
     } else {
       const int n = p / OHW;
-      y[((size_t)n * M + mo) * OHW + (p - n * OHW)] = tc_conv_epilogue(v, Bias, mo, bias, relu);
+      const size_t at = ((size_t)n * M + mo) * OHW + (p - n * OHW);
+      y[at] = tc_conv_epilogue(v, Bias, mo, bias, Z, at, res, relu);
     }
   }
 };
@@ -607,7 +614,8 @@ __device__ __forceinline__ void tc_conv_block(float (&acc)[NP][NQ][4], tc_sptr a
   tc_mainloop<BM, BN, PREC>(acc, as, bs, a_lane, b_lane, split.tiles, load);
 }
 
-// X [N, C, H, W], Wt [M, C/group, KH, KW], Bias [M] (read when bias), Y [N, M, OH, OW], then Relu when relu;
+// X [N, C, H, W], Wt [M, C/group, KH, KW], Bias [M] (read when bias), Y [N, M, OH, OW] = conv + bias (+ Z, a
+// residual [N, M, OH, OW] read when res), then Relu when relu;
 // tab (R = C/group*KH*KW entries) from conv_tc_offsets (not read with VEC bit 1). VEC: bit 0, W rows may be copied 16
 // bytes at a time (R a multiple of 4); bit 1, X rows (a 1x1, stride-1, unpadded convolution, H*W a multiple of 4).
 // block (TcShape<BM, BN>::THREADS), grid (ceil(N*OH*OW / BN), ceil((M/group) / BM), group * splits);
@@ -616,7 +624,8 @@ template <int BM, int BN, int PREC, int VEC>
 __global__ void __launch_bounds__(TcShape<BM, BN>::THREADS)
 conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* __restrict__ Bias,
         float* __restrict__ Y, float* __restrict__ P, const TcTap* __restrict__ tab, int N, int C, int H, int W, int M,
-        int OH, int OW, int sh, int sw, int ph, int pw, int R, int group, int bias, int relu, int splits) {
+        int OH, int OW, int sh, int sw, int ph, int pw, int R, int group, int bias, int relu, int splits,
+        const float* __restrict__ Z, int res) {
   typedef TcShape<BM, BN> S;
   __shared__ __align__(16) float As[TcShape<BM, BN>::A_FLOATS];  // spelled out: the converter lifts these
   __shared__ __align__(16) float Bs[TcShape<BM, BN>::B_FLOATS];
@@ -637,21 +646,23 @@ conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* 
     tc_conv_block<BM, BN, PREC, 0, 0>(acc, as, bs, a_lane, b_lane, X, Wt, tab, N, C, H, W, OH, OW, sh, sw, ph, pw, cg,
                                       mg, R, g, m0, p0, split);
   const bool part = splits > 1;
-  const TcConvOut out{part ? P + (size_t)s * M * N * OH * OW : Y, Bias, M, OH * OW, N * OH * OW, mg, m0, p0, g, bias,
-                      relu, part};
+  const TcConvOut out{part ? P + (size_t)s * M * N * OH * OW : Y, Bias, Z, M, OH * OW, N * OH * OW, mg, m0, p0, g,
+                      bias, res, relu, part};
   tc_store(acc, lane, wm, wn, out);
 }
 
 // Split-K fixup of conv_tc: Y[n][m][pix] = epilogue(P[0][m][p] + P[1][m][p] + ...), p = n*OHW + pix, added in split
-// order. block (BLOCK), grid ceil(N*M*OHW / BLOCK).
+// order, then bias, the residual Z[n][m][pix] (when res: added once, after the sum) and Relu.
+// block (BLOCK), grid ceil(N*M*OHW / BLOCK).
 template <int BLOCK>
 __global__ void tc_conv_splitk_reduce(const float* __restrict__ P, const float* __restrict__ Bias,
-                                      float* __restrict__ Y, int N, int M, int OHW, int splits, int bias, int relu) {
+                                      float* __restrict__ Y, int N, int M, int OHW, int splits, int bias, int relu,
+                                      const float* __restrict__ Z, int res) {
   const int e = blockIdx.x * BLOCK + threadIdx.x, total = N * M * OHW;
   if (e >= total) return;
   const int pix = e % OHW, m = (e / OHW) % M, n = e / (OHW * M);
   const size_t q = (size_t)m * N * OHW + (size_t)n * OHW + pix;
   float v = P[q];
   for (int s = 1; s < splits; ++s) v += P[(size_t)s * total + q];
-  Y[e] = tc_conv_epilogue(v, Bias, m, bias, relu);
+  Y[e] = tc_conv_epilogue(v, Bias, m, bias, Z, e, res, relu);
 }

@@ -1,5 +1,6 @@
-"""Bindings of Conv (1-D and 2-D, NCHW, groups) and our FusedConv (Conv + Relu, attribute activation) to the
-kernels of legacy/conv.cu."""
+"""Bindings of Conv (1-D and 2-D, NCHW, groups), our FusedConv (Conv + Relu, attribute activation) and our
+FusedConvAdd (Conv + a residual Z of the output's shape, then the optional Relu: scheduler/fuse_residual.py) to the
+kernels of legacy/conv.cu and legacy/tc.cu."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +10,7 @@ from typing import Callable
 
 from onnx import helper
 
-from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
+from kernel_corpus.bindings import INT32_MAX, Binding, In, Launch, NodeInfo, OpDef, Out, Shape
 from kernel_corpus.ops._common import (MAX_GRID_YZ, SPLIT_REDUCE_BLOCK, Window, activated, cdiv, fused_activation, i32,
                                        linear_launch, require_present, require_split, spatial_hw, temp, tensor_bytes,
                                        window_2d)
@@ -37,12 +38,18 @@ class ConvGeom:
     group: int
     bias: bool
     relu: bool = False  # FusedConv: a Relu after the bias
+    residual: bool = False  # FusedConvAdd: input 3 (Z, the output's shape) added after the bias, before the Relu
+
+    @property
+    def epilogue_ops(self) -> int:
+        """Operations per output after the sum: bias add, residual add, Relu."""
+        return int(self.bias) + int(self.residual) + int(self.relu)
 
     @property
     def flops(self) -> int:
-        """Two ops per multiply-add of every output, plus the bias add."""
+        """Two ops per multiply-add of every output, plus the epilogue's."""
         taps = (self.C // self.group) * self.win.kh * self.win.kw
-        return self.N * self.M * self.OH * self.OW * (2 * taps + (1 if self.bias else 0) + (1 if self.relu else 0))
+        return self.N * self.M * self.OH * self.OW * (2 * taps + self.epilogue_ops)
 
 
 def conv_geometry(node: NodeInfo) -> ConvGeom:
@@ -67,7 +74,10 @@ def conv_geometry(node: NodeInfo) -> ConvGeom:
     if bias is not None and bias.shape != (M,):
         raise Refused(f"bias {list(bias.shape)} is not [{M}]")
     relu = fused_activation(node, {"Relu": 1})
-    return ConvGeom(N, C, *spatial_hw(x), M, *spatial_hw(y), win, group, bias is not None, relu == 1)
+    z = node.input(3)
+    if z is not None and z.shape != tuple(y):
+        raise Refused(f"residual {list(z.shape)} is not the output's shape {list(y)}")
+    return ConvGeom(N, C, *spatial_hw(x), M, *spatial_hw(y), win, group, bias is not None, relu == 1, z is not None)
 
 
 def _flags(g: ConvGeom) -> list[str]:
@@ -80,6 +90,11 @@ def _conv_args(g: ConvGeom) -> list:
     w = g.win
     return [In(0), In(1), In(2) if g.bias else In(0), Out(0)] + [
         i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw, w.dh, w.dw)]
+
+
+def _residual_args(g: ConvGeom) -> list:
+    """Every conv kernel's trailing arguments: Z (X stands in when absent: never read) and the flag res."""
+    return [In(3) if g.residual else In(0), i32(int(g.residual))]
 
 
 def _traffic(node: NodeInfo) -> int:
@@ -103,14 +118,14 @@ def _direct_binding(op_type: str, block: int, kind: str) -> Binding:
     def plan(node: NodeInfo) -> list[Launch]:
         g = conv_geometry(node)
         return [linear_launch("conv_direct", [block, *_flags(g)], g.N * g.M * g.OH * g.OW, block,
-                              _conv_args(g) + [i32(g.group)], g.flops, _traffic(node))]
+                              _conv_args(g) + [i32(g.group)] + _residual_args(g), g.flops, _traffic(node))]
 
     return Binding(op_type, f"direct{block}", SOURCE, kind, _geometry_condition(), plan, ("conv_direct",))
 
 
 FP32_SPLITS = (4, 16)  # split-K factors of conv_implicit_gemm<16>
 SPLIT_NOTE = ("launches in order: the GEMM's partial sums of the K splits into a temp, then their sum in split order "
-              "with bias and Relu; the second waits for every rTask of the first")
+              "with bias (residual) and Relu; the second waits for every rTask of the first")
 
 
 def _split_condition(tile_m: int, splits: int, step: int):
@@ -133,19 +148,19 @@ def _partial(g: ConvGeom, splits: int):
 def _with_fixup(node: NodeInfo, g: ConvGeom, main: Launch, splits: int, reduce: str, targs: list,
                 tail: list) -> list[Launch]:
     """A convolution's GEMM launch and, when split, its fixup `reduce` (template arguments SPLIT_REDUCE_BLOCK + targs,
-    trailing arguments `tail`): the GEMM then writes partial sums (no bias or Relu), the fixup adds them in split
-    order and applies bias and Relu."""
+    trailing arguments `tail`, then the residual's): the GEMM then writes partial sums (no bias, residual or Relu),
+    the fixup adds them in split order and applies bias, residual (once, after the sum) and Relu."""
     if splits == 1:
         return [main]
     total = g.M * g.N * g.OH * g.OW
-    epilogue = total * ((1 if g.bias else 0) + (1 if g.relu else 0))
+    epilogue = total * g.epilogue_ops
     main.flops -= epilogue
-    main.bytes += 4 * splits * total - node.outputs[0].nbytes
+    main.bytes += 4 * splits * total - tensor_bytes(node.input(3), node.outputs[0])
     return [main, linear_launch(reduce, [SPLIT_REDUCE_BLOCK, *targs], total, SPLIT_REDUCE_BLOCK,
                                 [_partial(g, splits), In(2) if g.bias else In(0), Out(0)]
-                                + [i32(v) for v in (g.N, g.M, g.OH * g.OW, splits)] + tail,
+                                + [i32(v) for v in (g.N, g.M, g.OH * g.OW, splits)] + tail + _residual_args(g),
                                 total * (splits - 1) + epilogue,
-                                4 * splits * total + tensor_bytes(node.input(2), node.outputs[0]))]
+                                4 * splits * total + tensor_bytes(node.input(2), node.input(3), node.outputs[0]))]
 
 
 def _implicit_gemm_binding(op_type: str, tile: int, kind: str, splits: int = 1) -> Binding:
@@ -156,7 +171,8 @@ def _implicit_gemm_binding(op_type: str, tile: int, kind: str, splits: int = 1) 
         g = conv_geometry(node)
         grid = (cdiv(g.N * g.OH * g.OW, tile), cdiv(g.M // g.group, tile), g.group * splits)
         main = Launch("conv_implicit_gemm", [tile, *_flags(g)], grid, (tile, tile, 1), 0,
-                      _conv_args(g) + [i32(g.group), _partial(g, splits), i32(splits)], g.flops, _traffic(node))
+                      _conv_args(g) + [i32(g.group), _partial(g, splits), i32(splits)] + _residual_args(g), g.flops,
+                      _traffic(node))
         return _with_fixup(node, g, main, splits, "conv_splitk_reduce", _flags(g), [])
 
     name = f"implicit_gemm{tile}" + (f"k{splits}" if splits > 1 else "")
@@ -174,12 +190,21 @@ def _tc_vec(g: ConvGeom) -> int:
     return (tc.VEC_A if R % 4 == 0 else 0) | (tc.VEC_B if direct else 0)
 
 
+def _tap_offsets_fit(g: ConvGeom) -> str | None:
+    """conv_tc_offsets' byte offsets (int) of the last im2col row must fit int32 (the 1x1 direct path has none)."""
+    w = g.win
+    last = 4 * (((g.C // g.group - 1) * g.H + (w.kh - 1) * w.dh) * g.W + (w.kw - 1) * w.dw)
+    if _tc_vec(g) & tc.VEC_B or last <= INT32_MAX:
+        return None
+    return f"the im2col table's byte offsets reach {last} (> int32)"
+
+
 def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str, splits: int = 1) -> Binding:
     """conv_tc (tc.cu): per group the GEMM W_g [M/group, R] x im2col(X) [R, N*OH*OW] on the tensor cores, BM x BN
     outputs per rTask; a first launch tabulates the im2col offsets of the R = C/group*KH*KW rows (none for a 1x1
     stride-1 unpadded convolution, which reads X directly): a setup launch, run once when a build loads. With
     splits > 1 (split-K) each tile's R is spread over `splits` rTasks writing partial sums, and a last launch
-    (tc_conv_splitk_reduce) adds them in split order and applies bias and Relu."""
+    (tc_conv_splitk_reduce) adds them in split order and applies bias, residual and Relu."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         g = conv_geometry(node)
@@ -195,7 +220,7 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
         work = tc.tensor_core_flops(g.group, mg, P, R, bm, bn, precision) + g.flops - 2 * g.M * P * R
         args = _conv_args(g)[:4] + [_partial(g, splits), taps] + [
             i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.sh, w.sw, w.ph, w.pw, R, g.group, int(g.bias),
-                             int(g.relu), splits)]
+                             int(g.relu), splits)] + _residual_args(g)
         main = Launch("conv_tc", [bm, bn, tc.PREC_CODE[precision], vec], (cdiv(P, bn), cdiv(mg, bm), g.group * splits),
                       (tc.threads(bm, bn), 1, 1), 0, args, work,
                       _traffic(node) + (0 if vec & tc.VEC_B else 16 * r_pad), flop_rate=tc.TF32_RATE)
@@ -203,12 +228,13 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
                                    [i32(int(g.bias)), i32(int(g.relu))])
 
     kernels = ("conv_tc_offsets", "conv_tc") + (("tc_conv_splitk_reduce",) if splits > 1 else ())
+    split = " (partial sums of the K splits into a temp), their sum in split order with bias, residual and Relu"
     note = ("launches in order: the im2col offset table into a temp (none for a 1x1, stride-1, unpadded "
-            "convolution), the GEMM" + (" (partial sums of the K splits into a temp), their sum in split order with "
-                                        "bias and Relu" if splits > 1 else "") + "; each waits for the one before")
+            "convolution), the GEMM" + (split if splits > 1 else "") + "; each waits for the one before")
+    limits = _split_condition(bm, splits, tc.BK)
     return Binding(op_type, tc.variant(bm, bn, precision, splits), tc.SOURCE, kind,
-                   _geometry_condition(_split_condition(bm, splits, tc.BK)), plan, kernels, precision=precision,
-                   note=note)
+                   _geometry_condition(lambda g: limits(g) or _tap_offsets_fit(g)), plan, kernels,
+                   precision=precision, note=note)
 
 
 def depthwise_smem(g: ConvGeom, tile: int) -> int:
@@ -235,7 +261,7 @@ def _depthwise_binding(op_type: str, tile: int, kind: str) -> Binding:
         g = conv_geometry(node)
         grid = (cdiv(g.OW, tile), cdiv(g.OH, tile), g.N * g.M)
         return [Launch("conv_depthwise_tiled", [tile, *_flags(g)], grid, (tile, tile, 1),
-                       depthwise_smem(g, tile), _conv_args(g), g.flops, _traffic(node))]
+                       depthwise_smem(g, tile), _conv_args(g) + _residual_args(g), g.flops, _traffic(node))]
 
     return Binding(op_type, f"depthwise{tile}", SOURCE, kind, _geometry_condition(depthwise_only), plan,
                    ("conv_depthwise_tiled",))
@@ -255,16 +281,21 @@ def _torch_conv(T, a: dict, k: list, nout: int) -> Callable:
     strides, dilations, group = a.get("strides", [1] * r), a.get("dilations", [1] * r), a.get("group", 1)
     relu = a.get("activation") == "Relu"
 
-    def f(x, w, b=None):
+    def f(x, w, b=None, z=None):
         y = conv(F.pad(x, extra) if extra else x, w, b, strides, pad, dilations, group)
+        y = y if z is None else y + z
         return T.relu(y) if relu else y
     return f
 
 
 def _fused_conv_equivalent(node: NodeInfo, ins: list[str], outs: list[str], dtype) -> tuple[list, list]:
-    """FusedConv as Conv, then the activation."""
+    """FusedConv as Conv, then the activation; FusedConvAdd as Conv, Add of input 3, then the activation."""
     attrs = {k: v for k, v in node.attrs.items() if k not in ("activation", "approximate")}
-    return activated(node, [helper.make_node("Conv", ins, ["conv"], **attrs)], "conv", outs[0]), []
+    conv_ins = [n for n in ins[:3] if n]  # an absent bias is the Conv's last input: leave it out
+    nodes = [helper.make_node("Conv", conv_ins, ["conv"], **attrs)]
+    if len(ins) > 3 and ins[3]:
+        nodes.append(helper.make_node("Add", ["conv", ins[3]], ["sum"]))
+    return activated(node, nodes, nodes[-1].output[0], outs[0]), []
 
 
 CONV_SHAPES = (
@@ -299,6 +330,22 @@ FUSED_CONV_SHAPES = (
     Shape(((1, 1024, 4, 4), (16, 1024, 1, 1), (16,)), {"activation": "Relu"}, positive=(0, 1), tol=1e-4),
 )
 
+FUSED_CONV_ADD_SHAPES = (  # X, W, bias (- absent), Z [N, M, OH, OW]; with and without the Relu
+    Shape(((1, 3, 9, 11), (5, 3, 3, 3), (5,), (1, 5, 9, 11)), {"pads": [1, 1, 1, 1], "activation": "Relu"}),
+    Shape(((2, 4, 10, 7), (6, 2, 3, 2), None, (2, 6, 6, 7)), {"group": 2, "strides": [2, 1], "pads": [1, 0, 2, 1]}),
+    Shape(((1, 4, 9, 9), (4, 1, 3, 3), (4,), (1, 4, 5, 5)), {"group": 4, "pads": [1, 1, 1, 1], "strides": [2, 2],
+                                                            "activation": "Relu"}),
+    Shape(((1, 3, 20, 18), (3, 1, 3, 3), (3,), (1, 3, 20, 18)), {"group": 3, "dilations": [2, 2],
+                                                                 "pads": [2, 2, 2, 2]}),
+    Shape(((2, 3, 12), (4, 3, 3), None, (2, 4, 6)), {"strides": [2], "pads": [1, 1], "activation": "Relu"}),
+    Shape(((2, 8, 4, 6), (12, 8, 1, 1), (12,), (2, 12, 4, 6)), {"activation": "Relu"}),  # tc.cu's 16-byte X copies
+    Shape(((1, 64, 16, 16), (256, 64, 1, 1), (256,), (1, 256, 16, 16)), {"activation": "Relu"}, test=False),
+    # long reductions (R >= 1024): every split-K factor applies, the residual added once after the splits' sum
+    Shape(((1, 128, 4, 4), (8, 128, 3, 3), (8,), (1, 8, 4, 4)), {"pads": [1, 1, 1, 1], "activation": "Relu"},
+          positive=(0, 1), tol=1e-4),
+    Shape(((2, 1040, 2, 2), (12, 1040, 1, 1), None, (2, 12, 2, 2)), positive=(0, 1), tol=1e-4),
+)
+
 
 def _conv_bindings(op_type: str) -> tuple[Binding, ...]:
     """The Conv kernels of conv.cu for Conv or FusedConv."""
@@ -312,5 +359,7 @@ def _conv_bindings(op_type: str) -> tuple[Binding, ...]:
 OPS = [
     OpDef("Conv", _conv_bindings("Conv"), CONV_SHAPES, torch=_torch_conv),
     OpDef("FusedConv", _conv_bindings("FusedConv"), FUSED_CONV_SHAPES, torch=_torch_conv,
+          equivalent=_fused_conv_equivalent, custom=True),
+    OpDef("FusedConvAdd", _conv_bindings("FusedConvAdd"), FUSED_CONV_ADD_SHAPES, torch=_torch_conv,
           equivalent=_fused_conv_equivalent, custom=True),
 ]

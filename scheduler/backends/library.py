@@ -71,10 +71,13 @@ def gemm_condition(node: NodeInfo) -> str | None:
 
 
 def conv_condition(node: NodeInfo) -> str | None:
-    """2-D convolution (NCHW), any group, pads, strides, dilations."""
-    x, w = node.input(0), node.input(1)
+    """2-D convolution (NCHW), any group, pads, strides, dilations; FusedConvAdd's residual Z of the output's
+    shape."""
+    x, w, z, y = node.input(0), node.input(1), node.input(3), node.output(0)
     if x is None or w is None or len(x.shape) != 4 or len(w.shape) != 4:
         return "2-D convolutions (4-D X and W) only"
+    if z is not None and (y is None or z.shape != y.shape):
+        return f"residual {list(z.shape)} is not the output's shape"
     group = int(node.attr("group", 1))
     if x.shape[1] % group or w.shape[0] % group or w.shape[1] != x.shape[1] // group:
         return f"group {group} does not fit X {list(x.shape)} and W {list(w.shape)}"
@@ -222,7 +225,8 @@ def conv_numpy(x: np.ndarray, w: np.ndarray, win: ConvWindow, out_hw: tuple[int,
 
 
 def run_conv(xp: Any, ins: list, outs: list, attrs: dict) -> None:
-    """Y = conv(X, W) + B, then the activation (Conv and FusedConv): numpy on the CPU, cuDNN on the GPU."""
+    """Y = conv(X, W) + B (+ Z, FusedConvAdd's residual, added in place after the call), then the activation (Conv,
+    FusedConv, FusedConvAdd): numpy on the CPU, cuDNN on the GPU (CuPy's binding has no z term)."""
     x, w, y = ins[0], ins[1], outs[0]
     win = conv_window(attrs, x.shape, w.shape)
     if xp is np:
@@ -231,6 +235,8 @@ def run_conv(xp: Any, ins: list, outs: list, attrs: dict) -> None:
             y += ins[2].reshape(1, -1, 1, 1)
     else:
         conv_cudnn(x, w, ins[2] if len(ins) > 2 else None, y, win)
+    if len(ins) > 3 and ins[3] is not None:
+        y += ins[3]
     activate(xp, y, attrs)
 
 
@@ -277,8 +283,8 @@ class Implementation:
 IMPLEMENTATIONS: tuple[Implementation, ...] = (
     Implementation("matmul", ("MatMul", "FusedMatMul"), matmul_condition, matmul_flops, run_matmul),
     Implementation("gemm", ("Gemm", "FusedGemm"), gemm_condition, gemm_flops, run_gemm),
-    Implementation("conv2d", ("Conv", "FusedConv"), conv_condition, conv_flops, run_conv, conv_gpu_condition,
-                   efficiency=0.6),
+    Implementation("conv2d", ("Conv", "FusedConv", "FusedConvAdd"), conv_condition, conv_flops, run_conv,
+                   conv_gpu_condition, efficiency=0.6),
 )
 BY_FUNCTION = {impl.function: impl for impl in IMPLEMENTATIONS}
 
@@ -428,12 +434,23 @@ def view_copies_us(call: LibraryCall, device: Any) -> float:
                for n in call.strides)
 
 
+def residual_add_us(call: LibraryCall, device: Any) -> float:
+    """What FusedConvAdd's residual costs a conv2d call (an estimate, not measured): CuPy's cuDNN call has no z term,
+    so Y += Z runs as one more kernel of the graph: a launched op's floor plus reading Y and Z and writing Y at the
+    calls' bandwidth share. 0 for every other call."""
+    from ..dispatch_costs import LAUNCHES
+    if call.function != "conv2d" or len(call.inputs) < 4 or not call.inputs[3]:
+        return 0.0
+    return LAUNCHES.floor_us("graph") + 3 * 4 * prod(call.output_shapes[0] or [0]) / (device.mem_bw * 0.8) * 1e6
+
+
 def call_kernel_us(call: LibraryCall, device: Any) -> float:
     """A vendor call's kernel time: the roofline at the call's efficiency scaled by how many 128x128 output tiles
-    fill the SMs (small problems leave SMs idle), never below a floor; plus its strided views' copies."""
+    fill the SMs (small problems leave SMs idle), never below a floor; plus its strided views' copies and a
+    residual's add."""
     if call.function == FALLBACK:
         return FALLBACK_FLOOR_US + call.bytes / (device.mem_bw * 0.1) * 1e6
-    return vendor_kernel_us(call, device) + view_copies_us(call, device)
+    return vendor_kernel_us(call, device) + view_copies_us(call, device) + residual_add_us(call, device)
 
 
 def vendor_kernel_us(call: LibraryCall, device: Any) -> float:

@@ -150,10 +150,12 @@ class Out:
 
 @dataclass(frozen=True)
 class Temp:
-    """Launch argument: a scratch buffer of `nbytes` shared by the launches of one node (undefined on entry)."""
+    """Launch argument: a scratch buffer of `nbytes` shared by the launches of one node (undefined on entry), of
+    elements `dtype` (the kernel parameter's: float32, or int32 for counters)."""
 
     name: str
     nbytes: int
+    dtype: str = "float32"
 
 
 @dataclass(frozen=True)

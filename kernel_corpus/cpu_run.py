@@ -40,8 +40,8 @@ def _argument(arg: Arg, inputs: list[np.ndarray | None], outputs: list[np.ndarra
     if isinstance(arg, Out):
         return outputs[arg.index]
     if isinstance(arg, Temp):
-        if arg.name not in temps:  # NaN: nothing may rely on the contents
-            temps[arg.name] = np.full(-(-arg.nbytes // 4), np.nan, dtype=np.float32)
+        if arg.name not in temps:  # NaN: nothing may rely on the contents (an int32 temp: the same bits)
+            temps[arg.name] = np.full(-(-arg.nbytes // 4), np.nan, dtype=np.float32).view(arg.dtype)
         return temps[arg.name]
     if isinstance(arg, Scalar):
         return SCALAR_TYPES[arg.dtype](arg.value)

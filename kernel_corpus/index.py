@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from converter.output import as_json
-from kernel_corpus.bindings import Binding, In, NodeInfo, OpDef, Out, Scalar, Shape
+from kernel_corpus.bindings import Binding, In, NodeInfo, OpDef, Out, Scalar, Shape, Temp
 from kernel_corpus.bindings import registry as default_registry
 from kernel_corpus.reference import shape_node
 
@@ -136,7 +136,8 @@ def launch_spec(launch, node) -> dict:
                          "init": "random", "low": 0.5, "high": 1.5})
             continue
         size = node.outputs[a.index].numel if isinstance(a, Out) else -(-a.nbytes // 4)
-        args.append({"name": name, "kind": "buffer", "dtype": "float32", "size": size, "init": "zeros"})
+        dtype = a.dtype if isinstance(a, Temp) else "float32"
+        args.append({"name": name, "kind": "buffer", "dtype": dtype, "size": size, "init": "zeros"})
         outputs.append(name)
     return {"kernel": launch.kernel, "template_args": list(launch.template_args), "grid": list(launch.grid),
             "block": list(launch.block), "dynamic_smem": launch.dynamic_smem, "seed": 0, "args": args,

@@ -413,10 +413,11 @@ def _gemm_vec(M: int, N: int, K: int, trans_a: bool, batch: int) -> int:
 def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M: int, N: int, K: int,
                                                  trans_a: bool, batch: int, splits: int) -> None:
     """Every tile, precision, copy width (16-byte where the operands allow, else 4-byte) and split factor against
-    tc.cu's documented arithmetic in numpy, bit for bit; split-K through tc_gemm_splitk_reduce. A batch writes Y as
-    a strided view (ysz, ysm: Y stored [M, batch, N], as an attention's heads are stored [S, heads, D])."""
+    tc.cu's documented arithmetic in numpy, bit for bit; split-K in one launch (each tile's last block adds the
+    splits, its arrival counters left at zero for the next run: run twice). A batch writes Y as a strided view
+    (ysz, ysm: Y stored [M, batch, N], as an attention's heads are stored [S, heads, D])."""
     vec = _gemm_vec(M, N, K, trans_a, batch)
-    exprs = [f"gemm_tc<{bm}, {bn}, {prec}, {vec}>", "tc_gemm_splitk_reduce<256>"]
+    exprs = [f"gemm_tc<{bm}, {bn}, {prec}, {vec}>"]
     mod = _tc_module(exprs)
     rng = np.random.default_rng(M + N + K)
     a = rng.uniform(-2, 2, (batch, M, K)).astype(np.float32)
@@ -428,40 +429,41 @@ def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M:
     ysz, ysm = N, batch * N
     part = np.full(splits * batch * M * N, np.nan, np.float32)
     grid = (-(-N // bn), -(-M // bm), batch * splits)
+    arrivals = np.zeros(grid[0] * grid[1] * batch, np.int32)
     ints = [M, N, K, sam, sak, N, 1, 0, 0, M * K if batch > 1 else 0, K * N if batch > 1 else 0]
-    mod.launch(exprs[0], grid=grid, block=tc_threads(bm, bn),
-               args=[stored_a, b, b, stored_y if splits == 1 else part, part] + [np.int32(v) for v in ints]
-               + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0), np.int32(splits), np.int32(ysz),
-                  np.int32(ysm)])
-    if splits > 1:
-        assert np.isnan(y).all()  # the partial sums went to the partial buffer only
-        total = batch * M * N
-        mod.launch(exprs[1], grid=-(-total // 256), block=256,
-                   args=[part, b, stored_y] + [np.int32(v) for v in (total, M, N, splits, 0, 0)]
-                   + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0), np.int32(ysz), np.int32(ysm)])
-    for z in range(batch):
-        want = tc_split_model(a[z], b[z], prec, splits)
-        assert np.array_equal(y[z].view(np.uint32), want.view(np.uint32))
-        exact = a[z].astype(np.float64) @ b[z].astype(np.float64)
-        err = np.abs(y[z] - exact).max() / np.abs(exact).max()
-        assert err < {0: 2e-6, 1: 2e-3, 2: 2e-2}[prec]
+    for run in range(2 if splits > 1 else 1):
+        stored_y[...] = np.nan
+        mod.launch(exprs[0], grid=grid, block=tc_threads(bm, bn),
+                   args=[stored_a, b, b, stored_y, part, arrivals]
+                   + [np.int32(v) for v in ints] + [np.float32(1.0), np.float32(0.0), np.int32(0), np.int32(0),
+                                                    np.int32(splits), np.int32(ysz), np.int32(ysm)])
+        assert not arrivals.any()  # rearmed by each tile's last block
+        for z in range(batch):
+            want = tc_split_model(a[z], b[z], prec, splits)
+            assert np.array_equal(y[z].view(np.uint32), want.view(np.uint32)), run
+            exact = a[z].astype(np.float64) @ b[z].astype(np.float64)
+            err = np.abs(y[z] - exact).max() / np.abs(exact).max()
+            assert err < {0: 2e-6, 1: 2e-3, 2: 2e-2}[prec]
 
 
 @pytest.mark.parametrize("splits,bias,act", [(2, 1, 0), (5, 1, 1), (3, 0, 1)])
-def test_gemm_splitk_fixup_applies_the_epilogue(splits: int, bias: int, act: int) -> None:
-    """tc_gemm_splitk_reduce: partial sums added in split order, then alpha, beta * C (broadcast rows) and Relu,
-    in float32 as numpy computes them."""
-    mod = _tc_module(["tc_gemm_splitk_reduce<256>"])
+def test_gemm_split_last_block_applies_the_epilogue(splits: int, bias: int, act: int) -> None:
+    """A split gemm_tc's last block per tile: the partial sums added in split order, then alpha, beta * C (broadcast
+    rows) and Relu, in float32 as numpy computes them (the partials as the kernel leaves them in P)."""
+    mod = _tc_module(["gemm_tc<32, 32, 0, 0>"])
     rng = np.random.default_rng(splits)
-    batch, M, N = 2, 7, 33
-    part = rng.uniform(-3, 3, (splits, batch, M, N)).astype(np.float32)
+    batch, M, N, K = 2, 7, 33, 16 * splits + 5
+    a = rng.uniform(-2, 2, (batch, M, K)).astype(np.float32)
+    b = rng.uniform(-2, 2, (batch, K, N)).astype(np.float32)
     c = rng.uniform(-1, 1, N).astype(np.float32)
     y = np.full((batch, M, N), np.nan, np.float32)
+    part = np.full((splits, batch, M, N), np.nan, np.float32)
     alpha, beta = np.float32(0.5), np.float32(-2.0)
-    total = batch * M * N
-    mod.launch("tc_gemm_splitk_reduce<256>", grid=-(-total // 256), block=256,
-               args=[part.ravel(), c, y] + [np.int32(v) for v in (total, M, N, splits, 0, 1)]
-               + [alpha, beta, np.int32(bias), np.int32(act), np.int32(M * N), np.int32(N)])
+    grid = (-(-N // 32), -(-M // 32), batch * splits)
+    arrivals = np.zeros(grid[0] * grid[1] * batch, np.int32)
+    mod.launch("gemm_tc<32, 32, 0, 0>", grid=grid, block=tc_threads(32, 32),
+               args=[a, b, c, y, part, arrivals] + [np.int32(v) for v in (M, N, K, K, 1, N, 1, 0, 1, M * K, K * N)]
+               + [alpha, beta, np.int32(bias), np.int32(act), np.int32(splits), np.int32(M * N), np.int32(N)])
     acc = part[0]
     for p in part[1:]:
         acc = (acc + p).astype(np.float32)

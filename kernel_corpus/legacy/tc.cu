@@ -33,9 +33,10 @@
 // integer division (1x1, stride-1, unpadded convolutions with VEC bit 1 read X directly, 16 bytes at a time).
 //
 // Split-K (splits > 1): blockIdx.z = z * splits + s; the block sums the k of stages [s * stages / splits,
-// (s + 1) * stages / splits) (stages = ceil(K / BK), integer division) and writes its raw partial sums to P; a second
-// launch (tc_gemm_splitk_reduce / tc_conv_splitk_reduce) adds the splits in order s = 0, 1, ... and applies the
-// epilogue: deterministic, bit for bit run to run whatever order the blocks run in.
+// (s + 1) * stages / splits) (stages = ceil(K / BK), integer division) and writes its raw partial sums to P; the
+// GEMM's block that stores a tile's partial sums last (an arrival counter per tile) then adds the tile's splits in
+// order s = 0, 1, ... and applies the epilogue; the convolution's second launch (tc_conv_splitk_reduce) does the same
+// for every element. Deterministic, bit for bit run to run whatever order the blocks run in.
 
 #define TC_BK 16
 
@@ -439,13 +440,15 @@ __device__ __forceinline__ void tc_gemm_block(float (&acc)[NP][NQ][4], tc_sptr a
 
 // Tensor-core GEMM: a BM x BN tile of Y per block. VEC: bit 0, A(m, k..k+3) may be copied 16 bytes at a time (sak 1,
 // sam, K and batch_a multiples of 4); bit 1, B(k, n..n+3) (sbn 1, sbk, N and batch_b multiples of 4).
-// block (TcShape<BM, BN>::THREADS), grid (ceil(N/BN), ceil(M/BM), batch * splits); P [splits][batch][M][N] (read when
-// splits > 1, else Y stands in).
+// block (TcShape<BM, BN>::THREADS), grid (ceil(N/BN), ceil(M/BM), batch * splits); P [splits][batch][M][N] and
+// arrivals [batch][ceil(M/BM)][ceil(N/BN)] (zero before the first launch: tc_arrivals_zero; each tile's last block
+// sets its counter back to zero) are read when splits > 1 (else Y stands in for both).
 template <int BM, int BN, int PREC, int VEC>
 __global__ void __launch_bounds__(TcShape<BM, BN>::THREADS)
 gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C, float* __restrict__ Y,
-        float* __restrict__ P, int M, int N, int K, int sam, int sak, int sbk, int sbn, int scm, int scn, int batch_a,
-        int batch_b, float alpha, float beta, int bias, int act, int splits, int ysz, int ysm) {
+        float* __restrict__ P, int* __restrict__ arrivals, int M, int N, int K, int sam, int sak, int sbk, int sbn,
+        int scm, int scn, int batch_a, int batch_b, float alpha, float beta, int bias, int act, int splits, int ysz,
+        int ysm) {
   typedef TcShape<BM, BN> S;
   __shared__ __align__(16) float As[TcShape<BM, BN>::A_FLOATS];  // spelled out: the converter lifts these
   __shared__ __align__(16) float Bs[TcShape<BM, BN>::B_FLOATS];
@@ -470,22 +473,36 @@ gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* _
   float* y = part ? P + ((size_t)s * batch + z) * M * N : Y + (size_t)z * ysz;
   const TcGemmOut out{y, C, M, N, part ? N : ysm, m0, n0, scm, scn, alpha, beta, bias, act, part};
   tc_store(acc, lane, wm, wn, out);
+  if (!part) return;
+  // Split-K in place: the partial sums published (fence), one arrival on the tile's counter; the block that arrives
+  // last adds the tile's splits in split order, reading P past L1 (__ldcg: a persistent vEU's L1 may hold lines of
+  // an earlier inference), applies the epilogue and rearms the counter. The flag lives in As, whose stages are done.
+  int* last = reinterpret_cast<int*>(As);
+  __threadfence();
+  __syncthreads();
+  int* arrival = arrivals + ((size_t)z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0) *last = atomicAdd(arrival, 1) == splits - 1;
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  const size_t total = (size_t)batch * M * N;
+  for (int e = threadIdx.x; e < BM * BN; e += S::THREADS) {
+    const int m = m0 + e / BN, n = n0 + e % BN;
+    if (m >= M || n >= N) continue;
+    const size_t at = ((size_t)z * M + m) * N + n;
+    float v = __ldcg(P + at);
+    for (int t = 1; t < splits; ++t) v += __ldcg(P + t * total + at);
+    Y[(size_t)z * ysz + (size_t)m * ysm + n] = tc_gemm_epilogue(v, C, (size_t)m * scm + (size_t)n * scn, alpha, beta,
+                                                                bias, act);
+  }
+  if (threadIdx.x == 0) *arrival = 0;
 }
 
-// Split-K fixup of gemm_tc: Y(z,m,n) = Y[z*ysz + m*ysm + n] = epilogue(P[0][z][m][n] + P[1][z][m][n] + ...), added in
-// split order.
-// block (BLOCK), grid ceil(batch*M*N / BLOCK).
-template <int BLOCK>
-__global__ void tc_gemm_splitk_reduce(const float* __restrict__ P, const float* __restrict__ C, float* __restrict__ Y,
-                                      int total, int M, int N, int splits, int scm, int scn, float alpha, float beta,
-                                      int bias, int act, int ysz, int ysm) {
-  const int e = blockIdx.x * BLOCK + threadIdx.x;
-  if (e >= total) return;
-  float v = P[e];
-  for (int s = 1; s < splits; ++s) v += P[(size_t)s * total + e];
-  const int n = e % N, m = (e / N) % M, z = e / N / M;
-  Y[(size_t)z * ysz + (size_t)m * ysm + n] = tc_gemm_epilogue(v, C, (size_t)m * scm + (size_t)n * scn, alpha, beta,
-                                                              bias, act);
+// The split GEMM's arrival counters zeroed, once before its first launch (a setup launch). block any, grid
+// ceil(n / blockDim.x).
+__global__ void tc_arrivals_zero(int* __restrict__ arrivals, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) arrivals[i] = 0;
 }
 
 // ---- implicit-GEMM convolution ---------------------------------------------------------------------------------

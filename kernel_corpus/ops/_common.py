@@ -32,9 +32,9 @@ def f32(value: float) -> Scalar:
     return Scalar("float32", float(value))
 
 
-def temp(name: str, nbytes: int) -> Temp:
+def temp(name: str, nbytes: int, dtype: str = "float32") -> Temp:
     """Argument: a scratch buffer shared by the launches of one node (contents undefined on entry)."""
-    return Temp(name, int(nbytes))
+    return Temp(name, int(nbytes), dtype)
 
 
 SPLIT_MIN_K = 64  # split-K: k per split at least, so a split's fixed costs (prologue, epilogue) stay a small part

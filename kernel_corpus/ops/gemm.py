@@ -266,6 +266,8 @@ def _split_launches(node: NodeInfo, p: GemmProblem, main: Launch, splits: int, r
     return [main, fixup]
 
 
+TC_SPLIT_NOTE = ("one launch: partial sums of the K splits into a temp; the last rTask of each tile adds them in split "
+                 "order with the epilogue (an arrival counter per tile, zeroed once by a setup launch)")
 SPLIT_NOTE = ("two launches (partial sums of the K splits into a temp, then their sum in split order with the "
               "epilogue); the second waits for every rTask of the first")
 
@@ -313,24 +315,33 @@ def _tc_vec(p: GemmProblem) -> int:
 
 def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str, splits: int = 1) -> Binding:
     """gemm_tc (tc.cu): a BM x BN tile per rTask on the tensor cores, 3xTF32 (float32 accuracy), TF32 or BF16; with
-    splits > 1 (split-K) each tile's K is spread over `splits` rTasks writing partial sums, and a second launch
-    (tc_gemm_splitk_reduce) adds them in split order and applies the epilogue."""
+    splits > 1 (split-K) each tile's K is spread over `splits` rTasks writing partial sums, and the tile's last rTask
+    to arrive (a counter per tile, zeroed by a setup launch) adds them in split order and applies the epilogue: one
+    launch, no fixup kernel."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         p = gemm_problem(node)
         grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch * splits)
         work = tc.tensor_core_flops(p.batch, p.M, p.N, p.K, bm, bn, precision) + p.flops - 2 * p.batch * p.M * p.N * p.K
+        tiles = grid[0] * grid[1] * p.batch
+        arrivals = temp("arrivals", 4 * tiles if splits > 1 else 4, "int32")  # unsplit: never read
         args = _gemm_args(p)
-        args = args[:4] + [_partial(p, splits)] + args[4:] + [i32(int(p.bias)), i32(p.act), i32(splits)]
+        args = args[:4] + [_partial(p, splits), arrivals] + args[4:] + [i32(int(p.bias)), i32(p.act), i32(splits)]
         args += _y_strides(p)
+        # split: every rTask writes its partial tile, the last of each tile reads all of them back (from L2)
+        traffic = _traffic(node) + (8 * splits * p.batch * p.M * p.N if splits > 1 else 0)
         main = Launch("gemm_tc", [bm, bn, tc.PREC_CODE[precision], _tc_vec(p)], grid, (tc.threads(bm, bn), 1, 1), 0,
-                      args, work, _traffic(node), flop_rate=tc.TF32_RATE)
-        return _split_launches(node, p, main, splits, "tc_gemm_splitk_reduce", [], [i32(int(p.bias)), i32(p.act)])
+                      args, work, traffic, flop_rate=tc.TF32_RATE)
+        if splits == 1:
+            return [main]
+        zero = replace(linear_launch("tc_arrivals_zero", [], tiles, SPLIT_REDUCE_BLOCK,
+                                                 [arrivals, i32(tiles)], 0, 4 * tiles), setup=True)
+        return [zero, main]
 
-    kernels = ("gemm_tc", "tc_gemm_splitk_reduce") if splits > 1 else ("gemm_tc",)
+    kernels = ("tc_arrivals_zero", "gemm_tc") if splits > 1 else ("gemm_tc",)
     return Binding(op_type, tc.variant(bm, bn, precision, splits), tc.SOURCE, kind,
                    _gemm_condition(bm, splits, tc.BK), plan, kernels, precision=precision,
-                   note=SPLIT_NOTE if splits > 1 else "")
+                   note=TC_SPLIT_NOTE if splits > 1 else "")
 
 
 def gemv_problem(node: NodeInfo, layout: str) -> GemmProblem:

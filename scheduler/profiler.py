@@ -140,9 +140,10 @@ HMMA_SATURATING_SHARE = 0.4
 # key (kernel, BM, BN, operand copies: "vec" = 16-byte rows, "gather" = the conv's im2col gather, precision).
 # 3xTF32 loops issue 48 HMMA.1688 per stage (the hi/lo split), TF32 16, bf16 8 HMMA.16816.
 TC_HMMA_SHARE = {
-    ("gemm_tc", 32, 32, "vec", "3xtf32"): 24 / 91, ("gemm_tc", 64, 64, "vec", "3xtf32"): 96 / 167,
-    ("gemm_tc", 128, 64, "vec", "3xtf32"): 96 / 163, ("gemm_tc", 64, 64, "vec", "tf32"): 32 / 135,
-    ("gemm_tc", 64, 64, "vec", "bf16"): 16 / 79, ("gemm_tc", 64, 64, "gather", "3xtf32"): 96 / 202,
+    # gemm_tc re-read with its arrival-counter argument and SPLIT = 0 (were 167, 135, 79, 202; 2026-11-27)
+    ("gemm_tc", 32, 32, "vec", "3xtf32"): 24 / 91, ("gemm_tc", 64, 64, "vec", "3xtf32"): 96 / 172,
+    ("gemm_tc", 128, 64, "vec", "3xtf32"): 96 / 163, ("gemm_tc", 64, 64, "vec", "tf32"): 32 / 140,
+    ("gemm_tc", 64, 64, "vec", "bf16"): 16 / 84, ("gemm_tc", 64, 64, "gather", "3xtf32"): 96 / 203,
     ("conv_tc", 64, 64, "vec", "3xtf32"): 96 / 170, ("conv_tc", 128, 64, "vec", "3xtf32"): 96 / 162,
     # the gathered tiles with byte offsets in the im2col table (one 64-bit add per copy's address, not a scaled one;
     # were 96 / 242 and 24 / 127; nvcc 13.0, issue 25, 2026-11-27): registers unchanged (96, 48), no spills
@@ -150,6 +151,14 @@ TC_HMMA_SHARE = {
     # the 1x1 convolutions' tile (ResNeXt's 18 conv_tc<32, 32, 0, 3> launches; before, priced at the gathered tile's
     # 24 / 127): 12 HMMA.1688 in an 87-instruction loop, 48 registers, no spills (nvcc 13.0, issue 25, 2026-11-27)
     ("conv_tc", 32, 32, "vec", "3xtf32"): 24 / 87,
+}
+# The split GEMM's instantiations (gemm_tc's SPLIT = 1: the in-place fixup after the loop changes ptxas' allocation
+# of the loop itself), read the same way (nvcc 13.0; tests: test_cost_models_tensor_core_shares_are_the_sass).
+TC_SPLIT_HMMA_SHARE = {
+    ("gemm_tc", 32, 32, "vec", "3xtf32"): 24 / 93, ("gemm_tc", 32, 32, "gather", "3xtf32"): 24 / 154,
+    ("gemm_tc", 32, 32, "vec", "tf32"): 16 / 155, ("gemm_tc", 32, 32, "vec", "bf16"): 8 / 123,
+    ("gemm_tc", 64, 64, "vec", "3xtf32"): 96 / 182, ("gemm_tc", 64, 64, "gather", "3xtf32"): 96 / 203,
+    ("gemm_tc", 64, 64, "vec", "tf32"): 32 / 150, ("gemm_tc", 64, 64, "vec", "bf16"): 16 / 94,
 }
 TC_PRECISION = {0: "3xtf32", 1: "tf32", 2: "bf16"}  # tc.cu's PREC template argument (kernel_corpus.ops._tensor_core)
 # The wmma tiles tc.cu had before (three template arguments, no VEC): what ran on the H100 on 2026-11-27, re-priced
@@ -162,14 +171,17 @@ def tc_share(kernel: str, template_args: Any) -> float | None:
     """The share of the tensor-core peak a tc.cu launch's loop issues (TC_HMMA_SHARE over the saturating share, at
     most 1), or None for other kernels (and the old wmma tiles). A tile, copy kind or precision not read from the
     SASS takes the same tile at 3xTF32 (else the nearest measured loop: the other copy kind, the other kernel, the
-    gathered 64x64 conv) times the precision's ratio on the measured 64x64 GEMM."""
+    gathered 64x64 conv) times the precision's ratio on the measured 64x64 GEMM. A split GEMM instantiation (fifth
+    argument 1) takes its own loop's share (TC_SPLIT_HMMA_SHARE), else the unsplit one's."""
     name = kernel.split("<", 1)[0].rsplit("::", 1)[-1]
     if name not in ("gemm_tc", "conv_tc") or not template_args or len(template_args) < 4:
         return None  # not a tensor-core tile, or the wmma one before issue 25 (FFMA_SHARE)
     bm, bn, prec, vec = (int(a) for a in template_args[:4])
     copies = "vec" if (vec & 2 if name == "conv_tc" else vec == 3) else "gather"
     precision = TC_PRECISION.get(prec, "3xtf32")
-    share = TC_HMMA_SHARE.get((name, bm, bn, copies, precision))
+    split = name == "gemm_tc" and len(template_args) > 4 and int(template_args[4]) != 0
+    share = TC_SPLIT_HMMA_SHARE.get((name, bm, bn, copies, precision)) if split else None
+    share = share or TC_HMMA_SHARE.get((name, bm, bn, copies, precision))
     if share is None:
         other = "conv_tc" if name == "gemm_tc" else "gemm_tc"
         near = [(name, bm, bn, copies), (name, bm, bn, "gather"), (other, bm, bn, copies), (other, bm, bn, "gather"),

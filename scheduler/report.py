@@ -301,10 +301,10 @@ def _weight_lines(s: dict) -> list[str]:
 
 
 def setup_line(setup: list) -> str:
-    """The setup launches (tables of a node's shape) the build runs once when it loads, by kernel."""
+    """The setup launches (tables and counters of a node's shape) the build runs once when it loads, by kernel."""
     kernels = sorted({op.launch.kernel for op in setup})
-    return (f"- setup: {len(setup)} launch(es) of {', '.join(kernels)} run once when the build loads (their "
-            f"tables depend on shapes alone), not in any step")
+    return (f"- setup: {len(setup)} launch(es) of {', '.join(kernels)} run once when the build loads (what they "
+            f"write depends on shapes alone), not in any step")
 
 
 def render_report(manifest: Any, plan: Any, workload: Any) -> str:

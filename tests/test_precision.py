@@ -106,7 +106,7 @@ def test_tensor_core_loops_issue_like_a_tuned_library(kernel: str, bm: int, bn: 
     operands), copies with 16-byte LDGSTS only, waits for a stage with at least one newer group in flight (>= 3 stages),
     reaches at least twice the useful multiply-adds per instruction of the wmma kernels it replaced, and spills
     nothing within 128 registers."""
-    used, hot = _tc_hot_loop(f"{kernel}<{bm}, {bn}, {prec}, {vec}>")
+    used, hot = _tc_hot_loop(tc_expr(kernel, bm, bn, prec, vec))
     ops = [i.opcode for i in hot]
     hmma = [o for o in ops if o.startswith("HMMA")]
     # per warp and 16-deep stage: (WN / 16) x (WM / 8) fragments, 2 k8 steps x 3 products (3xTF32), 2 x 1 (TF32),
@@ -147,20 +147,28 @@ def test_gpu_build_program_has_tensor_core_instructions(tmp_path: Path) -> None:
     assert hmma["fp32"] == 0 and hmma["3xtf32"] > 0
 
 
+def tc_expr(kernel: str, bm: int, bn: int, prec: int, vec: int, split: int = 0) -> str:
+    """A tc.cu instantiation: gemm_tc takes a fifth argument, SPLIT (the split launches' in-place fixup)."""
+    return f"{kernel}<{bm}, {bn}, {prec}, {vec}" + (f", {split}>" if kernel == "gemm_tc" else ">")
+
+
 def _share_cases() -> list[tuple]:
-    from scheduler.profiler import TC_HMMA_SHARE, TC_PRECISION
+    from scheduler.profiler import TC_HMMA_SHARE, TC_PRECISION, TC_SPLIT_HMMA_SHARE
     prec = {v: k for k, v in TC_PRECISION.items()}
     vec = {("gemm_tc", "vec"): 3, ("gemm_tc", "gather"): 0, ("conv_tc", "vec"): 3, ("conv_tc", "gather"): 1}
-    return [(k, bm, bn, prec[p], vec[(k, copies)], share) for (k, bm, bn, copies, p), share in TC_HMMA_SHARE.items()]
+    return [(k, bm, bn, prec[p], vec[(k, copies)], split, share)
+            for split, table in ((0, TC_HMMA_SHARE), (1, TC_SPLIT_HMMA_SHARE))
+            for (k, bm, bn, copies, p), share in table.items()]
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("kernel,bm,bn,prec,vec,share", _share_cases())
-def test_cost_models_tensor_core_shares_are_the_sass(kernel: str, bm: int, bn: int, prec: int, vec: int,
+@pytest.mark.parametrize("kernel,bm,bn,prec,vec,split,share", _share_cases())
+def test_cost_models_tensor_core_shares_are_the_sass(kernel: str, bm: int, bn: int, prec: int, vec: int, split: int,
                                                      share: float) -> None:
-    """Every HMMA share the cost model charges (scheduler.profiler.TC_HMMA_SHARE) is what the sm_90 SASS of that
-    loop issues: HMMA steps of TF32-rate work (an HMMA.1688 two HMMA.1684s, a bf16 HMMA.16816 two at twice the rate)
-    per loop instruction, within 5% (ptxas' scheduling moves a few instructions between versions)."""
-    _, hot = _tc_hot_loop(f"{kernel}<{bm}, {bn}, {prec}, {vec}>")
+    """Every HMMA share the cost model charges (scheduler.profiler.TC_HMMA_SHARE, and TC_SPLIT_HMMA_SHARE for the
+    split GEMM's instantiations) is what the sm_90 SASS of that loop issues: HMMA steps of TF32-rate work (an
+    HMMA.1688 two HMMA.1684s, a bf16 HMMA.16816 two at twice the rate) per loop instruction, within 5% (ptxas'
+    scheduling moves a few instructions between versions)."""
+    _, hot = _tc_hot_loop(tc_expr(kernel, bm, bn, prec, vec, split))
     steps = sum(2 for i in hot if i.base == "HMMA")
     assert steps / len(hot) == pytest.approx(share, rel=0.05), f"{steps} HMMA steps in {len(hot)} instructions"

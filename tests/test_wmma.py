@@ -417,7 +417,7 @@ def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M:
     splits, its arrival counters left at zero for the next run: run twice). A batch writes Y as a strided view
     (ysz, ysm: Y stored [M, batch, N], as an attention's heads are stored [S, heads, D])."""
     vec = _gemm_vec(M, N, K, trans_a, batch)
-    exprs = [f"gemm_tc<{bm}, {bn}, {prec}, {vec}>"]
+    exprs = [f"gemm_tc<{bm}, {bn}, {prec}, {vec}, {int(splits > 1)}>"]
     mod = _tc_module(exprs)
     rng = np.random.default_rng(M + N + K)
     a = rng.uniform(-2, 2, (batch, M, K)).astype(np.float32)
@@ -450,7 +450,7 @@ def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M:
 def test_gemm_split_last_block_applies_the_epilogue(splits: int, bias: int, act: int) -> None:
     """A split gemm_tc's last block per tile: the partial sums added in split order, then alpha, beta * C (broadcast
     rows) and Relu, in float32 as numpy computes them (the partials as the kernel leaves them in P)."""
-    mod = _tc_module(["gemm_tc<32, 32, 0, 0>"])
+    mod = _tc_module(["gemm_tc<32, 32, 0, 0, 1>"])
     rng = np.random.default_rng(splits)
     batch, M, N, K = 2, 7, 33, 16 * splits + 5
     a = rng.uniform(-2, 2, (batch, M, K)).astype(np.float32)
@@ -461,7 +461,7 @@ def test_gemm_split_last_block_applies_the_epilogue(splits: int, bias: int, act:
     alpha, beta = np.float32(0.5), np.float32(-2.0)
     grid = (-(-N // 32), -(-M // 32), batch * splits)
     arrivals = np.zeros(grid[0] * grid[1] * batch, np.int32)
-    mod.launch("gemm_tc<32, 32, 0, 0>", grid=grid, block=tc_threads(32, 32),
+    mod.launch("gemm_tc<32, 32, 0, 0, 1>", grid=grid, block=tc_threads(32, 32),
                args=[a, b, c, y, part, arrivals] + [np.int32(v) for v in (M, N, K, K, 1, N, 1, 0, 1, M * K, K * N)]
                + [alpha, beta, np.int32(bias), np.int32(act), np.int32(splits), np.int32(M * N), np.int32(N)])
     acc = part[0]

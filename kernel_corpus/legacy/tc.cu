@@ -442,8 +442,10 @@ __device__ __forceinline__ void tc_gemm_block(float (&acc)[NP][NQ][4], tc_sptr a
 // sam, K and batch_a multiples of 4); bit 1, B(k, n..n+3) (sbn 1, sbk, N and batch_b multiples of 4).
 // block (TcShape<BM, BN>::THREADS), grid (ceil(N/BN), ceil(M/BM), batch * splits); P [splits][batch][M][N] and
 // arrivals [batch][ceil(M/BM)][ceil(N/BN)] (zero before the first launch: tc_arrivals_zero; each tile's last block
-// sets its counter back to zero) are read when splits > 1 (else Y stands in for both).
-template <int BM, int BN, int PREC, int VEC>
+// sets its counter back to zero) are read when splits > 1 (else Y stands in for both). SPLIT: the instantiation the
+// split launches use (splits > 1 needs SPLIT 1); SPLIT 0 compiles without the in-place fixup, whose code after the
+// loop costs the loop instructions in ptxas' allocation (the 64x64 tile's 167 become 182).
+template <int BM, int BN, int PREC, int VEC, int SPLIT>
 __global__ void __launch_bounds__(TcShape<BM, BN>::THREADS)
 gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* __restrict__ C, float* __restrict__ Y,
         float* __restrict__ P, int* __restrict__ arrivals, int M, int N, int K, int sam, int sak, int sbk, int sbn,
@@ -469,11 +471,11 @@ gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* _
                                                 split);
   else
     tc_gemm_block<BM, BN, PREC, 0, 0>(acc, as, bs, a_lane, b_lane, a, b, M, N, K, sam, sak, sbk, sbn, m0, n0, split);
-  const bool part = splits > 1;
+  const bool part = SPLIT != 0 && splits > 1;
   float* y = part ? P + ((size_t)s * batch + z) * M * N : Y + (size_t)z * ysz;
   const TcGemmOut out{y, C, M, N, part ? N : ysm, m0, n0, scm, scn, alpha, beta, bias, act, part};
   tc_store(acc, lane, wm, wn, out);
-  if (!part) return;
+  if (SPLIT == 0 || !part) return;
   // Split-K in place: the partial sums published (fence), one arrival on the tile's counter; the block that arrives
   // last adds the tile's splits in split order, reading P past L1 (__ldcg: a persistent vEU's L1 may hold lines of
   // an earlier inference), applies the epilogue and rearms the counter. The flag lives in As, whose stages are done.

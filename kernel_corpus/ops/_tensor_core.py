@@ -1,9 +1,13 @@
 """What the GEMM and Conv bindings share about the tensor-core kernels of legacy/tc.cu: their precisions, tile
 shapes, thread count, the work they really do (padded tiles, three products per step for 3xTF32), and split-K (the
-k range of one output tile spread over several rTasks whose partial sums a second launch adds in a fixed order)."""
+k range of one output tile spread over several rTasks whose partial sums are added in a fixed order: by the GEMM's
+last rTask of the tile to arrive, in the same launch; by a second launch for the convolution)."""
 from __future__ import annotations
 
-from kernel_corpus.ops._common import cdiv, require_split
+import dataclasses
+
+from kernel_corpus.bindings import Launch, Temp
+from kernel_corpus.ops._common import SPLIT_REDUCE_BLOCK, cdiv, i32, linear_launch, require_split, temp
 
 SOURCE = "tc.cu"
 BK = 16  # k per pipeline stage
@@ -20,6 +24,22 @@ VEC_A, VEC_B = 1, 2  # tc.cu's VEC bits: the A (filter) / B (input) tiles may be
 # launch and the partial sums' traffic); a split keeps at least SPLIT_MIN_K of K (4 stages: the pipeline's prologue
 # stays a small part of it).
 SPLITS = {(32, 32): (2, 4, 8, 16), (64, 64): (2, 4, 8)}
+
+
+def arrivals(tiles: int, splits: int) -> tuple[Temp, list[Launch]]:
+    """A split launch's arrival counters (one int32 per output tile; unsplit, 4 bytes never read) and the setup
+    launch that zeroes them once (tc_arrivals_zero; each tile's last block rearms its counter)."""
+    if splits == 1:
+        return temp("arrivals", 4, "int32"), []
+    counters = temp("arrivals", 4 * tiles, "int32")
+    zero = linear_launch("tc_arrivals_zero", [], tiles, SPLIT_REDUCE_BLOCK, [counters, i32(tiles)], 0, 4 * tiles)
+    return counters, [dataclasses.replace(zero, setup=True)]
+
+
+def split_bytes(splits: int, outputs: int) -> int:
+    """The partial sums' traffic of a split launch: each rTask writes its partial tile, the last one of each tile reads
+    all of them back."""
+    return 8 * splits * outputs if splits > 1 else 0
 
 
 def threads(bm: int, bn: int) -> int:

@@ -323,20 +323,15 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
         p = gemm_problem(node)
         grid = (cdiv(p.N, bn), cdiv(p.M, bm), p.batch * splits)
         work = tc.tensor_core_flops(p.batch, p.M, p.N, p.K, bm, bn, precision) + p.flops - 2 * p.batch * p.M * p.N * p.K
-        tiles = grid[0] * grid[1] * p.batch
-        arrivals = temp("arrivals", 4 * tiles if splits > 1 else 4, "int32")  # unsplit: never read
+        counters, setup = tc.arrivals(grid[0] * grid[1] * p.batch, splits)
         args = _gemm_args(p)
-        args = args[:4] + [_partial(p, splits), arrivals] + args[4:] + [i32(int(p.bias)), i32(p.act), i32(splits)]
+        args = args[:4] + [_partial(p, splits), counters] + args[4:] + [i32(int(p.bias)), i32(p.act), i32(splits)]
         args += _y_strides(p)
-        # split: every rTask writes its partial tile, the last of each tile reads all of them back (from L2)
-        traffic = _traffic(node) + (8 * splits * p.batch * p.M * p.N if splits > 1 else 0)
-        main = Launch("gemm_tc", [bm, bn, tc.PREC_CODE[precision], _tc_vec(p)], grid, (tc.threads(bm, bn), 1, 1), 0,
-                      args, work, traffic, flop_rate=tc.TF32_RATE)
-        if splits == 1:
-            return [main]
-        zero = replace(linear_launch("tc_arrivals_zero", [], tiles, SPLIT_REDUCE_BLOCK,
-                                                 [arrivals, i32(tiles)], 0, 4 * tiles), setup=True)
-        return [zero, main]
+        targs = [bm, bn, tc.PREC_CODE[precision], _tc_vec(p), int(splits > 1)]  # SPLIT: with the in-place fixup
+        main = Launch("gemm_tc", targs, grid, (tc.threads(bm, bn), 1, 1), 0,
+                      args, work, _traffic(node) + tc.split_bytes(splits, p.batch * p.M * p.N),
+                      flop_rate=tc.TF32_RATE)
+        return setup + [main]
 
     kernels = ("tc_arrivals_zero", "gemm_tc") if splits > 1 else ("gemm_tc",)
     return Binding(op_type, tc.variant(bm, bn, precision, splits), tc.SOURCE, kind,

@@ -405,8 +405,28 @@ def _run_compiler(cmd: list[str], what: str) -> subprocess.CompletedProcess:
     except subprocess.TimeoutExpired:
         raise EmuCompileError(f"g++ timed out {what}") from None
     if res.returncode != 0:
-        raise EmuCompileError(f"g++ failed {what}:\n{_first_errors(res.stderr)}")
+        ptx = _inline_ptx_error(res.stderr)
+        raise EmuCompileError(ptx or f"g++ failed {what}:\n{_first_errors(res.stderr)}")
     return res
+
+
+_ASM_ERROR = re.compile(r"^(.+?):(\d+): Error: ", re.M)
+_ASM_WHAT = re.compile(r"Error: (?:no such instruction: |symbol )`([^'`]+)")
+
+
+def _inline_ptx_error(stderr: str) -> str | None:
+    """One `file:line:col: error:` line when g++ compiled the source but the assembler rejected its inline asm: PTX
+    (`asm volatile("cp.async.commit_group;")`), which the host's assembler cannot run."""
+    if "Assembler messages" not in stderr:
+        return None
+    m = _ASM_ERROR.search(stderr)
+    if m is None:
+        return None
+    what = _ASM_WHAT.search(stderr)
+    instr = " ".join(what.group(1).split()) if what else ""
+    return (f"{m.group(1)}:{m.group(2)}:1: error: inline PTX asm{f' ({instr})' if instr else ''} does not run on "
+            "the CPU emulator: call the emu::ptx model of the instruction under `#elif defined(RT_CPU_EMULATOR)` "
+            "beside the asm (cuda_emu/README.md: mma.sync, ldmatrix, cp.async)")
 
 
 def _stable_file(folder: Path, text: str, suffix: str) -> Path:

@@ -29,6 +29,7 @@ from converter.slice import KernelParam, slice_source
 from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN, record_layout
 
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
+SCALAR_SIZE_DEFAULT = 64  # an unknown name only a size-named integer argument uses (a GEMM's K): whole tiles of 8..64
 MAX_THREADS = 1 << 14     # the CPU emulator runs every thread as a fiber: specs stay small
 MAX_ELEMENTS = 1 << 22    # per buffer
 SMEM_UNDERIVED = 48 * 1024  # dynamic shared memory whose expression is not derived (`n * sizeof(T)`, T a parameter)
@@ -699,6 +700,13 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
     for a, p in zip(site.args, params):  # a name only a scalar uses (alpha, a flag): 1
         env.unknown.clear()
         v = None if p.pointer else evaluate(a, env)
+        if v is None and env.unknown and _SIZE_PARAM.fullmatch(p.name or "") and _is_integer(p):
+            for n in sorted(env.unknown - set(env.scaled)):  # a GEMM's K from `a.size(1)`: a small size, not 1
+                env.scaled[n] = SCALAR_SIZE_DEFAULT
+                notes.append(f"{n}: not derived from the host code (read at run time?); {SCALAR_SIZE_DEFAULT} here "
+                             f"(--set {n}=VALUE)")
+            env.unknown.clear()
+            v = evaluate(a, env)
         scalars.append(v)
     if math.prod(block) > 1024:
         raise HostSpecError(f"{where}: block of {math.prod(block)} threads")
@@ -873,6 +881,16 @@ def _buffer(name: str, expr: str, p: KernelParam, size: int | None, threads: int
     if size is None:
         arg["_unknown_size"] = True
     return arg, not const
+
+
+# an integer parameter named like a size (M, N, K, n, len, num_rows, dim, stride...): a name only it uses is a size
+_SIZE_PARAM = re.compile(r"[A-Z]|(?i:n|len\w*|length|size|count|total\w*|num\w*|n_?\w+|\w*_size|\w*_count|\w*dim\w*|"
+                         r"rows?|cols?|\w*width|\w*height|depth|ld[abc]?|stride\w*)")
+
+
+def _is_integer(p: KernelParam) -> bool:
+    base = " ".join(re.sub(r"\b(const|volatile)\b", " ", p.elem or p.type).split())
+    return C_TYPE_DTYPES.get(base, "").startswith(("int", "uint"))
 
 
 def _scalar(name: str, expr: str, p: KernelParam, val: float | None, notes: list[str]) -> dict:

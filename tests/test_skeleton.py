@@ -158,3 +158,67 @@ def test_skeleton_lists_its_guesses_and_verify_blames_them(tmp_path):
     out.write_text("\n".join(line for line in out.read_text().splitlines() if not line.startswith("# guessed:")))
     v = verify()
     assert v.returncode == 1 and "memcheck" in v.stderr and "guessed" not in v.stderr
+
+
+CONST_TEMPLATE = """template <const int TILE>
+__global__ void reverse_tiles(float *out, const float *in) {
+  __shared__ float t[TILE];
+  const int base = blockIdx.x * TILE;
+  t[threadIdx.x] = in[base + threadIdx.x];
+  __syncthreads();
+  out[base + threadIdx.x] = t[TILE - 1 - threadIdx.x];
+}
+"""
+
+
+def test_const_integer_template_parameter_without_a_launch_is_guessed(tmp_path):
+    """`template <const int TILE>` (the SGEMM tutorials' spelling) is an integer parameter: with no launch in the
+    file the skeleton guesses the block's thread count, as for `int TILE`, and the kernel runs (numpy: each tile of
+    128 reversed), instead of a launcher that does not compile for want of a template argument."""
+    src = tmp_path / "k.cuh"
+    src.write_text(CONST_TEMPLATE)
+    out = tmp_path / "s.yaml"
+    out.write_text(spec_skeleton(CONST_TEMPLATE, str(src), "reverse_tiles"))
+    spec = yaml.safe_load(out.read_text())
+    assert spec["template_args"] == [128] and spec["block"] == [128, 1, 1]
+    res = run_file(str(src), str(out))
+    x = res.inputs["in"].reshape(-1, 128)
+    np.testing.assert_array_equal(res.outputs["out"].reshape(-1, 128), x[:, ::-1])
+
+
+VECTOR_ADDS = """#include <cuda_fp16.h>
+#define AS_F4(v) (reinterpret_cast<float4 *>(&(v))[0])
+#define AS_128(v) (reinterpret_cast<float4 *>(&(v))[0])
+__global__ void add4(float *x, float *y, float *z, int n) {
+  int i = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+  float4 a = AS_F4(x[i]), b = AS_F4(y[i]);
+  if (i < n) AS_F4(z[i]) = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+__global__ void add8h(half *x, half *y, half *z, int n) {
+  int i = 8 * (blockIdx.x * blockDim.x + threadIdx.x);
+  half ra[8], rb[8], rc[8];
+  AS_128(ra[0]) = AS_128(x[i]);
+  AS_128(rb[0]) = AS_128(y[i]);
+  for (int k = 0; k < 8; ++k) rc[k] = __hadd(ra[k], rb[k]);
+  if (i < n) AS_128(z[i]) = AS_128(rc[0]);
+}
+"""
+
+
+@pytest.mark.parametrize("kernel,lanes,dtype", [("add4", 4, np.float32), ("add8h", 8, np.float16)])
+def test_vector_loads_get_buffers_that_cover_them(tmp_path, kernel, lanes, dtype):
+    """A kernel that loads 16 bytes a thread through a cast macro (the LeetCUDA / How_to_optimize style, no launch
+    in the file) reads `lanes` elements per thread: the skeleton's buffers cover them (memcheck stopped it at
+    element 512 of 512 before), its non-const float buffers start random, and the output matches numpy."""
+    src = tmp_path / "v.cu"
+    src.write_text(VECTOR_ADDS)
+    out = tmp_path / "s.yaml"
+    out.write_text(spec_skeleton(VECTOR_ADDS, str(src), kernel))
+    spec = yaml.safe_load(out.read_text())
+    threads = 4 * 128
+    assert [a["size"] for a in spec["args"][:3]] == [threads * lanes] * 3
+    res = run_file(str(src), str(out))
+    x, y = res.inputs["x"].astype(dtype), res.inputs["y"].astype(dtype)
+    assert np.abs(x).max() > 0
+    n = threads  # the size-named scalar is the thread count: only the first n // lanes threads store
+    np.testing.assert_array_equal(res.outputs["z"][:n], (x + y)[:n])

@@ -63,11 +63,12 @@ def build_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | 
     launch = find_launch(text, qual.rsplit("::", 1)[-1])
     threads = _prod(launch.grid) * _prod(launch.block)
     wide = vector_bytes(text, qual.rsplit("::", 1)[-1])
+    each = per_thread_multiple(text, qual.rsplit("::", 1)[-1])
     args, outputs = [], []
     for n, p in enumerate(params):
         if not p.name:  # an unnamed parameter (`int /*unused*/`): the spec still needs a name for it
             p = dataclasses.replace(p, name=f"arg{n}")
-        arg, is_output = _arg(p, threads, wide)
+        arg, is_output = _arg(p, threads, wide, each)
         args.append(arg)
         if is_output:
             outputs.append(p.name)
@@ -87,8 +88,9 @@ def build_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | 
                  "outputs": outputs or [a["name"] for a in args if a["kind"] == "buffer"][:1],
                  "tolerance": 1.0e-5})
     if any(a["kind"] == "buffer" for a in args):
-        guesses.append(f"buffer sizes ({threads} elements: one per thread of the launch)" if wide <= 4 else
-                       f"buffer sizes ({wide} bytes per thread of the launch: the kernel accesses {wide}-byte vectors)")
+        guesses.append(f"buffer sizes ({threads} elements: one per thread of the launch)" if wide <= 4 and each == 1
+                       else f"buffer sizes ({wide}-byte vectors, {each} elements per thread of the launch: what the "
+                       "kernel's vector types and index multiple reach)")
     guesses += [f"scalar {a['name']} = {a['value']}" for a in args if a["kind"] == "scalar"]
     guesses += [_mixed_note(p) for p in params if p.pointer and (record_layout(p) or ("", 0, False))[2]]
     how = "from the launch in the host code" if launch.found else "a default: no launch with constant sizes found"
@@ -183,10 +185,16 @@ def _template_params(text: str, name: str) -> list[str] | None:
     return [p.strip() for p in split_top_level(m.group(1))] if m else None
 
 
+# an integer template parameter that is the kernel's thread count (LeetCUDA's NUM_THREADS, a BLOCK_SIZE)
+_THREADS_PARAM = re.compile(r"(?i)n?(?:um_?)?threads(?:_per_block)?|block_?size|block_?dim|nt")
+
+
 def _guess(decl: str, threads: int) -> TemplateArg | None:
     """One template argument for parameter `decl`: its default when a literal, else a guess by kind."""
     decl, _, default = decl.partition("=")
     default = default.strip()
+    if _THREADS_PARAM.fullmatch(decl.split()[-1] if decl.split() else "") and default:
+        default = ""  # `NUM_THREADS = 256` is the block's size: the launch guessed here is its block (one per thread)
     if default.isdigit():
         return int(default)
     if default in ("true", "false"):
@@ -211,26 +219,44 @@ SCALAR_BYTES = {"double": 8, "long": 8, "size_t": 8, "int64_t": 8, "uint64_t": 8
 _FUNC_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
 
 
-def vector_bytes(text: str, name: str) -> int:
-    """The widest vector type (bytes) the kernel's body names, itself or through the function-like macros it uses
-    (LeetCUDA's `FLOAT4(a[idx])`, `LDST128BITS(x)`): a thread that loads 16 bytes at `4 * tid` reads past a buffer
-    of one element per thread. 4 when it names none."""
+def _kernel_text(text: str, name: str) -> str:
+    """The kernel's declaration and body (brace-matched), or ""."""
     m = re.search(rf"\b__global__\b[^;{{}}]*?\b{re.escape(name)}\s*\(", text)
     if not m:
-        return 4
+        return ""
     open_ = text.find("{", m.end())
     depth, end = 0, open_
     for end in range(open_, len(text)):
         depth += {"{": 1, "}": -1}.get(text[end], 0)
         if depth == 0:
             break
-    body = text[m.start():end + 1]
+    return text[m.start():end + 1]
+
+
+_PER_THREAD = re.compile(r"=\s*(\d+)\s*\*\s*\(\s*(?:blockIdx|threadIdx)[^;]*;|"
+                         r"=\s*\(\s*(?:blockIdx|threadIdx)[^;]*\)\s*\*\s*(\d+)\s*;")
+
+
+def per_thread_multiple(text: str, name: str) -> int:
+    """k of an index `idx = k * (blockIdx.x * blockDim.x + threadIdx.x)` (k elements a thread, read as four half2
+    or one float4): the buffers need k elements per thread; 1 when there is none."""
+    ks = [int(a or b) for a, b in _PER_THREAD.findall(_kernel_text(text, name))]
+    return max([k for k in ks if k <= 64] + [1])
+
+
+def vector_bytes(text: str, name: str) -> int:
+    """The widest vector type (bytes) the kernel's body names, itself or through the function-like macros it uses
+    (LeetCUDA's `FLOAT4(a[idx])`, `LDST128BITS(x)`): a thread that loads 16 bytes at `4 * tid` reads past a buffer
+    of one element per thread. 4 when it names none."""
+    body = _kernel_text(text, name)
+    if not body:
+        return 4
     macros = {mm.group(1): mm.group(3) for mm in _FUNC_MACRO.finditer(text)}
     body += " ".join(macros[w] for w in set(re.findall(r"\b\w+\b", body)) & set(macros))
     return max([VECTOR_BYTES[w] for w in re.findall(r"\b\w+\b", body) if w in VECTOR_BYTES] + [4])
 
 
-def _arg(p: KernelParam, threads: int, wide: int = 4) -> tuple[dict, bool]:
+def _arg(p: KernelParam, threads: int, wide: int = 4, each: int = 1) -> tuple[dict, bool]:
     base = re.sub(r"\b(const|volatile|__restrict__|__restrict)\b", " ", p.elem or "").split()
     elem = " ".join(base)
     lanes = VECTOR_LANES.get(elem[-1:], 1) if elem[:-1] in ("float", "int", "uint", "double", "char", "uchar") \
@@ -242,7 +268,7 @@ def _arg(p: KernelParam, threads: int, wide: int = 4) -> tuple[dict, bool]:
     if p.pointer:
         is_output = not re.search(r"\bconst\b", p.type.split("*")[0])
         item = (VECTOR_BYTES.get(elem) or 4 * lanes) if lanes > 1 else SCALAR_BYTES.get(elem, 4)
-        per_thread = max(lanes, lanes * wide // item) if layout is None else lanes
+        per_thread = max(lanes, lanes * wide // item, each) if layout is None else lanes
         arg = {"name": p.name, "kind": "buffer", "dtype": dtype, "size": threads * per_thread,
                "init": "random" if dtype.startswith("float") and (layout is None or not layout[2]) else
                "zeros" if is_output or layout is not None else "random"}  # float outputs random: an in-place

@@ -222,3 +222,52 @@ def test_vector_loads_get_buffers_that_cover_them(tmp_path, kernel, lanes, dtype
     assert np.abs(x).max() > 0
     n = threads  # the size-named scalar is the thread count: only the first n // lanes threads store
     np.testing.assert_array_equal(res.outputs["z"][:n], (x + y)[:n])
+
+
+PER_THREAD = """#include <cuda_fp16.h>
+#define H2(v) (reinterpret_cast<half2 *>(&(v))[0])
+__global__ void relu8(half *x, half *y, int n) {
+  int idx = 8 * (blockIdx.x * blockDim.x + threadIdx.x);   // 8 halves a thread, as four half2
+  for (int k = 0; k < 8; k += 2) {
+    half2 v = H2(x[idx + k]);
+    v.x = __hmax(__float2half(0.0f), v.x);
+    v.y = __hmax(__float2half(0.0f), v.y);
+    if (idx + k < n) H2(y[idx + k]) = v;
+  }
+}
+template <const int NUM_THREADS = 256>
+__global__ void block_max(const float *x, float *out) {
+  __shared__ float s[NUM_THREADS / 32];
+  float v = x[blockIdx.x * NUM_THREADS + threadIdx.x];
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+  if (threadIdx.x % 32 == 0) s[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float m = s[0];
+    for (int w = 1; w < NUM_THREADS / 32; ++w) m = fmaxf(m, s[w]);
+    out[blockIdx.x] = m;
+  }
+}
+"""
+
+
+def test_index_multiples_and_thread_count_template_parameters(tmp_path):
+    """`idx = 8 * (blockIdx.x * blockDim.x + threadIdx.x)` reads 8 elements a thread (four half2, each 4 bytes):
+    the buffers cover 8 per thread (memcheck stopped LeetCUDA's relu_f16x8 at x[+1024] of 1024). A thread-count
+    template parameter with a default (`NUM_THREADS = 256`) takes the guessed block's size, so the kernel's
+    per-warp slots match its warps (the default with a 128-thread block read slots no warp wrote). Both match numpy."""
+    src = tmp_path / "k.cu"
+    src.write_text(PER_THREAD)
+    out = tmp_path / "relu.yaml"
+    out.write_text(spec_skeleton(PER_THREAD, str(src), "relu8"))
+    spec = yaml.safe_load(out.read_text())
+    assert [a["size"] for a in spec["args"][:2]] == [8 * 512] * 2
+    res = run_file(str(src), str(out))
+    n = 512  # the size-named scalar: the thread count
+    np.testing.assert_array_equal(res.outputs["y"][:n], np.maximum(res.inputs["x"][:n], 0))
+    out = tmp_path / "max.yaml"
+    out.write_text(spec_skeleton(PER_THREAD, str(src), "block_max"))
+    spec = yaml.safe_load(out.read_text())
+    assert spec["template_args"] == [128] and spec["block"] == [128, 1, 1]
+    res = run_file(str(src), str(out))
+    np.testing.assert_array_equal(res.outputs["out"][:4], res.inputs["x"][:512].reshape(4, 128).max(axis=1))

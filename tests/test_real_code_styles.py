@@ -251,3 +251,22 @@ def test_racecheck_tells_the_bytes_of_a_word_apart(tmp_path, block):
     np.testing.assert_array_equal(flags[: block // 32], np.arange(1, block // 32 + 1))
     with pytest.raises(EmuError, match=r"racecheck: shared-memory race \(write after write\) on s byte"):
         m.launch("half_race", 1, block, 0, [np.zeros(block, np.float16)])
+
+
+def test_a_projects_windows_shim_in_an_include_folder_does_not_replace_the_emulators_headers(tmp_path):
+    """llm.c keeps a Windows-only `dev/unistd.h` (it includes <direct.h>) beside dev/cuda/: with dev/ on the include
+    path every legacy run of dev/cuda's kernels failed at the emulator's own `#include <unistd.h>` ("direct.h: No
+    such file"). A caller's folder holding a header named like one the emulator includes is searched for "x.h"
+    only; the kernel's own quoted header is still found and its result matches numpy."""
+    from cuda_emu import CpuModule
+    (tmp_path / "dev" / "cuda").mkdir(parents=True)
+    (tmp_path / "dev" / "unistd.h").write_text("#include <direct.h>\n")
+    (tmp_path / "dev" / "cuda" / "common.h").write_text("#pragma once\n#define SCALE 3.0f\n")
+    src = tmp_path / "dev" / "cuda" / "k.cu"
+    src.write_text('#include "common.h"\n#include <unistd.h>\n__global__ void triple(float *x, int n) {\n'
+                   "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= SCALE;\n}\n")
+    m = CpuModule(src.read_text(), ["triple"], include_dirs=[str(src.parent), str(tmp_path / "dev")], name=str(src))
+    x = np.random.default_rng(0).standard_normal(100).astype(np.float32)
+    want = 3.0 * x
+    m.launch("triple", 1, 128, 0, [x, np.int32(100)])
+    np.testing.assert_array_equal(x, want)

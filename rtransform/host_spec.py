@@ -579,8 +579,12 @@ def _local_headers(texts: dict[str, str], depth: int = 2) -> list[str]:
     return out
 
 
-def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: str) -> dict[str, str]:
-    """A launcher's parameters bound to the arguments of its first call (with that caller's names inlined once)."""
+def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: str,
+                     depth: int = 3) -> dict[str, str]:
+    """A launcher's parameters bound to the arguments of its first call (with that caller's names inlined once);
+    when that caller is itself a function with parameters (llm.c's dev/cuda: main -> gelu_forward(kernel_num, ...,
+    B, T, C) -> gelu_forward2(..., B * T * C) -> the launch), its parameters bound from its own first call in turn,
+    `depth` levels up (the names closer to the launch win)."""
     if fname == "main" or not pnames:
         return {}
     for file, raw in texts.items():
@@ -596,6 +600,12 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
                 function_env(text, fn[2], m.start(), out)
             bound = {p: a for p, a in zip(pnames, args) if p}
             out.update({p: _inline(a, out) for p, a in bound.items()})
+            if fn is not None and depth > 1 and fn[0] != fname:
+                deeper = {k: v for k, v in _caller_bindings(texts, fn[0], fn[1], own, depth - 1).items()
+                          if not _RUN_TIME_CALL.search(v.strip("() "))}  # `block_sizes[j]`: the closer name stays
+                out = {k: _inline(v, deeper) for k, v in out.items()}  # `out` passed on as `out`: the caller's
+                for k, v in deeper.items():
+                    out.setdefault(k, v)
             return out
     return {}
 
@@ -840,6 +850,10 @@ def _elem(p: KernelParam) -> tuple[str, int]:
 
 def _buffer_bytes(expr: str, env: Env) -> int | None:
     base = _base_pointer(expr)
+    for _ in range(4):  # a launcher's pointer parameter bound to its caller's (`out` <- `d_out`, cudaMalloc'd)
+        if base is None or f"__bytes_{base}" in env.exprs or base not in env.exprs:
+            break
+        base = _base_pointer(env.exprs[base]) if re.fullmatch(r"\W*\w+\W*", env.exprs[base]) else None
     if base is None or f"__bytes_{base}" not in env.exprs:
         return None
     v = env.value(f"__bytes_{base}")

@@ -270,3 +270,59 @@ def test_a_projects_windows_shim_in_an_include_folder_does_not_replace_the_emula
     want = 3.0 * x
     m.launch("triple", 1, 128, 0, [x, np.int32(100)])
     np.testing.assert_array_equal(x, want)
+
+
+DEV_CUDA = """#include <stdio.h>
+#include <stdlib.h>
+#include <cuda_runtime.h>
+template <class T> __host__ __device__ T ceil_div(T a, T b) { return (a + b - 1) / b; }
+__global__ void scale_kernel1(float *out, const float *inp, int N) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) out[i] = 2.0f * inp[i];
+}
+void scale_forward1(float *out, const float *inp, int N, const int block_size) {
+  const int grid_size = ceil_div(N, block_size);
+  scale_kernel1<<<grid_size, block_size>>>(out, inp, N);
+}
+void scale_forward(int kernel_num, float *out, const float *inp, int B, int T, int C, int block_size) {
+  switch (kernel_num) {
+    case 1: scale_forward1(out, inp, B * T * C, block_size); break;
+    default: printf("Invalid kernel number\\n"); exit(1);
+  }
+}
+int main(int argc, char **argv) {
+  int B = 2;
+  int T = 16;
+  int C = 24;
+  float *d_out, *d_inp;
+  cudaMalloc(&d_out, B * T * C * sizeof(float));
+  cudaMalloc(&d_inp, B * T * C * sizeof(float));
+  int kernel_num = 1;
+  if (argc > 1) kernel_num = atoi(argv[1]);
+  int block_sizes[] = {32, 64, 128};
+  for (int j = 0; j < 3; j++) {
+    int block_size = block_sizes[j];
+    scale_forward(kernel_num, d_out, d_inp, B, T, C, block_size);
+  }
+  return 0;
+}
+"""
+
+
+def test_host_spec_follows_a_chain_of_launchers_to_main(tmp_path):
+    """llm.c's dev/cuda harness: main -> scale_forward(kernel_num, d_out, d_inp, B, T, C, block_size) ->
+    scale_forward1(out, inp, B * T * C, block_size) -> the launch. Only the launcher's own caller was read, so
+    N and the buffers were guesses; the chain is followed up to main (N = B * T * C = 768, the buffers main's
+    cudaMalloc sizes through `out` <- `d_out`), and the legacy run doubles every element (numpy)."""
+    from rtransform.host_spec import spec_from_host
+    src = tmp_path / "scale_forward.cu"
+    src.write_text(DEV_CUDA)
+    hs = spec_from_host(DEV_CUDA, str(src), "scale_kernel1")
+    spec = yaml.safe_load(hs.yaml)
+    args = {a["name"]: a for a in spec["args"]}
+    assert args["N"]["value"] == 768 and args["out"]["size"] == args["inp"]["size"] == 768, hs.yaml
+    assert spec["grid"][0] * spec["block"][0] >= 768
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs.yaml)
+    res = run_file(str(src), str(sp))
+    np.testing.assert_array_equal(res.outputs["out"], 2.0 * res.inputs["inp"])

@@ -29,7 +29,7 @@ from converter.slice import KernelParam, slice_source
 from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN, record_layout
 
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
-SCALAR_SIZE_DEFAULT = 64  # an unknown name only a size-named integer argument uses (a GEMM's K): whole tiles of 8..64
+SCALAR_SIZE_DEFAULT = 128  # an unknown name only a size-named integer argument uses (a GEMM's K): whole tiles up to 128
 MAX_THREADS = 1 << 14     # the CPU emulator runs every thread as a fiber: specs stay small
 MAX_ELEMENTS = 1 << 22    # per buffer
 SMEM_UNDERIVED = 48 * 1024  # dynamic shared memory whose expression is not derived (`n * sizeof(T)`, T a parameter)

@@ -82,14 +82,15 @@ void gemm(torch::Tensor a, torch::Tensor b, torch::Tensor c) {
 def test_torch_extension_sizes_only_a_size_argument_uses_get_a_size(tmp_path):
     """PyTorch-extension launchers (LeetCUDA's hgemm) take M, N and K from `a.size(i)`: M and N size the grid and
     get defaults, K only reaches the kernel as an argument and was 1, which misaligned the float4 loads along K
-    (memcheck); a size-named integer argument now gets a small size (64) and the legacy run matches numpy."""
+    (memcheck); a size-named integer argument now gets a small size (128: whole tiles and vectors up to 128, as
+    LeetCUDA's sgemv_k128 needs) and the legacy run matches numpy."""
     from rtransform.host_spec import spec_from_host
     src = tmp_path / "gemm.cu"
     src.write_text(TORCH_GEMM)
     hs = spec_from_host(TORCH_GEMM, str(src), "gemm_k4")
     spec = yaml.safe_load(hs.yaml)
     vals = {a["name"]: a.get("value") for a in spec["args"]}
-    assert vals["K"] == 64 and any(n.startswith("K: not derived") for n in hs.notes)
+    assert vals["K"] == 128 and any(n.startswith("K: not derived") for n in hs.notes)
     sp = tmp_path / "gemm.spec.yaml"
     sp.write_text(hs.yaml)
     res = run_file(str(src), str(sp))

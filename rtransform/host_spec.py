@@ -780,9 +780,14 @@ def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int
         near = [c for c in near if c in cands]
     if not cands:
         return False
+    # sizes read at run time share one default and shrink together: a program that reads m, n and k is run square
+    # (matrix-cuda's `if (m == n && n == k)` square kernel, a tutorial's M = N = K)
+    defaulted = {x.split(": not derived")[0] for x in notes if ": not derived from the host code" in x}
     for v, n in sorted(cands, reverse=True):  # the largest that still shrinks (64 and a whole tile are floors)
         same = [m for _, m in near if " ".join(env.exprs[m].split()) == " ".join(env.exprs.get(n, "").split())]
-        if any([_scale_one(env, notes, m, v, unit) for m in (same if not base else [n])]):
+        group = [m for m, w in env.scaled.items() if w == v and m in defaulted and m in env.used and m not in overrides
+                 and m not in env.block_names] if n in defaulted else [n] if base else same
+        if any([_scale_one(env, notes, m, v, unit) for m in group]):
             return True  # equal expressions stay equal (a matrix product's inner sizes)
     # every size is at its floor: a block count (a grid's own name, one tile of blocks) may go below one tile
     return any(_scale_one(env, notes, n, v, 1) for v, n in sorted(cands, reverse=True) if n in env.grid_names)

@@ -327,3 +327,49 @@ def test_host_spec_follows_a_chain_of_launchers_to_main(tmp_path):
     sp.write_text(hs.yaml)
     res = run_file(str(src), str(sp))
     np.testing.assert_array_equal(res.outputs["out"], 2.0 * res.inputs["inp"])
+
+
+SQUARE_SCANF = """#include <stdio.h>
+#define TILE 16
+__global__ void square_mm(const int *a, const int *b, int *c, int n) {
+  int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+  if (row < n && col < n) {
+    int s = 0;
+    for (int i = 0; i < n; ++i) s += a[row * n + i] * b[i * n + col];
+    c[row * n + col] = s;
+  }
+}
+int main() {
+  int m, n, k;
+  scanf("%d %d %d", &m, &n, &k);
+  int *d_a, *d_b, *d_c;
+  cudaMalloc((void **)&d_a, sizeof(int) * m * n);
+  cudaMalloc((void **)&d_b, sizeof(int) * n * k);
+  cudaMalloc((void **)&d_c, sizeof(int) * m * k);
+  dim3 grid((k + TILE - 1) / TILE, (m + TILE - 1) / TILE);
+  dim3 block(TILE, TILE);
+  if (m == n && n == k) square_mm<<<grid, block>>>(d_a, d_b, d_c, n);
+  return 0;
+}
+"""
+
+
+def test_sizes_read_at_run_time_shrink_together(tmp_path):
+    """m, n and k read with scanf get one default each; the grid's (m, k) were quartered down to fit the emulator
+    while n, which only the kernel's argument uses, kept 1024: the square kernel indexed an m x k buffer with n
+    (memcheck, matrix-cuda's gpu_square_matrix_mult under `if (m == n && n == k)`). Sizes read at run time now
+    shrink together, and the legacy run matches numpy's product."""
+    from rtransform.host_spec import spec_from_host
+    src = tmp_path / "mm.cu"
+    src.write_text(SQUARE_SCANF)
+    hs = spec_from_host(SQUARE_SCANF, str(src), "square_mm")
+    spec = yaml.safe_load(hs.yaml)
+    n = next(a["value"] for a in spec["args"] if a["name"] == "n")
+    assert all(a["size"] == n * n for a in spec["args"] if a["kind"] == "buffer"), hs.yaml
+    assert spec["grid"][:2] == [-(-n // 16)] * 2
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs.yaml)
+    res = run_file(str(src), str(sp))
+    a = res.inputs["a"].reshape(n, n).astype(np.int64)
+    b = res.inputs["b"].reshape(n, n).astype(np.int64)
+    np.testing.assert_array_equal(res.outputs["c"].reshape(n, n), (a @ b).astype(np.int32))

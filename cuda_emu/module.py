@@ -433,7 +433,7 @@ def _inline_ptx_error(stderr: str) -> str | None:
     if m is None:
         return None
     what = _ASM_WHAT.search(stderr)
-    instr = " ".join(what.group(1).split()) if what else ""
+    instr = what.group(1).split()[0] if what and what.group(1).split() else ""  # the opcode, not the registers
     return (f"{m.group(1)}:{m.group(2)}:1: error: inline PTX asm{f' ({instr})' if instr else ''} does not run on "
             "the CPU emulator: call the emu::ptx model of the instruction under `#elif defined(RT_CPU_EMULATOR)` "
             "beside the asm (cuda_emu/README.md: mma.sync, ldmatrix, cp.async)")

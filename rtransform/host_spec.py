@@ -601,9 +601,14 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
             bound = {p: a for p, a in zip(pnames, args) if p}
             out.update({p: _inline(a, out) for p, a in bound.items()})
             if fn is not None and depth > 1 and fn[0] != fname:
+                # values of the callers' that are sizes (`B * T * C`, `d_out`), not run-time reads (`block_sizes[j]`)
+                # or addresses (`&model`, whose `model->seq_len` stays a name the spec defaults)
                 deeper = {k: v for k, v in _caller_bindings(texts, fn[0], fn[1], own, depth - 1).items()
-                          if not _RUN_TIME_CALL.search(v.strip("() "))}  # `block_sizes[j]`: the closer name stays
-                out = {k: _inline(v, deeper) for k, v in out.items()}  # `out` passed on as `out`: the caller's
+                          if re.fullmatch(r"[\w\s+\-*/%()]+", v) and not _RUN_TIME_CALL.search(v.strip("() "))}
+                out = {k: re.sub(r"\b[A-Za-z_]\w*\b(?!\s*(?:->|\.|\())",
+                                 lambda m: f"({deeper[m.group(0)]})" if m.group(0) in deeper
+                                 and deeper[m.group(0)].strip() != m.group(0) else m.group(0), v)
+                       for k, v in out.items()}  # `out` passed on as `out`: the caller's
                 for k, v in deeper.items():
                     out.setdefault(k, v)
             return out

@@ -878,11 +878,12 @@ def _base_pointer(expr: str) -> str | None:
 
 
 def _size_unknown_buffers(args: list[dict], params: list[KernelParam]) -> None:
-    """A buffer whose allocation was not read (sized one per thread) also covers the largest product of two
-    integer scalars (an M x K matrix indexed by a row and a column), up to MAX_ELEMENTS."""
+    """A buffer whose allocation was not read (sized one per thread) also covers the product of the three largest
+    integer scalars (an M x K matrix indexed by a row and a column; llm.c's B x T x C activations), up to
+    MAX_ELEMENTS."""
     ints = sorted(int(a["value"]) for a in args if a["kind"] == "scalar" and isinstance(a["value"], int)
                   and not isinstance(a["value"], bool) and a["value"] > 1)
-    pair = ints[-1] * ints[-2] if len(ints) >= 2 else (ints[-1] if ints else 0)
+    pair = math.prod(ints[-3:]) if ints else 0
     for a in args:
         if a.pop("_unknown_size", False):
             a["size"] = int(max(a["size"], min(pair, MAX_ELEMENTS)))

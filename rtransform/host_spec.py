@@ -909,13 +909,14 @@ def _buffer(name: str, expr: str, p: KernelParam, size: int | None, threads: int
 
 
 # an integer parameter named like a size (M, N, K, n, len, num_rows, dim, stride...): a name only it uses is a size
-_SIZE_PARAM = re.compile(r"[A-Z]|(?i:n|len\w*|length|size|count|total\w*|num\w*|n_?\w+|\w*_size|\w*_count|\w*dim\w*|"
-                         r"rows?|cols?|\w*width|\w*height|depth|ld[abc]?|stride\w*)")
+_SIZE_PARAM = re.compile(r"[A-Z]|n[A-Z_]\w*|(?i:n|len\w*|length|size|count|total\w*|num\w*|\w*_size|\w*_count|"
+                         r"\w*dim\w*|rows?|cols?|\w*width|\w*height|depth|ld[abc]?|stride\w*)")
 
 
 def _is_integer(p: KernelParam) -> bool:
+    """An integer of 32 bits or more (a `char newVal` is no size)."""
     base = " ".join(re.sub(r"\b(const|volatile)\b", " ", p.elem or p.type).split())
-    return C_TYPE_DTYPES.get(base, "").startswith(("int", "uint"))
+    return C_TYPE_DTYPES.get(base, "") in ("int32", "uint32", "int64", "uint64")
 
 
 def _scalar(name: str, expr: str, p: KernelParam, val: float | None, notes: list[str]) -> dict:

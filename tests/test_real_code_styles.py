@@ -373,3 +373,34 @@ def test_sizes_read_at_run_time_shrink_together(tmp_path):
     a = res.inputs["a"].reshape(n, n).astype(np.int64)
     b = res.inputs["b"].reshape(n, n).astype(np.int64)
     np.testing.assert_array_equal(res.outputs["c"].reshape(n, n), (a @ b).astype(np.int32))
+
+
+FILL_BYTES = """#include <stdlib.h>
+__global__ void fill(char *buf, char newVal, int nRows) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < nRows) buf[i] = newVal;
+}
+int main(int argc, char **argv) {
+  char *d;
+  cudaMalloc(&d, 4096);
+  char v = (char)atoi(argv[1]);
+  int rows = atoi(argv[2]);
+  fill<<<16, 256>>>(d, v, rows);
+  return 0;
+}
+"""
+
+
+def test_only_wide_size_named_integers_get_a_size(tmp_path):
+    """The size default for a name only an argument uses applies to 32/64-bit integers named like sizes (`nRows`):
+    a `char newVal` keeps 1 (cuda-samples' writeDataToBuffer got 128, which is no int8); the spec runs (numpy)."""
+    from rtransform.host_spec import spec_from_host
+    src = tmp_path / "fill.cu"
+    src.write_text(FILL_BYTES)
+    hs = spec_from_host(FILL_BYTES, str(src), "fill")
+    vals = {a["name"]: a.get("value") for a in yaml.safe_load(hs.yaml)["args"]}
+    assert vals["newVal"] == 1 and vals["nRows"] == 128, hs.yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs.yaml)
+    out = run_file(str(src), str(sp)).outputs["buf"]
+    assert (out[:128] == 1).all()

@@ -712,10 +712,13 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
     else:
         raise HostSpecError(f"{where}: the sizes do not settle")
     scalars = []
+    # with no allocation read (a PyTorch binding's `a.data_ptr()`), a size-named argument is a size of the buffers
+    # sized from the launch; where allocations were read, a name in none of them stays 1 (it sizes none of them)
+    no_allocs = not any(s is not None for s in sizes)
     for a, p in zip(site.args, params):  # a name only a scalar uses (alpha, a flag): 1
         env.unknown.clear()
         v = None if p.pointer else evaluate(a, env)
-        if v is None and env.unknown and _SIZE_PARAM.fullmatch(p.name or "") and _is_integer(p):
+        if v is None and env.unknown and _SIZE_PARAM.fullmatch(p.name or "") and _is_integer(p) and no_allocs:
             for n in sorted(env.unknown - set(env.scaled)):  # a GEMM's K from `a.size(1)`: a small size, not 1
                 env.scaled[n] = SCALAR_SIZE_DEFAULT
                 notes.append(f"{n}: not derived from the host code (read at run time?); {SCALAR_SIZE_DEFAULT} here "

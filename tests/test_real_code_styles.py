@@ -380,20 +380,19 @@ __global__ void fill(char *buf, char newVal, int nRows) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < nRows) buf[i] = newVal;
 }
-int main(int argc, char **argv) {
-  char *d;
-  cudaMalloc(&d, 4096);
+void fill_rows(char *d, int argc, char **argv) {  // the buffer comes from elsewhere (no cudaMalloc read)
   char v = (char)atoi(argv[1]);
   int rows = atoi(argv[2]);
   fill<<<16, 256>>>(d, v, rows);
-  return 0;
 }
 """
 
 
 def test_only_wide_size_named_integers_get_a_size(tmp_path):
     """The size default for a name only an argument uses applies to 32/64-bit integers named like sizes (`nRows`):
-    a `char newVal` keeps 1 (cuda-samples' writeDataToBuffer got 128, which is no int8); the spec runs (numpy)."""
+    a `char newVal` keeps 1 (cuda-samples' writeDataToBuffer got 128, which is no int8); the spec runs (numpy).
+    With an allocation read, such a name stays 1: it sizes none of the buffers (cuda-samples' scan arrayLength and
+    dct8x8 DstStride at 128 ran past their cudaMalloc'd buffers)."""
     from rtransform.host_spec import spec_from_host
     src = tmp_path / "fill.cu"
     src.write_text(FILL_BYTES)
@@ -404,3 +403,7 @@ def test_only_wide_size_named_integers_get_a_size(tmp_path):
     sp.write_text(hs.yaml)
     out = run_file(str(src), str(sp)).outputs["buf"]
     assert (out[:128] == 1).all()
+    malloc = FILL_BYTES.replace("void fill_rows(char *d,", "void fill_rows(int n,").replace(
+        "  char v =", "  char *d;\n  cudaMalloc(&d, 4096);\n  char v =")
+    vals = {a["name"]: a.get("value") for a in yaml.safe_load(spec_from_host(malloc, str(src), "fill").yaml)["args"]}
+    assert vals["nRows"] == 1

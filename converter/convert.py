@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import re
 from collections.abc import Iterator
@@ -1138,11 +1139,11 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
             if any(g.file is None and g.start <= o < g.end for g in [f] + reach):
                 problems.append(("", o, d.spelling + _missing_header_hint(src, d.spelling)))
         problems.sort()
-        fixed: dict[tuple[str, str], str] = {}  # template callees' __shared__ at the one instantiation used
+        fixed: dict[tuple[str, str], SharedVar] = {}  # template callees' __shared__ at the one instantiation used
         for g in reach:
             for v in g.shared:
                 if v.size is None and g.is_template:
-                    decl = _instantiated_decl(conv, [f] + reach, g, v)
+                    decl = _instantiated_decl(conv, f, reach, g, v)
                     if decl is not None:
                         fixed[(g.qualname, v.name)] = decl
                         continue
@@ -1225,14 +1226,19 @@ def _problem(conv: Converter, path: str, offset: int, msg: str) -> str:
     return f"{path}:{line}:{col}: error: {msg}"
 
 
-def _instantiated_decl(conv: Converter, funcs: list[Func], g: Func, v: SharedVar) -> str | None:
-    """A template callee's __shared__ declaration with its template parameters replaced by the arguments of the one
+def _instantiated_decl(conv: Converter, kernel: Func, reach: list[Func], g: Func, v: SharedVar) -> SharedVar | None:
+    """A template callee's __shared__ variable with its template parameters replaced by the arguments of the one
     explicit instantiation the kernel's functions call (`matrixMul<8, size_t>(...)` makes `float As[block_size]
-    [block_size]` `float As[8][8]`); None when the calls spell none, or more than one."""
+    [block_size]` `float As[8][8]`), in its declaration and in the local constants it names; arguments may name
+    the template parameters of a template kernel that calls it itself (LeetCUDA's `block_reduce_sum_f32
+    <NUM_THREADS>(v)` in `template <int NUM_THREADS> __global__ ...`): the layout struct is a template over those.
+    None when the calls spell none, or more than one."""
     _, names, _ = conv.template_header(g)
+    _, knames, _ = conv.template_header(kernel)
     key = g.cursor.get_usr()
     lists: set[tuple[str, ...]] = set()
-    for h in funcs:
+    callers: set[str] = set()
+    for h in [kernel] + reach:
         with conv.reading(h):
             for c, usr in h.calls:
                 if usr != key:
@@ -1243,15 +1249,21 @@ def _instantiated_decl(conv: Converter, funcs: list[Func], g: Func, v: SharedVar
                 j = conv.tok.matching(i + 1, "<", ">")
                 text = conv.raw[conv.tok.end[i + 1]:conv.tok.start[j]].decode()
                 lists.add(tuple(a.strip() for a in split_top_level(text)))
+                callers.add(h.cursor.get_usr())
     if len(lists) != 1 or not names:
         return None
     args = next(iter(lists))
-    if len(args) != len(names) or any(re.search(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b", a)
+    # names an argument may use: the kernel's own template parameters, when only the kernel spells the call
+    allowed = set(knames) if callers == {kernel.cursor.get_usr()} else set()
+    if len(args) != len(names) or any(set(re.findall(r"\b[A-Za-z_]\w*\b", a)) & (set(names) - allowed)
                                       for a in args):
         return None
     types = {ch.spelling for ch in g.cursor.get_children() if ch.kind == K.TEMPLATE_TYPE_PARAMETER}
     sub = {n: a if n in types else f"({a})" for n, a in zip(names, args)}  # a type is never parenthesised
-    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: sub.get(m.group(0), m.group(0)), v.decl_text)
+
+    def inst(text: str) -> str:
+        return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: sub.get(m.group(0), m.group(0)), text)
+    return dataclasses.replace(v, decl_text=inst(v.decl_text), consts=tuple((n, inst(t)) for n, t in v.consts))
 
 
 def _mixed_candidates(conv: Converter, funcs: list[Func]) -> list[tuple[str, int, str]]:
@@ -1333,7 +1345,7 @@ def _callees_first(funcs: list[Func], conv: Converter) -> list[Func]:
 
 
 def _member_names(conv: Converter, f: Func, reach: list[Func],
-                  fixed: dict[tuple[str, str], str]) -> tuple[dict, list[SharedVar]]:
+                  fixed: dict[tuple[str, str], SharedVar]) -> tuple[dict, list[SharedVar]]:
     """Layout struct members: the kernel's own shared variables, then its callees' (a template callee's at the one
     instantiation the kernel calls: `fixed`), then file-scope ones."""
     members: dict = {}
@@ -1346,7 +1358,8 @@ def _member_names(conv: Converter, f: Func, reach: list[Func],
             name, n = f"{base}_{n}", n + 1
         used.add(name)
         members[(owner, v.name)] = name
-        decl = re.sub(r"\b" + re.escape(v.member) + r"\b", name, fixed.get((owner, v.name), v.decl_text), count=1)
+        v = fixed.get((owner, v.name), v)
+        decl = re.sub(r"\b" + re.escape(v.member) + r"\b", name, v.decl_text, count=1)
         order.append(SharedVar(v.name, name, decl, v.volatile, v.size, v.align, v.stmt, v.consts))
     for v in f.shared:
         add(f.qualname, v, v.name)
@@ -1360,7 +1373,7 @@ def _member_names(conv: Converter, f: Func, reach: list[Func],
 
 
 def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func],
-                    fixed: dict[tuple[str, str], str] | None = None) -> tuple[list[Edit], dict]:
+                    fixed: dict[tuple[str, str], SharedVar] | None = None) -> tuple[list[Edit], dict]:
     src, tok = conv.src, conv.tok
     clones = {g.cursor.get_usr(): g for g in ctx_callees}
     smem_callees = {u for u, g in clones.items() if conv.needs_smem(g)}

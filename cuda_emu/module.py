@@ -17,6 +17,7 @@ the same size.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ctypes
 import math
 import os
@@ -398,6 +399,15 @@ def _first_errors(stderr: str, limit: int = 12) -> str:
     return "\n".join(lines[first:first + limit])
 
 
+@functools.cache
+def _emu_system_headers() -> frozenset[str]:
+    """The system headers the emulator's own headers include (`<unistd.h>`, `<sys/mman.h>`...)."""
+    names: set[str] = set()
+    for h in INCLUDE_DIR.glob("*.h"):
+        names.update(re.findall(r'^[ \t]*#[ \t]*include[ \t]*<([^>]+)>', h.read_text(), re.M))
+    return frozenset(names)
+
+
 def _run_compiler(cmd: list[str], what: str) -> subprocess.CompletedProcess:
     """Runs g++ and turns a failure into EmuCompileError."""
     try:
@@ -405,8 +415,28 @@ def _run_compiler(cmd: list[str], what: str) -> subprocess.CompletedProcess:
     except subprocess.TimeoutExpired:
         raise EmuCompileError(f"g++ timed out {what}") from None
     if res.returncode != 0:
-        raise EmuCompileError(f"g++ failed {what}:\n{_first_errors(res.stderr)}")
+        ptx = _inline_ptx_error(res.stderr)
+        raise EmuCompileError(ptx or f"g++ failed {what}:\n{_first_errors(res.stderr)}")
     return res
+
+
+_ASM_ERROR = re.compile(r"^(.+?):(\d+): Error: ", re.M)
+_ASM_WHAT = re.compile(r"Error: (?:no such instruction: |symbol )`([^'`]+)")
+
+
+def _inline_ptx_error(stderr: str) -> str | None:
+    """One `file:line:col: error:` line when g++ compiled the source but the assembler rejected its inline asm: PTX
+    (`asm volatile("cp.async.commit_group;")`), which the host's assembler cannot run."""
+    if "Assembler messages" not in stderr:
+        return None
+    m = _ASM_ERROR.search(stderr)
+    if m is None:
+        return None
+    what = _ASM_WHAT.search(stderr)
+    instr = what.group(1).split()[0] if what and what.group(1).split() else ""  # the opcode, not the registers
+    return (f"{m.group(1)}:{m.group(2)}:1: error: inline PTX asm{f' ({instr})' if instr else ''} does not run on "
+            "the CPU emulator: call the emu::ptx model of the instruction under `#elif defined(RT_CPU_EMULATOR)` "
+            "beside the asm (cuda_emu/README.md: mma.sync, ldmatrix, cp.async)")
 
 
 def _stable_file(folder: Path, text: str, suffix: str) -> Path:
@@ -459,9 +489,14 @@ class CpuModule:
         self.yield_budget = yield_budget
         self.stall_timeout = stall_timeout
         self.last_stats: LaunchStats | None = None
+        # a caller's folder that holds a header named like one the emulator itself includes (llm.c's Windows shim
+        # dev/unistd.h, which includes <direct.h>) is searched for "x.h" only: with -I it would replace <unistd.h>
+        users = [Path(d).resolve() for d in include_dirs]
+        shadowing = [d for d in users if any((d / h).is_file() for h in _emu_system_headers())]
         self._include_dirs = ([str(INCLUDE_DIR)] + [str(d) for d in stub_dirs()]
-                              + [str(Path(d).resolve()) for d in include_dirs])
-        self._quote_dirs = [str(Path(name).resolve().parent)] if Path(name).is_file() else []
+                              + [str(d) for d in users if d not in shadowing])
+        self._quote_dirs = ([str(Path(name).resolve().parent)] if Path(name).is_file() else []) \
+            + [str(d) for d in shadowing]
         self._defines = [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in (defines or {}).items()]
         self.sanitize = sanitizer_set(sanitize)
         self._flags = [*COMPILE_FLAGS, opt, *(SANITIZE_FLAGS if self.sanitize else ())]

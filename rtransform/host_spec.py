@@ -29,6 +29,7 @@ from converter.slice import KernelParam, slice_source
 from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN, record_layout
 
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
+SCALAR_SIZE_DEFAULT = 128  # an unknown name only a size-named integer argument uses (a GEMM's K): whole tiles up to 128
 MAX_THREADS = 1 << 14     # the CPU emulator runs every thread as a fiber: specs stay small
 MAX_ELEMENTS = 1 << 22    # per buffer
 SMEM_UNDERIVED = 48 * 1024  # dynamic shared memory whose expression is not derived (`n * sizeof(T)`, T a parameter)
@@ -578,8 +579,12 @@ def _local_headers(texts: dict[str, str], depth: int = 2) -> list[str]:
     return out
 
 
-def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: str) -> dict[str, str]:
-    """A launcher's parameters bound to the arguments of its first call (with that caller's names inlined once)."""
+def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: str,
+                     depth: int = 3) -> dict[str, str]:
+    """A launcher's parameters bound to the arguments of its first call (with that caller's names inlined once);
+    when that caller is itself a function with parameters (llm.c's dev/cuda: main -> gelu_forward(kernel_num, ...,
+    B, T, C) -> gelu_forward2(..., B * T * C) -> the launch), its parameters bound from its own first call in turn,
+    `depth` levels up (the names closer to the launch win)."""
     if fname == "main" or not pnames:
         return {}
     for file, raw in texts.items():
@@ -595,6 +600,17 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
                 function_env(text, fn[2], m.start(), out)
             bound = {p: a for p, a in zip(pnames, args) if p}
             out.update({p: _inline(a, out) for p, a in bound.items()})
+            if fn is not None and depth > 1 and fn[0] != fname:
+                # values of the callers' that are sizes (`B * T * C`, `d_out`), not run-time reads (`block_sizes[j]`)
+                # or addresses (`&model`, whose `model->seq_len` stays a name the spec defaults)
+                deeper = {k: v for k, v in _caller_bindings(texts, fn[0], fn[1], own, depth - 1).items()
+                          if re.fullmatch(r"[\w\s+\-*/%()]+", v) and not _RUN_TIME_CALL.search(v.strip("() "))}
+                out = {k: re.sub(r"\b[A-Za-z_]\w*\b(?!\s*(?:->|\.|\())",
+                                 lambda m: f"({deeper[m.group(0)]})" if m.group(0) in deeper
+                                 and deeper[m.group(0)].strip() != m.group(0) else m.group(0), v)
+                       for k, v in out.items()}  # `out` passed on as `out`: the caller's
+                for k, v in deeper.items():
+                    out.setdefault(k, v)
             return out
     return {}
 
@@ -696,9 +712,19 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
     else:
         raise HostSpecError(f"{where}: the sizes do not settle")
     scalars = []
+    # with no allocation read (a PyTorch binding's `a.data_ptr()`), a size-named argument is a size of the buffers
+    # sized from the launch; where allocations were read, a name in none of them stays 1 (it sizes none of them)
+    no_allocs = not any(s is not None for s in sizes)
     for a, p in zip(site.args, params):  # a name only a scalar uses (alpha, a flag): 1
         env.unknown.clear()
         v = None if p.pointer else evaluate(a, env)
+        if v is None and env.unknown and _SIZE_PARAM.fullmatch(p.name or "") and _is_integer(p) and no_allocs:
+            for n in sorted(env.unknown - set(env.scaled)):  # a GEMM's K from `a.size(1)`: a small size, not 1
+                env.scaled[n] = SCALAR_SIZE_DEFAULT
+                notes.append(f"{n}: not derived from the host code (read at run time?); {SCALAR_SIZE_DEFAULT} here "
+                             f"(--set {n}=VALUE)")
+            env.unknown.clear()
+            v = evaluate(a, env)
         scalars.append(v)
     if math.prod(block) > 1024:
         raise HostSpecError(f"{where}: block of {math.prod(block)} threads")
@@ -762,9 +788,14 @@ def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int
         near = [c for c in near if c in cands]
     if not cands:
         return False
+    # sizes read at run time share one default and shrink together: a program that reads m, n and k is run square
+    # (matrix-cuda's `if (m == n && n == k)` square kernel, a tutorial's M = N = K)
+    defaulted = {x.split(": not derived")[0] for x in notes if ": not derived from the host code" in x}
     for v, n in sorted(cands, reverse=True):  # the largest that still shrinks (64 and a whole tile are floors)
         same = [m for _, m in near if " ".join(env.exprs[m].split()) == " ".join(env.exprs.get(n, "").split())]
-        if any([_scale_one(env, notes, m, v, unit) for m in (same if not base else [n])]):
+        group = [m for m, w in env.scaled.items() if w == v and m in defaulted and m in env.used and m not in overrides
+                 and m not in env.block_names] if n in defaulted else [n] if base else same
+        if any([_scale_one(env, notes, m, v, unit) for m in group]):
             return True  # equal expressions stay equal (a matrix product's inner sizes)
     # every size is at its floor: a block count (a grid's own name, one tile of blocks) may go below one tile
     return any(_scale_one(env, notes, n, v, 1) for v, n in sorted(cands, reverse=True) if n in env.grid_names)
@@ -832,6 +863,10 @@ def _elem(p: KernelParam) -> tuple[str, int]:
 
 def _buffer_bytes(expr: str, env: Env) -> int | None:
     base = _base_pointer(expr)
+    for _ in range(4):  # a launcher's pointer parameter bound to its caller's (`out` <- `d_out`, cudaMalloc'd)
+        if base is None or f"__bytes_{base}" in env.exprs or base not in env.exprs:
+            break
+        base = _base_pointer(env.exprs[base]) if re.fullmatch(r"\W*\w+\W*", env.exprs[base]) else None
     if base is None or f"__bytes_{base}" not in env.exprs:
         return None
     v = env.value(f"__bytes_{base}")
@@ -846,11 +881,12 @@ def _base_pointer(expr: str) -> str | None:
 
 
 def _size_unknown_buffers(args: list[dict], params: list[KernelParam]) -> None:
-    """A buffer whose allocation was not read (sized one per thread) also covers the largest product of two
-    integer scalars (an M x K matrix indexed by a row and a column), up to MAX_ELEMENTS."""
+    """A buffer whose allocation was not read (sized one per thread) also covers the product of the three largest
+    integer scalars (an M x K matrix indexed by a row and a column; llm.c's B x T x C activations), up to
+    MAX_ELEMENTS."""
     ints = sorted(int(a["value"]) for a in args if a["kind"] == "scalar" and isinstance(a["value"], int)
                   and not isinstance(a["value"], bool) and a["value"] > 1)
-    pair = ints[-1] * ints[-2] if len(ints) >= 2 else (ints[-1] if ints else 0)
+    pair = math.prod(ints[-3:]) if ints else 0
     for a in args:
         if a.pop("_unknown_size", False):
             a["size"] = int(max(a["size"], min(pair, MAX_ELEMENTS)))
@@ -873,6 +909,17 @@ def _buffer(name: str, expr: str, p: KernelParam, size: int | None, threads: int
     if size is None:
         arg["_unknown_size"] = True
     return arg, not const
+
+
+# an integer parameter named like a size (M, N, K, n, len, num_rows, dim, stride...): a name only it uses is a size
+_SIZE_PARAM = re.compile(r"[A-Z]|n[A-Z_]\w*|(?i:n|len\w*|length|size|count|total\w*|num\w*|\w*_size|\w*_count|"
+                         r"\w*dim\w*|rows?|cols?|\w*width|\w*height|depth|ld[abc]?|stride\w*)")
+
+
+def _is_integer(p: KernelParam) -> bool:
+    """An integer of 32 bits or more (a `char newVal` is no size)."""
+    base = " ".join(re.sub(r"\b(const|volatile)\b", " ", p.elem or p.type).split())
+    return C_TYPE_DTYPES.get(base, "") in ("int32", "uint32", "int64", "uint64")
 
 
 def _scalar(name: str, expr: str, p: KernelParam, val: float | None, notes: list[str]) -> dict:

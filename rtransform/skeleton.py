@@ -1,7 +1,9 @@
 """`rtransform spec FILE --kernel K`: a launch-spec skeleton from the kernel's parameters, so that trying a new
 kernel library takes one edit per kernel instead of a spec written from nothing.
 
-Buffers get the dtype of their element type, inputs (`const T*`) random values and outputs zeros; the grid and
+Buffers get the dtype of their element type, inputs (`const T*`) and floating-point outputs random values (kernels
+that take no `const` read their "outputs" too), other outputs zeros, and cover what every thread reaches with the
+widest vector type the kernel names (`float4` through a cast: 16 bytes a thread); the grid and
 block come from a launch of the kernel in the file's host code when one spells them with integer literals or
 constants the file defines, inline (`dim3(16, 16)`) or through a `dim3 block(16, 16)` variable; sizes cover every
 thread of that launch. Everything guessed is listed in the header comment, one `# guessed: ...` line each, which
@@ -60,11 +62,13 @@ def build_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | 
     params = sliced.params[qual]
     launch = find_launch(text, qual.rsplit("::", 1)[-1])
     threads = _prod(launch.grid) * _prod(launch.block)
+    wide = vector_bytes(text, qual.rsplit("::", 1)[-1])
+    each = per_thread_multiple(text, qual.rsplit("::", 1)[-1])
     args, outputs = [], []
     for n, p in enumerate(params):
         if not p.name:  # an unnamed parameter (`int /*unused*/`): the spec still needs a name for it
             p = dataclasses.replace(p, name=f"arg{n}")
-        arg, is_output = _arg(p, threads)
+        arg, is_output = _arg(p, threads, wide, each)
         args.append(arg)
         if is_output:
             outputs.append(p.name)
@@ -84,7 +88,9 @@ def build_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | 
                  "outputs": outputs or [a["name"] for a in args if a["kind"] == "buffer"][:1],
                  "tolerance": 1.0e-5})
     if any(a["kind"] == "buffer" for a in args):
-        guesses.append(f"buffer sizes ({threads} elements: one per thread of the launch)")
+        guesses.append(f"buffer sizes ({threads} elements: one per thread of the launch)" if wide <= 4 and each == 1
+                       else f"buffer sizes ({wide}-byte vectors, {each} elements per thread of the launch: what the "
+                       "kernel's vector types and index multiple reach)")
     guesses += [f"scalar {a['name']} = {a['value']}" for a in args if a["kind"] == "scalar"]
     guesses += [_mixed_note(p) for p in params if p.pointer and (record_layout(p) or ("", 0, False))[2]]
     how = "from the launch in the host code" if launch.found else "a default: no launch with constant sizes found"
@@ -179,15 +185,21 @@ def _template_params(text: str, name: str) -> list[str] | None:
     return [p.strip() for p in split_top_level(m.group(1))] if m else None
 
 
+# an integer template parameter that is the kernel's thread count (LeetCUDA's NUM_THREADS, a BLOCK_SIZE)
+_THREADS_PARAM = re.compile(r"(?i)n?(?:um_?)?threads(?:_per_block)?|block_?size|block_?dim|nt")
+
+
 def _guess(decl: str, threads: int) -> TemplateArg | None:
     """One template argument for parameter `decl`: its default when a literal, else a guess by kind."""
     decl, _, default = decl.partition("=")
     default = default.strip()
+    if _THREADS_PARAM.fullmatch(decl.split()[-1] if decl.split() else "") and default:
+        default = ""  # `NUM_THREADS = 256` is the block's size: the launch guessed here is its block (one per thread)
     if default.isdigit():
         return int(default)
     if default in ("true", "false"):
         return default == "true"
-    words = decl.split()
+    words = [w for w in decl.split() if w != "const"]  # `const int BLOCK_SIZE` is an int parameter
     if words and words[0] in ("typename", "class"):
         return default if default in C_TYPE_DTYPES else "float"
     if words and words[0] == "bool":
@@ -198,7 +210,53 @@ def _guess(decl: str, threads: int) -> TemplateArg | None:
     return None  # auto, pointers to functions, template templates: no guess
 
 
-def _arg(p: KernelParam, threads: int) -> tuple[dict, bool]:
+# vector types a kernel loads and stores through (`reinterpret_cast<float4 *>(&x[i])[0]`, llm.c's x128): bytes
+VECTOR_BYTES = {"float2": 8, "int2": 8, "uint2": 8, "half2": 4, "__half2": 4, "__nv_bfloat162": 4,
+                "nv_bfloat162": 4, "float4": 16, "int4": 16, "uint4": 16, "double2": 16, "longlong2": 16,
+                "ulonglong2": 16, "double4": 32}
+SCALAR_BYTES = {"double": 8, "long": 8, "size_t": 8, "int64_t": 8, "uint64_t": 8, "half": 2, "__half": 2,
+                "__nv_bfloat16": 2, "nv_bfloat16": 2, "short": 2, "char": 1, "int8_t": 1, "uint8_t": 1, "bool": 1}
+_FUNC_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+
+
+def _kernel_text(text: str, name: str) -> str:
+    """The kernel's declaration and body (brace-matched), or ""."""
+    m = re.search(rf"\b__global__\b[^;{{}}]*?\b{re.escape(name)}\s*\(", text)
+    if not m:
+        return ""
+    open_ = text.find("{", m.end())
+    depth, end = 0, open_
+    for end in range(open_, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0:
+            break
+    return text[m.start():end + 1]
+
+
+_PER_THREAD = re.compile(r"=\s*(\d+)\s*\*\s*\(\s*(?:blockIdx|threadIdx)[^;]*;|"
+                         r"=\s*\(\s*(?:blockIdx|threadIdx)[^;]*\)\s*\*\s*(\d+)\s*;")
+
+
+def per_thread_multiple(text: str, name: str) -> int:
+    """k of an index `idx = k * (blockIdx.x * blockDim.x + threadIdx.x)` (k elements a thread, read as four half2
+    or one float4): the buffers need k elements per thread; 1 when there is none."""
+    ks = [int(a or b) for a, b in _PER_THREAD.findall(_kernel_text(text, name))]
+    return max([k for k in ks if k <= 64] + [1])
+
+
+def vector_bytes(text: str, name: str) -> int:
+    """The widest vector type (bytes) the kernel's body names, itself or through the function-like macros it uses
+    (LeetCUDA's `FLOAT4(a[idx])`, `LDST128BITS(x)`): a thread that loads 16 bytes at `4 * tid` reads past a buffer
+    of one element per thread. 4 when it names none."""
+    body = _kernel_text(text, name)
+    if not body:
+        return 4
+    macros = {mm.group(1): mm.group(3) for mm in _FUNC_MACRO.finditer(text)}
+    body += " ".join(macros[w] for w in set(re.findall(r"\b\w+\b", body)) & set(macros))
+    return max([VECTOR_BYTES[w] for w in re.findall(r"\b\w+\b", body) if w in VECTOR_BYTES] + [4])
+
+
+def _arg(p: KernelParam, threads: int, wide: int = 4, each: int = 1) -> tuple[dict, bool]:
     base = re.sub(r"\b(const|volatile|__restrict__|__restrict)\b", " ", p.elem or "").split()
     elem = " ".join(base)
     lanes = VECTOR_LANES.get(elem[-1:], 1) if elem[:-1] in ("float", "int", "uint", "double", "char", "uchar") \
@@ -209,8 +267,12 @@ def _arg(p: KernelParam, threads: int) -> tuple[dict, bool]:
         dtype, lanes, mixed = layout
     if p.pointer:
         is_output = not re.search(r"\bconst\b", p.type.split("*")[0])
-        arg = {"name": p.name, "kind": "buffer", "dtype": dtype, "size": threads * lanes,
-               "init": "zeros" if is_output or (layout is not None and layout[2]) else "random"}
+        item = (VECTOR_BYTES.get(elem) or 4 * lanes) if lanes > 1 else SCALAR_BYTES.get(elem, 4)
+        per_thread = max(lanes, lanes * wide // item, each) if layout is None else lanes
+        arg = {"name": p.name, "kind": "buffer", "dtype": dtype, "size": threads * per_thread,
+               "init": "random" if dtype.startswith("float") and (layout is None or not layout[2]) else
+               "zeros" if is_output or layout is not None else "random"}  # float outputs random: an in-place
+        # kernel (`a[i] += b[i]` on a non-const pointer) reads them, and both runs of a verify start the same
         return arg, is_output
     if dtype.startswith(("int", "uint")):
         value: float | int = threads if _SIZE_NAME.fullmatch(p.name) else 1

@@ -47,6 +47,7 @@ REASON_CLASSES: list[tuple[str, str]] = [
     (r"the original does not compile alone either", "the project's own file does not compile with nvcc here "
      "(exercise placeholders, APIs CUDA 13 removed, library headers not installed)"),
     (r"texture|surface", "texture/surface reference (removed in CUDA 12)"),
+    (r"inline PTX asm", "inline PTX asm (not modelled on the CPU emulator)"),
     (r"grid-wide|this_grid|grid_group", "grid-wide synchronisation"),
     (r"dynamic parallelism", "dynamic parallelism"),
     (r"inline asm reads", "inline asm reading hardware indices"),
@@ -264,15 +265,58 @@ def launching_files(repo: Path) -> dict[str, str]:
     return out
 
 
-def host_files_for(kernel: str, path: str, launchers: dict[str, str], limit: int = 8) -> list[str]:
-    """The launching files that name the kernel and belong with its file: beside it, or including it (samples
-    reuse kernel names across folders: another folder's `testKernel` is another kernel)."""
+def host_files_for(kernel: str, path: str, launchers: dict[str, str], limit: int = 8,
+                   includes: dict[str, set[str]] | None = None) -> list[str]:
+    """The launching files that name the kernel and belong with its file: beside it, or including it, directly or
+    through local headers (`utils.cu` includes `kernel.cuh`, which includes `kernel/kernel_2.cuh`; `includes` from
+    include_closure) (samples reuse kernel names across folders: another folder's `testKernel` is another kernel)."""
     short = kernel.rsplit("::", 1)[-1]
     pat = re.compile(rf"\b{re.escape(short)}\b")
     own = Path(path)
     inc = re.compile(rf'#\s*include\s*["<][^">]*\b{re.escape(own.name)}[">]')
     return [p for p, t in launchers.items() if pat.search(t)
-            and (Path(p).parent == own.parent or inc.search(t))][:limit]
+            and (Path(p).parent == own.parent or inc.search(t) or str(own.resolve()) in (includes or {}).get(p, ()))][:limit]
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*["<]([^">]+)[">]', re.M)
+
+
+def include_closure(repo: Path, launchers: dict[str, str], depth: int = 4) -> dict[str, set[str]]:
+    """Per launching file, the repository files it includes, directly or through the files those include (`depth`
+    levels): a quoted or angled name resolved beside its includer, else against the repository's files whose path
+    ends with it (a project's -I folders)."""
+    by_name: dict[str, list[Path]] = {}
+    for root, dirs, files in os.walk(repo):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
+        for f in files:
+            by_name.setdefault(f, []).append(Path(root) / f)
+    texts: dict[Path, str] = {}
+
+    def includes_of(f: Path) -> list[Path]:
+        if f not in texts:
+            try:
+                texts[f] = f.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                texts[f] = ""
+        out = []
+        for name in _INCLUDE.findall(texts[f]):
+            near = f.parent / name
+            if near.is_file():
+                out.append(near.resolve())
+                continue
+            tail = "/" + name.lstrip("./")
+            out += [c.resolve() for c in by_name.get(Path(name).name, []) if str(c).endswith(tail)][:1]
+        return out
+
+    closure: dict[str, set[str]] = {}
+    for p in launchers:
+        seen: set[Path] = set()
+        todo = [Path(p)]
+        for _ in range(depth):
+            todo = [g for f in todo for g in includes_of(f) if g not in seen]
+            seen.update(todo)
+        closure[p] = {str(s) for s in seen}
+    return closure
 
 
 def _one_line(e: BaseException) -> str:
@@ -307,6 +351,7 @@ def run_repo(repo: Path, out: Path, kernel_timeout: float, shard: tuple[int, int
     work = out.parent / (out.stem + ".work")
     work.mkdir(parents=True, exist_ok=True)
     launchers = launching_files(repo)
+    includes = include_closure(repo, launchers)
     for k, f in enumerate(kernel_files(repo)):
         if k % shard[1] != shard[0]:
             continue
@@ -333,7 +378,7 @@ def run_repo(repo: Path, out: Path, kernel_timeout: float, shard: tuple[int, int
                    "compile_error": fres.get("compile_error") if k["converted"] else None}
             if k["converted"]:
                 rec.update(child("kernel_job", {"path": str(f), "kernel": name, "incs": incs, "work": str(work),
-                                                "hosts": host_files_for(name, str(f), launchers),
+                                                "hosts": host_files_for(name, str(f), launchers, includes=includes),
                                                 "defines": defines},
                                  kernel_timeout))
                 if "error" in rec and "legacy" not in rec:
@@ -358,6 +403,7 @@ def redo_specs(repo: Path, out: Path, kernel_timeout: float) -> None:
     host code launches them (their file's conversion and compile do not change); each record replaced in place."""
     recs = read_records(out)
     launchers = launching_files(repo)
+    includes = include_closure(repo, launchers)
     work = out.parent / (out.stem + ".work")
     defines = list(REPO_DEFINES.get(repo.name, ()))
     for k, r in enumerate(recs):
@@ -365,7 +411,8 @@ def redo_specs(repo: Path, out: Path, kernel_timeout: float) -> None:
             continue
         f = repo / r["file"]
         res = child("kernel_job", {"path": str(f), "kernel": r["kernel"], "incs": include_dirs(repo, f),
-                                   "work": str(work), "hosts": host_files_for(r["kernel"], str(f), launchers),
+                                   "work": str(work),
+                                   "hosts": host_files_for(r["kernel"], str(f), launchers, includes=includes),
                                    "defines": defines}, kernel_timeout)
         if "error" in res and "legacy" not in res:
             res["legacy"] = res.pop("error")

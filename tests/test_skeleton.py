@@ -158,3 +158,116 @@ def test_skeleton_lists_its_guesses_and_verify_blames_them(tmp_path):
     out.write_text("\n".join(line for line in out.read_text().splitlines() if not line.startswith("# guessed:")))
     v = verify()
     assert v.returncode == 1 and "memcheck" in v.stderr and "guessed" not in v.stderr
+
+
+CONST_TEMPLATE = """template <const int TILE>
+__global__ void reverse_tiles(float *out, const float *in) {
+  __shared__ float t[TILE];
+  const int base = blockIdx.x * TILE;
+  t[threadIdx.x] = in[base + threadIdx.x];
+  __syncthreads();
+  out[base + threadIdx.x] = t[TILE - 1 - threadIdx.x];
+}
+"""
+
+
+def test_const_integer_template_parameter_without_a_launch_is_guessed(tmp_path):
+    """`template <const int TILE>` (the SGEMM tutorials' spelling) is an integer parameter: with no launch in the
+    file the skeleton guesses the block's thread count, as for `int TILE`, and the kernel runs (numpy: each tile of
+    128 reversed), instead of a launcher that does not compile for want of a template argument."""
+    src = tmp_path / "k.cuh"
+    src.write_text(CONST_TEMPLATE)
+    out = tmp_path / "s.yaml"
+    out.write_text(spec_skeleton(CONST_TEMPLATE, str(src), "reverse_tiles"))
+    spec = yaml.safe_load(out.read_text())
+    assert spec["template_args"] == [128] and spec["block"] == [128, 1, 1]
+    res = run_file(str(src), str(out))
+    x = res.inputs["in"].reshape(-1, 128)
+    np.testing.assert_array_equal(res.outputs["out"].reshape(-1, 128), x[:, ::-1])
+
+
+VECTOR_ADDS = """#include <cuda_fp16.h>
+#define AS_F4(v) (reinterpret_cast<float4 *>(&(v))[0])
+#define AS_128(v) (reinterpret_cast<float4 *>(&(v))[0])
+__global__ void add4(float *x, float *y, float *z, int n) {
+  int i = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+  float4 a = AS_F4(x[i]), b = AS_F4(y[i]);
+  if (i < n) AS_F4(z[i]) = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}
+__global__ void add8h(half *x, half *y, half *z, int n) {
+  int i = 8 * (blockIdx.x * blockDim.x + threadIdx.x);
+  half ra[8], rb[8], rc[8];
+  AS_128(ra[0]) = AS_128(x[i]);
+  AS_128(rb[0]) = AS_128(y[i]);
+  for (int k = 0; k < 8; ++k) rc[k] = __hadd(ra[k], rb[k]);
+  if (i < n) AS_128(z[i]) = AS_128(rc[0]);
+}
+"""
+
+
+@pytest.mark.parametrize("kernel,lanes,dtype", [("add4", 4, np.float32), ("add8h", 8, np.float16)])
+def test_vector_loads_get_buffers_that_cover_them(tmp_path, kernel, lanes, dtype):
+    """A kernel that loads 16 bytes a thread through a cast macro (the LeetCUDA / How_to_optimize style, no launch
+    in the file) reads `lanes` elements per thread: the skeleton's buffers cover them (memcheck stopped it at
+    element 512 of 512 before), its non-const float buffers start random, and the output matches numpy."""
+    src = tmp_path / "v.cu"
+    src.write_text(VECTOR_ADDS)
+    out = tmp_path / "s.yaml"
+    out.write_text(spec_skeleton(VECTOR_ADDS, str(src), kernel))
+    spec = yaml.safe_load(out.read_text())
+    threads = 4 * 128
+    assert [a["size"] for a in spec["args"][:3]] == [threads * lanes] * 3
+    res = run_file(str(src), str(out))
+    x, y = res.inputs["x"].astype(dtype), res.inputs["y"].astype(dtype)
+    assert np.abs(x).max() > 0
+    n = threads  # the size-named scalar is the thread count: only the first n // lanes threads store
+    np.testing.assert_array_equal(res.outputs["z"][:n], (x + y)[:n])
+
+
+PER_THREAD = """#include <cuda_fp16.h>
+#define H2(v) (reinterpret_cast<half2 *>(&(v))[0])
+__global__ void relu8(half *x, half *y, int n) {
+  int idx = 8 * (blockIdx.x * blockDim.x + threadIdx.x);   // 8 halves a thread, as four half2
+  for (int k = 0; k < 8; k += 2) {
+    half2 v = H2(x[idx + k]);
+    v.x = __hmax(__float2half(0.0f), v.x);
+    v.y = __hmax(__float2half(0.0f), v.y);
+    if (idx + k < n) H2(y[idx + k]) = v;
+  }
+}
+template <const int NUM_THREADS = 256>
+__global__ void block_max(const float *x, float *out) {
+  __shared__ float s[NUM_THREADS / 32];
+  float v = x[blockIdx.x * NUM_THREADS + threadIdx.x];
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+  if (threadIdx.x % 32 == 0) s[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float m = s[0];
+    for (int w = 1; w < NUM_THREADS / 32; ++w) m = fmaxf(m, s[w]);
+    out[blockIdx.x] = m;
+  }
+}
+"""
+
+
+def test_index_multiples_and_thread_count_template_parameters(tmp_path):
+    """`idx = 8 * (blockIdx.x * blockDim.x + threadIdx.x)` reads 8 elements a thread (four half2, each 4 bytes):
+    the buffers cover 8 per thread (memcheck stopped LeetCUDA's relu_f16x8 at x[+1024] of 1024). A thread-count
+    template parameter with a default (`NUM_THREADS = 256`) takes the guessed block's size, so the kernel's
+    per-warp slots match its warps (the default with a 128-thread block read slots no warp wrote). Both match numpy."""
+    src = tmp_path / "k.cu"
+    src.write_text(PER_THREAD)
+    out = tmp_path / "relu.yaml"
+    out.write_text(spec_skeleton(PER_THREAD, str(src), "relu8"))
+    spec = yaml.safe_load(out.read_text())
+    assert [a["size"] for a in spec["args"][:2]] == [8 * 512] * 2
+    res = run_file(str(src), str(out))
+    n = 512  # the size-named scalar: the thread count
+    np.testing.assert_array_equal(res.outputs["y"][:n], np.maximum(res.inputs["x"][:n], 0))
+    out = tmp_path / "max.yaml"
+    out.write_text(spec_skeleton(PER_THREAD, str(src), "block_max"))
+    spec = yaml.safe_load(out.read_text())
+    assert spec["template_args"] == [128] and spec["block"] == [128, 1, 1]
+    res = run_file(str(src), str(out))
+    np.testing.assert_array_equal(res.outputs["out"][:4], res.inputs["x"][:512].reshape(4, 128).max(axis=1))

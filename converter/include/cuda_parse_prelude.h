@@ -63,10 +63,21 @@ typedef __half2 half2;
 typedef __half half;
 typedef __nv_bfloat16 nv_bfloat16;
 typedef __nv_bfloat162 nv_bfloat162;
+// <math.h>'s constants (glibc under _DEFAULT_SOURCE, which g++ and nvcc's host pass set): device code uses them
+// through cuda_runtime.h's include of math.h
 #define M_PI 3.14159265358979323846
 #define M_SQRT2 1.41421356237309504880
 #define M_E 2.7182818284590452354
 #define M_LN2 0.69314718055994530942
+#define M_LOG2E 1.4426950408889634074
+#define M_LOG10E 0.43429448190325182765
+#define M_LN10 2.30258509299404568402
+#define M_PI_2 1.57079632679489661923
+#define M_PI_4 0.78539816339744830962
+#define M_1_PI 0.31830988618379067154
+#define M_2_PI 0.63661977236758134308
+#define M_2_SQRTPI 1.12837916709551257390
+#define M_SQRT1_2 0.70710678118654752440
 __device__ void __syncthreads();
 __device__ int __syncthreads_count(int);
 __device__ int __syncthreads_and(int);
@@ -101,6 +112,10 @@ template <class T> __device__ void __stwb(T* p, T v) { *p = v; }
 template <class T> __device__ void __stcg(T* p, T v) { *p = v; }
 template <class T> __device__ void __stcs(T* p, T v) { *p = v; }
 template <class T> __device__ void __stwt(T* p, T v) { *p = v; }
+// address-space conversions (cuda's sm_20_intrinsics.h): a generic pointer's shared/global address for inline PTX
+__device__ size_t __cvta_generic_to_shared(const void*); __device__ size_t __cvta_generic_to_global(const void*);
+__device__ void* __cvta_shared_to_generic(size_t); __device__ void* __cvta_global_to_generic(size_t);
+__device__ unsigned __isShared(const void*); __device__ unsigned __isGlobal(const void*);
 // Atomics: CUDA's overload sets (a literal argument converts to the pointee type: atomicAdd(unsigned*, 1)),
 // with the _block and _system scopes.
 #define RT_AT(R, n, ...) __device__ R n(__VA_ARGS__); __device__ R n##_block(__VA_ARGS__); __device__ R n##_system(__VA_ARGS__);
@@ -244,7 +259,18 @@ RT_HD __nv_bfloat16 __high2bfloat16(__nv_bfloat162);
 #define RT_F16X2_OPS(T2) RT_HD T2 operator+(const T2&, const T2&); RT_HD T2 operator-(const T2&, const T2&); \
   RT_HD T2 operator*(const T2&, const T2&); RT_HD T2 operator/(const T2&, const T2&); RT_HD T2& operator+=(T2&, const T2&); \
   RT_HD T2& operator-=(T2&, const T2&); RT_HD T2& operator*=(T2&, const T2&); RT_HD T2& operator/=(T2&, const T2&);
+// cuda_fp16.hpp / cuda_bf16.hpp's operators on the scalar types: `h1 + h2` is a 16-bit float (not float through
+// the conversion), so `c ? h1 + h2 : h3` is no ambiguity; `h + 1.0f` is one, as with nvcc
+#define RT_F16_SCALAR_OPS(T) RT_HD T operator+(const T&, const T&); RT_HD T operator-(const T&, const T&);            \
+  RT_HD T operator*(const T&, const T&); RT_HD T operator/(const T&, const T&); RT_HD T operator+(const T&);             \
+  RT_HD T operator-(const T&); RT_HD T& operator+=(T&, const T&); RT_HD T& operator-=(T&, const T&);                     \
+  RT_HD T& operator*=(T&, const T&); RT_HD T& operator/=(T&, const T&); RT_HD bool operator==(const T&, const T&);        \
+  RT_HD bool operator!=(const T&, const T&); RT_HD bool operator<(const T&, const T&);                                  \
+  RT_HD bool operator>(const T&, const T&); RT_HD bool operator<=(const T&, const T&);                                  \
+  RT_HD bool operator>=(const T&, const T&);
 RT_F16_OPS(__half) RT_F16_OPS(__nv_bfloat16) RT_F16X2_OPS(__half2) RT_F16X2_OPS(__nv_bfloat162)
+RT_F16_SCALAR_OPS(__half) RT_F16_SCALAR_OPS(__nv_bfloat16)
+#undef RT_F16_SCALAR_OPS
 #undef RT_F16X2_OPS
 #undef RT_F16_OPS
 #undef RT_HD

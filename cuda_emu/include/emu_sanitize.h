@@ -56,10 +56,11 @@ struct SanSlot {      // a static __shared__ variable in the block's area (sanit
 struct Shadow {       // racecheck: one 4-byte word of shared memory
   unsigned long long serial;       // the block run the entry belongs to
   unsigned epoch;                  // the block's barrier count when the entry was last written
-  unsigned short wwarp, r1warp, r2warp, lwarp;  // warp + 1 of the last writer / two readers of different warps /
-  unsigned wthread, r1thread, r2thread, lthread;  // the last reader (0: none)
-  unsigned wwe, r1we, lwe;         // their warp's collective count at the access (warp-synchronous hazards)
-  uintptr_t wsite, r1site, r2site, lsite;
+  unsigned short wwarp[4], r1warp, r2warp, lwarp;  // warp + 1 of the last writer of each byte (threads writing
+  unsigned wthread[4], r1thread, r2thread, lthread;  // their own __half or char of one word do not race) / two
+  unsigned wwe[4], r1we, lwe;      // readers of different warps / the last reader (0: none); their warp's
+  uintptr_t wsite[4], r1site, r2site, lsite;  // collective count at the access (warp-synchronous hazards)
+  unsigned char r1mask, r2mask, lmask;  // the bytes of the word each reader read (bit k: byte k)
 };
 
 constexpr size_t kMaxSanBufs = 4096;
@@ -224,7 +225,8 @@ EMU_SAN_FN void san_race(char* area, uintptr_t a, size_t n, bool write, uintptr_
   unsigned short w = (unsigned short)((f->lin >> 5) + 1);
   unsigned we = b.san_wepoch[w - 1], me = f->lin;
   auto same_warp = [&](unsigned short ow, unsigned ot, unsigned owe) { return ow == w && ot != me && owe == we; };
-  uintptr_t first = (a - reinterpret_cast<uintptr_t>(area)) / 4, last = (a + n - 1 - reinterpret_cast<uintptr_t>(area)) / 4;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(area);
+  uintptr_t first = (a - base) / 4, last = (a + n - 1 - base) / 4;
   for (uintptr_t i = first; i <= last && i < kShadowWords; ++i) {
     Shadow& e = sh[i];
     if (e.serial != b.san_serial || e.epoch != b.san_epoch) {
@@ -232,21 +234,35 @@ EMU_SAN_FN void san_race(char* area, uintptr_t a, size_t n, bool write, uintptr_
       e.serial = b.san_serial;
       e.epoch = b.san_epoch;
     }
+    // the bytes of this word the access covers: threads that touch different bytes of one word (a __half or char
+    // array, each thread its element) do not conflict
+    const uintptr_t lo = a > base + 4 * i ? a : base + 4 * i, hi = a + n < base + 4 * i + 4 ? a + n : base + 4 * i + 4;
+    const unsigned char m = (unsigned char)(((1u << (hi - lo)) - 1u) << (lo - base - 4 * i));
+    for (unsigned k = 0; k < 4; ++k) {
+      if (!(m >> k & 1u) || !e.wwarp[k]) continue;
+      const char* kind = write ? "write after write" : "read after write";
+      if (e.wwarp[k] != w) return report_race(kind, "wrote", a, b, e.wthread[k], e.wsite[k], write, site, false);
+      if (same_warp(e.wwarp[k], e.wthread[k], e.wwe[k]))
+        return report_race(kind, "wrote", a, b, e.wthread[k], e.wsite[k], write, site, true);
+    }
+    const bool wr1 = e.r1mask & m, wr2 = e.r2mask & m, wl = e.lmask & m;
     if (write) {
-      if (e.wwarp && e.wwarp != w) return report_race("write after write", "wrote", a, b, e.wthread, e.wsite, true, site, false);
-      if (e.r1warp && e.r1warp != w) return report_race("write after read", "read", a, b, e.r1thread, e.r1site, true, site, false);
-      if (e.r2warp && e.r2warp != w) return report_race("write after read", "read", a, b, e.r2thread, e.r2site, true, site, false);
-      if (same_warp(e.wwarp, e.wthread, e.wwe)) return report_race("write after write", "wrote", a, b, e.wthread, e.wsite, true, site, true);
-      if (same_warp(e.r1warp, e.r1thread, e.r1we)) return report_race("write after read", "read", a, b, e.r1thread, e.r1site, true, site, true);
-      if (same_warp(e.lwarp, e.lthread, e.lwe)) return report_race("write after read", "read", a, b, e.lthread, e.lsite, true, site, true);
-      e.wwarp = w; e.wthread = me; e.wsite = site; e.wwe = we;
-      e.r1warp = e.r2warp = e.lwarp = 0;
+      if (wr1 && e.r1warp && e.r1warp != w) return report_race("write after read", "read", a, b, e.r1thread, e.r1site, true, site, false);
+      if (wr2 && e.r2warp && e.r2warp != w) return report_race("write after read", "read", a, b, e.r2thread, e.r2site, true, site, false);
+      if (wr1 && same_warp(e.r1warp, e.r1thread, e.r1we)) return report_race("write after read", "read", a, b, e.r1thread, e.r1site, true, site, true);
+      if (wl && same_warp(e.lwarp, e.lthread, e.lwe)) return report_race("write after read", "read", a, b, e.lthread, e.lsite, true, site, true);
+      for (unsigned k = 0; k < 4; ++k)
+        if (m >> k & 1u) { e.wwarp[k] = w; e.wthread[k] = me; e.wsite[k] = site; e.wwe[k] = we; }
+      e.r1mask &= (unsigned char)~m; e.r2mask &= (unsigned char)~m; e.lmask &= (unsigned char)~m;
+      if (!e.r1mask) e.r1warp = 0;
+      if (!e.r2mask) e.r2warp = 0;
+      if (!e.lmask) e.lwarp = 0;
     } else {
-      if (e.wwarp && e.wwarp != w) return report_race("read after write", "wrote", a, b, e.wthread, e.wsite, false, site, false);
-      if (same_warp(e.wwarp, e.wthread, e.wwe)) return report_race("read after write", "wrote", a, b, e.wthread, e.wsite, false, site, true);
-      if (!e.r1warp) { e.r1warp = w; e.r1thread = me; e.r1site = site; e.r1we = we; }
-      else if (e.r1warp != w && !e.r2warp) { e.r2warp = w; e.r2thread = me; e.r2site = site; }
-      e.lwarp = w; e.lthread = me; e.lsite = site; e.lwe = we;
+      if (!e.r1warp) { e.r1warp = w; e.r1thread = me; e.r1site = site; e.r1we = we; e.r1mask = m; }
+      else if (e.r1warp == w) e.r1mask |= m;
+      else if (!e.r2warp) { e.r2warp = w; e.r2thread = me; e.r2site = site; e.r2mask = m; }
+      else if (e.r2warp == w) e.r2mask |= m;
+      e.lwarp = w; e.lthread = me; e.lsite = site; e.lwe = we; e.lmask = m;
     }
   }
 }

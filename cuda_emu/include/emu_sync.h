@@ -194,6 +194,10 @@ template <class T> inline void __stcs(T* p, T v) { *p = v; }
 template <class T> inline void __stwb(T* p, T v) { *p = v; }
 template <class T> inline void __stwt(T* p, T v) { *p = v; }
 inline size_t __cvta_generic_to_shared(const void* p) { return (size_t)p; }
+inline size_t __cvta_generic_to_global(const void* p) { return (size_t)p; }
+inline void* __cvta_shared_to_generic(size_t a) { return reinterpret_cast<void*>(a); }
+inline void* __cvta_global_to_generic(size_t a) { return reinterpret_cast<void*>(a); }
 inline unsigned __isShared(const void*) { return 0; }
+inline unsigned __isGlobal(const void*) { return 1; }
 #define __builtin_assume(x) ((void)0)
 #define __assume(x) ((void)0)

@@ -1,0 +1,409 @@
+"""Failure classes the real-code campaign found on repositories of new styles (docs/REAL_CODE.md), each fixed
+once and checked here on a kernel written for the test in that style, against numpy or the legacy kernel."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from rtransform.run import run_file
+from rtransform.verify import verify_file
+
+REPO = Path(__file__).resolve().parent.parent
+
+HALF_PAIRS = """#include <cuda_fp16.h>
+#define HALF2(v) (reinterpret_cast<half2 *>(&(v))[0])
+template <const int NUM_THREADS = 128>
+__global__ void pair_sums(half *x, half *y, int n) {
+  int i = (blockIdx.x * NUM_THREADS + threadIdx.x) * 2;
+  half2 v = HALF2(x[i]);
+  const half zero = __float2half(0.0f);
+  half s = (i < n) ? (v.x + v.y) : zero;   // half + half is a half (cuda_fp16.hpp's operator+)
+  s *= v.x;
+  s -= -v.y;
+  if (i < n) y[i / 2] = (v.x < v.y) ? s : s / v.y;
+}
+"""
+
+
+@pytest.mark.parametrize("block,blocks", [(64, 3), (128, 2)])
+def test_half_scalar_operators_parse_and_verify(tmp_path, block, blocks):
+    """`cond ? h1 + h2 : h3` on __half was refused ("conditional expression is ambiguous": the parse prelude had
+    no scalar half operators, so h1 + h2 was a float); with cuda_fp16.hpp's operators it converts, the legacy run
+    matches numpy (float16 arithmetic, one rounding per operation) and the rKernel matches the legacy kernel."""
+    src = tmp_path / "pairs.cu"
+    src.write_text(HALF_PAIRS)
+    n = block * blocks * 2 - 6  # the last threads' pairs are past n
+    spec = {"kernel": "pair_sums", "template_args": [block], "grid": [blocks, 1, 1], "block": [block, 1, 1],
+            "args": [{"name": "x", "kind": "buffer", "dtype": "float16", "size": 2 * block * blocks, "init": "random"},
+                     {"name": "y", "kind": "buffer", "dtype": "float16", "size": block * blocks, "init": "zeros"},
+                     {"name": "n", "kind": "scalar", "dtype": "int32", "value": n}],
+            "outputs": ["y"], "tolerance": 0}
+    sp = tmp_path / "pairs.spec.yaml"
+    sp.write_text(yaml.safe_dump(spec))
+    res = run_file(str(src), str(sp))
+    x = res.inputs["x"].astype(np.float16)
+    a, b = x[0::2], x[1::2]
+    s = (a + b) * a
+    s = s - (-b)
+    want = np.where(a < b, s, s / b)[: n // 2]
+    np.testing.assert_array_equal(res.outputs["y"][: n // 2], want)
+    result = verify_file(str(src), str(sp))
+    assert result.ok, result.summary()
+
+
+TORCH_GEMM = """#include <torch/extension.h>
+#define LD4(v) (reinterpret_cast<const float4 *>(&(v))[0])
+__global__ void gemm_k4(const float *a, const float *b, float *c, int M, int N, int K) {
+  int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= M || col >= N) return;
+  float acc = 0.f;
+  for (int k = 0; k < K; k += 4) {
+    float4 x = LD4(a[row * K + k]);  // 16-byte loads along K: K must keep rows 16-byte aligned
+    acc += x.x * b[k * N + col] + x.y * b[(k + 1) * N + col] + x.z * b[(k + 2) * N + col] + x.w * b[(k + 3) * N + col];
+  }
+  c[row * N + col] = acc;
+}
+void gemm(torch::Tensor a, torch::Tensor b, torch::Tensor c) {
+  const int M = a.size(0);
+  const int K = a.size(1);
+  const int N = b.size(1);
+  dim3 block(16, 16);
+  dim3 grid((N + 15) / 16, (M + 15) / 16);
+  gemm_k4<<<grid, block>>>(reinterpret_cast<float *>(a.data_ptr()), reinterpret_cast<float *>(b.data_ptr()),
+                           reinterpret_cast<float *>(c.data_ptr()), M, N, K);
+}
+"""
+
+
+def test_torch_extension_sizes_only_a_size_argument_uses_get_a_size(tmp_path):
+    """PyTorch-extension launchers (LeetCUDA's hgemm) take M, N and K from `a.size(i)`: M and N size the grid and
+    get defaults, K only reaches the kernel as an argument and was 1, which misaligned the float4 loads along K
+    (memcheck); a size-named integer argument now gets a small size (128: whole tiles and vectors up to 128, as
+    LeetCUDA's sgemv_k128 needs) and the legacy run matches numpy."""
+    from rtransform.host_spec import spec_from_host
+    src = tmp_path / "gemm.cu"
+    src.write_text(TORCH_GEMM)
+    hs = spec_from_host(TORCH_GEMM, str(src), "gemm_k4")
+    spec = yaml.safe_load(hs.yaml)
+    vals = {a["name"]: a.get("value") for a in spec["args"]}
+    assert vals["K"] == 128 and any(n.startswith("K: not derived") for n in hs.notes)
+    sp = tmp_path / "gemm.spec.yaml"
+    sp.write_text(hs.yaml)
+    res = run_file(str(src), str(sp))
+    m, n, k = vals["M"], vals["N"], vals["K"]
+    rows = min(m, spec["grid"][1] * 16)
+    a = res.inputs["a"][: m * k].reshape(m, k).astype(np.float64)
+    b = res.inputs["b"][: k * n].reshape(k, n).astype(np.float64)
+    got = res.outputs["c"][: m * n].reshape(m, n)[:rows, : min(n, spec["grid"][0] * 16)]
+    np.testing.assert_allclose(got, (a @ b)[:rows, : got.shape[1]], rtol=1e-4, atol=1e-4)
+
+
+def _campaign():
+    sys.path.insert(0, str(REPO / "tests"))
+    import real_code_campaign
+    return real_code_campaign
+
+
+def test_campaign_finds_the_launcher_through_a_chain_of_headers(tmp_path):
+    """SGEMM tutorials keep each kernel in kernel/kernel_N.cuh, included by kernel.cuh, included by the runner that
+    launches them (through -I: `#include <kernel.cuh>`); the runner is the kernel's host file, so its spec comes from
+    the launch (with its template arguments) instead of the skeleton's guess. A file that launches a kernel of the
+    same name but includes nothing of it is not."""
+    c = _campaign()
+    (tmp_path / "src" / "kernel").mkdir(parents=True)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "src" / "kernel" / "k2.cuh").write_text("template <int B> __global__ void k2(float *x) {}\n")
+    (tmp_path / "src" / "kernels.cuh").write_text('#pragma once\n#include "kernel/k2.cuh"\n')
+    (tmp_path / "src" / "runner.cu").write_text('#include <kernels.cuh>\nvoid run(float *x) { k2<32><<<1, 32>>>(x); }\n')
+    (tmp_path / "other" / "demo.cu").write_text("__global__ void k2(float *x) {}\nvoid f(float *x) { k2<<<1, 1>>>(x); }\n")
+    launchers = c.launching_files(tmp_path)
+    includes = c.include_closure(tmp_path, launchers)
+    own = str((tmp_path / "src" / "kernel" / "k2.cuh").resolve())
+    assert c.host_files_for("k2", own, launchers, includes=includes) == [str(tmp_path / "src" / "runner.cu")]
+    assert c.host_files_for("k2", own, launchers) == []  # direct includes only: the runner was not found
+
+
+PTX_COMMIT = """__global__ void staged(float *x) {
+  x[threadIdx.x] += 1.0f;
+  asm volatile("cp.async.commit_group;\\n" ::);
+}
+"""
+
+
+def test_inline_ptx_is_one_error_line_naming_the_source_line(tmp_path):
+    """Inline PTX without an emulator branch (LeetCUDA's CP_ASYNC_COMMIT_GROUP() macros) fails in the host's
+    assembler; the error is one `file:line:col: error:` line naming the line and the instruction (it was
+    'g++ failed to compile X:' with nothing after it: the assembler's messages did not count as errors), and the
+    campaign classes it."""
+    from cuda_emu import CpuModule
+    src = tmp_path / "ptx.cu"
+    src.write_text(PTX_COMMIT)
+    with pytest.raises(Exception) as e:
+        CpuModule(PTX_COMMIT, ["staged"], name=str(src))
+    first = str(e.value).strip().splitlines()[0]
+    assert f"{src}:3:1: error: inline PTX asm (cp.async.commit_group) does not run on the CPU emulator" in first
+    assert _campaign().reason_class(first) == "inline PTX asm (not modelled on the CPU emulator)"
+
+
+BLOCK_REDUCE_TEMPLATE = """#define WARP 32
+template <const int NT = 256>
+__device__ float block_sum(float v) {
+  constexpr int WARPS = (NT + WARP - 1) / WARP;
+  static __shared__ float part[WARPS];
+  const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+  for (int o = WARP / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o);
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  v = lane < WARPS ? part[lane] : 0.0f;
+  for (int o = WARP / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o);
+  return v;
+}
+template <const int NT = 256>
+__global__ void center_rows(float *x, float *y, int cols) {
+  __shared__ float mean;
+  const int row = blockIdx.x, i = row * cols + threadIdx.x;
+  float v = threadIdx.x < cols ? x[i] : 0.0f;
+  float s = block_sum<NT>(v);
+  if (threadIdx.x == 0) mean = s / cols;
+  __syncthreads();
+  if (threadIdx.x < cols) y[i] = v - mean;
+}
+"""
+
+
+@pytest.mark.parametrize("nt,cols,rows", [(64, 64, 3), (128, 100, 2), (256, 256, 2)])
+def test_callee_shared_sized_by_the_kernels_template_parameter_converts(tmp_path, nt, cols, rows):
+    """A template device function's `static __shared__ float part[WARPS]` (WARPS from its own NT), called as
+    `block_sum<NT>(v)` by a template kernel over its own NT (LeetCUDA's layer/rms norms and softmaxes), was refused
+    ("a size that depends on the template arguments"); the layout struct is a template over the kernel's NT, so
+    the array and the constant it names join it. Legacy matches numpy; the rKernel matches the legacy kernel."""
+    src = tmp_path / "center.cu"
+    src.write_text(BLOCK_REDUCE_TEMPLATE)
+    spec = {"kernel": "center_rows", "template_args": [nt], "grid": [rows, 1, 1], "block": [nt, 1, 1],
+            "args": [{"name": "x", "kind": "buffer", "dtype": "float32", "size": rows * cols, "init": "random"},
+                     {"name": "y", "kind": "buffer", "dtype": "float32", "size": rows * cols, "init": "zeros"},
+                     {"name": "cols", "kind": "scalar", "dtype": "int32", "value": cols}],
+            "outputs": ["y"], "tolerance": 1.0e-6}
+    sp = tmp_path / "center.spec.yaml"
+    sp.write_text(yaml.safe_dump(spec))
+    res = run_file(str(src), str(sp))
+    x = res.inputs["x"].reshape(rows, cols).astype(np.float64)
+    np.testing.assert_allclose(res.outputs["y"].reshape(rows, cols), x - x.mean(axis=1, keepdims=True),
+                               rtol=1e-5, atol=1e-5)
+    result = verify_file(str(src), str(sp))
+    assert result.ok, result.summary()
+
+
+@pytest.mark.parametrize("text,inst", [
+    (BLOCK_REDUCE_TEMPLATE, "template __global__ void center_rows<128>(float *, float *, int);"),
+    (HALF_PAIRS, "template __global__ void pair_sums<64>(half *, half *, int);")])
+def test_converted_styles_compile_for_sm90(nvcc_path, tmp_path, text, inst):
+    """The converted template-callee layout and the half arithmetic compile for sm_90 with nvcc (the real
+    cuda_fp16.hpp operators the parse prelude now mirrors)."""
+    from converter import convert_source
+    from toolchain.nvcc import nvcc_compile
+    from vdevice import RUNTIME_INCLUDE
+    src = tmp_path / "k.rtask.cu"
+    src.write_text(convert_source(text + inst + "\n", str(tmp_path / "k.cu")).output)
+    r = nvcc_compile(src, src.with_suffix(".cubin"), "sm_90", ["-cubin"], include_dirs=[str(RUNTIME_INCLUDE)])
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+
+
+SUBWORD = """#include <cuda_fp16.h>
+__global__ void half_tiles(half *out, const half *in) {   // each thread its own 2-byte element: no race
+  __shared__ half s[256];
+  s[threadIdx.x] = in[threadIdx.x];
+  __syncthreads();
+  out[threadIdx.x] = s[blockDim.x - 1 - threadIdx.x];
+}
+__global__ void byte_flags(unsigned char *out) {           // bytes of one word written by 4 warps: no race
+  __shared__ unsigned char f[8];
+  if (threadIdx.x % 32 == 0) f[threadIdx.x / 32] = (unsigned char)(threadIdx.x / 32 + 1);
+  __syncthreads();
+  if (threadIdx.x < 8) out[threadIdx.x] = f[threadIdx.x];
+}
+__global__ void half_race(half *out) {                     // warps 0 and 1 write the same element: a race
+  __shared__ half s[32];
+  s[threadIdx.x % 32] = __float2half((float)threadIdx.x);
+  __syncthreads();
+  out[threadIdx.x] = s[threadIdx.x % 32];
+}
+"""
+
+
+@pytest.mark.parametrize("block", [64, 128, 256])
+def test_racecheck_tells_the_bytes_of_a_word_apart(tmp_path, block):
+    """Threads that write different __half (or char) elements of one 4-byte word do not race: racecheck reported
+    `warp-synchronous hazard (write after write) on s_a byte 2` for LeetCUDA's half GEMM tiles and a shared-memory
+    race for its bf16 block reductions' per-warp slots. The same element written by two warps still is a race."""
+    from cuda_emu import CpuModule
+    from cuda_emu.module import EmuError
+    m = CpuModule(SUBWORD, ["half_tiles", "byte_flags", "half_race"], sanitize="all", name=str(tmp_path / "sub.cu"))
+    x = np.random.default_rng(block).standard_normal(block).astype(np.float16)
+    out = np.zeros(block, np.float16)
+    m.launch("half_tiles", 1, block, 0, [out, x])
+    np.testing.assert_array_equal(out, x[::-1])
+    flags = np.zeros(8, np.uint8)
+    m.launch("byte_flags", 1, block, 0, [flags])
+    np.testing.assert_array_equal(flags[: block // 32], np.arange(1, block // 32 + 1))
+    with pytest.raises(EmuError, match=r"racecheck: shared-memory race \(write after write\) on s byte"):
+        m.launch("half_race", 1, block, 0, [np.zeros(block, np.float16)])
+
+
+def test_a_projects_windows_shim_in_an_include_folder_does_not_replace_the_emulators_headers(tmp_path):
+    """llm.c keeps a Windows-only `dev/unistd.h` (it includes <direct.h>) beside dev/cuda/: with dev/ on the include
+    path every legacy run of dev/cuda's kernels failed at the emulator's own `#include <unistd.h>` ("direct.h: No
+    such file"). A caller's folder holding a header named like one the emulator includes is searched for "x.h"
+    only; the kernel's own quoted header is still found and its result matches numpy."""
+    from cuda_emu import CpuModule
+    (tmp_path / "dev" / "cuda").mkdir(parents=True)
+    (tmp_path / "dev" / "unistd.h").write_text("#include <direct.h>\n")
+    (tmp_path / "dev" / "cuda" / "common.h").write_text("#pragma once\n#define SCALE 3.0f\n")
+    src = tmp_path / "dev" / "cuda" / "k.cu"
+    src.write_text('#include "common.h"\n#include <unistd.h>\n__global__ void triple(float *x, int n) {\n'
+                   "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) x[i] *= SCALE;\n}\n")
+    m = CpuModule(src.read_text(), ["triple"], include_dirs=[str(src.parent), str(tmp_path / "dev")], name=str(src))
+    x = np.random.default_rng(0).standard_normal(100).astype(np.float32)
+    want = 3.0 * x
+    m.launch("triple", 1, 128, 0, [x, np.int32(100)])
+    np.testing.assert_array_equal(x, want)
+
+
+DEV_CUDA = """#include <stdio.h>
+#include <stdlib.h>
+#include <cuda_runtime.h>
+template <class T> __host__ __device__ T ceil_div(T a, T b) { return (a + b - 1) / b; }
+__global__ void scale_kernel1(float *out, const float *inp, int N) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) out[i] = 2.0f * inp[i];
+}
+void scale_forward1(float *out, const float *inp, int N, const int block_size) {
+  const int grid_size = ceil_div(N, block_size);
+  scale_kernel1<<<grid_size, block_size>>>(out, inp, N);
+}
+void scale_forward(int kernel_num, float *out, const float *inp, int B, int T, int C, int block_size) {
+  switch (kernel_num) {
+    case 1: scale_forward1(out, inp, B * T * C, block_size); break;
+    default: printf("Invalid kernel number\\n"); exit(1);
+  }
+}
+int main(int argc, char **argv) {
+  int B = 2;
+  int T = 16;
+  int C = 24;
+  float *d_out, *d_inp;
+  cudaMalloc(&d_out, B * T * C * sizeof(float));
+  cudaMalloc(&d_inp, B * T * C * sizeof(float));
+  int kernel_num = 1;
+  if (argc > 1) kernel_num = atoi(argv[1]);
+  int block_sizes[] = {32, 64, 128};
+  for (int j = 0; j < 3; j++) {
+    int block_size = block_sizes[j];
+    scale_forward(kernel_num, d_out, d_inp, B, T, C, block_size);
+  }
+  return 0;
+}
+"""
+
+
+def test_host_spec_follows_a_chain_of_launchers_to_main(tmp_path):
+    """llm.c's dev/cuda harness: main -> scale_forward(kernel_num, d_out, d_inp, B, T, C, block_size) ->
+    scale_forward1(out, inp, B * T * C, block_size) -> the launch. Only the launcher's own caller was read, so
+    N and the buffers were guesses; the chain is followed up to main (N = B * T * C = 768, the buffers main's
+    cudaMalloc sizes through `out` <- `d_out`), and the legacy run doubles every element (numpy)."""
+    from rtransform.host_spec import spec_from_host
+    src = tmp_path / "scale_forward.cu"
+    src.write_text(DEV_CUDA)
+    hs = spec_from_host(DEV_CUDA, str(src), "scale_kernel1")
+    spec = yaml.safe_load(hs.yaml)
+    args = {a["name"]: a for a in spec["args"]}
+    assert args["N"]["value"] == 768 and args["out"]["size"] == args["inp"]["size"] == 768, hs.yaml
+    assert spec["grid"][0] * spec["block"][0] >= 768
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs.yaml)
+    res = run_file(str(src), str(sp))
+    np.testing.assert_array_equal(res.outputs["out"], 2.0 * res.inputs["inp"])
+
+
+SQUARE_SCANF = """#include <stdio.h>
+#define TILE 16
+__global__ void square_mm(const int *a, const int *b, int *c, int n) {
+  int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+  if (row < n && col < n) {
+    int s = 0;
+    for (int i = 0; i < n; ++i) s += a[row * n + i] * b[i * n + col];
+    c[row * n + col] = s;
+  }
+}
+int main() {
+  int m, n, k;
+  scanf("%d %d %d", &m, &n, &k);
+  int *d_a, *d_b, *d_c;
+  cudaMalloc((void **)&d_a, sizeof(int) * m * n);
+  cudaMalloc((void **)&d_b, sizeof(int) * n * k);
+  cudaMalloc((void **)&d_c, sizeof(int) * m * k);
+  dim3 grid((k + TILE - 1) / TILE, (m + TILE - 1) / TILE);
+  dim3 block(TILE, TILE);
+  if (m == n && n == k) square_mm<<<grid, block>>>(d_a, d_b, d_c, n);
+  return 0;
+}
+"""
+
+
+def test_sizes_read_at_run_time_shrink_together(tmp_path):
+    """m, n and k read with scanf get one default each; the grid's (m, k) were quartered down to fit the emulator
+    while n, which only the kernel's argument uses, kept 1024: the square kernel indexed an m x k buffer with n
+    (memcheck, matrix-cuda's gpu_square_matrix_mult under `if (m == n && n == k)`). Sizes read at run time now
+    shrink together, and the legacy run matches numpy's product."""
+    from rtransform.host_spec import spec_from_host
+    src = tmp_path / "mm.cu"
+    src.write_text(SQUARE_SCANF)
+    hs = spec_from_host(SQUARE_SCANF, str(src), "square_mm")
+    spec = yaml.safe_load(hs.yaml)
+    n = next(a["value"] for a in spec["args"] if a["name"] == "n")
+    assert all(a["size"] == n * n for a in spec["args"] if a["kind"] == "buffer"), hs.yaml
+    assert spec["grid"][:2] == [-(-n // 16)] * 2
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs.yaml)
+    res = run_file(str(src), str(sp))
+    a = res.inputs["a"].reshape(n, n).astype(np.int64)
+    b = res.inputs["b"].reshape(n, n).astype(np.int64)
+    np.testing.assert_array_equal(res.outputs["c"].reshape(n, n), (a @ b).astype(np.int32))
+
+
+FILL_BYTES = """#include <stdlib.h>
+__global__ void fill(char *buf, char newVal, int nRows) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < nRows) buf[i] = newVal;
+}
+void fill_rows(char *d, int argc, char **argv) {  // the buffer comes from elsewhere (no cudaMalloc read)
+  char v = (char)atoi(argv[1]);
+  int rows = atoi(argv[2]);
+  fill<<<16, 256>>>(d, v, rows);
+}
+"""
+
+
+def test_only_wide_size_named_integers_get_a_size(tmp_path):
+    """The size default for a name only an argument uses applies to 32/64-bit integers named like sizes (`nRows`):
+    a `char newVal` keeps 1 (cuda-samples' writeDataToBuffer got 128, which is no int8); the spec runs (numpy).
+    With an allocation read, such a name stays 1: it sizes none of the buffers (cuda-samples' scan arrayLength and
+    dct8x8 DstStride at 128 ran past their cudaMalloc'd buffers)."""
+    from rtransform.host_spec import spec_from_host
+    src = tmp_path / "fill.cu"
+    src.write_text(FILL_BYTES)
+    hs = spec_from_host(FILL_BYTES, str(src), "fill")
+    vals = {a["name"]: a.get("value") for a in yaml.safe_load(hs.yaml)["args"]}
+    assert vals["newVal"] == 1 and vals["nRows"] == 128, hs.yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs.yaml)
+    out = run_file(str(src), str(sp)).outputs["buf"]
+    assert (out[:128] == 1).all()
+    malloc = FILL_BYTES.replace("void fill_rows(char *d,", "void fill_rows(int n,").replace(
+        "  char v =", "  char *d;\n  cudaMalloc(&d, 4096);\n  char v =")
+    vals = {a["name"]: a.get("value") for a in yaml.safe_load(spec_from_host(malloc, str(src), "fill").yaml)["args"]}
+    assert vals["nRows"] == 1

@@ -10,6 +10,9 @@ from typing import Any
 import numpy as np
 import onnx
 
+# `rammer bench` and rammer.kernel_rates: a timed variant's (or node's) outputs against the reference's, max |out - ref|
+# relative to max |ref| (fp32 kernels with other summation orders; the library's convolution algorithms)
+VARIANT_RTOL = 2e-3
 RTOL = 1e-4  # `rammer run --check`: every element within ATOL + RTOL * |ref| of onnxruntime's (numpy's allclose)
 ATOL = 1e-5  # the zoo's own numpy checks hold every --small model to these two (tests/test_zoo.py), and they pass
 # every zoo --small model and ONNX conformance case here; an element off by more (a sign flipped beside large

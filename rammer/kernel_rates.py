@@ -90,7 +90,7 @@ def iter_kernel_rates(built: Any, backend: str = "gpu", repeats: int = 10, inner
     from scheduler.plan import LibraryCall
     from vdevice.executors import CallStep, _median_ms, launch_op, run_call
 
-    from .bench import RTOL
+    from .check import VARIANT_RTOL, relative_error
     from .runtime import library_step
     vd = built.vdevice(backend)
     if vd is None:
@@ -129,8 +129,7 @@ def iter_kernel_rates(built: Any, backend: str = "gpu", repeats: int = 10, inner
         row.library = call.function
         row.library_us = round(_median_ms(vd.backend, repeats, theirs) * 1e3 / inner, 3)
         got = [host_copy(vd, t, shape) for t, shape in outputs]
-        row.agree = all(float(np.max(np.abs(a - b))) <= RTOL * max(1e-30, float(np.max(np.abs(a))))
-                        for a, b in zip(mine, got))
+        row.agree = relative_error(got, mine) <= VARIANT_RTOL
         yield row
 
 

@@ -542,8 +542,8 @@ class Build:
         plan.baselines_us = baselines.us
         manifest.stats = _stats(plan, programs, ops) | self.figures(result) | baselines.summary(plan.predicted_us) \
             | {"baseline_variants": baselines.variants}
-        source = self.progress.step("generate program", lambda: generate(ops, texts, veus_per_sm=kept.veus_per_sm)
-                                    ).source if ops else None
+        source = self.progress.step("generate program", lambda: generate(  # the runtime's op list: setup ops too
+            everything, texts, veus_per_sm=kept.veus_per_sm)).source if ops else None
         weights = {b.name: graph.weights[b.name] for b in buffers if b.kind == "weight"}
         return Generated(kept, programs, manifest, weights, source)
 

@@ -211,8 +211,9 @@ class Launch:
     # reads none of its node's earlier launches' outputs and writes a region of its own (Concat's copies): it may
     # run beside them, after the node's inputs only; the node's consumers wait for every such launch
     independent: bool = False
-    # computes a table from its scalars alone (reads no tensor, writes only its node's temps: conv_tc's im2col
-    # offsets): a build runs it once when it loads, not every inference (scheduler.backends.base.Candidate.setup)
+    # computes from its scalars alone (reads no tensor, writes only its node's temps: conv_tc's im2col offsets, the
+    # split gemm_tc's zeroed arrival counters): a build runs it once when it loads, not every inference
+    # (scheduler.backends.base.Candidate.setup)
     setup: bool = False
 
     @property

@@ -95,10 +95,10 @@ def iter_kernel_rates(built: Any, backend: str = "gpu", repeats: int = 10, inner
     vd = built.vdevice(backend)
     if vd is None:
         return
-    infos = node_infos(built)
+    infos, variants, setup = node_infos(built), chosen_variants(built), set(built.manifest.setup)
     per_node: dict[str, list[int]] = {}
     for i, op in enumerate(built.ops):
-        if i not in built.manifest.setup:
+        if i not in setup:
             per_node.setdefault(op.name.rsplit("#", 1)[0], []).append(i)
     for name, ops in per_node.items():
         node, info = infos.get(name, (None, None))
@@ -111,7 +111,7 @@ def iter_kernel_rates(built: Any, backend: str = "gpu", repeats: int = 10, inner
                 for i in ops:
                     launch_op(vd, i)
 
-        row = KernelRate(name, info.op_type, variant_of(built, name), [built.ops[i].kernel.wrapper for i in ops],
+        row = KernelRate(name, info.op_type, variants.get(name, ""), [built.ops[i].kernel.wrapper for i in ops],
                          int(impl.flops(info)), round(_median_ms(vd.backend, repeats, ours) * 1e3 / inner, 3))
         outputs = [(t, tuple(i.shape)) for t, i in zip(node.outputs, info.outputs) if t and i is not None]
         mine = [host_copy(vd, t, shape) for t, shape in outputs]
@@ -133,14 +133,14 @@ def iter_kernel_rates(built: Any, backend: str = "gpu", repeats: int = 10, inner
         yield row
 
 
-def variant_of(built: Any, node: str) -> str:
-    """The variant the plan chose for a node (plan.json's choices), or '' when unknown."""
+def chosen_variants(built: Any) -> dict[str, str]:
+    """The variant the plan chose for each node (plan.json's choices); empty when the plan cannot be read."""
     import json
     try:
         plan = json.loads((built.folder / "plan.json").read_text())
     except (OSError, ValueError):
-        return ""
-    return str(plan.get("choices", {}).get(node, {}).get("variant", ""))
+        return {}
+    return {node: str(c.get("variant", "")) for node, c in plan.get("choices", {}).items()}
 
 
 def render(rows: list[dict[str, Any]]) -> str:

@@ -12,7 +12,7 @@ from vdevice.target import BackendName, Target, TargetKind
 @dataclass
 class Candidate:
     """One rKernel choice for a node: a binding variant and its concrete launches, run in order every inference,
-    and its setup launches (Launch.setup: tables of the node's shape), run once when the build loads."""
+    and its setup launches (Launch.setup: tables and counters of the node's shape), run once when the build loads."""
 
     variant: str
     kind: str  # fast | efficient | only: the corpus's hint

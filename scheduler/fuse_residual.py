@@ -18,13 +18,18 @@ FUSED_CONV_ADD = "FusedConvAdd"
 HOSTS = ("Conv", "FusedConv")  # a FusedConv's activation must come after the Add: only one without
 
 
+def fused_inputs(conv: Node, other: str) -> list[str]:
+    """The fused node's inputs: the convolution's X, W and bias ('' when absent), then the residual Z (input 3)."""
+    return (conv.inputs + ["", ""])[:3] + [other]
+
+
 def host_geometry_ok(g: Graph, conv: Node, other: str, out: str) -> bool:
     """Whether the conv kernels take the fused node: the corpus's conv geometry with the residual (the direct kernel
     applies wherever it does, so the fused node keeps a candidate)."""
     from kernel_corpus.ops.conv import conv_geometry
 
     from .workload import node_info
-    probe = Node(conv.name, FUSED_CONV_ADD, (conv.inputs + ["", ""])[:3] + [other], [out], dict(conv.attrs))
+    probe = Node(conv.name, FUSED_CONV_ADD, fused_inputs(conv, other), [out], dict(conv.attrs))
     try:
         conv_geometry(node_info(g, probe))
     except Refused:
@@ -76,7 +81,7 @@ def fuse_residuals(g: Graph) -> int:
             out = act.outputs[0]
             removed.add(id(act))
         del g.tensors[conv.outputs[0]]
-        fused[id(add)] = Node(conv.name, FUSED_CONV_ADD, (conv.inputs + ["", ""])[:3] + [other], [out], attrs)
+        fused[id(add)] = Node(conv.name, FUSED_CONV_ADD, fused_inputs(conv, other), [out], attrs)
         removed.add(id(conv))
     g.nodes = [fused.get(id(n), n) for n in g.nodes if id(n) not in removed]
     if fused:

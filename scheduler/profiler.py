@@ -135,30 +135,29 @@ FFMA_SHARE = {"conv_direct": 0.09, "conv_implicit_gemm": 0.09, "conv_depthwise_t
 # scheduler and clock, one 512-MAC HMMA.1684 every 2.5 issue slots.
 HMMA_SATURATING_SHARE = 0.4
 # HMMA shares per tile, in HMMA.1684-sized steps of TF32-rate work per loop instruction (an HMMA.1688 is two, a bf16
-# HMMA.16816 two: bf16 runs at twice the TF32 rate), read from the sm_90 SASS of one 16-deep stage per warp
-# (nvcc 13.0; BENCHMARKS.md "Kernel SASS", tests/test_precision.py::test_tensor_core_loops_issue_like_a_tuned_library):
-# key (kernel, BM, BN, operand copies: "vec" = 16-byte rows, "gather" = the conv's im2col gather, precision).
-# 3xTF32 loops issue 48 HMMA.1688 per stage (the hi/lo split), TF32 16, bf16 8 HMMA.16816.
+# HMMA.16816 two: bf16 runs at twice the TF32 rate), read from the sm_90 SASS of the main loop (nvcc 13.0; BENCHMARKS.md
+# "Kernel SASS", tests/test_precision.py::test_cost_models_tensor_core_shares_are_the_sass): key (kernel, BM, BN,
+# operand copies: "vec" = 16-byte rows, "gather" = the conv's im2col gather, precision). 3xTF32 loops issue 48
+# HMMA.1688 per 16-deep stage and 64x64 tile (the hi/lo split), TF32 16, bf16 8 HMMA.16816. The loop is unrolled by
+# its pipeline stages (3, or 4 for 64x64), so the figures are for 3 or 4 stages; the gathered convolution tests a
+# copy's padding with one logic op on per-thread tap bits (issue 25, 2026-11-27: before, per stage, 64x64 vec GEMM
+# 172, conv gather 226 and 119 (32x32), 1x1 conv 87 instructions); no spills in any of them.
 TC_HMMA_SHARE = {
-    # gemm_tc re-read with its arrival-counter argument and SPLIT = 0 (were 167, 135, 79, 202; 2026-11-27)
-    ("gemm_tc", 32, 32, "vec", "3xtf32"): 24 / 91, ("gemm_tc", 64, 64, "vec", "3xtf32"): 96 / 172,
-    ("gemm_tc", 128, 64, "vec", "3xtf32"): 96 / 163, ("gemm_tc", 64, 64, "vec", "tf32"): 32 / 140,
-    ("gemm_tc", 64, 64, "vec", "bf16"): 16 / 84, ("gemm_tc", 64, 64, "gather", "3xtf32"): 96 / 203,
-    ("conv_tc", 64, 64, "vec", "3xtf32"): 96 / 170, ("conv_tc", 128, 64, "vec", "3xtf32"): 96 / 162,
-    # the gathered tiles with byte offsets in the im2col table (one 64-bit add per copy's address, not a scaled one;
-    # were 96 / 242 and 24 / 127; nvcc 13.0, issue 25, 2026-11-27): registers unchanged (96, 48), no spills
-    ("conv_tc", 64, 64, "gather", "3xtf32"): 96 / 226, ("conv_tc", 32, 32, "gather", "3xtf32"): 24 / 119,
-    # the 1x1 convolutions' tile (ResNeXt's 18 conv_tc<32, 32, 0, 3> launches; before, priced at the gathered tile's
-    # 24 / 127): 12 HMMA.1688 in an 87-instruction loop, 48 registers, no spills (nvcc 13.0, issue 25, 2026-11-27)
-    ("conv_tc", 32, 32, "vec", "3xtf32"): 24 / 87,
+    ("gemm_tc", 32, 32, "vec", "3xtf32"): 72 / 229, ("gemm_tc", 64, 64, "vec", "3xtf32"): 384 / 648,
+    ("gemm_tc", 128, 64, "vec", "3xtf32"): 288 / 462, ("gemm_tc", 64, 64, "vec", "tf32"): 128 / 520,
+    ("gemm_tc", 64, 64, "vec", "bf16"): 64 / 297, ("gemm_tc", 64, 64, "gather", "3xtf32"): 384 / 781,
+    ("conv_tc", 64, 64, "vec", "3xtf32"): 384 / 644, ("conv_tc", 128, 64, "vec", "3xtf32"): 288 / 453,
+    ("conv_tc", 64, 64, "gather", "3xtf32"): 384 / 777, ("conv_tc", 32, 32, "gather", "3xtf32"): 72 / 283,
+    # the 1x1 convolutions' tile (ResNeXt's 18 conv_tc<32, 32, 0, 3> launches)
+    ("conv_tc", 32, 32, "vec", "3xtf32"): 72 / 229,
 }
 # The split GEMM's instantiations (gemm_tc's SPLIT = 1: the in-place fixup after the loop changes ptxas' allocation
 # of the loop itself), read the same way (nvcc 13.0; tests: test_cost_models_tensor_core_shares_are_the_sass).
 TC_SPLIT_HMMA_SHARE = {
-    ("gemm_tc", 32, 32, "vec", "3xtf32"): 24 / 93, ("gemm_tc", 32, 32, "gather", "3xtf32"): 24 / 154,
-    ("gemm_tc", 32, 32, "vec", "tf32"): 16 / 155, ("gemm_tc", 32, 32, "vec", "bf16"): 8 / 123,
-    ("gemm_tc", 64, 64, "vec", "3xtf32"): 96 / 182, ("gemm_tc", 64, 64, "gather", "3xtf32"): 96 / 203,
-    ("gemm_tc", 64, 64, "vec", "tf32"): 32 / 150, ("gemm_tc", 64, 64, "vec", "bf16"): 16 / 94,
+    ("gemm_tc", 32, 32, "vec", "3xtf32"): 72 / 232, ("gemm_tc", 32, 32, "gather", "3xtf32"): 72 / 351,
+    ("gemm_tc", 32, 32, "vec", "tf32"): 24 / 223, ("gemm_tc", 32, 32, "vec", "bf16"): 12 / 139,
+    ("gemm_tc", 64, 64, "vec", "3xtf32"): 384 / 648, ("gemm_tc", 64, 64, "gather", "3xtf32"): 384 / 782,
+    ("gemm_tc", 64, 64, "vec", "tf32"): 128 / 520, ("gemm_tc", 64, 64, "vec", "bf16"): 64 / 296,
 }
 TC_PRECISION = {0: "3xtf32", 1: "tf32", 2: "bf16"}  # tc.cu's PREC template argument (kernel_corpus.ops._tensor_core)
 # The wmma tiles tc.cu had before (three template arguments, no VEC): what ran on the H100 on 2026-11-27, re-priced

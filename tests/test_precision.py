@@ -105,7 +105,8 @@ def test_tensor_core_loops_issue_like_a_tuned_library(kernel: str, bm: int, bn: 
     HMMA.16816), loads A fragments with LDSM and B fragments with LDS.64 (no generic loads, no register moves for
     operands), copies with 16-byte LDGSTS only, waits for a stage with at least one newer group in flight (>= 3 stages),
     reaches at least twice the useful multiply-adds per instruction of the wmma kernels it replaced, and spills
-    nothing within 128 registers."""
+    nothing within 128 registers. The loop is unrolled by its pipeline stages (TcShape::STAGES: 4 for 64x64, else
+    3), so it holds that many stages' instructions."""
     used, hot = _tc_hot_loop(tc_expr(kernel, bm, bn, prec, vec))
     ops = [i.opcode for i in hot]
     hmma = [o for o in ops if o.startswith("HMMA")]
@@ -113,16 +114,18 @@ def test_tensor_core_loops_issue_like_a_tuned_library(kernel: str, bm: int, bn: 
     # one k16 product (BF16)
     warp_m, warp_n = min(bm // 2, 32), min(bn // 2, 32)
     fragments = (warp_n // 16) * (warp_m // 8)
-    assert len(hmma) == fragments * {0: 6, 1: 2, 2: 1}[prec]
+    stages = 4 if bm * bn == 64 * 64 else 3
+    assert len(hmma) == stages * fragments * {0: 6, 1: 2, 2: 1}[prec]
     assert set(hmma) == {"HMMA.16816.F32.BF16" if prec == 2 else "HMMA.1688.F32.TF32"}
-    assert ops.count("LDSM.16.M88.4") == (warp_m // 16) * 2 and ops.count("LDS.64") == (warp_n // 16) * 4
+    assert ops.count("LDSM.16.M88.4") == stages * (warp_m // 16) * 2
+    assert ops.count("LDS.64") == stages * (warp_n // 16) * 4
     # no generic or 32-bit fragment loads (ptxas puts a few `LDS RZ, [RZ]`, which load nothing, before LDGSTS)
     assert not [i for i in hot if i.base == "LD" or (i.opcode == "LDS" and not i.operands.startswith("RZ"))]
     copies = [o for o in ops if o.startswith("LDGSTS")]
     assert copies and all(o.endswith(".128") for o in copies)
     waits = [i.operands for i in hot if i.base == "DEPBAR"]
     assert waits and all(int(w.split(",")[-1], 16) >= 1 for w in waits)  # wait_group N >= 1: STAGES >= 3
-    useful = fragments * 16 * 8 * 16  # a warp's multiply-adds per stage (its 16-deep product)
+    useful = stages * fragments * 16 * 8 * 16  # a warp's multiply-adds per loop trip (16-deep products)
     assert useful / len(ops) >= 2 * BEFORE[(kernel, bm, bn, prec)]
     assert used["spill_stores"] + used["spill_loads"] == 0 and used["registers"] <= 128
 

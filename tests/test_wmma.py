@@ -542,7 +542,10 @@ def _im2col(x: np.ndarray, KH: int, KW: int, stride, pad, dil, OH: int, OW: int,
     ((32, 32), 1, (1, 96, 5, 5), (20, 48, 3, 3), (2, 2), (1, 1), (1, 1), 2, 6, 0),
     ((64, 64), 2, (1, 48, 7, 7), (8, 48, 3, 3), (1, 1), (2, 2), (2, 2), 1, 3, 1),
     ((32, 32), 0, (2, 128, 4, 4), (36, 128, 3, 3), (1, 1), (1, 1), (1, 1), 1, 16, 1),
-    ((64, 64), 0, (1, 48, 6, 6), (70, 48, 1, 1), (1, 1), (0, 0), (1, 1), 1, 3, 1)])
+    ((64, 64), 0, (1, 48, 6, 6), (70, 48, 1, 1), (1, 1), (0, 0), (1, 1), 1, 3, 1),
+    # the padding bits at their limits: a 15-tap row and a 1-tap column, dilated, a pad wider than the input
+    ((32, 32), 0, (1, 2, 5, 9), (4, 2, 1, 15), (1, 1), (2, 9), (1, 1), 1, 1, 0),
+    ((64, 64), 1, (2, 3, 13, 6), (5, 3, 15, 2), (2, 1), (8, 1), (1, 3), 1, 2, 0)])
 def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: int, xs, ws, stride, pad, dil, group,
                                                  splits: int, res: int) -> None:
     """conv_tc (with tc_conv_splitk_reduce when split) against the GEMM model on numpy's im2col per group, then
@@ -570,7 +573,7 @@ def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: in
     y = np.full(exact.shape, np.nan, np.float32)
     part = np.full(splits * M * P, np.nan, np.float32)
     grid = (-(-P // tile[1]), -(-mg // tile[0]), group * splits)
-    ints = [N, C, H, W, M, OH, OW, *stride, *pad, R, group, 1, 1, splits]
+    ints = [N, C, H, W, M, OH, OW, *stride, *pad, KH, KW, *dil, R, group, 1, 1, splits]
     mod.launch(exprs[1], grid=grid, block=tc_threads(*tile),
                args=[x, w, bias, y if splits == 1 else part, part, tab] + [np.int32(v) for v in ints]
                + [z if res else x, np.int32(res)])
@@ -616,3 +619,16 @@ def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, s
         spec.write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))
         res = verify_file(str(source), str(spec))
         assert res.ok and all(c.max_error == 0 for c in res.outputs), res.summary()
+
+
+@pytest.mark.parametrize("kh,kw,fits", [(15, 3, True), (3, 15, True), (16, 1, False), (1, 16, False)])
+def test_conv_tc_takes_windows_its_padding_bits_hold(kh: int, kw: int, fits: bool) -> None:
+    """conv_tc's padding test holds a pixel's inside taps as bits, at most 15 per row and per column: a wider window
+    is refused with the reason (another binding runs it), a 15-tap one is taken."""
+    from kernel_corpus.bindings import Shape, registry
+    from kernel_corpus.reference import shape_node
+    node = shape_node(registry.op("Conv"), Shape(((1, 4, 20, 20), (8, 4, kh, kw)), {"pads": [1, 1, 1, 1]}), "n")
+    refusal = registry.get("Conv", "tc32x32_3xtf32").refusal(node)
+    assert (refusal is None) == fits
+    if not fits:
+        assert "padding bits hold at most 15 taps" in refusal.reason

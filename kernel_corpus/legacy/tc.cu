@@ -301,15 +301,20 @@ __device__ __forceinline__ void tc_mainloop(float (&acc)[NP][NQ][4], tc_sptr as,
     if (s < tiles) load(as + s * A_BYTES, bs + s * B_BYTES);
     tc_copy_commit();
   }
-  int read = 0, write = S::STAGES - 1;  // the stage buffers computed from / copied into
-  for (int t = 0; t < tiles; ++t) {
-    tc_copy_wait<S::STAGES - 2>();
-    __syncthreads();
-    if (t + S::STAGES - 1 < tiles) load(as + write * A_BYTES, bs + write * B_BYTES);
-    tc_copy_commit();
-    tc_stage_product<BM, BN, PREC>(acc, a_lane + read * A_BYTES, b_lane + read * B_BYTES);
-    read = read + 1 == S::STAGES ? 0 : read + 1;
-    write = write + 1 == S::STAGES ? 0 : write + 1;
+  // Unrolled by STAGES: stage t computes from buffer t % STAGES = u and copies into (u + STAGES - 1) % STAGES, both
+  // constants, so the buffers' addresses are immediate offsets (no rotating indices in the loop).
+  for (int t0 = 0; t0 < tiles; t0 += S::STAGES) {
+#pragma unroll
+    for (int u = 0; u < S::STAGES; ++u) {
+      const int t = t0 + u;
+      if (t >= tiles) break;
+      tc_copy_wait<S::STAGES - 2>();
+      __syncthreads();
+      const int write = (u + S::STAGES - 1) % S::STAGES;
+      if (t + S::STAGES - 1 < tiles) load(as + write * A_BYTES, bs + write * B_BYTES);
+      tc_copy_commit();
+      tc_stage_product<BM, BN, PREC>(acc, a_lane + u * A_BYTES, b_lane + u * B_BYTES);
+    }
   }
   tc_copy_wait<0>();
   __syncthreads();
@@ -457,12 +462,13 @@ gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* _
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm = (warp / S::WARPS_N) * S::WM, wn = (warp % S::WARPS_N) * S::WN;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-  const int z = blockIdx.z / splits, s = blockIdx.z % splits, batch = gridDim.z / splits;
+  const int ways = SPLIT != 0 ? splits : 1;  // SPLIT 0 is never launched split: no division to keep across the loop
+  const int z = blockIdx.z / ways, s = blockIdx.z % ways, batch = gridDim.z / ways;
   const float* a = A + (size_t)z * batch_a;
   const float* b = B + (size_t)z * batch_b;
   const tc_sptr as = tc_smem_addr(As), bs = tc_smem_addr(Bs);
   const tc_sptr a_lane = as + tc_a_lane<BM, BN>(lane, wm), b_lane = bs + tc_b_lane<BM, BN>(lane, wn);
-  const TcSplit split(s, splits, K);
+  const TcSplit split(s, ways, K);
   float acc[S::NP][S::NQ][4];
   const bool wide = ((VEC & 1) == 0 || ((size_t)a & 15) == 0) && ((VEC & 2) == 0 || ((size_t)b & 15) == 0);
   constexpr int WIDE_A = VEC % 2, WIDE_B = VEC / 2 % 2;
@@ -510,12 +516,25 @@ __global__ void tc_arrivals_zero(int* __restrict__ arrivals, int n) {
 // ---- implicit-GEMM convolution ---------------------------------------------------------------------------------
 // One im2col row r = (c*KH + kh)*KW + kw: where its input element lies relative to the pixel's top-left input
 // element X[n, c0, ih0, iw0] (offset = 4 * ((c*H + kh*dh)*W + kw*dw) >= 0, in bytes: the copy's address is then one
-// 64-bit add, not a scaled one) and its row and column shifts (for the padding).
-// Rows past R (to a whole stage) shift by TC_TAP_NONE: no pixel's element is inside the input there.
+// 64-bit add, not a scaled one) and the taps it needs inside the input, as bits: need = bit kw | bit 16 + kh | bit 31
+// (KH, KW <= 15; bit 31 marks a written entry). A thread holds the same bits for its pixel (TcConvLoader::inside: bit
+// kw when column iw0 + kw*dw is inside, bit 16 + kh when row ih0 + kh*dh is, bit 31 when the pixel exists), so the
+// padding test is one three-input logic op per copy (tc_tap_in), not two adds and two compares. Rows past R (to a
+// whole stage) need bit 15, which no pixel has; an entry never written (zero) fails the test too.
 struct __align__(16) TcTap {
-  int offset, dh, dw, unused;
+  int offset;
+  unsigned need;
+  int unused[2];
 };
-#define TC_TAP_NONE (-(1 << 30))
+#define TC_TAP_MAX 15             // the most taps per row and per column the bits can hold
+#define TC_TAP_REAL (1u << 31)
+#define TC_TAP_NONE (TC_TAP_REAL | 1u << 15)
+
+// Whether a pixel with the taps `inside` has the element a table entry `need`s: a written entry all of whose taps
+// the pixel has inside.
+__device__ __forceinline__ bool tc_tap_in(unsigned need, unsigned inside) {
+  return ((~need & TC_TAP_REAL) | (need & ~inside)) == 0;
+}
 
 // tab[r] for r < R_pad (R rounded up to a whole stage). block (BLOCK), grid ceil(R_pad / BLOCK).
 template <int BLOCK>
@@ -524,7 +543,8 @@ __global__ void conv_tc_offsets(TcTap* __restrict__ tab, int R, int R_pad, int H
   const int r = blockIdx.x * BLOCK + threadIdx.x;
   if (r >= R_pad) return;
   const int kw = r % KW, kh = (r / KW) % KH, c = r / (KW * KH);
-  tab[r] = r < R ? TcTap{4 * ((c * H + kh * dh) * W + kw * dw), kh * dh, kw * dw, 0} : TcTap{0, TC_TAP_NONE, 0, 0};
+  tab[r] = r < R ? TcTap{4 * ((c * H + kh * dh) * W + kw * dw), TC_TAP_REAL | 1u << kw | 1u << (16 + kh), {0, 0}}
+                 : TcTap{0, TC_TAP_NONE, {0, 0}};
 }
 
 // acc (+ Bias[m] when bias) (+ Z[at] when res: a residual tensor of Y's shape, at Y's index), then Relu when relu,
@@ -536,11 +556,17 @@ __device__ __forceinline__ float tc_conv_epilogue(float acc, const float* Bias, 
   return relu && acc < 0.0f ? 0.0f : acc;  // not fmaxf: Relu keeps NaN, as ONNX does
 }
 
+// The convolution's shape as the copies need it (cg = C/group input and mg = M/group output channels per group,
+// R = cg*KH*KW im2col rows).
+struct TcConvGeom {
+  int N, C, H, W, OH, OW, sh, sw, ph, pw, KH, KW, dh, dw, cg, mg, R;
+};
+
 // Copies of the convolution stages, in order (r from the split's first). A = this group's filters W_g [mg, R]
 // (row-major), copied as the GEMM's A. B = im2col(X) [R, P]: 4-byte copies (WIDE_B 0): thread tid always copies pixel
 // column tid % BN (its image, top-left input row and column computed once) at rows tid / BN + i * (THREADS / BN), the
-// row's (channel, kh, kw) offsets from the table (its padded rows, and a pixel past the end, fail the bounds test:
-// no other test per element); 16-byte copies (WIDE_B 1: a 1x1, stride-1, unpadded convolution,
+// row's (channel, kh, kw) offset and needed taps from the table (its padded rows, and a pixel past the end, fail the
+// taps test: no other test per element); 16-byte copies (WIDE_B 1: a 1x1, stride-1, unpadded convolution,
 // OH*OW a multiple of 4): im2col row r is channel r of the group, pixels 4*(tid % (BN/4)) .. +3 lie in one image, at
 // rows tid/(BN/4) + i * (THREADS/(BN/4)).
 template <int BM, int BN, int WIDE_A, int WIDE_B>
@@ -553,25 +579,29 @@ struct TcConvLoader {
   const float* w;      // W_g(m0 + first row, r of the next stage + first column)
   const float* x;      // X[n, g*cg, ih0, iw0] of this thread's pixel (WIDE_B: X[n, g*cg + r of the next stage, pixel])
   const TcTap* tab;    // the table at r of the next stage + first row
-  int R, H, W, hw, ih0, iw0, a_rows, r_left_a, r_left_b, a_dst, b_dst;
+  int R, hw, a_rows, r_left_a, r_left_b, a_dst, b_dst;
+  unsigned inside;     // the taps of this thread's pixel inside the input (TcTap::need's bits; 0 past the end)
   bool p_ok;
 
-  __device__ TcConvLoader(int tid, const float* X, const float* Wt, const TcTap* tab_, int N, int C, int H_, int W_,
-                          int OH, int OW, int sh, int sw, int ph, int pw, int cg, int mg, int R_, int g, int m0, int p0,
-                          const TcSplit& split)
-      : R(R_), H(H_), W(W_), hw(H_ * W_) {
+  __device__ TcConvLoader(int tid, const float* X, const float* Wt, const TcTap* tab_, const TcConvGeom& q, int g,
+                          int m0, int p0, const TcSplit& split)
+      : R(q.R), hw(q.H * q.W) {
     const int a_row = tid / A_COLS, a_col = EA * (tid % A_COLS), b_row = tid / B_COLS, b_col = EB * (tid % B_COLS);
-    const int OHW = OH * OW, p = p0 + b_col;
-    p_ok = p < N * OHW;
+    const int OHW = q.OH * q.OW, p = p0 + b_col, cg = q.cg, mg = q.mg;
+    p_ok = p < q.N * OHW;
     a_rows = mg - m0 - a_row;
     r_left_a = split.k_end - split.k_begin - a_col;
     r_left_b = split.k_end - split.k_begin - b_row;
     w = Wt + ((size_t)g * mg + m0 + a_row) * R + split.k_begin + a_col;
     const int n = p / OHW, pix = p % OHW;
-    ih0 = p_ok ? (pix / OW) * sh - ph : TC_TAP_NONE;  // a pixel past the end is never inside the input
-    iw0 = (pix % OW) * sw - pw;
-    x = X + ((size_t)n * C + (size_t)g * cg) * hw +
-        (WIDE_B ? pix + (size_t)(split.k_begin + b_row) * hw : (ptrdiff_t)ih0 * W + iw0);
+    const int ih0 = (pix / q.OW) * q.sh - q.ph, iw0 = (pix % q.OW) * q.sw - q.pw;
+    inside = p_ok ? TC_TAP_REAL : 0;
+    for (int kh = 0; !WIDE_B && p_ok && kh < q.KH; ++kh)
+      inside |= (unsigned)((unsigned)(ih0 + kh * q.dh) < (unsigned)q.H) << (16 + kh);
+    for (int kw = 0; !WIDE_B && p_ok && kw < q.KW; ++kw)
+      inside |= (unsigned)((unsigned)(iw0 + kw * q.dw) < (unsigned)q.W) << kw;
+    x = X + ((size_t)n * q.C + (size_t)g * cg) * hw +
+        (WIDE_B ? pix + (size_t)(split.k_begin + b_row) * hw : (ptrdiff_t)ih0 * q.W + iw0);
     tab = tab_ + split.k_begin + b_row;
     a_dst = (a_row * S::LDA + a_col) * 4;
     b_dst = (b_row * S::LDB + b_col) * 4;
@@ -588,7 +618,7 @@ struct TcConvLoader {
         tc_copy<16>(bs + b_dst + r * S::LDB * 4, x + (size_t)r * hw, p_ok && r < r_left_b);
       } else {
         const TcTap o = tab[r];
-        const bool in = (unsigned)(ih0 + o.dh) < (unsigned)H && (unsigned)(iw0 + o.dw) < (unsigned)W;
+        const bool in = tc_tap_in(o.need, inside);
         const char* at = reinterpret_cast<const char*>(x) + (unsigned)o.offset;
         tc_copy<4>(bs + b_dst + r * S::LDB * 4, reinterpret_cast<const float*>(at), in);
       }
@@ -625,16 +655,15 @@ struct TcConvOut {
 // The main loop of one convolution block with the copies WIDE_A / WIDE_B.
 template <int BM, int BN, int PREC, int WIDE_A, int WIDE_B, int NP, int NQ>
 __device__ __forceinline__ void tc_conv_block(float (&acc)[NP][NQ][4], tc_sptr as, tc_sptr bs, tc_sptr a_lane,
-                                              tc_sptr b_lane, const float* X, const float* Wt, const TcTap* tab, int N,
-                                              int C, int H, int W, int OH, int OW, int sh, int sw, int ph, int pw,
-                                              int cg, int mg, int R, int g, int m0, int p0, const TcSplit& split) {
-  TcConvLoader<BM, BN, WIDE_A, WIDE_B> load(threadIdx.x, X, Wt, tab, N, C, H, W, OH, OW, sh, sw, ph, pw, cg, mg, R,
-                                            g, m0, p0, split);
+                                              tc_sptr b_lane, const float* X, const float* Wt, const TcTap* tab,
+                                              const TcConvGeom& q, int g, int m0, int p0, const TcSplit& split) {
+  TcConvLoader<BM, BN, WIDE_A, WIDE_B> load(threadIdx.x, X, Wt, tab, q, g, m0, p0, split);
   tc_mainloop<BM, BN, PREC>(acc, as, bs, a_lane, b_lane, split.tiles, load);
 }
 
-// X [N, C, H, W], Wt [M, C/group, KH, KW], Bias [M] (read when bias), Y [N, M, OH, OW] = conv + bias (+ Z, a
-// residual [N, M, OH, OW] read when res), then Relu when relu;
+// X [N, C, H, W], Wt [M, C/group, KH, KW] (KH, KW <= TC_TAP_MAX), Bias [M] (read when bias), Y [N, M, OH, OW] = conv
+// (strides sh, sw, pads ph, pw, dilations dh, dw) + bias (+ Z, a residual [N, M, OH, OW] read when res), then Relu when
+// relu;
 // tab (R = C/group*KH*KW entries) from conv_tc_offsets (not read with VEC bit 1). VEC: bit 0, W rows may be copied 16
 // bytes at a time (R a multiple of 4); bit 1, X rows (a 1x1, stride-1, unpadded convolution, H*W a multiple of 4).
 // block (TcShape<BM, BN>::THREADS), grid (ceil(N*OH*OW / BN), ceil((M/group) / BM), group * splits);
@@ -643,8 +672,8 @@ template <int BM, int BN, int PREC, int VEC>
 __global__ void __launch_bounds__(TcShape<BM, BN>::THREADS)
 conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* __restrict__ Bias,
         float* __restrict__ Y, float* __restrict__ P, const TcTap* __restrict__ tab, int N, int C, int H, int W, int M,
-        int OH, int OW, int sh, int sw, int ph, int pw, int R, int group, int bias, int relu, int splits,
-        const float* __restrict__ Z, int res) {
+        int OH, int OW, int sh, int sw, int ph, int pw, int KH, int KW, int dh, int dw, int R, int group, int bias,
+        int relu, int splits, const float* __restrict__ Z, int res) {
   typedef TcShape<BM, BN> S;
   __shared__ __align__(16) float As[TcShape<BM, BN>::A_FLOATS];  // spelled out: the converter lifts these
   __shared__ __align__(16) float Bs[TcShape<BM, BN>::B_FLOATS];
@@ -655,15 +684,14 @@ conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* 
   const tc_sptr as = tc_smem_addr(As), bs = tc_smem_addr(Bs);
   const tc_sptr a_lane = as + tc_a_lane<BM, BN>(lane, wm), b_lane = bs + tc_b_lane<BM, BN>(lane, wn);
   const TcSplit split(s, splits, R);
+  const TcConvGeom q{N, C, H, W, OH, OW, sh, sw, ph, pw, KH, KW, dh, dw, cg, mg, R};
   float acc[S::NP][S::NQ][4];
   const bool wide = ((VEC & 1) == 0 || ((size_t)Wt & 15) == 0) && ((VEC & 2) == 0 || ((size_t)X & 15) == 0);
   constexpr int WIDE_A = VEC % 2, WIDE_B = VEC / 2 % 2;
   if (VEC != 0 && wide)
-    tc_conv_block<BM, BN, PREC, WIDE_A, WIDE_B>(acc, as, bs, a_lane, b_lane, X, Wt, tab, N, C, H, W, OH, OW, sh, sw, ph,
-                                                pw, cg, mg, R, g, m0, p0, split);
+    tc_conv_block<BM, BN, PREC, WIDE_A, WIDE_B>(acc, as, bs, a_lane, b_lane, X, Wt, tab, q, g, m0, p0, split);
   else
-    tc_conv_block<BM, BN, PREC, 0, 0>(acc, as, bs, a_lane, b_lane, X, Wt, tab, N, C, H, W, OH, OW, sh, sw, ph, pw, cg,
-                                      mg, R, g, m0, p0, split);
+    tc_conv_block<BM, BN, PREC, 0, 0>(acc, as, bs, a_lane, b_lane, X, Wt, tab, q, g, m0, p0, split);
   const bool part = splits > 1;
   const TcConvOut out{part ? P + (size_t)s * M * N * OH * OW : Y, Bias, Z, M, OH * OW, N * OH * OW, mg, m0, p0, g,
                       bias, res, relu, part};

@@ -21,6 +21,7 @@ from toolchain.refusal import Refused
 SOURCE = "conv.cu"
 MAX_STATIC_SMEM = 48 * 1024
 TAP_BLOCK = 256  # threads per rTask of conv_tc_offsets
+TC_TAP_MAX = 15  # tc.cu's TC_TAP_MAX: the most filter taps per row and per column conv_tc takes
 
 
 @dataclass(frozen=True)
@@ -191,8 +192,11 @@ def _tc_vec(g: ConvGeom) -> int:
 
 
 def _tap_offsets_fit(g: ConvGeom) -> str | None:
-    """conv_tc_offsets' byte offsets (int) of the last im2col row must fit int32 (the 1x1 direct path has none)."""
+    """conv_tc_offsets' byte offsets (int) of the last im2col row must fit int32 (the 1x1 direct path has none), and
+    its taps per row and column the bits of TcTap::need (TC_TAP_MAX)."""
     w = g.win
+    if max(w.kh, w.kw) > TC_TAP_MAX:
+        return f"a {w.kh}x{w.kw} window (conv_tc's padding bits hold at most {TC_TAP_MAX} taps a side)"
     last = 4 * (((g.C // g.group - 1) * g.H + (w.kh - 1) * w.dh) * g.W + (w.kw - 1) * w.dw)
     if _tc_vec(g) & tc.VEC_B or last <= INT32_MAX:
         return None
@@ -219,8 +223,8 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
             setup=True)]  # a function of the shape alone: computed once when the build loads
         work = tc.tensor_core_flops(g.group, mg, P, R, bm, bn, precision) + g.flops - 2 * g.M * P * R
         args = _conv_args(g)[:4] + [_partial(g, splits), taps] + [
-            i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.sh, w.sw, w.ph, w.pw, R, g.group, int(g.bias),
-                             int(g.relu), splits)] + _residual_args(g)
+            i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.sh, w.sw, w.ph, w.pw, w.kh, w.kw, w.dh, w.dw, R,
+                             g.group, int(g.bias), int(g.relu), splits)] + _residual_args(g)
         main = Launch("conv_tc", [bm, bn, tc.PREC_CODE[precision], vec], (cdiv(P, bn), cdiv(mg, bm), g.group * splits),
                       (tc.threads(bm, bn), 1, 1), 0, args, work,
                       _traffic(node) + (0 if vec & tc.VEC_B else 16 * r_pad), flop_rate=tc.TF32_RATE)

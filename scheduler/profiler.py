@@ -137,7 +137,8 @@ HMMA_SATURATING_SHARE = 0.4
 # HMMA shares per tile, in HMMA.1684-sized steps of TF32-rate work per loop instruction (an HMMA.1688 is two, a bf16
 # HMMA.16816 two: bf16 runs at twice the TF32 rate), read from the sm_90 SASS of the main loop (nvcc 13.0; BENCHMARKS.md
 # "Kernel SASS", tests/test_precision.py::test_cost_models_tensor_core_shares_are_the_sass): key (kernel, BM, BN,
-# operand copies: "vec" = 16-byte rows, "gather" = the conv's im2col gather, precision). 3xTF32 loops issue 48
+# operand copies: "vec" = 16-byte rows, "gather" = the conv's im2col gather, "window" = the gather
+# of a window wider than its tap bits, precision). 3xTF32 loops issue 48
 # HMMA.1688 per 16-deep stage and 64x64 tile (the hi/lo split), TF32 16, bf16 8 HMMA.16816. The loop is unrolled by
 # its pipeline stages (3, or 4 for 64x64), so the figures are for 3 or 4 stages; the gathered convolution tests a
 # copy's padding with one logic op on per-thread tap bits (issue 25, 2026-11-27: before, per stage, 64x64 vec GEMM
@@ -150,14 +151,20 @@ TC_HMMA_SHARE = {
     ("conv_tc", 64, 64, "gather", "3xtf32"): 384 / 777, ("conv_tc", 32, 32, "gather", "3xtf32"): 72 / 283,
     # the 1x1 convolutions' tile (ResNeXt's 18 conv_tc<32, 32, 0, 3> launches)
     ("conv_tc", 32, 32, "vec", "3xtf32"): 72 / 229,
+    # windows wider than the tap bits hold (VEC bit 2: DeepSpeech2's 41 x 11 and 21 x 11), padding by shifts
+    ("conv_tc", 32, 32, "window", "3xtf32"): 72 / 331, ("conv_tc", 64, 64, "window", "3xtf32"): 384 / 909,
 }
-# The split GEMM's instantiations (gemm_tc's SPLIT = 1: the in-place fixup after the loop changes ptxas' allocation
-# of the loop itself), read the same way (nvcc 13.0; tests: test_cost_models_tensor_core_shares_are_the_sass).
+# The split instantiations (SPLIT = 1: the in-place fixup after the loop changes ptxas' allocation of the loop
+# itself), read the same way (nvcc 13.0; tests: test_cost_models_tensor_core_shares_are_the_sass).
 TC_SPLIT_HMMA_SHARE = {
     ("gemm_tc", 32, 32, "vec", "3xtf32"): 72 / 232, ("gemm_tc", 32, 32, "gather", "3xtf32"): 72 / 351,
     ("gemm_tc", 32, 32, "vec", "tf32"): 24 / 223, ("gemm_tc", 32, 32, "vec", "bf16"): 12 / 139,
     ("gemm_tc", 64, 64, "vec", "3xtf32"): 384 / 648, ("gemm_tc", 64, 64, "gather", "3xtf32"): 384 / 782,
     ("gemm_tc", 64, 64, "vec", "tf32"): 128 / 520, ("gemm_tc", 64, 64, "vec", "bf16"): 64 / 296,
+    # conv_tc's SPLIT = 1 (the in-place fixup after the loop, as the GEMM's; issue 25, 2026-11-27)
+    ("conv_tc", 32, 32, "gather", "3xtf32"): 72 / 298, ("conv_tc", 32, 32, "vec", "3xtf32"): 72 / 232,
+    ("conv_tc", 64, 64, "gather", "3xtf32"): 384 / 775, ("conv_tc", 64, 64, "vec", "3xtf32"): 384 / 644,
+    ("conv_tc", 32, 32, "window", "3xtf32"): 72 / 453, ("conv_tc", 64, 64, "window", "3xtf32"): 384 / 907,
 }
 TC_PRECISION = {0: "3xtf32", 1: "tf32", 2: "bf16"}  # tc.cu's PREC template argument (kernel_corpus.ops._tensor_core)
 # The wmma tiles tc.cu had before (three template arguments, no VEC): what ran on the H100 on 2026-11-27, re-priced
@@ -170,15 +177,16 @@ def tc_share(kernel: str, template_args: Any) -> float | None:
     """The share of the tensor-core peak a tc.cu launch's loop issues (TC_HMMA_SHARE over the saturating share, at
     most 1), or None for other kernels (and the old wmma tiles). A tile, copy kind or precision not read from the
     SASS takes the same tile at 3xTF32 (else the nearest measured loop: the other copy kind, the other kernel, the
-    gathered 64x64 conv) times the precision's ratio on the measured 64x64 GEMM. A split GEMM instantiation (fifth
+    gathered 64x64 conv) times the precision's ratio on the measured 64x64 GEMM. A split instantiation (fifth
     argument 1) takes its own loop's share (TC_SPLIT_HMMA_SHARE), else the unsplit one's."""
     name = kernel.split("<", 1)[0].rsplit("::", 1)[-1]
     if name not in ("gemm_tc", "conv_tc") or not template_args or len(template_args) < 4:
         return None  # not a tensor-core tile, or the wmma one before issue 25 (FFMA_SHARE)
     bm, bn, prec, vec = (int(a) for a in template_args[:4])
     copies = "vec" if (vec & 2 if name == "conv_tc" else vec == 3) else "gather"
+    copies = "window" if name == "conv_tc" and vec & 4 else copies  # the padding by shifts (windows past 15 taps)
     precision = TC_PRECISION.get(prec, "3xtf32")
-    split = name == "gemm_tc" and len(template_args) > 4 and int(template_args[4]) != 0
+    split = len(template_args) > 4 and int(template_args[4]) != 0
     share = TC_SPLIT_HMMA_SHARE.get((name, bm, bn, copies, precision)) if split else None
     share = share or TC_HMMA_SHARE.get((name, bm, bn, copies, precision))
     if share is None:

@@ -36,7 +36,9 @@ from .workload import Workload
 # A plan without some candidates must be predicted this much faster to be kept: the cost model's per-kernel
 # figures are estimates (scheduler/profiler.py), so a smaller gain is no reason to give up a kernel (estimate).
 MIN_GAIN = 0.02
-BUDGET_ROUNDS = 4  # re-plans per vEU count the register budget may take, each leaving out one more instantiation
+BUDGET_ROUNDS = 6  # re-plans per vEU count the register budget may take, each leaving out one more instantiation
+# (a re-plan may pick instantiations the last one did not: a convolution's tiles, copy widths and split ones can
+# take five or six rounds)
 
 T = TypeVar("T")
 

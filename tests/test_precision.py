@@ -151,14 +151,15 @@ def test_gpu_build_program_has_tensor_core_instructions(tmp_path: Path) -> None:
 
 
 def tc_expr(kernel: str, bm: int, bn: int, prec: int, vec: int, split: int = 0) -> str:
-    """A tc.cu instantiation: gemm_tc takes a fifth argument, SPLIT (the split launches' in-place fixup)."""
-    return f"{kernel}<{bm}, {bn}, {prec}, {vec}" + (f", {split}>" if kernel == "gemm_tc" else ">")
+    """A tc.cu instantiation: the fifth argument is SPLIT (the split launches' in-place fixup)."""
+    return f"{kernel}<{bm}, {bn}, {prec}, {vec}, {split}>"
 
 
 def _share_cases() -> list[tuple]:
     from scheduler.profiler import TC_HMMA_SHARE, TC_PRECISION, TC_SPLIT_HMMA_SHARE
     prec = {v: k for k, v in TC_PRECISION.items()}
-    vec = {("gemm_tc", "vec"): 3, ("gemm_tc", "gather"): 0, ("conv_tc", "vec"): 3, ("conv_tc", "gather"): 1}
+    vec = {("gemm_tc", "vec"): 3, ("gemm_tc", "gather"): 0, ("conv_tc", "vec"): 3, ("conv_tc", "gather"): 1,
+           ("conv_tc", "window"): 5}
     return [(k, bm, bn, prec[p], vec[(k, copies)], split, share)
             for split, table in ((0, TC_HMMA_SHARE), (1, TC_SPLIT_HMMA_SHARE))
             for (k, bm, bn, copies, p), share in table.items()]
@@ -169,7 +170,7 @@ def _share_cases() -> list[tuple]:
 def test_cost_models_tensor_core_shares_are_the_sass(kernel: str, bm: int, bn: int, prec: int, vec: int, split: int,
                                                      share: float) -> None:
     """Every HMMA share the cost model charges (scheduler.profiler.TC_HMMA_SHARE, and TC_SPLIT_HMMA_SHARE for the
-    split GEMM's instantiations) is what the sm_90 SASS of that loop issues: HMMA steps of TF32-rate work (an
+    split instantiations) is what the sm_90 SASS of that loop issues: HMMA steps of TF32-rate work (an
     HMMA.1688 two HMMA.1684s, a bf16 HMMA.16816 two at twice the rate) per loop instruction, within 5% (ptxas'
     scheduling moves a few instructions between versions)."""
     _, hot = _tc_hot_loop(tc_expr(kernel, bm, bn, prec, vec, split))

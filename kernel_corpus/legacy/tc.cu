@@ -34,9 +34,9 @@
 //
 // Split-K (splits > 1): blockIdx.z = z * splits + s; the block sums the k of stages [s * stages / splits,
 // (s + 1) * stages / splits) (stages = ceil(K / BK), integer division) and writes its raw partial sums to P; the
-// GEMM's block that stores a tile's partial sums last (an arrival counter per tile) then adds the tile's splits in
-// order s = 0, 1, ... and applies the epilogue; the convolution's second launch (tc_conv_splitk_reduce) does the same
-// for every element. Deterministic, bit for bit run to run whatever order the blocks run in.
+// block that stores a tile's partial sums last (an arrival counter per tile) then adds the tile's splits in order
+// s = 0, 1, ... and applies the epilogue: one launch, GEMM or convolution. Deterministic, bit for bit run to run
+// whatever order the blocks run in.
 
 #define TC_BK 16
 
@@ -517,18 +517,21 @@ __global__ void tc_arrivals_zero(int* __restrict__ arrivals, int n) {
 // One im2col row r = (c*KH + kh)*KW + kw: where its input element lies relative to the pixel's top-left input
 // element X[n, c0, ih0, iw0] (offset = 4 * ((c*H + kh*dh)*W + kw*dw) >= 0, in bytes: the copy's address is then one
 // 64-bit add, not a scaled one) and the taps it needs inside the input, as bits: need = bit kw | bit 16 + kh | bit 31
-// (KH, KW <= 15; bit 31 marks a written entry). A thread holds the same bits for its pixel (TcConvLoader::inside: bit
-// kw when column iw0 + kw*dw is inside, bit 16 + kh when row ih0 + kh*dh is, bit 31 when the pixel exists), so the
-// padding test is one three-input logic op per copy (tc_tap_in), not two adds and two compares. Rows past R (to a
-// whole stage) need bit 15, which no pixel has; an entry never written (zero) fails the test too.
+// (bit 31 marks a written entry). A thread holds the same bits for its pixel (TcConvLoader::inside: bit kw when
+// column iw0 + kw*dw is inside, bit 16 + kh when row ih0 + kh*dh is, bit 31 when the pixel exists), so the padding
+// test is one three-input logic op per copy (tc_tap_in), not two adds and two compares. Rows past R (to a whole
+// stage) need bit 15, which no pixel has; an entry never written (zero) fails the test too. The bits hold windows of
+// up to TC_TAP_MAX taps a side; a wider one (DeepSpeech2's 41 x 11) runs the VEC bit 2 instantiation, which tests
+// the row and column shifts dh, dw against the pixel's top-left corner (rows past R shift by TC_ROW_NONE).
 struct __align__(16) TcTap {
   int offset;
   unsigned need;
-  int unused[2];
+  int dh, dw;
 };
-#define TC_TAP_MAX 15             // the most taps per row and per column the bits can hold
+#define TC_TAP_MAX 15  // the most taps per row and per column the bits hold
 #define TC_TAP_REAL (1u << 31)
 #define TC_TAP_NONE (TC_TAP_REAL | 1u << 15)
+#define TC_ROW_NONE (-(1 << 30))
 
 // Whether a pixel with the taps `inside` has the element a table entry `need`s: a written entry all of whose taps
 // the pixel has inside.
@@ -543,8 +546,9 @@ __global__ void conv_tc_offsets(TcTap* __restrict__ tab, int R, int R_pad, int H
   const int r = blockIdx.x * BLOCK + threadIdx.x;
   if (r >= R_pad) return;
   const int kw = r % KW, kh = (r / KW) % KH, c = r / (KW * KH);
-  tab[r] = r < R ? TcTap{4 * ((c * H + kh * dh) * W + kw * dw), TC_TAP_REAL | 1u << kw | 1u << (16 + kh), {0, 0}}
-                 : TcTap{0, TC_TAP_NONE, {0, 0}};
+  const unsigned need = kh < TC_TAP_MAX && kw < TC_TAP_MAX ? TC_TAP_REAL | 1u << kw | 1u << (16 + kh) : TC_TAP_NONE;
+  tab[r] = r < R ? TcTap{4 * ((c * H + kh * dh) * W + kw * dw), need, kh * dh, kw * dw}
+                 : TcTap{0, TC_TAP_NONE, TC_ROW_NONE, 0};
 }
 
 // acc (+ Bias[m] when bias) (+ Z[at] when res: a residual tensor of Y's shape, at Y's index), then Relu when relu,
@@ -566,10 +570,11 @@ struct TcConvGeom {
 // (row-major), copied as the GEMM's A. B = im2col(X) [R, P]: 4-byte copies (WIDE_B 0): thread tid always copies pixel
 // column tid % BN (its image, top-left input row and column computed once) at rows tid / BN + i * (THREADS / BN), the
 // row's (channel, kh, kw) offset and needed taps from the table (its padded rows, and a pixel past the end, fail the
-// taps test: no other test per element); 16-byte copies (WIDE_B 1: a 1x1, stride-1, unpadded convolution,
+// taps test: no other test per element; WINDOW 1: the shifts' bounds test); 16-byte copies (WIDE_B 1: a 1x1,
+// stride-1, unpadded convolution,
 // OH*OW a multiple of 4): im2col row r is channel r of the group, pixels 4*(tid % (BN/4)) .. +3 lie in one image, at
 // rows tid/(BN/4) + i * (THREADS/(BN/4)).
-template <int BM, int BN, int WIDE_A, int WIDE_B>
+template <int BM, int BN, int WIDE_A, int WIDE_B, int WINDOW>
 struct TcConvLoader {
   typedef TcShape<BM, BN> S;
   static constexpr int EA = WIDE_A ? 4 : 1, EB = WIDE_B ? 4 : 1;
@@ -581,11 +586,12 @@ struct TcConvLoader {
   const TcTap* tab;    // the table at r of the next stage + first row
   int R, hw, a_rows, r_left_a, r_left_b, a_dst, b_dst;
   unsigned inside;     // the taps of this thread's pixel inside the input (TcTap::need's bits; 0 past the end)
+  int H, W, ih0, iw0;  // (WINDOW) the input's size, the pixel's top-left input row and column (TC_ROW_NONE past the end)
   bool p_ok;
 
   __device__ TcConvLoader(int tid, const float* X, const float* Wt, const TcTap* tab_, const TcConvGeom& q, int g,
                           int m0, int p0, const TcSplit& split)
-      : R(q.R), hw(q.H * q.W) {
+      : R(q.R), hw(q.H * q.W), H(q.H), W(q.W) {
     const int a_row = tid / A_COLS, a_col = EA * (tid % A_COLS), b_row = tid / B_COLS, b_col = EB * (tid % B_COLS);
     const int OHW = q.OH * q.OW, p = p0 + b_col, cg = q.cg, mg = q.mg;
     p_ok = p < q.N * OHW;
@@ -594,11 +600,12 @@ struct TcConvLoader {
     r_left_b = split.k_end - split.k_begin - b_row;
     w = Wt + ((size_t)g * mg + m0 + a_row) * R + split.k_begin + a_col;
     const int n = p / OHW, pix = p % OHW;
-    const int ih0 = (pix / q.OW) * q.sh - q.ph, iw0 = (pix % q.OW) * q.sw - q.pw;
+    ih0 = (pix / q.OW) * q.sh - q.ph;
+    iw0 = (pix % q.OW) * q.sw - q.pw;
     inside = p_ok ? TC_TAP_REAL : 0;
-    for (int kh = 0; !WIDE_B && p_ok && kh < q.KH; ++kh)
+    for (int kh = 0; !WIDE_B && !WINDOW && p_ok && kh < q.KH; ++kh)
       inside |= (unsigned)((unsigned)(ih0 + kh * q.dh) < (unsigned)q.H) << (16 + kh);
-    for (int kw = 0; !WIDE_B && p_ok && kw < q.KW; ++kw)
+    for (int kw = 0; !WIDE_B && !WINDOW && p_ok && kw < q.KW; ++kw)
       inside |= (unsigned)((unsigned)(iw0 + kw * q.dw) < (unsigned)q.W) << kw;
     x = X + ((size_t)n * q.C + (size_t)g * cg) * hw +
         (WIDE_B ? pix + (size_t)(split.k_begin + b_row) * hw : (ptrdiff_t)ih0 * q.W + iw0);
@@ -618,7 +625,8 @@ struct TcConvLoader {
         tc_copy<16>(bs + b_dst + r * S::LDB * 4, x + (size_t)r * hw, p_ok && r < r_left_b);
       } else {
         const TcTap o = tab[r];
-        const bool in = tc_tap_in(o.need, inside);
+        const bool in = WINDOW ? p_ok && (unsigned)(ih0 + o.dh) < (unsigned)H && (unsigned)(iw0 + o.dw) < (unsigned)W
+                               : tc_tap_in(o.need, inside);
         const char* at = reinterpret_cast<const char*>(x) + (unsigned)o.offset;
         tc_copy<4>(bs + b_dst + r * S::LDB * 4, reinterpret_cast<const float*>(at), in);
       }
@@ -653,25 +661,29 @@ struct TcConvOut {
 };
 
 // The main loop of one convolution block with the copies WIDE_A / WIDE_B.
-template <int BM, int BN, int PREC, int WIDE_A, int WIDE_B, int NP, int NQ>
+template <int BM, int BN, int PREC, int WIDE_A, int WIDE_B, int WINDOW, int NP, int NQ>
 __device__ __forceinline__ void tc_conv_block(float (&acc)[NP][NQ][4], tc_sptr as, tc_sptr bs, tc_sptr a_lane,
                                               tc_sptr b_lane, const float* X, const float* Wt, const TcTap* tab,
                                               const TcConvGeom& q, int g, int m0, int p0, const TcSplit& split) {
-  TcConvLoader<BM, BN, WIDE_A, WIDE_B> load(threadIdx.x, X, Wt, tab, q, g, m0, p0, split);
+  TcConvLoader<BM, BN, WIDE_A, WIDE_B, WINDOW> load(threadIdx.x, X, Wt, tab, q, g, m0, p0, split);
   tc_mainloop<BM, BN, PREC>(acc, as, bs, a_lane, b_lane, split.tiles, load);
 }
 
-// X [N, C, H, W], Wt [M, C/group, KH, KW] (KH, KW <= TC_TAP_MAX), Bias [M] (read when bias), Y [N, M, OH, OW] = conv
+// X [N, C, H, W], Wt [M, C/group, KH, KW], Bias [M] (read when bias), Y [N, M, OH, OW] = conv
 // (strides sh, sw, pads ph, pw, dilations dh, dw) + bias (+ Z, a residual [N, M, OH, OW] read when res), then Relu when
 // relu;
 // tab (R = C/group*KH*KW entries) from conv_tc_offsets (not read with VEC bit 1). VEC: bit 0, W rows may be copied 16
-// bytes at a time (R a multiple of 4); bit 1, X rows (a 1x1, stride-1, unpadded convolution, H*W a multiple of 4).
+// bytes at a time (R a multiple of 4); bit 1, X rows (a 1x1, stride-1, unpadded convolution, H*W a multiple of 4);
+// bit 2, a window wider than TC_TAP_MAX taps a side (the padding tested by the table's shifts, not its bits).
 // block (TcShape<BM, BN>::THREADS), grid (ceil(N*OH*OW / BN), ceil((M/group) / BM), group * splits);
-// P [splits][M][N*OH*OW] (read when splits > 1, else Y stands in).
-template <int BM, int BN, int PREC, int VEC>
+// P [splits][M][N*OH*OW] and arrivals [group][ceil((M/group) / BM)][ceil(N*OH*OW / BN)] (zero before the first
+// launch: tc_arrivals_zero) are read when splits > 1, which needs SPLIT 1: the instantiation with the in-place fixup
+// (SPLIT 0 compiles without it: its loop keeps ptxas' allocation of the unsplit kernel).
+template <int BM, int BN, int PREC, int VEC, int SPLIT>
 __global__ void __launch_bounds__(TcShape<BM, BN>::THREADS)
 conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* __restrict__ Bias,
-        float* __restrict__ Y, float* __restrict__ P, const TcTap* __restrict__ tab, int N, int C, int H, int W, int M,
+        float* __restrict__ Y, float* __restrict__ P, int* __restrict__ arrivals, const TcTap* __restrict__ tab, int N,
+        int C, int H, int W, int M,
         int OH, int OW, int sh, int sw, int ph, int pw, int KH, int KW, int dh, int dw, int R, int group, int bias,
         int relu, int splits, const float* __restrict__ Z, int res) {
   typedef TcShape<BM, BN> S;
@@ -687,29 +699,37 @@ conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* 
   const TcConvGeom q{N, C, H, W, OH, OW, sh, sw, ph, pw, KH, KW, dh, dw, cg, mg, R};
   float acc[S::NP][S::NQ][4];
   const bool wide = ((VEC & 1) == 0 || ((size_t)Wt & 15) == 0) && ((VEC & 2) == 0 || ((size_t)X & 15) == 0);
-  constexpr int WIDE_A = VEC % 2, WIDE_B = VEC / 2 % 2;
-  if (VEC != 0 && wide)
-    tc_conv_block<BM, BN, PREC, WIDE_A, WIDE_B>(acc, as, bs, a_lane, b_lane, X, Wt, tab, q, g, m0, p0, split);
+  constexpr int WIDE_A = VEC % 2, WIDE_B = VEC / 2 % 2, WINDOW = VEC / 4 % 2;
+  if ((VEC & 3) != 0 && wide)
+    tc_conv_block<BM, BN, PREC, WIDE_A, WIDE_B, WINDOW>(acc, as, bs, a_lane, b_lane, X, Wt, tab, q, g, m0, p0, split);
   else
-    tc_conv_block<BM, BN, PREC, 0, 0>(acc, as, bs, a_lane, b_lane, X, Wt, tab, q, g, m0, p0, split);
+    tc_conv_block<BM, BN, PREC, 0, 0, WINDOW>(acc, as, bs, a_lane, b_lane, X, Wt, tab, q, g, m0, p0, split);
   const bool part = splits > 1;
   const TcConvOut out{part ? P + (size_t)s * M * N * OH * OW : Y, Bias, Z, M, OH * OW, N * OH * OW, mg, m0, p0, g,
                       bias, res, relu, part};
   tc_store(acc, lane, wm, wn, out);
-}
-
-// Split-K fixup of conv_tc: Y[n][m][pix] = epilogue(P[0][m][p] + P[1][m][p] + ...), p = n*OHW + pix, added in split
-// order, then bias, the residual Z[n][m][pix] (when res: added once, after the sum) and Relu.
-// block (BLOCK), grid ceil(N*M*OHW / BLOCK).
-template <int BLOCK>
-__global__ void tc_conv_splitk_reduce(const float* __restrict__ P, const float* __restrict__ Bias,
-                                      float* __restrict__ Y, int N, int M, int OHW, int splits, int bias, int relu,
-                                      const float* __restrict__ Z, int res) {
-  const int e = blockIdx.x * BLOCK + threadIdx.x, total = N * M * OHW;
-  if (e >= total) return;
-  const int pix = e % OHW, m = (e / OHW) % M, n = e / (OHW * M);
-  const size_t q = (size_t)m * N * OHW + (size_t)n * OHW + pix;
-  float v = P[q];
-  for (int s = 1; s < splits; ++s) v += P[(size_t)s * total + q];
-  Y[e] = tc_conv_epilogue(v, Bias, m, bias, Z, e, res, relu);
+  if (SPLIT == 0 || !part) return;
+  const int OHW = OH * OW, PP = N * OHW;
+  // Split-K in place, as gemm_tc's: the partial sums published, one arrival on the tile's counter; the tile's last
+  // block adds its splits in split order (past L1), applies bias, residual (once, after the sum) and Relu to Y, and
+  // rearms the counter.
+  int* last = reinterpret_cast<int*>(As);
+  __threadfence();
+  __syncthreads();
+  int* arrival = arrivals + ((size_t)g * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0) *last = atomicAdd(arrival, 1) == splits - 1;
+  __syncthreads();
+  if (!*last) return;
+  __threadfence();
+  const size_t total = (size_t)M * PP;
+  for (int e = threadIdx.x; e < BM * BN; e += S::THREADS) {
+    const int m = m0 + e / BN, p = p0 + e % BN;
+    if (m >= mg || p >= PP) continue;
+    const int mo = g * mg + m, n = p / OHW;
+    const size_t at_p = (size_t)mo * PP + p, at = ((size_t)n * M + mo) * OHW + (p - n * OHW);
+    float v = __ldcg(P + at_p);
+    for (int t = 1; t < splits; ++t) v += __ldcg(P + t * total + at_p);
+    Y[at] = tc_conv_epilogue(v, Bias, mo, bias, Z, at, res, relu);
+  }
+  if (threadIdx.x == 0) *arrival = 0;
 }

@@ -20,6 +20,7 @@ TF32_RATE = 378.0 / 51.0
 TILES = ((32, 32, "fast"), (64, 64, "fast"), (128, 64, "efficient"))  # (BM, BN, kind)
 WARP_TILE = 32  # tc.cu's TcShape: a warp owns half the tile in each dimension, at most 32 x 32 outputs
 VEC_A, VEC_B = 1, 2  # tc.cu's VEC bits: the A (filter) / B (input) tiles may be copied 16 bytes at a time
+VEC_WINDOW = 4  # conv_tc's VEC bit 2: a window wider than its padding bits hold (TC_TAP_MAX taps a side)
 # Split-K variants per tile: the split factors offered (the cost model weighs their extra rTasks against the second
 # launch and the partial sums' traffic); a split keeps at least SPLIT_MIN_K of K (4 stages: the pipeline's prologue
 # stays a small part of it).

@@ -21,7 +21,7 @@ from toolchain.refusal import Refused
 SOURCE = "conv.cu"
 MAX_STATIC_SMEM = 48 * 1024
 TAP_BLOCK = 256  # threads per rTask of conv_tc_offsets
-TC_TAP_MAX = 15  # tc.cu's TC_TAP_MAX: the most filter taps per row and per column conv_tc takes
+TC_TAP_MAX = 15  # tc.cu's TC_TAP_MAX: the most filter taps a side its padding bits hold (wider: VEC bit 2)
 
 
 @dataclass(frozen=True)
@@ -184,19 +184,18 @@ def _implicit_gemm_binding(op_type: str, tile: int, kind: str, splits: int = 1) 
 
 def _tc_vec(g: ConvGeom) -> int:
     """tc.cu's VEC bits for a convolution: filter rows copied 16 bytes at a time when R = C/group*KH*KW is a multiple
-    of 4; input rows when the convolution is 1x1, stride 1, unpadded (im2col is X itself) and OH*OW a multiple of 4."""
+    of 4; input rows when the convolution is 1x1, stride 1, unpadded (im2col is X itself) and OH*OW a multiple of 4;
+    the padding tested by shifts, not tap bits, for a window wider than TC_TAP_MAX a side."""
     w = g.win
     R = g.C // g.group * w.kh * w.kw
     direct = (w.kh, w.kw, w.sh, w.sw, w.ph, w.pw) == (1, 1, 1, 1, 0, 0) and (g.OH * g.OW) % 4 == 0
-    return (tc.VEC_A if R % 4 == 0 else 0) | (tc.VEC_B if direct else 0)
+    window = max(w.kh, w.kw) > TC_TAP_MAX
+    return (tc.VEC_A if R % 4 == 0 else 0) | (tc.VEC_B if direct else 0) | (tc.VEC_WINDOW if window else 0)
 
 
 def _tap_offsets_fit(g: ConvGeom) -> str | None:
-    """conv_tc_offsets' byte offsets (int) of the last im2col row must fit int32 (the 1x1 direct path has none), and
-    its taps per row and column the bits of TcTap::need (TC_TAP_MAX)."""
+    """conv_tc_offsets' byte offsets (int) of the last im2col row must fit int32 (the 1x1 direct path has none)."""
     w = g.win
-    if max(w.kh, w.kw) > TC_TAP_MAX:
-        return f"a {w.kh}x{w.kw} window (conv_tc's padding bits hold at most {TC_TAP_MAX} taps a side)"
     last = 4 * (((g.C // g.group - 1) * g.H + (w.kh - 1) * w.dh) * g.W + (w.kw - 1) * w.dw)
     if _tc_vec(g) & tc.VEC_B or last <= INT32_MAX:
         return None
@@ -205,10 +204,11 @@ def _tap_offsets_fit(g: ConvGeom) -> str | None:
 
 def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: str, splits: int = 1) -> Binding:
     """conv_tc (tc.cu): per group the GEMM W_g [M/group, R] x im2col(X) [R, N*OH*OW] on the tensor cores, BM x BN
-    outputs per rTask; a first launch tabulates the im2col offsets of the R = C/group*KH*KW rows (none for a 1x1
-    stride-1 unpadded convolution, which reads X directly): a setup launch, run once when a build loads. With
-    splits > 1 (split-K) each tile's R is spread over `splits` rTasks writing partial sums, and a last launch
-    (tc_conv_splitk_reduce) adds them in split order and applies bias, residual and Relu."""
+    outputs per rTask; a setup launch (run once when a build loads) tabulates the im2col offsets of the
+    R = C/group*KH*KW rows (none for a 1x1 stride-1 unpadded convolution, which reads X directly). With splits > 1
+    (split-K) each tile's R is spread over `splits` rTasks writing partial sums, and the tile's last rTask to arrive
+    (a counter per tile, zeroed by a second setup launch) adds them in split order and applies bias, residual and
+    Relu: one launch per inference, as gemm_tc's split."""
 
     def plan(node: NodeInfo) -> list[Launch]:
         g = conv_geometry(node)
@@ -221,20 +221,22 @@ def _tensor_core_binding(op_type: str, bm: int, bn: int, precision: str, kind: s
             linear_launch("conv_tc_offsets", [TAP_BLOCK], r_pad, TAP_BLOCK,
                           [taps] + [i32(v) for v in (R, r_pad, g.H, g.W, w.kh, w.kw, w.dh, w.dw)], 8 * R, 16 * r_pad),
             setup=True)]  # a function of the shape alone: computed once when the build loads
+        grid = (cdiv(P, bn), cdiv(mg, bm), g.group * splits)
+        counters, zero = tc.arrivals(grid[0] * grid[1] * g.group, splits)
         work = tc.tensor_core_flops(g.group, mg, P, R, bm, bn, precision) + g.flops - 2 * g.M * P * R
-        args = _conv_args(g)[:4] + [_partial(g, splits), taps] + [
+        args = _conv_args(g)[:4] + [_partial(g, splits), counters, taps] + [
             i32(v) for v in (g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, w.sh, w.sw, w.ph, w.pw, w.kh, w.kw, w.dh, w.dw, R,
                              g.group, int(g.bias), int(g.relu), splits)] + _residual_args(g)
-        main = Launch("conv_tc", [bm, bn, tc.PREC_CODE[precision], vec], (cdiv(P, bn), cdiv(mg, bm), g.group * splits),
-                      (tc.threads(bm, bn), 1, 1), 0, args, work,
-                      _traffic(node) + (0 if vec & tc.VEC_B else 16 * r_pad), flop_rate=tc.TF32_RATE)
-        return table + _with_fixup(node, g, main, splits, "tc_conv_splitk_reduce", [],
-                                   [i32(int(g.bias)), i32(int(g.relu))])
+        targs = [bm, bn, tc.PREC_CODE[precision], vec, int(splits > 1)]  # SPLIT: with the in-place fixup
+        main = Launch("conv_tc", targs, grid, (tc.threads(bm, bn), 1, 1), 0, args, work,
+                      _traffic(node) + (0 if vec & tc.VEC_B else 16 * r_pad) + tc.split_bytes(splits, g.M * P),
+                      flop_rate=tc.TF32_RATE)
+        return table + zero + [main]
 
-    kernels = ("conv_tc_offsets", "conv_tc") + (("tc_conv_splitk_reduce",) if splits > 1 else ())
-    split = " (partial sums of the K splits into a temp), their sum in split order with bias, residual and Relu"
-    note = ("launches in order: the im2col offset table into a temp (none for a 1x1, stride-1, unpadded "
-            "convolution), the GEMM" + (split if splits > 1 else "") + "; each waits for the one before")
+    kernels = ("conv_tc_offsets", "conv_tc") + (("tc_arrivals_zero",) if splits > 1 else ())
+    note = ("launches in order: the im2col offset table into a temp (a setup launch; none for a 1x1, stride-1, "
+            "unpadded convolution)" + (", the split's arrival counters zeroed (a setup launch)" if splits > 1 else "")
+            + ", the GEMM" + (" (split-K: each tile's last rTask adds the splits in order)" if splits > 1 else ""))
     limits = _split_condition(bm, splits, tc.BK)
     return Binding(op_type, tc.variant(bm, bn, precision, splits), tc.SOURCE, kind,
                    _geometry_condition(lambda g: limits(g) or _tap_offsets_fit(g)), plan, kernels,

@@ -153,6 +153,7 @@ class Built:
         self.steps = manifest.steps or program_steps(len(programs))
         self._vdevices: dict[tuple[str, tuple[str, ...]], Any] = {}
         self._executors: dict[tuple[str, str, tuple[str, ...]], Any] = {}
+        self._setup_stale: set[int] = set()  # vDevices (id) whose last inference stopped part-way
 
     @property
     def input_names(self) -> list[str]:
@@ -296,8 +297,23 @@ class Built:
         for t in self.manifest.inputs:
             _view(host, t)[...] = data[t.name]
         if ex is not None:
-            ex.run(host)
+            self._run_fresh(ex, host)
         return {t.name: _view(host, t).copy() for t in self.manifest.outputs}
+
+    def _run_fresh(self, ex: Any, host: dict[str, np.ndarray]) -> None:
+        """One inference on `ex`. One that stops part-way (an error, the watchdog, Ctrl-C) may leave state the setup ops
+        own half-updated (a split launch's arrival counters armed by the rTasks that ran): the setup ops run again
+        before the next inference on that vDevice."""
+        from vdevice.executors import run_once
+        if id(ex.vd) in self._setup_stale:
+            run_once(ex.vd, self.manifest.setup)
+            self._setup_stale.discard(id(ex.vd))
+        try:
+            ex.run(host)
+        except BaseException:
+            if self.manifest.setup:
+                self._setup_stale.add(id(ex.vd))
+            raise
 
     def __call__(self, **inputs: np.ndarray) -> dict[str, np.ndarray]:
         """`rammer.load(dir)(x=...)`: run on the build's target."""

@@ -113,3 +113,31 @@ def test_setup_runs_once_at_load_and_the_build_matches_onnxruntime(tmp_path: Pat
     skipped.manifest.setup = []
     got = skipped(**x)
     assert any(not np.allclose(got[k], want[k], rtol=1e-3, atol=1e-3) for k in want)
+
+
+def test_an_inference_stopped_part_way_reruns_the_setup_before_the_next(tmp_path: Path) -> None:
+    """An inference that raises part-way may leave what the setup ops own half-written (a split launch's arrival
+    counters armed): the next inference on that build runs the setup ops again first, and matches onnxruntime."""
+    m = conv_model(8, 16, 8, 3, seed=7)
+    onnx.save(m, tmp_path / "m.onnx")
+    build_model(tmp_path / "m.onnx", tmp_path / "b", target="cpu", veus=3, quiet=True, backends=("rtask",),
+                force=("*=launch",), precision="3xtf32")
+    x = random_inputs(m, 7)
+    want = ort_outputs(m, x)
+    built = load(tmp_path / "b")
+    assert_close(built(**x), want)
+    ex = built.executor("persistent")
+    tables = [n for n in ex.vd.buffers if "taps" in n]
+    assert tables, list(ex.vd.buffers)
+
+    def stopped(host: dict) -> None:  # the inference dies after scribbling over the setup ops' table
+        for n in tables:
+            ex.vd.buffers[n][...] = 0
+        raise KeyboardInterrupt
+
+    run = ex.run
+    ex.run = stopped
+    with pytest.raises(KeyboardInterrupt):
+        built(**x)
+    ex.run = run
+    assert_close(built(**x), want)

@@ -152,7 +152,7 @@ TC_HMMA_SHARE = {
     # the 1x1 convolutions' tile (ResNeXt's 18 conv_tc<32, 32, 0, 3> launches)
     ("conv_tc", 32, 32, "vec", "3xtf32"): 72 / 229,
     # windows wider than the tap bits hold (VEC bit 2: DeepSpeech2's 41 x 11 and 21 x 11), padding by shifts
-    ("conv_tc", 32, 32, "window", "3xtf32"): 72 / 331, ("conv_tc", 64, 64, "window", "3xtf32"): 384 / 909,
+    ("conv_tc", 32, 32, "window", "3xtf32"): 72 / 313, ("conv_tc", 64, 64, "window", "3xtf32"): 384 / 881,
 }
 # The split instantiations (SPLIT = 1: the in-place fixup after the loop changes ptxas' allocation of the loop
 # itself), read the same way (nvcc 13.0; tests: test_cost_models_tensor_core_shares_are_the_sass).
@@ -164,7 +164,7 @@ TC_SPLIT_HMMA_SHARE = {
     # conv_tc's SPLIT = 1 (the in-place fixup after the loop, as the GEMM's; issue 25, 2026-11-27)
     ("conv_tc", 32, 32, "gather", "3xtf32"): 72 / 298, ("conv_tc", 32, 32, "vec", "3xtf32"): 72 / 232,
     ("conv_tc", 64, 64, "gather", "3xtf32"): 384 / 775, ("conv_tc", 64, 64, "vec", "3xtf32"): 384 / 644,
-    ("conv_tc", 32, 32, "window", "3xtf32"): 72 / 453, ("conv_tc", 64, 64, "window", "3xtf32"): 384 / 907,
+    ("conv_tc", 32, 32, "window", "3xtf32"): 72 / 348, ("conv_tc", 64, 64, "window", "3xtf32"): 384 / 879,
 }
 TC_PRECISION = {0: "3xtf32", 1: "tf32", 2: "bf16"}  # tc.cu's PREC template argument (kernel_corpus.ops._tensor_core)
 # The wmma tiles tc.cu had before (three template arguments, no VEC): what ran on the H100 on 2026-11-27, re-priced

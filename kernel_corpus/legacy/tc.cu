@@ -600,7 +600,7 @@ struct TcConvLoader {
     r_left_b = split.k_end - split.k_begin - b_row;
     w = Wt + ((size_t)g * mg + m0 + a_row) * R + split.k_begin + a_col;
     const int n = p / OHW, pix = p % OHW;
-    ih0 = (pix / q.OW) * q.sh - q.ph;
+    ih0 = WINDOW && !p_ok ? TC_ROW_NONE : (pix / q.OW) * q.sh - q.ph;  // past the end: never inside
     iw0 = (pix % q.OW) * q.sw - q.pw;
     inside = p_ok ? TC_TAP_REAL : 0;
     for (int kh = 0; !WIDE_B && !WINDOW && p_ok && kh < q.KH; ++kh)
@@ -625,7 +625,7 @@ struct TcConvLoader {
         tc_copy<16>(bs + b_dst + r * S::LDB * 4, x + (size_t)r * hw, p_ok && r < r_left_b);
       } else {
         const TcTap o = tab[r];
-        const bool in = WINDOW ? p_ok && (unsigned)(ih0 + o.dh) < (unsigned)H && (unsigned)(iw0 + o.dw) < (unsigned)W
+        const bool in = WINDOW ? (unsigned)(ih0 + o.dh) < (unsigned)H && (unsigned)(iw0 + o.dw) < (unsigned)W
                                : tc_tap_in(o.need, inside);
         const char* at = reinterpret_cast<const char*>(x) + (unsigned)o.offset;
         tc_copy<4>(bs + b_dst + r * S::LDB * 4, reinterpret_cast<const float*>(at), in);

@@ -198,9 +198,50 @@ def test_callee_shared_sized_by_the_kernels_template_parameter_converts(tmp_path
     assert result.ok, result.summary()
 
 
+TWO_INSTANTIATIONS = """#include <cfloat>
+using red_t = float (*)(float);
+__device__ float w_max(float v) { for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(~0u, v, o)); return v; }
+__device__ float w_sum(float v) { for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(~0u, v, o); return v; }
+template <red_t R>
+__device__ float block_red(float val, float oob) {   // no trailing barrier: each instantiation has its own part[]
+  __shared__ float part[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float w = R(val);
+  if (lane == 0) part[warp] = w;
+  __syncthreads();
+  w = lane < (int)(blockDim.x / 32) ? part[lane] : oob;
+  return R(w);
+}
+template <red_t R>
+__device__ float block_red(float val) { return block_red<R>(val, 0.0f); }  // spells its own R
+__global__ void softmax_stats(const float *x, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = i < n ? x[i] : -FLT_MAX;
+  float m = block_red<w_max>(v, -FLT_MAX);
+  float s = block_red<w_sum>(i < n ? expf(v - m) : 0.0f);
+  if (threadIdx.x == 0) { out[2 * blockIdx.x] = m; out[2 * blockIdx.x + 1] = s; }
+}
+template <class T, int N>
+__device__ T tile_sum(const T *x) {                  // T buf[N]: a float[64] and an int[32], one each
+  __shared__ T buf[N];
+  if (threadIdx.x < N) buf[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  T s = 0;
+  for (int k = 0; k < N; ++k) s += buf[k];
+  return s;
+}
+__global__ void tile_stats(const float *x, const int *c, float *out) {
+  float a = tile_sum<float, 64>(x + 64 * blockIdx.x);
+  int b = tile_sum<int, 32>(c + 32 * blockIdx.x);
+  if (threadIdx.x == 1) { out[2 * blockIdx.x] = a; out[2 * blockIdx.x + 1] = (float)b; }
+}
+"""
+
+
 @pytest.mark.parametrize("text,inst", [
     (BLOCK_REDUCE_TEMPLATE, "template __global__ void center_rows<128>(float *, float *, int);"),
-    (HALF_PAIRS, "template __global__ void pair_sums<64>(half *, half *, int);")])
+    (HALF_PAIRS, "template __global__ void pair_sums<64>(half *, half *, int);"),
+    (TWO_INSTANTIATIONS, "")])
 def test_converted_styles_compile_for_sm90(nvcc_path, tmp_path, text, inst):
     """The converted template-callee layout and the half arithmetic compile for sm_90 with nvcc (the real
     cuda_fp16.hpp operators the parse prelude now mirrors)."""
@@ -407,3 +448,46 @@ def test_only_wide_size_named_integers_get_a_size(tmp_path):
         "  char v =", "  char *d;\n  cudaMalloc(&d, 4096);\n  char v =")
     vals = {a["name"]: a.get("value") for a in yaml.safe_load(spec_from_host(malloc, str(src), "fill").yaml)["args"]}
     assert vals["nRows"] == 1
+
+
+def _spec_file(tmp_path, spec: dict) -> str:
+    sp = tmp_path / f"{spec['kernel']}.spec.yaml"
+    sp.write_text(yaml.safe_dump(spec))
+    return str(sp)
+
+
+@pytest.mark.parametrize("block,blocks", [(64, 3), (256, 2)])
+def test_each_instantiation_of_a_template_helper_has_its_own_shared_array(tmp_path, block, blocks):
+    """llm.c's `blockReduce<warpReduceMax>` and `blockReduce<warpReduceSum>` (the latter through a wrapper that
+    spells its own template parameter) in one kernel: CUDA gives each instantiation its own `__shared__` array, so
+    the helper needs no trailing barrier; the layout had ONE member for both (racecheck: the rKernel raced where the
+    legacy kernel does not). Now a member per instantiation, also when the size depends on the arguments (T buf[N]
+    at <float, 64> and <int, 32>). Legacy matches numpy; the rKernel matches the legacy kernel."""
+    src = tmp_path / "two.cu"
+    src.write_text(TWO_INSTANTIATIONS)
+    n = block * blocks - 5
+    sp = _spec_file(tmp_path, {
+        "kernel": "softmax_stats", "grid": [blocks, 1, 1], "block": [block, 1, 1],
+        "args": [{"name": "x", "kind": "buffer", "dtype": "float32", "size": block * blocks, "init": "random"},
+                 {"name": "out", "kind": "buffer", "dtype": "float32", "size": 2 * blocks, "init": "zeros"},
+                 {"name": "n", "kind": "scalar", "dtype": "int32", "value": n}],
+        "outputs": ["out"], "tolerance": 1.0e-5})
+    res = run_file(str(src), sp)
+    x = np.concatenate([res.inputs["x"][:n].astype(np.float64), np.full(block * blocks - n, -np.inf)])
+    x = x.reshape(blocks, block)
+    m = x.max(axis=1)
+    want = np.stack([m, np.exp(x - m[:, None]).sum(axis=1)], axis=1).ravel()
+    np.testing.assert_allclose(res.outputs["out"], want, rtol=1e-5)
+    assert verify_file(str(src), sp).ok
+    sp = _spec_file(tmp_path, {
+        "kernel": "tile_stats", "grid": [blocks, 1, 1], "block": [block, 1, 1],
+        "args": [{"name": "x", "kind": "buffer", "dtype": "float32", "size": 64 * blocks, "init": "random"},
+                 {"name": "c", "kind": "buffer", "dtype": "int32", "size": 32 * blocks, "init": "random"},
+                 {"name": "out", "kind": "buffer", "dtype": "float32", "size": 2 * blocks, "init": "zeros"}],
+        "outputs": ["out"], "tolerance": 1.0e-5})
+    res = run_file(str(src), sp)
+    a = res.inputs["x"].reshape(blocks, 64).astype(np.float64).sum(axis=1)
+    b = res.inputs["c"].reshape(blocks, 32).astype(np.int64).sum(axis=1)
+    np.testing.assert_allclose(res.outputs["out"], np.stack([a, b], axis=1).ravel(), rtol=1e-5)
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()

@@ -882,11 +882,12 @@ class Converter:
         """(`template <...>` text, parameter names, index of its closing token) of a function template."""
         if not f.is_template:
             return "", [], -1
-        i = self.tok.at(f.start)
-        if i < 0 or self.tok.spell[i] != "template":
-            return "", [], -1
-        j = self.tok.matching(i + 1, "<", ">")
-        text = self.raw[self.tok.start[i]:self.tok.end[j]].decode()
+        with self.reading(f):  # the file that spells f (a local header's function: the header)
+            i = self.tok.at(f.start)
+            if i < 0 or self.tok.spell[i] != "template":
+                return "", [], -1
+            j = self.tok.matching(i + 1, "<", ">")
+            text = self.raw[self.tok.start[i]:self.tok.end[j]].decode()
         names = [ch.spelling for ch in f.cursor.get_children()
                  if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER,
                                 K.TEMPLATE_TEMPLATE_PARAMETER)]

@@ -456,15 +456,21 @@ def _spec_file(tmp_path, spec: dict) -> str:
     return str(sp)
 
 
-@pytest.mark.parametrize("block,blocks", [(64, 3), (256, 2)])
-def test_each_instantiation_of_a_template_helper_has_its_own_shared_array(tmp_path, block, blocks):
+@pytest.mark.parametrize("block,blocks,in_header", [(64, 3, False), (256, 2, True)])
+def test_each_instantiation_of_a_template_helper_has_its_own_shared_array(tmp_path, block, blocks, in_header):
     """llm.c's `blockReduce<warpReduceMax>` and `blockReduce<warpReduceSum>` (the latter through a wrapper that
     spells its own template parameter) in one kernel: CUDA gives each instantiation its own `__shared__` array, so
     the helper needs no trailing barrier; the layout had ONE member for both (racecheck: the rKernel raced where the
     legacy kernel does not). Now a member per instantiation, also when the size depends on the arguments (T buf[N]
-    at <float, 64> and <int, 32>). Legacy matches numpy; the rKernel matches the legacy kernel."""
+    at <float, 64> and <int, 32>), and when the helpers are a local header's (llm.c's common.h: their template
+    parameters were read from the main file's tokens). Legacy matches numpy; the rKernel matches the legacy
+    kernel."""
     src = tmp_path / "two.cu"
     src.write_text(TWO_INSTANTIATIONS)
+    if in_header:  # the helpers in a header the file includes
+        cut = TWO_INSTANTIATIONS.index("__global__ void softmax_stats")
+        (tmp_path / "red.cuh").write_text(TWO_INSTANTIATIONS[:cut])
+        src.write_text('#include "red.cuh"\n' + TWO_INSTANTIATIONS[cut:])
     n = block * blocks - 5
     sp = _spec_file(tmp_path, {
         "kernel": "softmax_stats", "grid": [blocks, 1, 1], "block": [block, 1, 1],
@@ -490,4 +496,51 @@ def test_each_instantiation_of_a_template_helper_has_its_own_shared_array(tmp_pa
     b = res.inputs["c"].reshape(blocks, 32).astype(np.int64).sum(axis=1)
     np.testing.assert_allclose(res.outputs["out"], np.stack([a, b], axis=1).ravel(), rtol=1e-5)
     result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+
+
+PITCHED = """#include <stdlib.h>
+__global__ void quantize(float *plane, int stride) {   // dct8x8's style: 8 x 8 blocks of a pitched plane
+  int x = blockIdx.x * 8 + threadIdx.x, y = blockIdx.y * 8 + threadIdx.y;
+  float q = (float)(1 + (threadIdx.y * 8 + threadIdx.x) % 7);
+  plane[y * stride + x] = roundf(plane[y * stride + x] / q) * q;
+}
+void run(int argc, char **argv) {
+  int width = atoi(argv[1]), height = atoi(argv[2]);   // the image's size, read at run time
+  float *d;
+  size_t pitch;
+  cudaMallocPitch((void **)&d, &pitch, width * sizeof(float), height);
+  PITCH_TO_ELEMENTS;
+  dim3 threads(8, 8), grid(width / 8, height / 8);
+  quantize<<<grid, threads>>>(d, (int)pitch);
+}
+"""
+
+
+@pytest.mark.parametrize("to_elements", ["pitch /= sizeof(float)", "pitch = pitch / sizeof(float)"])
+def test_a_pitched_allocation_sizes_its_buffer_and_its_stride(tmp_path, to_elements):
+    """cudaMallocPitch was not read: the plane had no allocation (sized one element per thread) and its stride,
+    `pitch /= sizeof(float)`, was an unknown name given a default (128) larger than the plane's width, so the
+    kernel's `y * stride + x` ran past the buffer (memcheck; cuda-samples' dct8x8 verified before only by the
+    accident of a default stride of 1). Now the allocation is pitch x rows with the pitch the width itself, and
+    the program's own conversion to elements is read: the stride is the width, the buffer the plane."""
+    from rtransform.host_spec import spec_from_host
+    text = PITCHED.replace("PITCH_TO_ELEMENTS", to_elements)
+    src = tmp_path / "quant.cu"
+    src.write_text(text)
+    hs = spec_from_host(text, str(src), "quantize")
+    spec = yaml.safe_load(hs.yaml)
+    stride = next(a["value"] for a in spec["args"] if a["name"] == "stride")
+    rows, cols = spec["grid"][1] * 8, spec["grid"][0] * 8
+    assert stride == cols and spec["args"][0]["size"] == rows * stride, hs.yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs.yaml)
+    res = run_file(str(src), str(sp))  # memcheck on
+    x = res.inputs["plane"].reshape(rows, cols).astype(np.float32)
+    yy, xx = np.mgrid[0:rows, 0:cols]
+    q = (1 + ((yy % 8) * 8 + xx % 8) % 7).astype(np.float32)
+    v = x / q
+    rounded = np.where(np.abs(v - np.trunc(v)) >= 0.5, np.trunc(v) + np.sign(v), np.trunc(v))  # roundf: halves away
+    np.testing.assert_array_equal(res.outputs["plane"].reshape(rows, cols), rounded * q)
+    result = verify_file(str(src), str(sp))
     assert result.ok, result.summary()

@@ -195,7 +195,7 @@ _FIELD = re.compile(r"\b(\w+)\.(\w+)\s*=(?!=)\s*([^;=]+);")  # `grid.x = n / 256
 _MEMBER_READ = re.compile(r"\b[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*|\s*\[\s*\w+\s*\])+")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w\s,]*)\)[ \t]+([^\n\\]+)$", re.M)
-_MALLOC = re.compile(r"\bcuda(?:Malloc|MallocManaged)\s*\(")
+_MALLOC = re.compile(r"\bcuda(?:Malloc|MallocManaged|MallocPitch)\s*\(")
 
 
 AllocHelpers = dict[str, tuple[list[str], list[str], str]]  # name -> (template params, params, bytes)
@@ -209,7 +209,10 @@ def allocations(text: str, helpers: AllocHelpers | None = None) -> list[tuple[st
         close = _matching(text, m.end() - 1)
         parts = _split_args(text[m.end():close - 1]) if close > 0 else []
         ptr = re.search(r"&\s*(\w+)\s*\)?\s*$", parts[0]) if len(parts) >= 2 else None
-        if ptr:
+        if ptr and "Pitch" in m.group(0):  # cudaMallocPitch(&p, &pitch, width bytes, rows): rows of the pitch
+            if len(parts) == 4:
+                out.append((m.start(), ptr.group(1), f"({parts[2]}) * ({parts[3]})"))
+        elif ptr:
             out.append((m.start(), ptr.group(1), parts[1]))
     for name, (tparams, pnames, size) in (helpers or {}).items():
         for c in re.finditer(rf"(?<![\w.>])(\w+)\s*=\s*{re.escape(name)}\s*(?:<([^<>;]*)>)?\s*\(", text):
@@ -422,6 +425,22 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
                 out[name] = expr
 
 
+def _pitches(text: str, env: dict[str, str]) -> None:
+    """The pitch `cudaMallocPitch(&p, &pitch, width_bytes, rows)` returns: the width itself here (any pitch at least
+    the width is one the runtime may return; the allocation is read as pitch x rows), then the program's own
+    conversions of it to elements (`pitch /= sizeof(float);`, `pitch = pitch / sizeof(float);`) in order."""
+    for m in re.finditer(r"\bcudaMallocPitch\s*\(", text):
+        close = _matching(text, m.end() - 1)
+        parts = _split_args(text[m.end():close - 1]) if close > 0 else []
+        pitch = re.fullmatch(r"\s*(?:\(\s*size_t\s*\*\s*\))?\s*&\s*(\w+)\s*", parts[1]) if len(parts) == 4 else None
+        if pitch is None:
+            continue
+        name = pitch.group(1)
+        env[name] = f"({parts[2].strip()})"
+        for c in re.finditer(rf"(?<![\w.>])\b{name}\s*(?:([*/])=|=\s*{name}\s*([*/]))\s*([^;]+);", text[close:]):
+            env[name] = f"({env[name]} {c.group(1) or c.group(2)} ({c.group(3).strip()}))"
+
+
 def _chained(name: str, expr: str) -> list[tuple[str, str]]:
     """`N = M = K = 2048`: K = 2048, M = K, N = M (as C assigns them), so a size scaled down stays equal to the
     others of its chain."""
@@ -452,6 +471,7 @@ def function_env(text: str, body: int, at: int, env: dict[str, str]) -> None:
     """Assignments and dim3 declarations of the launching function before the launch (the last one wins)."""
     part = text[body:at]
     _assignments(part, env)
+    _pitches(part, env)
     dim3_env(part, env)
     for m in _FIELD.finditer(part):
         key = f"{m.group(1)}.{m.group(2)}"

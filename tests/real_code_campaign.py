@@ -36,8 +36,10 @@ INCLUDE_DIR_NAMES = {"include", "inc", "common", "Common", "utils", "util"}
 # PolyBench's documented dataset selector, so its #define sizes (which the kernels read) fit the CPU emulator.
 # SHOC's configure script writes config.h (not in the repository) with the timer it finds: on Linux
 # HAVE_GETTIMEOFDAY (its common Timer.h stops with #error without one).
+# BabelStream's CMake model file passes its defaults: the kernel stride (#error without one) and the unroll factor.
 REPO_DEFINES: dict[str, tuple[str, ...]] = {"cavazos-lab+PolyBench-ACC": ("MINI_DATASET",),
-                                            "vetter+shoc": ("HAVE_GETTIMEOFDAY",)}
+                                            "vetter+shoc": ("HAVE_GETTIMEOFDAY",),
+                                            "UoB-HPC+BabelStream": ("GRID_STRIDE", "UNROLL_FACTOR=4")}
 
 # Why a kernel was refused or failed, as a class: first matching pattern of its first diagnostic (data table).
 REASON_CLASSES: list[tuple[str, str]] = [
@@ -516,7 +518,8 @@ def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -
              "Build switches set as the projects' own builds would: "
              + ", ".join(f"{r}: " + " ".join(f"-D{d}" for d in ds) for r, ds in REPO_DEFINES.items())
              + " (PolyBench's documented dataset selector: the kernels read its sizes as constants; the timer SHOC's "
-             "configure script finds on Linux, which its generated config.h would define). Include paths: the "
+             "configure script finds on Linux, which its generated config.h would define; BabelStream's CMake defaults "
+             "for the kernel stride and unroll factor). Include paths: the "
              "file's folder and its parents' `include`/`inc`/`common`/`Common`/`utils` folders up to the root.", "",
              "`compiled`: converted kernels whose file compiles for sm_90, of those whose project's own file "
              "compiles here (CUDA 13 removed `cudaThreadSynchronize` and texture references; cuBLAS and PyTorch "

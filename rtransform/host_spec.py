@@ -717,6 +717,8 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
                 notes.append(f"{n}: not derived from the host code (read at run time?); {DEFAULT_SIZE} here "
                              f"(--set {n}=VALUE)" + (_FROZEN_DEFAULT if n in env.frozen else ""))
             continue
+        if block is not None and math.prod(block) > 1024 and _halve_block_defaults(env, notes, overrides):
+            continue
         if grid is None and block is not None and env.scaled:
             grid = _grid_at_least_one(site.grid, env, notes)
         if grid is None or block is None:
@@ -819,6 +821,20 @@ def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int
             return True  # equal expressions stay equal (a matrix product's inner sizes)
     # every size is at its floor: a block count (a grid's own name, one tile of blocks) may go below one tile
     return any(_scale_one(env, notes, n, v, 1) for v, n in sorted(cands, reverse=True) if n in env.grid_names)
+
+
+def _halve_block_defaults(env: Env, notes: list[str], overrides: dict[str, int]) -> bool:
+    """A block of more than 1024 threads computed from names given the default (a tile edge from the device's
+    properties, `dim3 block(tile, tile)`): those names halve together (their notes say the new value); False when
+    none is left to halve."""
+    names = [n for n in sorted(env.block_names) if n in env.scaled and n not in overrides and env.scaled[n] > 1
+             and any(x.startswith(f"{n}: not derived from the host code") for x in notes)]
+    for n in names:
+        env.scaled[n] //= 2
+        k = next(i for i, x in enumerate(notes) if x.startswith(f"{n}: not derived from the host code"))
+        notes[k] = re.sub(r"; \d+ here( \(a block of at most 1024 threads\))?",
+                          f"; {env.scaled[n]} here (a block of at most 1024 threads)", notes[k], count=1)
+    return bool(names)
 
 
 def _depends_on(env: Env, name: str, frozen: set[str], depth: int = 0) -> bool:

@@ -544,3 +544,64 @@ def test_a_pitched_allocation_sizes_its_buffer_and_its_stride(tmp_path, to_eleme
     np.testing.assert_array_equal(res.outputs["plane"].reshape(rows, cols), rounded * q)
     result = verify_file(str(src), str(sp))
     assert result.ok, result.summary()
+
+
+TILE_FROM_DEVICE = """#include <math.h>
+__global__ void mm_dyn(const float *A, const float *B, float *C, int n, size_t tile) {
+  extern __shared__ float sm[];                  // PMPP's exercise: the tile edge chosen at run time
+  float *As = sm, *Bs = sm + tile * tile;
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int row = blockIdx.y * tile + ty, col = blockIdx.x * tile + tx;
+  float acc = 0.0f;
+  for (int p = 0; p < (n + (int)tile - 1) / (int)tile; ++p) {
+    As[ty * tile + tx] = (row < n && p * tile + tx < n) ? A[row * n + p * tile + tx] : 0.0f;
+    Bs[ty * tile + tx] = (col < n && p * tile + ty < n) ? B[(p * tile + ty) * n + col] : 0.0f;
+    __syncthreads();
+    for (int k = 0; k < (int)tile; ++k) acc += As[ty * tile + k] * Bs[k * tile + tx];
+    __syncthreads();
+  }
+  if (row < n && col < n) C[row * n + col] = acc;
+}
+size_t pick_tile() {
+  cudaDeviceProp p;
+  cudaGetDeviceProperties(&p, 0);
+  return (size_t)sqrt((double)p.maxThreadsPerBlock);
+}
+int main() {
+  int n = N_VALUE;
+  float *A, *B, *C;
+  cudaMalloc((void **)&A, n * n * sizeof(float));
+  cudaMalloc((void **)&B, n * n * sizeof(float));
+  cudaMalloc((void **)&C, n * n * sizeof(float));
+  size_t tile = pick_tile();
+  dim3 block(tile, tile, 1), grid((n + tile - 1) / tile, (n + tile - 1) / tile, 1);
+  mm_dyn<<<grid, block, 2 * tile * tile * sizeof(float)>>>(A, B, C, n, tile);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("n", [40, 70])
+def test_a_block_edge_read_at_run_time_gets_a_default_that_fits_a_block(tmp_path, n):
+    """`dim3 block(tile, tile)` with the tile edge from the device's properties: the edge got the default for sizes
+    read at run time (1024), a block of 1024 x 1024 threads, so no host spec ("block of 1048576 threads") and the
+    skeleton's guess ran the kernel with mismatched sizes (a segmentation fault in PMPP's exercise). Defaults the
+    block is computed from now halve together until the block has at most 1024 threads (32 x 32 here): the spec
+    runs, the legacy result is numpy's product and the rKernel matches it."""
+    from rtransform.host_spec import spec_from_host
+    text = TILE_FROM_DEVICE.replace("N_VALUE", str(n))
+    src = tmp_path / "mm.cu"
+    src.write_text(text)
+    hs = spec_from_host(text, str(src), "mm_dyn")
+    spec = yaml.safe_load(hs.yaml)
+    tile = next(a["value"] for a in spec["args"] if a["name"] == "tile")
+    assert spec["block"] == [tile, tile, 1] and tile * tile <= 1024, hs.yaml
+    assert spec["dynamic_smem"] == 2 * tile * tile * 4 and spec["grid"][:2] == [-(-n // tile)] * 2, hs.yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs.yaml)
+    res = run_file(str(src), str(sp))
+    a = res.inputs["A"].reshape(n, n).astype(np.float64)
+    b = res.inputs["B"].reshape(n, n).astype(np.float64)
+    np.testing.assert_allclose(res.outputs["C"].reshape(n, n), a @ b, rtol=1e-4, atol=1e-4)
+    result = verify_file(str(src), str(sp))
+    assert result.ok, result.summary()

@@ -86,8 +86,21 @@ def reason_class(message: str | None) -> str:
 
 
 # ---- discovery -------------------------------------------------------------------------------------------------
+def defines_kernel(text: str) -> bool:
+    """Whether the text defines a __global__ function: one outside a comment whose body follows (a header that
+    only declares `void __global__ f(float *x);` for the file that defines it, or a comment that mentions
+    `__global__ void`, is no kernel file)."""
+    from rtransform.host_spec import strip_comments
+    code = strip_comments(text)
+    for m in KERNEL_RE.finditer(code):
+        brace, semi = code.find("{", m.end()), code.find(";", m.end())
+        if brace >= 0 and (semi < 0 or brace < semi):
+            return True
+    return False
+
+
 def kernel_files(repo: Path) -> list[Path]:
-    """Source files of the repository that declare a __global__ function."""
+    """Source files of the repository that define a __global__ function."""
     out = []
     for root, dirs, files in os.walk(repo):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
@@ -95,7 +108,7 @@ def kernel_files(repo: Path) -> list[Path]:
             p = Path(root) / f
             if p.suffix in SUFFIXES:
                 try:
-                    if KERNEL_RE.search(p.read_text(encoding="utf-8", errors="replace")):
+                    if defines_kernel(p.read_text(encoding="utf-8", errors="replace")):
                         out.append(p)
                 except OSError:
                     continue
@@ -648,7 +661,8 @@ def main() -> None:
         if not a.only_report:
             i, n = (int(x) for x in a.shard.split("/"))
             run_repo(repo, out, a.timeout, (i, n), a.max_files, a.redo_files)
-        records += read_records(out)
+        files = {str(f.relative_to(repo)) for f in kernel_files(repo)}  # records of files no longer counted drop
+        records += [r for r in read_records(out) if r["file"] in files]
     a.md.write_text(report(records, {r.resolve().name: inventory(r.resolve()) for r in a.repos}))
     print(f"{a.md}: {len([r for r in records if not r.get('file_done')])} kernels", file=sys.stderr)
 

@@ -127,6 +127,20 @@ def test_campaign_finds_the_launcher_through_a_chain_of_headers(tmp_path):
     assert c.host_files_for("k2", own, launchers) == []  # direct includes only: the runner was not found
 
 
+def test_campaign_counts_files_that_define_a_kernel_not_those_that_declare_or_mention_one(tmp_path):
+    """PMPP's chapter headers only declare `void __global__ f(...);` for the .cu that defines f, and a cuda-samples
+    header mentions `__global__ void` in a comment: each was a "kernel file" whose kernel the converter did not
+    find (a refused kernel counted twice, or one that does not exist). Only files that define one count."""
+    c = _campaign()
+    (tmp_path / "mm.cuh").write_text("#pragma once\nvoid __global__ mm(float *A, int n);\n"
+                                     "template <int T> __global__ void mt(float *A);\n")
+    (tmp_path / "note.cuh").write_text("// a templatized __global__ void f() {...} needs a SharedMemory struct\n"
+                                       "/* __global__ void g() { } */ struct S { int x; };\n")
+    (tmp_path / "mm.cu").write_text('#include "mm.cuh"\nvoid __global__ mm(float *A, int n) { A[0] = n; }\n')
+    (tmp_path / "k.cuh").write_text("template <int T>\n__global__ void\nmt(float *A)\n{\n  A[0] = T;\n}\n")
+    assert [p.name for p in c.kernel_files(tmp_path)] == ["k.cuh", "mm.cu"]
+
+
 PTX_COMMIT = """__global__ void staged(float *x) {
   x[threadIdx.x] += 1.0f;
   asm volatile("cp.async.commit_group;\\n" ::);

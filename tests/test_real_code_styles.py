@@ -143,13 +143,13 @@ def test_campaign_counts_files_that_define_a_kernel_not_those_that_declare_or_me
 
 PTX_COMMIT = """__global__ void staged(float *x) {
   x[threadIdx.x] += 1.0f;
-  asm volatile("cp.async.commit_group;\\n" ::);
+  asm volatile("prefetch.global.L2 [%0];\\n" ::"l"(x));
 }
 """
 
 
 def test_inline_ptx_is_one_error_line_naming_the_source_line(tmp_path):
-    """Inline PTX without an emulator branch (LeetCUDA's CP_ASYNC_COMMIT_GROUP() macros) fails in the host's
+    """Inline PTX outside the emulator's table (cuda_emu/inline_ptx.py; a prefetch here) fails in the host's
     assembler; the error is one `file:line:col: error:` line naming the line and the instruction (it was
     'g++ failed to compile X:' with nothing after it: the assembler's messages did not count as errors), and the
     campaign classes it."""
@@ -159,7 +159,7 @@ def test_inline_ptx_is_one_error_line_naming_the_source_line(tmp_path):
     with pytest.raises(Exception) as e:
         CpuModule(PTX_COMMIT, ["staged"], name=str(src))
     first = str(e.value).strip().splitlines()[0]
-    assert f"{src}:3:1: error: inline PTX asm (cp.async.commit_group) does not run on the CPU emulator" in first
+    assert f"{src}:3:1: error: inline PTX asm (prefetch.global.l2) does not run on the CPU emulator" in first
     assert _campaign().reason_class(first) == "inline PTX asm (not modelled on the CPU emulator)"
 
 
@@ -618,4 +618,83 @@ def test_a_block_edge_read_at_run_time_gets_a_default_that_fits_a_block(tmp_path
     b = res.inputs["B"].reshape(n, n).astype(np.float64)
     np.testing.assert_allclose(res.outputs["C"].reshape(n, n), a @ b, rtol=1e-4, atol=1e-4)
     result = verify_file(str(src), str(sp))
+    assert result.ok, result.summary()
+
+
+PTX_TILE = r"""#include <cuda_fp16.h>
+#include <stdint.h>
+#define CP_ASYNC_CG(dst, src, bytes) \
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(bytes))
+#define CP_ASYNC_COMMIT_GROUP() asm volatile("cp.async.commit_group;\n" ::)
+#define CP_ASYNC_WAIT_GROUP(n) asm volatile("cp.async.wait_group %0;\n" ::"n"(n))
+#define LDMATRIX_X4(R0, R1, R2, R3, addr) \
+  asm volatile("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];\n" \
+               : "=r"(R0), "=r"(R1), "=r"(R2), "=r"(R3) : "r"(addr))
+#define LDMATRIX_X2_T(R0, R1, addr) \
+  asm volatile("ldmatrix.sync.aligned.x2.trans.m8n8.shared.b16 {%0, %1}, [%2];\n" : "=r"(R0), "=r"(R1) : "r"(addr))
+#define HMMA16816F32(D0, D1, D2, D3, A0, A1, A2, A3, B0, B1, C0, C1, C2, C3) \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, " \
+               "{%8, %9}, {%10, %11, %12, %13};\n" : "=f"(D0), "=f"(D1), "=f"(D2), "=f"(D3) \
+               : "r"(A0), "r"(A1), "r"(A2), "r"(A3), "r"(B0), "r"(B1), "f"(C0), "f"(C1), "f"(C2), "f"(C3))
+#define HMMA16816(D0, D1, A0, A1, A2, A3, B0, B1, C0, C1) \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, " \
+               "{%8, %9};\n" : "=r"(D0), "=r"(D1) : "r"(A0), "r"(A1), "r"(A2), "r"(A3), "r"(B0), "r"(B1), \
+               "r"(C0), "r"(C1))
+__global__ void tile_mma(const half *A, const half *B, float *C, half *H) {  // one warp: one 16 x 8 tile a block
+  __shared__ __align__(16) half As[16][16];
+  __shared__ __align__(16) half Bs[16][8];
+  const int l = threadIdx.x, t = blockIdx.x;
+  unsigned lane;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+  uint32_t sa = __cvta_generic_to_shared(&As[l / 2][(l % 2) * 8]);  // 16 bytes a lane
+  CP_ASYNC_CG(sa, A + t * 256 + l * 8, 16);
+  if (l < 16) {
+    uint32_t sb = __cvta_generic_to_shared(&Bs[l][0]);
+    CP_ASYNC_CG(sb, B + t * 128 + l * 8, 16);
+  }
+  CP_ASYNC_COMMIT_GROUP();
+  CP_ASYNC_WAIT_GROUP(0);
+  __syncthreads();
+  uint32_t a[4], b[2];
+  LDMATRIX_X4(a[0], a[1], a[2], a[3], (uint32_t)__cvta_generic_to_shared(&As[l % 16][(l / 16) * 8]));
+  LDMATRIX_X2_T(b[0], b[1], (uint32_t)__cvta_generic_to_shared(&Bs[l % 16][0]));
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  HMMA16816F32(d[0], d[1], d[2], d[3], a[0], a[1], a[2], a[3], b[0], b[1], d[0], d[1], d[2], d[3]);
+  uint32_t h[2] = {0u, 0u};
+  HMMA16816(h[0], h[1], a[0], a[1], a[2], a[3], b[0], b[1], h[0], h[1]);
+  const int g = lane / 4, q = lane % 4;
+  float *c = C + t * 128;
+  c[g * 8 + 2 * q] = d[0]; c[g * 8 + 2 * q + 1] = d[1]; c[(g + 8) * 8 + 2 * q] = d[2]; c[(g + 8) * 8 + 2 * q + 1] = d[3];
+  half2 lo = *reinterpret_cast<half2 *>(&h[0]), hi = *reinterpret_cast<half2 *>(&h[1]);
+  half *o = H + t * 128;
+  o[g * 8 + 2 * q] = lo.x; o[g * 8 + 2 * q + 1] = lo.y; o[(g + 8) * 8 + 2 * q] = hi.x; o[(g + 8) * 8 + 2 * q + 1] = hi.y;
+}
+"""
+
+
+@pytest.mark.parametrize("tiles", [1, 3])
+def test_common_inline_ptx_forms_run_on_the_emulator(tmp_path, tiles):
+    """LeetCUDA's hgemm kernels issue cp.async (+ commit/wait), ldmatrix (x4, x2.trans) and mma.sync m16n8k16 (f16
+    inputs, f32 or f16 accumulators) through asm macros, with 32-bit shared addresses from __cvta_generic_to_shared:
+    every legacy run stopped at the host's assembler. The emulator now rewrites asm statements of its table into
+    the emu::ptx models (the shared address's low 32 bits find the block's shared memory). The legacy result is
+    numpy's product of the fp16 tiles (f32 accumulators: to float rounding; f16: to one fp16 rounding), and the
+    rKernel matches the legacy kernel."""
+    src = tmp_path / "tile.cu"
+    src.write_text(PTX_TILE)
+    spec = {"kernel": "tile_mma", "grid": [tiles, 1, 1], "block": [32, 1, 1],
+            "args": [{"name": "A", "kind": "buffer", "dtype": "float16", "size": 256 * tiles, "init": "random"},
+                     {"name": "B", "kind": "buffer", "dtype": "float16", "size": 128 * tiles, "init": "random"},
+                     {"name": "C", "kind": "buffer", "dtype": "float32", "size": 128 * tiles, "init": "zeros"},
+                     {"name": "H", "kind": "buffer", "dtype": "float16", "size": 128 * tiles, "init": "zeros"}],
+            "outputs": ["C", "H"], "tolerance": 0}
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    a = res.inputs["A"].astype(np.float64).reshape(tiles, 16, 16)
+    b = res.inputs["B"].astype(np.float64).reshape(tiles, 16, 8)
+    want = a @ b
+    np.testing.assert_allclose(res.outputs["C"].reshape(tiles, 16, 8), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(res.outputs["H"].astype(np.float64).reshape(tiles, 16, 8),
+                               want.astype(np.float16).astype(np.float64), rtol=1e-3, atol=1e-3)
+    result = verify_file(str(src), sp)
     assert result.ok, result.summary()

@@ -32,6 +32,7 @@ CG_CALLS = {"this_thread_block": "rt::this_task", "tiled_partition": "rt::tiled_
             "sync": "rt::sync", "reduce": "rt::reduce", "inclusive_scan": "rt::inclusive_scan",
             "exclusive_scan": "rt::exclusive_scan"}
 CG_TYPES = {"thread_block": "rt::TaskGroup", "thread_block_tile": "rt::Tile"}
+GROUP_PARAM = "__RtG"  # a `thread_group` parameter: the clone's template parameter (rt::TaskGroup or rt::Tile)
 # cooperative_groups types valid inside an rTask as they are (no rt:: counterpart needed)
 CG_NATIVE = {"coalesced_group", "plus", "less", "greater", "bit_and", "bit_or", "bit_xor"}
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
@@ -100,6 +101,7 @@ class Func:
     cg_types: list[tuple[ci.Cursor, str]] = field(default_factory=list)
     calls: list[tuple[ci.Cursor, str]] = field(default_factory=list)
     global_shared: set[str] = field(default_factory=set)
+    generic_group: bool = False  # a parameter of type cg::thread_group (the clone takes any rTask group)
     macro_intrinsics: bool = False
     refusals: list[tuple[int, str]] = field(default_factory=list)
     features: set[str] = field(default_factory=set)
@@ -557,6 +559,9 @@ class Converter:
                 f.features.add("cooperative_groups")
                 if name in CG_TYPES:
                     f.cg_types.append((c, name))
+                elif name == "thread_group":  # any group: the clone is a template over the group it is passed
+                    f.cg_types.append((c, name))
+                    f.generic_group = True
                 elif name in CG_NATIVE:
                     continue
                 elif name == "grid_group":
@@ -564,7 +569,8 @@ class Converter:
                                        "cannot run as an rTask"))
                 else:
                     f.refusals.append((c.extent.start.offset, f"parameter of cooperative_groups type '{name}': "
-                                       "only thread_block and thread_block_tile have rTask counterparts"))
+                                       "only thread_block, thread_block_tile and thread_group have rTask "
+                                       "counterparts"))
 
     def call_name(self, c: ci.Cursor) -> str:
         """The called function's name; dependent calls in templates have no spelling, so read the tokens."""
@@ -951,7 +957,7 @@ class Converter:
                 while j < len(self.tok.spell) and self.tok.spell[j] != name:
                     j += 1
             q = self.tok.qualified_start(j)
-            edits.append(Edit(self.tok.start[q], self.tok.end[j], CG_TYPES[name]))
+            edits.append(Edit(self.tok.start[q], self.tok.end[j], CG_TYPES.get(name, GROUP_PARAM)))
         extras: dict[int, set[str]] = {}  # per call: a dependent call renamed once per candidate clone
         for c, usr in f.calls:
             if usr in clones:
@@ -1621,8 +1627,8 @@ def _clone_body(conv: Converter, g: Func, clones: dict[str, Func], smem_callees:
     params = [c for c in g.cursor.get_children() if c.kind == K.PARM_DECL]
     extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "")
     edits.append(_task_parameter(tok, lp, extra, bool(params)))
-    if needs_sh:
-        edits.append(_layout_parameter(tok, g.start, g.is_template))
+    if needs_sh or g.generic_group:
+        edits.append(_layout_parameter(tok, g.start, g.is_template, needs_sh, g.generic_group))
     line, col = conv.file.location(g.start)
     return _apply_range(conv.raw, edits, g.start, g.end), line, col
 
@@ -1639,8 +1645,13 @@ def _clone_declaration(conv: Converter, decl: ci.Cursor, g: Func, needs_sh: bool
     has_params = any(c.kind == K.PARM_DECL for c in decl.get_children())
     extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "")
     edits = [Edit(tok.start[name_i], tok.end[name_i], f"{g.name}__rt"), _task_parameter(tok, lp, extra, has_params)]
-    if needs_sh:
-        edits.append(_layout_parameter(tok, start, g.is_template))
+    if needs_sh or g.generic_group:
+        edits.append(_layout_parameter(tok, start, g.is_template, needs_sh, g.generic_group))
+    for j in range(tok.first_from(start), len(tok.spell)):  # `thread_group g` of the declaration: the clone's
+        if tok.start[j] >= end:
+            break
+        if g.generic_group and tok.spell[j] == "thread_group":
+            edits.append(Edit(tok.start[tok.qualified_start(j)], tok.end[j], GROUP_PARAM))
     line, col = conv.src.location(start)
     text = _apply_range(conv.raw, edits, start, end)
     return f"\n#line {line} \"{conv.src.filename}\"\n{' ' * (col - 1)}{text};" + _resume_line(conv, at)
@@ -1653,18 +1664,21 @@ def _task_parameter(tok: _Tokens, lp: int, text: str, has_params: bool) -> Edit:
     return Edit(tok.end[lp], tok.end[lp], text + (", " if has_params else ""))
 
 
-def _layout_parameter(tok: _Tokens, start: int, is_template: bool) -> Edit:
-    """The clone's `class __RtL` template parameter (the type of the layout it is passed): added to the function's
-    own `template <...>` head, the last of those leading its declaration (`template <class T> template <int N>
-    void S<T>::f()` has its class's first), or a new head after them."""
+def _layout_parameter(tok: _Tokens, start: int, is_template: bool, layout: bool = True,
+                      group: bool = False) -> Edit:
+    """The clone's `class __RtL` template parameter (the type of the layout it is passed) and/or `class __RtG` (the
+    rTask group a `thread_group` parameter is passed): added to the function's own `template <...>` head, the last
+    of those leading its declaration (`template <class T> template <int N> void S<T>::f()` has its class's first),
+    or a new head after them."""
+    names = ", ".join(n for n, on in (("class __RtL", layout), (f"class {GROUP_PARAM}", group)) if on)
     i, last = tok.at(start), -1
     while 0 <= i < len(tok.spell) - 1 and tok.spell[i] == "template" and tok.spell[i + 1] == "<":
         last = tok.matching(i + 1, "<", ">")
         i = last + 1
     if is_template and last >= 0 and tok.spell[last - 1] != "<":
-        return Edit(tok.start[last], tok.start[last], ", class __RtL")
+        return Edit(tok.start[last], tok.start[last], f", {names}")
     at = tok.end[last] if last >= 0 else start
-    return Edit(at, at, (" " if last >= 0 else "") + "template <class __RtL> ")
+    return Edit(at, at, (" " if last >= 0 else "") + f"template <{names}> ")
 
 
 def _after_semicolon(conv: Converter, decl: ci.Cursor) -> int:

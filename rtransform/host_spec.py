@@ -333,6 +333,7 @@ def expand_macros(expr: str, macros: dict[str, tuple[list[str], str]]) -> str:
 
 def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     """The value of a C integer/float expression over known names, or None (unknown names go to env.unknown)."""
+    expr = " ".join(expr.split())  # an expression over several lines (Python would read the line break)
     expr = re.sub(r"\bsizeof\s*\(\s*(?:struct|class|union)\s+(\w+)\s*\)", r"sizeof(\1)", expr)  # C's `struct S`
     expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: _sizeof(m.group(1), env), expr)
     expr = _CEIL_DIV.sub("__cdiv(", expr)  # the samples' iDivUp, divUp, ceil_div helper functions
@@ -350,7 +351,8 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     e = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1__dot_\2", e)  # dim3 fields: `grid.x`
     if not re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>=,!]*(?:if|else|and|or|not|[\w\s\.\+\-\*/%\(\)<>=,!])*", e):
         return None
-    if any(m.group(1) not in _BUILTINS for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", e)):
+    if any(m.group(1) not in (*_BUILTINS, "if", "else", "and", "or", "not")  # `c ? (a) : (b)` is no call
+           for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", e)):
         return None  # a call of a function (not a macro this file defines): no value here
     e = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"__kw_{m.group(0)}" if m.group(0) in _PY_KEYWORDS else m.group(0), e)
     names = set(re.findall(r"\b[A-Za-z_]\w*\b", e)) - {"if", "else", "and", "or", "not", "min", "max", "ceil", "__cdiv",
@@ -561,6 +563,8 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
         name, pnames, body, _ = fn
         caller = _caller_bindings(texts, name, pnames, site.file)
         exprs.update(caller)
+        for k, v in _template_bindings(texts, site.text, body, name).items():
+            exprs.setdefault(k, v)
         function_env(site.text, body, site.at, exprs)
         for name, size in allocations(site.text[body:site.at], helpers):
             exprs[f"__bytes_{name}"] = size
@@ -632,6 +636,23 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
                 for k, v in deeper.items():
                     out.setdefault(k, v)
             return out
+    return {}
+
+
+def _template_bindings(texts: dict[str, str], text: str, body: int, fname: str) -> dict[str, str]:
+    """A launcher template's own parameters bound to the explicit arguments of its first call (LeetCUDA's
+    `template <int kHeadDim, int kStage> void launch_...(...)` called as `launch_...<64, 2>(Q, K, V, O)` in a
+    switch over the head size): the kernel's template arguments and launch sizes computed from them evaluate."""
+    head = re.search(rf"template\s*<([^{{}};]*)>\s*[^;{{}}]*?\b{re.escape(fname)}\s*\([^{{}};]*\)\s*(?:const\s*)?$",
+                     strip_comments(text[:body]))
+    if head is None:
+        return {}
+    names = [_param_name(p) for p in _split_args(head.group(1))]
+    for raw in texts.values():
+        for m in re.finditer(rf"(?<![\w.>:])\b{re.escape(fname)}\s*<([^<>;]*)>\s*\(", strip_comments(raw)):
+            args = [a.strip() for a in _split_args(m.group(1))]
+            if len(args) == len(names) and all(re.fullmatch(r"[\w\s+\-*/()]+", a) for a in args):
+                return {n: a for n, a in zip(names, args) if n}
     return {}
 
 
@@ -773,7 +794,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
                 outputs.append(name)
         else:
             args.append(_scalar(name, a, p, val, notes))
-    _size_unknown_buffers(args, params)
+    _size_unknown_buffers(args, params, [t for t in targs or [] if isinstance(t, int) and not isinstance(t, bool)])
     spec["args"] = args
     spec["outputs"] = outputs or [a["name"] for a in args if a["kind"] == "buffer"][:1]
     spec["tolerance"] = 1.0e-5
@@ -916,12 +937,13 @@ def _base_pointer(expr: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _size_unknown_buffers(args: list[dict], params: list[KernelParam]) -> None:
+def _size_unknown_buffers(args: list[dict], params: list[KernelParam], template_ints: list[int] | None = None) -> None:
     """A buffer whose allocation was not read (sized one per thread) also covers the product of the three largest
-    integer scalars (an M x K matrix indexed by a row and a column; llm.c's B x T x C activations), up to
+    integer scalars and integer template arguments (an M x K matrix indexed by a row and a column; llm.c's B x T x
+    C activations; LeetCUDA's attention over seqlen x head x a head dimension given as a template argument), up to
     MAX_ELEMENTS."""
-    ints = sorted(int(a["value"]) for a in args if a["kind"] == "scalar" and isinstance(a["value"], int)
-                  and not isinstance(a["value"], bool) and a["value"] > 1)
+    ints = sorted([int(a["value"]) for a in args if a["kind"] == "scalar" and isinstance(a["value"], int)
+                   and not isinstance(a["value"], bool) and a["value"] > 1] + [t for t in template_ints or [] if t > 1])
     pair = math.prod(ints[-3:]) if ints else 0
     for a in args:
         if a.pop("_unknown_size", False):
@@ -948,7 +970,7 @@ def _buffer(name: str, expr: str, p: KernelParam, size: int | None, threads: int
 
 
 # an integer parameter named like a size (M, N, K, n, len, num_rows, dim, stride...): a name only it uses is a size
-_SIZE_PARAM = re.compile(r"[A-Z]|n[A-Z_]\w*|(?i:n|len\w*|length|size|count|total\w*|num\w*|\w*_size|\w*_count|"
+_SIZE_PARAM = re.compile(r"[A-Z]|n[A-Z_]\w*|(?i:n|len\w*|\w*len|length|size|count|total\w*|num\w*|\w*_size|\w*_count|"
                          r"\w*dim\w*|rows?|cols?|\w*width|\w*height|depth|ld[abc]?|stride\w*)")
 
 

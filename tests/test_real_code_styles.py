@@ -754,3 +754,79 @@ def test_a_helper_taking_any_group_runs_with_the_block_and_with_tiles(tmp_path, 
     np.testing.assert_array_equal(res.outputs["tile_out"], wrap(x.reshape(-1, tile).sum(axis=1)))
     result = verify_file(str(src), sp)
     assert result.ok, result.summary()
+
+
+TEMPLATE_LAUNCHER = """#include <torch/extension.h>
+#include <cuda_fp16.h>
+template <int kD, int kTile>
+__global__ void attn_rows(const half *Q, half *O, int QKV_seqlen, int QKV_head) {   // a tile of rows per block
+  extern __shared__ half tile[];
+  const int row0 = blockIdx.x * kTile, h = blockIdx.y % QKV_head;   // every batch reads the first one's heads
+  const half *q = Q + (size_t)h * QKV_seqlen * kD;
+  half *o = O + (size_t)h * QKV_seqlen * kD;
+  for (int e = threadIdx.x; e < kTile * kD; e += blockDim.x)
+    if (row0 + e / kD < QKV_seqlen) tile[(e / kD) * (kD + 8) + e % kD] = q[(row0 + e / kD) * kD + e % kD];
+  __syncthreads();
+  for (int e = threadIdx.x; e < kTile * kD; e += blockDim.x)
+    if (row0 + e / kD < QKV_seqlen)
+      o[(row0 + e / kD) * kD + e % kD] = __hmul(tile[(e / kD) * (kD + 8) + e % kD], __float2half(2.0f));
+}
+template <const int kD, const int kStage>
+void launch_attn(torch::Tensor Q, torch::Tensor O) {
+  constexpr int kTile = (kD < 128) ? 64 : 32;
+  constexpr int kThreads = 32 * 4;
+  const int batch = Q.size(0), heads = Q.size(1);
+  const int seqlen = Q.size(2);
+  const int smem_max_size =
+      (kTile * (kD + 8) +
+       kStage * kTile * (kD + 8)) *
+      sizeof(half);
+  dim3 grid((seqlen + kTile - 1) / kTile, batch * heads);
+  dim3 block(kThreads);
+  attn_rows<kD, kTile><<<grid, block, smem_max_size>>>(reinterpret_cast<half *>(Q.data_ptr()),
+                                                      reinterpret_cast<half *>(O.data_ptr()), seqlen, heads);
+}
+void attn(torch::Tensor Q, torch::Tensor O) {
+  switch (Q.size(3)) {
+  case KD:
+    launch_attn<KD, 2>(Q, O);
+    break;
+  case 128:
+    launch_attn<128, 1>(Q, O);
+    break;
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("kd", [32, 64])
+def test_a_launcher_templates_parameters_come_from_its_first_call(tmp_path, kd):
+    """LeetCUDA's flash-attn launchers are `template <int kHeadDim, int kStage> void launch_...(...)`, called as
+    `launch_...<64, 2>(Q, K, V, O)` in a switch over the head size; their constexpr tiles are ternaries over
+    kHeadDim and the shared-memory size an expression over several lines. None of it evaluated ("cannot evaluate
+    the launch configuration"; the skeleton then named the kernel without template arguments). Now the launcher's
+    template parameters are bound from its first call, `c ? a : b` and multi-line expressions evaluate, a
+    `seqlen` argument is a size, and buffers with no allocation read cover the head dimension (a template
+    argument) too. Legacy output is numpy's (O = 2 Q on the rows the launch covers); the rKernel matches it."""
+    from rtransform.host_spec import spec_from_host
+    text = TEMPLATE_LAUNCHER.replace("KD", str(kd))
+    src = tmp_path / "attn.cu"
+    src.write_text(text)
+    hs = spec_from_host(text, str(src), "attn_rows")
+    spec = yaml.safe_load(hs.yaml)
+    tile = 64
+    assert spec["template_args"] == [kd, tile] and spec["block"] == [128, 1, 1], hs.yaml
+    assert spec["dynamic_smem"] == (tile * (kd + 8) + 2 * tile * (kd + 8)) * 2, hs.yaml
+    seqlen = next(a["value"] for a in spec["args"] if a["name"] == "QKV_seqlen")
+    heads = min(next(a["value"] for a in spec["args"] if a["name"] == "QKV_head"), spec["grid"][1])
+    covered = heads * seqlen * kd
+    assert seqlen > 1 and all(a["size"] >= covered for a in spec["args"] if a["kind"] == "buffer"), hs.yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs.yaml)
+    res = run_file(str(src), str(sp))
+    rows = min(seqlen, spec["grid"][0] * tile)
+    q = res.inputs["Q"][:covered].reshape(heads, seqlen, kd)[:, :rows]
+    o = res.outputs["O"][:covered].reshape(heads, seqlen, kd)[:, :rows]
+    np.testing.assert_array_equal(o, (q.astype(np.float32) * 2).astype(np.float16))
+    result = verify_file(str(src), str(sp))
+    assert result.ok, result.summary()

@@ -413,7 +413,7 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
                 pairs.append((d.group(1), d.group(2)))
         pairs = [p for name, expr in pairs for p in _chained(name, expr)]
         for name, expr in pairs:
-            expr = expr.strip()
+            expr = _balanced_prefix(expr).strip()
             if name in out and _RUNTIME_VALUE.search(expr):
                 continue  # `n = atoi(argv[1])` under an option: the value the program has without it stays
             # a parenthesised start is a value (`(1 << 14) + 7`, `(N + (t - 1) / t)`), unless a pointer cast or a
@@ -425,6 +425,17 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
                 out.setdefault(name, expr)
             else:
                 out[name] = expr
+
+
+def _balanced_prefix(expr: str) -> str:
+    """The expression up to a ')' it does not open: a parameter's default value (`int test(bool a, const int count
+    = 1000000)`) read up to the `;` of the body's first statement ends at the parameter list's ')'."""
+    depth = 0
+    for i, ch in enumerate(expr):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return expr[:i]
+    return expr
 
 
 def _pitches(text: str, env: dict[str, str]) -> None:

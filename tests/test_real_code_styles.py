@@ -830,3 +830,43 @@ def test_a_launcher_templates_parameters_come_from_its_first_call(tmp_path, kd):
     np.testing.assert_array_equal(o, (q.astype(np.float32) * 2).astype(np.float16))
     result = verify_file(str(src), str(sp))
     assert result.ok, result.summary()
+
+
+DEFAULT_COUNT = """__global__ void square(int *array, int arrayCount) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < arrayCount) array[i] *= array[i];
+}
+static void launchConfig(int *array, int arrayCount) {
+  int blockSize = 32;
+  int gridSize = (arrayCount + blockSize - 1) / blockSize;
+  square<<<gridSize, blockSize>>>(array, arrayCount);
+}
+static int test(bool automatic, const int count = COUNT)
+{
+  int *dArray;
+  cudaMalloc(&dArray, count * sizeof(int));
+  launchConfig(dArray, count);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("count", [1000, 5000])
+def test_a_parameters_default_value_is_read_up_to_the_parameter_list(tmp_path, count):
+    """cuda-samples' simpleOccupancy: `static int test(bool a, const int count = 1000000)` gave count the text
+    `1000000)` (an assignment read up to the body's first `;`), which never evaluated, so the launch was "cannot
+    evaluate" and the skeleton guessed. The default value ends at the parameter list's ')': the host spec runs and
+    the legacy result is numpy's squares."""
+    from rtransform.host_spec import spec_from_host
+    text = DEFAULT_COUNT.replace("COUNT", str(count))
+    src = tmp_path / "occ.cu"
+    src.write_text(text)
+    hs = spec_from_host(text, str(src), "square")
+    spec = yaml.safe_load(hs.yaml)
+    n = next(a["value"] for a in spec["args"] if a["name"] == "arrayCount")
+    assert n == count and spec["grid"][0] == -(-count // 32) and spec["args"][0]["size"] == count, hs.yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs.yaml)
+    res = run_file(str(src), str(sp))
+    x = res.inputs["array"].astype(np.int64)
+    np.testing.assert_array_equal(res.outputs["array"], ((x * x + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))

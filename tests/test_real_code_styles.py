@@ -464,6 +464,15 @@ def test_only_wide_size_named_integers_get_a_size(tmp_path):
     assert vals["nRows"] == 1
 
 
+def _host_spec(tmp_path, text: str, file: str, kernel: str) -> tuple[Path, str, dict]:
+    """The file written, `rtransform spec --from-host`'s YAML for the kernel, and that YAML read."""
+    from rtransform.host_spec import spec_from_host
+    src = tmp_path / file
+    src.write_text(text)
+    hs = spec_from_host(text, str(src), kernel)
+    return src, hs.yaml, yaml.safe_load(hs.yaml)
+
+
 def _spec_file(tmp_path, spec: dict) -> str:
     sp = tmp_path / f"{spec['kernel']}.spec.yaml"
     sp.write_text(yaml.safe_dump(spec))
@@ -538,17 +547,12 @@ def test_a_pitched_allocation_sizes_its_buffer_and_its_stride(tmp_path, to_eleme
     kernel's `y * stride + x` ran past the buffer (memcheck; cuda-samples' dct8x8 verified before only by the
     accident of a default stride of 1). Now the allocation is pitch x rows with the pitch the width itself, and
     the program's own conversion to elements is read: the stride is the width, the buffer the plane."""
-    from rtransform.host_spec import spec_from_host
-    text = PITCHED.replace("PITCH_TO_ELEMENTS", to_elements)
-    src = tmp_path / "quant.cu"
-    src.write_text(text)
-    hs = spec_from_host(text, str(src), "quantize")
-    spec = yaml.safe_load(hs.yaml)
+    src, hs_yaml, spec = _host_spec(tmp_path, PITCHED.replace("PITCH_TO_ELEMENTS", to_elements), "quant.cu", "quantize")
     stride = next(a["value"] for a in spec["args"] if a["name"] == "stride")
     rows, cols = spec["grid"][1] * 8, spec["grid"][0] * 8
-    assert stride == cols and spec["args"][0]["size"] == rows * stride, hs.yaml
+    assert stride == cols and spec["args"][0]["size"] == rows * stride, hs_yaml
     sp = tmp_path / "s.yaml"
-    sp.write_text(hs.yaml)
+    sp.write_text(hs_yaml)
     res = run_file(str(src), str(sp))  # memcheck on
     x = res.inputs["plane"].reshape(rows, cols).astype(np.float32)
     yy, xx = np.mgrid[0:rows, 0:cols]
@@ -602,17 +606,12 @@ def test_a_block_edge_read_at_run_time_gets_a_default_that_fits_a_block(tmp_path
     skeleton's guess ran the kernel with mismatched sizes (a segmentation fault in PMPP's exercise). Defaults the
     block is computed from now halve together until the block has at most 1024 threads (32 x 32 here): the spec
     runs, the legacy result is numpy's product and the rKernel matches it."""
-    from rtransform.host_spec import spec_from_host
-    text = TILE_FROM_DEVICE.replace("N_VALUE", str(n))
-    src = tmp_path / "mm.cu"
-    src.write_text(text)
-    hs = spec_from_host(text, str(src), "mm_dyn")
-    spec = yaml.safe_load(hs.yaml)
+    src, hs_yaml, spec = _host_spec(tmp_path, TILE_FROM_DEVICE.replace("N_VALUE", str(n)), "mm.cu", "mm_dyn")
     tile = next(a["value"] for a in spec["args"] if a["name"] == "tile")
-    assert spec["block"] == [tile, tile, 1] and tile * tile <= 1024, hs.yaml
-    assert spec["dynamic_smem"] == 2 * tile * tile * 4 and spec["grid"][:2] == [-(-n // tile)] * 2, hs.yaml
+    assert spec["block"] == [tile, tile, 1] and tile * tile <= 1024, hs_yaml
+    assert spec["dynamic_smem"] == 2 * tile * tile * 4 and spec["grid"][:2] == [-(-n // tile)] * 2, hs_yaml
     sp = tmp_path / "s.yaml"
-    sp.write_text(hs.yaml)
+    sp.write_text(hs_yaml)
     res = run_file(str(src), str(sp))
     a = res.inputs["A"].reshape(n, n).astype(np.float64)
     b = res.inputs["B"].reshape(n, n).astype(np.float64)
@@ -808,21 +807,16 @@ def test_a_launcher_templates_parameters_come_from_its_first_call(tmp_path, kd):
     template parameters are bound from its first call, `c ? a : b` and multi-line expressions evaluate, a
     `seqlen` argument is a size, and buffers with no allocation read cover the head dimension (a template
     argument) too. Legacy output is numpy's (O = 2 Q on the rows the launch covers); the rKernel matches it."""
-    from rtransform.host_spec import spec_from_host
-    text = TEMPLATE_LAUNCHER.replace("KD", str(kd))
-    src = tmp_path / "attn.cu"
-    src.write_text(text)
-    hs = spec_from_host(text, str(src), "attn_rows")
-    spec = yaml.safe_load(hs.yaml)
+    src, hs_yaml, spec = _host_spec(tmp_path, TEMPLATE_LAUNCHER.replace("KD", str(kd)), "attn.cu", "attn_rows")
     tile = 64
-    assert spec["template_args"] == [kd, tile] and spec["block"] == [128, 1, 1], hs.yaml
-    assert spec["dynamic_smem"] == (tile * (kd + 8) + 2 * tile * (kd + 8)) * 2, hs.yaml
+    assert spec["template_args"] == [kd, tile] and spec["block"] == [128, 1, 1], hs_yaml
+    assert spec["dynamic_smem"] == (tile * (kd + 8) + 2 * tile * (kd + 8)) * 2, hs_yaml
     seqlen = next(a["value"] for a in spec["args"] if a["name"] == "QKV_seqlen")
     heads = min(next(a["value"] for a in spec["args"] if a["name"] == "QKV_head"), spec["grid"][1])
     covered = heads * seqlen * kd
-    assert seqlen > 1 and all(a["size"] >= covered for a in spec["args"] if a["kind"] == "buffer"), hs.yaml
+    assert seqlen > 1 and all(a["size"] >= covered for a in spec["args"] if a["kind"] == "buffer"), hs_yaml
     sp = tmp_path / "s.yaml"
-    sp.write_text(hs.yaml)
+    sp.write_text(hs_yaml)
     res = run_file(str(src), str(sp))
     rows = min(seqlen, spec["grid"][0] * tile)
     q = res.inputs["Q"][:covered].reshape(heads, seqlen, kd)[:, :rows]
@@ -857,16 +851,11 @@ def test_a_parameters_default_value_is_read_up_to_the_parameter_list(tmp_path, c
     `1000000)` (an assignment read up to the body's first `;`), which never evaluated, so the launch was "cannot
     evaluate" and the skeleton guessed. The default value ends at the parameter list's ')': the host spec runs and
     the legacy result is numpy's squares."""
-    from rtransform.host_spec import spec_from_host
-    text = DEFAULT_COUNT.replace("COUNT", str(count))
-    src = tmp_path / "occ.cu"
-    src.write_text(text)
-    hs = spec_from_host(text, str(src), "square")
-    spec = yaml.safe_load(hs.yaml)
+    src, hs_yaml, spec = _host_spec(tmp_path, DEFAULT_COUNT.replace("COUNT", str(count)), "occ.cu", "square")
     n = next(a["value"] for a in spec["args"] if a["name"] == "arrayCount")
-    assert n == count and spec["grid"][0] == -(-count // 32) and spec["args"][0]["size"] == count, hs.yaml
+    assert n == count and spec["grid"][0] == -(-count // 32) and spec["args"][0]["size"] == count, hs_yaml
     sp = tmp_path / "s.yaml"
-    sp.write_text(hs.yaml)
+    sp.write_text(hs_yaml)
     res = run_file(str(src), str(sp))
     x = res.inputs["array"].astype(np.int64)
     np.testing.assert_array_equal(res.outputs["array"], ((x * x + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))

@@ -859,3 +859,35 @@ def test_a_parameters_default_value_is_read_up_to_the_parameter_list(tmp_path, c
     res = run_file(str(src), str(sp))
     x = res.inputs["array"].astype(np.int64)
     np.testing.assert_array_equal(res.outputs["array"], ((x * x + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
+
+
+DEFAULTED_TEMPLATE = """template <const int BM = 64, const int TN = 4, const int OFFSET = BM / 16>
+__global__ void scale_rows(float *a, int n) {   // OFFSET left to its default by the launch
+  int i = blockIdx.x * BM + threadIdx.x * TN;
+  for (int k = 0; k < TN; ++k)
+    if (i + k < n) a[i + k] = a[i + k] * 2.0f + (float)OFFSET;
+}
+void run(float *a) {
+  const int n = 1000;
+  float *d;
+  cudaMalloc(&d, n * sizeof(float));
+  scale_rows<BMV, 4><<<(n + BMV - 1) / BMV, BMV / 4>>>(d, n);
+}
+"""
+
+
+@pytest.mark.parametrize("bm", [32, 64])
+def test_template_arguments_left_to_their_defaults_are_spelled_out(tmp_path, bm):
+    """LeetCUDA's `template <..., const int OFFSET = 0>` kernels launched as `k<BM, BN, BK, TM, TN>`: the spec
+    had five template arguments, which the legacy launch completes with the default but the converted kernel's
+    executor (one template parameter per kernel parameter, no defaults) does not ("no matches converting function
+    '__rt_verify_exec'"). The defaults are spelled out (evaluated over the arguments before them); the legacy
+    result is numpy's and the rKernel matches it."""
+    src, hs_yaml, spec = _host_spec(tmp_path, DEFAULTED_TEMPLATE.replace("BMV", str(bm)), "rows.cu", "scale_rows")
+    assert spec["template_args"] == [bm, 4, bm // 16], hs_yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs_yaml)
+    res = run_file(str(src), str(sp))
+    np.testing.assert_array_equal(res.outputs["a"][:1000], res.inputs["a"][:1000] * 2 + np.float32(bm // 16))
+    result = verify_file(str(src), str(sp))
+    assert result.ok, result.summary()

@@ -1532,8 +1532,10 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func], insts: di
     if layout:
         consts = dict(c for m in order for c in m.consts)
         members_text = " ".join([*consts.values(), *(f"{m.decl_text};" for m in order), *accessors])
-        pre = ("\n" if col != 1 else "") + (theader + " " if theader else "") + \
-            f"struct {layout} {{ {members_text} }};\n#line {line} \"{fname}\"\n"
+        struct = f"struct {layout} {{ {members_text} }};"
+        if f.extern_c and accessors:  # after `extern "C"`: member templates cannot have C linkage
+            struct = f'extern "C++" {{ {struct} }}'
+        pre = ("\n" if col != 1 else "") + (theader + " " if theader else "") + f"{struct}\n#line {line} \"{fname}\"\n"
         if col != 1:
             pre += " " * (col - 1)
         edits.append(Edit(f.start, f.start, pre))

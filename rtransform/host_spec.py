@@ -16,6 +16,7 @@ Public API:
 """
 from __future__ import annotations
 
+import dataclasses
 import keyword
 import math
 import os
@@ -574,15 +575,19 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
         name, pnames, body, _ = fn
         caller = _caller_bindings(texts, name, pnames, site.file)
         exprs.update(caller)
+        bound_types: dict[str, str] = {}
         for k, v in _template_bindings(texts, site.text, body, name).items():
-            exprs.setdefault(k, v)
+            if k.startswith("type "):  # a launcher's `class T` bound to `float`: an alias, never a value
+                bound_types[k[5:]] = v
+            else:
+                exprs.setdefault(k, v)
         function_env(site.text, body, site.at, exprs)
         for name, size in allocations(site.text[body:site.at], helpers):
             exprs[f"__bytes_{name}"] = size
     for t in texts.values():  # allocations elsewhere (a setup function, globals): the first of each name
         for name, size in allocations(strip_comments(t), helpers):
             exprs.setdefault(f"__bytes_{name}", size)
-    types: dict[str, str] = {}
+    types: dict[str, str] = dict(bound_types) if fn is not None else {}
     for t in [*texts.values(), *_local_headers(texts)]:
         for m in _TYPEDEF.finditer(strip_comments(t)):
             alias, target = (m.group(2), m.group(1)) if m.group(2) else (m.group(3), m.group(4))
@@ -653,17 +658,19 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
 def _template_bindings(texts: dict[str, str], text: str, body: int, fname: str) -> dict[str, str]:
     """A launcher template's own parameters bound to the explicit arguments of its first call (LeetCUDA's
     `template <int kHeadDim, int kStage> void launch_...(...)` called as `launch_...<64, 2>(Q, K, V, O)` in a
-    switch over the head size): the kernel's template arguments and launch sizes computed from them evaluate."""
+    switch over the head size): the kernel's template arguments and launch sizes computed from them evaluate. A
+    type parameter comes back as "type T" (an alias for the caller's type)."""
     head = re.search(rf"template\s*<([^{{}};]*)>\s*[^;{{}}]*?\b{re.escape(fname)}\s*\([^{{}};]*\)\s*(?:const\s*)?$",
                      strip_comments(text[:body]))
     if head is None:
         return {}
-    names = [_param_name(p) for p in _split_args(head.group(1))]
+    params = _split_args(head.group(1))
+    names = [("type " if re.match(r"\s*(?:typename|class)\b", p) else "") + _param_name(p) for p in params]
     for raw in texts.values():
         for m in re.finditer(rf"(?<![\w.>:])\b{re.escape(fname)}\s*<([^<>;]*)>\s*\(", strip_comments(raw)):
             args = [a.strip() for a in _split_args(m.group(1))]
             if len(args) == len(names) and all(re.fullmatch(r"[\w\s+\-*/()]+", a) for a in args):
-                return {n: a for n, a in zip(names, args) if n}
+                return {n: a for n, a in zip(names, args) if n.removeprefix("type ")}
     return {}
 
 
@@ -799,7 +806,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
     for n, (a, p, size, val) in enumerate(zip(site.args, params, sizes, scalars)):
         name = p.name or f"arg{n}"
         if p.pointer:
-            arg, out = _buffer(name, a, p, size, threads, site, notes)
+            arg, out = _buffer(name, a, _typed(p, tparams, targs or []), size, threads, site, notes)
             args.append(arg)
             if out:
                 outputs.append(name)
@@ -901,6 +908,9 @@ def _template_args(targs: list[str], tparams: list[str], env: Env, notes: list[s
     out: list = []
     for k, a in enumerate(targs):
         a = a.strip()
+        alias = _type_alias(a, env) if re.fullmatch(r"\w+", a) else a  # a launcher's `T`, bound to `float`
+        if alias in C_TYPE_DTYPES or alias in SIZEOF:
+            a = alias
         if a in ("true", "false"):
             out.append(a == "true")
         elif a in C_TYPE_DTYPES or a in SIZEOF:
@@ -972,6 +982,15 @@ def _size_unknown_buffers(args: list[dict], params: list[KernelParam], template_
     for a in args:
         if a.pop("_unknown_size", False):
             a["size"] = int(max(a["size"], min(pair, MAX_ELEMENTS)))
+
+
+def _typed(p: KernelParam, tparams: list[str], targs: list) -> KernelParam:
+    """A pointer parameter whose element is a template type parameter (`T *x` of `template <class T>`) with the
+    type the launch's template argument names (else the buffer would be float32 whatever T is)."""
+    types = {_param_name(tp): a for tp, a in zip(tparams, targs)
+             if re.match(r"\s*(?:typename|class)\b", tp) and isinstance(a, str)}
+    base = re.sub(r"\b(const|volatile|__restrict__|__restrict)\b|\*", " ", p.elem or p.type).strip()
+    return dataclasses.replace(p, elem=types[base]) if p.pointer and base in types else p
 
 
 def _buffer(name: str, expr: str, p: KernelParam, size: int | None, threads: int, site: Site,

@@ -891,3 +891,35 @@ def test_template_arguments_left_to_their_defaults_are_spelled_out(tmp_path, bm)
     np.testing.assert_array_equal(res.outputs["a"][:1000], res.inputs["a"][:1000] * 2 + np.float32(bm // 16))
     result = verify_file(str(src), str(sp))
     assert result.ok, result.summary()
+
+
+TYPE_LAUNCHER = """template <class T> __global__ void twice(T *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] + x[i];
+}
+template <class T> void run(T *d, int n, int threads) {
+  int smem = threads * sizeof(T);
+  twice<T><<<(n + threads - 1) / threads, threads, smem>>>(d, n);
+}
+int main() {
+  int *d;
+  cudaMalloc(&d, 500 * sizeof(int));
+  run<TYPE>(d, 500, 128);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("ctype,dtype", [("int", np.int32), ("float", np.float32)])
+def test_a_launchers_type_parameter_is_the_type_its_call_names(tmp_path, ctype, dtype):
+    """cuda-samples' reduction launches `reduce0<T>` from `template <class T> void reduce(...)` called as
+    `reduce<int>(...)`: bound as a value, T evaluated to a size default (template_args [1024]: the legacy build
+    failed). A launcher's type parameter is an alias of the type its first call names: template_args [int] and the
+    shared-memory size `threads * sizeof(T)` evaluates. Legacy doubles x (numpy)."""
+    src, hs_yaml, spec = _host_spec(tmp_path, TYPE_LAUNCHER.replace("TYPE", ctype), "tw.cu", "twice")
+    assert spec["template_args"] == [ctype] and spec["dynamic_smem"] == 128 * 4, hs_yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs_yaml)
+    res = run_file(str(src), str(sp))
+    assert res.outputs["x"].dtype == dtype
+    np.testing.assert_array_equal(res.outputs["x"][:500], res.inputs["x"][:500] * 2)

@@ -428,6 +428,21 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
                 out[name] = expr
 
 
+def _largest_smem(site: Site, env: Env) -> float | None:
+    """The launch's dynamic shared-memory size; a name the launching function assigns more than once (cuda-samples
+    reduction sets `smemSize` in one switch case for reduce7 and in another for the rest: the last one before the
+    launch is not always the launch's) is the largest of its values, so the kernel never indexes past it."""
+    v = evaluate(site.smem, env)
+    fn = _enclosing_function(site.text, site.at)
+    name = site.smem.strip()
+    if fn is None or not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return v
+    values = [v] + [evaluate(_balanced_prefix(m.group(1)), env) for m in
+                    re.finditer(rf"(?<![\w.>])\b{re.escape(name)}\s*=(?!=)\s*([^;]+);", site.text[fn[2]:site.at])]
+    known = [x for x in values if x is not None]
+    return max(known) if known else None
+
+
 def _balanced_prefix(expr: str) -> str:
     """The expression up to a ')' it does not open: a parameter's default value (`int test(bool a, const int count
     = 1000000)`) read up to the `;` of the body's first statement ends at the parameter list's ')'."""
@@ -789,7 +804,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
         scalars.append(v)
     if math.prod(block) > 1024:
         raise HostSpecError(f"{where}: block of {math.prod(block)} threads")
-    smem = evaluate(site.smem, env) if site.smem.strip() not in ("", "0") else 0
+    smem = _largest_smem(site, env) if site.smem.strip() not in ("", "0") else 0
     if smem is None:
         smem = SMEM_UNDERIVED
         notes.append(f"dynamic shared memory '{site.smem}' not derived; {smem} here (48 KiB: the most a launch "

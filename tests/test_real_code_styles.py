@@ -923,3 +923,45 @@ def test_a_launchers_type_parameter_is_the_type_its_call_names(tmp_path, ctype, 
     res = run_file(str(src), str(sp))
     assert res.outputs["x"].dtype == dtype
     np.testing.assert_array_equal(res.outputs["x"][:500], res.inputs["x"][:500] * 2)
+
+
+SMEM_BY_CASE = """__global__ void block_sums(const int *x, int *out) {   // one int of dynamic shared memory per thread
+  extern __shared__ int s[];
+  s[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int t = 0;
+    for (int k = 0; k < (int)blockDim.x; ++k) t += s[k];
+    out[blockIdx.x] = t;
+  }
+}
+__global__ void warp_sums(const int *x, int *out) {}
+void reduce(int which, int *d_in, int *d_out) {
+  int threads = THREADS, blocks = 4;
+  int smemSize = threads * sizeof(int);
+  switch (which) {
+  case 7:
+    smemSize = ((threads / 32) + 1) * sizeof(int);   // another kernel's size, assigned later in the text
+    warp_sums<<<blocks, threads, smemSize>>>(d_in, d_out);
+    break;
+  case 8:
+    block_sums<<<blocks, threads, smemSize>>>(d_in, d_out);
+    break;
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [64, 256])
+def test_dynamic_shared_memory_assigned_in_several_branches_takes_the_largest(tmp_path, threads):
+    """cuda-samples' reduction sets `smemSize` for reduce7 in one switch case and for the other kernels before the
+    switch: the last assignment before cg_reduce's launch is reduce7's (33 ints for 1024 threads), and once the
+    launcher's type resolved, cg_reduce ran past it (memcheck). A dynamic shared-memory size assigned more than once
+    is the largest of its values. Legacy sums match numpy."""
+    src, hs_yaml, spec = _host_spec(tmp_path, SMEM_BY_CASE.replace("THREADS", str(threads)), "sums.cu", "block_sums")
+    assert spec["dynamic_smem"] == threads * 4, hs_yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs_yaml)
+    res = run_file(str(src), str(sp))
+    x = res.inputs["x"][: 4 * threads].astype(np.int64).reshape(4, threads).sum(axis=1)
+    np.testing.assert_array_equal(res.outputs["out"][:4], ((x + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))

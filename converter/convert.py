@@ -32,6 +32,7 @@ CG_CALLS = {"this_thread_block": "rt::this_task", "tiled_partition": "rt::tiled_
             "sync": "rt::sync", "reduce": "rt::reduce", "inclusive_scan": "rt::inclusive_scan",
             "exclusive_scan": "rt::exclusive_scan"}
 CG_TYPES = {"thread_block": "rt::TaskGroup", "thread_block_tile": "rt::Tile"}
+GROUP_PARAM = "__RtG"  # a `thread_group` parameter: the clone's template parameter (rt::TaskGroup or rt::Tile)
 # cooperative_groups types valid inside an rTask as they are (no rt:: counterpart needed)
 CG_NATIVE = {"coalesced_group", "plus", "less", "greater", "bit_and", "bit_or", "bit_xor"}
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
@@ -100,6 +101,7 @@ class Func:
     cg_types: list[tuple[ci.Cursor, str]] = field(default_factory=list)
     calls: list[tuple[ci.Cursor, str]] = field(default_factory=list)
     global_shared: set[str] = field(default_factory=set)
+    generic_group: bool = False  # a parameter of type cg::thread_group (the clone takes any rTask group)
     macro_intrinsics: bool = False
     refusals: list[tuple[int, str]] = field(default_factory=list)
     features: set[str] = field(default_factory=set)
@@ -557,6 +559,9 @@ class Converter:
                 f.features.add("cooperative_groups")
                 if name in CG_TYPES:
                     f.cg_types.append((c, name))
+                elif name == "thread_group":  # any group: the clone is a template over the group it is passed
+                    f.cg_types.append((c, name))
+                    f.generic_group = True
                 elif name in CG_NATIVE:
                     continue
                 elif name == "grid_group":
@@ -564,7 +569,8 @@ class Converter:
                                        "cannot run as an rTask"))
                 else:
                     f.refusals.append((c.extent.start.offset, f"parameter of cooperative_groups type '{name}': "
-                                       "only thread_block and thread_block_tile have rTask counterparts"))
+                                       "only thread_block, thread_block_tile and thread_group have rTask "
+                                       "counterparts"))
 
     def call_name(self, c: ci.Cursor) -> str:
         """The called function's name; dependent calls in templates have no spelling, so read the tokens."""
@@ -882,11 +888,12 @@ class Converter:
         """(`template <...>` text, parameter names, index of its closing token) of a function template."""
         if not f.is_template:
             return "", [], -1
-        i = self.tok.at(f.start)
-        if i < 0 or self.tok.spell[i] != "template":
-            return "", [], -1
-        j = self.tok.matching(i + 1, "<", ">")
-        text = self.raw[self.tok.start[i]:self.tok.end[j]].decode()
+        with self.reading(f):  # the file that spells f (a local header's function: the header)
+            i = self.tok.at(f.start)
+            if i < 0 or self.tok.spell[i] != "template":
+                return "", [], -1
+            j = self.tok.matching(i + 1, "<", ">")
+            text = self.raw[self.tok.start[i]:self.tok.end[j]].decode()
         names = [ch.spelling for ch in f.cursor.get_children()
                  if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER,
                                 K.TEMPLATE_TEMPLATE_PARAMETER)]
@@ -950,7 +957,7 @@ class Converter:
                 while j < len(self.tok.spell) and self.tok.spell[j] != name:
                     j += 1
             q = self.tok.qualified_start(j)
-            edits.append(Edit(self.tok.start[q], self.tok.end[j], CG_TYPES[name]))
+            edits.append(Edit(self.tok.start[q], self.tok.end[j], CG_TYPES.get(name, GROUP_PARAM)))
         extras: dict[int, set[str]] = {}  # per call: a dependent call renamed once per candidate clone
         for c, usr in f.calls:
             if usr in clones:
@@ -1111,6 +1118,7 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
                 + (f" (included from {src.missing_via[h]})" if h in src.missing_via else "") + "; parsed as empty"
                 for h in src.missing_includes]
 
+    split = _split_callees(conv, chosen)
     edits: list[Edit] = []
     rkernels: list[RKernelMeta] = []
     refused: list[dict] = []
@@ -1139,18 +1147,19 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
             if any(g.file is None and g.start <= o < g.end for g in [f] + reach):
                 problems.append(("", o, d.spelling + _missing_header_hint(src, d.spelling)))
         problems.sort()
-        fixed: dict[tuple[str, str], SharedVar] = {}  # template callees' __shared__ at the one instantiation used
+        insts: dict[tuple[str, str], list] = {}  # template callees' __shared__ per instantiation called
         for g in reach:
             for v in g.shared:
-                if v.size is None and g.is_template:
-                    decl = _instantiated_decl(conv, f, reach, g, v)
-                    if decl is not None:
-                        fixed[(g.qualname, v.name)] = decl
+                if g.is_template and (v.size is None or g.cursor.get_usr() in split):
+                    decls = _instantiated_decls(conv, f, reach, g, v)
+                    if decls is not None and (len(decls) == 1 or g.cursor.get_usr() in split):
+                        insts[(g.qualname, v.name)] = decls
                         continue
-                    problems.append((g.file.path if g.file else "", v.stmt.extent.start.offset,
-                                     f"static __shared__ '{v.name}' of a size that depends on the template "
-                                     f"arguments of device function '{g.name}', called with more than one (or "
-                                     "no explicit) template argument list"))
+                    if v.size is None:
+                        problems.append((g.file.path if g.file else "", v.stmt.extent.start.offset,
+                                         f"static __shared__ '{v.name}' of a size that depends on the template "
+                                         f"arguments of device function '{g.name}', called with no explicit "
+                                         "template argument list (or one this tool cannot resolve)"))
         problems += _mixed_candidates(conv, [f] + reach)
         problems += _uncloneable_members(conv, [f] + reach)
         if problems:
@@ -1158,7 +1167,7 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
             continue
         try:
             ctx_callees = [g for g in reach if conv.needs_ctx(g)]
-            kedits, meta = _convert_kernel(conv, f, ctx_callees, fixed)
+            kedits, meta = _convert_kernel(conv, f, ctx_callees, insts, split)
         except _Refuse as r:
             refused.append({"name": f.qualname, "diagnostics": [_diag(src, r.offset, r.msg)]})
             continue
@@ -1179,15 +1188,16 @@ def convert_source(text: str, filename: str, kernels: list[str] | None = None, s
         raise ConversionError(diags, refused)
     # clones of local-header callees, callees first, before the declarations that use them (and before those
     # declarations' layout structs, inserted at the same offset)
-    first: list[Edit] = [Edit(0, 0, f'#include "rtask_runtime.cuh"\n#line 1 "{filename}"\n')]
+    same_type = SAME_TYPE if split & set(clones_needed) else ""
+    first: list[Edit] = [Edit(0, 0, f'#include "rtask_runtime.cuh"\n{same_type}#line 1 "{filename}"\n')]
     for g in _callees_first([clones_needed[u] for u in header_at], conv):
         at = header_at[g.cursor.get_usr()]
-        first.append(Edit(at, at, _clone_text(conv, g, clones_needed, smem_callees, at)))
+        first.append(Edit(at, at, _clone_text(conv, g, clones_needed, smem_callees, split, at)))
     # clones of the .cu file's callees, inserted after each original (and declared after each forward declaration)
     for usr, g in clones_needed.items():
         if g.file is not None:
             continue
-        edits.append(Edit(g.end, g.end, _clone_text(conv, g, clones_needed, smem_callees)))
+        edits.append(Edit(g.end, g.end, _clone_text(conv, g, clones_needed, smem_callees, split)))
         for d in conv.fwd_decls.get(usr, []):
             if d.extent.end.offset < g.start:
                 at = _after_semicolon(conv, d)
@@ -1226,19 +1236,19 @@ def _problem(conv: Converter, path: str, offset: int, msg: str) -> str:
     return f"{path}:{line}:{col}: error: {msg}"
 
 
-def _instantiated_decl(conv: Converter, kernel: Func, reach: list[Func], g: Func, v: SharedVar) -> SharedVar | None:
-    """A template callee's __shared__ variable with its template parameters replaced by the arguments of the one
-    explicit instantiation the kernel's functions call (`matrixMul<8, size_t>(...)` makes `float As[block_size]
-    [block_size]` `float As[8][8]`), in its declaration and in the local constants it names; arguments may name
-    the template parameters of a template kernel that calls it itself (LeetCUDA's `block_reduce_sum_f32
-    <NUM_THREADS>(v)` in `template <int NUM_THREADS> __global__ ...`): the layout struct is a template over those.
-    None when the calls spell none, or more than one."""
-    _, names, _ = conv.template_header(g)
-    _, knames, _ = conv.template_header(kernel)
+def _template_arg_lists(conv: Converter, kernel: Func, reach: list[Func], g: Func,
+                        depth: int = 0) -> list[tuple[str, ...]] | None:
+    """The explicit template argument lists the kernel's functions call g with, each spelled in names the kernel
+    sees (its own template parameters included): a list a template callee h spells in its own parameters
+    (llm.c's `blockReduce<warp_reduction>(val, false, 0.0f)` inside `template <reduction_func_t warp_reduction>
+    blockReduce(float)`) is rewritten once per list h itself is called with. Longest lists first (a shorter one
+    leaves trailing parameters to their defaults). None when a call deduces its arguments or a list cannot be
+    resolved so."""
     key = g.cursor.get_usr()
-    lists: set[tuple[str, ...]] = set()
-    callers: set[str] = set()
+    _, knames, _ = conv.template_header(kernel)
+    found: list[tuple[str, ...]] = []
     for h in [kernel] + reach:
+        spelled: list[tuple[str, ...]] = []
         with conv.reading(h):
             for c, usr in h.calls:
                 if usr != key:
@@ -1248,22 +1258,116 @@ def _instantiated_decl(conv: Converter, kernel: Func, reach: list[Func], g: Func
                     return None  # deduced: the arguments are the call's types
                 j = conv.tok.matching(i + 1, "<", ">")
                 text = conv.raw[conv.tok.end[i + 1]:conv.tok.start[j]].decode()
-                lists.add(tuple(a.strip() for a in split_top_level(text)))
-                callers.add(h.cursor.get_usr())
-    if len(lists) != 1 or not names:
-        return None
-    args = next(iter(lists))
-    # names an argument may use: the kernel's own template parameters, when only the kernel spells the call
-    allowed = set(knames) if callers == {kernel.cursor.get_usr()} else set()
-    if len(args) != len(names) or any(set(re.findall(r"\b[A-Za-z_]\w*\b", a)) & (set(names) - allowed)
-                                      for a in args):
-        return None
-    types = {ch.spelling for ch in g.cursor.get_children() if ch.kind == K.TEMPLATE_TYPE_PARAMETER}
-    sub = {n: a if n in types else f"({a})" for n, a in zip(names, args)}  # a type is never parenthesised
+                spelled.append(tuple(_plain_argument(a) for a in split_top_level(text)))
+        _, hnames, _ = conv.template_header(h)
+        if h is g:  # a dependent call's candidates include g itself: `g<R>(...)` in g is the same instantiation
+            if any(s != tuple(hnames) for s in spelled):
+                return None  # recursion over other arguments: not enumerated here
+            spelled = []
+        if not spelled:
+            continue
+        if h is kernel or not hnames:
+            found += spelled
+            continue
+        outer = _template_arg_lists(conv, kernel, reach, h, depth + 1) if depth < 3 else None
+        if not outer or any(len(o) != len(hnames) for o in outer):
+            return None
+        for o in outer:
+            sub = _substitution(h, hnames, o)
+            found += [tuple(_plain_argument(_substitute(a, sub)) for a in s) for s in spelled]
+    _, names, _ = conv.template_header(g)
+    if any(set(re.findall(r"\b[A-Za-z_]\w*\b", a)) & (set(names) - set(knames)) for s in found for a in s):
+        return None  # a name left unresolved (g called from itself)
+    return sorted(dict.fromkeys(found), key=lambda s: -len(s))
 
-    def inst(text: str) -> str:
-        return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: sub.get(m.group(0), m.group(0)), text)
-    return dataclasses.replace(v, decl_text=inst(v.decl_text), consts=tuple((n, inst(t)) for n, t in v.consts))
+
+def _split_callees(conv: Converter, kernels: list[Func]) -> set[str]:
+    """Template device functions with static __shared__ that some kernel calls at more than one instantiation:
+    each instantiation gets its own layout member, reached through an accessor (the clone serves every kernel)."""
+    out: set[str] = set()
+    for f in kernels:
+        reach = conv.reach(f)
+        for g in reach:
+            if g.is_template and g.shared and g.cursor.get_usr() not in out and _accessor_params(conv, g):
+                lists = _template_arg_lists(conv, f, reach, g)
+                if lists is not None and len(lists) > 1:
+                    out.add(g.cursor.get_usr())
+    return out
+
+
+def _plain_argument(a: str) -> str:
+    """A template argument with its spacing collapsed and a name or number unparenthesised (`( 8 )` is `8`)."""
+    a = " ".join(a.split())
+    m = re.fullmatch(r"\(\s*([\w.:]+)\s*\)", a)
+    return m.group(1) if m else a
+
+
+def _substitution(g: Func, names: list[str], args: tuple[str, ...]) -> dict[str, str]:
+    """g's template parameter names -> the arguments of one instantiation (a value parenthesised, a type not)."""
+    types = {ch.spelling for ch in g.cursor.get_children() if ch.kind == K.TEMPLATE_TYPE_PARAMETER}
+    return {n: a if n in types else f"({a})" for n, a in zip(names, args)}
+
+
+def _substitute(text: str, sub: dict[str, str]) -> str:
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: sub.get(m.group(0), m.group(0)), text)
+
+
+def _instantiated_decls(conv: Converter, kernel: Func, reach: list[Func], g: Func,
+                        v: SharedVar) -> list[tuple[tuple[str, ...], SharedVar]] | None:
+    """A template callee's __shared__ variable at each explicit instantiation the kernel's functions call, with its
+    template parameters replaced by that instantiation's arguments (`matrixMul<8, size_t>(...)` makes `float
+    As[block_size][block_size]` `float As[8][8]`), in its declaration and in the local constants it names; arguments
+    may name the template parameters of a template kernel (LeetCUDA's `block_reduce_sum_f32<NUM_THREADS>(v)` in
+    `template <int NUM_THREADS> __global__ ...`): the layout struct is a template over those. CUDA gives each
+    instantiation its own array, so two instantiations are two layout members. None when a call deduces its
+    arguments, or a list is shorter than the parameters (defaults) while the declaration depends on them."""
+    _, names, _ = conv.template_header(g)
+    lists = _template_arg_lists(conv, kernel, reach, g)
+    if not lists or not names:
+        return None
+    out: list[tuple[tuple[str, ...], SharedVar]] = []
+    for args in lists:
+        if len(args) != len(names) and (v.size is None or v.consts):
+            return None
+        sub = _substitution(g, names, args)
+        out.append((args, dataclasses.replace(v, decl_text=_substitute(v.decl_text, sub),
+                                              consts=tuple((n, _substitute(t, sub)) for n, t in v.consts))))
+    if len({d.consts for _, d in out}) > 1:
+        return None  # the layout struct holds one constant of each name
+    return out
+
+
+def _accessor_params(conv: Converter, g: Func) -> list[tuple[str, bool]] | None:
+    """g's template parameters as (name, is a type), when a layout accessor can take them all explicitly (no
+    pack, no template template parameter, every one named)."""
+    text, _, _ = conv.template_header(g)
+    params = [(ch.spelling, ch.kind == K.TEMPLATE_TYPE_PARAMETER) for ch in g.cursor.get_children()
+              if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER, K.TEMPLATE_TEMPLATE_PARAMETER)]
+    if not params or "..." in text or any(not n for n, _ in params) or \
+            any(ch.kind == K.TEMPLATE_TEMPLATE_PARAMETER for ch in g.cursor.get_children()):
+        return None
+    return params
+
+
+# what a layout accessor's type comparison needs (NVRTC has no <type_traits>): once per converted file
+SAME_TYPE = ("#ifndef RT_SAME_TYPE_DEFINED\n#define RT_SAME_TYPE_DEFINED\n"
+             "template <class __rt_A, class __rt_B> struct __rt_same_type { static constexpr bool value = false; };\n"
+             "template <class __rt_A> struct __rt_same_type<__rt_A, __rt_A> { static constexpr bool value = true; };\n"
+             "#endif\n")
+
+
+def _accessor(params: list[tuple[str, bool]], name: str, insts: list[tuple[tuple[str, ...], str]]) -> str:
+    """A member function template of the layout struct returning the member of one instantiation of a template
+    callee's __shared__ variable: `blockReduce__shared_val<F>()`; the clone (one for every kernel) calls it with its
+    own template parameters. Conditions compare the instantiation's arguments (a longer list first)."""
+    header = "template <" + ", ".join(f"class __rt_p{k}" if is_type else f"auto __rt_p{k}"
+                                      for k, (_, is_type) in enumerate(params)) + ">"
+    body = ""
+    for args, member in insts[:-1]:
+        conds = [f"__rt_same_type<__rt_p{k}, {a}>::value" if params[k][1] else f"(__rt_p{k}) == ({a})"
+                 for k, a in enumerate(args) if a]
+        body += f"if constexpr ({' && '.join(conds) or 'true'}) return {member}; else "
+    return f"{header} __device__ auto& {name}() {{ {body}return {insts[-1][1]}; }}"
 
 
 def _mixed_candidates(conv: Converter, funcs: list[Func]) -> list[tuple[str, int, str]]:
@@ -1344,40 +1448,49 @@ def _callees_first(funcs: list[Func], conv: Converter) -> list[Func]:
     return out
 
 
-def _member_names(conv: Converter, f: Func, reach: list[Func],
-                  fixed: dict[tuple[str, str], SharedVar]) -> tuple[dict, list[SharedVar]]:
-    """Layout struct members: the kernel's own shared variables, then its callees' (a template callee's at the one
-    instantiation the kernel calls: `fixed`), then file-scope ones."""
+def _member_names(conv: Converter, f: Func, reach: list[Func], insts: dict[tuple[str, str], list],
+                  split: set[str]) -> tuple[dict, list[SharedVar], list[str]]:
+    """Layout struct members: the kernel's own shared variables, then its callees' (a template callee's at each
+    instantiation the kernel calls: `insts`; of a callee in `split`, one member per instantiation and an accessor
+    template, the third list), then file-scope ones."""
     members: dict = {}
     order: list[SharedVar] = []
+    accessors: list[str] = []
     used: set[str] = set()
 
-    def add(owner: str, v: SharedVar, base: str) -> None:
+    def add(key: tuple[str, str], v: SharedVar, base: str) -> str:
         name, n = base, 1
         while name in used:
             name, n = f"{base}_{n}", n + 1
         used.add(name)
-        members[(owner, v.name)] = name
-        v = fixed.get((owner, v.name), v)
+        members[key] = name
         decl = re.sub(r"\b" + re.escape(v.member) + r"\b", name, v.decl_text, count=1)
         order.append(SharedVar(v.name, name, decl, v.volatile, v.size, v.align, v.stmt, v.consts))
+        return name
     for v in f.shared:
-        add(f.qualname, v, v.name)
+        add((f.qualname, v.name), v, v.name)
     for g in reach:
         for v in g.shared:
-            add(g.qualname, v, f"{g.name}__{v.name}")
+            decls = insts.get((g.qualname, v.name)) or [((), v)]
+            base = f"{g.name}__{v.name}"
+            params = _accessor_params(conv, g) if g.cursor.get_usr() in split else None
+            if params is None:
+                add((g.qualname, v.name), decls[0][1], base)
+                continue
+            names = [add((g.qualname, f"{v.name}#{k}"), d, f"{base}__{k}") for k, (_, d) in enumerate(decls)]
+            accessors.append(_accessor(params, base, [(a, n) for (a, _), n in zip(decls, names)]))
     globals_used = set(f.global_shared).union(*[g.global_shared for g in reach]) if reach else set(f.global_shared)
     for name in sorted(globals_used):
-        add("", conv.global_shared[name], name)
-    return members, order
+        add(("", name), conv.global_shared[name], name)
+    return members, order, accessors
 
 
-def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func],
-                    fixed: dict[tuple[str, str], SharedVar] | None = None) -> tuple[list[Edit], dict]:
+def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func], insts: dict[tuple[str, str], list],
+                    split: set[str]) -> tuple[list[Edit], dict]:
     src, tok = conv.src, conv.tok
     clones = {g.cursor.get_usr(): g for g in ctx_callees}
     smem_callees = {u for u, g in clones.items() if conv.needs_smem(g)}
-    members, order = _member_names(conv, f, ctx_callees, fixed or {})
+    members, order, accessors = _member_names(conv, f, ctx_callees, insts, split)
     theader, tnames, _ = conv.template_header(f)
     targs = f"<{', '.join(tnames)}>" if tnames else ""
     layout = f"{f.name}__rt_shared" if order else None
@@ -1418,9 +1531,11 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func],
     fname = src.filename
     if layout:
         consts = dict(c for m in order for c in m.consts)
-        members_text = " ".join([*consts.values(), *(f"{m.decl_text};" for m in order)])
-        pre = ("\n" if col != 1 else "") + (theader + " " if theader else "") + \
-            f"struct {layout} {{ {members_text} }};\n#line {line} \"{fname}\"\n"
+        members_text = " ".join([*consts.values(), *(f"{m.decl_text};" for m in order), *accessors])
+        struct = f"struct {layout} {{ {members_text} }};"
+        if f.extern_c and accessors:  # after `extern "C"`: member templates cannot have C linkage
+            struct = f'extern "C++" {{ {struct} }}'
+        pre = ("\n" if col != 1 else "") + (theader + " " if theader else "") + f"{struct}\n#line {line} \"{fname}\"\n"
         if col != 1:
             pre += " " * (col - 1)
         edits.append(Edit(f.start, f.start, pre))
@@ -1480,12 +1595,12 @@ def _convert_kernel(conv: Converter, f: Func, ctx_callees: list[Func],
     return edits, meta
 
 
-def _clone_text(conv: Converter, g: Func, clones: dict[str, Func], smem_callees: set[str],
+def _clone_text(conv: Converter, g: Func, clones: dict[str, Func], smem_callees: set[str], split: set[str],
                 at: int | None = None) -> str:
     """A copy of a device function that takes the rTask context (and the layout, if it uses shared memory).
     A local header's function is copied from the header, inside its namespaces, to go at `at` in the main file."""
     with conv.reading(g):
-        body, line, col = _clone_body(conv, g, clones, smem_callees)
+        body, line, col = _clone_body(conv, g, clones, smem_callees, split)
     path = (g.file or conv.main).path
     spaces = []
     p = g.cursor.semantic_parent
@@ -1497,11 +1612,15 @@ def _clone_text(conv: Converter, g: Func, clones: dict[str, Func], smem_callees:
             f"{body}{' }' * len(spaces)}" + _resume_line(conv, g.end if at is None else at))
 
 
-def _clone_body(conv: Converter, g: Func, clones: dict[str, Func], smem_callees: set[str]) -> tuple[str, int, int]:
-    """The clone's text in g's own file, and the (line, col) where g starts."""
+def _clone_body(conv: Converter, g: Func, clones: dict[str, Func], smem_callees: set[str],
+                split: set[str]) -> tuple[str, int, int]:
+    """The clone's text in g's own file, and the (line, col) where g starts (a callee in `split` reaches each of
+    its __shared__ variables through the layout's accessor, at its own template arguments)."""
     tok = conv.tok
     needs_sh = g.cursor.get_usr() in smem_callees
-    members = {(g.qualname, v.name): f"{g.name}__{v.name}" for v in g.shared}
+    params = _accessor_params(conv, g) if g.cursor.get_usr() in split else None
+    targs = f"<{', '.join(n for n, _ in params)}>()" if params else ""
+    members = {(g.qualname, v.name): f"{'template ' if params else ''}{g.name}__{v.name}{targs}" for v in g.shared}
     members.update({("", n): n for n in g.global_shared})
     edits = conv.body_edits(g, members, clones, smem_callees)
     name_i = tok.at(g.cursor.location.offset)
@@ -1510,8 +1629,8 @@ def _clone_body(conv: Converter, g: Func, clones: dict[str, Func], smem_callees:
     params = [c for c in g.cursor.get_children() if c.kind == K.PARM_DECL]
     extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "")
     edits.append(_task_parameter(tok, lp, extra, bool(params)))
-    if needs_sh:
-        edits.append(_layout_parameter(tok, g.start, g.is_template))
+    if needs_sh or g.generic_group:
+        edits.append(_layout_parameter(tok, g.start, g.is_template, needs_sh, g.generic_group))
     line, col = conv.file.location(g.start)
     return _apply_range(conv.raw, edits, g.start, g.end), line, col
 
@@ -1528,8 +1647,13 @@ def _clone_declaration(conv: Converter, decl: ci.Cursor, g: Func, needs_sh: bool
     has_params = any(c.kind == K.PARM_DECL for c in decl.get_children())
     extra = "rt::Task& __rt" + (", __RtL& __rt_sh" if needs_sh else "")
     edits = [Edit(tok.start[name_i], tok.end[name_i], f"{g.name}__rt"), _task_parameter(tok, lp, extra, has_params)]
-    if needs_sh:
-        edits.append(_layout_parameter(tok, start, g.is_template))
+    if needs_sh or g.generic_group:
+        edits.append(_layout_parameter(tok, start, g.is_template, needs_sh, g.generic_group))
+    for j in range(tok.first_from(start), len(tok.spell)):  # `thread_group g` of the declaration: the clone's
+        if tok.start[j] >= end:
+            break
+        if g.generic_group and tok.spell[j] == "thread_group":
+            edits.append(Edit(tok.start[tok.qualified_start(j)], tok.end[j], GROUP_PARAM))
     line, col = conv.src.location(start)
     text = _apply_range(conv.raw, edits, start, end)
     return f"\n#line {line} \"{conv.src.filename}\"\n{' ' * (col - 1)}{text};" + _resume_line(conv, at)
@@ -1542,18 +1666,21 @@ def _task_parameter(tok: _Tokens, lp: int, text: str, has_params: bool) -> Edit:
     return Edit(tok.end[lp], tok.end[lp], text + (", " if has_params else ""))
 
 
-def _layout_parameter(tok: _Tokens, start: int, is_template: bool) -> Edit:
-    """The clone's `class __RtL` template parameter (the type of the layout it is passed): added to the function's
-    own `template <...>` head, the last of those leading its declaration (`template <class T> template <int N>
-    void S<T>::f()` has its class's first), or a new head after them."""
+def _layout_parameter(tok: _Tokens, start: int, is_template: bool, layout: bool = True,
+                      group: bool = False) -> Edit:
+    """The clone's `class __RtL` template parameter (the type of the layout it is passed) and/or `class __RtG` (the
+    rTask group a `thread_group` parameter is passed): added to the function's own `template <...>` head, the last
+    of those leading its declaration (`template <class T> template <int N> void S<T>::f()` has its class's first),
+    or a new head after them."""
+    names = ", ".join(n for n, on in (("class __RtL", layout), (f"class {GROUP_PARAM}", group)) if on)
     i, last = tok.at(start), -1
     while 0 <= i < len(tok.spell) - 1 and tok.spell[i] == "template" and tok.spell[i + 1] == "<":
         last = tok.matching(i + 1, "<", ">")
         i = last + 1
     if is_template and last >= 0 and tok.spell[last - 1] != "<":
-        return Edit(tok.start[last], tok.start[last], ", class __RtL")
+        return Edit(tok.start[last], tok.start[last], f", {names}")
     at = tok.end[last] if last >= 0 else start
-    return Edit(at, at, (" " if last >= 0 else "") + "template <class __RtL> ")
+    return Edit(at, at, (" " if last >= 0 else "") + f"template <{names}> ")
 
 
 def _after_semicolon(conv: Converter, decl: ci.Cursor) -> int:

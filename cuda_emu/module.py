@@ -38,6 +38,8 @@ from toolchain.cache import build_lock, content_key, evict
 from toolchain.cxx import split_top_level
 from toolchain.stubs import stub_dirs
 
+from .inline_ptx import rewrite_inline_ptx
+
 from . import env, pch
 from .env import STALL_TIMEOUT_ENV, YIELD_BUDGET_ENV
 
@@ -435,8 +437,9 @@ def _inline_ptx_error(stderr: str) -> str | None:
     what = _ASM_WHAT.search(stderr)
     instr = what.group(1).split()[0] if what and what.group(1).split() else ""  # the opcode, not the registers
     return (f"{m.group(1)}:{m.group(2)}:1: error: inline PTX asm{f' ({instr})' if instr else ''} does not run on "
-            "the CPU emulator: call the emu::ptx model of the instruction under `#elif defined(RT_CPU_EMULATOR)` "
-            "beside the asm (cuda_emu/README.md: mma.sync, ldmatrix, cp.async)")
+            "the CPU emulator: the instructions it runs are a table (cuda_emu/README.md: cp.async, ldmatrix, mma.sync "
+            "m16n8k8 tf32 / m16n8k16 bf16 and f16, mov %laneid); call the emu::ptx model under "
+            "`#elif defined(RT_CPU_EMULATOR)` beside the asm")
 
 
 def _stable_file(folder: Path, text: str, suffix: str) -> Path:
@@ -525,7 +528,7 @@ class CpuModule:
             defines = self._defines + (["-DEMU_SANITIZE=1"] if self.sanitize else [])
             pre = _run_compiler([cxx, "-std=c++20", "-E", "-x", "c++", *incs, *defines, str(wrapper)],
                                 f"to preprocess {self.name}").stdout
-            text = rewrite_shared(pre)
+            text = rewrite_inline_ptx(rewrite_shared(pre))  # the PTX forms emu_mma.h models become its calls
             # line markers name include paths (often fresh temp folders): they do not change the code
             code = re.sub(r'^# \d+ "[^"\n]*".*$', "", text, flags=re.M)
             # a sanitized build's line tables name the source file in its reports: that name is part of the key

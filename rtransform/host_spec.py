@@ -16,6 +16,7 @@ Public API:
 """
 from __future__ import annotations
 
+import dataclasses
 import keyword
 import math
 import os
@@ -195,7 +196,7 @@ _FIELD = re.compile(r"\b(\w+)\.(\w+)\s*=(?!=)\s*([^;=]+);")  # `grid.x = n / 256
 _MEMBER_READ = re.compile(r"\b[A-Za-z_]\w*(?:\s*(?:\.|->)\s*[A-Za-z_]\w*|\s*\[\s*\w+\s*\])+")
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
 _MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)\(([\w\s,]*)\)[ \t]+([^\n\\]+)$", re.M)
-_MALLOC = re.compile(r"\bcuda(?:Malloc|MallocManaged)\s*\(")
+_MALLOC = re.compile(r"\bcuda(?:Malloc|MallocManaged|MallocPitch)\s*\(")
 
 
 AllocHelpers = dict[str, tuple[list[str], list[str], str]]  # name -> (template params, params, bytes)
@@ -209,7 +210,10 @@ def allocations(text: str, helpers: AllocHelpers | None = None) -> list[tuple[st
         close = _matching(text, m.end() - 1)
         parts = _split_args(text[m.end():close - 1]) if close > 0 else []
         ptr = re.search(r"&\s*(\w+)\s*\)?\s*$", parts[0]) if len(parts) >= 2 else None
-        if ptr:
+        if ptr and "Pitch" in m.group(0):  # cudaMallocPitch(&p, &pitch, width bytes, rows): rows of the pitch
+            if len(parts) == 4:
+                out.append((m.start(), ptr.group(1), f"({parts[2]}) * ({parts[3]})"))
+        elif ptr:
             out.append((m.start(), ptr.group(1), parts[1]))
     for name, (tparams, pnames, size) in (helpers or {}).items():
         for c in re.finditer(rf"(?<![\w.>])(\w+)\s*=\s*{re.escape(name)}\s*(?:<([^<>;]*)>)?\s*\(", text):
@@ -330,6 +334,7 @@ def expand_macros(expr: str, macros: dict[str, tuple[list[str], str]]) -> str:
 
 def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     """The value of a C integer/float expression over known names, or None (unknown names go to env.unknown)."""
+    expr = " ".join(expr.split())  # an expression over several lines (Python would read the line break)
     expr = re.sub(r"\bsizeof\s*\(\s*(?:struct|class|union)\s+(\w+)\s*\)", r"sizeof(\1)", expr)  # C's `struct S`
     expr = re.sub(r"\bsizeof\s*\(\s*(\w+)\s*\)", lambda m: _sizeof(m.group(1), env), expr)
     expr = _CEIL_DIV.sub("__cdiv(", expr)  # the samples' iDivUp, divUp, ceil_div helper functions
@@ -347,7 +352,8 @@ def evaluate(expr: str, env: Env, stack: tuple[str, ...] = ()) -> float | None:
     e = re.sub(r"\b([A-Za-z_]\w*)\.([xyz])\b", r"\1__dot_\2", e)  # dim3 fields: `grid.x`
     if not re.fullmatch(r"[\w\s\.\+\-\*/%\(\)<>=,!]*(?:if|else|and|or|not|[\w\s\.\+\-\*/%\(\)<>=,!])*", e):
         return None
-    if any(m.group(1) not in _BUILTINS for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", e)):
+    if any(m.group(1) not in (*_BUILTINS, "if", "else", "and", "or", "not")  # `c ? (a) : (b)` is no call
+           for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\(", e)):
         return None  # a call of a function (not a macro this file defines): no value here
     e = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"__kw_{m.group(0)}" if m.group(0) in _PY_KEYWORDS else m.group(0), e)
     names = set(re.findall(r"\b[A-Za-z_]\w*\b", e)) - {"if", "else", "and", "or", "not", "min", "max", "ceil", "__cdiv",
@@ -408,7 +414,7 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
                 pairs.append((d.group(1), d.group(2)))
         pairs = [p for name, expr in pairs for p in _chained(name, expr)]
         for name, expr in pairs:
-            expr = expr.strip()
+            expr = _balanced_prefix(expr).strip()
             if name in out and _RUNTIME_VALUE.search(expr):
                 continue  # `n = atoi(argv[1])` under an option: the value the program has without it stays
             # a parenthesised start is a value (`(1 << 14) + 7`, `(N + (t - 1) / t)`), unless a pointer cast or a
@@ -420,6 +426,48 @@ def _assignments(text: str, out: dict[str, str], first: bool = False) -> None:
                 out.setdefault(name, expr)
             else:
                 out[name] = expr
+
+
+def _largest_smem(site: Site, env: Env) -> float | None:
+    """The launch's dynamic shared-memory size; a name the launching function assigns more than once (cuda-samples
+    reduction sets `smemSize` in one switch case for reduce7 and in another for the rest: the last one before the
+    launch is not always the launch's) is the largest of its values, so the kernel never indexes past it."""
+    v = evaluate(site.smem, env)
+    fn = _enclosing_function(site.text, site.at)
+    name = site.smem.strip()
+    if fn is None or not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return v
+    values = [v] + [evaluate(_balanced_prefix(m.group(1)), env) for m in
+                    re.finditer(rf"(?<![\w.>])\b{re.escape(name)}\s*=(?!=)\s*([^;]+);", site.text[fn[2]:site.at])]
+    known = [x for x in values if x is not None]
+    return max(known) if known else None
+
+
+def _balanced_prefix(expr: str) -> str:
+    """The expression up to a ')' it does not open: a parameter's default value (`int test(bool a, const int count
+    = 1000000)`) read up to the `;` of the body's first statement ends at the parameter list's ')'."""
+    depth = 0
+    for i, ch in enumerate(expr):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return expr[:i]
+    return expr
+
+
+def _pitches(text: str, env: dict[str, str]) -> None:
+    """The pitch `cudaMallocPitch(&p, &pitch, width_bytes, rows)` returns: the width itself here (any pitch at least
+    the width is one the runtime may return; the allocation is read as pitch x rows), then the program's own
+    conversions of it to elements (`pitch /= sizeof(float);`, `pitch = pitch / sizeof(float);`) in order."""
+    for m in re.finditer(r"\bcudaMallocPitch\s*\(", text):
+        close = _matching(text, m.end() - 1)
+        parts = _split_args(text[m.end():close - 1]) if close > 0 else []
+        pitch = re.fullmatch(r"\s*(?:\(\s*size_t\s*\*\s*\))?\s*&\s*(\w+)\s*", parts[1]) if len(parts) == 4 else None
+        if pitch is None:
+            continue
+        name = pitch.group(1)
+        env[name] = f"({parts[2].strip()})"
+        for c in re.finditer(rf"(?<![\w.>])\b{name}\s*(?:([*/])=|=\s*{name}\s*([*/]))\s*([^;]+);", text[close:]):
+            env[name] = f"({env[name]} {c.group(1) or c.group(2)} ({c.group(3).strip()}))"
 
 
 def _chained(name: str, expr: str) -> list[tuple[str, str]]:
@@ -452,6 +500,7 @@ def function_env(text: str, body: int, at: int, env: dict[str, str]) -> None:
     """Assignments and dim3 declarations of the launching function before the launch (the last one wins)."""
     part = text[body:at]
     _assignments(part, env)
+    _pitches(part, env)
     dim3_env(part, env)
     for m in _FIELD.finditer(part):
         key = f"{m.group(1)}.{m.group(2)}"
@@ -541,13 +590,19 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
         name, pnames, body, _ = fn
         caller = _caller_bindings(texts, name, pnames, site.file)
         exprs.update(caller)
+        bound_types: dict[str, str] = {}
+        for k, v in _template_bindings(texts, site.text, body, name).items():
+            if k.startswith("type "):  # a launcher's `class T` bound to `float`: an alias, never a value
+                bound_types[k[5:]] = v
+            else:
+                exprs.setdefault(k, v)
         function_env(site.text, body, site.at, exprs)
         for name, size in allocations(site.text[body:site.at], helpers):
             exprs[f"__bytes_{name}"] = size
     for t in texts.values():  # allocations elsewhere (a setup function, globals): the first of each name
         for name, size in allocations(strip_comments(t), helpers):
             exprs.setdefault(f"__bytes_{name}", size)
-    types: dict[str, str] = {}
+    types: dict[str, str] = dict(bound_types) if fn is not None else {}
     for t in [*texts.values(), *_local_headers(texts)]:
         for m in _TYPEDEF.finditer(strip_comments(t)):
             alias, target = (m.group(2), m.group(1)) if m.group(2) else (m.group(3), m.group(4))
@@ -612,6 +667,25 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
                 for k, v in deeper.items():
                     out.setdefault(k, v)
             return out
+    return {}
+
+
+def _template_bindings(texts: dict[str, str], text: str, body: int, fname: str) -> dict[str, str]:
+    """A launcher template's own parameters bound to the explicit arguments of its first call (LeetCUDA's
+    `template <int kHeadDim, int kStage> void launch_...(...)` called as `launch_...<64, 2>(Q, K, V, O)` in a
+    switch over the head size): the kernel's template arguments and launch sizes computed from them evaluate. A
+    type parameter comes back as "type T" (an alias for the caller's type)."""
+    head = re.search(rf"template\s*<([^{{}};]*)>\s*[^;{{}}]*?\b{re.escape(fname)}\s*\([^{{}};]*\)\s*(?:const\s*)?$",
+                     strip_comments(text[:body]))
+    if head is None:
+        return {}
+    params = _split_args(head.group(1))
+    names = [("type " if re.match(r"\s*(?:typename|class)\b", p) else "") + _param_name(p) for p in params]
+    for raw in texts.values():
+        for m in re.finditer(rf"(?<![\w.>:])\b{re.escape(fname)}\s*<([^<>;]*)>\s*\(", strip_comments(raw)):
+            args = [a.strip() for a in _split_args(m.group(1))]
+            if len(args) == len(names) and all(re.fullmatch(r"[\w\s+\-*/()]+", a) for a in args):
+                return {n: a for n, a in zip(names, args) if n.removeprefix("type ")}
     return {}
 
 
@@ -697,6 +771,8 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
                 notes.append(f"{n}: not derived from the host code (read at run time?); {DEFAULT_SIZE} here "
                              f"(--set {n}=VALUE)" + (_FROZEN_DEFAULT if n in env.frozen else ""))
             continue
+        if block is not None and math.prod(block) > 1024 and _halve_block_defaults(env, notes, overrides):
+            continue
         if grid is None and block is not None and env.scaled:
             grid = _grid_at_least_one(site.grid, env, notes)
         if grid is None or block is None:
@@ -728,7 +804,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
         scalars.append(v)
     if math.prod(block) > 1024:
         raise HostSpecError(f"{where}: block of {math.prod(block)} threads")
-    smem = evaluate(site.smem, env) if site.smem.strip() not in ("", "0") else 0
+    smem = _largest_smem(site, env) if site.smem.strip() not in ("", "0") else 0
     if smem is None:
         smem = SMEM_UNDERIVED
         notes.append(f"dynamic shared memory '{site.smem}' not derived; {smem} here (48 KiB: the most a launch "
@@ -745,13 +821,13 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
     for n, (a, p, size, val) in enumerate(zip(site.args, params, sizes, scalars)):
         name = p.name or f"arg{n}"
         if p.pointer:
-            arg, out = _buffer(name, a, p, size, threads, site, notes)
+            arg, out = _buffer(name, a, _typed(p, tparams, targs or []), size, threads, site, notes)
             args.append(arg)
             if out:
                 outputs.append(name)
         else:
             args.append(_scalar(name, a, p, val, notes))
-    _size_unknown_buffers(args, params)
+    _size_unknown_buffers(args, params, [t for t in targs or [] if isinstance(t, int) and not isinstance(t, bool)])
     spec["args"] = args
     spec["outputs"] = outputs or [a["name"] for a in args if a["kind"] == "buffer"][:1]
     spec["tolerance"] = 1.0e-5
@@ -801,6 +877,20 @@ def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int
     return any(_scale_one(env, notes, n, v, 1) for v, n in sorted(cands, reverse=True) if n in env.grid_names)
 
 
+def _halve_block_defaults(env: Env, notes: list[str], overrides: dict[str, int]) -> bool:
+    """A block of more than 1024 threads computed from names given the default (a tile edge from the device's
+    properties, `dim3 block(tile, tile)`): those names halve together (their notes say the new value); False when
+    none is left to halve."""
+    names = [n for n in sorted(env.block_names) if n in env.scaled and n not in overrides and env.scaled[n] > 1
+             and any(x.startswith(f"{n}: not derived from the host code") for x in notes)]
+    for n in names:
+        env.scaled[n] //= 2
+        k = next(i for i, x in enumerate(notes) if x.startswith(f"{n}: not derived from the host code"))
+        notes[k] = re.sub(r"; \d+ here( \(a block of at most 1024 threads\))?",
+                          f"; {env.scaled[n]} here (a block of at most 1024 threads)", notes[k], count=1)
+    return bool(names)
+
+
 def _depends_on(env: Env, name: str, frozen: set[str], depth: int = 0) -> bool:
     """Whether a name is, or is computed from, one the device code uses (scaling it would break the kernel)."""
     if name.split(".")[0] in frozen:
@@ -833,6 +923,9 @@ def _template_args(targs: list[str], tparams: list[str], env: Env, notes: list[s
     out: list = []
     for k, a in enumerate(targs):
         a = a.strip()
+        alias = _type_alias(a, env) if re.fullmatch(r"\w+", a) else a  # a launcher's `T`, bound to `float`
+        if alias in C_TYPE_DTYPES or alias in SIZEOF:
+            a = alias
         if a in ("true", "false"):
             out.append(a == "true")
         elif a in C_TYPE_DTYPES or a in SIZEOF:
@@ -848,6 +941,19 @@ def _template_args(targs: list[str], tparams: list[str], env: Env, notes: list[s
                 out.append(guess)
     if not targs and tparams:
         raise HostSpecError("template arguments deduced from the call: not read")
+    # parameters the launch leaves to their defaults (`template <..., const int OFFSET = 0>` launched as
+    # `k<BM, BN, BK, TM, TN>`): spelled out, since the converted kernel's executor takes every argument
+    named = {_param_name(p): v for p, v in zip(tparams, out) if not isinstance(v, str)}
+    for p in tparams[len(out):]:
+        if "=" not in p:
+            break
+        d = re.sub(r"\b\w+\b", lambda m: str(int(named[m.group(0)])) if m.group(0) in named else m.group(0),
+                   p.split("=", 1)[1].strip())
+        v = (d == "true") if d in ("true", "false") else d if d in C_TYPE_DTYPES or d in SIZEOF else evaluate(d, env)
+        if v is None:
+            break
+        out.append(v if isinstance(v, (bool, str)) else int(v))
+        named[_param_name(p)] = out[-1]
     return out
 
 
@@ -880,16 +986,26 @@ def _base_pointer(expr: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _size_unknown_buffers(args: list[dict], params: list[KernelParam]) -> None:
+def _size_unknown_buffers(args: list[dict], params: list[KernelParam], template_ints: list[int] | None = None) -> None:
     """A buffer whose allocation was not read (sized one per thread) also covers the product of the three largest
-    integer scalars (an M x K matrix indexed by a row and a column; llm.c's B x T x C activations), up to
+    integer scalars and integer template arguments (an M x K matrix indexed by a row and a column; llm.c's B x T x
+    C activations; LeetCUDA's attention over seqlen x head x a head dimension given as a template argument), up to
     MAX_ELEMENTS."""
-    ints = sorted(int(a["value"]) for a in args if a["kind"] == "scalar" and isinstance(a["value"], int)
-                  and not isinstance(a["value"], bool) and a["value"] > 1)
+    ints = sorted([int(a["value"]) for a in args if a["kind"] == "scalar" and isinstance(a["value"], int)
+                   and not isinstance(a["value"], bool) and a["value"] > 1] + [t for t in template_ints or [] if t > 1])
     pair = math.prod(ints[-3:]) if ints else 0
     for a in args:
         if a.pop("_unknown_size", False):
             a["size"] = int(max(a["size"], min(pair, MAX_ELEMENTS)))
+
+
+def _typed(p: KernelParam, tparams: list[str], targs: list) -> KernelParam:
+    """A pointer parameter whose element is a template type parameter (`T *x` of `template <class T>`) with the
+    type the launch's template argument names (else the buffer would be float32 whatever T is)."""
+    types = {_param_name(tp): a for tp, a in zip(tparams, targs)
+             if re.match(r"\s*(?:typename|class)\b", tp) and isinstance(a, str)}
+    base = re.sub(r"\b(const|volatile|__restrict__|__restrict)\b|\*", " ", p.elem or p.type).strip()
+    return dataclasses.replace(p, elem=types[base]) if p.pointer and base in types else p
 
 
 def _buffer(name: str, expr: str, p: KernelParam, size: int | None, threads: int, site: Site,
@@ -912,7 +1028,7 @@ def _buffer(name: str, expr: str, p: KernelParam, size: int | None, threads: int
 
 
 # an integer parameter named like a size (M, N, K, n, len, num_rows, dim, stride...): a name only it uses is a size
-_SIZE_PARAM = re.compile(r"[A-Z]|n[A-Z_]\w*|(?i:n|len\w*|length|size|count|total\w*|num\w*|\w*_size|\w*_count|"
+_SIZE_PARAM = re.compile(r"[A-Z]|n[A-Z_]\w*|(?i:n|len\w*|\w*len|length|size|count|total\w*|num\w*|\w*_size|\w*_count|"
                          r"\w*dim\w*|rows?|cols?|\w*width|\w*height|depth|ld[abc]?|stride\w*)")
 
 

@@ -60,7 +60,7 @@ def build_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | 
     sliced = slice_source(text, filename, [kernel], flags=flags)
     qual = sliced.kernels[0]
     params = sliced.params[qual]
-    launch = find_launch(text, qual.rsplit("::", 1)[-1])
+    launch = find_launch(text, qual.rsplit("::", 1)[-1], sliced.text)
     threads = _prod(launch.grid) * _prod(launch.block)
     wide = vector_bytes(text, qual.rsplit("::", 1)[-1])
     each = per_thread_multiple(text, qual.rsplit("::", 1)[-1])
@@ -103,8 +103,11 @@ def build_skeleton(text: str, filename: str, kernel: str, flags: CompileFlags | 
     return Skeleton(head + yaml.safe_dump(spec, sort_keys=False, default_flow_style=None, width=120), guesses)
 
 
-def find_launch(text: str, name: str) -> Launch:
-    """grid/block of the first `name<<<grid, block>>>` (or `name<T><<<...>>>`) whose sizes are constants."""
+def find_launch(text: str, name: str, kernel_text: str | None = None) -> Launch:
+    """grid/block of the first `name<<<grid, block>>>` (or `name<T><<<...>>>`) whose sizes are constants; with no
+    launch, a kernel (`kernel_text`: its slice) that indexes square `__shared__` tiles with threadIdx.y gets a
+    block of one thread per tile element (PMPP's `float __shared__ A_tile[TILE][TILE]` with A_tile[threadIdx.y]
+    [threadIdx.x]: a 128 x 1 block ran threadIdx.x past the tile)."""
     consts = {m.group(1) or m.group(3): int(m.group(2) or m.group(4)) for m in _CONST.finditer(text)}
     dim3s = {m.group(1): m.group(2) for m in _DIM3_VAR.finditer(text)}  # the first declaration of each name
     pat = re.compile(rf"\b{re.escape(name)}\s*(?:<[^<>;]*>)?\s*{LAUNCH_OPEN}\s*(.+?)\s*{LAUNCH_CLOSE}", re.S)
@@ -120,9 +123,31 @@ def find_launch(text: str, name: str) -> Launch:
     if block_only:  # the grid depends on the problem size (ceil_div(N, 128)): keep the block, guess the grid
         return Launch(list(DEFAULT_GRID), block_only, True,
                       [f"grid {DEFAULT_GRID} (the launch's grid is not a constant)"])
+    tile = _tile_edge(kernel_text, consts) if kernel_text else None
+    if tile:
+        return Launch(list(DEFAULT_GRID), [tile, tile, 1], False,
+                      [f"grid {DEFAULT_GRID} (no launch with constant sizes)",
+                       f"block {[tile, tile, 1]} (no launch with constant sizes: one thread per element of the "
+                       f"kernel's {tile} x {tile} __shared__ tile, which threadIdx.y indexes)"])
     return Launch(list(DEFAULT_GRID), list(DEFAULT_BLOCK), False,
                   [f"grid {DEFAULT_GRID} (no launch with constant sizes)",
                    f"block {DEFAULT_BLOCK} (no launch with constant sizes)"])
+
+
+_TILE_2D = re.compile(r"__shared__[^;{}()]*?\b\w+\s*\[\s*(\w+)\s*\]\s*\[\s*(\w+)(?:\s*\+\s*(\d+))?\s*\]")
+
+
+def _tile_edge(kernel_text: str, consts: dict[str, int]) -> int | None:
+    """The edge of the smallest square `__shared__ T t[E][E]` (or `[E][E + pad]`) of a kernel that reads
+    threadIdx.y, when E x E threads fit a block."""
+    if not re.search(r"\bthreadIdx\s*\.\s*y\b", kernel_text):
+        return None
+    edges = []
+    for m in _TILE_2D.finditer(kernel_text):
+        a, b = (int(x) if x.isdigit() else consts.get(x) for x in (m.group(1), m.group(2)))
+        if a and a == b and a * a <= 1024:
+            edges.append(a)
+    return min(edges) if edges else None
 
 
 def _dims(expr: str, consts: dict[str, int], dim3s: dict[str, str] | None = None) -> list[int] | None:

@@ -36,8 +36,10 @@ INCLUDE_DIR_NAMES = {"include", "inc", "common", "Common", "utils", "util"}
 # PolyBench's documented dataset selector, so its #define sizes (which the kernels read) fit the CPU emulator.
 # SHOC's configure script writes config.h (not in the repository) with the timer it finds: on Linux
 # HAVE_GETTIMEOFDAY (its common Timer.h stops with #error without one).
+# BabelStream's CMake model file passes its defaults: the kernel stride (#error without one) and the unroll factor.
 REPO_DEFINES: dict[str, tuple[str, ...]] = {"cavazos-lab+PolyBench-ACC": ("MINI_DATASET",),
-                                            "vetter+shoc": ("HAVE_GETTIMEOFDAY",)}
+                                            "vetter+shoc": ("HAVE_GETTIMEOFDAY",),
+                                            "UoB-HPC+BabelStream": ("GRID_STRIDE", "UNROLL_FACTOR=4")}
 
 # Why a kernel was refused or failed, as a class: first matching pattern of its first diagnostic (data table).
 REASON_CLASSES: list[tuple[str, str]] = [
@@ -84,8 +86,21 @@ def reason_class(message: str | None) -> str:
 
 
 # ---- discovery -------------------------------------------------------------------------------------------------
+def defines_kernel(text: str) -> bool:
+    """Whether the text defines a __global__ function: one outside a comment whose body follows (a header that
+    only declares `void __global__ f(float *x);` for the file that defines it, or a comment that mentions
+    `__global__ void`, is no kernel file)."""
+    from rtransform.host_spec import strip_comments
+    code = strip_comments(text)
+    for m in KERNEL_RE.finditer(code):
+        brace, semi = code.find("{", m.end()), code.find(";", m.end())
+        if brace >= 0 and (semi < 0 or brace < semi):
+            return True
+    return False
+
+
 def kernel_files(repo: Path) -> list[Path]:
-    """Source files of the repository that declare a __global__ function."""
+    """Source files of the repository that define a __global__ function."""
     out = []
     for root, dirs, files in os.walk(repo):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
@@ -93,7 +108,7 @@ def kernel_files(repo: Path) -> list[Path]:
             p = Path(root) / f
             if p.suffix in SUFFIXES:
                 try:
-                    if KERNEL_RE.search(p.read_text(encoding="utf-8", errors="replace")):
+                    if defines_kernel(p.read_text(encoding="utf-8", errors="replace")):
                         out.append(p)
                 except OSError:
                     continue
@@ -516,7 +531,8 @@ def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -
              "Build switches set as the projects' own builds would: "
              + ", ".join(f"{r}: " + " ".join(f"-D{d}" for d in ds) for r, ds in REPO_DEFINES.items())
              + " (PolyBench's documented dataset selector: the kernels read its sizes as constants; the timer SHOC's "
-             "configure script finds on Linux, which its generated config.h would define). Include paths: the "
+             "configure script finds on Linux, which its generated config.h would define; BabelStream's CMake defaults "
+             "for the kernel stride and unroll factor). Include paths: the "
              "file's folder and its parents' `include`/`inc`/`common`/`Common`/`utils` folders up to the root.", "",
              "`compiled`: converted kernels whose file compiles for sm_90, of those whose project's own file "
              "compiles here (CUDA 13 removed `cudaThreadSynchronize` and texture references; cuBLAS and PyTorch "
@@ -645,7 +661,8 @@ def main() -> None:
         if not a.only_report:
             i, n = (int(x) for x in a.shard.split("/"))
             run_repo(repo, out, a.timeout, (i, n), a.max_files, a.redo_files)
-        records += read_records(out)
+        files = {str(f.relative_to(repo)) for f in kernel_files(repo)}  # records of files no longer counted drop
+        records += [r for r in read_records(out) if r["file"] in files]
     a.md.write_text(report(records, {r.resolve().name: inventory(r.resolve()) for r in a.repos}))
     print(f"{a.md}: {len([r for r in records if not r.get('file_done')])} kernels", file=sys.stderr)
 

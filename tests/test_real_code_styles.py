@@ -127,15 +127,29 @@ def test_campaign_finds_the_launcher_through_a_chain_of_headers(tmp_path):
     assert c.host_files_for("k2", own, launchers) == []  # direct includes only: the runner was not found
 
 
+def test_campaign_counts_files_that_define_a_kernel_not_those_that_declare_or_mention_one(tmp_path):
+    """PMPP's chapter headers only declare `void __global__ f(...);` for the .cu that defines f, and a cuda-samples
+    header mentions `__global__ void` in a comment: each was a "kernel file" whose kernel the converter did not
+    find (a refused kernel counted twice, or one that does not exist). Only files that define one count."""
+    c = _campaign()
+    (tmp_path / "mm.cuh").write_text("#pragma once\nvoid __global__ mm(float *A, int n);\n"
+                                     "template <int T> __global__ void mt(float *A);\n")
+    (tmp_path / "note.cuh").write_text("// a templatized __global__ void f() {...} needs a SharedMemory struct\n"
+                                       "/* __global__ void g() { } */ struct S { int x; };\n")
+    (tmp_path / "mm.cu").write_text('#include "mm.cuh"\nvoid __global__ mm(float *A, int n) { A[0] = n; }\n')
+    (tmp_path / "k.cuh").write_text("template <int T>\n__global__ void\nmt(float *A)\n{\n  A[0] = T;\n}\n")
+    assert [p.name for p in c.kernel_files(tmp_path)] == ["k.cuh", "mm.cu"]
+
+
 PTX_COMMIT = """__global__ void staged(float *x) {
   x[threadIdx.x] += 1.0f;
-  asm volatile("cp.async.commit_group;\\n" ::);
+  asm volatile("prefetch.global.L2 [%0];\\n" ::"l"(x));
 }
 """
 
 
 def test_inline_ptx_is_one_error_line_naming_the_source_line(tmp_path):
-    """Inline PTX without an emulator branch (LeetCUDA's CP_ASYNC_COMMIT_GROUP() macros) fails in the host's
+    """Inline PTX outside the emulator's table (cuda_emu/inline_ptx.py; a prefetch here) fails in the host's
     assembler; the error is one `file:line:col: error:` line naming the line and the instruction (it was
     'g++ failed to compile X:' with nothing after it: the assembler's messages did not count as errors), and the
     campaign classes it."""
@@ -145,7 +159,7 @@ def test_inline_ptx_is_one_error_line_naming_the_source_line(tmp_path):
     with pytest.raises(Exception) as e:
         CpuModule(PTX_COMMIT, ["staged"], name=str(src))
     first = str(e.value).strip().splitlines()[0]
-    assert f"{src}:3:1: error: inline PTX asm (cp.async.commit_group) does not run on the CPU emulator" in first
+    assert f"{src}:3:1: error: inline PTX asm (prefetch.global.l2) does not run on the CPU emulator" in first
     assert _campaign().reason_class(first) == "inline PTX asm (not modelled on the CPU emulator)"
 
 
@@ -198,9 +212,50 @@ def test_callee_shared_sized_by_the_kernels_template_parameter_converts(tmp_path
     assert result.ok, result.summary()
 
 
+TWO_INSTANTIATIONS = """#include <cfloat>
+using red_t = float (*)(float);
+__device__ float w_max(float v) { for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(~0u, v, o)); return v; }
+__device__ float w_sum(float v) { for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(~0u, v, o); return v; }
+template <red_t R>
+__device__ float block_red(float val, float oob) {   // no trailing barrier: each instantiation has its own part[]
+  __shared__ float part[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float w = R(val);
+  if (lane == 0) part[warp] = w;
+  __syncthreads();
+  w = lane < (int)(blockDim.x / 32) ? part[lane] : oob;
+  return R(w);
+}
+template <red_t R>
+__device__ float block_red(float val) { return block_red<R>(val, 0.0f); }  // spells its own R
+__global__ void softmax_stats(const float *x, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = i < n ? x[i] : -FLT_MAX;
+  float m = block_red<w_max>(v, -FLT_MAX);
+  float s = block_red<w_sum>(i < n ? expf(v - m) : 0.0f);
+  if (threadIdx.x == 0) { out[2 * blockIdx.x] = m; out[2 * blockIdx.x + 1] = s; }
+}
+template <class T, int N>
+__device__ T tile_sum(const T *x) {                  // T buf[N]: a float[64] and an int[32], one each
+  __shared__ T buf[N];
+  if (threadIdx.x < N) buf[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  T s = 0;
+  for (int k = 0; k < N; ++k) s += buf[k];
+  return s;
+}
+__global__ void tile_stats(const float *x, const int *c, float *out) {
+  float a = tile_sum<float, 64>(x + 64 * blockIdx.x);
+  int b = tile_sum<int, 32>(c + 32 * blockIdx.x);
+  if (threadIdx.x == 1) { out[2 * blockIdx.x] = a; out[2 * blockIdx.x + 1] = (float)b; }
+}
+"""
+
+
 @pytest.mark.parametrize("text,inst", [
     (BLOCK_REDUCE_TEMPLATE, "template __global__ void center_rows<128>(float *, float *, int);"),
-    (HALF_PAIRS, "template __global__ void pair_sums<64>(half *, half *, int);")])
+    (HALF_PAIRS, "template __global__ void pair_sums<64>(half *, half *, int);"),
+    (TWO_INSTANTIATIONS, "")])
 def test_converted_styles_compile_for_sm90(nvcc_path, tmp_path, text, inst):
     """The converted template-callee layout and the half arithmetic compile for sm_90 with nvcc (the real
     cuda_fp16.hpp operators the parse prelude now mirrors)."""
@@ -407,3 +462,506 @@ def test_only_wide_size_named_integers_get_a_size(tmp_path):
         "  char v =", "  char *d;\n  cudaMalloc(&d, 4096);\n  char v =")
     vals = {a["name"]: a.get("value") for a in yaml.safe_load(spec_from_host(malloc, str(src), "fill").yaml)["args"]}
     assert vals["nRows"] == 1
+
+
+def _host_spec(tmp_path, text: str, file: str, kernel: str) -> tuple[Path, str, dict]:
+    """The file written, `rtransform spec --from-host`'s YAML for the kernel, and that YAML read."""
+    from rtransform.host_spec import spec_from_host
+    src = tmp_path / file
+    src.write_text(text)
+    hs = spec_from_host(text, str(src), kernel)
+    return src, hs.yaml, yaml.safe_load(hs.yaml)
+
+
+def _spec_file(tmp_path, spec: dict) -> str:
+    sp = tmp_path / f"{spec['kernel']}.spec.yaml"
+    sp.write_text(yaml.safe_dump(spec))
+    return str(sp)
+
+
+@pytest.mark.parametrize("block,blocks,in_header", [(64, 3, False), (256, 2, True)])
+def test_each_instantiation_of_a_template_helper_has_its_own_shared_array(tmp_path, block, blocks, in_header):
+    """llm.c's `blockReduce<warpReduceMax>` and `blockReduce<warpReduceSum>` (the latter through a wrapper that
+    spells its own template parameter) in one kernel: CUDA gives each instantiation its own `__shared__` array, so
+    the helper needs no trailing barrier; the layout had ONE member for both (racecheck: the rKernel raced where the
+    legacy kernel does not). Now a member per instantiation, also when the size depends on the arguments (T buf[N]
+    at <float, 64> and <int, 32>), and when the helpers are a local header's (llm.c's common.h: their template
+    parameters were read from the main file's tokens). Legacy matches numpy; the rKernel matches the legacy
+    kernel."""
+    src = tmp_path / "two.cu"
+    src.write_text(TWO_INSTANTIATIONS)
+    if in_header:  # the helpers in a header the file includes
+        cut = TWO_INSTANTIATIONS.index("__global__ void softmax_stats")
+        (tmp_path / "red.cuh").write_text(TWO_INSTANTIATIONS[:cut])
+        src.write_text('#include "red.cuh"\n' + TWO_INSTANTIATIONS[cut:])
+    n = block * blocks - 5
+    sp = _spec_file(tmp_path, {
+        "kernel": "softmax_stats", "grid": [blocks, 1, 1], "block": [block, 1, 1],
+        "args": [{"name": "x", "kind": "buffer", "dtype": "float32", "size": block * blocks, "init": "random"},
+                 {"name": "out", "kind": "buffer", "dtype": "float32", "size": 2 * blocks, "init": "zeros"},
+                 {"name": "n", "kind": "scalar", "dtype": "int32", "value": n}],
+        "outputs": ["out"], "tolerance": 1.0e-5})
+    res = run_file(str(src), sp)
+    x = np.concatenate([res.inputs["x"][:n].astype(np.float64), np.full(block * blocks - n, -np.inf)])
+    x = x.reshape(blocks, block)
+    m = x.max(axis=1)
+    want = np.stack([m, np.exp(x - m[:, None]).sum(axis=1)], axis=1).ravel()
+    np.testing.assert_allclose(res.outputs["out"], want, rtol=1e-5)
+    assert verify_file(str(src), sp).ok
+    sp = _spec_file(tmp_path, {
+        "kernel": "tile_stats", "grid": [blocks, 1, 1], "block": [block, 1, 1],
+        "args": [{"name": "x", "kind": "buffer", "dtype": "float32", "size": 64 * blocks, "init": "random"},
+                 {"name": "c", "kind": "buffer", "dtype": "int32", "size": 32 * blocks, "init": "random"},
+                 {"name": "out", "kind": "buffer", "dtype": "float32", "size": 2 * blocks, "init": "zeros"}],
+        "outputs": ["out"], "tolerance": 1.0e-5})
+    res = run_file(str(src), sp)
+    a = res.inputs["x"].reshape(blocks, 64).astype(np.float64).sum(axis=1)
+    b = res.inputs["c"].reshape(blocks, 32).astype(np.int64).sum(axis=1)
+    np.testing.assert_allclose(res.outputs["out"], np.stack([a, b], axis=1).ravel(), rtol=1e-5)
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+
+
+PITCHED = """#include <stdlib.h>
+__global__ void quantize(float *plane, int stride) {   // dct8x8's style: 8 x 8 blocks of a pitched plane
+  int x = blockIdx.x * 8 + threadIdx.x, y = blockIdx.y * 8 + threadIdx.y;
+  float q = (float)(1 + (threadIdx.y * 8 + threadIdx.x) % 7);
+  plane[y * stride + x] = roundf(plane[y * stride + x] / q) * q;
+}
+void run(int argc, char **argv) {
+  int width = atoi(argv[1]), height = atoi(argv[2]);   // the image's size, read at run time
+  float *d;
+  size_t pitch;
+  cudaMallocPitch((void **)&d, &pitch, width * sizeof(float), height);
+  PITCH_TO_ELEMENTS;
+  dim3 threads(8, 8), grid(width / 8, height / 8);
+  quantize<<<grid, threads>>>(d, (int)pitch);
+}
+"""
+
+
+@pytest.mark.parametrize("to_elements", ["pitch /= sizeof(float)", "pitch = pitch / sizeof(float)"])
+def test_a_pitched_allocation_sizes_its_buffer_and_its_stride(tmp_path, to_elements):
+    """cudaMallocPitch was not read: the plane had no allocation (sized one element per thread) and its stride,
+    `pitch /= sizeof(float)`, was an unknown name given a default (128) larger than the plane's width, so the
+    kernel's `y * stride + x` ran past the buffer (memcheck; cuda-samples' dct8x8 verified before only by the
+    accident of a default stride of 1). Now the allocation is pitch x rows with the pitch the width itself, and
+    the program's own conversion to elements is read: the stride is the width, the buffer the plane."""
+    src, hs_yaml, spec = _host_spec(tmp_path, PITCHED.replace("PITCH_TO_ELEMENTS", to_elements), "quant.cu", "quantize")
+    stride = next(a["value"] for a in spec["args"] if a["name"] == "stride")
+    rows, cols = spec["grid"][1] * 8, spec["grid"][0] * 8
+    assert stride == cols and spec["args"][0]["size"] == rows * stride, hs_yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs_yaml)
+    res = run_file(str(src), str(sp))  # memcheck on
+    x = res.inputs["plane"].reshape(rows, cols).astype(np.float32)
+    yy, xx = np.mgrid[0:rows, 0:cols]
+    q = (1 + ((yy % 8) * 8 + xx % 8) % 7).astype(np.float32)
+    v = x / q
+    rounded = np.where(np.abs(v - np.trunc(v)) >= 0.5, np.trunc(v) + np.sign(v), np.trunc(v))  # roundf: halves away
+    np.testing.assert_array_equal(res.outputs["plane"].reshape(rows, cols), rounded * q)
+    result = verify_file(str(src), str(sp))
+    assert result.ok, result.summary()
+
+
+TILE_FROM_DEVICE = """#include <math.h>
+__global__ void mm_dyn(const float *A, const float *B, float *C, int n, size_t tile) {
+  extern __shared__ float sm[];                  // PMPP's exercise: the tile edge chosen at run time
+  float *As = sm, *Bs = sm + tile * tile;
+  int tx = threadIdx.x, ty = threadIdx.y;
+  int row = blockIdx.y * tile + ty, col = blockIdx.x * tile + tx;
+  float acc = 0.0f;
+  for (int p = 0; p < (n + (int)tile - 1) / (int)tile; ++p) {
+    As[ty * tile + tx] = (row < n && p * tile + tx < n) ? A[row * n + p * tile + tx] : 0.0f;
+    Bs[ty * tile + tx] = (col < n && p * tile + ty < n) ? B[(p * tile + ty) * n + col] : 0.0f;
+    __syncthreads();
+    for (int k = 0; k < (int)tile; ++k) acc += As[ty * tile + k] * Bs[k * tile + tx];
+    __syncthreads();
+  }
+  if (row < n && col < n) C[row * n + col] = acc;
+}
+size_t pick_tile() {
+  cudaDeviceProp p;
+  cudaGetDeviceProperties(&p, 0);
+  return (size_t)sqrt((double)p.maxThreadsPerBlock);
+}
+int main() {
+  int n = N_VALUE;
+  float *A, *B, *C;
+  cudaMalloc((void **)&A, n * n * sizeof(float));
+  cudaMalloc((void **)&B, n * n * sizeof(float));
+  cudaMalloc((void **)&C, n * n * sizeof(float));
+  size_t tile = pick_tile();
+  dim3 block(tile, tile, 1), grid((n + tile - 1) / tile, (n + tile - 1) / tile, 1);
+  mm_dyn<<<grid, block, 2 * tile * tile * sizeof(float)>>>(A, B, C, n, tile);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("n", [40, 70])
+def test_a_block_edge_read_at_run_time_gets_a_default_that_fits_a_block(tmp_path, n):
+    """`dim3 block(tile, tile)` with the tile edge from the device's properties: the edge got the default for sizes
+    read at run time (1024), a block of 1024 x 1024 threads, so no host spec ("block of 1048576 threads") and the
+    skeleton's guess ran the kernel with mismatched sizes (a segmentation fault in PMPP's exercise). Defaults the
+    block is computed from now halve together until the block has at most 1024 threads (32 x 32 here): the spec
+    runs, the legacy result is numpy's product and the rKernel matches it."""
+    src, hs_yaml, spec = _host_spec(tmp_path, TILE_FROM_DEVICE.replace("N_VALUE", str(n)), "mm.cu", "mm_dyn")
+    tile = next(a["value"] for a in spec["args"] if a["name"] == "tile")
+    assert spec["block"] == [tile, tile, 1] and tile * tile <= 1024, hs_yaml
+    assert spec["dynamic_smem"] == 2 * tile * tile * 4 and spec["grid"][:2] == [-(-n // tile)] * 2, hs_yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs_yaml)
+    res = run_file(str(src), str(sp))
+    a = res.inputs["A"].reshape(n, n).astype(np.float64)
+    b = res.inputs["B"].reshape(n, n).astype(np.float64)
+    np.testing.assert_allclose(res.outputs["C"].reshape(n, n), a @ b, rtol=1e-4, atol=1e-4)
+    result = verify_file(str(src), str(sp))
+    assert result.ok, result.summary()
+
+
+PTX_TILE = r"""#include <cuda_fp16.h>
+#include <stdint.h>
+#define CP_ASYNC_CG(dst, src, bytes) \
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], %2;\n" ::"r"(dst), "l"(src), "n"(bytes))
+#define CP_ASYNC_COMMIT_GROUP() asm volatile("cp.async.commit_group;\n" ::)
+#define CP_ASYNC_WAIT_GROUP(n) asm volatile("cp.async.wait_group %0;\n" ::"n"(n))
+#define LDMATRIX_X4(R0, R1, R2, R3, addr) \
+  asm volatile("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];\n" \
+               : "=r"(R0), "=r"(R1), "=r"(R2), "=r"(R3) : "r"(addr))
+#define LDMATRIX_X2_T(R0, R1, addr) \
+  asm volatile("ldmatrix.sync.aligned.x2.trans.m8n8.shared.b16 {%0, %1}, [%2];\n" : "=r"(R0), "=r"(R1) : "r"(addr))
+#define HMMA16816F32(D0, D1, D2, D3, A0, A1, A2, A3, B0, B1, C0, C1, C2, C3) \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, " \
+               "{%8, %9}, {%10, %11, %12, %13};\n" : "=f"(D0), "=f"(D1), "=f"(D2), "=f"(D3) \
+               : "r"(A0), "r"(A1), "r"(A2), "r"(A3), "r"(B0), "r"(B1), "f"(C0), "f"(C1), "f"(C2), "f"(C3))
+#define HMMA16816(D0, D1, A0, A1, A2, A3, B0, B1, C0, C1) \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, " \
+               "{%8, %9};\n" : "=r"(D0), "=r"(D1) : "r"(A0), "r"(A1), "r"(A2), "r"(A3), "r"(B0), "r"(B1), \
+               "r"(C0), "r"(C1))
+__global__ void tile_mma(const half *A, const half *B, float *C, half *H) {  // one warp: one 16 x 8 tile a block
+  __shared__ __align__(16) half As[16][16];
+  __shared__ __align__(16) half Bs[16][8];
+  const int l = threadIdx.x, t = blockIdx.x;
+  unsigned lane;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+  uint32_t sa = __cvta_generic_to_shared(&As[l / 2][(l % 2) * 8]);  // 16 bytes a lane
+  CP_ASYNC_CG(sa, A + t * 256 + l * 8, 16);
+  if (l < 16) {
+    uint32_t sb = __cvta_generic_to_shared(&Bs[l][0]);
+    CP_ASYNC_CG(sb, B + t * 128 + l * 8, 16);
+  }
+  CP_ASYNC_COMMIT_GROUP();
+  CP_ASYNC_WAIT_GROUP(0);
+  __syncthreads();
+  uint32_t a[4], b[2];
+  LDMATRIX_X4(a[0], a[1], a[2], a[3], (uint32_t)__cvta_generic_to_shared(&As[l % 16][(l / 16) * 8]));
+  LDMATRIX_X2_T(b[0], b[1], (uint32_t)__cvta_generic_to_shared(&Bs[l % 16][0]));
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  HMMA16816F32(d[0], d[1], d[2], d[3], a[0], a[1], a[2], a[3], b[0], b[1], d[0], d[1], d[2], d[3]);
+  uint32_t h[2] = {0u, 0u};
+  HMMA16816(h[0], h[1], a[0], a[1], a[2], a[3], b[0], b[1], h[0], h[1]);
+  const int g = lane / 4, q = lane % 4;
+  float *c = C + t * 128;
+  c[g * 8 + 2 * q] = d[0]; c[g * 8 + 2 * q + 1] = d[1]; c[(g + 8) * 8 + 2 * q] = d[2]; c[(g + 8) * 8 + 2 * q + 1] = d[3];
+  half2 lo = *reinterpret_cast<half2 *>(&h[0]), hi = *reinterpret_cast<half2 *>(&h[1]);
+  half *o = H + t * 128;
+  o[g * 8 + 2 * q] = lo.x; o[g * 8 + 2 * q + 1] = lo.y; o[(g + 8) * 8 + 2 * q] = hi.x; o[(g + 8) * 8 + 2 * q + 1] = hi.y;
+}
+"""
+
+
+@pytest.mark.parametrize("tiles", [1, 3])
+def test_common_inline_ptx_forms_run_on_the_emulator(tmp_path, tiles):
+    """LeetCUDA's hgemm kernels issue cp.async (+ commit/wait), ldmatrix (x4, x2.trans) and mma.sync m16n8k16 (f16
+    inputs, f32 or f16 accumulators) through asm macros, with 32-bit shared addresses from __cvta_generic_to_shared:
+    every legacy run stopped at the host's assembler. The emulator now rewrites asm statements of its table into
+    the emu::ptx models (the shared address's low 32 bits find the block's shared memory). The legacy result is
+    numpy's product of the fp16 tiles (f32 accumulators: to float rounding; f16: to one fp16 rounding), and the
+    rKernel matches the legacy kernel."""
+    src = tmp_path / "tile.cu"
+    src.write_text(PTX_TILE)
+    spec = {"kernel": "tile_mma", "grid": [tiles, 1, 1], "block": [32, 1, 1],
+            "args": [{"name": "A", "kind": "buffer", "dtype": "float16", "size": 256 * tiles, "init": "random"},
+                     {"name": "B", "kind": "buffer", "dtype": "float16", "size": 128 * tiles, "init": "random"},
+                     {"name": "C", "kind": "buffer", "dtype": "float32", "size": 128 * tiles, "init": "zeros"},
+                     {"name": "H", "kind": "buffer", "dtype": "float16", "size": 128 * tiles, "init": "zeros"}],
+            "outputs": ["C", "H"], "tolerance": 0}
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    a = res.inputs["A"].astype(np.float64).reshape(tiles, 16, 16)
+    b = res.inputs["B"].astype(np.float64).reshape(tiles, 16, 8)
+    want = a @ b
+    np.testing.assert_allclose(res.outputs["C"].reshape(tiles, 16, 8), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(res.outputs["H"].astype(np.float64).reshape(tiles, 16, 8),
+                               want.astype(np.float16).astype(np.float64), rtol=1e-3, atol=1e-3)
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+
+
+ANY_GROUP = """#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__device__ int group_sum(cg::thread_group g, int *scratch, int v);   // declared first, defined after the kernel
+__global__ void sums(const int *x, int *block_out, int *tile_out) {
+  __shared__ int scratch[256];
+  cg::thread_block b = cg::this_thread_block();
+  int v = x[blockIdx.x * blockDim.x + threadIdx.x];
+  int s = group_sum(b, scratch, v);
+  if (b.thread_rank() == 0) block_out[blockIdx.x] = s;
+  b.sync();
+  cg::thread_block_tile<TILE> t = cg::tiled_partition<TILE>(b);
+  int ts = group_sum(t, scratch + (b.thread_rank() / TILE) * TILE, v);
+  if (t.thread_rank() == 0) tile_out[(blockIdx.x * blockDim.x + threadIdx.x) / TILE] = ts;
+}
+__device__ int group_sum(cg::thread_group g, int *scratch, int v) {   // the CUDA blog's reduce_sum
+  int r = g.thread_rank();
+  for (int i = g.size() / 2; i > 0; i /= 2) {
+    scratch[r] = v;
+    g.sync();
+    if (r < i) v += scratch[r + i];
+    g.sync();
+  }
+  return v;
+}
+"""
+
+
+@pytest.mark.parametrize("tile,block", [(32, 128), (64, 256)])
+def test_a_helper_taking_any_group_runs_with_the_block_and_with_tiles(tmp_path, tile, block):
+    """`__device__ int reduce_sum(thread_group g, ...)` (cuda-samples' simpleCooperativeGroups, the CUDA blog's
+    example in CoffeeBeforeArch and OLCF's training): a `thread_group` parameter was refused ("only thread_block
+    and thread_block_tile have rTask counterparts") and the emulator had no thread_group for the legacy run. The
+    clone is now a template over the group it is passed (rt::TaskGroup or rt::Tile, its forward declaration too),
+    and the emulator's thread_group is made from the block or a tile. Legacy sums match numpy (block and tiles);
+    the rKernel matches the legacy kernel."""
+    src = tmp_path / "groups.cu"
+    src.write_text(ANY_GROUP.replace("TILE", str(tile)))
+    blocks = 3
+    sp = _spec_file(tmp_path, {
+        "kernel": "sums", "grid": [blocks, 1, 1], "block": [block, 1, 1],
+        "args": [{"name": "x", "kind": "buffer", "dtype": "int32", "size": block * blocks, "init": "random"},
+                 {"name": "block_out", "kind": "buffer", "dtype": "int32", "size": blocks, "init": "zeros"},
+                 {"name": "tile_out", "kind": "buffer", "dtype": "int32", "size": block * blocks // tile,
+                  "init": "zeros"}],
+        "outputs": ["block_out", "tile_out"], "tolerance": 0})
+    res = run_file(str(src), sp)
+    x = res.inputs["x"].astype(np.int64)
+
+    def wrap(v):
+        return ((v + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
+    np.testing.assert_array_equal(res.outputs["block_out"], wrap(x.reshape(blocks, block).sum(axis=1)))
+    np.testing.assert_array_equal(res.outputs["tile_out"], wrap(x.reshape(-1, tile).sum(axis=1)))
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+
+
+TEMPLATE_LAUNCHER = """#include <torch/extension.h>
+#include <cuda_fp16.h>
+template <int kD, int kTile>
+__global__ void attn_rows(const half *Q, half *O, int QKV_seqlen, int QKV_head) {   // a tile of rows per block
+  extern __shared__ half tile[];
+  const int row0 = blockIdx.x * kTile, h = blockIdx.y % QKV_head;   // every batch reads the first one's heads
+  const half *q = Q + (size_t)h * QKV_seqlen * kD;
+  half *o = O + (size_t)h * QKV_seqlen * kD;
+  for (int e = threadIdx.x; e < kTile * kD; e += blockDim.x)
+    if (row0 + e / kD < QKV_seqlen) tile[(e / kD) * (kD + 8) + e % kD] = q[(row0 + e / kD) * kD + e % kD];
+  __syncthreads();
+  for (int e = threadIdx.x; e < kTile * kD; e += blockDim.x)
+    if (row0 + e / kD < QKV_seqlen)
+      o[(row0 + e / kD) * kD + e % kD] = __hmul(tile[(e / kD) * (kD + 8) + e % kD], __float2half(2.0f));
+}
+template <const int kD, const int kStage>
+void launch_attn(torch::Tensor Q, torch::Tensor O) {
+  constexpr int kTile = (kD < 128) ? 64 : 32;
+  constexpr int kThreads = 32 * 4;
+  const int batch = Q.size(0), heads = Q.size(1);
+  const int seqlen = Q.size(2);
+  const int smem_max_size =
+      (kTile * (kD + 8) +
+       kStage * kTile * (kD + 8)) *
+      sizeof(half);
+  dim3 grid((seqlen + kTile - 1) / kTile, batch * heads);
+  dim3 block(kThreads);
+  attn_rows<kD, kTile><<<grid, block, smem_max_size>>>(reinterpret_cast<half *>(Q.data_ptr()),
+                                                      reinterpret_cast<half *>(O.data_ptr()), seqlen, heads);
+}
+void attn(torch::Tensor Q, torch::Tensor O) {
+  switch (Q.size(3)) {
+  case KD:
+    launch_attn<KD, 2>(Q, O);
+    break;
+  case 128:
+    launch_attn<128, 1>(Q, O);
+    break;
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("kd", [32, 64])
+def test_a_launcher_templates_parameters_come_from_its_first_call(tmp_path, kd):
+    """LeetCUDA's flash-attn launchers are `template <int kHeadDim, int kStage> void launch_...(...)`, called as
+    `launch_...<64, 2>(Q, K, V, O)` in a switch over the head size; their constexpr tiles are ternaries over
+    kHeadDim and the shared-memory size an expression over several lines. None of it evaluated ("cannot evaluate
+    the launch configuration"; the skeleton then named the kernel without template arguments). Now the launcher's
+    template parameters are bound from its first call, `c ? a : b` and multi-line expressions evaluate, a
+    `seqlen` argument is a size, and buffers with no allocation read cover the head dimension (a template
+    argument) too. Legacy output is numpy's (O = 2 Q on the rows the launch covers); the rKernel matches it."""
+    src, hs_yaml, spec = _host_spec(tmp_path, TEMPLATE_LAUNCHER.replace("KD", str(kd)), "attn.cu", "attn_rows")
+    tile = 64
+    assert spec["template_args"] == [kd, tile] and spec["block"] == [128, 1, 1], hs_yaml
+    assert spec["dynamic_smem"] == (tile * (kd + 8) + 2 * tile * (kd + 8)) * 2, hs_yaml
+    seqlen = next(a["value"] for a in spec["args"] if a["name"] == "QKV_seqlen")
+    heads = min(next(a["value"] for a in spec["args"] if a["name"] == "QKV_head"), spec["grid"][1])
+    covered = heads * seqlen * kd
+    assert seqlen > 1 and all(a["size"] >= covered for a in spec["args"] if a["kind"] == "buffer"), hs_yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs_yaml)
+    res = run_file(str(src), str(sp))
+    rows = min(seqlen, spec["grid"][0] * tile)
+    q = res.inputs["Q"][:covered].reshape(heads, seqlen, kd)[:, :rows]
+    o = res.outputs["O"][:covered].reshape(heads, seqlen, kd)[:, :rows]
+    np.testing.assert_array_equal(o, (q.astype(np.float32) * 2).astype(np.float16))
+    result = verify_file(str(src), str(sp))
+    assert result.ok, result.summary()
+
+
+DEFAULT_COUNT = """__global__ void square(int *array, int arrayCount) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < arrayCount) array[i] *= array[i];
+}
+static void launchConfig(int *array, int arrayCount) {
+  int blockSize = 32;
+  int gridSize = (arrayCount + blockSize - 1) / blockSize;
+  square<<<gridSize, blockSize>>>(array, arrayCount);
+}
+static int test(bool automatic, const int count = COUNT)
+{
+  int *dArray;
+  cudaMalloc(&dArray, count * sizeof(int));
+  launchConfig(dArray, count);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("count", [1000, 5000])
+def test_a_parameters_default_value_is_read_up_to_the_parameter_list(tmp_path, count):
+    """cuda-samples' simpleOccupancy: `static int test(bool a, const int count = 1000000)` gave count the text
+    `1000000)` (an assignment read up to the body's first `;`), which never evaluated, so the launch was "cannot
+    evaluate" and the skeleton guessed. The default value ends at the parameter list's ')': the host spec runs and
+    the legacy result is numpy's squares."""
+    src, hs_yaml, spec = _host_spec(tmp_path, DEFAULT_COUNT.replace("COUNT", str(count)), "occ.cu", "square")
+    n = next(a["value"] for a in spec["args"] if a["name"] == "arrayCount")
+    assert n == count and spec["grid"][0] == -(-count // 32) and spec["args"][0]["size"] == count, hs_yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs_yaml)
+    res = run_file(str(src), str(sp))
+    x = res.inputs["array"].astype(np.int64)
+    np.testing.assert_array_equal(res.outputs["array"], ((x * x + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
+
+
+DEFAULTED_TEMPLATE = """template <const int BM = 64, const int TN = 4, const int OFFSET = BM / 16>
+__global__ void scale_rows(float *a, int n) {   // OFFSET left to its default by the launch
+  int i = blockIdx.x * BM + threadIdx.x * TN;
+  for (int k = 0; k < TN; ++k)
+    if (i + k < n) a[i + k] = a[i + k] * 2.0f + (float)OFFSET;
+}
+void run(float *a) {
+  const int n = 1000;
+  float *d;
+  cudaMalloc(&d, n * sizeof(float));
+  scale_rows<BMV, 4><<<(n + BMV - 1) / BMV, BMV / 4>>>(d, n);
+}
+"""
+
+
+@pytest.mark.parametrize("bm", [32, 64])
+def test_template_arguments_left_to_their_defaults_are_spelled_out(tmp_path, bm):
+    """LeetCUDA's `template <..., const int OFFSET = 0>` kernels launched as `k<BM, BN, BK, TM, TN>`: the spec
+    had five template arguments, which the legacy launch completes with the default but the converted kernel's
+    executor (one template parameter per kernel parameter, no defaults) does not ("no matches converting function
+    '__rt_verify_exec'"). The defaults are spelled out (evaluated over the arguments before them); the legacy
+    result is numpy's and the rKernel matches it."""
+    src, hs_yaml, spec = _host_spec(tmp_path, DEFAULTED_TEMPLATE.replace("BMV", str(bm)), "rows.cu", "scale_rows")
+    assert spec["template_args"] == [bm, 4, bm // 16], hs_yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs_yaml)
+    res = run_file(str(src), str(sp))
+    np.testing.assert_array_equal(res.outputs["a"][:1000], res.inputs["a"][:1000] * 2 + np.float32(bm // 16))
+    result = verify_file(str(src), str(sp))
+    assert result.ok, result.summary()
+
+
+TYPE_LAUNCHER = """template <class T> __global__ void twice(T *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] + x[i];
+}
+template <class T> void run(T *d, int n, int threads) {
+  int smem = threads * sizeof(T);
+  twice<T><<<(n + threads - 1) / threads, threads, smem>>>(d, n);
+}
+int main() {
+  int *d;
+  cudaMalloc(&d, 500 * sizeof(int));
+  run<TYPE>(d, 500, 128);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("ctype,dtype", [("int", np.int32), ("float", np.float32)])
+def test_a_launchers_type_parameter_is_the_type_its_call_names(tmp_path, ctype, dtype):
+    """cuda-samples' reduction launches `reduce0<T>` from `template <class T> void reduce(...)` called as
+    `reduce<int>(...)`: bound as a value, T evaluated to a size default (template_args [1024]: the legacy build
+    failed). A launcher's type parameter is an alias of the type its first call names: template_args [int] and the
+    shared-memory size `threads * sizeof(T)` evaluates. Legacy doubles x (numpy)."""
+    src, hs_yaml, spec = _host_spec(tmp_path, TYPE_LAUNCHER.replace("TYPE", ctype), "tw.cu", "twice")
+    assert spec["template_args"] == [ctype] and spec["dynamic_smem"] == 128 * 4, hs_yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs_yaml)
+    res = run_file(str(src), str(sp))
+    assert res.outputs["x"].dtype == dtype
+    np.testing.assert_array_equal(res.outputs["x"][:500], res.inputs["x"][:500] * 2)
+
+
+SMEM_BY_CASE = """__global__ void block_sums(const int *x, int *out) {   // one int of dynamic shared memory per thread
+  extern __shared__ int s[];
+  s[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int t = 0;
+    for (int k = 0; k < (int)blockDim.x; ++k) t += s[k];
+    out[blockIdx.x] = t;
+  }
+}
+__global__ void warp_sums(const int *x, int *out) {}
+void reduce(int which, int *d_in, int *d_out) {
+  int threads = THREADS, blocks = 4;
+  int smemSize = threads * sizeof(int);
+  switch (which) {
+  case 7:
+    smemSize = ((threads / 32) + 1) * sizeof(int);   // another kernel's size, assigned later in the text
+    warp_sums<<<blocks, threads, smemSize>>>(d_in, d_out);
+    break;
+  case 8:
+    block_sums<<<blocks, threads, smemSize>>>(d_in, d_out);
+    break;
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("threads", [64, 256])
+def test_dynamic_shared_memory_assigned_in_several_branches_takes_the_largest(tmp_path, threads):
+    """cuda-samples' reduction sets `smemSize` for reduce7 in one switch case and for the other kernels before the
+    switch: the last assignment before cg_reduce's launch is reduce7's (33 ints for 1024 threads), and once the
+    launcher's type resolved, cg_reduce ran past it (memcheck). A dynamic shared-memory size assigned more than once
+    is the largest of its values. Legacy sums match numpy."""
+    src, hs_yaml, spec = _host_spec(tmp_path, SMEM_BY_CASE.replace("THREADS", str(threads)), "sums.cu", "block_sums")
+    assert spec["dynamic_smem"] == threads * 4, hs_yaml
+    sp = tmp_path / "s.yaml"
+    sp.write_text(hs_yaml)
+    res = run_file(str(src), str(sp))
+    x = res.inputs["x"][: 4 * threads].astype(np.int64).reshape(4, threads).sum(axis=1)
+    np.testing.assert_array_equal(res.outputs["out"][:4], ((x + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))

@@ -271,3 +271,34 @@ def test_index_multiples_and_thread_count_template_parameters(tmp_path):
     assert spec["template_args"] == [128] and spec["block"] == [128, 1, 1]
     res = run_file(str(src), str(out))
     np.testing.assert_array_equal(res.outputs["out"][:4], res.inputs["x"][:512].reshape(4, 128).max(axis=1))
+
+
+TILE_FLIP = """#define TILE EDGE
+__global__ void tile_flip(const float *in, float *out) {   // no launch in this file: the host code is elsewhere
+  float __shared__ t[TILE][TILE PAD];
+  int b = blockIdx.x * TILE * TILE;
+  t[threadIdx.y][threadIdx.x] = in[b + threadIdx.y * TILE + threadIdx.x];
+  __syncthreads();
+  out[b + threadIdx.y * TILE + threadIdx.x] = t[threadIdx.x][threadIdx.y];
+}
+"""
+
+
+@pytest.mark.parametrize("edge,pad", [(8, ""), (16, "+ 1"), (32, "")])
+def test_a_kernel_indexing_square_tiles_with_threadIdx_y_gets_a_tile_shaped_block(tmp_path, edge, pad):
+    """A kernel whose file has no launch (PMPP's chapter 6: the .cu defines it, another file launches its
+    neighbour) got the default 128 x 1 block, so threadIdx.x ran past its [TILE][TILE] tile (memcheck: array
+    index 32 out of bounds for float[32]); a kernel that reads threadIdx.y and declares square __shared__ tiles now
+    gets a TILE x TILE block. The legacy run matches numpy (each block transposes its tile)."""
+    src = tmp_path / "flip.cu"
+    text = TILE_FLIP.replace("EDGE", str(edge)).replace("PAD", pad)
+    src.write_text(text)
+    sp = tmp_path / "s.yaml"
+    sp.write_text(spec_skeleton(text, str(src), "tile_flip"))
+    spec = yaml.safe_load(sp.read_text())
+    assert spec["block"] == [edge, edge, 1]
+    res = run_file(str(src), str(sp))
+    blocks = spec["grid"][0]
+    x = res.inputs["in"][: blocks * edge * edge].reshape(blocks, edge, edge)
+    np.testing.assert_array_equal(res.outputs["out"][: blocks * edge * edge].reshape(blocks, edge, edge),
+                                  x.transpose(0, 2, 1))

@@ -221,6 +221,29 @@ inline void sync(const thread_block& g) { g.sync(); }
 template <unsigned N>
 inline void sync(const thread_block_tile<N>& g) { g.sync(); }
 
+// Any group of the thread (CUDA's type-erased thread_group), made from the block or a tile: ranks, sizes and the
+// group's own barrier (the block's, or the tile's).
+class thread_group {
+  unsigned rank_ = 0, size_ = 0, block_rank_ = 0, nthreads_ = 0;
+  void (*sync_)(unsigned, unsigned) = nullptr;
+  static void block_sync(unsigned, unsigned) { __syncthreads(); }
+  template <unsigned N> static void tile_sync(unsigned r, unsigned n) { thread_block_tile<N>(r, n).sync(); }
+
+ public:
+  thread_group(const thread_block&)
+      : rank_(thread_block::thread_rank()), size_(thread_block::size()), block_rank_(rank_), nthreads_(size_),
+        sync_(&block_sync) {}
+  template <unsigned N>
+  thread_group(const thread_block_tile<N>& t)
+      : rank_(t.thread_rank()), size_(N), block_rank_(thread_block::thread_rank()),
+        nthreads_(thread_block::size()), sync_(&tile_sync<N>) {}
+  unsigned thread_rank() const { return rank_; }
+  unsigned size() const { return size_; }
+  unsigned num_threads() const { return size_; }
+  void sync() const { sync_(block_rank_, nthreads_); }
+};
+inline void sync(const thread_group& g) { g.sync(); }
+
 template <class T> struct plus { T operator()(T a, T b) const { return a + b; } };
 template <class T> struct less { T operator()(T a, T b) const { return b < a ? b : a; } };
 template <class T> struct greater { T operator()(T a, T b) const { return a < b ? b : a; } };

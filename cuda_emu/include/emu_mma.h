@@ -137,6 +137,56 @@ inline void ldmatrix(unsigned* r, int n, const void* row) {
   });
 }
 
+// ldmatrix.sync.aligned.m8n8.xN.trans.shared.b16: each matrix transposed: lane l receives in register i the 16-bit
+// elements (row 2(l % 4), column l / 4) (low half) and (row 2(l % 4) + 1, column l / 4) (high half) of matrix i.
+inline void ldmatrix_trans(unsigned* r, int n, const void* row) {
+  if (reinterpret_cast<uintptr_t>(row) % 16 && (int)lane() < 8 * n)
+    fail("%s: ldmatrix row address %p is not 16-byte aligned", here(), row);
+  const unsigned l = lane();
+  warp_exchange("ldmatrix.sync.m8n8.trans", static_cast<const char*>(row), [&](const char* const* all) {
+    for (int i = 0; i < n; ++i) {
+      unsigned short lo, hi;
+      memcpy(&lo, all[8 * i + 2 * (l % 4)] + 2 * (l / 4), 2);
+      memcpy(&hi, all[8 * i + 2 * (l % 4) + 1] + 2 * (l / 4), 2);
+      r[i] = (unsigned)lo | ((unsigned)hi << 16);
+    }
+  });
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32: as the bf16 form, the operands fp16 pairs (low half first).
+inline void mma_m16n8k16_f16(float* d, const unsigned* a, const unsigned* b, const float* c) {
+  auto half = [](unsigned w, unsigned s) { return f16_to_f32((unsigned short)(s ? w >> 16 : w & 0xffffu)); };
+  mma_m16n8<16>("mma.sync.m16n8k16.f16", d, a, b, c,
+                [&](const MmaRegs* const* all, unsigned row, unsigned k) {
+                  return half(all[(row % 8) * 4 + (k % 8) / 2]->a[2 * (k / 8) + row / 8], k % 2);
+                },
+                [&](const MmaRegs* const* all, unsigned k, unsigned col) {
+                  return half(all[col * 4 + (k % 8) / 2]->b[k / 8], k % 2);
+                });
+}
+// mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {d0, d1}, a, b, {c0, c1}: fp16 accumulators, c0 = (row g, columns
+// 2t, 2t + 1), c1 = (row g + 8, ...), low half first. Modelled as the f32 form on the widened accumulators, each
+// result rounded to fp16 once at the end (nearest even): the PTX ISA leaves the internal precision open, so this
+// is a model (an estimate of the hardware's rounding), the same on both sides of a verify.
+inline void mma_m16n8k16_f16_f16(unsigned* d, const unsigned* a, const unsigned* b, const unsigned* c) {
+  float cf[4], df[4];
+  for (int i = 0; i < 4; ++i) cf[i] = f16_to_f32((unsigned short)(i % 2 ? c[i / 2] >> 16 : c[i / 2] & 0xffffu));
+  mma_m16n8k16_f16(df, a, b, cf);
+  for (int i = 0; i < 2; ++i) d[i] = (unsigned)f32_to_f16(df[2 * i]) | ((unsigned)f32_to_f16(df[2 * i + 1]) << 16);
+}
+
+// A shared-state-space address as inline PTX takes it ("r": the 32-bit value a kernel keeps of
+// __cvta_generic_to_shared, which is a generic pointer on the emulator; or all 64 bits of it): the pointer into
+// the running block's shared memory whose low 32 bits those are.
+inline void* shared_at(unsigned long long a) {
+  char* base = block_smem();
+  uintptr_t p = a >> 32 ? (uintptr_t)a : ((uintptr_t)base & ~(uintptr_t)0xffffffffu) | (uintptr_t)a;
+  if (a >> 32 == 0 && p < (uintptr_t)base) p += (uintptr_t)1 << 32;
+  if (!base || p < (uintptr_t)base || p >= (uintptr_t)base + kSmemBytes)
+    fail("%s: shared address 0x%llx of an inline PTX instruction is outside the block's shared memory", here(), a);
+  return reinterpret_cast<void*>(p);
+}
+
 // ---- cp.async ---------------------------------------------------------------------------------------------
 struct CpAsyncCopy {
   char* dst;

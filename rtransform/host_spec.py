@@ -943,17 +943,22 @@ def _template_args(targs: list[str], tparams: list[str], env: Env, notes: list[s
         raise HostSpecError("template arguments deduced from the call: not read")
     # parameters the launch leaves to their defaults (`template <..., const int OFFSET = 0>` launched as
     # `k<BM, BN, BK, TM, TN>`): spelled out, since the converted kernel's executor takes every argument
-    named = {_param_name(p): v for p, v in zip(tparams, out) if not isinstance(v, str)}
+    named = {_param_name(p): arg for p, arg in zip(tparams, out) if isinstance(arg, (bool, int))}  # values, not types
     for p in tparams[len(out):]:
         if "=" not in p:
             break
         d = re.sub(r"\b\w+\b", lambda m: str(int(named[m.group(0)])) if m.group(0) in named else m.group(0),
                    p.split("=", 1)[1].strip())
-        v = (d == "true") if d in ("true", "false") else d if d in C_TYPE_DTYPES or d in SIZEOF else evaluate(d, env)
-        if v is None:
+        if d in ("true", "false"):
+            out.append(d == "true")
+        elif d in C_TYPE_DTYPES or d in SIZEOF:
+            out.append(d)  # a type argument: its C spelling
+        elif (number := evaluate(d, env)) is not None:
+            out.append(int(number))
+        else:
             break
-        out.append(v if isinstance(v, (bool, str)) else int(v))
-        named[_param_name(p)] = out[-1]
+        if not isinstance(out[-1], str):
+            named[_param_name(p)] = out[-1]
     return out
 
 

@@ -356,6 +356,20 @@ struct TcSplit {
   }
 };
 
+// Split-K in place: this block's partial sums published (fence) and one arrival on its tile's counter; true in the
+// block that arrives last, after an acquire fence: it then adds the tile's splits in split order, reading them past
+// L1 (__ldcg: a persistent vEU's L1 may hold lines of an earlier inference), applies the epilogue and rearms the
+// counter. `flag`: a word of shared memory no warp reads any more (the finished pipeline's stages).
+__device__ __forceinline__ bool tc_split_last(int* flag, int* arrival, int splits) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *flag = atomicAdd(arrival, 1) == splits - 1;
+  __syncthreads();
+  if (!*flag) return false;
+  __threadfence();
+  return true;
+}
+
 // ---- GEMM ------------------------------------------------------------------------------------------------------
 // alpha * acc (+ beta * C(m,n) when bias), then the activation act (0 none, 1 Relu, 2 Gelu erf, 3 Gelu tanh), as
 // gemm.cu. Run-time flags: the epilogue is outside the inner loop, and fewer instantiations keep code size down.
@@ -482,17 +496,8 @@ gemm_tc(const float* __restrict__ A, const float* __restrict__ B, const float* _
   const TcGemmOut out{y, C, M, N, part ? N : ysm, m0, n0, scm, scn, alpha, beta, bias, act, part};
   tc_store(acc, lane, wm, wn, out);
   if (SPLIT == 0 || !part) return;
-  // Split-K in place: the partial sums published (fence), one arrival on the tile's counter; the block that arrives
-  // last adds the tile's splits in split order, reading P past L1 (__ldcg: a persistent vEU's L1 may hold lines of
-  // an earlier inference), applies the epilogue and rearms the counter. The flag lives in As, whose stages are done.
-  int* last = reinterpret_cast<int*>(As);
-  __threadfence();
-  __syncthreads();
   int* arrival = arrivals + ((size_t)z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  if (threadIdx.x == 0) *last = atomicAdd(arrival, 1) == splits - 1;
-  __syncthreads();
-  if (!*last) return;
-  __threadfence();
+  if (!tc_split_last(reinterpret_cast<int*>(As), arrival, splits)) return;  // the tile's last block goes on
   const size_t total = (size_t)batch * M * N;
   for (int e = threadIdx.x; e < BM * BN; e += S::THREADS) {
     const int m = m0 + e / BN, n = n0 + e % BN;
@@ -710,17 +715,9 @@ conv_tc(const float* __restrict__ X, const float* __restrict__ Wt, const float* 
   tc_store(acc, lane, wm, wn, out);
   if (SPLIT == 0 || !part) return;
   const int OHW = OH * OW, PP = N * OHW;
-  // Split-K in place, as gemm_tc's: the partial sums published, one arrival on the tile's counter; the tile's last
-  // block adds its splits in split order (past L1), applies bias, residual (once, after the sum) and Relu to Y, and
-  // rearms the counter.
-  int* last = reinterpret_cast<int*>(As);
-  __threadfence();
-  __syncthreads();
+  // the tile's last block adds the splits, then bias, residual (once, after the sum) and Relu
   int* arrival = arrivals + ((size_t)g * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  if (threadIdx.x == 0) *last = atomicAdd(arrival, 1) == splits - 1;
-  __syncthreads();
-  if (!*last) return;
-  __threadfence();
+  if (!tc_split_last(reinterpret_cast<int*>(As), arrival, splits)) return;
   const size_t total = (size_t)M * PP;
   for (int e = threadIdx.x; e < BM * BN; e += S::THREADS) {
     const int m = m0 + e / BN, p = p0 + e % BN;

@@ -437,8 +437,8 @@ def _largest_smem(site: Site, env: Env) -> float | None:
     name = site.smem.strip()
     if fn is None or not re.fullmatch(r"[A-Za-z_]\w*", name):
         return v
-    values = [v] + [evaluate(_balanced_prefix(m.group(1)), env) for m in
-                    re.finditer(rf"(?<![\w.>])\b{re.escape(name)}\s*=(?!=)\s*([^;]+);", site.text[fn[2]:site.at])]
+    values = [v] + [evaluate(_balanced_prefix(m.group(2)), env) for m in _ASSIGN.finditer(site.text, fn[2], site.at)
+                    if m.group(1) == name]
     known = [x for x in values if x is not None]
     return max(known) if known else None
 

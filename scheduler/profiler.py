@@ -137,12 +137,12 @@ HMMA_SATURATING_SHARE = 0.4
 # HMMA shares per tile, in HMMA.1684-sized steps of TF32-rate work per loop instruction (an HMMA.1688 is two, a bf16
 # HMMA.16816 two: bf16 runs at twice the TF32 rate), read from the sm_90 SASS of the main loop (nvcc 13.0; BENCHMARKS.md
 # "Kernel SASS", tests/test_precision.py::test_cost_models_tensor_core_shares_are_the_sass): key (kernel, BM, BN,
-# operand copies: "vec" = 16-byte rows, "gather" = the conv's im2col gather, "window" = the gather
-# of a window wider than its tap bits, precision). 3xTF32 loops issue 48
-# HMMA.1688 per 16-deep stage and 64x64 tile (the hi/lo split), TF32 16, bf16 8 HMMA.16816. The loop is unrolled by
-# its pipeline stages (3, or 4 for 64x64), so the figures are for 3 or 4 stages; the gathered convolution tests a
-# copy's padding with one logic op on per-thread tap bits (issue 25, 2026-11-27: before, per stage, 64x64 vec GEMM
-# 172, conv gather 226 and 119 (32x32), 1x1 conv 87 instructions); no spills in any of them.
+# operand copies: "vec" = 16-byte rows, "gather" = the conv's im2col gather, "window" = the gather of a window wider
+# than its tap bits, precision). 3xTF32 loops issue 48 HMMA.1688 per 16-deep stage and 64x64 tile (the hi/lo split),
+# TF32 16, bf16 8 HMMA.16816. The loop is unrolled by its pipeline stages (3, or 4 for 64x64), so the figures are for
+# 3 or 4 stages; the gathered convolution tests a copy's padding with one logic op on per-thread tap bits (issue 25,
+# 2026-11-27: before, per stage, 64x64 vec GEMM 172, conv gather 226 and 119 (32x32), 1x1 conv 87 instructions); no
+# spills in any of them.
 TC_HMMA_SHARE = {
     ("gemm_tc", 32, 32, "vec", "3xtf32"): 72 / 229, ("gemm_tc", 64, 64, "vec", "3xtf32"): 384 / 648,
     ("gemm_tc", 128, 64, "vec", "3xtf32"): 288 / 462, ("gemm_tc", 64, 64, "vec", "tf32"): 128 / 520,

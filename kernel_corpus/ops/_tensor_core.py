@@ -1,7 +1,7 @@
 """What the GEMM and Conv bindings share about the tensor-core kernels of legacy/tc.cu: their precisions, tile
 shapes, thread count, the work they really do (padded tiles, three products per step for 3xTF32), and split-K (the
-k range of one output tile spread over several rTasks whose partial sums are added in a fixed order: by the GEMM's
-last rTask of the tile to arrive, in the same launch; by a second launch for the convolution)."""
+k range of one output tile spread over several rTasks whose partial sums the tile's last rTask to arrive adds in a
+fixed order, in the same launch, for the GEMM and the convolution alike)."""
 from __future__ import annotations
 
 import dataclasses

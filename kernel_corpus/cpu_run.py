@@ -60,8 +60,8 @@ def _arg_name(arg: Arg, node: NodeInfo) -> str:
 def run_launches(module, launches: list[Launch], node: NodeInfo,
                  inputs: list[np.ndarray | None]) -> list[np.ndarray]:
     """Launch in order; returns the outputs (float ones pre-filled with NaN so unwritten elements show)."""
-    data = [None if x is None else np.ascontiguousarray(x, dtype=np.float32 if t is None or t.dtype == "float32"
-                                                        else t.dtype)
+    data = [None if x is None else np.asarray(x, dtype=np.float32 if t is None or t.dtype == "float32" else t.dtype,
+                                              order="C")
             for x, t in zip(inputs, node.inputs + [None] * (len(inputs) - len(node.inputs)))]
     outputs = [np.full(t.shape, np.nan, dtype=np.float32) if t.dtype == "float32" else np.zeros(t.shape, t.dtype)
                for t in node.outputs]

@@ -615,7 +615,7 @@ class Build:
         plan, profiler = kept.sch.plan, kept.profiler
         (tmp / "programs.json").write_text(plan_to_json(gen.programs, kept.ops + kept.setup))
         plan.save(tmp / "plan.json")
-        arrays = {npz_key(k): np.ascontiguousarray(v) for k, v in gen.weights.items()}
+        arrays = {npz_key(k): np.asarray(v, order="C") for k, v in gen.weights.items()}
         np.savez(tmp / "weights.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
         save_standalone(self.model, tmp / "model.onnx")  # with its external data, for `rammer run --check`
         step_costs = profiler.step_costs(lambda op: 0.0)  # the simulation's terms; durations are the plan's

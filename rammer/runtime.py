@@ -279,7 +279,7 @@ class Built:
                                  f"{list(t.shape)} (rebuild for another shape)")
             if arr.dtype.kind not in "fiub":
                 raise BuildError(f"input '{name}' has dtype {arr.dtype}; expected {t.dtype}")
-            out[name] = np.ascontiguousarray(arr, dtype=t.dtype)
+            out[name] = np.asarray(arr, dtype=t.dtype, order="C")
         return out
 
     def run(self, feeds: Mapping[str, np.ndarray], kind: str = "persistent",

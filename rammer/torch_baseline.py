@@ -83,7 +83,7 @@ def _lstm(T, a: dict, k: list, nout: int, device: str) -> Callable:
         for d, suffix in enumerate(["", "_reverse"][: w.shape[0]]):
             for name, value in [("weight_ih", w[d][order]), ("weight_hh", r[d][order]),
                                 ("bias_ih", b[d][:4 * hidden][order]), ("bias_hh", b[d][4 * hidden:][order])]:
-                getattr(lstm, f"{name}_l0{suffix}").copy_(T.from_numpy(np.ascontiguousarray(value)))
+                getattr(lstm, f"{name}_l0{suffix}").copy_(T.from_numpy(np.asarray(value, order="C")))
 
     def f(x, *rest):
         rest = list(rest) + [None] * (6 - len(rest))

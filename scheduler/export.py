@@ -28,7 +28,7 @@ def graph_to_onnx(g: Graph, registry=None, name: str = "rammer") -> onnx.ModelPr
                               domain=CUSTOM_DOMAIN if n.op_type in custom else "", **n.attrs) for n in g.nodes]
     read = {i for n in g.nodes for i in n.inputs if i} | set(g.outputs)
     read |= {g.buffer_of(a).base for a in g.aliases if a in read}
-    inits = [numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in g.weights.items() if k in read]
+    inits = [numpy_helper.from_array(np.asarray(v, order="C"), k) for k, v in g.weights.items() if k in read]
     written = {o for n in g.nodes for o in n.outputs if o in g.aliases}  # nodes writing into another buffer
     pieces: dict[str, list[tuple[int, str]]] = {}  # bases written in C-ordered ranges
     scattered: dict[str, list[str]] = {}  # bases written through a strided view (whole, by ScatterND)
@@ -75,7 +75,7 @@ def _view_nodes(g: Graph, name: str, pieces: dict[str, list[tuple[int, str]]]) -
     if view.strides is not None:  # a strided view: GatherND of its elements' flat positions
         flat_shape = numpy_helper.from_array(np.array([-1], np.int64), f"{name}__view_flat")
         index = np.arange(g.tensors[view.base].size, dtype=np.int64)
-        positions = numpy_helper.from_array(np.ascontiguousarray(view.read(index, t.shape)[..., None]),
+        positions = numpy_helper.from_array(np.asarray(view.read(index, t.shape)[..., None], order="C"),
                                             f"{name}__view_index")
         flat = f"{name}__flat"
         return [helper.make_node("Reshape", [view.base, flat_shape.name], [flat], name=f"{name}__flatten"),
@@ -121,7 +121,7 @@ def _written_buffer(g: Graph, base: str, writes: list[str]) -> tuple[list[onnx.N
     nodes, inits, flat = [], [zeros, shape], zeros.name
     for k, name in enumerate(writes):
         positions = g.buffer_of(name).read(np.arange(t.size, dtype=np.int64), g.tensors[name].shape)
-        index = numpy_helper.from_array(np.ascontiguousarray(positions[..., None]), f"{base}__write{k}_index")
+        index = numpy_helper.from_array(np.asarray(positions[..., None], order="C"), f"{base}__write{k}_index")
         nodes.append(helper.make_node("ScatterND", [flat, index.name, name], [f"{base}__write{k}"],
                                       name=f"{base}__write{k}"))
         inits.append(index)

@@ -171,7 +171,7 @@ class Graph:
     def add_weight(self, name: str, value: np.ndarray) -> str:
         """Register a new initializer under a fresh name and return that name."""
         name = self.fresh_name(name)
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value, order="C")
         self.weights[name] = value
         self.tensors[name] = Tensor(name, tuple(int(d) for d in value.shape), value.dtype.name, "weight")
         return name

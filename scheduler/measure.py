@@ -79,7 +79,7 @@ def sample_data(graph: Graph, ops: list[Op], samples: list[Sample], rng: np.rand
             if isinstance(arg, Temp):
                 data[name] = np.zeros(-(-int(arg.nbytes) // 4), dtype=np.float32)
             elif graph.is_constant(name):
-                data[name] = np.ascontiguousarray(graph.constant(name))
+                data[name] = np.asarray(graph.constant(name), order="C")
             else:
                 t = graph.tensors[name]
                 kind = np.dtype(t.dtype).kind

@@ -137,7 +137,7 @@ def fold_constants(g: Graph) -> int:
         for out, value in zip(node.outputs, values):
             if out:
                 t = g.tensors[out]
-                g.weights[out] = np.ascontiguousarray(np.asarray(value).astype(t.dtype).reshape(t.shape))
+                g.weights[out] = np.asarray(np.asarray(value).astype(t.dtype).reshape(t.shape), order="C")
                 t.kind = "weight"
         folded += 1
     g.nodes = kept
@@ -1173,7 +1173,7 @@ class RnnSplitter:
         if not src:
             return ""
         if self.g.is_constant(src):
-            return self.g.add_weight(f"{self.node.name}/{stem}", np.ascontiguousarray(self.g.constant(src)[d:d + 1]))
+            return self.g.add_weight(f"{self.node.name}/{stem}", np.asarray(self.g.constant(src)[d:d + 1], order="C"))
         t = self.g.tensors[src]
         piece = (1, *t.shape[1:])
         return add_view(self.g, src, piece, f"{self.node.name}/{stem}", d * int(np.prod(piece)), self.producers)

@@ -73,11 +73,11 @@ def evaluate_standard(node: Node, inputs: Arrays, opset: int) -> list[np.ndarray
 
 def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Execute a DFG node by node (aliases read their base buffer) and return the graph outputs."""
-    buffers: dict[str, np.ndarray] = {k: np.ascontiguousarray(v) for k, v in graph.weights.items()}
+    buffers: dict[str, np.ndarray] = {k: np.asarray(v, order="C") for k, v in graph.weights.items()}
     for name in graph.inputs:
         if name not in feeds:
             raise SchedulerError(f"no value fed for graph input '{name}'")
-        buffers[name] = np.ascontiguousarray(feeds[name], dtype=graph.tensors[name].dtype)
+        buffers[name] = np.asarray(feeds[name], dtype=graph.tensors[name].dtype, order="C")
 
     def read(name: str) -> np.ndarray | None:
         if not name:
@@ -97,7 +97,7 @@ def run_graph(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarra
                     flat = buffers.setdefault(view.base, np.zeros(base.shape, base.dtype)).reshape(-1)
                     view.read(flat, t.shape, writeable=True)[...] = value
                 else:
-                    buffers[out] = np.ascontiguousarray(value)
+                    buffers[out] = np.asarray(value, order="C")
     return {name: read(name) for name in graph.outputs}
 
 

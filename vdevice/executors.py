@@ -61,8 +61,8 @@ class _CpuBackend:
     def to_device(self, array: np.ndarray, name: str = "table") -> np.ndarray:
         """Host memory is device memory here (a guarded copy under the sanitizers)."""
         if not self.guarded:
-            return np.ascontiguousarray(array)
-        src = np.ascontiguousarray(array)
+            return np.asarray(array, order="C")
+        src = np.asarray(array, order="C")
         out = self.module.guarded_array(src.shape, src.dtype, name)
         out[...] = src
         if out.size:
@@ -121,7 +121,7 @@ class _GpuBackend:
     def to_device(self, array: np.ndarray, name: str = "table") -> Any:
         """Copy to a new device array (ordered on the backend stream); `name` is for the CPU sanitizers' reports."""
         with self.stream:
-            out = self.cp.asarray(np.ascontiguousarray(array))
+            out = self.cp.asarray(np.asarray(array, order="C"))
         self.stream.synchronize()
         return out
 
@@ -240,7 +240,7 @@ class VDevice:
                     self.buffers[name] = arr
                     self.generation += 1
             else:
-                self.buffers[name].set(np.ascontiguousarray(arr), stream=self.backend.stream)
+                self.buffers[name].set(np.asarray(arr, order="C"), stream=self.backend.stream)
 
     def unbind(self, buffers: Mapping[str, np.ndarray] | None) -> None:
         """Copy device results back into the caller's numpy arrays (GPU); nothing to do on the CPU."""

@@ -122,7 +122,7 @@ class GpuModule:
         fn = self.get_function(kernel_expr)
         if dyn_smem > 48 * 1024:
             fn.max_dynamic_shared_size_bytes = dyn_smem
-        device_args = [cp.asarray(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in args]
+        device_args = [cp.asarray(np.asarray(a, order="C")) if isinstance(a, np.ndarray) else a for a in args]
         # RawKernel.__call__ fixes enable_cooperative_groups itself: launch through its driver Function
         fn.kernel(tuple(_dim3(grid)), tuple(_dim3(block)), tuple(device_args), shared_mem=dyn_smem,
                   enable_cooperative_groups=cooperative)

@@ -211,8 +211,8 @@ def pack_lstm_weights(wt: np.ndarray | None, rt: np.ndarray | None, bias: np.nda
     blocks = cdiv(hidden, units)
     padded = np.zeros((rows + 1, 4, blocks * units), dtype=np.float32)
     padded[:, :, :hidden] = full.reshape(rows + 1, 4, hidden)
-    return np.ascontiguousarray(padded.reshape(rows + 1, 4, blocks, units).transpose(2, 0, 1, 3)
-                                .reshape(blocks, rows + 1, 4 * units))
+    return np.asarray(padded.reshape(rows + 1, 4, blocks, units).transpose(2, 0, 1, 3)
+                                .reshape(blocks, rows + 1, 4 * units), order="C")
 
 
 def _resident_condition(node: NodeInfo) -> str | None:

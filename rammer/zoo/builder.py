@@ -49,7 +49,7 @@ class GraphBuilder:
     def const(self, value: np.ndarray, prefix: str = "c") -> str:
         """Add an initializer (weights, shapes, axes) and return its name."""
         name = self.fresh(prefix)
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        self.inits.append(numpy_helper.from_array(np.asarray(value, order="C"), name))
         self.shapes[name] = tuple(value.shape)
         return name
 

@@ -412,7 +412,7 @@ def fallback_session(call: LibraryCall) -> Any:
 def run_fallback(call: LibraryCall, ins: list, outs: list) -> None:
     """Run the node in onnxruntime on the CPU arrays and write its outputs in place."""
     sess = fallback_session(call)
-    feeds = {f"i{k}": np.ascontiguousarray(a) for k, a in enumerate(ins) if a is not None}
+    feeds = {f"i{k}": np.asarray(a, order="C") for k, a in enumerate(ins) if a is not None}
     for out, got in zip(outs, sess.run(None, feeds)):
         out[...] = np.asarray(got).reshape(out.shape)
 

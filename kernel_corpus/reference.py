@@ -3,8 +3,9 @@ implementation of the operator specs), run in float64.
 
 A standard op is evaluated as a one-node ONNX model; one of our custom ops (FusedMatMul, LSTMCell, ...) as the
 graph of standard ops its `OpDef.equivalent` writes, so no kernel geometry and no hand-written arithmetic of ours
-sits between a kernel and its truth. An `OpDef.reference` overrides this where the evaluator falls short (none
-does today). The tests cross-check these references against onnxruntime.
+sits between a kernel and its truth. An `OpDef.reference` overrides this where the evaluator falls short
+(GatherElements past 64 positions: kernel_corpus/ops/layout.py). The tests cross-check these references against
+onnxruntime.
 """
 from __future__ import annotations
 

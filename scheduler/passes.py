@@ -157,6 +157,10 @@ def folded_values(g: Graph, node: Node) -> list[np.ndarray] | None:
         return evaluate(g, node, inputs)
     except SchedulerError:
         return None
+    except (ValueError, TypeError, IndexError) as exc:  # the evaluator's own failure: the node runs as a kernel
+        g.notes.append(f"constant folding: '{node.name}' ({node.op_type}) left to run: the evaluator failed "
+                       f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+        return None
 
 
 def is_foldable(g: Graph, node: Node) -> bool:

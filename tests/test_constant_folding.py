@@ -80,3 +80,47 @@ def test_reduction_of_an_empty_tensor_is_folded() -> None:
     g = run_passes(import_model(model))
     assert not g.nodes
     np.testing.assert_array_equal(run_graph(g, {"x": np.zeros((2, 0, 4), np.float32)})["y"], np.zeros((2, 1, 4)))
+
+
+def token_type_model(positions: int, seq: int) -> onnx.ModelProto:
+    """BERT's embedding prologue as transformers exports it: a constant row of `positions` token types, expanded to
+    the batch and gathered at positions 0..seq-1 (GatherElements over `positions`), added to x."""
+    mk = helper.make_node
+    types = np.arange(positions, dtype=np.int64)[None] % 3
+    nodes = [mk("Expand", ["types", "shape"], ["expanded"]),
+             mk("GatherElements", ["expanded", "idx"], ["picked"], axis=1),
+             mk("Cast", ["picked"], ["pf"], to=TensorProto.FLOAT),
+             mk("Add", ["x", "pf"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "types", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq])],
+        initializer=[numpy_helper.from_array(types, "types"),
+                     numpy_helper.from_array(np.array([1, positions], np.int64), "shape"),
+                     numpy_helper.from_array(np.arange(seq, dtype=np.int64)[None] * 7 % positions, "idx")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("positions,seq", [(512, 32), (70, 9), (20, 20)])
+def test_gather_elements_over_many_positions_folds(positions: int, seq: int) -> None:
+    """onnx's evaluator cannot gather over more than 64 positions (np.choose); the corpus' own numpy reference
+    folds it, and the folded graph computes what onnxruntime computes on the original model."""
+    model = token_type_model(positions, seq)
+    g = run_passes(import_model(model))
+    assert {n.op_type for n in g.nodes} == {"Add"}
+    x = np.random.default_rng(positions).standard_normal((1, seq)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(run_graph(g, {"x": x})["y"], want, rtol=1e-6)
+
+
+def test_an_evaluator_failure_leaves_the_node_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node the evaluator fails on (a bug of the evaluator, not of the model) is not folded: it stays in the graph
+    with a note, and the build goes on."""
+    import scheduler.passes as passes
+
+    def failing(g, node, inputs):  # noqa: ANN001, ANN202
+        raise ValueError("cannot reshape array of size 1 into shape (1,32)")
+
+    monkeypatch.setattr(passes, "evaluate", failing)
+    g = run_passes(import_model(token_type_model(512, 32)))
+    assert "GatherElements" in {n.op_type for n in g.nodes}
+    assert any("left to run: the evaluator failed (ValueError" in note for note in g.notes)

@@ -370,6 +370,15 @@ def gather_elements_view(node: NodeInfo) -> tuple[list[int], list[int], int, int
     return dims, strides, axis + MAX_TRANSPOSE_RANK - len(x), x[axis]
 
 
+def _gather_elements_reference(node: NodeInfo, inputs: list) -> list[np.ndarray]:
+    """GatherElements in numpy (take_along_axis, negative indices counted from the end): onnx's evaluator
+    (1.23) picks with np.choose, which takes at most 64 choices, and its fallback returns wrong shapes past that, so
+    an exported model's GatherElements over 512 positions (BERT's token types) had no truth and no folding."""
+    data, index = inputs[0], np.asarray(inputs[1]).astype(np.int64)
+    axis = norm_axis(int(node.attrs.get("axis", 0)), data.ndim)
+    return [np.take_along_axis(data, np.where(index < 0, index + data.shape[axis], index), axis)]
+
+
 def _gather_elements_plan(node: NodeInfo) -> list[Launch]:
     """gather_elements, one thread per index."""
     dims, strides, axis, length = gather_elements_view(node)
@@ -553,7 +562,9 @@ OPS = [
                                      condition_of(gather_elements_view), _gather_elements_plan,
                                      ("gather_elements",), float_inputs=1),),
           (Shape(((3, 4), (3, 2)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (-4, 4)}),
-           Shape(((4, 3, 2), (2, 3, 2)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (0, 4)})),
+           Shape(((4, 3, 2), (2, 3, 2)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (0, 4)}),
+           Shape(((1, 100), (1, 40)), {"axis": -1}, dtypes={1: "int64"}, ranges={1: (-100, 100)})),
+          reference=_gather_elements_reference,
           torch=lambda T, a, k, n: (lambda x, i: T.gather(x, a.get("axis", 0), i % x.shape[a.get("axis", 0)]))),
     OpDef("Tile", (Binding("Tile", "nd", SOURCE, "only", condition_of(tile_view), _tile_plan, ("tile_nd",),
                            float_inputs=1),),

@@ -266,6 +266,8 @@ class BuildOptions:
     # J, the most hidden units per resident LSTM rTask (vdevice.target.Target.resident_units): None lets the build
     # choose it by the cost model (Build.resident_spread), a number forces that cap (0: the fewest-fit J, no choice)
     resident_units: int | None = None
+    # named dynamic dimensions of the model and their sizes (--dim NAME=N): an exporter's "batch" or "seq"
+    dims: tuple[tuple[str, int], ...] = ()
 
     def check(self) -> None:
         """One-line errors for options that contradict each other, before any work."""
@@ -280,6 +282,9 @@ class BuildOptions:
         self.forced()
         if self.resident_units is not None and self.resident_units < 0:
             raise BuildError(f"resident units {self.resident_units}: J must be at least 1 (0: the fewest-fit J)")
+        bad = [f"{name}={size}" for name, size in self.dims if size < 1]
+        if bad:
+            raise BuildError(f"--dim {bad[0]}: a dimension's size must be at least 1")
 
     def forced(self) -> dict[str, str]:
         """--force as {pattern: kind}; a one-line error for a malformed one."""
@@ -363,7 +368,8 @@ class Build:
     def passes(self) -> Graph:
         """ONNX import and the graph passes: once per build, whatever targets the search then tries."""
         from scheduler.pipeline import import_graph
-        self.graph = import_graph(self.model, self.registry, self.opts.disable_passes, self.dumps.recorder(None))
+        self.graph = import_graph(self.model, self.registry, self.opts.disable_passes, self.dumps.recorder(None),
+                                  dict(self.opts.dims))
         return self.graph
 
     def profiler(self, target: Target) -> Profiler:
@@ -617,7 +623,8 @@ class Build:
         plan.save(tmp / "plan.json")
         arrays = {npz_key(k): np.asarray(v, order="C") for k, v in gen.weights.items()}
         np.savez(tmp / "weights.npz", **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
-        save_standalone(self.model, tmp / "model.onnx")  # with its external data, for `rammer run --check`
+        # with its external data and its --dim sizes, for `rammer run --check`
+        save_standalone(self.model, tmp / "model.onnx", dims=dict(self.opts.dims))
         step_costs = profiler.step_costs(lambda op: 0.0)  # the simulation's terms; durations are the plan's
         slices = schedule_slices(plan, gen.programs, step_costs)
         (tmp / "timeline.svg").write_text(timeline_svg(plan, gen.programs, step_costs, self.opts.target, slices))

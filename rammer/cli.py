@@ -6,7 +6,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -62,6 +62,26 @@ def _at_least_one_veu(ctx: click.Context, param: click.Parameter, value: int | N
     return value
 
 
+def _dims(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """--dim NAME=N (repeatable) as ((name, size), ...); one usage line for a malformed one."""
+    out = []
+    for item in values:
+        name, sep, size = item.rpartition("=")
+        if not sep or not name or not size.isdigit() or int(size) < 1:
+            click.echo(f"error: --dim {item}: expected NAME=N with N >= 1 (a named dynamic dimension of the model, "
+                       f"e.g. --dim batch=1)", err=True)
+            ctx.exit(Exit.USAGE)
+        out.append((name, int(size)))
+    return tuple(out)
+
+
+def dim_option(command: Callable) -> Callable:
+    """--dim NAME=N: the size of one of the model's named dynamic dimensions (an exporter's "batch", "seq")."""
+    return click.option("--dim", "dims", multiple=True, callback=_dims, metavar="NAME=N",
+                        help="give the model's dynamic dimension NAME (an exporter's batch or sequence axis) the "
+                             "size N (repeatable); the scheduler needs static shapes")(command)
+
+
 @main.command()
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
@@ -104,11 +124,13 @@ def _at_least_one_veu(ctx: click.Context, param: click.Parameter, value: int | N
               help="everything in rPrograms: refuse a node no rKernel implements instead of running it as a library "
                    "step (vendor call, or onnxruntime on the CPU); the same as --placement rtask-only")
 @click.option("--json", "as_json", is_flag=True, help="print the build's summary (build.json's stats) as JSON")
+@dim_option
 def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str | None, veus: int | None,
           veus_per_sm: int | None, profile: str, disable_passes: tuple[str, ...], dump_after: tuple[str, ...],
           backends: str | None,
           placement: str | None, launches: bool | None, force: tuple[str, ...], merge: str,
-          user_libs: tuple[str, ...], precision: str, strict: bool, as_json: bool) -> None:
+          user_libs: tuple[str, ...], precision: str, strict: bool, as_json: bool,
+          dims: tuple[tuple[str, int], ...]) -> None:
     """Build MODEL.onnx into OUT_DIR (program, plan.json, weights, timeline.json/.svg, report).
 
     A node no rKernel implements runs as a library step (a vendor call; on the CPU target any standard ONNX op
@@ -122,7 +144,7 @@ def build(model: str, out_dir: str, corpus: str | None, policy: str, target: str
     sys.exit(build_command(model, out_dir, corpus=corpus, policy=policy, target=target, veus=veus, profile=profile,
                            disable_passes=disable_passes, dump_after=dump_after, as_json=as_json,
                            backends=backends, placement=placement, user_libs=user_libs, merge=merge,
-                           precision=precision, veus_per_sm=veus_per_sm, launches=launches, force=force))
+                           precision=precision, veus_per_sm=veus_per_sm, launches=launches, force=force, dims=dims))
 
 
 @main.command("run")
@@ -154,10 +176,12 @@ def run(out_dir: str, inputs: str | None, check: bool, save: str | None, device:
 @click.option("--profile", type=LazyChoice(_profiles), default="auto", show_default=True, help=PROFILE_HELP)
 @click.option("-o", "--out", default=None, type=click.Path(dir_okay=False), help="write plan.json here")
 @click.option("--json", "as_json", is_flag=True, help="print the plan's summary as JSON")
-def plan(model: str, policy: str, veus: int | None, profile: str, out: str | None, as_json: bool) -> None:
+@dim_option
+def plan(model: str, policy: str, veus: int | None, profile: str, out: str | None, as_json: bool,
+         dims: tuple[tuple[str, int], ...]) -> None:
     """Plan MODEL for the GPU with one policy and print the prediction (no conversion, no code generation)."""
     from .plan import plan_command
-    sys.exit(plan_command(model, policy, veus, profile, out, as_json=as_json))
+    sys.exit(plan_command(model, policy, veus, profile, out, as_json=as_json, dims=dict(dims)))
 
 
 @main.command()
@@ -296,7 +320,8 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
                   disable_passes: tuple[str, ...] = (), dump_after: tuple[str, ...] = (), as_json: bool = False,
                   backends: str | None = None, placement: str | None = None, user_libs: tuple[str, ...] = (),
                   merge: str = "auto", precision: str = DEFAULT_PRECISION, veus_per_sm: int | None = None,
-                  launches: bool | None = None, force: tuple[str, ...] = ()) -> int:
+                  launches: bool | None = None, force: tuple[str, ...] = (),
+                  dims: tuple[tuple[str, int], ...] = ()) -> int:
     """CLI body of `rammer build`: one error line on failure (exit 2 for a model that cannot be read, else 1), a
     summary (or, with --json, the build's stats as one JSON object on stdout) on success. Without --target: the
     GPU when one is visible, else the CPU."""
@@ -326,7 +351,8 @@ def build_command(model: str, out_dir: str, corpus: str | None = None, policy: s
         names = default_backends(target, user_libs) if backends is None else \
             tuple(b.strip() for b in backends.split(",") if b.strip())
         options = BuildOptions(target, veus, veus_per_sm, policy, profile, precision, names, user_libs, placement,
-                               merge, corpus, disable_passes, dump_after, launches=launches, force=tuple(force))
+                               merge, corpus, disable_passes, dump_after, launches=launches, force=tuple(force),
+                               dims=tuple(dims))
         built = build_model(model, out_dir, options, quiet=as_json)
     except (ModelError, OutputRefused) as exc:  # an unreadable model, an output the guard refuses: usage
         print(_one_line(exc), file=sys.stderr)

@@ -20,7 +20,7 @@ from .build import build_inputs, make_profiler, profile_workload, source_paths
 
 
 def plan_command(model: str, policy: str = "wavefront", veus: int | None = None, profile: str = "auto",
-                 out: str | None = None, as_json: bool = False) -> int:
+                 out: str | None = None, as_json: bool = False, dims: dict[str, int] | None = None) -> int:
     """Plan, report, save; a scheduler error is one line on stderr and exit status 1 (2 for a model that cannot be
     read, 3 for --profile measured without a GPU). With `as_json` the summary is one JSON object on stdout."""
     say = (lambda *a: None) if as_json else print
@@ -41,12 +41,12 @@ def plan_command(model: str, policy: str = "wavefront", veus: int | None = None,
     try:
         profiler = make_profiler(profile, "gpu", veus or H100.sms)
         say(profiler.describe())
-        graph, workload = load_workload(model, target=default_target(veus))
+        graph, workload = load_workload(model, target=default_target(veus), dims=dims)
         if profiler.mode == "measured":
             done, cached = profile_workload(workload, profiler, "gpu", source_paths(default_registry))
             say(f"profiler: {done} launch shape(s) measured, {cached} from the cache")
         sch = plan_workload(graph, workload, policy, profiler, veus=veus)
-        baselines = model_baselines(model)
+        baselines = model_baselines(model, dims=dims)
         sch.plan.baselines_us = baselines.us
     except SchedulerError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -13,6 +13,30 @@ from onnx import external_data_helper, helper, numpy_helper
 
 PROTOBUF_LIMIT = 2**31 - 1  # a serialized protobuf message cannot exceed 2 GiB (protobuf's own limit)
 DATA_SUFFIX = ".data"       # a build folder's model.onnx keeps its weights in model.onnx.data when over the limit
+
+
+def dynamic_dimensions(model: onnx.ModelProto) -> list[str]:
+    """The named dynamic dimensions of the graph's inputs and outputs, in order of first use."""
+    names = [d.dim_param for vi in [*model.graph.input, *model.graph.output]
+             for d in vi.type.tensor_type.shape.dim if d.dim_param and not d.HasField("dim_value")]
+    return list(dict.fromkeys(names))
+
+
+def fix_dimensions(model: onnx.ModelProto, dims: Mapping[str, int]) -> onnx.ModelProto:
+    """Give named dynamic dimensions (an exporter's "batch", "seq") fixed sizes, in place, on the graph's inputs
+    and outputs; the intermediate shapes are inferred again from them (value_info is cleared). A name the model
+    does not use is a ValueError that lists the ones it does."""
+    known = dynamic_dimensions(model)
+    unknown = [name for name in dims if name not in known]
+    if unknown:
+        raise ValueError(f"--dim {unknown[0]}: the model has no dynamic dimension of that name (its dynamic "
+                         f"dimensions: {', '.join(known) if known else 'none'})")
+    for vi in [*model.graph.input, *model.graph.output]:
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_param in dims and not d.HasField("dim_value"):
+                d.dim_value = int(dims[d.dim_param])  # setting the value clears the name (a oneof)
+    del model.graph.value_info[:]
+    return model
 
 
 def model_folder(path: str | Path) -> str:
@@ -59,13 +83,19 @@ def initializer_bytes(model: onnx.ModelProto) -> int:
     return total
 
 
-def save_standalone(source: str | Path, dest: Path, limit: int = PROTOBUF_LIMIT) -> list[Path]:
+def save_standalone(source: str | Path, dest: Path, limit: int = PROTOBUF_LIMIT,
+                    dims: Mapping[str, int] | None = None) -> list[Path]:
     """Write the model at `source` to `dest` so that it needs no file outside dest's folder: one self-contained file
     while the weights stay under `limit`, else `dest` plus `dest.data` beside it (all external tensors in one
-    file, whatever layout the source used). Returns the files written."""
+    file, whatever layout the source used); `dims` fixed (fix_dimensions). Returns the files written."""
     structure = load_structure(source)
+    if dims:
+        fix_dimensions(structure, dims)
     if not uses_external_data(structure):
-        dest.write_bytes(Path(source).read_bytes())
+        if dims:
+            onnx.save_model(structure, str(dest))
+        else:
+            dest.write_bytes(Path(source).read_bytes())
         return [dest]
     size = initializer_bytes(structure) + structure.ByteSize()
     model = load_weights_into(structure, model_folder(source))

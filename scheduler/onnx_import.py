@@ -2,22 +2,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from .graph import Graph, Node, SchedulerError, Tensor, present
-from .onnx_files import InitializerValues, load_structure, load_weights_into, model_folder
+from .onnx_files import InitializerValues, fix_dimensions, load_structure, load_weights_into, model_folder
 
 
 class ModelError(SchedulerError):
     """The ONNX file cannot be read, is malformed, or has shapes that are not static."""
 
 
-def load_model(source: str | Path | onnx.ModelProto) -> onnx.ModelProto:
-    """Read and check a model, turning any decode/validation failure into one ModelError line."""
+def load_model(source: str | Path | onnx.ModelProto, dims: Mapping[str, int] | None = None) -> onnx.ModelProto:
+    """Read and check a model, turning any decode/validation failure into one ModelError line; `dims` gives named
+    dynamic dimensions their sizes (fix_dimensions)."""
     base_dir = ""
     if isinstance(source, onnx.ModelProto):
         model = source
@@ -30,6 +31,11 @@ def load_model(source: str | Path | onnx.ModelProto) -> onnx.ModelProto:
             model, base_dir = load_structure(where), model_folder(where)
         except Exception as exc:  # protobuf raises several unrelated types for a corrupt file
             raise ModelError(f"cannot read ONNX model {where}: {first_line(exc)}") from None
+    if dims:
+        try:
+            model = fix_dimensions(model if where != "model" else _copy(model), dims)
+        except ValueError as exc:
+            raise ModelError(f"{where}: {exc}") from None
     try:  # on the skeleton: small whatever the weights (no protobuf size limit), external data checked when read
         onnx.checker.check_model(shape_skeleton(model))
         check_weight_sizes(model)
@@ -159,9 +165,16 @@ def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def import_model(source: str | Path | onnx.ModelProto) -> Graph:
-    """Build the DFG of a model whose every tensor has a fixed shape."""
-    model = load_model(source)
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of a caller's model (fixing its dimensions must not change the caller's proto)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+def import_model(source: str | Path | onnx.ModelProto, dims: Mapping[str, int] | None = None) -> Graph:
+    """Build the DFG of a model whose every tensor has a fixed shape (after `dims`, see load_model)."""
+    model = load_model(source, dims)
     g = model.graph
     weights = {init.name: numpy_helper.to_array(init) for init in g.initializer}
     tensors: dict[str, Tensor] = {}
@@ -176,7 +189,8 @@ def import_model(source: str | Path | onnx.ModelProto) -> Graph:
         for out in present(node.outputs):
             if out not in infos:
                 raise ModelError(f"tensor '{out}' (output of {node.op_type} node '{node.name}') has no inferred "
-                                 "shape: the scheduler needs static shapes (fix the batch size)")
+                                 "shape: the scheduler needs static shapes (give the model's dynamic dimensions "
+                                 "sizes: --dim NAME=N)")
             tensors[out] = tensor_from_info(infos[out], "intermediate", node)
     outputs = [vi.name for vi in g.output]
     for name in outputs:
@@ -195,7 +209,8 @@ def tensor_from_info(info: onnx.ValueInfoProto, kind: str, node: Node | None = N
     if not info.type.HasField("tensor_type") or ttype.elem_type == 0:
         raise ModelError(f"{where} is not a tensor of known element type")
     if not ttype.HasField("shape"):
-        raise ModelError(f"{where} has unknown rank: the scheduler needs static shapes (fix the batch size)")
+        raise ModelError(f"{where} has unknown rank: the scheduler needs static shapes (give the model's dynamic "
+                         "dimensions sizes: --dim NAME=N)")
     dims = []
     for d in ttype.shape.dim:
         if d.HasField("dim_value") and d.dim_value < 0:
@@ -207,8 +222,9 @@ def tensor_from_info(info: onnx.ValueInfoProto, kind: str, node: Node | None = N
         else:
             label = d.dim_param or "?"
             shown = ["?" if not x.HasField("dim_value") else str(x.dim_value) for x in ttype.shape.dim]
+            fix = f"give it a size: --dim {label}=N" if d.dim_param else "fix the model's input shapes"
             raise ModelError(f"{where} has a dynamic dimension '{label}' in shape [{','.join(shown)}]: "
-                             "the scheduler needs static shapes (fix the batch size)")
+                             f"the scheduler needs static shapes ({fix})")
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(ttype.elem_type)).name
     return Tensor(info.name, tuple(dims), dtype, kind)
 

@@ -5,7 +5,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import onnx
 from kernel_corpus.bindings import reads_constants_only
@@ -98,10 +98,11 @@ def name_backends(plan: Plan, workload: Workload) -> None:
 
 
 def import_graph(model: str | Path | onnx.ModelProto, registry: Any, disabled: tuple[str, ...] | list[str] = (),
-                 after: Callable[[str, Graph], None] | None = None) -> Graph:
-    """ONNX import and the graph passes (less the `disabled` ones; `after(name, graph)` after each): the part of
-    loading that no target changes, run once per build whatever targets the build then tries."""
-    return run_passes(import_model(model), supports=corpus_supports(registry), disabled=disabled, after=after)
+                 after: Callable[[str, Graph], None] | None = None, dims: Mapping[str, int] | None = None) -> Graph:
+    """ONNX import (named dynamic dimensions fixed by `dims`) and the graph passes (less the `disabled` ones;
+    `after(name, graph)` after each): the part of loading that no target changes, run once per build whatever
+    targets the build then tries."""
+    return run_passes(import_model(model, dims), supports=corpus_supports(registry), disabled=disabled, after=after)
 
 
 def corpus_supports(registry: Any) -> Callable[[str], bool]:
@@ -156,13 +157,13 @@ def default_registry(registry: Any = None) -> Any:
 def load_workload(model: str | Path | onnx.ModelProto, registry: Any = None, target: Target | None = None,
                   disabled: tuple[str, ...] = (), after: Callable[[str, Graph], None] | None = None,
                   merge: str = "off", profiler: Profiler | None = None,
-                  policy: str = "wavefront") -> tuple[Graph, Workload]:
+                  policy: str = "wavefront", dims: Mapping[str, int] | None = None) -> tuple[Graph, Workload]:
     """import_graph, specialise for one target (default_target) and build_workload: the graph and what the
     policies schedule."""
     registry = default_registry(registry)
     target = target or default_target(profiler.veus if profiler else None)
-    g = specialise(import_graph(model, registry, disabled, after), target, registry, disabled, after, merge, profiler,
-                   policy)
+    g = specialise(import_graph(model, registry, disabled, after, dims), target, registry, disabled, after, merge,
+                   profiler, policy)
     return g, build_workload(g, registry, target)
 
 
@@ -325,7 +326,7 @@ def graph_baselines(graph: Graph, registry: Any = None, device: DeviceSpec = H10
 
 
 def model_baselines(model: str | Path | onnx.ModelProto, registry: Any = None, device: DeviceSpec = H100,
-                    legacy_registers: Any = "ptxas") -> Baselines:
-    """graph_baselines of an ONNX model (imported and passed here)."""
+                    legacy_registers: Any = "ptxas", dims: Mapping[str, int] | None = None) -> Baselines:
+    """graph_baselines of an ONNX model (imported, its `dims` fixed, and passed here)."""
     registry = default_registry(registry)
-    return graph_baselines(import_graph(model, registry), registry, device, legacy_registers)
+    return graph_baselines(import_graph(model, registry, dims=dims), registry, device, legacy_registers)

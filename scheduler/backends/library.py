@@ -373,7 +373,13 @@ def fallback_call(node: NodeInfo, inputs: list[str], outputs: list[str],
     why = fallback_refusal(node, target)
     if why is not None:
         return Refusal(f"no onnxruntime fallback: {why}", by=FALLBACK)
+    from kernel_corpus.bindings import registry
+    from kernel_corpus.reference import constants_as_inputs
     attrs = {k: v for k, v in node.attrs.items() if isinstance(v, (int, float, str, list, tuple))}
+    d = registry.op(node.op_type)
+    if d is not None:  # the constant operands node_info copied into attributes are the node's inputs at its opset
+        for key in constants_as_inputs(d, node.opset):
+            attrs.pop(key, None)
     dtypes = {name: t.dtype for name, t in zip(list(inputs) + list(outputs), list(node.inputs) + list(node.outputs))
               if name and t is not None and t.dtype != "float32"}
     return LibraryCall(node.name, node.op_type, NAME, FALLBACK, list(inputs), list(outputs),

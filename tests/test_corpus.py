@@ -119,15 +119,22 @@ def draw_inputs(case: Case) -> list[np.ndarray | None]:
         if i in constant:
             arrays.append(None)  # given as an attribute: an initializer of the reference model
         elif t is not None and t.dtype == "bool":
-            arrays.append(rng.random(t.shape) < 0.5)
+            arrays.append(np.asarray(rng.random(t.shape) < 0.5))  # a 0-d draw is a numpy scalar otherwise
         elif t is not None and i in case.ranges:
             arrays.append(rng.integers(*case.ranges[i], size=t.shape).astype(t.dtype))
         elif t is None or t.dtype != "float32":
             arrays.append(None)
         else:
             low, high = (0.5, 1.5) if i in case.positive else (-2.0, 2.0)
-            arrays.append(np.asarray(rng.uniform(low, high, t.shape), dtype=np.float32))
+            x = np.asarray(rng.uniform(low, high, t.shape), dtype=np.float32)
+            if case.op.op_type in FLOAT_SPECIALS:  # what these ops tell apart: NaN, +inf and -inf among numbers
+                x.reshape(-1)[rng.permutation(x.size)[:3 * x.size // 4]] = np.resize([np.nan, np.inf, -np.inf],
+                                                                                   3 * x.size // 4)
+            arrays.append(x)
     return arrays
+
+
+FLOAT_SPECIALS = {"IsNaN", "IsInf"}  # ops whose inputs are drawn with NaN and infinities among them
 
 
 def rel_err(got: np.ndarray, want: np.ndarray) -> float:

@@ -171,6 +171,54 @@ __global__ void where_bcast(const bool* __restrict__ C, const T* __restrict__ A,
   Y[idx] = C[c] ? A[a] : B[b];
 }
 
+// Logical ops on bool tensors (ONNX And 0, Or 1, Xor 2) with numpy broadcasting over an output of up to 4 dims
+// (strides as in binary_bcast). block (BLOCK), grid ceil(n / BLOCK).
+template <int OP, int BLOCK>
+__global__ void logic_bcast(const bool* __restrict__ A, const bool* __restrict__ B, bool* __restrict__ Y, int n,
+                            int d1, int d2, int d3, int sa0, int sa1, int sa2, int sa3, int sb0, int sb1, int sb2,
+                            int sb3) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  const int i3 = idx % d3;
+  const int i2 = (idx / d3) % d2;
+  const int i1 = (idx / ((size_t)d3 * d2)) % d1;
+  const int i0 = idx / ((size_t)d3 * d2 * d1);
+  const bool a = A[(size_t)i0 * sa0 + (size_t)i1 * sa1 + (size_t)i2 * sa2 + (size_t)i3 * sa3];
+  const bool b = B[(size_t)i0 * sb0 + (size_t)i1 * sb1 + (size_t)i2 * sb2 + (size_t)i3 * sb3];
+  Y[idx] = OP == 0 ? (a && b) : OP == 1 ? (a || b) : (a != b);
+}
+
+// Not on a bool tensor, one thread per element. block (BLOCK), grid ceil(n / BLOCK).
+template <int BLOCK>
+__global__ void logic_not(const bool* __restrict__ X, bool* __restrict__ Y, int n) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx < (size_t)n) Y[idx] = !X[idx];
+}
+
+// Classify floats into a bool tensor: IsNaN (OP 0); IsInf (OP 1), +inf when pos != 0, -inf when neg != 0.
+// block (BLOCK), grid ceil(n / BLOCK).
+template <int OP, int BLOCK>
+__global__ void float_class(const float* __restrict__ X, bool* __restrict__ Y, int n, int pos, int neg) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  const float x = X[idx];
+  Y[idx] = OP == 0 ? isnan(x) : (isinf(x) && ((x > 0.0f && pos != 0) || (x < 0.0f && neg != 0)));
+}
+
+// A broadcast copy of a tensor of any element type T (Expand of bool and integer tensors): X read through its
+// strides per output dim [d0, d1, d2, d3] (0 where broadcast). block (BLOCK), grid ceil(n / BLOCK).
+template <typename T, int BLOCK>
+__global__ void bcast_copy(const T* __restrict__ X, T* __restrict__ Y, int n, int d1, int d2, int d3, int s0, int s1,
+                           int s2, int s3) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  const int i3 = idx % d3;
+  const int i2 = (idx / d3) % d2;
+  const int i1 = (idx / ((size_t)d3 * d2)) % d1;
+  const int i0 = idx / ((size_t)d3 * d2 * d1);
+  Y[idx] = X[(size_t)i0 * s0 + (size_t)i1 * s1 + (size_t)i2 * s2 + (size_t)i3 * s3];
+}
+
 // BatchNormalization, inference form, X [N, C, inner...]: y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + bias[c].
 // block (BLOCK), grid ceil(n / BLOCK).
 template <int BLOCK>

@@ -73,10 +73,10 @@ __device__ __forceinline__ void gather_index_out_of_range(const char* op, long l
 #endif
 }
 
-// Gather along one axis: X [outer, len, inner], n_idx int64 indices (negative ones count from the end) ->
-// Y [outer, n_idx, inner]. block (BLOCK), grid ceil(outer*n_idx*inner / BLOCK).
-template <int BLOCK>
-__global__ void gather_axis(const float* __restrict__ X, const long long* __restrict__ indices, float* __restrict__ Y,
+// Gather along one axis: X [outer, len, inner] of element type T, n_idx int64 indices (negative ones count from the
+// end) -> Y [outer, n_idx, inner]. block (BLOCK), grid ceil(outer*n_idx*inner / BLOCK).
+template <int BLOCK, typename T = float>
+__global__ void gather_axis(const T* __restrict__ X, const long long* __restrict__ indices, T* __restrict__ Y,
                             int outer, int len, int n_idx, int inner) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)outer * n_idx * inner) return;

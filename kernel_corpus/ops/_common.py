@@ -12,6 +12,8 @@ from toolchain.refusal import Refused
 
 MAX_GRID_YZ = 65535
 MAX_VIEW_RANK = 4  # dims the view kernels (reductions, strided copies, pads) index
+# element types the copy, select and cast kernels take (numpy name -> the kernels' C++ type)
+ELEMENT_TYPES = {"float32": "float", "int64": "long long", "int32": "int", "bool": "bool"}
 
 
 def cdiv(a: int, b: int) -> int:

@@ -14,8 +14,8 @@ import numpy as np
 from onnx import helper
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Shape
-from kernel_corpus.ops._common import (activated, cdiv, condition_of, contiguous_strides, f32, i32, linear_launch,
-                                       refuse_extra_outputs, require_present, tensor_bytes)
+from kernel_corpus.ops._common import (ELEMENT_TYPES, activated, cdiv, condition_of, contiguous_strides, f32, i32,
+                                       linear_launch, refuse_extra_outputs, require_present, tensor_bytes)
 from kernel_corpus.torch_builders import torch_function
 from toolchain.refusal import Refused
 
@@ -352,8 +352,8 @@ def _where_condition(node: NodeInfo) -> str | None:
     """A bool condition and two operands of one element type broadcast to the output."""
     require_present(node, 3)
     types = [t.dtype for t in node.inputs]
-    if types[0] != "bool" or types[1] != types[2] or types[1] not in CAST_TYPES:
-        return f"needs a bool condition and operands of one type of {', '.join(CAST_TYPES)}, got {types}"
+    if types[0] != "bool" or types[1] != types[2] or types[1] not in ELEMENT_TYPES:
+        return f"needs a bool condition and operands of one type of {', '.join(ELEMENT_TYPES)}, got {types}"
     nary_view(node)
     return None
 
@@ -363,11 +363,10 @@ def _where_plan(node: NodeInfo) -> list[Launch]:
     dims, (sc, sa, sb) = nary_view(node)
     n = node.outputs[0].numel
     args = [In(0), In(1), In(2), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sc + sa + sb]
-    return [linear_launch("where_bcast", [CAST_TYPES[node.inputs[1].dtype], BLOCK], n, BLOCK, args, n,
+    return [linear_launch("where_bcast", [ELEMENT_TYPES[node.inputs[1].dtype], BLOCK], n, BLOCK, args, n,
                           tensor_bytes(*node.inputs, node.outputs[0]))]
 
 
-CAST_TYPES = {"float32": "float", "int64": "long long", "int32": "int", "bool": "bool"}  # numpy -> C++
 
 
 def _cast_condition(node: NodeInfo) -> str | None:
@@ -376,8 +375,8 @@ def _cast_condition(node: NodeInfo) -> str | None:
     x, y = node.inputs[0], node.outputs[0]
     if x.shape != y.shape:
         return f"output {list(y.shape)} differs from input {list(x.shape)}"
-    return None if x.dtype in CAST_TYPES and y.dtype in CAST_TYPES else \
-        f"cast {x.dtype} -> {y.dtype}: the kernel converts {', '.join(CAST_TYPES)} only"
+    return None if x.dtype in ELEMENT_TYPES and y.dtype in ELEMENT_TYPES else \
+        f"cast {x.dtype} -> {y.dtype}: the kernel converts {', '.join(ELEMENT_TYPES)} only"
 
 
 def _cast_plan(node: NodeInfo) -> list[Launch]:
@@ -385,7 +384,7 @@ def _cast_plan(node: NodeInfo) -> list[Launch]:
     x, y = node.inputs[0], node.outputs[0]
     n = y.numel
     item = lambda t: np.dtype(t.dtype).itemsize  # noqa: E731
-    return [linear_launch("cast_elements", [CAST_TYPES[x.dtype], CAST_TYPES[y.dtype], BLOCK], n, BLOCK,
+    return [linear_launch("cast_elements", [ELEMENT_TYPES[x.dtype], ELEMENT_TYPES[y.dtype], BLOCK], n, BLOCK,
                           [In(0), Out(0), i32(n)], n, n * (item(x) + item(y)))]
 
 
@@ -399,6 +398,82 @@ def _expand_plan(node: NodeInfo) -> list[Launch]:
     """binary_bcast<FIRST>(X, X): a broadcast copy."""
     dims, (sx,) = _expand_view(node)
     return [bcast_launch(FIRST, node, 0, 0, dims, sx, sx)]
+
+
+def _expand_copy_plan(node: NodeInfo) -> list[Launch]:
+    """bcast_copy<T>: the broadcast copy of a bool or integer tensor."""
+    dims, (sx,) = _expand_view(node)
+    x, n = node.inputs[0], node.outputs[0].numel
+    return [linear_launch("bcast_copy", [ELEMENT_TYPES[x.dtype], BLOCK], n, BLOCK,
+                          [In(0), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sx], 0,
+                          tensor_bytes(x, node.outputs[0]))]
+
+
+# ---- logic on bool tensors, float classification --------------------------------------------------------------
+LOGIC_OPS = {"And": 0, "Or": 1, "Xor": 2}  # logic_bcast's OP codes (legacy/elementwise.cu)
+FLOAT_CLASS = {"IsNaN": 0, "IsInf": 1}     # float_class's OP codes
+
+
+def _logic_plan(node: NodeInfo) -> list[Launch]:
+    """logic_bcast<OP>, one thread per output element."""
+    dims, (sa, sb) = nary_view(node)
+    n = node.outputs[0].numel
+    return [linear_launch("logic_bcast", [LOGIC_OPS[node.op_type], BLOCK], n, BLOCK,
+                          [In(0), In(1), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sa + sb], n,
+                          tensor_bytes(*node.inputs, node.outputs[0]))]
+
+
+def _not_plan(node: NodeInfo) -> list[Launch]:
+    """logic_not, one thread per element."""
+    n = node.outputs[0].numel
+    return [linear_launch("logic_not", [BLOCK], n, BLOCK, [In(0), Out(0), i32(n)], n, 2 * n)]
+
+
+def _same_shape(node: NodeInfo) -> str | None:
+    """One input and one output of its shape."""
+    require_present(node, 1)
+    x, y = node.inputs[0], node.outputs[0]
+    return None if x.shape == y.shape else f"output {list(y.shape)} differs from input {list(x.shape)}"
+
+
+def _float_class_condition(node: NodeInfo) -> str | None:
+    """A float32 input, a bool output of its shape."""
+    if node.inputs[0] is not None and node.inputs[0].dtype != "float32":
+        return f"input 0 is {node.inputs[0].dtype}: the kernel classifies float32"
+    return _same_shape(node)
+
+
+def _float_class_plan(node: NodeInfo) -> list[Launch]:
+    """float_class<OP>, one thread per element (IsInf's detect_positive / detect_negative as arguments)."""
+    n = node.outputs[0].numel
+    pos, neg = int(node.attr("detect_positive", 1)), int(node.attr("detect_negative", 1))
+    return [linear_launch("float_class", [FLOAT_CLASS[node.op_type], BLOCK], n, BLOCK,
+                          [In(0), Out(0), i32(n), i32(pos), i32(neg)], n, 5 * n)]
+
+
+def _torch_is_inf(T, a: dict, k: list, nout: int) -> Callable:
+    """IsInf with its detect flags."""
+    pos, neg = a.get("detect_positive", 1), a.get("detect_negative", 1)
+    return lambda x: (T.isposinf(x) & bool(pos)) | (T.isneginf(x) & bool(neg))
+
+
+BOOL_SHAPES = (((3, 5), (3, 5)), ((4, 1), (3,)), ((1, 1, 16, 1), (1, 1, 1, 16)), ((2, 3, 4), ()))
+LOGIC_DEFS = [OpDef(op, (Binding(op, "broadcast", SOURCE, "only", condition_of(nary_view), _logic_plan,
+                                 ("logic_bcast",), dtypes=("bool",)),),
+                    tuple(Shape(ins, dtypes={0: "bool", 1: "bool"}) for ins in BOOL_SHAPES),
+                    torch=torch_function(f"logical_{op.lower()}"))
+              for op in LOGIC_OPS]
+LOGIC_DEFS += [
+    OpDef("Not", (Binding("Not", "direct", SOURCE, "only", _same_shape, _not_plan, ("logic_not",), dtypes=("bool",)),),
+          (Shape(((3, 5),), dtypes={0: "bool"}), Shape(((7,),), dtypes={0: "bool"})),
+          torch=torch_function("logical_not")),
+    OpDef("IsNaN", (Binding("IsNaN", "direct", SOURCE, "only", _float_class_condition, _float_class_plan,
+                            ("float_class",), dtypes=("float32", "bool")),),
+          (Shape(((3, 5),)), Shape(((2, 4, 6),))), torch=torch_function("isnan")),
+    OpDef("IsInf", (Binding("IsInf", "direct", SOURCE, "only", _float_class_condition, _float_class_plan,
+                            ("float_class",), dtypes=("float32", "bool")),),
+          (Shape(((3, 5),)), Shape(((2, 4, 6),), {"detect_negative": 0}), Shape(((9,),), {"detect_positive": 0})),
+          torch=_torch_is_inf)]
 
 
 def _batchnorm_condition(node: NodeInfo) -> str | None:
@@ -485,24 +560,29 @@ OPS = (
     + [_unary_def(op, u) for op, u in UNARY.items()]
     + [_nary_def(op) for op in NARY_OPS]
     + [OpDef("Where", (Binding("Where", "broadcast", SOURCE, "only", _where_condition, _where_plan, ("where_bcast",),
-                               dtypes=tuple(CAST_TYPES)),),
+                               dtypes=tuple(ELEMENT_TYPES)),),
              tuple(Shape(ins, dtypes={0: "bool"}) for ins in (((3, 5), (3, 5), (3, 5)), ((4, 1), (3,), (2, 4, 3)),
                                                               ((1, 1, 6), (2, 1, 6), ())))
              + (Shape(((2, 3), (3,), (2, 1)), dtypes={0: "bool", 1: "int64", 2: "int64"},
                       ranges={1: (-99, 99), 2: (-99, 99)}),),
              torch=lambda T, a, k, n: T.where),
        OpDef("Cast", (Binding("Cast", "direct", SOURCE, "only", _cast_condition, _cast_plan, ("cast_elements",),
-                              dtypes=tuple(CAST_TYPES)),),
+                              dtypes=tuple(ELEMENT_TYPES)),),
              (Shape(((3, 7),), {"to": 7}), Shape(((2, 5),), {"to": 1}, dtypes={0: "int64"}, ranges={0: (-9, 9)}),
               Shape(((4, 3),), {"to": 9}), Shape(((6,),), {"to": 1}, dtypes={0: "bool"}),
               Shape(((2, 2, 3),), {"to": 6}, dtypes={0: "int64"}, ranges={0: (-50, 50)})),
              torch=lambda T, a, k, n: (lambda x: x.to({1: T.float32, 6: T.int32, 7: T.int64, 9: T.bool}[a["to"]]))),
        OpDef("Expand", (Binding("Expand", "broadcast", SOURCE, "only", condition_of(_expand_view),
-                                _expand_plan, ("binary_bcast",), float_inputs=1),),
+                                _expand_plan, ("binary_bcast",), float_inputs=1),
+                        Binding("Expand", "copy", SOURCE, "only", condition_of(_expand_view), _expand_copy_plan,
+                                ("bcast_copy",), float_inputs=1, dtypes=("bool", "int64", "int32"))),
              (Shape(((3, 1),), {"shape": [2, 3, 4]}), Shape(((1, 5),), {"shape": [4, 1]}),
-              Shape(((2, 1, 3),), {"shape": [2, 4, 3]})),
+              Shape(((2, 1, 3),), {"shape": [2, 4, 3]}),
+              Shape(((1, 1, 16, 16),), {"shape": [1, 2, 16, 16]}, dtypes={0: "bool"}),
+              Shape(((3, 1),), {"shape": [2, 3, 5]}, dtypes={0: "int64"}, ranges={0: (-99, 99)})),
              constant_inputs=("shape",), torch=lambda T, a, k, n: (lambda x, *s: x.expand(*[
                  max(d, e) for d, e in zip((1,) * (len(k[1]) - x.dim()) + tuple(x.shape), k[1])])))]
+    + LOGIC_DEFS
     + [OpDef("BatchNormalization",
              (Binding("BatchNormalization", "direct", SOURCE, "only", _batchnorm_condition, _batchnorm_plan,
                       ("batchnorm_infer",)),),

@@ -12,8 +12,8 @@ import numpy as np
 from typing import Callable
 
 from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Scalar, Shape
-from kernel_corpus.ops._common import (MAX_GRID_YZ, MAX_VIEW_RANK, cdiv, contiguous_strides, f32, i32, linear_launch,
-                                       merged_view, norm_axis, condition_of, require_present)
+from kernel_corpus.ops._common import (ELEMENT_TYPES, MAX_GRID_YZ, MAX_VIEW_RANK, cdiv, contiguous_strides, f32, i32,
+                                       linear_launch, merged_view, norm_axis, condition_of, require_present)
 from kernel_corpus.torch_builders import const_ints, need_const
 from toolchain.refusal import Refused
 
@@ -347,9 +347,11 @@ def _gather_plan(node: NodeInfo) -> list[Launch]:
     """gather_axis, one thread per output element."""
     outer, length, n_idx, inner = gather_view(node)
     n = outer * n_idx * inner
-    return [linear_launch("gather_axis", [BLOCK], n, BLOCK,
+    x = node.inputs[0]
+    elem = [] if x.dtype == "float32" else [ELEMENT_TYPES[x.dtype]]  # float keeps the default T
+    return [linear_launch("gather_axis", [BLOCK] + elem, n, BLOCK,
                           [In(0), In(1), Out(0), i32(outer), i32(length), i32(n_idx), i32(inner)], 0,
-                          _copy_bytes(n) + 8 * n_idx)]
+                          n * np.dtype(x.dtype).itemsize * 2 + 8 * n_idx)]
 
 
 def padded4(values: list[int], fill: int) -> list[int]:
@@ -553,10 +555,14 @@ OPS = [
                                    "exclude_outside": 1}, opset=19)),
           constant_inputs=("roi", "scales", "sizes")),
     OpDef("Gather", (Binding("Gather", "axis", SOURCE, "only", condition_of(gather_view), _gather_plan,
-                             ("gather_axis",), float_inputs=1),),
+                             ("gather_axis",), float_inputs=1, dtypes=tuple(ELEMENT_TYPES)),),
           (Shape(((5, 4), (2, 3)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (-5, 5)}),
            Shape(((3, 6, 2), (4,)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (0, 6)}),
-           Shape(((3, 7), ()), {"axis": -1}, dtypes={1: "int64"}, ranges={1: (-7, 7)})),
+           Shape(((3, 7), ()), {"axis": -1}, dtypes={1: "int64"}, ranges={1: (-7, 7)}),
+           # an attention mask's Gather (bool), and integer data
+           Shape(((16, 1), (1, 1, 1, 16)), {"axis": 0}, dtypes={0: "bool", 1: "int64"}, ranges={1: (0, 16)}),
+           Shape(((4, 9), (5,)), {"axis": 1}, dtypes={0: "int64", 1: "int64"}, ranges={0: (-99, 99), 1: (-9, 9)}),
+           Shape(((6, 3), (2,)), {"axis": 0}, dtypes={0: "int32", 1: "int64"}, ranges={0: (-99, 99), 1: (0, 6)})),
           torch=_torch_gather),
     OpDef("GatherElements", (Binding("GatherElements", "direct", SOURCE, "only",
                                      condition_of(gather_elements_view), _gather_elements_plan,

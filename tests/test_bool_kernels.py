@@ -60,3 +60,39 @@ def test_mask_prologue_runs_on_rkernels_and_matches_onnxruntime(tmp_path: Path, 
     feeds = {"mask": (rng.random((1, seq)) < 0.7).astype(np.int64), "x": x}
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_array_equal(load(tmp_path / "out").run(feeds)["y"], want)
+
+
+def position_model(seq: int, pad: int, width: int) -> onnx.ModelProto:
+    """RoBERTa's position ids from its token ids, as transformers exports them: mask = int32(ids != pad),
+    pos = cumsum(mask) * mask + pad (int64), then the position embedding rows (Gather) and a Less test of the ids."""
+    mk = helper.make_node
+    table = np.random.default_rng(width).standard_normal((seq + pad + 1, width)).astype(np.float32)
+    nodes = [mk("Equal", ["ids", "pad"], ["is_pad"]), mk("Not", ["is_pad"], ["real"]),
+             mk("Cast", ["real"], ["m32"], to=TensorProto.INT32),
+             mk("CumSum", ["m32", "axis"], ["run"]), mk("Mul", ["run", "m32"], ["kept"]),
+             mk("Cast", ["kept"], ["k64"], to=TensorProto.INT64), mk("Add", ["k64", "pad"], ["pos"]),
+             mk("Gather", ["table", "pos"], ["y"], axis=0),
+             mk("Less", ["ids", "pos"], ["before"])]
+    graph = helper.make_graph(
+        nodes, "positions", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, seq])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, width]),
+         helper.make_tensor_value_info("before", TensorProto.BOOL, [1, seq])],
+        initializer=[numpy_helper.from_array(np.array(pad, np.int64), "pad"),
+                     numpy_helper.from_array(np.array(1, np.int32), "axis"), numpy_helper.from_array(table, "table")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("seq,pad,width", [(16, 1, 8), (9, 0, 5)])
+def test_position_ids_from_token_ids_run_on_rkernels(tmp_path: Path, seq: int, pad: int, width: int) -> None:
+    model = position_model(seq, pad, width)
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    build_model(tmp_path / "m.onnx", tmp_path / "out", target="cpu", veus=2, quiet=True, backends=("rtask",))
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    assert not plan["library_calls"]
+    assert {"Equal", "Not", "CumSum", "Mul", "Add", "Gather", "Less"} <= {op["op_type"] for op in plan["ops"]}
+    ids = np.random.default_rng(seq).integers(0, 6, (1, seq)).astype(np.int64)
+    ids[0, -3:] = pad  # padding at the end, as a batch pads
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"ids": ids})
+    got = load(tmp_path / "out").run({"ids": ids})
+    np.testing.assert_array_equal(got["y"], want[0])
+    np.testing.assert_array_equal(got["before"], want[1])

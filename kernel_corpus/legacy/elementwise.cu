@@ -171,6 +171,18 @@ __global__ void where_bcast(const bool* __restrict__ C, const T* __restrict__ A,
   Y[idx] = C[c] ? A[a] : B[b];
 }
 
+// The coordinates of output element idx in [d0, d1, d2, d3] (d0 implied) and an operand's offset at them through its
+// strides (0 where it broadcasts): the index arithmetic of the broadcasting kernels below.
+__device__ __forceinline__ void bcast_coords(size_t idx, int d1, int d2, int d3, int (&c)[4]) {
+  c[3] = idx % d3;
+  c[2] = (idx / d3) % d2;
+  c[1] = (idx / ((size_t)d3 * d2)) % d1;
+  c[0] = idx / ((size_t)d3 * d2 * d1);
+}
+__device__ __forceinline__ size_t bcast_at(const int (&c)[4], int s0, int s1, int s2, int s3) {
+  return (size_t)c[0] * s0 + (size_t)c[1] * s1 + (size_t)c[2] * s2 + (size_t)c[3] * s3;
+}
+
 // Logical ops on bool tensors (ONNX And 0, Or 1, Xor 2) with numpy broadcasting over an output of up to 4 dims
 // (strides as in binary_bcast). block (BLOCK), grid ceil(n / BLOCK).
 template <int OP, int BLOCK>
@@ -179,13 +191,36 @@ __global__ void logic_bcast(const bool* __restrict__ A, const bool* __restrict__
                             int sb3) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)n) return;
-  const int i3 = idx % d3;
-  const int i2 = (idx / d3) % d2;
-  const int i1 = (idx / ((size_t)d3 * d2)) % d1;
-  const int i0 = idx / ((size_t)d3 * d2 * d1);
-  const bool a = A[(size_t)i0 * sa0 + (size_t)i1 * sa1 + (size_t)i2 * sa2 + (size_t)i3 * sa3];
-  const bool b = B[(size_t)i0 * sb0 + (size_t)i1 * sb1 + (size_t)i2 * sb2 + (size_t)i3 * sb3];
+  int c[4];
+  bcast_coords(idx, d1, d2, d3, c);
+  const bool a = A[bcast_at(c, sa0, sa1, sa2, sa3)], b = B[bcast_at(c, sb0, sb1, sb2, sb3)];
   Y[idx] = OP == 0 ? (a && b) : OP == 1 ? (a || b) : (a != b);
+}
+
+// Integer arithmetic with broadcasting on T = int or long long, binary_op's codes: Add 0, Sub 1, Mul 2 (wrapping
+// as the hardware does). block (BLOCK), grid ceil(n / BLOCK).
+template <typename T, int OP, int BLOCK>
+__global__ void int_bcast(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ Y, int n, int d1, int d2,
+                          int d3, int sa0, int sa1, int sa2, int sa3, int sb0, int sb1, int sb2, int sb3) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  int c[4];
+  bcast_coords(idx, d1, d2, d3, c);
+  const T a = A[bcast_at(c, sa0, sa1, sa2, sa3)], b = B[bcast_at(c, sb0, sb1, sb2, sb3)];
+  Y[idx] = OP == 0 ? a + b : OP == 1 ? a - b : a * b;
+}
+
+// Comparisons with broadcasting into a bool tensor: Equal 0, Less 1, LessOrEqual 2, Greater 3, GreaterOrEqual 4.
+// block (BLOCK), grid ceil(n / BLOCK).
+template <typename T, int OP, int BLOCK>
+__global__ void compare_bcast(const T* __restrict__ A, const T* __restrict__ B, bool* __restrict__ Y, int n, int d1,
+                              int d2, int d3, int sa0, int sa1, int sa2, int sa3, int sb0, int sb1, int sb2, int sb3) {
+  const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
+  if (idx >= (size_t)n) return;
+  int c[4];
+  bcast_coords(idx, d1, d2, d3, c);
+  const T a = A[bcast_at(c, sa0, sa1, sa2, sa3)], b = B[bcast_at(c, sb0, sb1, sb2, sb3)];
+  Y[idx] = OP == 0 ? a == b : OP == 1 ? a < b : OP == 2 ? a <= b : OP == 3 ? a > b : a >= b;
 }
 
 // Not on a bool tensor, one thread per element. block (BLOCK), grid ceil(n / BLOCK).
@@ -212,11 +247,9 @@ __global__ void bcast_copy(const T* __restrict__ X, T* __restrict__ Y, int n, in
                            int s2, int s3) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)n) return;
-  const int i3 = idx % d3;
-  const int i2 = (idx / d3) % d2;
-  const int i1 = (idx / ((size_t)d3 * d2)) % d1;
-  const int i0 = idx / ((size_t)d3 * d2 * d1);
-  Y[idx] = X[(size_t)i0 * s0 + (size_t)i1 * s1 + (size_t)i2 * s2 + (size_t)i3 * s3];
+  int c[4];
+  bcast_coords(idx, d1, d2, d3, c);
+  Y[idx] = X[bcast_at(c, s0, s1, s2, s3)];
 }
 
 // BatchNormalization, inference form, X [N, C, inner...]: y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + bias[c].

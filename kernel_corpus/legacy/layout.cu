@@ -90,11 +90,11 @@ __global__ void gather_axis(const T* __restrict__ X, const long long* __restrict
 }
 
 // GatherElements: Y has the shape of the indices, up to 4 dims [d0, d1, d2, d3] (d0 implied); Y[c] = X at c with
-// coordinate `axis` replaced by indices[c] (negative ones count from len). X is read through its strides s0..s3.
-// block (BLOCK), grid ceil(n / BLOCK).
-template <int BLOCK>
-__global__ void gather_elements(const float* __restrict__ X, const long long* __restrict__ indices,
-                                float* __restrict__ Y, int n, int d1, int d2, int d3, int s0, int s1, int s2, int s3,
+// coordinate `axis` replaced by indices[c] (negative ones count from len). X (element type T) is read through its
+// strides s0..s3. block (BLOCK), grid ceil(n / BLOCK).
+template <int BLOCK, typename T = float>
+__global__ void gather_elements(const T* __restrict__ X, const long long* __restrict__ indices,
+                                T* __restrict__ Y, int n, int d1, int d2, int d3, int s0, int s1, int s2, int s3,
                                 int axis, int len) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)n) return;
@@ -129,18 +129,19 @@ __global__ void tile_nd(const float* __restrict__ X, float* __restrict__ Y, int 
   Y[idx] = X[(c0 % e0) * s0 + (c1 % e1) * s1 + (c2 % e2) * s2 + (c3 % e3) * s3];
 }
 
-// CumSum over the middle axis of X [outer, len, inner], one thread per (outer, inner) pair; `exclusive` leaves each
-// element out of its own sum, `reverse` sums from the end. block (BLOCK), grid ceil(outer*inner / BLOCK).
-template <int BLOCK>
-__global__ void cumsum_axis(const float* __restrict__ X, float* __restrict__ Y, int outer, int len, int inner,
+// CumSum over the middle axis of X [outer, len, inner] (element type T), one thread per (outer, inner) pair;
+// `exclusive` leaves each element out of its own sum, `reverse` sums from the end.
+// block (BLOCK), grid ceil(outer*inner / BLOCK).
+template <int BLOCK, typename T = float>
+__global__ void cumsum_axis(const T* __restrict__ X, T* __restrict__ Y, int outer, int len, int inner,
                             int exclusive, int reverse) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)outer * inner) return;
   const size_t base = (idx / inner) * (size_t)len * inner + idx % inner;
-  float acc = 0.0f;
+  T acc = 0;
   for (int t = 0; t < len; ++t) {
     const size_t at = base + (size_t)(reverse ? len - 1 - t : t) * inner;
-    const float x = X[at];
+    const T x = X[at];
     if (!exclusive) acc += x;
     Y[at] = acc;
     if (exclusive) acc += x;

@@ -216,7 +216,58 @@ def _binary_bindings(op_type: str) -> list[Binding]:
     return [
         Binding(op_type, "same_shape", SOURCE, "fast", same, plan_same, ("binary_same" + suffix,)),
         Binding(op_type, "broadcast", SOURCE, "efficient", bcast, plan_bcast, ("binary_bcast" + suffix,)),
-    ]
+    ] + ([Binding(op_type, "int_broadcast", SOURCE, "only", condition_of(broadcast_view), _int_plan, ("int_bcast",),
+                  dtypes=INT_TYPES)] if op_type in INT_BINARY_OPS else [])
+
+
+# ---- integer arithmetic and comparisons (position ids from token ids, masks) ----------------------------------
+INT_TYPES = ("int64", "int32")
+INT_BINARY_OPS = ("Add", "Sub", "Mul")  # int_bcast's OP codes are binary_op's
+COMPARE_OPS = {"Equal": 0, "Less": 1, "LessOrEqual": 2, "Greater": 3, "GreaterOrEqual": 4}  # compare_bcast's codes
+
+
+def _int_plan(node: NodeInfo) -> list[Launch]:
+    """int_bcast<T, OP>, one thread per output element."""
+    return [_typed_bcast_launch("int_bcast", BINARY_OPS[node.op_type], node, n_flops=1)]
+
+
+def _typed_bcast_launch(kernel: str, code: int, node: NodeInfo, n_flops: int) -> Launch:
+    """kernel<T, code, BLOCK>(In(0), In(1)) -> Out(0) over the broadcast view, T the inputs' element type."""
+    dims, sa, sb = broadcast_view(node)
+    n = node.outputs[0].numel
+    return linear_launch(kernel, [ELEMENT_TYPES[node.inputs[0].dtype], code, BLOCK], n, BLOCK,
+                         [In(0), In(1), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sa + sb], n * n_flops,
+                         tensor_bytes(node.inputs[0], node.inputs[1], node.outputs[0]))
+
+
+def _compare_condition(node: NodeInfo) -> str | None:
+    """Two operands of one element type (bool for Equal only) broadcast to a bool output."""
+    require_present(node, 2)
+    a, b = node.inputs[0].dtype, node.inputs[1].dtype
+    allowed = ("float32", *INT_TYPES) + (("bool",) if node.op_type == "Equal" else ())
+    if a != b or a not in allowed:
+        return f"needs two operands of one type of {', '.join(allowed)}, got {a} and {b}"
+    broadcast_view(node)
+    return None
+
+
+def _compare_plan(node: NodeInfo) -> list[Launch]:
+    """compare_bcast<T, OP>, one thread per output element."""
+    return [_typed_bcast_launch("compare_bcast", COMPARE_OPS[node.op_type], node, n_flops=1)]
+
+
+INT_SHAPES = (Shape(((1, 16), (1, 16)), dtypes={0: "int32", 1: "int32"}, ranges={0: (-99, 99), 1: (-99, 99)}),
+              Shape(((1, 16), ()), dtypes={0: "int64", 1: "int64"}, ranges={0: (-99, 99), 1: (-99, 99)}),
+              Shape(((3, 1, 4), (5, 1)), dtypes={0: "int64", 1: "int64"}, ranges={0: (-9, 9), 1: (-9, 9)}))
+COMPARE_SHAPES = (Shape(((3, 5), (3, 5))), Shape(((4, 1), (3,))), *INT_SHAPES,
+                  Shape(((2, 6), (6,)), dtypes={0: "int32", 1: "int32"}, ranges={0: (0, 3), 1: (0, 3)}))
+COMPARE_DEFS = [OpDef(op, (Binding(op, "broadcast", SOURCE, "only", _compare_condition, _compare_plan,
+                                   ("compare_bcast",), dtypes=("float32", *INT_TYPES, "bool")),),
+                      COMPARE_SHAPES + ((Shape(((2, 7), (2, 7)), dtypes={0: "bool", 1: "bool"}),) if op == "Equal"
+                                        else ()),
+                      torch=torch_function({"Equal": "eq", "Less": "lt", "LessOrEqual": "le", "Greater": "gt",
+                                            "GreaterOrEqual": "ge"}[op]))
+                for op in COMPARE_OPS]
 
 
 # ---- FusedBinary: a binary op and the activation after it in one launch (scheduler/fuse_elementwise.py) ---------
@@ -550,6 +601,7 @@ PRELU_SHAPES = tuple(Shape((x, slope)) for x, slope in [
     ((4, 7, 3), (4, 7, 3))])
 TORCH_BINARY = {"PRelu": lambda T, a, k, n: (lambda x, slope: T.where(x < 0, x * slope, x))}  # slope broadcasts
 SHAPES_OF = {"Pow": tuple(Shape(s.inputs, positive=(0,)) for s in BINARY_SHAPES), "PRelu": PRELU_SHAPES}
+SHAPES_OF |= {op: BINARY_SHAPES + INT_SHAPES for op in INT_BINARY_OPS}
 
 OPS = (
     [OpDef(op, tuple(_binary_bindings(op)), SHAPES_OF.get(op, BINARY_SHAPES),
@@ -583,6 +635,7 @@ OPS = (
              constant_inputs=("shape",), torch=lambda T, a, k, n: (lambda x, *s: x.expand(*[
                  max(d, e) for d, e in zip((1,) * (len(k[1]) - x.dim()) + tuple(x.shape), k[1])])))]
     + LOGIC_DEFS
+    + COMPARE_DEFS
     + [OpDef("BatchNormalization",
              (Binding("BatchNormalization", "direct", SOURCE, "only", _batchnorm_condition, _batchnorm_plan,
                       ("batchnorm_infer",)),),

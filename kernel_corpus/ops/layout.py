@@ -11,7 +11,7 @@ import numpy as np
 
 from typing import Callable
 
-from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Scalar, Shape
+from kernel_corpus.bindings import Binding, In, Launch, NodeInfo, OpDef, Out, Scalar, Shape, TensorInfo
 from kernel_corpus.ops._common import (ELEMENT_TYPES, MAX_GRID_YZ, MAX_VIEW_RANK, cdiv, contiguous_strides, f32, i32,
                                        linear_launch, merged_view, norm_axis, condition_of, require_present)
 from kernel_corpus.torch_builders import const_ints, need_const
@@ -348,8 +348,7 @@ def _gather_plan(node: NodeInfo) -> list[Launch]:
     outer, length, n_idx, inner = gather_view(node)
     n = outer * n_idx * inner
     x = node.inputs[0]
-    elem = [] if x.dtype == "float32" else [ELEMENT_TYPES[x.dtype]]  # float keeps the default T
-    return [linear_launch("gather_axis", [BLOCK] + elem, n, BLOCK,
+    return [linear_launch("gather_axis", [BLOCK] + _element_arg(x), n, BLOCK,
                           [In(0), In(1), Out(0), i32(outer), i32(length), i32(n_idx), i32(inner)], 0,
                           n * np.dtype(x.dtype).itemsize * 2 + 8 * n_idx)]
 
@@ -384,11 +383,11 @@ def _gather_elements_reference(node: NodeInfo, inputs: list) -> list[np.ndarray]
 def _gather_elements_plan(node: NodeInfo) -> list[Launch]:
     """gather_elements, one thread per index."""
     dims, strides, axis, length = gather_elements_view(node)
-    n = node.outputs[0].numel
-    return [linear_launch("gather_elements", [BLOCK], n, BLOCK,
+    n, x = node.outputs[0].numel, node.inputs[0]
+    return [linear_launch("gather_elements", [BLOCK] + _element_arg(x), n, BLOCK,
                           [In(0), In(1), Out(0), i32(n)] + [i32(v) for v in dims[1:] + strides] + [i32(axis),
                                                                                                   i32(length)],
-                          0, _copy_bytes(n) + 8 * n)]
+                          0, 2 * n * np.dtype(x.dtype).itemsize + 8 * n)]
 
 
 def tile_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]]:
@@ -421,9 +420,17 @@ def cumsum_view(node: NodeInfo) -> tuple[int, int, int]:
 def _cumsum_plan(node: NodeInfo) -> list[Launch]:
     """cumsum_axis, a thread per (outer, inner) pair."""
     outer, length, inner = cumsum_view(node)
-    return [linear_launch("cumsum_axis", [BLOCK], outer * inner, BLOCK,
+    x = node.inputs[0]
+    return [linear_launch("cumsum_axis", [BLOCK] + _element_arg(x), outer * inner, BLOCK,
                           [In(0), Out(0), i32(outer), i32(length), i32(inner), i32(node.attr("exclusive", 0)),
-                           i32(node.attr("reverse", 0))], outer * length * inner, _copy_bytes(outer * length * inner))]
+                           i32(node.attr("reverse", 0))], outer * length * inner,
+                          2 * outer * length * inner * np.dtype(x.dtype).itemsize)]
+
+
+def _element_arg(x: TensorInfo) -> list[str]:
+    """The element-type template argument of a copy kernel whose T defaults to float: none for float32 (the
+    instantiation keeps its name), else the C++ type."""
+    return [] if x.dtype == "float32" else [ELEMENT_TYPES[x.dtype]]
 
 
 def _torch_gather(T, a: dict, k: list, nout: int) -> Callable:
@@ -566,10 +573,12 @@ OPS = [
           torch=_torch_gather),
     OpDef("GatherElements", (Binding("GatherElements", "direct", SOURCE, "only",
                                      condition_of(gather_elements_view), _gather_elements_plan,
-                                     ("gather_elements",), float_inputs=1),),
+                                     ("gather_elements",), float_inputs=1, dtypes=tuple(ELEMENT_TYPES)),),
           (Shape(((3, 4), (3, 2)), {"axis": 1}, dtypes={1: "int64"}, ranges={1: (-4, 4)}),
            Shape(((4, 3, 2), (2, 3, 2)), {"axis": 0}, dtypes={1: "int64"}, ranges={1: (0, 4)}),
-           Shape(((1, 100), (1, 40)), {"axis": -1}, dtypes={1: "int64"}, ranges={1: (-100, 100)})),
+           Shape(((1, 100), (1, 40)), {"axis": -1}, dtypes={1: "int64"}, ranges={1: (-100, 100)}),
+           Shape(((1, 512), (1, 16)), {"axis": 1}, dtypes={0: "int64", 1: "int64"},
+                 ranges={0: (0, 2), 1: (0, 512)})),
           reference=_gather_elements_reference,
           torch=lambda T, a, k, n: (lambda x, i: T.gather(x, a.get("axis", 0), i % x.shape[a.get("axis", 0)]))),
     OpDef("Tile", (Binding("Tile", "nd", SOURCE, "only", condition_of(tile_view), _tile_plan, ("tile_nd",),
@@ -578,9 +587,11 @@ OPS = [
            Shape(((5,),), {"repeats": [3]})),
           constant_inputs=("repeats",), torch=lambda T, a, k, n: (lambda x, *r: x.repeat(*k[1]))),
     OpDef("CumSum", (Binding("CumSum", "axis", SOURCE, "only", condition_of(cumsum_view), _cumsum_plan,
-                             ("cumsum_axis",), float_inputs=1),),
+                             ("cumsum_axis",), float_inputs=1, dtypes=("float32", "int64", "int32")),),
           (Shape(((4, 6),), {"axis": 1}), Shape(((3, 5, 2),), {"axis": 1, "exclusive": 1, "reverse": 1}),
-           Shape(((7,),), {"axis": 0, "reverse": 1})),
+           Shape(((7,),), {"axis": 0, "reverse": 1}),
+           Shape(((1, 16),), {"axis": 1}, dtypes={0: "int32"}, ranges={0: (0, 2)}),
+           Shape(((3, 5),), {"axis": 0, "exclusive": 1}, dtypes={0: "int64"}, ranges={0: (-99, 99)})),
           constant_inputs=("axis",)),
     OpDef("Concat", (Binding("Concat", "copy", SOURCE, "only", condition_of(concat_axis), _concat_plan,
                              ("concat_copy",),

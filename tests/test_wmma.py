@@ -500,11 +500,17 @@ def test_gemm_split_last_block_applies_the_epilogue(splits: int, bias: int, act:
     assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
 
 
-def test_gemm_tc_splits_are_bit_reproducible_in_any_block_order(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def tc_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of tc.cu outside the repository that rtransform verify converts, one per test process: its path names
+    the sanitized builds (the emulator's cache key), so the cases that launch the same kernels share their builds."""
+    import shutil
+    return Path(shutil.copy(LEGACY_DIR / "tc.cu", tmp_path_factory.mktemp("tc") / "tc.cu"))
+
+
+def test_gemm_tc_splits_are_bit_reproducible_in_any_block_order(tmp_path, tc_copy: Path) -> None:
     """The same split GEMM run as rTasks of a persistent vDevice with shuffled block orders (rtransform verify of
     both launches) gives the legacy result bit for bit: the fixup adds the splits in a fixed order."""
-    import shutil
-
     import yaml
 
     from kernel_corpus.bindings import registry
@@ -513,7 +519,7 @@ def test_gemm_tc_splits_are_bit_reproducible_in_any_block_order(tmp_path) -> Non
     from kernel_corpus.bindings import Shape
     from rtransform.verify import verify_file
     node = shape_node(registry.op("MatMul"), Shape(((20, 600), (600, 36))), "n")
-    source = Path(shutil.copy(LEGACY_DIR / "tc.cu", tmp_path / "tc.cu"))
+    source = tc_copy
     for k, launch in enumerate(registry.get("MatMul", "tc32x32k8_3xtf32").launch(node)):
         spec = tmp_path / f"launch{k}.spec.yaml"
         spec.write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))
@@ -644,11 +650,9 @@ def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: in
     ("Conv", "tc64x64_3xtf32", 1), ("MatMul", "tc32x32_bf16", 1), ("Conv", "tc32x32_3xtf32", 6),
     ("MatMul", "tc128x64_3xtf32", 1), ("FusedMatMul", "tc32x32k2_3xtf32", 11), ("FusedConvAdd", "tc32x32k4_3xtf32", 6),
     ("FusedConvAdd", "tc64x64_3xtf32", 5)])
-def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, shape_index: int) -> None:
+def test_converted_tensor_core_kernels_verify(tmp_path, tc_copy: Path, op: str, variant: str, shape_index: int) -> None:
     """rtransform verify (the converted rKernel on the persistent executor: fewer vEUs than rTasks, surplus
     threads, shuffled rTasks) reproduces the legacy kernel bit for bit at a corpus launch."""
-    import shutil
-
     import yaml
 
     from kernel_corpus.bindings import registry
@@ -657,7 +661,7 @@ def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, s
     from rtransform.verify import verify_file
     d = registry.op(op)
     node = shape_node(d, [s for s in d.shapes if s.test][shape_index], "n")
-    source = Path(shutil.copy(LEGACY_DIR / "tc.cu", tmp_path / "tc.cu"))
+    source = tc_copy
     for k, launch in enumerate(registry.get(op, variant).launch(node)):
         spec = tmp_path / f"launch{k}.spec.yaml"
         spec.write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))

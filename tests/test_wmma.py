@@ -6,6 +6,7 @@ kernel_corpus/legacy/tc.cu, every tile, precision, copy width and split-K factor
 arithmetic (bit for bit) and against float64."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -143,12 +144,20 @@ CASES = [("tf32", 16, 16, 8, True, True, True), ("tf32", 16, 16, 8, False, True,
          ("bf16", 8, 32, 16, True, True, True), ("bf16", 16, 16, 16, False, False, False)]
 
 
+def _mma_expr(kind: str, M: int, N: int, K: int, row_a: bool, row_b: bool, round_: bool) -> str:
+    """The one_mma instantiation of a case."""
+    t, s = TYPES[kind]
+    return f"one_mma<{t}, {s}, {M}, {N}, {K}, {LAYOUTS[row_a]}, {LAYOUTS[row_b]}, {'true' if round_ else 'false'}>"
+
+
+MMA_FAMILY = [_mma_expr(*case) for case in CASES]
+
+
 @pytest.mark.parametrize("kind,M,N,K,row_a,row_b,round_", CASES)
 def test_mma_sync_matches_numpy_bit_for_bit(kind: str, M: int, N: int, K: int, row_a: bool, row_b: bool,
                                             round_: bool) -> None:
-    t, s = TYPES[kind]
-    expr = f"one_mma<{t}, {s}, {M}, {N}, {K}, {LAYOUTS[row_a]}, {LAYOUTS[row_b]}, {'true' if round_ else 'false'}>"
-    mod = CpuModule(MMA_SRC, [expr])
+    expr = _mma_expr(kind, M, N, K, row_a, row_b, round_)
+    mod = _shared_module(MMA_FAMILY, [expr], lambda exprs: CpuModule(MMA_SRC, exprs))
     rng = np.random.default_rng(M * 100 + N + K + row_a + 2 * row_b)
     a, b = _operand(rng, (M, K), kind), _operand(rng, (K, N), kind)
     c = rng.uniform(-4, 4, (M, N)).astype(np.float32)
@@ -399,14 +408,16 @@ def _tc_module(exprs: list[str]) -> CpuModule:
 _SHARED: dict[tuple[str, ...], CpuModule] = {}
 
 
-def _shared_tc_module(family: list[str], exprs: list[str]) -> CpuModule:
-    """The one tc.cu module (see _tc_module) of a test family's kernel expressions, built on first use: every case of
-    the family launches its own instantiation from it, so g++ pays the emulator's runtime and tc.cu's shared code once
-    per family instead of once per case (the kernels, their launches and what is asserted are unchanged)."""
+def _shared_module(family: list[str], exprs: list[str],
+                   build: Callable[[list[str]], CpuModule] | None = None) -> CpuModule:
+    """The one module of a test family's kernel expressions (tc.cu's, see _tc_module, unless `build` makes it from
+    the sorted expressions), built on first use: every case of the family launches its own instantiation from it, so
+    g++ pays the emulator's runtime and the source's shared code once per family instead of once per case (the
+    kernels, their launches and what is asserted are unchanged)."""
     assert set(exprs) <= set(family), (exprs, family)
     key = tuple(sorted(set(family)))
     if key not in _SHARED:
-        _SHARED[key] = _tc_module(list(key))
+        _SHARED[key] = (build or _tc_module)(list(key))
     return _SHARED[key]
 
 
@@ -443,7 +454,7 @@ def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M:
     splits, its arrival counters left at zero for the next run: run twice). A batch writes Y as a strided view
     (ysz, ysm: Y stored [M, batch, N], as an attention's heads are stored [S, heads, D])."""
     exprs = [_gemm_expr(bm, bn, prec, M, N, K, trans_a, batch, splits)]
-    mod = _shared_tc_module(GEMM_FAMILY, exprs)
+    mod = _shared_module(GEMM_FAMILY, exprs)
     rng = np.random.default_rng(M + N + K)
     a = rng.uniform(-2, 2, (batch, M, K)).astype(np.float32)
     b = rng.uniform(-2, 2, (batch, K, N)).astype(np.float32)
@@ -475,7 +486,7 @@ def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M:
 def test_gemm_split_last_block_applies_the_epilogue(splits: int, bias: int, act: int) -> None:
     """A split gemm_tc's last block per tile: the partial sums added in split order, then alpha, beta * C (broadcast
     rows) and Relu, in float32 as numpy computes them (the partials as the kernel leaves them in P)."""
-    mod = _shared_tc_module(GEMM_FAMILY, [EPILOGUE_EXPR])
+    mod = _shared_module(GEMM_FAMILY, [EPILOGUE_EXPR])
     rng = np.random.default_rng(splits)
     batch, M, N, K = 2, 7, 33, 16 * splits + 5
     a = rng.uniform(-2, 2, (batch, M, K)).astype(np.float32)
@@ -615,7 +626,7 @@ def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: in
     OH, OW = exact.shape[2:]
     R, P, mg = cg * KH * KW, N * OH * OW, M // group
     exprs = _conv_exprs(tile, prec, xs, ws, stride, pad, dil, group, splits)
-    mod = _shared_tc_module(CONV_FAMILY, exprs)
+    mod = _shared_module(CONV_FAMILY, exprs)
     r_pad = -(-R // 16) * 16
     tab = np.full(4 * r_pad, -99, np.int32)
     mod.launch(exprs[0], grid=-(-r_pad // 256), block=256,

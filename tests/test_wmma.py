@@ -6,6 +6,7 @@ kernel_corpus/legacy/tc.cu, every tile, precision, copy width and split-K factor
 arithmetic (bit for bit) and against float64."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -143,12 +144,20 @@ CASES = [("tf32", 16, 16, 8, True, True, True), ("tf32", 16, 16, 8, False, True,
          ("bf16", 8, 32, 16, True, True, True), ("bf16", 16, 16, 16, False, False, False)]
 
 
+def _mma_expr(kind: str, M: int, N: int, K: int, row_a: bool, row_b: bool, round_: bool) -> str:
+    """The one_mma instantiation of a case."""
+    t, s = TYPES[kind]
+    return f"one_mma<{t}, {s}, {M}, {N}, {K}, {LAYOUTS[row_a]}, {LAYOUTS[row_b]}, {'true' if round_ else 'false'}>"
+
+
+MMA_FAMILY = [_mma_expr(*case) for case in CASES]
+
+
 @pytest.mark.parametrize("kind,M,N,K,row_a,row_b,round_", CASES)
 def test_mma_sync_matches_numpy_bit_for_bit(kind: str, M: int, N: int, K: int, row_a: bool, row_b: bool,
                                             round_: bool) -> None:
-    t, s = TYPES[kind]
-    expr = f"one_mma<{t}, {s}, {M}, {N}, {K}, {LAYOUTS[row_a]}, {LAYOUTS[row_b]}, {'true' if round_ else 'false'}>"
-    mod = CpuModule(MMA_SRC, [expr])
+    expr = _mma_expr(kind, M, N, K, row_a, row_b, round_)
+    mod = _shared_module(MMA_FAMILY, [expr], lambda exprs: CpuModule(MMA_SRC, exprs))
     rng = np.random.default_rng(M * 100 + N + K + row_a + 2 * row_b)
     a, b = _operand(rng, (M, K), kind), _operand(rng, (K, N), kind)
     c = rng.uniform(-4, 4, (M, N)).astype(np.float32)
@@ -396,6 +405,22 @@ def _tc_module(exprs: list[str]) -> CpuModule:
     return CpuModule(path.read_text(), exprs, include_dirs=[str(LEGACY_DIR)], name=str(path), sanitize="all")
 
 
+_SHARED: dict[tuple[str, ...], CpuModule] = {}
+
+
+def _shared_module(family: list[str], exprs: list[str],
+                   build: Callable[[list[str]], CpuModule] | None = None) -> CpuModule:
+    """The one module of a test family's kernel expressions (tc.cu's, see _tc_module, unless `build` makes it from
+    the sorted expressions), built on first use: every case of the family launches its own instantiation from it, so
+    g++ pays the emulator's runtime and the source's shared code once per family instead of once per case (the
+    kernels, their launches and what is asserted are unchanged)."""
+    assert set(exprs) <= set(family), (exprs, family)
+    key = tuple(sorted(set(family)))
+    if key not in _SHARED:
+        _SHARED[key] = (build or _tc_module)(list(key))
+    return _SHARED[key]
+
+
 def _gemm_vec(M: int, N: int, K: int, trans_a: bool, batch: int) -> int:
     """tc.cu's VEC bits as the GEMM binding sets them for these operands."""
     a = not trans_a and K % 4 == 0 and (batch == 1 or (M * K) % 4 == 0)
@@ -403,22 +428,33 @@ def _gemm_vec(M: int, N: int, K: int, trans_a: bool, batch: int) -> int:
     return int(a) | 2 * int(b)
 
 
-@pytest.mark.parametrize("bm,bn,prec,M,N,K,trans_a,batch,splits", [
+GEMM_CASES = [
     (64, 64, 0, 37, 45, 50, False, 1, 1), (64, 64, 1, 70, 33, 17, True, 1, 1), (128, 64, 0, 130, 70, 40, False, 2, 1),
     (64, 64, 0, 1, 65, 100, False, 1, 1), (64, 64, 1, 8, 16, 16, False, 3, 1), (32, 32, 0, 45, 33, 29, True, 2, 1),
     (64, 64, 1, 33, 48, 30, False, 1, 1), (128, 64, 0, 40, 64, 64, False, 2, 1), (128, 64, 1, 131, 67, 35, True, 1, 1),
     (64, 64, 0, 36, 44, 52, False, 1, 1), (32, 32, 2, 20, 70, 33, False, 1, 1), (64, 64, 2, 37, 48, 52, False, 2, 1),
     (32, 32, 0, 33, 40, 300, False, 1, 2), (32, 32, 0, 17, 36, 260, True, 2, 3), (64, 64, 0, 40, 68, 530, False, 1, 8),
-    (32, 32, 1, 9, 20, 1030, False, 1, 16), (64, 64, 2, 24, 40, 200, False, 2, 3), (128, 64, 0, 70, 36, 96, False, 1, 6)])
+    (32, 32, 1, 9, 20, 1030, False, 1, 16), (64, 64, 2, 24, 40, 200, False, 2, 3), (128, 64, 0, 70, 36, 96, False, 1, 6)]
+EPILOGUE_EXPR = "gemm_tc<32, 32, 0, 0, 1>"
+
+
+def _gemm_expr(bm: int, bn: int, prec: int, M: int, N: int, K: int, trans_a: bool, batch: int, splits: int) -> str:
+    """The gemm_tc instantiation the GEMM binding launches for these operands."""
+    return f"gemm_tc<{bm}, {bn}, {prec}, {_gemm_vec(M, N, K, trans_a, batch)}, {int(splits > 1)}>"
+
+
+GEMM_FAMILY = [_gemm_expr(*case) for case in GEMM_CASES] + [EPILOGUE_EXPR]
+
+
+@pytest.mark.parametrize("bm,bn,prec,M,N,K,trans_a,batch,splits", GEMM_CASES)
 def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M: int, N: int, K: int,
                                                  trans_a: bool, batch: int, splits: int) -> None:
     """Every tile, precision, copy width (16-byte where the operands allow, else 4-byte) and split factor against
     tc.cu's documented arithmetic in numpy, bit for bit; split-K in one launch (each tile's last block adds the
     splits, its arrival counters left at zero for the next run: run twice). A batch writes Y as a strided view
     (ysz, ysm: Y stored [M, batch, N], as an attention's heads are stored [S, heads, D])."""
-    vec = _gemm_vec(M, N, K, trans_a, batch)
-    exprs = [f"gemm_tc<{bm}, {bn}, {prec}, {vec}, {int(splits > 1)}>"]
-    mod = _tc_module(exprs)
+    exprs = [_gemm_expr(bm, bn, prec, M, N, K, trans_a, batch, splits)]
+    mod = _shared_module(GEMM_FAMILY, exprs)
     rng = np.random.default_rng(M + N + K)
     a = rng.uniform(-2, 2, (batch, M, K)).astype(np.float32)
     b = rng.uniform(-2, 2, (batch, K, N)).astype(np.float32)
@@ -450,7 +486,7 @@ def test_gemm_tc_matches_numpy_model_bit_for_bit(bm: int, bn: int, prec: int, M:
 def test_gemm_split_last_block_applies_the_epilogue(splits: int, bias: int, act: int) -> None:
     """A split gemm_tc's last block per tile: the partial sums added in split order, then alpha, beta * C (broadcast
     rows) and Relu, in float32 as numpy computes them (the partials as the kernel leaves them in P)."""
-    mod = _tc_module(["gemm_tc<32, 32, 0, 0, 1>"])
+    mod = _shared_module(GEMM_FAMILY, [EPILOGUE_EXPR])
     rng = np.random.default_rng(splits)
     batch, M, N, K = 2, 7, 33, 16 * splits + 5
     a = rng.uniform(-2, 2, (batch, M, K)).astype(np.float32)
@@ -461,7 +497,7 @@ def test_gemm_split_last_block_applies_the_epilogue(splits: int, bias: int, act:
     alpha, beta = np.float32(0.5), np.float32(-2.0)
     grid = (-(-N // 32), -(-M // 32), batch * splits)
     arrivals = np.zeros(grid[0] * grid[1] * batch, np.int32)
-    mod.launch("gemm_tc<32, 32, 0, 0, 1>", grid=grid, block=tc_threads(32, 32),
+    mod.launch(EPILOGUE_EXPR, grid=grid, block=tc_threads(32, 32),
                args=[a, b, c, y, part, arrivals] + [np.int32(v) for v in (M, N, K, K, 1, N, 1, 0, 1, M * K, K * N)]
                + [alpha, beta, np.int32(bias), np.int32(act), np.int32(splits), np.int32(M * N), np.int32(N)])
     acc = part[0]
@@ -475,11 +511,17 @@ def test_gemm_split_last_block_applies_the_epilogue(splits: int, bias: int, act:
     assert np.array_equal(y.view(np.uint32), want.view(np.uint32))
 
 
-def test_gemm_tc_splits_are_bit_reproducible_in_any_block_order(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def tc_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of tc.cu outside the repository that rtransform verify converts, one per test process: its path names
+    the sanitized builds (the emulator's cache key), so the cases that launch the same kernels share their builds."""
+    import shutil
+    return Path(shutil.copy(LEGACY_DIR / "tc.cu", tmp_path_factory.mktemp("tc") / "tc.cu"))
+
+
+def test_gemm_tc_splits_are_bit_reproducible_in_any_block_order(tmp_path, tc_copy: Path) -> None:
     """The same split GEMM run as rTasks of a persistent vDevice with shuffled block orders (rtransform verify of
     both launches) gives the legacy result bit for bit: the fixup adds the splits in a fixed order."""
-    import shutil
-
     import yaml
 
     from kernel_corpus.bindings import registry
@@ -488,7 +530,7 @@ def test_gemm_tc_splits_are_bit_reproducible_in_any_block_order(tmp_path) -> Non
     from kernel_corpus.bindings import Shape
     from rtransform.verify import verify_file
     node = shape_node(registry.op("MatMul"), Shape(((20, 600), (600, 36))), "n")
-    source = Path(shutil.copy(LEGACY_DIR / "tc.cu", tmp_path / "tc.cu"))
+    source = tc_copy
     for k, launch in enumerate(registry.get("MatMul", "tc32x32k8_3xtf32").launch(node)):
         spec = tmp_path / f"launch{k}.spec.yaml"
         spec.write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))
@@ -530,7 +572,7 @@ def _im2col(x: np.ndarray, KH: int, KW: int, stride, pad, dil, OH: int, OW: int,
     return np.stack(rows).astype(np.float32)
 
 
-@pytest.mark.parametrize("tile,prec,xs,ws,stride,pad,dil,group,splits,res", [
+CONV_CASES = [
     ((64, 64), 0, (1, 3, 9, 11), (5, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1, 1, 0),
     ((32, 32), 0, (2, 4, 10, 7), (6, 2, 3, 2), (2, 1), (1, 0), (1, 2), 2, 1, 1),
     ((64, 64), 1, (1, 16, 8, 8), (32, 16, 1, 1), (1, 1), (0, 0), (1, 1), 1, 1, 1),
@@ -548,7 +590,25 @@ def _im2col(x: np.ndarray, KH: int, KW: int, stride, pad, dil, OH: int, OW: int,
     ((64, 64), 1, (2, 3, 13, 6), (5, 3, 15, 2), (2, 1), (8, 1), (1, 3), 1, 2, 0),
     # wider than the bits: the shifts' test (VEC bit 2), unsplit and split, a 41-tap column as DeepSpeech2's
     ((32, 32), 0, (1, 2, 44, 9), (3, 2, 41, 3), (2, 1), (20, 1), (1, 1), 1, 1, 1),
-    ((64, 64), 0, (1, 4, 9, 30), (6, 2, 3, 17), (1, 1), (1, 8), (1, 1), 2, 2, 0)])
+    ((64, 64), 0, (1, 4, 9, 30), (6, 2, 3, 17), (1, 1), (1, 8), (1, 1), 2, 2, 0)]
+
+
+def _conv_exprs(tile: tuple[int, int], prec: int, xs, ws, stride, pad, dil, group, splits: int) -> list[str]:
+    """The offset table's kernel and the conv_tc instantiation the Conv binding launches for this convolution."""
+    N, C, H, W = xs
+    M, cg, KH, KW = ws
+    OH = (H + 2 * pad[0] - dil[0] * (KH - 1) - 1) // stride[0] + 1
+    OW = (W + 2 * pad[1] - dil[1] * (KW - 1) - 1) // stride[1] + 1
+    R = cg * KH * KW
+    direct = (KH, KW, *stride, *pad) == (1, 1, 1, 1, 0, 0) and (OH * OW) % 4 == 0
+    vec = int(R % 4 == 0) | 2 * int(direct) | 4 * int(max(KH, KW) > 15)
+    return ["conv_tc_offsets<256>", f"conv_tc<{tile[0]}, {tile[1]}, {prec}, {vec}, {int(splits > 1)}>"]
+
+
+CONV_FAMILY = sorted({e for case in CONV_CASES for e in _conv_exprs(*case[:9])})
+
+
+@pytest.mark.parametrize("tile,prec,xs,ws,stride,pad,dil,group,splits,res", CONV_CASES)
 def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: int, xs, ws, stride, pad, dil, group,
                                                  splits: int, res: int) -> None:
     """conv_tc against the GEMM model on numpy's im2col per group, then bias, the residual Z (res: FusedConvAdd's
@@ -565,10 +625,8 @@ def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: in
     M, cg, KH, KW = ws
     OH, OW = exact.shape[2:]
     R, P, mg = cg * KH * KW, N * OH * OW, M // group
-    direct = (KH, KW, *stride, *pad) == (1, 1, 1, 1, 0, 0) and (OH * OW) % 4 == 0
-    vec = int(R % 4 == 0) | 2 * int(direct) | 4 * int(max(KH, KW) > 15)
-    exprs = ["conv_tc_offsets<256>", f"conv_tc<{tile[0]}, {tile[1]}, {prec}, {vec}, {int(splits > 1)}>"]
-    mod = _tc_module(exprs)
+    exprs = _conv_exprs(tile, prec, xs, ws, stride, pad, dil, group, splits)
+    mod = _shared_module(CONV_FAMILY, exprs)
     r_pad = -(-R // 16) * 16
     tab = np.full(4 * r_pad, -99, np.int32)
     mod.launch(exprs[0], grid=-(-r_pad // 256), block=256,
@@ -603,11 +661,9 @@ def test_conv_tc_matches_numpy_model_bit_for_bit(tile: tuple[int, int], prec: in
     ("Conv", "tc64x64_3xtf32", 1), ("MatMul", "tc32x32_bf16", 1), ("Conv", "tc32x32_3xtf32", 6),
     ("MatMul", "tc128x64_3xtf32", 1), ("FusedMatMul", "tc32x32k2_3xtf32", 11), ("FusedConvAdd", "tc32x32k4_3xtf32", 6),
     ("FusedConvAdd", "tc64x64_3xtf32", 5)])
-def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, shape_index: int) -> None:
+def test_converted_tensor_core_kernels_verify(tmp_path, tc_copy: Path, op: str, variant: str, shape_index: int) -> None:
     """rtransform verify (the converted rKernel on the persistent executor: fewer vEUs than rTasks, surplus
     threads, shuffled rTasks) reproduces the legacy kernel bit for bit at a corpus launch."""
-    import shutil
-
     import yaml
 
     from kernel_corpus.bindings import registry
@@ -616,7 +672,7 @@ def test_converted_tensor_core_kernels_verify(tmp_path, op: str, variant: str, s
     from rtransform.verify import verify_file
     d = registry.op(op)
     node = shape_node(d, [s for s in d.shapes if s.test][shape_index], "n")
-    source = Path(shutil.copy(LEGACY_DIR / "tc.cu", tmp_path / "tc.cu"))
+    source = tc_copy
     for k, launch in enumerate(registry.get(op, variant).launch(node)):
         spec = tmp_path / f"launch{k}.spec.yaml"
         spec.write_text(yaml.safe_dump(launch_spec(launch, node), sort_keys=False))

@@ -965,3 +965,135 @@ def test_dynamic_shared_memory_assigned_in_several_branches_takes_the_largest(tm
     res = run_file(str(src), str(sp))
     x = res.inputs["x"][: 4 * threads].astype(np.int64).reshape(4, threads).sum(axis=1)
     np.testing.assert_array_equal(res.outputs["out"][:4], ((x + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
+
+
+LETTER_HISTOGRAM = """#include <stdlib.h>
+#define NBINS BINS_HERE
+#define WIDTH ((26 + NBINS - 1) / NBINS)
+__global__ void letters(const char *text, unsigned int *bins, int n) {
+  __shared__ unsigned int local[NBINS];
+  for (int b = threadIdx.x; b < NBINS; b += blockDim.x) local[b] = 0;
+  __syncthreads();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    int pos = text[i] - 'a';
+    atomicAdd(&local[pos / WIDTH], 1u);
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < NBINS; b += blockDim.x) atomicAdd(bins + b, local[b]);
+}
+__global__ void runs(int *keys, int *hist, int n, int nbins) {   // per-block bins, a chain of locals
+  int base = blockIdx.x * nbins;
+  int last = 0, count = 0;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    int cur = keys[i];
+    if (cur != last) { atomicAdd(hist + base + last, count); count = 0; last = cur; }
+    count++;
+  }
+  atomicAdd(hist + base + last, count);
+}
+int main() {
+  int n = N_HERE, blocks = 4, nbins = 12;
+  char *h = (char *)malloc(n);
+  for (int i = 0; i < n; ++i) h[i] = 'a' + rand() % 26;
+  char *text; unsigned int *bins; int *keys, *hist;
+  cudaMalloc(&text, n);
+  cudaMalloc(&bins, NBINS * sizeof(unsigned int));
+  cudaMalloc(&keys, n * sizeof(int));
+  cudaMalloc(&hist, blocks * nbins * sizeof(int));
+  letters<<<blocks, 64>>>(text, bins, n);
+  runs<<<blocks, 64>>>(keys, hist, n, nbins);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("nbins,n", [(7, 1000), (26, 3000)])
+def test_integer_inputs_used_as_indices_get_values_inside_the_indexed_array(tmp_path, nbins, n):
+    """Histogram kernels (PMPP chapter 9, CoffeeBeforeArch, RussWong's CUDATutorial) index their bins with the
+    values they read: `text[i] - 'a'` scaled to a bin, a bin number through a chain of locals into per-block bins.
+    The spec's random integers (-1000..1000) indexed far outside the bins: memcheck stopped the legacy run. Now
+    such an input gets random values for which every index stays inside the array it indexes. The legacy bins
+    match numpy's count; the rKernel matches the legacy kernel."""
+    text = LETTER_HISTOGRAM.replace("BINS_HERE", str(nbins)).replace("N_HERE", str(n))
+    src, hs_yaml, spec = _host_spec(tmp_path, text, "hist.cu", "letters")
+    width = (26 + nbins - 1) // nbins
+    arg = {a["name"]: a for a in spec["args"]}
+    assert (arg["text"]["low"], arg["text"]["high"]) == (97, 97 + nbins * width), hs_yaml
+    for a in spec["args"]:
+        if a["name"] == "bins":
+            a["init"] = "zeros"
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    letters = res.inputs["text"][:n].astype(np.int64) - 97
+    np.testing.assert_array_equal(res.outputs["bins"], np.bincount(letters // width, minlength=nbins))
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+    src, hs_yaml, spec = _host_spec(tmp_path, text, "hist.cu", "runs")
+    arg = {a["name"]: a for a in spec["args"]}
+    # the last block's bins start at 3 * 12: a key up to 11 keeps `hist + base + last` inside 4 * 12 ints
+    assert (arg["keys"]["low"], arg["keys"]["high"]) == (0, 12), hs_yaml
+    for a in spec["args"]:
+        if a["name"] == "hist":
+            a["init"] = "zeros"
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    keys = res.inputs["keys"][:n].astype(np.int64)
+    assert res.outputs["hist"].sum() == n
+    assert set(np.flatnonzero(res.outputs["hist"]) % 12) <= set(keys) | {0}
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+
+
+STREAM_OPERATOR = """#include <stdlib.h>
+__global__ void scale_add(float *c, const float *a, const float *b) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  c[i] = 2.0f * a[i] + b[i];
+}
+class Worker {
+public:
+  void run(float *d_c, const float *d_a, const float *d_b,
+           const int size, const int bufsize);   // declared here, defined below: no call
+};
+void Worker::run(float *d_c, const float *d_a, const float *d_b, const int size, const int bufsize) {
+  dim3 block(BLOCK);
+  dim3 grid(size / block.x);
+  scale_add<<<grid, block>>>(d_c, d_a, d_b);
+}
+int main() {
+  int size = 1 << SHIFT;
+  int bufsize = size * sizeof(float);
+  int parts = 4;
+  float *d_a, *d_b, *d_c;
+  cudaMalloc((void **)&d_a, bufsize);
+  cudaMalloc((void **)&d_b, bufsize);
+  cudaMalloc((void **)&d_c, bufsize);
+  Worker *w = new Worker[parts];
+  for (int i = 0; i < parts; i++) {
+    int offset = i * size / parts;
+    w[i].run(&d_c[offset], &d_a[offset], &d_b[offset], size / parts, bufsize / parts);
+  }
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("shift,block", [(12, 64), (14, 256)])
+def test_a_launcher_method_takes_its_sizes_from_its_member_call(tmp_path, shift, block):
+    """Learn-CUDA-Programming's chapter 4 (8 files): the launch is in a class's method, called as
+    `ops[i].run(..., size / n, bufsize / n)` from a main whose own `size` and `bufsize` the method's parameters
+    shadow. The method's declaration in the class was read as its call (`const int size` as a value) and the
+    member call was not read: both sizes got the 1024 default, the grid covered more than the 256 floats of the
+    buffers (memcheck). Now the member call binds the parameters, main's names keep main's meaning (`size__in_main`)
+    and the buffers are main's whole allocations. Legacy matches numpy; the rKernel matches the legacy kernel."""
+    text = STREAM_OPERATOR.replace("SHIFT", str(shift)).replace("BLOCK", str(block))
+    src, hs_yaml, spec = _host_spec(tmp_path, text, "ops.cu", "scale_add")
+    threads = spec["grid"][0] * spec["block"][0]
+    sizes = {a["name"]: a["size"] for a in spec["args"]}
+    assert spec["block"][0] == block and all(s >= threads for s in sizes.values()), hs_yaml
+    assert all(s == 4 * threads or s >= (1 << shift) for s in sizes.values()), hs_yaml
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    np.testing.assert_allclose(res.outputs["c"][:threads],
+                               2.0 * res.inputs["a"][:threads] + res.inputs["b"][:threads], rtol=1e-6)
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()

@@ -1,6 +1,6 @@
 """Inline PTX the CPU emulator runs: `asm volatile("...")` statements whose instructions are in a small table
 (cp.async with its groups, ldmatrix, mma.sync m16n8k8 tf32 / m16n8k16 bf16 and f16, mov of %laneid, the
-%lanemask_* registers and the clocks) are rewritten,
+%lanemask_* registers and the clocks, bar.sync 0) are rewritten,
 after preprocessing (macros expanded), into calls of the emu::ptx models (cuda_emu/include/emu_mma.h); any other
 asm is left alone (the host's assembler then rejects it, reported as one line by module.py)."""
 from __future__ import annotations
@@ -170,6 +170,8 @@ def _instruction(instr: str, ops: list[tuple[str, str]]) -> str | None:
                 f"{sets} }}")
     if op in ("mov.u32", "mov.b32", "mov.u64", "mov.b64") and len(args) == 2 and args[1] in _SPECIAL and val(args[0]):
         return f"{val(args[0])} = {_SPECIAL[args[1]]}"
+    if op in ("bar.sync", "barrier.sync", "bar.sync.aligned", "barrier.sync.aligned") and args == ["0"]:
+        return "__syncthreads()"  # barrier 0 over the whole block: what __syncthreads() compiles to
     return None
 
 

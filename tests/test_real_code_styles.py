@@ -255,13 +255,14 @@ __global__ void tile_stats(const float *x, const int *c, float *out) {
 @pytest.mark.parametrize("text,inst", [
     (BLOCK_REDUCE_TEMPLATE, "template __global__ void center_rows<128>(float *, float *, int);"),
     (HALF_PAIRS, "template __global__ void pair_sums<64>(half *, half *, int);"),
-    (TWO_INSTANTIATIONS, "")])
+    (TWO_INSTANTIATIONS, ""), ("VECTOR_TYPES", "")])
 def test_converted_styles_compile_for_sm90(nvcc_path, tmp_path, text, inst):
     """The converted template-callee layout and the half arithmetic compile for sm_90 with nvcc (the real
     cuda_fp16.hpp operators the parse prelude now mirrors)."""
     from converter import convert_source
     from toolchain.nvcc import nvcc_compile
     from vdevice import RUNTIME_INCLUDE
+    text = globals()[text] if text == "VECTOR_TYPES" else text  # defined further down
     src = tmp_path / "k.rtask.cu"
     src.write_text(convert_source(text + inst + "\n", str(tmp_path / "k.cu")).output)
     r = nvcc_compile(src, src.with_suffix(".cubin"), "sm_90", ["-cubin"], include_dirs=[str(RUNTIME_INCLUDE)])
@@ -1116,7 +1117,7 @@ __global__ void keep_positive(int *dst, int *nres, const int *src, int n, long l
   bool keep = i < n && src[i] > 0;
   int at = reserve(nres, keep);
   if (keep) dst[at] = src[i];
-  __syncthreads();
+  asm volatile("bar.sync 0;");
   asm volatile("mov.u64 %0, %%clock64;" : "=l"(t1));
   if (threadIdx.x == 0) ticks[blockIdx.x] = t1 >= t0;
 }
@@ -1127,8 +1128,10 @@ __global__ void keep_positive(int *dst, int *nres, const int *src, int n, long l
 def test_lane_masks_clocks_and_barrier_zero_in_inline_ptx_run_on_the_emulator(tmp_path, block, blocks):
     """RussWong's CUDATutorial: a warp-aggregated atomic ranks the lanes with `mov.u32 %0, %%lanemask_lt;` (its
     own kernel takes the active mask inside a branch, which the emulator's __activemask does not model) and the
-    peak-performance kernel reads `%%clock`: not in the inline-PTX table, the build stopped. Now the lane masks
-    come from the thread's lane, the clocks from the emulator's clock64(). The kept values are the positive inputs (numpy, as a multiset: the order is the atomics');
+    peak-performance kernel reads `%%clock` around `asm volatile("bar.sync 0;")`: not in the inline-PTX table, the
+    build stopped. Now the lane masks come from the thread's lane, the clocks from the emulator's clock64(), and
+    `bar.sync 0` is __syncthreads() on the emulator and the rTask's barrier in the converted kernel (passed through,
+    it synchronised the executor's whole block: synccheck). The kept values are the positive inputs (numpy, as a multiset: the order is the atomics');
     the rKernel verifies against the legacy kernel on the count."""
     src = tmp_path / "filter.cu"
     src.write_text(WARP_AGGREGATED)
@@ -1146,4 +1149,48 @@ def test_lane_masks_clocks_and_barrier_zero_in_inline_ptx_run_on_the_emulator(tm
     np.testing.assert_array_equal(np.sort(res.outputs["dst"][:len(want)]), want)
     assert (res.outputs["ticks"] == 1).all()
     result = verify_file(str(src), _spec_file(tmp_path, spec))
+    assert result.ok, result.summary()
+
+
+VECTOR_TYPES = """struct Pack { char2 c; ushort4 u; double3 d; };   // CUDA's alignments: 2, 8, 8 -> 40 bytes
+__global__ void masked_scale(const char *mask, const float *x, float *y, int n, long long *sizes) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;   // two elements per thread, the mask read as char2
+  if (2 * i + 1 < n) {
+    char2 m = reinterpret_cast<const char2 *>(mask)[i];
+    uchar2 k = make_uchar2(m.x != 0, m.y != 0);
+    int1 one = make_int1(1);
+    longlong2 w = make_longlong2(k.x * one.x, k.y * one.x);
+    y[2 * i] = x[2 * i] * (float)w.x;
+    y[2 * i + 1] = x[2 * i + 1] * (float)w.y;
+  }
+  if (i == 0) {
+    sizes[0] = sizeof(char2); sizes[1] = sizeof(short3); sizes[2] = sizeof(ushort4); sizes[3] = sizeof(Pack);
+    sizes[4] = alignof(char4); sizes[5] = alignof(double2);
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("n,block", [(256, 64), (1000, 128)])
+def test_every_cuda_vector_type_is_declared_for_the_parse(tmp_path, n, block):
+    """RussWong's fused bias-mask kernel reads its mask as `char2`: the parse prelude declared only some vector
+    types (float/int 2-4, uint2/4, double2, short2, char4, uchar4; char4 16-byte aligned where CUDA aligns it to 4),
+    so the kernel was refused ("unknown type name 'char2'"). Now all of vector_types.h's 1-4 vectors are declared,
+    aligned as CUDA aligns them. Legacy matches numpy; the sizes the kernel reports are CUDA's (vector_types.h:
+    char2 2, short3 6, ushort4 8, the struct 40, alignof(char4) 4, alignof(double2) 16); the rKernel matches."""
+    src = tmp_path / "mask.cu"
+    src.write_text(VECTOR_TYPES)
+    sp = _spec_file(tmp_path, {
+        "kernel": "masked_scale", "grid": [(n // 2 + block - 1) // block, 1, 1], "block": [block, 1, 1],
+        "args": [{"name": "mask", "kind": "buffer", "dtype": "int8", "size": n, "init": "random", "low": -1,
+                  "high": 2},
+                 {"name": "x", "kind": "buffer", "dtype": "float32", "size": n, "init": "random"},
+                 {"name": "y", "kind": "buffer", "dtype": "float32", "size": n, "init": "zeros"},
+                 {"name": "n", "kind": "scalar", "dtype": "int32", "value": n},
+                 {"name": "sizes", "kind": "buffer", "dtype": "int64", "size": 6, "init": "zeros"}],
+        "outputs": ["y", "sizes"], "tolerance": 0})
+    res = run_file(str(src), sp)
+    np.testing.assert_array_equal(res.outputs["y"], res.inputs["x"] * (res.inputs["mask"] != 0))
+    np.testing.assert_array_equal(res.outputs["sizes"], [2, 6, 8, 40, 4, 16])
+    result = verify_file(str(src), sp)
     assert result.ok, result.summary()

@@ -1194,3 +1194,45 @@ def test_every_cuda_vector_type_is_declared_for_the_parse(tmp_path, n, block):
     np.testing.assert_array_equal(res.outputs["sizes"], [2, 6, 8, 40, 4, 16])
     result = verify_file(str(src), sp)
     assert result.ok, result.summary()
+
+
+SUFFIXED_TEMPLATE_ARG = """typedef unsigned int uint;
+static uint blocks_for(uint n) { return (n + 127) / 128; }
+template <uint sortDir>
+__global__ void order_pairs(uint *key, uint n) {   // each pair of keys put in the template's order
+  uint i = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (i + 1 < n) {
+    uint a = key[i], b = key[i + 1];
+    bool swap = sortDir ? a > b : a < b;
+    key[i] = swap ? b : a;
+    key[i + 1] = swap ? a : b;
+  }
+}
+void order(uint *d_key, uint n, uint dir) {
+  if (dir) order_pairs<DIR_HERE><<<blocks_for(n), 64>>>(d_key, n);
+}
+"""
+
+
+@pytest.mark.parametrize("literal,ascending", [("1U", True), ("0u", False)])
+def test_a_suffixed_template_literal_of_an_unsigned_parameter_is_its_value(tmp_path, literal, ascending):
+    """cuda-samples mergeSort launches `mergeElementaryIntervalsKernel<1U><<<...>>>` of `template <uint sortDir>`
+    with a grid the host spec cannot evaluate (a function's value): the skeleton read `1U` as a name and guessed
+    for `uint` (not among the integer words) a type: template_args [float], which no instantiation matches
+    ("no matches converting function"). Now a literal with a suffix is its value and a non-type parameter is never
+    guessed a type. Legacy matches numpy; the rKernel matches the legacy kernel."""
+    from rtransform.skeleton import build_skeleton
+    text = SUFFIXED_TEMPLATE_ARG.replace("DIR_HERE", literal)
+    src = tmp_path / "pairs.cu"
+    src.write_text(text)
+    spec = yaml.safe_load(build_skeleton(text, str(src), "order_pairs").text)
+    assert spec["template_args"] == [int(literal.rstrip("uU"))]
+    spec["args"][0]["init"] = "random"
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    n = int(spec["args"][1]["value"])
+    pairs = res.inputs["key"][: n - n % 2].reshape(-1, 2)
+    want = np.sort(pairs, axis=1) if ascending else np.sort(pairs, axis=1)[:, ::-1]
+    np.testing.assert_array_equal(res.outputs["key"][: n - n % 2].reshape(-1, 2), want)
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()

@@ -23,6 +23,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import yaml
 
 from converter.flags import CompileFlags
@@ -1135,6 +1136,11 @@ def _scalar(name: str, expr: str, p: KernelParam, val: float | None, notes: list
         notes.append(f"{name}: '{expr}' not derived; 1 here")
         val = 1
     value: float | int = int(val) if dtype.startswith(("int", "uint")) else float(val)
+    if dtype.startswith(("int", "uint")):  # the argument converted to the parameter's type, as C converts it:
+        bits = 8 * np.dtype(dtype).itemsize  # `width * height` passed to a `char size` keeps its low 8 bits
+        value = int(value) % (1 << bits)
+        if dtype.startswith("int") and value >= 1 << (bits - 1):
+            value -= 1 << bits
     if dtype == "bool":
         value = bool(val)
     return {"name": name, "kind": "scalar", "dtype": dtype, "value": value}

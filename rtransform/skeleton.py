@@ -15,6 +15,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import yaml
 
 from converter.flags import CompileFlags
@@ -303,8 +304,11 @@ def _arg(p: KernelParam, threads: int, wide: int = 4, each: int = 1) -> tuple[di
                "zeros" if is_output or layout is not None else "random"}  # float outputs random: an in-place
         # kernel (`a[i] += b[i]` on a non-const pointer) reads them, and both runs of a verify start the same
         return arg, is_output
+    if dtype == "bool":  # a flag (apex's `bool rms_only`): false, the plain path
+        return {"name": p.name, "kind": "scalar", "dtype": dtype, "value": False}, False
     if dtype.startswith(("int", "uint")):
         value: float | int = threads if _SIZE_NAME.fullmatch(p.name) else 1
+        value = min(value, int(np.iinfo(np.dtype(dtype)).max))  # a `char n` holds at most 127
     else:
         value = 1.0
     return {"name": p.name, "kind": "scalar", "dtype": dtype, "value": value}, False

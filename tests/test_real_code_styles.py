@@ -1236,3 +1236,44 @@ def test_a_suffixed_template_literal_of_an_unsigned_parameter_is_its_value(tmp_p
     np.testing.assert_array_equal(res.outputs["key"][: n - n % 2].reshape(-1, 2), want)
     result = verify_file(str(src), sp)
     assert result.ok, result.summary()
+
+
+NARROW_SCALARS = """__global__ void fill_rows(char *dst, char count, char value, bool twice) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) dst[i] = twice ? 2 * value : value;
+}
+void produce(char *d, int width, int height) {
+  fill_rows<<<(width * height + 127) / 128, 128>>>(d, width * height, 3, false);
+}
+int main() {
+  char *d;
+  cudaMalloc(&d, WIDTH * HEIGHT);
+  produce(d, WIDTH, HEIGHT);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("width,height", [(10, 7), (32, 8)])
+def test_scalar_arguments_are_converted_to_the_parameters_type(tmp_path, width, height):
+    """cuda-samples EGLStream passes `width * height` to a `char size` parameter and apex's layer norm kernels take
+    a `bool rms_only`: the host spec wrote 16384 for the char and the skeleton 1.0 for the bool, which the spec
+    format rejects ("16384 is not a int8 value", "must be true/false for bool"): no legacy run. Now a host
+    argument takes the parameter's type as C converts it (the low 8 bits of a char: 70 stays 70, 256 is 0) and the
+    skeleton gives a bool false. The rows filled match numpy; the rKernel matches the legacy kernel."""
+    from rtransform.skeleton import build_skeleton
+    text = NARROW_SCALARS.replace("WIDTH", str(width)).replace("HEIGHT", str(height))
+    src, hs_yaml, spec = _host_spec(tmp_path, text, "rows.cu", "fill_rows")
+    count = np.int8(np.uint8((width * height) % 256))
+    args = {a["name"]: a for a in spec["args"]}
+    assert args["count"]["value"] == int(count) and args["twice"]["value"] is False, hs_yaml
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    want = res.inputs["dst"].copy()
+    want[:max(0, int(count))] = 3
+    np.testing.assert_array_equal(res.outputs["dst"], want)
+    assert verify_file(str(src), sp).ok
+    skel = yaml.safe_load(build_skeleton(text, str(src), "fill_rows").text)
+    assert {a["name"]: a.get("value") for a in skel["args"]}["twice"] is False
+    result = verify_file(str(src), _spec_file(tmp_path, skel))
+    assert result.ok, result.summary()

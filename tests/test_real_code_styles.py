@@ -141,6 +141,17 @@ def test_campaign_counts_files_that_define_a_kernel_not_those_that_declare_or_me
     assert [p.name for p in c.kernel_files(tmp_path)] == ["k.cuh", "mm.cu"]
 
 
+def test_campaign_report_keeps_the_hand_written_measured_changes(tmp_path):
+    """docs/REAL_CODE.md is regenerated from the records; the sessions' before/after section (its heading and
+    everything after it) is written by hand and kept, once, by the next regeneration."""
+    c = _campaign()
+    tail = c.KEPT_HEADING + "\n\n| moved | kernels |\n|---|---|\n| memcheck -> verified | 6 |\n"
+    assert c.kept_sections("# Real code\n\n| a | b |\n\n" + tail) == "\n" + tail
+    assert c.kept_sections("# Real code\n\nno such section\n") == ""
+    again = c.report([], {}) + c.kept_sections("# old\n" + tail)
+    assert again.count(c.KEPT_HEADING) == 1 and again.endswith(tail)
+
+
 PTX_COMMIT = """__global__ void staged(float *x) {
   x[threadIdx.x] += 1.0f;
   asm volatile("prefetch.global.L2 [%0];\\n" ::"l"(x));

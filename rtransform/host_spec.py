@@ -275,11 +275,19 @@ class Env:
             return self.scaled[name]
         if name in self.exprs and name not in stack:
             v = evaluate(self.exprs[name], self, stack + (name,))
-            if v is None and _RUN_TIME_CALL.search(expand_macros(self.exprs[name], self.macros)):
+            if v is None and _RUN_TIME_CALL.search(_unwrapped(expand_macros(self.exprs[name], self.macros))):
                 self.unknown.add(name)  # `workers = omp_get_num_threads()`, `n = atoi(argv[1])`: read at run time
             return v
         self.unknown.add(name)  # never defined, or only through itself (a caller's `M` passed as `M`)
         return None
+
+
+def _unwrapped(expr: str) -> str:
+    """expr without the parentheses around all of it (a caller's `atoi(argv[2])` inlined as `(atoi(argv[2]))`)."""
+    e = expr.strip()
+    while e.startswith("(") and _matching(e, 0) == len(e):
+        e = e[1:-1].strip()
+    return e
 
 
 def _c_to_python(expr: str) -> str:

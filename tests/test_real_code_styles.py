@@ -1288,3 +1288,57 @@ def test_scalar_arguments_are_converted_to_the_parameters_type(tmp_path, width, 
     assert {a["name"]: a.get("value") for a in skel["args"]}["twice"] is False
     result = verify_file(str(src), _spec_file(tmp_path, skel))
     assert result.ok, result.summary()
+
+
+ARGV_GEMM = """#include <stdlib.h>
+#define CEIL_DIV(M, N) (((M) + (N)-1) / (N))
+template <const int BM, const int BN>
+__global__ void tile_gemm(const float *A, const float *B, float *C, int M, int N, int K) {
+  int row = blockIdx.y * BM + threadIdx.x / BN, col = blockIdx.x * BN + threadIdx.x % BN;
+  if (row < M && col < N) {
+    float s = 0.0f;
+    for (int i = 0; i < K; ++i) s += A[row * K + i] * B[i * N + col];
+    C[row * N + col] = s;
+  }
+}
+void run_gemm(float *A, float *B, float *C, int m, int n, int k) {
+  const unsigned BM = TILE;
+  const unsigned BN = TILE;
+  dim3 grid_size(CEIL_DIV(n, BN), CEIL_DIV(m, BM));
+  dim3 block_size(BM * BN);
+  tile_gemm<BM, BN><<<grid_size, block_size>>>(A, B, C, m, n, k);
+}
+int main(int argc, char *argv[]) {
+  int m = atoi(argv[1]);
+  int n = atoi(argv[2]);
+  int k = atoi(argv[3]);
+  float *d_A, *d_B, *d_C;
+  cudaMalloc((void **)&d_A, m * k * sizeof(float));
+  cudaMalloc((void **)&d_B, k * n * sizeof(float));
+  cudaMalloc((void **)&d_C, m * n * sizeof(float));
+  run_gemm(d_A, d_B, d_C, m, n, k);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("tile", [8, 16])
+def test_sizes_a_caller_reads_from_argv_get_defaults_through_a_launcher(tmp_path, tile):
+    """PaddleJitLab's CUDATutorial GEMMs (5 kernels): main reads m, n, k with atoi(argv[i]) and passes them to a
+    launcher whose template arguments are its own constants. The caller's value reached the launcher in
+    parentheses, `(atoi(argv[2]))`, which the run-time-read test did not recognise: neither a value nor an unknown
+    name, so "cannot evaluate the launch configuration" and the skeleton's guess (every template argument the
+    thread count: a 128 x 128 tile, assertion and stack overflow). Now such a name is read at run time and gets the
+    size default; the template arguments are the launcher's. Legacy matches numpy; the rKernel matches."""
+    src, hs_yaml, spec = _host_spec(tmp_path, ARGV_GEMM.replace("TILE", str(tile)), "gemm.cu", "tile_gemm")
+    assert spec["template_args"] == [tile, tile] and spec["block"][0] == tile * tile, hs_yaml
+    a = {x["name"]: x for x in spec["args"]}
+    m, n, k = (int(a[s]["value"]) for s in "MNK")
+    assert spec["grid"][0] * tile >= n and spec["grid"][1] * tile >= m
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    want = res.inputs["A"][: m * k].reshape(m, k).astype(np.float64) @ \
+        res.inputs["B"][: k * n].reshape(k, n).astype(np.float64)
+    np.testing.assert_allclose(res.outputs["C"][: m * n].reshape(m, n), want, rtol=1e-4, atol=1e-4)
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()

@@ -700,7 +700,9 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
                 renamed = {k: scoped(v) for k, v in out.items() if k not in pnames}
                 bound = {p: scoped(a) for p, a in bound.items()}
                 out = renamed | extra
-            out.update({p: _inline(a, out) for p, a in bound.items()})
+            # a renamed caller name (`k__in_main`) stays a name: one value for the argument and main's allocations
+            plain = {k: v for k, v in out.items() if "__in_" not in k}
+            out.update({p: _inline(a, plain) for p, a in bound.items()})
             if fn is not None and depth > 1 and fn[0] != fname:
                 # values of the callers' that are sizes (`B * T * C`, `d_out`), not run-time reads (`block_sizes[j]`)
                 # or addresses (`&model`, whose `model->seq_len` stays a name the spec defaults)

@@ -1329,12 +1329,15 @@ def test_sizes_a_caller_reads_from_argv_get_defaults_through_a_launcher(tmp_path
     parentheses, `(atoi(argv[2]))`, which the run-time-read test did not recognise: neither a value nor an unknown
     name, so "cannot evaluate the launch configuration" and the skeleton's guess (every template argument the
     thread count: a 128 x 128 tile, assertion and stack overflow). Now such a name is read at run time and gets the
-    size default; the template arguments are the launcher's. Legacy matches numpy; the rKernel matches."""
+    size default (main's m, n, k, which the launcher's parameters shadow, stay names: K is main's k, not a 1 for
+    an underived scalar); the template arguments are the launcher's. Legacy matches numpy; the rKernel matches."""
     src, hs_yaml, spec = _host_spec(tmp_path, ARGV_GEMM.replace("TILE", str(tile)), "gemm.cu", "tile_gemm")
     assert spec["template_args"] == [tile, tile] and spec["block"][0] == tile * tile, hs_yaml
     a = {x["name"]: x for x in spec["args"]}
     m, n, k = (int(a[s]["value"]) for s in "MNK")
     assert spec["grid"][0] * tile >= n and spec["grid"][1] * tile >= m
+    # main's m, n, k shadowed by the launcher's: one value each for the arguments and main's allocations
+    assert k > 1 and a["A"]["size"] >= m * k and a["B"]["size"] >= k * n and a["C"]["size"] >= m * n, hs_yaml
     sp = _spec_file(tmp_path, spec)
     res = run_file(str(src), sp)
     want = res.inputs["A"][: m * k].reshape(m, k).astype(np.float64) @ \

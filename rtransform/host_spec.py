@@ -624,7 +624,8 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
             if where is not None and fn is not None and where[0] != fn[0]:
                 scope: dict[str, str] = {}
                 function_env(clean, where[2], at, scope)
-                size, extra = _scoped(size, scope, own, where[0])
+                clash = {n for n in own if n in scope and _unwrapped(exprs.get(n, "")) != _unwrapped(scope[n])}
+                size, extra = _scoped(size, scope, clash, where[0])
                 for k, v in extra.items():
                     exprs.setdefault(k, v)
             exprs.setdefault(f"__bytes_{name}", size)
@@ -690,14 +691,17 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
             if fn is not None:
                 function_env(text, fn[2], m.start(), out)
             bound = {p: a for p, a in zip(pnames, args) if p}
-            if fn is not None and set(out) & set(pnames):  # `run(size / k, bufsize / k)` from a main with its own
-                extra: dict[str, str] = {}  # size and bufsize
+            # `run(size / k, bufsize / k)` from a main with its own size and bufsize (`run(rows, cols)` passes the
+            # caller's own: no clash)
+            clash = {p for p in set(out) & set(pnames) if bound.get(p, "").strip() != p}
+            if fn is not None and clash:
+                extra: dict[str, str] = {}
 
                 def scoped(e: str, scope: dict[str, str] = out, caller: str = fn[0]) -> str:
-                    r, x = _scoped(e, scope, set(pnames), caller)
+                    r, x = _scoped(e, scope, clash, caller)
                     extra.update(x)
                     return r
-                renamed = {k: scoped(v) for k, v in out.items() if k not in pnames}
+                renamed = {k: scoped(v) for k, v in out.items() if k not in clash}
                 bound = {p: scoped(a) for p, a in bound.items()}
                 out = renamed | extra
             # a renamed caller name (`k__in_main`) stays a name: one value for the argument and main's allocations

@@ -28,6 +28,7 @@ import yaml
 
 from converter.flags import CompileFlags
 from converter.slice import KernelParam, slice_source
+from rtransform.index_ranges import index_ranges, matching as _matching
 from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN, record_layout
 
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
@@ -63,19 +64,6 @@ _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 def strip_comments(text: str) -> str:
     """Comments blanked (lengths kept, so offsets stay)."""
     return _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
-
-
-def _matching(text: str, i: int, open_: str = "(", close: str = ")") -> int:
-    """Index just past the bracket closing the one at i (or -1)."""
-    depth = 0
-    for j in range(i, len(text)):
-        if text[j] == open_:
-            depth += 1
-        elif text[j] == close:
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    return -1
 
 
 _DIRECTIVE_LINE = re.compile(r"^[ \t]*#[^\n]*$", re.M)
@@ -922,7 +910,6 @@ def _index_inputs_in_range(args: list[dict], params: list[KernelParam], env: Env
     """An integer input whose values the kernel uses as indices (a histogram's bins) gets random values inside the
     array they index (rtransform/index_ranges.py), not the -1000..1000 memcheck stops at: the program fills it with
     values in range."""
-    from rtransform.index_ranges import index_ranges  # it reads brackets with this module's _matching
     scalars = {a["name"]: a["value"] for a in args if a["kind"] == "scalar"}
     sizes = {a["name"]: a["size"] for a in args if a["kind"] == "buffer"}
 

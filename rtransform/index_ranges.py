@@ -17,7 +17,6 @@ import re
 from collections.abc import Callable
 
 from converter.slice import KernelParam
-from rtransform.host_spec import _matching as _close
 
 _INT_ELEMS = {"int", "unsigned int", "unsigned", "char", "signed char", "unsigned char", "short", "unsigned short",
               "long", "unsigned long", "long long", "unsigned long long", "int32_t", "uint32_t", "int8_t", "uint8_t",
@@ -44,6 +43,22 @@ def kernel_body(text: str, name: str) -> str | None:
         if end > 0:
             best = text[start:end]
     return best
+
+
+def matching(text: str, i: int, open_: str = "(", close: str = ")") -> int:
+    """Index just past the bracket closing the one at i (or -1)."""
+    depth = 0
+    for j in range(i, len(text)):
+        if text[j] == open_:
+            depth += 1
+        elif text[j] == close:
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return -1
+
+
+_close = matching
 
 
 def _subscripts(text: str) -> list[tuple[str, str]]:

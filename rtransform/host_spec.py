@@ -612,7 +612,8 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
             if where is not None and fn is not None and where[0] != fn[0]:
                 scope: dict[str, str] = {}
                 function_env(clean, where[2], at, scope)
-                clash = {n for n in own if n in scope and _unwrapped(exprs.get(n, "")) != _unwrapped(scope[n])}
+                # the names the caller bindings found shadowed in that function (`bufsize` -> bufsize__in_main)
+                clash = {n for n in own if n in scope and f"{n}__in_{where[0]}" in exprs}
                 size, extra = _scoped(size, scope, clash, where[0])
                 for k, v in extra.items():
                     exprs.setdefault(k, v)

@@ -38,6 +38,10 @@ CG_NATIVE = {"coalesced_group", "plus", "less", "greater", "bit_and", "bit_or", 
 TEXTURE_CALLS = {"tex1Dfetch", "tex1D", "tex2D", "tex3D", "tex1DLayered", "tex2DLayered", "texCubemap",
                  "surf1Dread", "surf2Dread", "surf3Dread", "surf1Dwrite", "surf2Dwrite", "surf3Dwrite"}
 ASM_SPECIAL_RE = re.compile(r"%(ctaid|tid|nctaid|ntid|clusterid|cluster_ctaid)\b")
+# an asm statement that is only barrier 0 over the whole block (what __syncthreads() compiles to), and any barrier
+ASM_BARRIER0_RE = re.compile(r"(?:asm|__asm__|__asm)\s*(?:volatile|__volatile__)?\s*\(\s*"
+                             r"\"\s*(?:bar|barrier)\.sync(?:\.aligned)?\s+0\s*;?\s*\"\s*(?::\s*)*\)", re.S)
+ASM_BARRIER_RE = re.compile(r"\b(?:bar|barrier)\.(?:sync|arrive|red)\b")
 _MEMBER_KINDS = (K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION)
 _CLASS_KINDS = (K.STRUCT_DECL, K.CLASS_DECL, K.UNION_DECL, K.CLASS_TEMPLATE,
                 K.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION)
@@ -97,6 +101,7 @@ class Func:
     barrier_sites: list[tuple[int, str]] = field(default_factory=list)
     warp_sites: list[ci.Cursor] = field(default_factory=list)
     barrier_calls: list[ci.Cursor] = field(default_factory=list)
+    asm_barriers: list[ci.Cursor] = field(default_factory=list)  # `asm("bar.sync 0;")` statements
     cg_calls: list[tuple[ci.Cursor, str]] = field(default_factory=list)
     cg_types: list[tuple[ci.Cursor, str]] = field(default_factory=list)
     calls: list[tuple[ci.Cursor, str]] = field(default_factory=list)
@@ -492,6 +497,13 @@ class Converter:
                 if m:
                     f.refusals.append((c.extent.start.offset, f"inline asm reads %{m.group(1)}, which has no "
                                        "meaning inside an rTask"))
+                elif ASM_BARRIER0_RE.fullmatch(text):  # `asm volatile("bar.sync 0;")`: the block's barrier
+                    f.barrier_sites.append((c.extent.start.offset, "__syncthreads"))
+                    f.features.add("barrier")
+                    f.asm_barriers.append(c)
+                elif ASM_BARRIER_RE.search(text):
+                    f.refusals.append((c.extent.start.offset, "inline asm barrier (a named barrier or a thread "
+                                       "count) cannot run as an rTask: the rTask's threads are not the block's"))
                 else:
                     f.features.add("inline_asm")
         # a texture variable read as the argument of a refused texture call is that call's problem, reported once
@@ -932,6 +944,8 @@ class Converter:
             edits.append(Edit(start, end, text))
         for c in f.barrier_calls:
             edits += self._rename_call(c, BARRIERS[self.call_name(c)], "__rt")
+        for c in f.asm_barriers:
+            edits.append(Edit(c.extent.start.offset, c.extent.end.offset, f"{BARRIERS['__syncthreads']}(__rt)"))
         for c in f.warp_sites:
             edits += self._mask_first_arg(c)
         for c, what in f.header_warp_calls:

@@ -1,5 +1,6 @@
 """Inline PTX the CPU emulator runs: `asm volatile("...")` statements whose instructions are in a small table
-(cp.async with its groups, ldmatrix, mma.sync m16n8k8 tf32 / m16n8k16 bf16 and f16, mov %laneid) are rewritten,
+(cp.async with its groups, ldmatrix, mma.sync m16n8k8 tf32 / m16n8k16 bf16 and f16, mov of %laneid, the
+%lanemask_* registers and the clocks, bar.sync 0) are rewritten,
 after preprocessing (macros expanded), into calls of the emu::ptx models (cuda_emu/include/emu_mma.h); any other
 asm is left alone (the host's assembler then rejects it, reported as one line by module.py)."""
 from __future__ import annotations
@@ -167,9 +168,21 @@ def _instruction(instr: str, ops: list[tuple[str, str]]) -> str | None:
         return (f"{{ {kind} __emu_d[{width}], __emu_c[{width}] = {{{', '.join(c)}}}; unsigned __emu_a[4] = "
                 f"{{{', '.join(a)}}}, __emu_b[2] = {{{', '.join(b)}}}; {_P}{fn}(__emu_d, __emu_a, __emu_b, __emu_c); "
                 f"{sets} }}")
-    if op in ("mov.u32", "mov.b32") and len(args) == 2 and args[1] == "%laneid" and val(args[0]):
-        return f"{val(args[0])} = {_P}lane()"
+    if op in ("mov.u32", "mov.b32", "mov.u64", "mov.b64") and len(args) == 2 and args[1] in _SPECIAL and val(args[0]):
+        return f"{val(args[0])} = {_SPECIAL[args[1]]}"
+    if op in ("bar.sync", "barrier.sync", "bar.sync.aligned", "barrier.sync.aligned") and args == ["0"]:
+        return "__syncthreads()"  # barrier 0 over the whole block: what __syncthreads() compiles to
     return None
+
+
+# special registers a `mov` reads: the lane masks from the thread's lane, the clocks from the emulator's clock64()
+_SPECIAL = {"%laneid": f"{_P}lane()",
+            "%lanemask_eq": f"(1u << {_P}lane())",
+            "%lanemask_lt": f"((1u << {_P}lane()) - 1u)",
+            "%lanemask_le": f"((2u << {_P}lane()) - 1u)",
+            "%lanemask_gt": f"(~((2u << {_P}lane()) - 1u))",
+            "%lanemask_ge": f"(~((1u << {_P}lane()) - 1u))",
+            "%clock": "(unsigned)clock64()", "%clock64": "clock64()", "%globaltimer": "clock64()"}
 
 
 def rewrite_inline_ptx(text: str) -> str:

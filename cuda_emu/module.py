@@ -438,8 +438,8 @@ def _inline_ptx_error(stderr: str) -> str | None:
     instr = what.group(1).split()[0] if what and what.group(1).split() else ""  # the opcode, not the registers
     return (f"{m.group(1)}:{m.group(2)}:1: error: inline PTX asm{f' ({instr})' if instr else ''} does not run on "
             "the CPU emulator: the instructions it runs are a table (cuda_emu/README.md: cp.async, ldmatrix, mma.sync "
-            "m16n8k8 tf32 / m16n8k16 bf16 and f16, mov %laneid); call the emu::ptx model under "
-            "`#elif defined(RT_CPU_EMULATOR)` beside the asm")
+            "m16n8k8 tf32 / m16n8k16 bf16 and f16, mov %laneid / %lanemask_* / %clock, bar.sync 0); call the emu::ptx "
+            "model under `#elif defined(RT_CPU_EMULATOR)` beside the asm")
 
 
 def _stable_file(folder: Path, text: str, suffix: str) -> Path:

@@ -23,10 +23,12 @@ import os
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import yaml
 
 from converter.flags import CompileFlags
 from converter.slice import KernelParam, slice_source
+from rtransform.index_ranges import index_ranges, matching as _matching
 from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN, record_layout
 
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
@@ -62,19 +64,6 @@ _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 def strip_comments(text: str) -> str:
     """Comments blanked (lengths kept, so offsets stay)."""
     return _COMMENTS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
-
-
-def _matching(text: str, i: int, open_: str = "(", close: str = ")") -> int:
-    """Index just past the bracket closing the one at i (or -1)."""
-    depth = 0
-    for j in range(i, len(text)):
-        if text[j] == open_:
-            depth += 1
-        elif text[j] == close:
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    return -1
 
 
 _DIRECTIVE_LINE = re.compile(r"^[ \t]*#[^\n]*$", re.M)
@@ -205,6 +194,11 @@ AllocHelpers = dict[str, tuple[list[str], list[str], str]]  # name -> (template 
 def allocations(text: str, helpers: AllocHelpers | None = None) -> list[tuple[str, str]]:
     """(pointer name, bytes expression) of each `cudaMalloc(&p, bytes)` / `cudaMalloc((void **)&p, bytes)`, and of
     each `p = alloc<float>(n)` of a helper that returns what it allocates, in source order."""
+    return [(name, size) for _, name, size in allocation_sites(text, helpers)]
+
+
+def allocation_sites(text: str, helpers: AllocHelpers | None = None) -> list[tuple[int, str, str]]:
+    """allocations() with the offset of each in text."""
     out = []
     for m in _MALLOC.finditer(text):
         close = _matching(text, m.end() - 1)
@@ -223,7 +217,7 @@ def allocations(text: str, helpers: AllocHelpers | None = None) -> list[tuple[st
             sub = {p: f"({a})" for p, a in zip(pnames, _split_args(text[c.end():close - 1]))}
             sub.update(zip(tparams, (a.strip() for a in _split_args(c.group(2) or ""))))
             out.append((c.start(), c.group(1), re.sub(r"\b\w+\b", lambda w: sub.get(w.group(0), w.group(0)), size)))
-    return [(name, size) for _, name, size in sorted(out, key=lambda o: o[0])]
+    return sorted(out, key=lambda o: o[0])
 
 
 def alloc_helpers(texts: list[str]) -> AllocHelpers:
@@ -269,11 +263,19 @@ class Env:
             return self.scaled[name]
         if name in self.exprs and name not in stack:
             v = evaluate(self.exprs[name], self, stack + (name,))
-            if v is None and _RUN_TIME_CALL.search(expand_macros(self.exprs[name], self.macros)):
+            if v is None and _RUN_TIME_CALL.search(_unwrapped(expand_macros(self.exprs[name], self.macros))):
                 self.unknown.add(name)  # `workers = omp_get_num_threads()`, `n = atoi(argv[1])`: read at run time
             return v
         self.unknown.add(name)  # never defined, or only through itself (a caller's `M` passed as `M`)
         return None
+
+
+def _unwrapped(expr: str) -> str:
+    """expr without the parentheses around all of it (a caller's `atoi(argv[2])` inlined as `(atoi(argv[2]))`)."""
+    e = expr.strip()
+    while e.startswith("(") and _matching(e, 0) == len(e):
+        e = e[1:-1].strip()
+    return e
 
 
 def _c_to_python(expr: str) -> str:
@@ -528,7 +530,8 @@ def spec_from_host(text: str, filename: str, kernel: str, flags: CompileFlags | 
     errors = []
     for site in sorted(sites, key=lambda st: not _block_matches_template(st, texts, overrides or {})):
         try:
-            return _spec_at(site, texts, qual, params, tparams, dict(overrides or {}), device_names, active)
+            return _spec_at(site, texts, qual, params, tparams, dict(overrides or {}), device_names, active,
+                            strip_comments(sliced.text))
         except HostSpecError as e:
             errors.append(str(e))
     raise HostSpecError(errors[0])
@@ -596,11 +599,24 @@ def _site_env(site: Site, texts: dict[str, str], overrides: dict[str, int]) -> E
                 bound_types[k[5:]] = v
             else:
                 exprs.setdefault(k, v)
-        function_env(site.text, body, site.at, exprs)
+        function_locals: dict[str, str] = {}
+        function_env(site.text, body, site.at, function_locals)
+        exprs.update(function_locals)
         for name, size in allocations(site.text[body:site.at], helpers):
             exprs[f"__bytes_{name}"] = size
+    own = set(pnames) | set(function_locals) if fn is not None else set()
     for t in texts.values():  # allocations elsewhere (a setup function, globals): the first of each name
-        for name, size in allocations(strip_comments(t), helpers):
+        clean = strip_comments(t)
+        for at, name, size in allocation_sites(clean, helpers):
+            where = _enclosing_function(clean, at)
+            if where is not None and fn is not None and where[0] != fn[0]:
+                scope: dict[str, str] = {}
+                function_env(clean, where[2], at, scope)
+                # the names the caller bindings found shadowed in that function (`bufsize` -> bufsize__in_main)
+                clash = {n for n in own if n in scope and f"{n}__in_{where[0]}" in exprs}
+                size, extra = _scoped(size, scope, clash, where[0])
+                for k, v in extra.items():
+                    exprs.setdefault(k, v)
             exprs.setdefault(f"__bytes_{name}", size)
     types: dict[str, str] = dict(bound_types) if fn is not None else {}
     for t in [*texts.values(), *_local_headers(texts)]:
@@ -634,6 +650,10 @@ def _local_headers(texts: dict[str, str], depth: int = 2) -> list[str]:
     return out
 
 
+# a parameter declaration (`const int size`, `float *h_c`, `int n = 4`): a type and a name, no operator
+_DECLARATOR = re.compile(r"(?:[A-Za-z_][\w:<>]*\s*[\s*&]\s*)+[A-Za-z_]\w*\s*(?:\[[^\]]*\]\s*)?(?:=.*)?", re.S)
+
+
 def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: str,
                      depth: int = 3) -> dict[str, str]:
     """A launcher's parameters bound to the arguments of its first call (with that caller's names inlined once);
@@ -642,19 +662,40 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
     `depth` levels up (the names closer to the launch win)."""
     if fname == "main" or not pnames:
         return {}
-    for file, raw in texts.items():
-        text = strip_comments(raw)
-        for m in re.finditer(rf"(?<![\w.>:])\b{re.escape(fname)}\s*(?:<[^<>;]*>)?\s*\(", text):
+    # a plain call first; then a member call (`ops[i].run(...)`: the launcher is a class's method)
+    calls = [(file, strip_comments(raw), m) for prefix in (r"(?<![\w.>:])", r"(?:\.|->)\s*")
+             for file, raw in texts.items()
+             for m in re.finditer(rf"{prefix}\b{re.escape(fname)}\s*(?:<[^<>;]*>)?\s*\(", strip_comments(raw))]
+    for file, text, m in calls:
+        if True:
             close = _matching(text, m.end() - 1)
             if close < 0 or text[close:close + 20].lstrip().startswith("{"):
                 continue  # the definition itself
             args = _split_args(text[m.end():close - 1])
+            if args and all(_DECLARATOR.fullmatch(a.strip()) for a in args) and any(
+                    re.search(r"[A-Za-z_]\w*\s+[A-Za-z_]", a) for a in args):  # `a * b` alone may be a product
+                continue  # a declaration (`void run(float *x, const int n);` in a class): no call
             out: dict[str, str] = {}
             fn = _enclosing_function(text, m.start())
             if fn is not None:
                 function_env(text, fn[2], m.start(), out)
             bound = {p: a for p, a in zip(pnames, args) if p}
-            out.update({p: _inline(a, out) for p, a in bound.items()})
+            # `run(size / k, bufsize / k)` from a main with its own size and bufsize (`run(rows, cols)` passes the
+            # caller's own: no clash)
+            clash = {p for p in set(out) & set(pnames) if bound.get(p, "").strip() != p}
+            if fn is not None and clash:
+                extra: dict[str, str] = {}
+
+                def scoped(e: str, scope: dict[str, str] = out, caller: str = fn[0]) -> str:
+                    r, x = _scoped(e, scope, clash, caller)
+                    extra.update(x)
+                    return r
+                renamed = {k: scoped(v) for k, v in out.items() if k not in clash}
+                bound = {p: scoped(a) for p, a in bound.items()}
+                out = renamed | extra
+            # a renamed caller name (`k__in_main`) stays a name: one value for the argument and main's allocations
+            plain = {k: v for k, v in out.items() if "__in_" not in k}
+            out.update({p: _inline(a, plain) for p, a in bound.items()})
             if fn is not None and depth > 1 and fn[0] != fname:
                 # values of the callers' that are sizes (`B * T * C`, `d_out`), not run-time reads (`block_sizes[j]`)
                 # or addresses (`&model`, whose `model->seq_len` stays a name the spec defaults)
@@ -668,6 +709,33 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
                     out.setdefault(k, v)
             return out
     return {}
+
+
+def _scoped(expr: str, scope: dict[str, str], shadowed: set[str], fname: str) -> tuple[str, dict[str, str]]:
+    """expr of function `fname`'s scope (its locals `scope`), evaluated where the launcher's names `shadowed` mean
+    something else (its parameters `size`, `bufsize` bound from main's own `size`, `bufsize`): each local of fname
+    that the launcher shadows renamed `name__in_fname`, with its definitions (renamed in turn) to add."""
+    extra: dict[str, str] = {}
+    todo = [expr]
+    out = None
+    while todo:
+        e = todo.pop()
+
+        def rename(m: re.Match) -> str:
+            n = m.group(0)
+            if n in shadowed and n in scope:
+                key = f"{n}__in_{fname}"
+                if key not in extra:
+                    extra[key] = ""
+                    todo.append(n)
+                return key
+            return n
+        renamed = re.sub(r"(?<![.>])\b[A-Za-z_]\w*\b", rename, scope[e] if out is not None else e)
+        if out is None:
+            out = renamed
+        else:
+            extra[f"{e}__in_{fname}"] = renamed
+    return out or expr, extra
 
 
 def _template_bindings(texts: dict[str, str], text: str, body: int, fname: str) -> dict[str, str]:
@@ -746,7 +814,7 @@ _FROZEN_DEFAULT = ("; the kernel reads this name itself and keeps its own value,
 
 def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelParam], tparams: list[str],
              overrides: dict[str, int], device_names: set[str] = frozenset(),  # type: ignore[assignment]
-             active: dict[str, str] | None = None) -> HostSpec:
+             active: dict[str, str] | None = None, kernel_text: str = "") -> HostSpec:
     env = _site_env(site, texts, overrides)
     env.exprs.update(active or {})  # the #defines the preprocessor keeps win over those of other #if branches
     env.frozen = set(device_names)  # a size the kernel reads itself (`#define N 4096` in its indexing) stays
@@ -828,6 +896,7 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
         else:
             args.append(_scalar(name, a, p, val, notes))
     _size_unknown_buffers(args, params, [t for t in targs or [] if isinstance(t, int) and not isinstance(t, bool)])
+    _index_inputs_in_range(args, params, env, kernel_text, qual, grid, block, notes)
     spec["args"] = args
     spec["outputs"] = outputs or [a["name"] for a in args if a["kind"] == "buffer"][:1]
     spec["tolerance"] = 1.0e-5
@@ -835,6 +904,26 @@ def _spec_at(site: Site, texts: dict[str, str], qual: str, params: list[KernelPa
     head += [f"# {' '.join(n.split())}" for n in dict.fromkeys(notes)]  # one comment line each, whatever it quotes
     return HostSpec("\n".join(head) + "\n" + yaml.safe_dump(spec, sort_keys=False, default_flow_style=None,
                                                                width=120), list(dict.fromkeys(notes)), where)
+
+
+def _index_inputs_in_range(args: list[dict], params: list[KernelParam], env: Env, kernel_text: str, qual: str,
+                           grid: list[int], block: list[int], notes: list[str]) -> None:
+    """An integer input whose values the kernel uses as indices (a histogram's bins) gets random values inside the
+    array they index (rtransform/index_ranges.py), not the -1000..1000 memcheck stops at: the program fills it with
+    values in range."""
+    scalars = {a["name"]: a["value"] for a in args if a["kind"] == "scalar"}
+    sizes = {a["name"]: a["size"] for a in args if a["kind"] == "buffer"}
+
+    def value(name: str) -> float | None:
+        if name in scalars:
+            return float(scalars[name])
+        return evaluate(name, env) if name in env.frozen else None
+    ranges = index_ranges(kernel_text, qual.rsplit("::", 1)[-1], params, sizes, value, grid, block)
+    for a in args:
+        if a["name"] in ranges and a["kind"] == "buffer" and a["init"] == "random":
+            a["low"], a["high"] = ranges[a["name"]]
+            notes.append(f"{a['name']}: its values index an array in the kernel; random in [{a['low']}, "
+                         f"{a['high']}) here")
 
 
 def _scale_down(env: Env, notes: list[str], overrides: dict[str, int], unit: int = 1, grid_only: bool = False) -> bool:
@@ -1049,6 +1138,11 @@ def _scalar(name: str, expr: str, p: KernelParam, val: float | None, notes: list
         notes.append(f"{name}: '{expr}' not derived; 1 here")
         val = 1
     value: float | int = int(val) if dtype.startswith(("int", "uint")) else float(val)
+    if dtype.startswith(("int", "uint")):  # the argument converted to the parameter's type, as C converts it:
+        bits = 8 * np.dtype(dtype).itemsize  # `width * height` passed to a `char size` keeps its low 8 bits
+        value = int(value) % (1 << bits)
+        if dtype.startswith("int") and value >= 1 << (bits - 1):
+            value -= 1 << bits
     if dtype == "bool":
         value = bool(val)
     return {"name": name, "kind": "scalar", "dtype": dtype, "value": value}

@@ -15,6 +15,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
 import yaml
 
 from converter.flags import CompileFlags
@@ -192,15 +193,16 @@ def _template_args(text: str, name: str, threads: int) -> list:
         return [] if any(g is None for g in guesses) else guesses
     out: list = []
     for k, a in enumerate(x.strip() for x in split_top_level(m.group(1))):
-        if a.isdigit():
-            out.append(int(a))
+        if re.fullmatch(r"\d+[uUlL]*", a):  # `1U`, `64ul`: an integer literal with its suffix
+            out.append(int(a.rstrip("uUlL")))
         elif a in ("true", "false"):
             out.append(a == "true")
         elif a in C_TYPE_DTYPES:
             out.append(a)
         else:  # a name of the launcher (its own template parameter, a constant): guessed from the kernel's side
             g = _guess(params[k], threads) if params and k < len(params) else None
-            out.append("float" if g is None else g)
+            kind = params[k].split()[0] if params and k < len(params) and params[k].split() else "typename"
+            out.append(g if g is not None else "float" if kind in ("typename", "class") else threads)
     return out
 
 
@@ -212,6 +214,10 @@ def _template_params(text: str, name: str) -> list[str] | None:
 
 # an integer template parameter that is the kernel's thread count (LeetCUDA's NUM_THREADS, a BLOCK_SIZE)
 _THREADS_PARAM = re.compile(r"(?i)n?(?:um_?)?threads(?:_per_block)?|block_?size|block_?dim|nt")
+
+
+_INTEGER_WORDS = ("int", "unsigned", "signed", "long", "short", "char", "size_t", "uint", "uint32_t", "int32_t",
+                  "uint64_t", "int64_t", "uint16_t", "int16_t", "uint8_t", "int8_t")
 
 
 def _guess(decl: str, threads: int) -> TemplateArg | None:
@@ -229,8 +235,7 @@ def _guess(decl: str, threads: int) -> TemplateArg | None:
         return default if default in C_TYPE_DTYPES else "float"
     if words and words[0] == "bool":
         return False
-    if len(words) >= 2 and all(w in ("int", "unsigned", "signed", "long", "short", "size_t", "uint32_t", "int32_t")
-                               for w in words[:-1]):
+    if len(words) >= 2 and all(w in _INTEGER_WORDS for w in words[:-1]):
         return threads
     return None  # auto, pointers to functions, template templates: no guess
 
@@ -299,8 +304,11 @@ def _arg(p: KernelParam, threads: int, wide: int = 4, each: int = 1) -> tuple[di
                "zeros" if is_output or layout is not None else "random"}  # float outputs random: an in-place
         # kernel (`a[i] += b[i]` on a non-const pointer) reads them, and both runs of a verify start the same
         return arg, is_output
+    if dtype == "bool":  # a flag (apex's `bool rms_only`): false, the plain path
+        return {"name": p.name, "kind": "scalar", "dtype": dtype, "value": False}, False
     if dtype.startswith(("int", "uint")):
         value: float | int = threads if _SIZE_NAME.fullmatch(p.name) else 1
+        value = min(value, int(np.iinfo(np.dtype(dtype)).max))  # a `char n` holds at most 127
     else:
         value = 1.0
     return {"name": p.name, "kind": "scalar", "dtype": dtype, "value": value}, False

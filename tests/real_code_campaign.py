@@ -607,6 +607,15 @@ def report(records: list[dict], inv: dict[str, tuple[int, int]] | None = None) -
     return "\n".join(lines) + "\n"
 
 
+KEPT_HEADING = "## Measured changes"  # written by hand (sessions' before/after runs): a regenerated report keeps it
+
+
+def kept_sections(old_report: str) -> str:
+    """The hand-written tail of a report, from its KEPT_HEADING line on ("" when it has none)."""
+    i = old_report.find("\n" + KEPT_HEADING)
+    return "\n" + old_report[i + 1:] if i >= 0 else ""
+
+
 def _original_fails(r: dict) -> bool:
     return bool(r.get("compile_error")) and "the original does not compile alone either" in r["compile_error"]
 
@@ -663,7 +672,8 @@ def main() -> None:
             run_repo(repo, out, a.timeout, (i, n), a.max_files, a.redo_files)
         files = {str(f.relative_to(repo)) for f in kernel_files(repo)}  # records of files no longer counted drop
         records += [r for r in read_records(out) if r["file"] in files]
-    a.md.write_text(report(records, {r.resolve().name: inventory(r.resolve()) for r in a.repos}))
+    a.md.write_text(report(records, {r.resolve().name: inventory(r.resolve()) for r in a.repos})
+                    + kept_sections(a.md.read_text() if a.md.exists() else ""))
     print(f"{a.md}: {len([r for r in records if not r.get('file_done')])} kernels", file=sys.stderr)
 
 

@@ -141,6 +141,17 @@ def test_campaign_counts_files_that_define_a_kernel_not_those_that_declare_or_me
     assert [p.name for p in c.kernel_files(tmp_path)] == ["k.cuh", "mm.cu"]
 
 
+def test_campaign_report_keeps_the_hand_written_measured_changes(tmp_path):
+    """docs/REAL_CODE.md is regenerated from the records; the sessions' before/after section (its heading and
+    everything after it) is written by hand and kept, once, by the next regeneration."""
+    c = _campaign()
+    tail = c.KEPT_HEADING + "\n\n| moved | kernels |\n|---|---|\n| memcheck -> verified | 6 |\n"
+    assert c.kept_sections("# Real code\n\n| a | b |\n\n" + tail) == "\n" + tail
+    assert c.kept_sections("# Real code\n\nno such section\n") == ""
+    again = c.report([], {}) + c.kept_sections("# old\n" + tail)
+    assert again.count(c.KEPT_HEADING) == 1 and again.endswith(tail)
+
+
 PTX_COMMIT = """__global__ void staged(float *x) {
   x[threadIdx.x] += 1.0f;
   asm volatile("prefetch.global.L2 [%0];\\n" ::"l"(x));
@@ -255,13 +266,14 @@ __global__ void tile_stats(const float *x, const int *c, float *out) {
 @pytest.mark.parametrize("text,inst", [
     (BLOCK_REDUCE_TEMPLATE, "template __global__ void center_rows<128>(float *, float *, int);"),
     (HALF_PAIRS, "template __global__ void pair_sums<64>(half *, half *, int);"),
-    (TWO_INSTANTIATIONS, "")])
+    (TWO_INSTANTIATIONS, ""), ("VECTOR_TYPES", "")])
 def test_converted_styles_compile_for_sm90(nvcc_path, tmp_path, text, inst):
     """The converted template-callee layout and the half arithmetic compile for sm_90 with nvcc (the real
     cuda_fp16.hpp operators the parse prelude now mirrors)."""
     from converter import convert_source
     from toolchain.nvcc import nvcc_compile
     from vdevice import RUNTIME_INCLUDE
+    text = globals()[text] if text == "VECTOR_TYPES" else text  # defined further down
     src = tmp_path / "k.rtask.cu"
     src.write_text(convert_source(text + inst + "\n", str(tmp_path / "k.cu")).output)
     r = nvcc_compile(src, src.with_suffix(".cubin"), "sm_90", ["-cubin"], include_dirs=[str(RUNTIME_INCLUDE)])
@@ -965,3 +977,371 @@ def test_dynamic_shared_memory_assigned_in_several_branches_takes_the_largest(tm
     res = run_file(str(src), str(sp))
     x = res.inputs["x"][: 4 * threads].astype(np.int64).reshape(4, threads).sum(axis=1)
     np.testing.assert_array_equal(res.outputs["out"][:4], ((x + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32))
+
+
+LETTER_HISTOGRAM = """#include <stdlib.h>
+#define NBINS BINS_HERE
+#define WIDTH ((26 + NBINS - 1) / NBINS)
+__global__ void letters(const char *text, unsigned int *bins, int n) {
+  __shared__ unsigned int local[NBINS];
+  for (int b = threadIdx.x; b < NBINS; b += blockDim.x) local[b] = 0;
+  __syncthreads();
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    int pos = text[i] - 'a';
+    atomicAdd(&local[pos / WIDTH], 1u);
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < NBINS; b += blockDim.x) atomicAdd(bins + b, local[b]);
+}
+__global__ void runs(int *keys, int *hist, int n, int nbins) {   // per-block bins, a chain of locals
+  int base = blockIdx.x * nbins;
+  int last = 0, count = 0;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    int cur = keys[i];
+    if (cur != last) { atomicAdd(hist + base + last, count); count = 0; last = cur; }
+    count++;
+  }
+  atomicAdd(hist + base + last, count);
+}
+int main() {
+  int n = N_HERE, blocks = 4, nbins = 12;
+  char *h = (char *)malloc(n);
+  for (int i = 0; i < n; ++i) h[i] = 'a' + rand() % 26;
+  char *text; unsigned int *bins; int *keys, *hist;
+  cudaMalloc(&text, n);
+  cudaMalloc(&bins, NBINS * sizeof(unsigned int));
+  cudaMalloc(&keys, n * sizeof(int));
+  cudaMalloc(&hist, blocks * nbins * sizeof(int));
+  letters<<<blocks, 64>>>(text, bins, n);
+  runs<<<blocks, 64>>>(keys, hist, n, nbins);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("nbins,n", [(7, 1000), (26, 3000)])
+def test_integer_inputs_used_as_indices_get_values_inside_the_indexed_array(tmp_path, nbins, n):
+    """Histogram kernels (PMPP chapter 9, CoffeeBeforeArch, RussWong's CUDATutorial) index their bins with the
+    values they read: `text[i] - 'a'` scaled to a bin, a bin number through a chain of locals into per-block bins.
+    The spec's random integers (-1000..1000) indexed far outside the bins: memcheck stopped the legacy run. Now
+    such an input gets random values for which every index stays inside the array it indexes. The legacy bins
+    match numpy's count; the rKernel matches the legacy kernel."""
+    text = LETTER_HISTOGRAM.replace("BINS_HERE", str(nbins)).replace("N_HERE", str(n))
+    src, hs_yaml, spec = _host_spec(tmp_path, text, "hist.cu", "letters")
+    width = (26 + nbins - 1) // nbins
+    arg = {a["name"]: a for a in spec["args"]}
+    assert (arg["text"]["low"], arg["text"]["high"]) == (97, 97 + nbins * width), hs_yaml
+    for a in spec["args"]:
+        if a["name"] == "bins":
+            a["init"] = "zeros"
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    letters = res.inputs["text"][:n].astype(np.int64) - 97
+    np.testing.assert_array_equal(res.outputs["bins"], np.bincount(letters // width, minlength=nbins))
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+    src, hs_yaml, spec = _host_spec(tmp_path, text, "hist.cu", "runs")
+    arg = {a["name"]: a for a in spec["args"]}
+    # the last block's bins start at 3 * 12: a key up to 11 keeps `hist + base + last` inside 4 * 12 ints
+    assert (arg["keys"]["low"], arg["keys"]["high"]) == (0, 12), hs_yaml
+    for a in spec["args"]:
+        if a["name"] == "hist":
+            a["init"] = "zeros"
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    keys = res.inputs["keys"][:n].astype(np.int64)
+    assert res.outputs["hist"].sum() == n
+    assert set(np.flatnonzero(res.outputs["hist"]) % 12) <= set(keys) | {0}
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+
+
+STREAM_OPERATOR = """#include <stdlib.h>
+__global__ void scale_add(float *c, const float *a, const float *b) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  c[i] = 2.0f * a[i] + b[i];
+}
+class Worker {
+public:
+  void run(float *d_c, const float *d_a, const float *d_b,
+           const int size, const int bufsize);   // declared here, defined below: no call
+};
+void Worker::run(float *d_c, const float *d_a, const float *d_b, const int size, const int bufsize) {
+  dim3 block(BLOCK);
+  dim3 grid(size / block.x);
+  scale_add<<<grid, block>>>(d_c, d_a, d_b);
+}
+int main() {
+  int size = 1 << SHIFT;
+  int bufsize = size * sizeof(float);
+  int parts = 4;
+  float *d_a, *d_b, *d_c;
+  cudaMalloc((void **)&d_a, bufsize);
+  cudaMalloc((void **)&d_b, bufsize);
+  cudaMalloc((void **)&d_c, bufsize);
+  Worker *w = new Worker[parts];
+  for (int i = 0; i < parts; i++) {
+    int offset = i * size / parts;
+    w[i].run(&d_c[offset], &d_a[offset], &d_b[offset], size / parts, bufsize / parts);
+  }
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("shift,block", [(12, 64), (14, 256)])
+def test_a_launcher_method_takes_its_sizes_from_its_member_call(tmp_path, shift, block):
+    """Learn-CUDA-Programming's chapter 4 (8 files): the launch is in a class's method, called as
+    `ops[i].run(..., size / n, bufsize / n)` from a main whose own `size` and `bufsize` the method's parameters
+    shadow. The method's declaration in the class was read as its call (`const int size` as a value) and the
+    member call was not read: both sizes got the 1024 default, the grid covered more than the 256 floats of the
+    buffers (memcheck). Now the member call binds the parameters, main's names keep main's meaning (`size__in_main`)
+    and the buffers are main's whole allocations. Legacy matches numpy; the rKernel matches the legacy kernel."""
+    text = STREAM_OPERATOR.replace("SHIFT", str(shift)).replace("BLOCK", str(block))
+    src, hs_yaml, spec = _host_spec(tmp_path, text, "ops.cu", "scale_add")
+    threads = spec["grid"][0] * spec["block"][0]
+    sizes = {a["name"]: a["size"] for a in spec["args"]}
+    assert spec["block"][0] == block and all(s >= threads for s in sizes.values()), hs_yaml
+    assert all(s == 4 * threads or s >= (1 << shift) for s in sizes.values()), hs_yaml
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    np.testing.assert_allclose(res.outputs["c"][:threads],
+                               2.0 * res.inputs["a"][:threads] + res.inputs["b"][:threads], rtol=1e-6)
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+
+
+WARP_AGGREGATED = """__device__ int reserve(int *ctr, bool keep) {   // warp-aggregated atomic: one atomicAdd per warp
+  unsigned active = __ballot_sync(0xffffffffu, keep);
+  unsigned below, upto;
+  asm("mov.u32 %0, %%lanemask_lt;" : "=r"(below));
+  asm volatile("mov.u32 %0, %%lanemask_le;" : "=r"(upto));
+  int rank = __popc(active & below), base = 0;
+  if (keep && rank == 0) base = atomicAdd(ctr, __popc(active));
+  base = __shfl_sync(0xffffffffu, base, active ? __ffs(active) - 1 : 0);
+  return keep && __popc(active & upto) == rank + 1 ? base + rank : -1;
+}
+__global__ void keep_positive(int *dst, int *nres, const int *src, int n, long long *ticks) {
+  long long t0, t1;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t0));
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  bool keep = i < n && src[i] > 0;
+  int at = reserve(nres, keep);
+  if (keep) dst[at] = src[i];
+  asm volatile("bar.sync 0;");
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t1));
+  if (threadIdx.x == 0) ticks[blockIdx.x] = t1 >= t0;
+}
+"""
+
+
+@pytest.mark.parametrize("block,blocks", [(64, 3), (256, 2)])
+def test_lane_masks_clocks_and_barrier_zero_in_inline_ptx_run_on_the_emulator(tmp_path, block, blocks):
+    """RussWong's CUDATutorial: a warp-aggregated atomic ranks the lanes with `mov.u32 %0, %%lanemask_lt;` (its
+    own kernel takes the active mask inside a branch, which the emulator's __activemask does not model) and the
+    peak-performance kernel reads `%%clock` around `asm volatile("bar.sync 0;")`: not in the inline-PTX table, the
+    build stopped. Now the lane masks come from the thread's lane, the clocks from the emulator's clock64(), and
+    `bar.sync 0` is __syncthreads() on the emulator and the rTask's barrier in the converted kernel (passed through,
+    it synchronised the executor's whole block: synccheck). The kept values are the positive inputs (numpy, as a multiset: the order is the atomics');
+    the rKernel verifies against the legacy kernel on the count."""
+    src = tmp_path / "filter.cu"
+    src.write_text(WARP_AGGREGATED)
+    n = block * blocks - 7
+    spec = {"kernel": "keep_positive", "grid": [blocks, 1, 1], "block": [block, 1, 1],
+            "args": [{"name": "dst", "kind": "buffer", "dtype": "int32", "size": block * blocks, "init": "zeros"},
+                     {"name": "nres", "kind": "buffer", "dtype": "int32", "size": 1, "init": "zeros"},
+                     {"name": "src", "kind": "buffer", "dtype": "int32", "size": block * blocks, "init": "random"},
+                     {"name": "n", "kind": "scalar", "dtype": "int32", "value": n},
+                     {"name": "ticks", "kind": "buffer", "dtype": "int64", "size": blocks, "init": "zeros"}],
+            "outputs": ["nres", "ticks"], "tolerance": 0}
+    res = run_file(str(src), _spec_file(tmp_path, spec))
+    want = np.sort(res.inputs["src"][:n][res.inputs["src"][:n] > 0])
+    assert res.outputs["nres"][0] == len(want)
+    np.testing.assert_array_equal(np.sort(res.outputs["dst"][:len(want)]), want)
+    assert (res.outputs["ticks"] == 1).all()
+    result = verify_file(str(src), _spec_file(tmp_path, spec))
+    assert result.ok, result.summary()
+
+
+VECTOR_TYPES = """struct Pack { char2 c; ushort4 u; double3 d; };   // CUDA's alignments: 2, 8, 8 -> 40 bytes
+__global__ void masked_scale(const char *mask, const float *x, float *y, int n, long long *sizes) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;   // two elements per thread, the mask read as char2
+  if (2 * i + 1 < n) {
+    char2 m = reinterpret_cast<const char2 *>(mask)[i];
+    uchar2 k = make_uchar2(m.x != 0, m.y != 0);
+    int1 one = make_int1(1);
+    longlong2 w = make_longlong2(k.x * one.x, k.y * one.x);
+    y[2 * i] = x[2 * i] * (float)w.x;
+    y[2 * i + 1] = x[2 * i + 1] * (float)w.y;
+  }
+  if (i == 0) {
+    sizes[0] = sizeof(char2); sizes[1] = sizeof(short3); sizes[2] = sizeof(ushort4); sizes[3] = sizeof(Pack);
+    sizes[4] = alignof(char4); sizes[5] = alignof(double2);
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("n,block", [(256, 64), (1000, 128)])
+def test_every_cuda_vector_type_is_declared_for_the_parse(tmp_path, n, block):
+    """RussWong's fused bias-mask kernel reads its mask as `char2`: the parse prelude declared only some vector
+    types (float/int 2-4, uint2/4, double2, short2, char4, uchar4; char4 16-byte aligned where CUDA aligns it to 4),
+    so the kernel was refused ("unknown type name 'char2'"). Now all of vector_types.h's 1-4 vectors are declared,
+    aligned as CUDA aligns them. Legacy matches numpy; the sizes the kernel reports are CUDA's (vector_types.h:
+    char2 2, short3 6, ushort4 8, the struct 40, alignof(char4) 4, alignof(double2) 16); the rKernel matches."""
+    src = tmp_path / "mask.cu"
+    src.write_text(VECTOR_TYPES)
+    sp = _spec_file(tmp_path, {
+        "kernel": "masked_scale", "grid": [(n // 2 + block - 1) // block, 1, 1], "block": [block, 1, 1],
+        "args": [{"name": "mask", "kind": "buffer", "dtype": "int8", "size": n, "init": "random", "low": -1,
+                  "high": 2},
+                 {"name": "x", "kind": "buffer", "dtype": "float32", "size": n, "init": "random"},
+                 {"name": "y", "kind": "buffer", "dtype": "float32", "size": n, "init": "zeros"},
+                 {"name": "n", "kind": "scalar", "dtype": "int32", "value": n},
+                 {"name": "sizes", "kind": "buffer", "dtype": "int64", "size": 6, "init": "zeros"}],
+        "outputs": ["y", "sizes"], "tolerance": 0})
+    res = run_file(str(src), sp)
+    np.testing.assert_array_equal(res.outputs["y"], res.inputs["x"] * (res.inputs["mask"] != 0))
+    np.testing.assert_array_equal(res.outputs["sizes"], [2, 6, 8, 40, 4, 16])
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+
+
+SUFFIXED_TEMPLATE_ARG = """typedef unsigned int uint;
+static uint blocks_for(uint n) { return (n + 127) / 128; }
+template <uint sortDir>
+__global__ void order_pairs(uint *key, uint n) {   // each pair of keys put in the template's order
+  uint i = 2 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (i + 1 < n) {
+    uint a = key[i], b = key[i + 1];
+    bool swap = sortDir ? a > b : a < b;
+    key[i] = swap ? b : a;
+    key[i + 1] = swap ? a : b;
+  }
+}
+void order(uint *d_key, uint n, uint dir) {
+  if (dir) order_pairs<DIR_HERE><<<blocks_for(n), 64>>>(d_key, n);
+}
+"""
+
+
+@pytest.mark.parametrize("literal,ascending", [("1U", True), ("0u", False)])
+def test_a_suffixed_template_literal_of_an_unsigned_parameter_is_its_value(tmp_path, literal, ascending):
+    """cuda-samples mergeSort launches `mergeElementaryIntervalsKernel<1U><<<...>>>` of `template <uint sortDir>`
+    with a grid the host spec cannot evaluate (a function's value): the skeleton read `1U` as a name and guessed
+    for `uint` (not among the integer words) a type: template_args [float], which no instantiation matches
+    ("no matches converting function"). Now a literal with a suffix is its value and a non-type parameter is never
+    guessed a type. Legacy matches numpy; the rKernel matches the legacy kernel."""
+    from rtransform.skeleton import build_skeleton
+    text = SUFFIXED_TEMPLATE_ARG.replace("DIR_HERE", literal)
+    src = tmp_path / "pairs.cu"
+    src.write_text(text)
+    spec = yaml.safe_load(build_skeleton(text, str(src), "order_pairs").text)
+    assert spec["template_args"] == [int(literal.rstrip("uU"))]
+    spec["args"][0]["init"] = "random"
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    n = int(spec["args"][1]["value"])
+    pairs = res.inputs["key"][: n - n % 2].reshape(-1, 2)
+    want = np.sort(pairs, axis=1) if ascending else np.sort(pairs, axis=1)[:, ::-1]
+    np.testing.assert_array_equal(res.outputs["key"][: n - n % 2].reshape(-1, 2), want)
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()
+
+
+NARROW_SCALARS = """__global__ void fill_rows(char *dst, char count, char value, bool twice) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) dst[i] = twice ? 2 * value : value;
+}
+void produce(char *d, int width, int height) {
+  fill_rows<<<(width * height + 127) / 128, 128>>>(d, width * height, 3, false);
+}
+int main() {
+  char *d;
+  cudaMalloc(&d, WIDTH * HEIGHT);
+  produce(d, WIDTH, HEIGHT);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("width,height", [(10, 7), (32, 8)])
+def test_scalar_arguments_are_converted_to_the_parameters_type(tmp_path, width, height):
+    """cuda-samples EGLStream passes `width * height` to a `char size` parameter and apex's layer norm kernels take
+    a `bool rms_only`: the host spec wrote 16384 for the char and the skeleton 1.0 for the bool, which the spec
+    format rejects ("16384 is not a int8 value", "must be true/false for bool"): no legacy run. Now a host
+    argument takes the parameter's type as C converts it (the low 8 bits of a char: 70 stays 70, 256 is 0) and the
+    skeleton gives a bool false. The rows filled match numpy; the rKernel matches the legacy kernel."""
+    from rtransform.skeleton import build_skeleton
+    text = NARROW_SCALARS.replace("WIDTH", str(width)).replace("HEIGHT", str(height))
+    src, hs_yaml, spec = _host_spec(tmp_path, text, "rows.cu", "fill_rows")
+    count = np.int8(np.uint8((width * height) % 256))
+    args = {a["name"]: a for a in spec["args"]}
+    assert args["count"]["value"] == int(count) and args["twice"]["value"] is False, hs_yaml
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    want = res.inputs["dst"].copy()
+    want[:max(0, int(count))] = 3
+    np.testing.assert_array_equal(res.outputs["dst"], want)
+    assert verify_file(str(src), sp).ok
+    skel = yaml.safe_load(build_skeleton(text, str(src), "fill_rows").text)
+    assert {a["name"]: a.get("value") for a in skel["args"]}["twice"] is False
+    result = verify_file(str(src), _spec_file(tmp_path, skel))
+    assert result.ok, result.summary()
+
+
+ARGV_GEMM = """#include <stdlib.h>
+#define CEIL_DIV(M, N) (((M) + (N)-1) / (N))
+template <const int BM, const int BN>
+__global__ void tile_gemm(const float *A, const float *B, float *C, int M, int N, int K) {
+  int row = blockIdx.y * BM + threadIdx.x / BN, col = blockIdx.x * BN + threadIdx.x % BN;
+  if (row < M && col < N) {
+    float s = 0.0f;
+    for (int i = 0; i < K; ++i) s += A[row * K + i] * B[i * N + col];
+    C[row * N + col] = s;
+  }
+}
+void run_gemm(float *A, float *B, float *C, int m, int n, int k) {
+  const unsigned BM = TILE;
+  const unsigned BN = TILE;
+  dim3 grid_size(CEIL_DIV(n, BN), CEIL_DIV(m, BM));
+  dim3 block_size(BM * BN);
+  tile_gemm<BM, BN><<<grid_size, block_size>>>(A, B, C, m, n, k);
+}
+int main(int argc, char *argv[]) {
+  int m = atoi(argv[1]);
+  int n = atoi(argv[2]);
+  int k = atoi(argv[3]);
+  float *d_A, *d_B, *d_C;
+  cudaMalloc((void **)&d_A, m * k * sizeof(float));
+  cudaMalloc((void **)&d_B, k * n * sizeof(float));
+  cudaMalloc((void **)&d_C, m * n * sizeof(float));
+  run_gemm(d_A, d_B, d_C, m, n, k);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("tile", [8, 16])
+def test_sizes_a_caller_reads_from_argv_get_defaults_through_a_launcher(tmp_path, tile):
+    """PaddleJitLab's CUDATutorial GEMMs (5 kernels): main reads m, n, k with atoi(argv[i]) and passes them to a
+    launcher whose template arguments are its own constants. The caller's value reached the launcher in
+    parentheses, `(atoi(argv[2]))`, which the run-time-read test did not recognise: neither a value nor an unknown
+    name, so "cannot evaluate the launch configuration" and the skeleton's guess (every template argument the
+    thread count: a 128 x 128 tile, assertion and stack overflow). Now such a name is read at run time and gets the
+    size default (main's m, n, k, which the launcher's parameters shadow, stay names: K is main's k, not a 1 for
+    an underived scalar); the template arguments are the launcher's. Legacy matches numpy; the rKernel matches."""
+    src, hs_yaml, spec = _host_spec(tmp_path, ARGV_GEMM.replace("TILE", str(tile)), "gemm.cu", "tile_gemm")
+    assert spec["template_args"] == [tile, tile] and spec["block"][0] == tile * tile, hs_yaml
+    a = {x["name"]: x for x in spec["args"]}
+    m, n, k = (int(a[s]["value"]) for s in "MNK")
+    assert spec["grid"][0] * tile >= n and spec["grid"][1] * tile >= m
+    # main's m, n, k shadowed by the launcher's: one value each for the arguments and main's allocations
+    assert k > 1 and a["A"]["size"] >= m * k and a["B"]["size"] >= k * n and a["C"]["size"] >= m * n, hs_yaml
+    sp = _spec_file(tmp_path, spec)
+    res = run_file(str(src), sp)
+    want = res.inputs["A"][: m * k].reshape(m, k).astype(np.float64) @ \
+        res.inputs["B"][: k * n].reshape(k, n).astype(np.float64)
+    np.testing.assert_allclose(res.outputs["C"][: m * n].reshape(m, n), want, rtol=1e-4, atol=1e-4)
+    result = verify_file(str(src), sp)
+    assert result.ok, result.summary()

@@ -32,20 +32,27 @@
 #ifndef FLT_MAX
 #define FLT_MAX 3.402823466e+38F
 #endif
-struct uint3 { unsigned int x, y, z; };
+struct uint3 { unsigned int x, y, z; };  // uint3 first: dim3 converts from it (make_uint3 below)
 struct dim3 {
   unsigned int x, y, z;
   __host__ __device__ dim3(unsigned int x = 1, unsigned int y = 1, unsigned int z = 1) : x(x), y(y), z(z) {}
   __host__ __device__ dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
 };
-#define RT_VEC2(T, N) struct N##2 { T x, y; }; __host__ __device__ N##2 make_##N##2(T, T);
+// CUDA's vector types (vector_types.h), each with its make_ function: the 2- and 4-vectors aligned as CUDA aligns
+// them (char2 2 bytes ... float4 16; at most 16), the 1- and 3-vectors as their element
+#define RT_VEC1(T, N) struct N##1 { T x; }; __host__ __device__ N##1 make_##N##1(T);
+#define RT_VEC2(T, N, A) struct __attribute__((aligned(A))) N##2 { T x, y; }; __host__ __device__ N##2 make_##N##2(T, T);
 #define RT_VEC3(T, N) struct N##3 { T x, y, z; }; __host__ __device__ N##3 make_##N##3(T, T, T);
-#define RT_VEC4(T, N) struct __attribute__((aligned(16))) N##4 { T x, y, z, w; }; __host__ __device__ N##4 make_##N##4(T, T, T, T);
-RT_VEC2(float, float) RT_VEC3(float, float) RT_VEC4(float, float)
-RT_VEC2(int, int) RT_VEC3(int, int) RT_VEC4(int, int)
-RT_VEC2(unsigned int, uint) RT_VEC4(unsigned int, uint)
-RT_VEC2(double, double) RT_VEC2(short, short) RT_VEC4(char, char) RT_VEC4(unsigned char, uchar)
-RT_VEC2(long long, longlong) RT_VEC2(unsigned long long, ulonglong)
+#define RT_VEC4(T, N, A) struct __attribute__((aligned(A))) N##4 { T x, y, z, w; }; \
+  __host__ __device__ N##4 make_##N##4(T, T, T, T);
+#define RT_VECS(T, N, A2, A4) RT_VEC1(T, N) RT_VEC2(T, N, A2) RT_VEC4(T, N, A4)
+RT_VECS(signed char, char, 2, 4) RT_VECS(unsigned char, uchar, 2, 4) RT_VECS(short, short, 4, 8)
+RT_VECS(unsigned short, ushort, 4, 8) RT_VECS(int, int, 8, 16) RT_VECS(unsigned int, uint, 8, 16)
+RT_VECS(long, long, 16, 16) RT_VECS(unsigned long, ulong, 16, 16) RT_VECS(long long, longlong, 16, 16)
+RT_VECS(unsigned long long, ulonglong, 16, 16) RT_VECS(float, float, 8, 16) RT_VECS(double, double, 16, 16)
+RT_VEC3(signed char, char) RT_VEC3(unsigned char, uchar) RT_VEC3(short, short) RT_VEC3(unsigned short, ushort)
+RT_VEC3(int, int) RT_VEC3(long, long) RT_VEC3(unsigned long, ulong) RT_VEC3(long long, longlong)
+RT_VEC3(unsigned long long, ulonglong) RT_VEC3(float, float) RT_VEC3(double, double)
 __host__ __device__ uint3 make_uint3(unsigned, unsigned, unsigned);
 extern const __device__ uint3 threadIdx;
 extern const __device__ uint3 blockIdx;

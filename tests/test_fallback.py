@@ -75,16 +75,16 @@ def test_fallback_cli_build_and_check(tmp_path: Path) -> None:
 
 
 def mask_model(seq: int, heads: int) -> onnx.ModelProto:
-    """transformers' attention-mask prologue: a bool mask [1, seq] expanded to [1, heads, seq, seq] by a constant
-    shape (Expand of bool: no rKernel, so onnxruntime runs it with the shape the graph keeps as a constant), cast
-    to float and added to x."""
-    shape = onnx.numpy_helper.from_array(np.array([1, heads, seq, seq], np.int64), "shape")
-    nodes = [helper.make_node("Expand", ["mask", "shape"], ["wide"]),
+    """An attention mask tiled over the heads: a bool mask [1, 1, seq, seq] repeated by a constant [1, heads, 1, 1]
+    (Tile of bool: no rKernel, so onnxruntime runs it with the repeats the graph keeps as a constant), cast to float
+    and added to x."""
+    repeats = onnx.numpy_helper.from_array(np.array([1, heads, 1, 1], np.int64), "repeats")
+    nodes = [helper.make_node("Tile", ["mask", "repeats"], ["wide"]),
              helper.make_node("Cast", ["wide"], ["wf"], to=TensorProto.FLOAT),
              helper.make_node("Add", ["x", "wf"], ["y"])]
-    g = helper.make_graph(nodes, "mask", [helper.make_tensor_value_info("mask", TensorProto.BOOL, [1, seq]),
+    g = helper.make_graph(nodes, "mask", [helper.make_tensor_value_info("mask", TensorProto.BOOL, [1, 1, seq, seq]),
                                           helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, heads, seq, seq])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, heads, seq, seq])], [shape])
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, heads, seq, seq])], [repeats])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
 
 
@@ -96,9 +96,10 @@ def test_a_fallback_node_gets_back_the_constant_inputs_the_graph_keeps_as_attrib
     build_model(tmp_path / "m.onnx", tmp_path / "out", target="cpu", veus=2, quiet=True,
                 backends=("rtask", "library"))
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
-    assert [c["op_type"] for c in plan["library_calls"] if c["function"] == "onnxruntime"] == ["Expand"]
+    assert [c["op_type"] for c in plan["library_calls"] if c["function"] == "onnxruntime"] == ["Tile"]
     built = load(tmp_path / "out")
     rng = np.random.default_rng(seq)
-    feeds = {"mask": rng.random((1, seq)) < 0.5, "x": rng.standard_normal((1, heads, seq, seq)).astype(np.float32)}
+    feeds = {"mask": rng.random((1, 1, seq, seq)) < 0.5,
+             "x": rng.standard_normal((1, heads, seq, seq)).astype(np.float32)}
     want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_array_equal(built.run(feeds)["y"], want)

@@ -75,7 +75,7 @@ __device__ __forceinline__ void gather_index_out_of_range(const char* op, long l
 
 // Gather along one axis: X [outer, len, inner] of element type T, n_idx int64 indices (negative ones count from the
 // end) -> Y [outer, n_idx, inner]. block (BLOCK), grid ceil(outer*n_idx*inner / BLOCK).
-template <int BLOCK, typename T = float>
+template <int BLOCK, typename T>
 __global__ void gather_axis(const T* __restrict__ X, const long long* __restrict__ indices, T* __restrict__ Y,
                             int outer, int len, int n_idx, int inner) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
@@ -92,7 +92,7 @@ __global__ void gather_axis(const T* __restrict__ X, const long long* __restrict
 // GatherElements: Y has the shape of the indices, up to 4 dims [d0, d1, d2, d3] (d0 implied); Y[c] = X at c with
 // coordinate `axis` replaced by indices[c] (negative ones count from len). X (element type T) is read through its
 // strides s0..s3. block (BLOCK), grid ceil(n / BLOCK).
-template <int BLOCK, typename T = float>
+template <int BLOCK, typename T>
 __global__ void gather_elements(const T* __restrict__ X, const long long* __restrict__ indices,
                                 T* __restrict__ Y, int n, int d1, int d2, int d3, int s0, int s1, int s2, int s3,
                                 int axis, int len) {
@@ -132,7 +132,7 @@ __global__ void tile_nd(const float* __restrict__ X, float* __restrict__ Y, int 
 // CumSum over the middle axis of X [outer, len, inner] (element type T), one thread per (outer, inner) pair;
 // `exclusive` leaves each element out of its own sum, `reverse` sums from the end.
 // block (BLOCK), grid ceil(outer*inner / BLOCK).
-template <int BLOCK, typename T = float>
+template <int BLOCK, typename T>
 __global__ void cumsum_axis(const T* __restrict__ X, T* __restrict__ Y, int outer, int len, int inner,
                             int exclusive, int reverse) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;

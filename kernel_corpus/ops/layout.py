@@ -428,9 +428,9 @@ def _cumsum_plan(node: NodeInfo) -> list[Launch]:
 
 
 def _element_arg(x: TensorInfo) -> list[str]:
-    """The element-type template argument of a copy kernel whose T defaults to float: none for float32 (the
-    instantiation keeps its name), else the C++ type."""
-    return [] if x.dtype == "float32" else [ELEMENT_TYPES[x.dtype]]
+    """The element-type template argument of a copy kernel (spelled even for float: an instantiation is found in
+    ptxas' output by its full argument list)."""
+    return [ELEMENT_TYPES[x.dtype]]
 
 
 def _torch_gather(T, a: dict, k: list, nout: int) -> Callable:

@@ -97,19 +97,28 @@ __global__ void binary_same_act(const float* __restrict__ A, const float* __rest
 // Broadcasting binary op then the activation ACT (21: none) at output element idx of an output of up to 4 dims
 // [d0, d1, d2, d3] (d0 = n / (d1*d2*d3)): each operand is read through its own element strides per output dim,
 // 0 where it is broadcast.
+// The coordinates of output element idx in [d0, d1, d2, d3] (d0 implied) and an operand's offset at them through its
+// strides (0 where it broadcasts): the index arithmetic of the broadcasting kernels below.
+__device__ __forceinline__ void bcast_coords(size_t idx, int d1, int d2, int d3, int (&c)[4]) {
+  c[3] = idx % d3;
+  c[2] = (idx / d3) % d2;
+  c[1] = (idx / ((size_t)d3 * d2)) % d1;
+  c[0] = idx / ((size_t)d3 * d2 * d1);
+}
+__device__ __forceinline__ size_t bcast_at(const int (&c)[4], int s0, int s1, int s2, int s3) {
+  return (size_t)c[0] * s0 + (size_t)c[1] * s1 + (size_t)c[2] * s2 + (size_t)c[3] * s3;
+}
+
 template <int OP, int ACT>
 __device__ __forceinline__ void binary_bcast_at(const float* __restrict__ A, const float* __restrict__ B,
                                                 float* __restrict__ Y, int n, int d1, int d2, int d3, int sa0,
                                                 int sa1, int sa2, int sa3, int sb0, int sb1, int sb2, int sb3,
                                                 size_t idx) {
   if (idx >= (size_t)n) return;
-  const int i3 = idx % d3;
-  const int i2 = (idx / d3) % d2;
-  const int i1 = (idx / ((size_t)d3 * d2)) % d1;
-  const int i0 = idx / ((size_t)d3 * d2 * d1);
-  const size_t a = (size_t)i0 * sa0 + (size_t)i1 * sa1 + (size_t)i2 * sa2 + (size_t)i3 * sa3;
-  const size_t b = (size_t)i0 * sb0 + (size_t)i1 * sb1 + (size_t)i2 * sb2 + (size_t)i3 * sb3;
-  Y[idx] = unary_op<ACT>(binary_op<OP>(A[a], B[b]), 0.0f, 0.0f);
+  int c[4];
+  bcast_coords(idx, d1, d2, d3, c);
+  Y[idx] = unary_op<ACT>(binary_op<OP>(A[bcast_at(c, sa0, sa1, sa2, sa3)], B[bcast_at(c, sb0, sb1, sb2, sb3)]), 0.0f,
+                         0.0f);
 }
 
 // Broadcasting binary op, one thread per output element. block (BLOCK), grid ceil(n / BLOCK).
@@ -145,12 +154,9 @@ __global__ void binary_accumulate(float* Y, const float* __restrict__ B, int n, 
                                   int sb1, int sb2, int sb3, float scale) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)n) return;
-  const int i3 = idx % d3;
-  const int i2 = (idx / d3) % d2;
-  const int i1 = (idx / ((size_t)d3 * d2)) % d1;
-  const int i0 = idx / ((size_t)d3 * d2 * d1);
-  const size_t b = (size_t)i0 * sb0 + (size_t)i1 * sb1 + (size_t)i2 * sb2 + (size_t)i3 * sb3;
-  Y[idx] = binary_op<OP>(Y[idx], B[b]) * scale;
+  int c[4];
+  bcast_coords(idx, d1, d2, d3, c);
+  Y[idx] = binary_op<OP>(Y[idx], B[bcast_at(c, sb0, sb1, sb2, sb3)]) * scale;
 }
 
 // Where: Y = C ? A : B with numpy broadcasting of all three over an output of up to 4 dims (strides as in
@@ -161,26 +167,9 @@ __global__ void where_bcast(const bool* __restrict__ C, const T* __restrict__ A,
                             int sa0, int sa1, int sa2, int sa3, int sb0, int sb1, int sb2, int sb3) {
   const size_t idx = (size_t)blockIdx.x * BLOCK + threadIdx.x;
   if (idx >= (size_t)n) return;
-  const int i3 = idx % d3;
-  const int i2 = (idx / d3) % d2;
-  const int i1 = (idx / ((size_t)d3 * d2)) % d1;
-  const int i0 = idx / ((size_t)d3 * d2 * d1);
-  const size_t c = (size_t)i0 * sc0 + (size_t)i1 * sc1 + (size_t)i2 * sc2 + (size_t)i3 * sc3;
-  const size_t a = (size_t)i0 * sa0 + (size_t)i1 * sa1 + (size_t)i2 * sa2 + (size_t)i3 * sa3;
-  const size_t b = (size_t)i0 * sb0 + (size_t)i1 * sb1 + (size_t)i2 * sb2 + (size_t)i3 * sb3;
-  Y[idx] = C[c] ? A[a] : B[b];
-}
-
-// The coordinates of output element idx in [d0, d1, d2, d3] (d0 implied) and an operand's offset at them through its
-// strides (0 where it broadcasts): the index arithmetic of the broadcasting kernels below.
-__device__ __forceinline__ void bcast_coords(size_t idx, int d1, int d2, int d3, int (&c)[4]) {
-  c[3] = idx % d3;
-  c[2] = (idx / d3) % d2;
-  c[1] = (idx / ((size_t)d3 * d2)) % d1;
-  c[0] = idx / ((size_t)d3 * d2 * d1);
-}
-__device__ __forceinline__ size_t bcast_at(const int (&c)[4], int s0, int s1, int s2, int s3) {
-  return (size_t)c[0] * s0 + (size_t)c[1] * s1 + (size_t)c[2] * s2 + (size_t)c[3] * s3;
+  int c[4];
+  bcast_coords(idx, d1, d2, d3, c);
+  Y[idx] = C[bcast_at(c, sc0, sc1, sc2, sc3)] ? A[bcast_at(c, sa0, sa1, sa2, sa3)] : B[bcast_at(c, sb0, sb1, sb2, sb3)];
 }
 
 // Logical ops on bool tensors (ONNX And 0, Or 1, Xor 2) with numpy broadcasting over an output of up to 4 dims

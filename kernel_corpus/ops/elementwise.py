@@ -160,10 +160,17 @@ def broadcast_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]]:
 def bcast_launch(op: int, node: NodeInfo, a: int, b: int, dims: list[int], sa: list[int], sb: list[int],
                  act: Unary | None = None) -> Launch:
     """binary_bcast<op>(In(a), In(b)) -> Out(0) over the output view (binary_bcast_act<op, code> with `act`)."""
+    kernel, codes = ("binary_bcast", [op]) if act is None else ("binary_bcast_act", [op, act.code])
+    return operands_launch(kernel, codes, node, a, b, dims, sa, sb, 1 + (act.flops if act else 0))
+
+
+def operands_launch(kernel: str, template_args: list, node: NodeInfo, a: int, b: int, dims: list[int],
+                    sa: list[int], sb: list[int], flops: int = 1) -> Launch:
+    """kernel<template_args..., BLOCK>(In(a), In(b), Out(0), n, d1..d3, A's and B's strides): the launch of every
+    broadcasting two-operand kernel, one thread per output element, `flops` per element."""
     n = node.outputs[0].numel
     args = [In(a), In(b), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sa + sb]
-    kernel, codes = ("binary_bcast", [op]) if act is None else ("binary_bcast_act", [op, act.code])
-    return linear_launch(kernel, codes + [BLOCK], n, BLOCK, args, n * (1 + (act.flops if act else 0)),
+    return linear_launch(kernel, template_args + [BLOCK], n, BLOCK, args, n * flops,
                          tensor_bytes(node.inputs[a], node.inputs[b], node.outputs[0]))
 
 
@@ -228,16 +235,13 @@ COMPARE_OPS = {"Equal": 0, "Less": 1, "LessOrEqual": 2, "Greater": 3, "GreaterOr
 
 def _int_plan(node: NodeInfo) -> list[Launch]:
     """int_bcast<T, OP>, one thread per output element."""
-    return [_typed_bcast_launch("int_bcast", BINARY_OPS[node.op_type], node, n_flops=1)]
+    return [_typed_bcast_launch("int_bcast", BINARY_OPS[node.op_type], node)]
 
 
-def _typed_bcast_launch(kernel: str, code: int, node: NodeInfo, n_flops: int) -> Launch:
-    """kernel<T, code, BLOCK>(In(0), In(1)) -> Out(0) over the broadcast view, T the inputs' element type."""
+def _typed_bcast_launch(kernel: str, code: int, node: NodeInfo) -> Launch:
+    """kernel<T, code> over the broadcast view of inputs 0 and 1, T their element type."""
     dims, sa, sb = broadcast_view(node)
-    n = node.outputs[0].numel
-    return linear_launch(kernel, [ELEMENT_TYPES[node.inputs[0].dtype], code, BLOCK], n, BLOCK,
-                         [In(0), In(1), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sa + sb], n * n_flops,
-                         tensor_bytes(node.inputs[0], node.inputs[1], node.outputs[0]))
+    return operands_launch(kernel, [ELEMENT_TYPES[node.inputs[0].dtype], code], node, 0, 1, dims, sa, sb)
 
 
 def _compare_condition(node: NodeInfo) -> str | None:
@@ -253,7 +257,7 @@ def _compare_condition(node: NodeInfo) -> str | None:
 
 def _compare_plan(node: NodeInfo) -> list[Launch]:
     """compare_bcast<T, OP>, one thread per output element."""
-    return [_typed_bcast_launch("compare_bcast", COMPARE_OPS[node.op_type], node, n_flops=1)]
+    return [_typed_bcast_launch("compare_bcast", COMPARE_OPS[node.op_type], node)]
 
 
 INT_SHAPES = (Shape(((1, 16), (1, 16)), dtypes={0: "int32", 1: "int32"}, ranges={0: (-99, 99), 1: (-99, 99)}),
@@ -467,11 +471,8 @@ FLOAT_CLASS = {"IsNaN": 0, "IsInf": 1}     # float_class's OP codes
 
 def _logic_plan(node: NodeInfo) -> list[Launch]:
     """logic_bcast<OP>, one thread per output element."""
-    dims, (sa, sb) = nary_view(node)
-    n = node.outputs[0].numel
-    return [linear_launch("logic_bcast", [LOGIC_OPS[node.op_type], BLOCK], n, BLOCK,
-                          [In(0), In(1), Out(0), i32(n)] + [i32(v) for v in dims[1:] + sa + sb], n,
-                          tensor_bytes(*node.inputs, node.outputs[0]))]
+    dims, sa, sb = broadcast_view(node)
+    return [operands_launch("logic_bcast", [LOGIC_OPS[node.op_type]], node, 0, 1, dims, sa, sb)]
 
 
 def _not_plan(node: NodeInfo) -> list[Launch]:

@@ -23,9 +23,9 @@ TILE, TILE_ROWS = 32, 8
 MAX_TRANSPOSE_RANK = 4
 
 
-def _copy_bytes(count: int) -> int:
-    """Bytes to read and write `count` float32 elements."""
-    return 8 * count
+def _copy_bytes(count: int, dtype: str = "float32") -> int:
+    """Bytes to read and write `count` elements of `dtype`."""
+    return 2 * count * np.dtype(dtype).itemsize
 
 
 # ---- Concat ------------------------------------------------------------------------------------------------
@@ -350,7 +350,7 @@ def _gather_plan(node: NodeInfo) -> list[Launch]:
     x = node.inputs[0]
     return [linear_launch("gather_axis", [BLOCK] + _element_arg(x), n, BLOCK,
                           [In(0), In(1), Out(0), i32(outer), i32(length), i32(n_idx), i32(inner)], 0,
-                          n * np.dtype(x.dtype).itemsize * 2 + 8 * n_idx)]
+                          _copy_bytes(n, x.dtype) + 8 * n_idx)]
 
 
 def padded4(values: list[int], fill: int) -> list[int]:
@@ -387,7 +387,7 @@ def _gather_elements_plan(node: NodeInfo) -> list[Launch]:
     return [linear_launch("gather_elements", [BLOCK] + _element_arg(x), n, BLOCK,
                           [In(0), In(1), Out(0), i32(n)] + [i32(v) for v in dims[1:] + strides] + [i32(axis),
                                                                                                   i32(length)],
-                          0, 2 * n * np.dtype(x.dtype).itemsize + 8 * n)]
+                          0, _copy_bytes(n, x.dtype) + 8 * n)]
 
 
 def tile_view(node: NodeInfo) -> tuple[list[int], list[int], list[int]]:
@@ -424,7 +424,7 @@ def _cumsum_plan(node: NodeInfo) -> list[Launch]:
     return [linear_launch("cumsum_axis", [BLOCK] + _element_arg(x), outer * inner, BLOCK,
                           [In(0), Out(0), i32(outer), i32(length), i32(inner), i32(node.attr("exclusive", 0)),
                            i32(node.attr("reverse", 0))], outer * length * inner,
-                          2 * outer * length * inner * np.dtype(x.dtype).itemsize)]
+                          _copy_bytes(outer * length * inner, x.dtype))]
 
 
 def _element_arg(x: TensorInfo) -> list[str]:

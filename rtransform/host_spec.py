@@ -28,8 +28,9 @@ import yaml
 
 from converter.flags import CompileFlags
 from converter.slice import KernelParam, slice_source
-from rtransform.index_ranges import index_ranges, matching as _matching
+from rtransform.index_ranges import index_ranges
 from rtransform.spec import C_TYPE_DTYPES, LAUNCH_CLOSE, LAUNCH_OPEN, record_layout
+from toolchain.cxx import closing_bracket
 
 DEFAULT_SIZE = 1024       # an unknown size-like name (read at run time)
 SCALAR_SIZE_DEFAULT = 128  # an unknown name only a size-named integer argument uses (a GEMM's K): whole tiles up to 128
@@ -113,14 +114,14 @@ def launch_sites(texts: dict[str, str], name: str) -> list[Site]:
             end = shut.start()
             cfg = _split_args(text[m.end():end])
             p = text.find("(", end)
-            close = _matching(text, p) if p >= 0 and not text[shut.end():p].strip() else -1
+            close = closing_bracket(text, p) if p >= 0 and not text[shut.end():p].strip() else -1
             if len(cfg) < 2 or close < 0:
                 continue
             targs = _split_args(m.group(1)[1:-1]) if m.group(1) else []
             out.append(Site(file, text, m.start(), targs, cfg[0], cfg[1], cfg[2] if len(cfg) > 2 else "0",
                             _split_args(text[p + 1:close - 1])))
         for m in re.finditer(r"\bcudaLaunch(?:Cooperative)?Kernel\s*(?:<[^>]*>)?\s*\(", text):
-            close = _matching(text, m.end() - 1)
+            close = closing_bracket(text, m.end() - 1)
             parts = _split_args(text[m.end():close - 1]) if close > 0 else []
             if len(parts) < 4 or not re.search(rf"\b{re.escape(name)}\b", parts[0]):
                 continue
@@ -155,7 +156,7 @@ def _enclosing_function(text: str, at: int) -> tuple[str, list[str], int, int] |
     best = None
     for m in _FUNC_HEAD.finditer(text, 0, at):
         body = m.end() - 1
-        end = _matching(text, body, "{", "}")
+        end = closing_bracket(text, body, "{", "}")
         if body < at < end and m.group(1) not in ("if", "for", "while", "switch", "catch", "return"):
             best = (m.group(1), [_param_name(p) for p in _split_args(m.group(2))], body, end)
     return best
@@ -201,7 +202,7 @@ def allocation_sites(text: str, helpers: AllocHelpers | None = None) -> list[tup
     """allocations() with the offset of each in text."""
     out = []
     for m in _MALLOC.finditer(text):
-        close = _matching(text, m.end() - 1)
+        close = closing_bracket(text, m.end() - 1)
         parts = _split_args(text[m.end():close - 1]) if close > 0 else []
         ptr = re.search(r"&\s*(\w+)\s*\)?\s*$", parts[0]) if len(parts) >= 2 else None
         if ptr and "Pitch" in m.group(0):  # cudaMallocPitch(&p, &pitch, width bytes, rows): rows of the pitch
@@ -211,7 +212,7 @@ def allocation_sites(text: str, helpers: AllocHelpers | None = None) -> list[tup
             out.append((m.start(), ptr.group(1), parts[1]))
     for name, (tparams, pnames, size) in (helpers or {}).items():
         for c in re.finditer(rf"(?<![\w.>])(\w+)\s*=\s*{re.escape(name)}\s*(?:<([^<>;]*)>)?\s*\(", text):
-            close = _matching(text, c.end() - 1)
+            close = closing_bracket(text, c.end() - 1)
             if close < 0:
                 continue
             sub = {p: f"({a})" for p, a in zip(pnames, _split_args(text[c.end():close - 1]))}
@@ -227,7 +228,7 @@ def alloc_helpers(texts: list[str]) -> AllocHelpers:
     for raw in texts:
         text = strip_comments(raw)
         for m in _FUNC_HEAD.finditer(text):
-            end = _matching(text, m.end() - 1, "{", "}")
+            end = closing_bracket(text, m.end() - 1, "{", "}")
             inner = text[m.end() - 1:end] if end > 0 else ""
             found, ret = allocations(inner), re.search(r"\breturn\s+(\w+)\s*;", inner)
             if len(found) != 1 or ret is None or found[0][0] != ret.group(1):
@@ -273,7 +274,7 @@ class Env:
 def _unwrapped(expr: str) -> str:
     """expr without the parentheses around all of it (a caller's `atoi(argv[2])` inlined as `(atoi(argv[2]))`)."""
     e = expr.strip()
-    while e.startswith("(") and _matching(e, 0) == len(e):
+    while e.startswith("(") and closing_bracket(e, 0) == len(e):
         e = e[1:-1].strip()
     return e
 
@@ -323,7 +324,7 @@ def expand_macros(expr: str, macros: dict[str, tuple[list[str], str]]) -> str:
         m = next((m for m in re.finditer(r"\b(\w+)\s*\(", expr) if m.group(1) in macros), None)
         if m is None:
             return expr
-        close = _matching(expr, m.end() - 1)
+        close = closing_bracket(expr, m.end() - 1)
         if close < 0:
             return expr
         params, body = macros[m.group(1)]
@@ -461,7 +462,7 @@ def _pitches(text: str, env: dict[str, str]) -> None:
     the width is one the runtime may return; the allocation is read as pitch x rows), then the program's own
     conversions of it to elements (`pitch /= sizeof(float);`, `pitch = pitch / sizeof(float);`) in order."""
     for m in re.finditer(r"\bcudaMallocPitch\s*\(", text):
-        close = _matching(text, m.end() - 1)
+        close = closing_bracket(text, m.end() - 1)
         parts = _split_args(text[m.end():close - 1]) if close > 0 else []
         pitch = re.fullmatch(r"\s*(?:\(\s*size_t\s*\*\s*\))?\s*&\s*(\w+)\s*", parts[1]) if len(parts) == 4 else None
         if pitch is None:
@@ -668,7 +669,7 @@ def _caller_bindings(texts: dict[str, str], fname: str, pnames: list[str], own: 
              for m in re.finditer(rf"{prefix}\b{re.escape(fname)}\s*(?:<[^<>;]*>)?\s*\(", strip_comments(raw))]
     for file, text, m in calls:
         if True:
-            close = _matching(text, m.end() - 1)
+            close = closing_bracket(text, m.end() - 1)
             if close < 0 or text[close:close + 20].lstrip().startswith("{"):
                 continue  # the definition itself
             args = _split_args(text[m.end():close - 1])

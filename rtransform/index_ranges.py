@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 
 from converter.slice import KernelParam
+from toolchain.cxx import closing_bracket, split_top_level
 
 _INT_ELEMS = {"int", "unsigned int", "unsigned", "char", "signed char", "unsigned char", "short", "unsigned short",
               "long", "unsigned long", "long long", "unsigned long long", "int32_t", "uint32_t", "int8_t", "uint8_t",
@@ -33,39 +34,23 @@ def kernel_body(text: str, name: str) -> str | None:
     """The body of the __global__ function `name` in text (the last definition: a declaration comes first)."""
     best = None
     for m in re.finditer(rf"__global__[^;{{}}]*?\b{re.escape(name)}\s*\(", text):
-        close = _close(text, m.end() - 1, "(", ")")
+        close = closing_bracket(text, m.end() - 1, "(", ")")
         rest = text[close:close + 200] if close > 0 else ""
         brace = re.match(r"[^;{]*\{", rest)
         if brace is None:
             continue
         start = close + brace.end() - 1
-        end = _close(text, start, "{", "}")
+        end = closing_bracket(text, start, "{", "}")
         if end > 0:
             best = text[start:end]
     return best
-
-
-def matching(text: str, i: int, open_: str = "(", close: str = ")") -> int:
-    """Index just past the bracket closing the one at i (or -1)."""
-    depth = 0
-    for j in range(i, len(text)):
-        if text[j] == open_:
-            depth += 1
-        elif text[j] == close:
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    return -1
-
-
-_close = matching
 
 
 def _subscripts(text: str) -> list[tuple[str, str]]:
     """(array name, index text) of every `name[...]` in text, nested ones included."""
     out = []
     for m in re.finditer(r"\b([A-Za-z_]\w*)\s*\[", text):
-        end = _close(text, m.end() - 1, "[", "]")
+        end = closing_bracket(text, m.end() - 1, "[", "]")
         if end > 0:
             out.append((m.group(1), text[m.end():end - 1]))
     return out
@@ -75,24 +60,13 @@ def _pointer_sums(text: str, arrays: set[str]) -> list[tuple[str, str]]:
     """(array, offset text) of an atomic's address `bins + e` (pointer arithmetic on a known array)."""
     out = []
     for m in _ATOMIC_PTR.finditer(text):
-        end = _close(text, m.start() + m.group(0).index("("), "(", ")")
-        first = _first_arg(text[m.end():end - 1] if end > 0 else "")
+        end = closing_bracket(text, m.start() + m.group(0).index("("), "(", ")")
+        args = split_top_level(text[m.end():end - 1]) if end > 0 else []
+        first = args[0] if args else ""
         pm = re.fullmatch(r"\s*\(?\s*([A-Za-z_]\w*)\s*\+\s*(.+?)\)?\s*", first, re.S)
         if pm and pm.group(1) in arrays:
             out.append((pm.group(1), pm.group(2)))
     return out
-
-
-def _first_arg(args: str) -> str:
-    depth = 0
-    for i, c in enumerate(args):
-        if c in "([":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif c == "," and depth == 0:
-            return args[:i]
-    return args
 
 
 def _integer_input(p: KernelParam, body: str) -> bool:
@@ -117,7 +91,7 @@ def index_ranges(text: str, kernel: str, params: list[KernelParam], sizes: dict[
         return {}
     lengths = dict(sizes)
     for m in _ARRAY_DECL.finditer(body):
-        n = _number(m.group(2), value)
+        n = _eval(m.group(2), value, {})
         if n is not None and n > 0:
             lengths.setdefault(m.group(1), int(n))
     fixed = _single_assignments(body)
@@ -175,7 +149,7 @@ def _substitute(expr: str, src: str, derived: dict[str, str]) -> str | None:
     for m in re.finditer(rf"\b{re.escape(src)}\s*\[", expr):
         if m.start() < i:
             continue  # inside a read replaced already
-        end = _close(expr, m.end() - 1, "[", "]")
+        end = closing_bracket(expr, m.end() - 1, "[", "]")
         if end < 0:
             return None
         parts += [expr[i:m.start()], "(__v)"]
@@ -183,10 +157,6 @@ def _substitute(expr: str, src: str, derived: dict[str, str]) -> str | None:
     e = "".join(parts) + expr[i:]
     e = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({derived[m.group(0)]})" if m.group(0) in derived else m.group(0), e)
     return e if "__v" in e else None
-
-
-def _number(expr: str, value: Callable[[str], float | None]) -> float | None:
-    return _eval(expr, value, {})
 
 
 def _eval(expr: str, value: Callable[[str], float | None], names: dict[str, int]) -> float | None:

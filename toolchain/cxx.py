@@ -26,6 +26,19 @@ def kernel_expr(name: str, args: Iterable[Any]) -> str:
     return f"{name}<{text}>" if text else name
 
 
+def closing_bracket(text: str, i: int, open_: str = "(", close: str = ")") -> int:
+    """Index just past the bracket closing the one at i (or -1)."""
+    depth = 0
+    for j in range(i, len(text)):
+        if text[j] == open_:
+            depth += 1
+        elif text[j] == close:
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return -1
+
+
 def split_top_level(text: str) -> list[str]:
     """The comma-separated items of C++ text at bracket depth 0, stripped, empty ones dropped: commas inside (),
     [], {}, template brackets and string or character literals do not split. `name<` opens a template bracket

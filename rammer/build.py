@@ -282,9 +282,6 @@ class BuildOptions:
         self.forced()
         if self.resident_units is not None and self.resident_units < 0:
             raise BuildError(f"resident units {self.resident_units}: J must be at least 1 (0: the fewest-fit J)")
-        bad = [f"{name}={size}" for name, size in self.dims if size < 1]
-        if bad:
-            raise BuildError(f"--dim {bad[0]}: a dimension's size must be at least 1")
 
     def forced(self) -> dict[str, str]:
         """--force as {pattern: kind}; a one-line error for a malformed one."""

@@ -63,11 +63,12 @@ def _at_least_one_veu(ctx: click.Context, param: click.Parameter, value: int | N
 
 
 def _dims(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
-    """--dim NAME=N (repeatable) as ((name, size), ...); one usage line for a malformed one."""
+    """--dim NAME=N (repeatable) as ((name, size), ...); one usage line for a malformed one (a size below 1 is
+    fix_dimensions' to refuse)."""
     out = []
     for item in values:
         name, sep, size = item.rpartition("=")
-        if not sep or not name or not size.isdigit() or int(size) < 1:
+        if not sep or not name or not size.isdigit():
             click.echo(f"error: --dim {item}: expected NAME=N with N >= 1 (a named dynamic dimension of the model, "
                        f"e.g. --dim batch=1)", err=True)
             ctx.exit(Exit.USAGE)

@@ -24,8 +24,11 @@ def dynamic_dimensions(model: onnx.ModelProto) -> list[str]:
 
 def fix_dimensions(model: onnx.ModelProto, dims: Mapping[str, int]) -> onnx.ModelProto:
     """Give named dynamic dimensions (an exporter's "batch", "seq") fixed sizes, in place, on the graph's inputs
-    and outputs; the intermediate shapes are inferred again from them (value_info is cleared). A name the model
-    does not use is a ValueError that lists the ones it does."""
+    and outputs; the intermediate shapes are inferred again from them (value_info is cleared). A size below 1, or
+    a name the model does not use (the error lists the ones it does), is a ValueError."""
+    small = [f"{name}={size}" for name, size in dims.items() if size < 1]
+    if small:
+        raise ValueError(f"--dim {small[0]}: a dimension's size must be at least 1")
     known = dynamic_dimensions(model)
     unknown = [name for name in dims if name not in known]
     if unknown:

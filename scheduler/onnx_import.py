@@ -21,7 +21,7 @@ def load_model(source: str | Path | onnx.ModelProto, dims: Mapping[str, int] | N
     dynamic dimensions their sizes (fix_dimensions)."""
     base_dir = ""
     if isinstance(source, onnx.ModelProto):
-        model = source
+        model = _copy(source) if dims else source  # fixing its dimensions must not change the caller's proto
         where = "model"
     else:
         where = str(source)
@@ -33,7 +33,7 @@ def load_model(source: str | Path | onnx.ModelProto, dims: Mapping[str, int] | N
             raise ModelError(f"cannot read ONNX model {where}: {first_line(exc)}") from None
     if dims:
         try:
-            model = fix_dimensions(model if where != "model" else _copy(model), dims)
+            fix_dimensions(model, dims)
         except ValueError as exc:
             raise ModelError(f"{where}: {exc}") from None
     try:  # on the skeleton: small whatever the weights (no protobuf size limit), external data checked when read
@@ -166,7 +166,7 @@ def static_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
 
 
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of a caller's model (fixing its dimensions must not change the caller's proto)."""
+    """A copy of a proto."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     return out

@@ -55,6 +55,8 @@ def test_a_dynamic_dimension_without_a_size_names_the_option(tmp_path: Path) -> 
         import_model(dynamic_model())
     with pytest.raises(ModelError, match=r"--dim batsh: .*no dynamic dimension of that name.*batch, seq"):
         import_model(dynamic_model(), {"batsh": 1, "seq": 2})
+    with pytest.raises(ModelError, match=r"--dim batch=0: a dimension's size must be at least 1"):
+        import_model(dynamic_model(), {"batch": 0, "seq": 2})
     model = dynamic_model()
     import_model(model, {"batch": 2, "seq": 3})  # fixing the sizes leaves the caller's model as it was
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
